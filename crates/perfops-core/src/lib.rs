@@ -1,0 +1,14 @@
+//! perfops' pure core: what a load test *plans* and what it *measures*, with no
+//! sockets, no async runtime and no clock of its own.
+//!
+//! - [`model`]: load models as validated types. An open schedule answers "when is
+//!   arrival n due"; a closed model answers "how many users". The engine runs them.
+//! - [`measure`]: failure kinds, HDR histograms and per-interval statistics, and
+//!   their merge (associative and order-free, so per-worker shards combine exactly).
+//!
+//! Everything here is testable without a clock: time enters as `Duration` offsets
+//! from the start of a run.
+
+pub mod measure;
+pub mod model;
+pub mod units;

@@ -1,0 +1,157 @@
+//! Failure kinds: a small `Copy` enum counted in a fixed array, never keyed by
+//! a string (oha's wart), so counting a failure on the hot path is one add.
+
+use std::fmt;
+use std::ops::{AddAssign, Index};
+
+/// Why a request did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FailureKind {
+    /// The target refused the connection (nothing listens, or the backlog is full
+    /// and the kernel answered RST).
+    ConnectRefused,
+    /// The connection was not established within the connect timeout (SYNs
+    /// dropped: a full listen queue often looks like this).
+    ConnectTimeout,
+    /// Any other error while connecting (address unavailable, unreachable, ...).
+    ConnectError,
+    /// The TLS handshake failed (certificate, protocol).
+    Tls,
+    /// The peer reset or closed the connection before the response was complete.
+    Reset,
+    /// No complete response within the request timeout.
+    Timeout,
+    /// The peer answered something that is not valid HTTP/1.x.
+    Protocol,
+    /// A response with status 400-499.
+    Http4xx,
+    /// A response with status 500-599.
+    Http5xx,
+    /// A response arrived but a check on it failed (status, body, extraction).
+    CheckFailed,
+}
+
+impl FailureKind {
+    /// Every kind, in the order of [`FailureCounts`].
+    pub const ALL: [FailureKind; 10] = [
+        FailureKind::ConnectRefused,
+        FailureKind::ConnectTimeout,
+        FailureKind::ConnectError,
+        FailureKind::Tls,
+        FailureKind::Reset,
+        FailureKind::Timeout,
+        FailureKind::Protocol,
+        FailureKind::Http4xx,
+        FailureKind::Http5xx,
+        FailureKind::CheckFailed,
+    ];
+
+    /// The stable snake_case name used in results files and the terminal.
+    pub fn name(self) -> &'static str {
+        match self {
+            FailureKind::ConnectRefused => "connect_refused",
+            FailureKind::ConnectTimeout => "connect_timeout",
+            FailureKind::ConnectError => "connect_error",
+            FailureKind::Tls => "tls",
+            FailureKind::Reset => "reset",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Protocol => "protocol",
+            FailureKind::Http4xx => "http_4xx",
+            FailureKind::Http5xx => "http_5xx",
+            FailureKind::CheckFailed => "check_failed",
+        }
+    }
+
+    /// The kind named `name` (as written by [`FailureKind::name`]).
+    pub fn from_name(name: &str) -> Option<FailureKind> {
+        FailureKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// True for kinds where a response arrived (its latency is recorded).
+    pub fn has_response(self) -> bool {
+        matches!(self, FailureKind::Http4xx | FailureKind::Http5xx | FailureKind::CheckFailed)
+    }
+
+    /// The failure kind of an HTTP status, if it is one.
+    pub fn of_status(status: u16) -> Option<FailureKind> {
+        match status {
+            400..=499 => Some(FailureKind::Http4xx),
+            500..=599 => Some(FailureKind::Http5xx),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A count per [`FailureKind`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FailureCounts([u64; FailureKind::ALL.len()]);
+
+impl FailureCounts {
+    /// Count one failure of `kind`.
+    #[inline]
+    pub fn add(&mut self, kind: FailureKind) {
+        self.0[kind as usize] += 1;
+    }
+
+    /// Count `n` failures of `kind`.
+    pub fn add_n(&mut self, kind: FailureKind, n: u64) {
+        self.0[kind as usize] += n;
+    }
+
+    /// All failures.
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The kinds with a non-zero count, most frequent first.
+    pub fn nonzero(&self) -> Vec<(FailureKind, u64)> {
+        let mut v: Vec<_> = FailureKind::ALL.into_iter().map(|k| (k, self[k])).filter(|&(_, n)| n > 0).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        v
+    }
+}
+
+impl Index<FailureKind> for FailureCounts {
+    type Output = u64;
+    fn index(&self, kind: FailureKind) -> &u64 {
+        &self.0[kind as usize]
+    }
+}
+
+impl AddAssign<&FailureCounts> for FailureCounts {
+    fn add_assign(&mut self, other: &FailureCounts) {
+        for (a, b) in self.0.iter_mut().zip(other.0) {
+            *a += b;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_are_unique() {
+        for k in FailureKind::ALL {
+            assert_eq!(FailureKind::from_name(k.name()), Some(k));
+            assert_eq!(FailureKind::ALL[k as usize], k, "ALL is in discriminant order");
+        }
+    }
+
+    #[test]
+    fn counts_sort_most_frequent_first() {
+        let mut c = FailureCounts::default();
+        c.add(FailureKind::Timeout);
+        c.add_n(FailureKind::Http5xx, 3);
+        assert_eq!(c.total(), 4);
+        assert_eq!(c.nonzero(), vec![(FailureKind::Http5xx, 3), (FailureKind::Timeout, 1)]);
+        assert_eq!(FailureKind::of_status(404), Some(FailureKind::Http4xx));
+        assert_eq!(FailureKind::of_status(302), None);
+    }
+}

@@ -1,0 +1,178 @@
+//! A latency histogram: HdrHistogram with microsecond units, 3 significant
+//! digits, from 1 µs to one hour. Values past the range are clamped to it (and
+//! stay visible as the maximum), never lost.
+
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Highest trackable value, in microseconds (one hour).
+const MAX_US: u64 = 3_600_000_000;
+
+/// An HDR histogram of durations, recorded in microseconds.
+#[derive(Debug, Clone)]
+pub struct Histogram(hdrhistogram::Histogram<u64>);
+
+/// The usual figures of a histogram, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+pub struct HistogramSummary {
+    /// Number of values.
+    pub count: u64,
+    /// Smallest value.
+    pub min: f64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p99_9: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Histogram::new()
+    }
+}
+
+impl PartialEq for Histogram {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Histogram {
+    /// An empty histogram.
+    pub fn new() -> Histogram {
+        // Bounds are constants that hdrhistogram accepts; this cannot fail.
+        Histogram(hdrhistogram::Histogram::new_with_bounds(1, MAX_US, 3).expect("valid histogram bounds"))
+    }
+
+    /// Record one duration.
+    #[inline]
+    pub fn record(&mut self, d: Duration) {
+        let us = (d.as_micros() as u64).clamp(1, MAX_US);
+        // In range by the clamp above, so this never errs.
+        let _ = self.0.record(us);
+    }
+
+    /// Record one value given in microseconds.
+    pub fn record_us(&mut self, us: u64, count: u64) {
+        let _ = self.0.record_n(us.clamp(1, MAX_US), count);
+    }
+
+    /// Add every value of `other` (same bounds: never fails).
+    pub fn merge(&mut self, other: &Histogram) {
+        let _ = self.0.add(&other.0);
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// True when nothing was recorded.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value at quantile `q` (0..=1).
+    pub fn quantile(&self, q: f64) -> Duration {
+        Duration::from_micros(self.0.value_at_quantile(q))
+    }
+
+    /// Largest value.
+    pub fn max(&self) -> Duration {
+        Duration::from_micros(self.0.max())
+    }
+
+    /// Smallest value.
+    pub fn min(&self) -> Duration {
+        Duration::from_micros(self.0.min())
+    }
+
+    /// Mean, in milliseconds.
+    pub fn mean_ms(&self) -> f64 {
+        self.0.mean() / 1000.0
+    }
+
+    /// Standard deviation, in milliseconds.
+    pub fn stdev_ms(&self) -> f64 {
+        self.0.stdev() / 1000.0
+    }
+
+    /// Number of values at or below `d`.
+    pub fn count_at_or_below(&self, d: Duration) -> u64 {
+        self.0.count_between(0, d.as_micros() as u64)
+    }
+
+    /// Bucket counts (value in µs, count) with values, for spectra and diagnostics.
+    pub fn recorded(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.0.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value()))
+    }
+
+    /// The usual figures in milliseconds (all zero when empty).
+    pub fn summary(&self) -> HistogramSummary {
+        if self.is_empty() {
+            return HistogramSummary::default();
+        }
+        let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+        HistogramSummary {
+            count: self.len(),
+            min: ms(self.min()),
+            mean: self.mean_ms(),
+            stdev: self.stdev_ms(),
+            p50: ms(self.quantile(0.5)),
+            p90: ms(self.quantile(0.9)),
+            p95: ms(self.quantile(0.95)),
+            p99: ms(self.quantile(0.99)),
+            p99_9: ms(self.quantile(0.999)),
+            max: ms(self.max()),
+        }
+    }
+
+    /// The underlying HdrHistogram, for serialisation.
+    pub fn inner(&self) -> &hdrhistogram::Histogram<u64> {
+        &self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_of_a_known_distribution() {
+        let mut h = Histogram::new();
+        for ms in 1..=100u64 {
+            h.record(Duration::from_millis(ms));
+        }
+        // (quantile, expected ms): HDR keeps 3 significant digits, so equal to 0.1%.
+        let cases = [(0.5, 50.0), (0.9, 90.0), (0.99, 99.0), (1.0, 100.0)];
+        for (q, want) in cases {
+            let got = h.quantile(q).as_secs_f64() * 1000.0;
+            assert!((got - want).abs() <= want * 0.001, "q={q}: {got} vs {want}");
+        }
+        assert_eq!(h.len(), 100);
+        assert!((h.mean_ms() - 50.5).abs() < 0.1);
+        assert_eq!(h.count_at_or_below(Duration::from_millis(10)), 10);
+    }
+
+    #[test]
+    fn out_of_range_values_are_clamped_not_lost() {
+        let mut h = Histogram::new();
+        h.record(Duration::ZERO); // below 1 µs
+        h.record(Duration::from_secs(10_000)); // beyond one hour
+        assert_eq!(h.len(), 2);
+        assert!(h.max() >= Duration::from_secs(3599));
+    }
+}

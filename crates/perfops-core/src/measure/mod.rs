@@ -1,0 +1,15 @@
+//! What a run measures: failure kinds, HDR histograms and per-interval
+//! statistics.
+//!
+//! Each worker owns its [`Stats`] and ships a snapshot per interval; the
+//! snapshots are merged at the edge with [`Stats::merge`], which is associative
+//! and order-free (a property test below says so), so merging per worker, per
+//! second or per shard gives the same totals.
+
+mod failure;
+mod histogram;
+mod stats;
+
+pub use failure::{FailureCounts, FailureKind};
+pub use histogram::{Histogram, HistogramSummary};
+pub use stats::Stats;

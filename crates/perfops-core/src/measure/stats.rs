@@ -1,0 +1,143 @@
+//! Statistics of a span of a run (one second, one stage, the whole run), as one
+//! worker or many measured them.
+
+use super::{FailureCounts, FailureKind, Histogram};
+
+/// Counters and histograms for a span of a run. Merging is field-wise addition.
+///
+/// Definitions (one request = one arrival of the open model, or one loop of a
+/// closed-model user):
+/// - `sent`: requests started; `completed`: responses received (any status);
+///   `failures`: by kind, including responses that were 4xx/5xx;
+/// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
+///   the generator, not the server, was the limit;
+/// - `latency`: from the intended start (the due time) to the last byte of the
+///   response; `service`: from the actual send to the last byte. They differ
+///   when the generator was late (open model); in a closed loop they are equal;
+/// - `connect`, `tls`: per new connection; `ttfb`: from the request written to
+///   the first response byte ("waiting" in ab's words).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Stats {
+    /// Requests started.
+    pub sent: u64,
+    /// Responses received, whatever their status.
+    pub completed: u64,
+    /// Open-model arrivals dropped at the `max_in_flight` cap.
+    pub dropped: u64,
+    /// Failures by kind.
+    pub failures: FailureCounts,
+    /// Response bytes read (head and body).
+    pub bytes_in: u64,
+    /// Request bytes written.
+    pub bytes_out: u64,
+    /// Connections opened.
+    pub connects: u64,
+    /// Intended start to response complete.
+    pub latency: Histogram,
+    /// Actual send to response complete.
+    pub service: Histogram,
+    /// TCP connect time of new connections.
+    pub connect: Histogram,
+    /// TLS handshake time of new connections.
+    pub tls: Histogram,
+    /// Request written to first response byte.
+    pub ttfb: Histogram,
+}
+
+impl Stats {
+    /// Add everything of `other` to `self`. Associative and commutative.
+    pub fn merge(&mut self, other: &Stats) {
+        self.sent += other.sent;
+        self.completed += other.completed;
+        self.dropped += other.dropped;
+        self.failures += &other.failures;
+        self.bytes_in += other.bytes_in;
+        self.bytes_out += other.bytes_out;
+        self.connects += other.connects;
+        self.latency.merge(&other.latency);
+        self.service.merge(&other.service);
+        self.connect.merge(&other.connect);
+        self.tls.merge(&other.tls);
+        self.ttfb.merge(&other.ttfb);
+    }
+
+    /// Requests that got a response and no failure.
+    pub fn succeeded(&self) -> u64 {
+        let with_response: u64 =
+            FailureKind::ALL.into_iter().filter(|k| k.has_response()).map(|k| self.failures[k]).sum();
+        self.completed.saturating_sub(with_response)
+    }
+
+    /// Failures as a share of finished requests (succeeded + failed), 0..=1.
+    pub fn error_ratio(&self) -> f64 {
+        let failed = self.failures.total();
+        let finished = self.succeeded() + failed;
+        if finished == 0 { 0.0 } else { failed as f64 / finished as f64 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn stats_from(values: &[(u16, u8)]) -> Stats {
+        let mut s = Stats::default();
+        for &(us, kind) in values {
+            s.sent += 1;
+            let kind = FailureKind::ALL[kind as usize % FailureKind::ALL.len()];
+            if kind.has_response() || us % 3 == 0 {
+                s.completed += 1;
+                s.latency.record(Duration::from_micros(u64::from(us) * 7));
+                s.service.record(Duration::from_micros(u64::from(us)));
+                s.bytes_in += u64::from(us);
+            }
+            if us % 5 == 0 {
+                s.failures.add(kind);
+            }
+            s.dropped += u64::from(us % 2);
+        }
+        s
+    }
+
+    fn merged(parts: &[&Stats]) -> Stats {
+        let mut out = Stats::default();
+        for p in parts {
+            out.merge(p);
+        }
+        out
+    }
+
+    proptest! {
+        #[test]
+        fn merge_is_associative_and_order_free(
+            a in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
+            b in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
+            c in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
+        ) {
+            let (a, b, c) = (stats_from(&a), stats_from(&b), stats_from(&c));
+            let mut ab = a.clone();
+            ab.merge(&b);
+            let mut bc = b.clone();
+            bc.merge(&c);
+            let left = merged(&[&ab, &c]);   // (a + b) + c
+            let right = merged(&[&a, &bc]);  // a + (b + c)
+            prop_assert_eq!(&left, &right);
+            prop_assert_eq!(&left, &merged(&[&c, &b, &a]));
+            prop_assert_eq!(&left, &merged(&[&b, &a, &c]));
+            prop_assert_eq!(left.latency.len(), a.latency.len() + b.latency.len() + c.latency.len());
+        }
+    }
+
+    #[test]
+    fn succeeded_excludes_error_responses() {
+        let mut s = Stats { completed: 10, ..Stats::default() };
+        s.failures.add_n(FailureKind::Http5xx, 2); // two of the ten responses were 5xx
+        s.failures.add_n(FailureKind::Timeout, 3); // three more never answered
+        assert_eq!(s.succeeded(), 8);
+        assert!((s.error_ratio() - 5.0 / 13.0).abs() < 1e-12);
+    }
+}

@@ -1,0 +1,32 @@
+//! Load models: the plan of a run, apart from its execution (k6's
+//! `ExecutorConfig` vs `Executor`). Pure values; the engine turns them into
+//! traffic.
+
+mod rate;
+mod schedule;
+
+pub use rate::{Rate, RateError};
+pub use schedule::{Schedule, ScheduleError, Segment, Shard};
+
+use std::time::Duration;
+
+/// How arrivals are generated.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LoadModel {
+    /// Arrivals follow a schedule whatever the server does; in-flight requests
+    /// beyond `max_in_flight` are dropped and counted, never delayed.
+    Open {
+        /// When each arrival is due.
+        schedule: Schedule,
+        /// The most requests in flight at once (across all workers).
+        max_in_flight: u32,
+    },
+    /// `connections` users each loop request -> response, for `duration` or until
+    /// `max_requests` have been sent in total.
+    Closed {
+        /// Number of concurrent users, each with its own connection.
+        connections: u32,
+        /// Think time between a response and the user's next request.
+        think: Duration,
+    },
+}
