@@ -1,0 +1,311 @@
+//! The HTTP/1.1 client hot path: one connection, one request at a time.
+//!
+//! A request goes out in one `write` (the socket has `TCP_NODELAY`, so Nagle's
+//! algorithm never holds a second segment back waiting for a delayed ACK); the
+//! response is parsed in place from a per-connection buffer with `httparse`,
+//! and its body is framed by Content-Length, chunked encoding or the close of the
+//! connection, then discarded. Nothing is allocated per request.
+
+use std::io;
+use std::mem::MaybeUninit;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use perfops_core::measure::FailureKind;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+use tokio_rustls::client::TlsStream;
+
+use crate::chunked::ChunkedDecoder;
+use crate::target::Request;
+
+/// Initial read buffer; large enough for most responses in one read.
+const BUF_INITIAL: usize = 16 * 1024;
+/// A response head larger than this is a protocol error, not a reason to grow.
+const MAX_HEAD: usize = 256 * 1024;
+/// httparse needs a fixed array of header slots.
+const MAX_HEADERS: usize = 100;
+
+/// A plain or TLS byte stream.
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => Pin::new(s).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => Pin::new(s).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => Pin::new(s).poll_shutdown(cx),
+        }
+    }
+}
+
+/// A response as far as a load generator cares.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    /// Bytes read for this response (head and body).
+    pub(crate) bytes_in: u64,
+    /// When the request was fully written.
+    pub(crate) sent_at: Instant,
+    /// When the first response byte arrived.
+    pub(crate) first_byte: Instant,
+}
+
+/// A failed exchange.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ExchangeError {
+    pub(crate) kind: FailureKind,
+    /// Nothing at all came back: on a reused keep-alive connection this is the
+    /// server having closed it while idle, and the request may be retried.
+    pub(crate) nothing_received: bool,
+}
+
+/// One client connection.
+pub(crate) struct Conn {
+    stream: Stream,
+    buf: Vec<u8>,
+    /// Unconsumed bytes are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Has completed at least one exchange (so a silent close may be stale).
+    pub(crate) reused: bool,
+    /// The server allows another request on this connection.
+    pub(crate) keep_alive: bool,
+}
+
+/// How the body of a response is delimited.
+enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// The outcome of parsing buffered bytes as a response head.
+enum Head {
+    Partial,
+    /// A 1xx response of `len` bytes to skip.
+    Informational(usize),
+    Complete {
+        len: usize,
+        status: u16,
+        framing: Framing,
+        keep_alive: bool,
+    },
+}
+
+fn protocol() -> ExchangeError {
+    ExchangeError { kind: FailureKind::Protocol, nothing_received: false }
+}
+
+/// Map an I/O error on an established connection to a failure kind.
+fn io_failure(e: &io::Error, nothing_received: bool) -> ExchangeError {
+    let kind = match e.kind() {
+        // rustls reports bad records as InvalidData
+        io::ErrorKind::InvalidData => FailureKind::Protocol,
+        _ => FailureKind::Reset,
+    };
+    ExchangeError { kind, nothing_received }
+}
+
+fn parse_head(bytes: &[u8], head_request: bool) -> Result<Head, ExchangeError> {
+    // Uninitialised slots: zeroing 100 headers per response showed in profiles.
+    let mut headers = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(&mut resp, bytes, &mut headers)
+    {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(Head::Partial),
+        Err(_) => return Err(protocol()),
+    };
+    let status = resp.code.ok_or_else(protocol)?;
+    if (100..200).contains(&status) {
+        // 101 would switch protocols, which we never ask for.
+        return if status == 101 { Err(protocol()) } else { Ok(Head::Informational(len)) };
+    }
+    let http11 = resp.version == Some(1);
+    let (mut length, mut chunked, mut te, mut close, mut keep) = (None, false, false, false, false);
+    for h in resp.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let v: u64 = std::str::from_utf8(h.value).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(protocol)?;
+            // Differing duplicates are a request-smuggling hazard: refuse them.
+            if length.is_some_and(|l| l != v) {
+                return Err(protocol());
+            }
+            length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            te = true;
+            chunked = h
+                .value
+                .rsplit(|&b| b == b',')
+                .next()
+                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',') {
+                let token = token.trim_ascii();
+                close |= token.eq_ignore_ascii_case(b"close");
+                keep |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        }
+    }
+    let keep_alive = if http11 { !close } else { keep && !close };
+    let framing = if head_request || status == 204 || status == 304 {
+        Framing::None
+    } else if te {
+        // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3).
+        if chunked { Framing::Chunked } else { Framing::UntilClose }
+    } else if let Some(l) = length {
+        Framing::Length(l)
+    } else {
+        Framing::UntilClose
+    };
+    let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
+    Ok(Head::Complete { len, status, framing, keep_alive })
+}
+
+impl Conn {
+    pub(crate) fn new(stream: Stream) -> Conn {
+        Conn { stream, buf: vec![0; BUF_INITIAL], start: 0, end: 0, reused: false, keep_alive: true }
+    }
+
+    /// Read more bytes into the buffer; EOF is an error (the response is not done).
+    async fn fill(&mut self, bytes_in: &mut u64, first_byte: &mut Option<Instant>) -> Result<(), ExchangeError> {
+        if self.end == self.buf.len() {
+            if self.start > 0 {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            } else if self.buf.len() < MAX_HEAD {
+                self.buf.resize(self.buf.len() * 2, 0);
+            } else {
+                return Err(protocol());
+            }
+        }
+        match self.stream.read(&mut self.buf[self.end..]).await {
+            Ok(0) => Err(ExchangeError { kind: FailureKind::Reset, nothing_received: *bytes_in == 0 }),
+            Ok(n) => {
+                first_byte.get_or_insert_with(Instant::now);
+                self.end += n;
+                *bytes_in += n as u64;
+                Ok(())
+            }
+            Err(e) => Err(io_failure(&e, *bytes_in == 0)),
+        }
+    }
+
+    /// Send `req` and read its whole response.
+    pub(crate) async fn exchange(&mut self, req: &Request) -> Result<Response, ExchangeError> {
+        // Bytes left over from the previous response mean the server sent more
+        // than it was asked; such connections are never reused (see below).
+        self.start = 0;
+        self.end = 0;
+        if let Err(e) = self.stream.write_all(req.bytes()).await {
+            return Err(io_failure(&e, true));
+        }
+        if let Err(e) = self.stream.flush().await {
+            return Err(io_failure(&e, true));
+        }
+        let sent_at = Instant::now();
+        let mut bytes_in = 0u64;
+        let mut first_byte = None;
+
+        let (status, framing, keep_alive) = loop {
+            if self.end > self.start {
+                match parse_head(&self.buf[self.start..self.end], req.head)? {
+                    Head::Partial => {}
+                    Head::Informational(len) => {
+                        self.start += len;
+                        continue;
+                    }
+                    Head::Complete { len, status, framing, keep_alive } => {
+                        self.start += len;
+                        break (status, framing, keep_alive);
+                    }
+                }
+            }
+            self.fill(&mut bytes_in, &mut first_byte).await?;
+        };
+
+        match framing {
+            Framing::None => {}
+            Framing::Length(mut remaining) => loop {
+                let take = ((self.end - self.start) as u64).min(remaining);
+                self.start += take as usize;
+                remaining -= take;
+                if remaining == 0 {
+                    break;
+                }
+                (self.start, self.end) = (0, 0);
+                self.fill(&mut bytes_in, &mut first_byte).await?;
+            },
+            Framing::Chunked => {
+                let mut decoder = ChunkedDecoder::new();
+                loop {
+                    let (used, done) = decoder.feed(&self.buf[self.start..self.end]).map_err(|_| protocol())?;
+                    self.start += used;
+                    if done {
+                        break;
+                    }
+                    (self.start, self.end) = (0, 0);
+                    self.fill(&mut bytes_in, &mut first_byte).await?;
+                }
+            }
+            Framing::UntilClose => loop {
+                (self.start, self.end) = (0, 0);
+                match self.stream.read(&mut self.buf).await {
+                    Ok(0) => break,
+                    Ok(n) => bytes_in += n as u64,
+                    Err(e) => return Err(io_failure(&e, false)),
+                }
+            },
+        }
+        self.keep_alive = keep_alive && self.start == self.end;
+        self.reused = true;
+        let first_byte = first_byte.unwrap_or(sent_at);
+        Ok(Response { status, bytes_in, sent_at, first_byte })
+    }
+}
+
+/// Map a connect error to its failure kind.
+pub(crate) fn connect_failure(e: &io::Error) -> FailureKind {
+    match e.kind() {
+        io::ErrorKind::ConnectionRefused => FailureKind::ConnectRefused,
+        io::ErrorKind::TimedOut => FailureKind::ConnectTimeout,
+        _ => FailureKind::ConnectError,
+    }
+}
+
+/// Set up a plain TCP connection for the hot path.
+pub(crate) fn tune(tcp: &TcpStream) -> io::Result<()> {
+    tcp.set_nodelay(true)
+}
+
+/// Time left until `deadline` (zero once it has passed).
+pub(crate) fn remaining(deadline: Instant) -> Duration {
+    deadline.saturating_duration_since(Instant::now())
+}

@@ -1,0 +1,250 @@
+//! perfops' engine: it runs a [`Plan`] against a real target and reports what
+//! it measured, one [`Interval`] per second, then the totals.
+//!
+//! One worker per core, each a single-threaded tokio runtime with its own
+//! connections and statistics ([`worker`]); the collector on the calling thread
+//! merges their per-second snapshots in order. The HTTP/1.1 hot path is in
+//! [`http1`]; the open-model pacer sleeps on a precise timer ([`timer`]).
+
+mod chunked;
+mod http1;
+mod target;
+mod timer;
+mod tls;
+mod worker;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Barrier};
+use std::time::Duration;
+
+use perfops_core::measure::Stats;
+use perfops_core::model::{LoadModel, Shard};
+use rustls::pki_types::ServerName;
+use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+
+pub use target::{Request, Target, TargetError};
+pub use tls::TlsSetupError;
+
+use worker::{Msg, Shared, WorkerLoad};
+
+/// A run, fully decided before it starts.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Where requests go.
+    pub target: Target,
+    /// The request sent on every arrival.
+    pub request: Request,
+    /// Open or closed model.
+    pub load: LoadModel,
+    /// Closed model: stop starting requests after this long.
+    pub duration: Option<Duration>,
+    /// Closed model: stop after this many requests in total.
+    pub max_requests: Option<u64>,
+    /// Whole-request timeout (connect included).
+    pub timeout: Duration,
+    /// Connect (and TLS handshake) timeout.
+    pub connect_timeout: Duration,
+    /// Accept any TLS certificate.
+    pub insecure: bool,
+    /// Worker threads; 0 = one per available core.
+    pub workers: usize,
+    /// This machine's share of the schedule.
+    pub shard: Shard,
+}
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// TLS could not be configured.
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    /// A host name unusable for TLS.
+    #[error("`{0}` is not a valid TLS server name")]
+    ServerName(String),
+    /// A worker thread could not be started.
+    #[error("cannot start a worker thread: {0}")]
+    Thread(std::io::Error),
+    /// The plan asks for nothing.
+    #[error("nothing to run: {0}")]
+    Empty(&'static str),
+}
+
+/// One second of the run (the last one may be shorter), merged over workers.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Second number, from 0.
+    pub index: u32,
+    /// Length of the interval (1 s, except at the end).
+    pub length: Duration,
+    /// Requests in flight at the end of the interval.
+    pub in_flight: u64,
+    /// Open model: arrivals the schedule put in this interval (this shard's share).
+    pub target: Option<f64>,
+    /// What happened in it.
+    pub stats: Stats,
+}
+
+/// What a finished run measured.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Totals over the run.
+    pub total: Stats,
+    /// From the start of the load to the last response.
+    pub elapsed: Duration,
+    /// Workers that ran.
+    pub workers: usize,
+    /// Stopped early by the stop flag (SIGINT).
+    pub interrupted: bool,
+}
+
+/// The collector's view of one second being assembled.
+#[derive(Default)]
+struct Pending {
+    stats: Stats,
+    in_flight: u64,
+}
+
+/// Run `plan` to completion. `on_interval` sees every second, in order, as
+/// soon as every worker has reported it. Setting `stop` ends the run early:
+/// no new request starts, in-flight ones finish or time out.
+pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Interval)) -> Result<Outcome, EngineError> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut workers = if plan.workers == 0 { cores } else { plan.workers };
+    if let LoadModel::Closed { connections, .. } = plan.load {
+        workers = workers.min(connections.max(1) as usize);
+    }
+    let tls = if plan.target.tls {
+        let name = ServerName::try_from(plan.target.host.clone())
+            .map_err(|_| EngineError::ServerName(plan.target.host.clone()))?;
+        Some((TlsConnector::from(tls::client_config(plan.insecure)?), name))
+    } else {
+        None
+    };
+    let shared = Arc::new(Shared {
+        target: plan.target.clone(),
+        request: plan.request.clone(),
+        tls,
+        timeout: plan.timeout,
+        connect_timeout: plan.connect_timeout.min(plan.timeout),
+        stop: stop.clone(),
+    });
+    let schedule = match &plan.load {
+        LoadModel::Open { schedule, .. } => Some(Arc::new(schedule.clone())),
+        LoadModel::Closed { .. } => None,
+    };
+
+    // Workers build their runtimes, then all start from one instant a little
+    // ahead, so due times are shared and no worker starts cold.
+    let (tx, rx) = mpsc::channel();
+    let ready = Arc::new(Barrier::new(workers + 1));
+    let (start_tx, start_rx): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel::<Instant>()).unzip();
+    let mut handles = Vec::with_capacity(workers);
+    for (id, start_rx) in start_rx.into_iter().enumerate() {
+        let shard = Shard::WHOLE.split(id as u32, workers as u32);
+        let load = match &plan.load {
+            LoadModel::Open { max_in_flight, .. } => WorkerLoad::Open {
+                schedule: schedule.clone().ok_or(EngineError::Empty("no schedule"))?,
+                shard: plan.shard.split(id as u32, workers as u32),
+                max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
+            },
+            LoadModel::Closed { connections, think } => WorkerLoad::Closed {
+                users: shard.share(u64::from(*connections)),
+                requests: plan.max_requests.map(|n| shard.share(n)),
+                until: None,
+                think: *think,
+            },
+        };
+        let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());
+        let duration = plan.duration;
+        let handle = std::thread::Builder::new()
+            .name(format!("perfops-worker-{id}"))
+            .spawn(move || {
+                ready.wait();
+                let Ok(start) = start_rx.recv() else { return };
+                let load = match load {
+                    WorkerLoad::Closed { users, requests, think, .. } => {
+                        WorkerLoad::Closed { users, requests, think, until: duration.map(|d| start + d) }
+                    }
+                    open => open,
+                };
+                worker::run(id, shared, load, start, tx);
+            })
+            .map_err(EngineError::Thread)?;
+        handles.push(handle);
+    }
+    drop(tx);
+    ready.wait();
+    let start = Instant::now() + Duration::from_millis(5);
+    for s in &start_tx {
+        let _ = s.send(start);
+    }
+
+    let mut pending: BTreeMap<u32, Pending> = BTreeMap::new();
+    // The next interval each worker will report; a worker's messages arrive in
+    // order, so interval k is complete once every worker is past k or done.
+    let mut next = vec![0u32; workers];
+    let mut done = vec![false; workers];
+    let mut end = start;
+    let mut total = Stats::default();
+    let mut emit = |index: u32, p: Pending, length: Duration| {
+        let target = schedule.as_ref().map(|s| {
+            let from = Duration::from_secs(u64::from(index));
+            let share = f64::from(plan.shard.count).recip();
+            (s.arrivals_before(from + length) - s.arrivals_before(from)) * share
+        });
+        total.merge(&p.stats);
+        on_interval(&Interval { index, length, in_flight: p.in_flight, target, stats: p.stats });
+    };
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Msg::Interval { worker, index, stats, in_flight }) => {
+                let p = pending.entry(index).or_default();
+                p.stats.merge(&stats);
+                p.in_flight += in_flight;
+                next[worker] = index + 1;
+            }
+            Ok(Msg::Done { worker, end: e }) => {
+                done[worker] = true;
+                end = end.max(e);
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if done.iter().all(|d| *d) {
+            break;
+        }
+        // Seconds every worker is past are whole: show them now.
+        let complete_below = (0..workers).filter(|&w| !done[w]).map(|w| next[w]).min().unwrap_or(u32::MAX);
+        while let Some(entry) = pending.first_entry() {
+            if *entry.key() >= complete_below {
+                break;
+            }
+            let k = *entry.key();
+            emit(k, entry.remove(), Duration::from_secs(1));
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    // The last seconds, possibly partial, once everybody is done.
+    let elapsed = end.saturating_duration_since(start);
+    while let Some((k, p)) = pending.pop_first() {
+        let from = Duration::from_secs(u64::from(k));
+        emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
+    }
+    Ok(Outcome { total, elapsed, workers, interrupted: stop.load(std::sync::atomic::Ordering::Relaxed) })
+}
+
+/// Raise the open-files limit to its hard maximum: every in-flight request of
+/// the open model may need its own socket.
+pub fn raise_fd_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+    {
+        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    }
+}

@@ -1,0 +1,83 @@
+//! A sub-millisecond timer for the open-model pacer.
+//!
+//! tokio's timer wheel ticks in whole milliseconds and `epoll_wait` takes its
+//! timeout in milliseconds, so `sleep_until` wakes on average ~1 ms late. The
+//! pacer measures latency from the due time, so that lateness would be charged
+//! to the server. A `timerfd` armed with a nanosecond deadline wakes the same
+//! epoll loop within microseconds (with the thread's timer slack lowered to 1 µs).
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::time::Duration;
+
+use nix::sys::time::TimeSpec;
+use nix::sys::timerfd::{ClockId, Expiration, TimerFd, TimerFlags, TimerSetTimeFlags};
+use tokio::io::unix::AsyncFd;
+use tokio::time::Instant;
+
+/// Gaps shorter than this are not worth a timer round trip: the arrival is
+/// dispatched at once if it is this close (waiting is cheaper than the
+/// syscalls of arming, polling and reading the timerfd).
+const SPIN_UNDER: Duration = Duration::from_micros(5);
+
+struct Fd(TimerFd);
+
+impl AsRawFd for Fd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_fd().as_raw_fd()
+    }
+}
+
+/// Register a timerfd with the current runtime's reactor.
+#[allow(unsafe_code)]
+fn register(fd: TimerFd) -> Option<AsyncFd<Fd>> {
+    // SAFETY: `AsyncFd::register` requires the descriptor to stay open while it
+    // is registered. `Fd` owns the `TimerFd` (an `OwnedFd`), and the `AsyncFd`
+    // owns the `Fd`, deregistering it before dropping it, so it cannot be closed
+    // or reused under the reactor.
+    unsafe { AsyncFd::register(Fd(fd)) }.ok()
+}
+
+/// One precise one-shot timer, owned by one worker.
+pub(crate) struct PreciseTimer {
+    /// `None` where no timerfd could be made: tokio's timer serves instead.
+    fd: Option<AsyncFd<Fd>>,
+}
+
+impl PreciseTimer {
+    /// A timer registered with the current tokio runtime.
+    pub(crate) fn new() -> PreciseTimer {
+        // Lower this thread's timer slack (default 50 µs) so the kernel does not
+        // coalesce our wake-ups. A failure only costs precision.
+        let _ = nix::sys::prctl::set_timerslack(1_000);
+        let fd = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC);
+        PreciseTimer { fd: fd.ok().and_then(register) }
+    }
+
+    /// Wait until `deadline` (returns at once when it has passed).
+    pub(crate) async fn sleep_until(&mut self, deadline: Instant) -> io::Result<()> {
+        let now = Instant::now();
+        if deadline <= now + SPIN_UNDER {
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+            return Ok(());
+        }
+        let Some(fd) = &self.fd else {
+            tokio::time::sleep_until(deadline).await;
+            return Ok(());
+        };
+        // A relative timer: std's Instant has no public CLOCK_MONOTONIC value
+        // to arm an absolute one with. The few ns between `now` and the syscall
+        // are a rounding error next to tokio's millisecond.
+        let ts = TimeSpec::from_duration(deadline - now);
+        fd.get_ref().0.set(Expiration::OneShot(ts), TimerSetTimeFlags::empty())?;
+        loop {
+            let mut guard = fd.readable().await?;
+            match guard.try_io(|fd| fd.get_ref().0.wait().map_err(io::Error::from)) {
+                Ok(result) => return result,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
