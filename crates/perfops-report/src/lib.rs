@@ -1,0 +1,7 @@
+//! perfops' outputs, from measured statistics to what people read: the live
+//! line printed every second, the ab-style summary of `quick`, and its JSON.
+//!
+//! Pure formatting: no I/O here; the binary decides where text goes.
+
+pub mod live;
+pub mod quick;

@@ -1,0 +1,118 @@
+//! The live line: one per second on stderr while a run goes.
+
+use std::fmt::Write;
+use std::time::Duration;
+
+use perfops_core::measure::Stats;
+
+/// What the live line shows for one second.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveSecond<'a> {
+    /// Second number, from 0.
+    pub index: u32,
+    /// Length of that second (shorter at the end).
+    pub length: Duration,
+    /// Open model: arrivals scheduled in it.
+    pub target: Option<f64>,
+    /// Requests in flight at its end.
+    pub in_flight: u64,
+    /// What happened in it.
+    pub stats: &'a Stats,
+}
+
+/// One line, e.g. `  3s  req/s 99,812  p50 0.45ms p95 0.90ms p99 1.20ms  in-flight 50  errors 0`.
+pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
+    let secs = s.length.as_secs_f64().max(1e-3);
+    let mut out = format!("{:>4}s  req/s {:>9}", s.index + 1, group(s.stats.completed as f64 / secs));
+    if let Some(target) = s.target {
+        let _ = write!(out, " of {:>7}", group(target / secs));
+    }
+    let lat = &s.stats.latency;
+    if lat.is_empty() {
+        out.push_str("  p50 -      p95 -      p99 -     ");
+    } else {
+        let _ = write!(
+            out,
+            "  p50 {} p95 {} p99 {}",
+            ms(lat.quantile(0.5)),
+            ms(lat.quantile(0.95)),
+            ms(lat.quantile(0.99))
+        );
+    }
+    let _ = write!(out, "  in-flight {:>5}", s.in_flight);
+    if s.target.is_some() {
+        let _ = write!(out, "  dropped {}", s.stats.dropped);
+    }
+    let errors = s.stats.failures.total();
+    let text = match s.stats.failures.nonzero().first() {
+        Some((kind, _)) if errors > 0 => format!("errors {errors} ({kind})"),
+        _ => "errors 0".to_string(),
+    };
+    if color && errors > 0 {
+        let _ = write!(out, "  \x1b[31m{text}\x1b[0m");
+    } else {
+        let _ = write!(out, "  {text}");
+    }
+    out
+}
+
+/// A duration in milliseconds, 7 columns wide (`  0.45ms`, ` 1234ms`).
+pub fn ms(d: Duration) -> String {
+    let v = d.as_secs_f64() * 1000.0;
+    if v < 10.0 {
+        format!("{v:>5.2}ms")
+    } else if v < 100.0 {
+        format!("{v:>5.1}ms")
+    } else {
+        format!("{v:>5.0}ms")
+    }
+}
+
+/// A number with thousands separators and no decimals: `1,234,567`.
+pub fn group(v: f64) -> String {
+    let n = v.round().max(0.0) as u64;
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use perfops_core::measure::FailureKind;
+
+    use super::*;
+
+    #[test]
+    fn grouping_and_units() {
+        assert_eq!(group(0.0), "0");
+        assert_eq!(group(999.4), "999");
+        assert_eq!(group(1_234_567.0), "1,234,567");
+        assert_eq!(ms(Duration::from_micros(450)), " 0.45ms");
+        assert_eq!(ms(Duration::from_micros(12_340)), " 12.3ms");
+        assert_eq!(ms(Duration::from_millis(1234)), " 1234ms");
+    }
+
+    #[test]
+    fn a_second_with_failures() {
+        let mut stats = Stats { completed: 480, ..Stats::default() };
+        for _ in 0..480 {
+            stats.latency.record(Duration::from_millis(10));
+        }
+        stats.failures.add_n(FailureKind::Timeout, 20);
+        stats.dropped = 3;
+        let s =
+            LiveSecond { index: 2, length: Duration::from_secs(1), target: Some(500.0), in_flight: 7, stats: &stats };
+        let text = line(&s, false);
+        assert_eq!(
+            text,
+            "   3s  req/s       480 of     500  p50  10.0ms p95  10.0ms p99  10.0ms  in-flight     7  dropped 3  errors 20 (timeout)"
+        );
+        assert!(line(&s, true).contains("\x1b[31m"), "errors in red on a colour terminal");
+    }
+}

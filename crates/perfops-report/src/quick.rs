@@ -1,0 +1,400 @@
+//! The summary of `perfops quick`: what ab users look for (requests per
+//! second, time per request, connection times, "percentage served within"),
+//! plus what ab cannot say (p99.9, failures by kind, dropped arrivals, latency
+//! from the intended start beside service time, the generator's own cost).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Duration;
+
+use perfops_core::measure::{Histogram, HistogramSummary, Stats};
+use serde::Serialize;
+
+/// Version of the JSON written by `quick --json`.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// How the run was set up, for the summary header.
+#[derive(Debug, Clone, Serialize)]
+pub struct QuickSetup {
+    /// The URL requested.
+    pub url: String,
+    /// HTTP method.
+    pub method: String,
+    /// Closed model: concurrent connections.
+    pub connections: Option<u32>,
+    /// Open model: target arrivals per second.
+    pub target_rate: Option<f64>,
+    /// Open model: in-flight cap.
+    pub max_in_flight: Option<u32>,
+}
+
+/// The generator's own resource use.
+#[derive(Debug, Clone, Copy, Serialize, Default)]
+pub struct GeneratorUse {
+    /// Worker threads.
+    pub workers: usize,
+    /// CPU cores it could use.
+    pub cores: usize,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_sys_s: f64,
+    /// Peak resident memory, KiB.
+    pub max_rss_kib: u64,
+}
+
+/// The machine-readable summary (`quick --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct QuickSummary {
+    /// Always `perfops.quick`.
+    pub format: &'static str,
+    /// [`FORMAT_VERSION`].
+    pub version: u32,
+    /// `open` or `closed`.
+    pub model: &'static str,
+    /// How it was set up.
+    #[serde(flatten)]
+    pub setup: QuickSetup,
+    /// From the start of the load to the last response, seconds.
+    pub elapsed_s: f64,
+    /// Requests started.
+    pub sent: u64,
+    /// Responses received (any status).
+    pub completed: u64,
+    /// Responses without failure.
+    pub succeeded: u64,
+    /// Requests that failed, any kind.
+    pub failed: u64,
+    /// Open-model arrivals dropped at the in-flight cap.
+    pub dropped: u64,
+    /// Completed responses per second.
+    pub requests_per_s: f64,
+    /// Failures by kind (non-zero only).
+    pub failures: BTreeMap<&'static str, u64>,
+    /// Response bytes read.
+    pub bytes_in: u64,
+    /// Request bytes written.
+    pub bytes_out: u64,
+    /// Connections opened.
+    pub connects: u64,
+    /// Latency from the intended start, ms.
+    pub latency_ms: HistogramSummary,
+    /// Service time from the actual send, ms.
+    pub service_ms: HistogramSummary,
+    /// TCP connect of new connections, ms.
+    pub connect_ms: HistogramSummary,
+    /// TLS handshakes, ms.
+    pub tls_ms: HistogramSummary,
+    /// Request written to first response byte, ms.
+    pub ttfb_ms: HistogramSummary,
+    /// The generator's own cost.
+    pub generator: GeneratorUse,
+    /// Stopped early by Ctrl-C.
+    pub interrupted: bool,
+    /// Warnings about the truthfulness of this run (generator limits).
+    pub warnings: Vec<String>,
+    #[serde(skip)]
+    latency: Histogram,
+    #[serde(skip)]
+    service: Histogram,
+}
+
+impl QuickSummary {
+    /// Summarise a finished run.
+    pub fn new(
+        setup: QuickSetup,
+        total: &Stats,
+        elapsed: Duration,
+        generator: GeneratorUse,
+        interrupted: bool,
+    ) -> QuickSummary {
+        let secs = elapsed.as_secs_f64();
+        let failures = total.failures.nonzero().into_iter().map(|(k, n)| (k.name(), n)).collect();
+        let mut s = QuickSummary {
+            format: "perfops.quick",
+            version: FORMAT_VERSION,
+            model: if setup.target_rate.is_some() { "open" } else { "closed" },
+            setup,
+            elapsed_s: secs,
+            sent: total.sent,
+            completed: total.completed,
+            succeeded: total.succeeded(),
+            failed: total.failures.total(),
+            dropped: total.dropped,
+            requests_per_s: if secs > 0.0 { total.completed as f64 / secs } else { 0.0 },
+            failures,
+            bytes_in: total.bytes_in,
+            bytes_out: total.bytes_out,
+            connects: total.connects,
+            latency_ms: total.latency.summary(),
+            service_ms: total.service.summary(),
+            connect_ms: total.connect.summary(),
+            tls_ms: total.tls.summary(),
+            ttfb_ms: total.ttfb.summary(),
+            generator,
+            interrupted,
+            warnings: Vec::new(),
+            latency: total.latency.clone(),
+            service: total.service.clone(),
+        };
+        s.warnings = s.truthfulness_warnings();
+        s
+    }
+
+    /// Where the generator, not the target, may have been the limit.
+    fn truthfulness_warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.dropped > 0 {
+            w.push(format!(
+                "{} arrivals were dropped at the in-flight cap ({}): the generator, not the server, was the limit; raise --max-in-flight",
+                self.dropped,
+                self.setup.max_in_flight.unwrap_or(0)
+            ));
+        }
+        let busy = self.cpu_share();
+        if busy > 0.9 {
+            w.push(format!(
+                "the generator used {:.0}% of its {} core(s): it may have limited this run",
+                busy * 100.0,
+                self.generator.cores.max(1)
+            ));
+        }
+        if self.model == "open" && self.completed > 0 && self.latency_ms.p99 > self.service_ms.p99 * 1.5 + 1.0 {
+            w.push(format!(
+                "p99 latency from the intended start ({:.2} ms) is well above p99 service time ({:.2} ms): the generator sent requests late",
+                self.latency_ms.p99, self.service_ms.p99
+            ));
+        }
+        w
+    }
+
+    /// Generator CPU as a share of the cores it had.
+    pub fn cpu_share(&self) -> f64 {
+        let cpu = self.generator.cpu_user_s + self.generator.cpu_sys_s;
+        let cores = self.generator.cores.max(1).min(self.generator.workers.max(1)) as f64;
+        if self.elapsed_s > 0.0 { cpu / (self.elapsed_s * cores) } else { 0.0 }
+    }
+
+    /// Generator CPU seconds per 100,000 completed requests.
+    pub fn cpu_per_100k(&self) -> Option<f64> {
+        (self.completed > 0)
+            .then(|| (self.generator.cpu_user_s + self.generator.cpu_sys_s) * 1e5 / self.completed as f64)
+    }
+
+    /// The ab-style text summary.
+    pub fn text(&self) -> String {
+        let mut o = String::new();
+        let open = self.model == "open";
+        let secs = self.elapsed_s.max(1e-9);
+        let _ = writeln!(o);
+        match (self.setup.connections, self.setup.target_rate) {
+            (_, Some(rate)) => {
+                let _ = writeln!(o, "{} {}  open model, {rate} requests/s", self.setup.method, self.setup.url);
+            }
+            (Some(c), None) => {
+                let _ = writeln!(o, "{} {}  closed model, {c} connections", self.setup.method, self.setup.url);
+            }
+            (None, None) => {}
+        }
+        if self.interrupted {
+            let _ = writeln!(o, "(interrupted: the figures cover the part that ran)");
+        }
+        let _ = writeln!(o);
+        let row = |o: &mut String, k: &str, v: String| {
+            let _ = writeln!(o, "{k:<24}{v}");
+        };
+        row(&mut o, "Time taken for tests:", format!("{:.3} seconds", self.elapsed_s));
+        row(&mut o, "Complete requests:", self.completed.to_string());
+        row(&mut o, "Failed requests:", self.failed.to_string());
+        for (kind, n) in &self.failures {
+            row(&mut o, "", format!("({kind}: {n})"));
+        }
+        if open {
+            row(
+                &mut o,
+                "Dropped arrivals:",
+                format!("{} (in-flight cap {})", self.dropped, self.setup.max_in_flight.unwrap_or(0)),
+            );
+        }
+        row(&mut o, "Total transferred:", format!("{} bytes received, {} bytes sent", self.bytes_in, self.bytes_out));
+        row(&mut o, "Requests per second:", format!("{:.2} [#/sec] (mean)", self.requests_per_s));
+        if let Some(rate) = self.setup.target_rate {
+            let achieved = if rate > 0.0 { self.requests_per_s / rate * 100.0 } else { 0.0 };
+            row(&mut o, "Target rate:", format!("{rate:.2} [#/sec] ({achieved:.1}% achieved)"));
+        }
+        if self.latency_ms.count > 0 {
+            row(&mut o, "Time per request:", format!("{:.3} [ms] (mean)", self.latency_ms.mean));
+            row(
+                &mut o,
+                "Time per request:",
+                format!("{:.3} [ms] (mean, across all concurrent requests)", 1000.0 / self.requests_per_s.max(1e-9)),
+            );
+        }
+        row(&mut o, "Transfer rate:", format!("{:.2} [Kbytes/sec] received", self.bytes_in as f64 / 1024.0 / secs));
+        row(&mut o, "", format!("{:.2} kb/s sent", self.bytes_out as f64 / 1024.0 / secs));
+        row(&mut o, "Connections opened:", self.connects.to_string());
+
+        let _ = writeln!(o, "\nConnection Times (ms)");
+        let _ = writeln!(o, "              min    mean[+/-sd]  median      max");
+        let times = |o: &mut String, name: &str, h: &HistogramSummary, note: &str| {
+            if h.count == 0 {
+                let _ = writeln!(o, "{name:<10}{:>7}{:>8}{:>7}{:>8}{:>9}{note}", "-", "-", "-", "-", "-");
+            } else {
+                let _ = writeln!(
+                    o,
+                    "{name:<10}{:>7.2}{:>8.2}{:>7.2}{:>8.2}{:>9.2}{note}",
+                    h.min, h.mean, h.stdev, h.p50, h.max
+                );
+            }
+        };
+        times(&mut o, "Connect:", &self.connect_ms, &format!("   ({} new connections)", self.connects));
+        if self.tls_ms.count > 0 {
+            times(&mut o, "TLS:", &self.tls_ms, "");
+        }
+        times(&mut o, "Waiting:", &self.ttfb_ms, "");
+        times(&mut o, "Total:", &self.service_ms, "");
+        if open {
+            times(&mut o, "Latency:", &self.latency_ms, "   (from the intended start)");
+        }
+
+        if !self.latency.is_empty() {
+            if open {
+                let _ = writeln!(o, "\nPercentage of the requests served within a certain time (ms)");
+                let _ = writeln!(o, "         latency   service   (latency counts from the intended start)");
+            } else {
+                let _ = writeln!(o, "\nPercentage of the requests served within a certain time (ms)");
+            }
+            for (label, q) in PERCENTAGES {
+                let l = ms(self.latency.quantile(q));
+                if open {
+                    let s = ms(self.service.quantile(q));
+                    let _ = writeln!(
+                        o,
+                        "  {label:>6} {l:>9.2} {s:>9.2}{}",
+                        if q == 1.0 { " (longest request)" } else { "" }
+                    );
+                } else {
+                    let _ = writeln!(o, "  {label:>6} {l:>9.2}{}", if q == 1.0 { " (longest request)" } else { "" });
+                }
+            }
+        }
+
+        let g = &self.generator;
+        let _ = writeln!(o);
+        let per_100k = self.cpu_per_100k().map_or(String::from("-"), |v| format!("{v:.2}"));
+        row(
+            &mut o,
+            "Generator:",
+            format!(
+                "{} worker(s), CPU {:.2} s ({:.0}% of {} core(s)), {per_100k} CPU s per 100k requests, peak RSS {:.1} MiB",
+                g.workers,
+                g.cpu_user_s + g.cpu_sys_s,
+                self.cpu_share() * 100.0,
+                g.cores.min(g.workers.max(1)),
+                g.max_rss_kib as f64 / 1024.0
+            ),
+        );
+        for w in &self.warnings {
+            let _ = writeln!(o, "warning: {w}");
+        }
+        o
+    }
+}
+
+/// ab's rows, plus p99.9.
+const PERCENTAGES: [(&str, f64); 10] = [
+    ("50%", 0.5),
+    ("66%", 0.66),
+    ("75%", 0.75),
+    ("80%", 0.8),
+    ("90%", 0.9),
+    ("95%", 0.95),
+    ("98%", 0.98),
+    ("99%", 0.99),
+    ("99.9%", 0.999),
+    ("100%", 1.0),
+];
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use perfops_core::measure::FailureKind;
+
+    use super::*;
+
+    fn sample() -> Stats {
+        let mut s =
+            Stats { sent: 1000, completed: 998, connects: 4, bytes_in: 99_800, bytes_out: 50_000, ..Stats::default() };
+        for i in 0..998u64 {
+            s.latency.record(Duration::from_micros(1000 + i));
+            s.service.record(Duration::from_micros(900 + i));
+            s.ttfb.record(Duration::from_micros(800 + i));
+        }
+        for _ in 0..4 {
+            s.connect.record(Duration::from_micros(80));
+        }
+        s.failures.add_n(FailureKind::Timeout, 2);
+        s
+    }
+
+    #[test]
+    fn closed_summary_has_the_ab_sections() {
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: Some(4),
+            target_rate: None,
+            max_in_flight: None,
+        };
+        let q = QuickSummary::new(
+            setup,
+            &sample(),
+            Duration::from_secs(2),
+            GeneratorUse { workers: 1, cores: 2, cpu_user_s: 0.1, cpu_sys_s: 0.1, max_rss_kib: 4096 },
+            false,
+        );
+        assert_eq!(q.requests_per_s, 499.0);
+        assert_eq!(q.failures.get("timeout"), Some(&2));
+        let t = q.text();
+        for needle in [
+            "Requests per second:    499.00",
+            "Connection Times (ms)",
+            "Waiting:",
+            "Percentage of the requests served",
+            "99.9%",
+            "(longest request)",
+            "(timeout: 2)",
+            "Connect:",
+            "(4 new connections)",
+        ] {
+            assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+        }
+        assert!(!t.contains("Dropped"), "closed model has no arrivals to drop");
+        let json = serde_json::to_value(&q).unwrap();
+        assert_eq!(json["format"], "perfops.quick");
+        assert_eq!(json["connections"], 4);
+        assert_eq!(json["latency_ms"]["count"], 998);
+    }
+
+    #[test]
+    fn open_summary_shows_latency_beside_service_time_and_warns_on_drops() {
+        let mut stats = sample();
+        stats.dropped = 5;
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: None,
+            target_rate: Some(500.0),
+            max_in_flight: Some(10),
+        };
+        let q = QuickSummary::new(setup, &stats, Duration::from_secs(2), GeneratorUse::default(), false);
+        let t = q.text();
+        assert!(t.contains("latency   service"), "{t}");
+        assert!(t.contains("Dropped arrivals:       5"), "{t}");
+        assert!(t.contains("Target rate:"), "{t}");
+        assert!(q.warnings.iter().any(|w| w.contains("dropped")), "{:?}", q.warnings);
+    }
+}

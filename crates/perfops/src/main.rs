@@ -1,0 +1,66 @@
+//! The `perfops` command: flags, commands and live progress. Glue only: the
+//! work is in `perfops-core`, `perfops-engine` and `perfops-report`.
+//!
+//! Exit codes: 0 passed, 1 thresholds failed (for `quick`: more failed
+//! requests than `--max-errors` allows), 2 usage or input error, 3 runtime
+//! failure. A closed stdout (broken pipe) exits 0.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod quick;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// How much traffic does one instance of your HTTP service hold, where does it
+/// break, and why.
+#[derive(Debug, Parser)]
+#[command(name = "perfops", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
+    Quick(quick::QuickArgs),
+}
+
+/// The documented exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Passed = 0,
+    ThresholdsFailed = 1,
+    Usage = 2,
+    Runtime = 3,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Quick(args) => quick::run(args),
+    };
+    match result {
+        Ok(exit) => ExitCode::from(exit as u8),
+        Err(e) => {
+            // Input errors carry their own exit code; anything else is a runtime failure.
+            let code = e.downcast_ref::<UsageError>().map_or(Exit::Runtime, |_| Exit::Usage);
+            eprintln!("perfops: {e:#}");
+            ExitCode::from(code as u8)
+        }
+    }
+}
+
+/// An error in what the user gave us (exit code 2).
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}

@@ -1,0 +1,178 @@
+//! `perfops quick`: one URL, with the habits of ab, hey and oha.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use perfops_core::model::{LoadModel, Rate, Schedule, Shard};
+use perfops_core::units::parse_duration;
+use perfops_engine::{Plan, Request, Target};
+use perfops_report::live::{self, LiveSecond};
+use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
+
+use crate::{Exit, UsageError};
+
+/// Flags of `perfops quick`.
+#[derive(Debug, Args)]
+pub(crate) struct QuickArgs {
+    /// The URL to load (http:// or https://).
+    url: String,
+    /// Closed model: this many connections, each looping request -> response.
+    #[arg(short = 'c', long = "connections", conflicts_with = "rate")]
+    connections: Option<u32>,
+    /// Open model: this many requests per second, whatever the server does (e.g. 500, 30000/m, 2k).
+    #[arg(short = 'r', long = "rate")]
+    rate: Option<Rate>,
+    /// How long to run (e.g. 30s, 2m). Default 10s unless -n is given.
+    #[arg(short = 'd', long = "duration", value_parser = parse_duration, conflicts_with = "requests")]
+    duration: Option<Duration>,
+    /// How many requests to send in total.
+    #[arg(short = 'n', long = "requests")]
+    requests: Option<u64>,
+    /// HTTP method.
+    #[arg(short = 'm', long = "method", default_value = "GET")]
+    method: String,
+    /// A request header, `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header")]
+    headers: Vec<String>,
+    /// Request body, or @FILE to read it from a file.
+    #[arg(short = 'b', long = "body")]
+    body: Option<String>,
+    /// Whole-request timeout (connect included).
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    timeout: Duration,
+    /// Connect timeout (TCP and TLS handshake).
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    connect_timeout: Duration,
+    /// Accept any TLS certificate (self-signed test servers).
+    #[arg(short = 'k', long)]
+    insecure: bool,
+    /// Open model: the most requests in flight at once; arrivals beyond it are dropped and counted.
+    #[arg(long, default_value_t = 10_000)]
+    max_in_flight: u32,
+    /// Exit 1 when more than this percentage of requests failed.
+    #[arg(long, default_value_t = 0.0)]
+    max_errors: f64,
+    /// Worker threads (default: one per available core).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
+    /// Also write the summary as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// No live line on stderr.
+    #[arg(short = 'q', long)]
+    quiet: bool,
+}
+
+pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    let target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    let body = match &args.body {
+        Some(b) if b.starts_with('@') => {
+            std::fs::read(&b[1..]).map_err(|e| usage(format!("cannot read body file `{}`: {e}", &b[1..])))?
+        }
+        Some(b) => b.clone().into_bytes(),
+        None => Vec::new(),
+    };
+    let method = args.method.to_ascii_uppercase();
+    let request = Request::new(&method, &target, &args.headers, &body).map_err(|e| usage(e.to_string()))?;
+    let duration = match (args.duration, args.requests) {
+        (None, None) => Some(Duration::from_secs(10)),
+        (d, _) => d,
+    };
+    if duration.is_some_and(|d| d.is_zero()) || args.requests == Some(0) {
+        return Err(usage("nothing to do: give -d a positive duration or -n a positive count".into()));
+    }
+    let load = match args.rate {
+        Some(rate) => {
+            let schedule = match (args.requests, duration) {
+                (Some(n), _) => Schedule::count_at(rate, n),
+                (None, Some(d)) => Schedule::constant(rate, d),
+                (None, None) => unreachable!("a duration is defaulted above"),
+            }
+            .map_err(|e| usage(format!("-r {rate}: {e}")))?;
+            LoadModel::Open { schedule, max_in_flight: args.max_in_flight.max(1) }
+        }
+        None => {
+            let c = args.connections.unwrap_or(50);
+            if c == 0 {
+                return Err(usage("-c must be at least 1".into()));
+            }
+            LoadModel::Closed { connections: c, think: Duration::ZERO }
+        }
+    };
+    let open = matches!(load, LoadModel::Open { .. });
+    let plan = Plan {
+        target,
+        request,
+        duration: if open { None } else { duration },
+        max_requests: if open { None } else { args.requests },
+        load,
+        timeout: args.timeout,
+        connect_timeout: args.connect_timeout,
+        insecure: args.insecure,
+        workers: args.workers,
+        shard: Shard::WHOLE,
+    };
+
+    perfops_engine::raise_fd_limit();
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())
+            .context("installing signal handlers")?;
+        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    }
+
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let color = live && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let outcome = perfops_engine::run(&plan, stop, |iv| {
+        if live {
+            let s = LiveSecond {
+                index: iv.index,
+                length: iv.length,
+                target: iv.target,
+                in_flight: iv.in_flight,
+                stats: &iv.stats,
+            };
+            eprintln!("{}", live::line(&s, color));
+        }
+    })?;
+
+    let usage_now = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+    let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    let generator = GeneratorUse {
+        workers: outcome.workers,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_user_s: usage_now.map_or(0.0, |u| secs(u.user_time())),
+        cpu_sys_s: usage_now.map_or(0.0, |u| secs(u.system_time())),
+        max_rss_kib: usage_now.map_or(0, |u| u.max_rss().max(0) as u64),
+    };
+    let setup = QuickSetup {
+        url: args.url.clone(),
+        method,
+        connections: if open { None } else { args.connections.or(Some(50)) },
+        target_rate: args.rate.map(Rate::as_f64),
+        max_in_flight: open.then_some(args.max_in_flight),
+    };
+    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+
+    if let Some(path) = &args.json {
+        let json = serde_json::to_vec_pretty(&summary)?;
+        std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_all(summary.text().as_bytes()).and_then(|()| out.flush()) {
+        // `perfops quick ... | head` closing the pipe is not a failure.
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return Err(e.into());
+        }
+    }
+    let finished = summary.succeeded + summary.failed;
+    let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
+    Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
+}
