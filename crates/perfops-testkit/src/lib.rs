@@ -1,0 +1,269 @@
+//! Real HTTP/1.1 servers on 127.0.0.1 with controlled behaviour, for
+//! perfops' integration tests (which talk to real sockets, never to mocks).
+//!
+//! This crate owns the [`Server`] handle and its constructors: each one binds
+//! an ephemeral port on 127.0.0.1, accepts on its own thread, serves every
+//! connection on a thread of its own (plain std threads, no async runtime),
+//! counts connections and requests, records when each request head arrived,
+//! and stops when the handle is dropped. The behaviours range from a
+//! precisely delayed keep-alive `200` to resets, silence and garbage; one
+//! constructor serves over TLS with a self-signed certificate.
+
+mod http;
+mod serve;
+mod tls;
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rustls::ServerConfig;
+
+use crate::serve::{Behaviour, POLL};
+
+/// How long a blocked write waits for a client that does not read.
+const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// State shared by a server's accept thread and its connection threads.
+pub(crate) struct Shared {
+    /// When the server started listening (origin of `freeze_once`'s window).
+    pub(crate) start: Instant,
+    stop: AtomicBool,
+    requests: AtomicU64,
+    connections: AtomicU64,
+    arrivals: Mutex<Vec<Instant>>,
+}
+
+impl Shared {
+    /// True once the server handle was dropped.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    /// Counts a complete request head that arrived at `at`.
+    pub(crate) fn record_request(&self, at: Instant) {
+        self.arrivals.lock().unwrap_or_else(PoisonError::into_inner).push(at);
+        self.requests.fetch_add(1, Ordering::Release);
+    }
+}
+
+/// A running test server on 127.0.0.1; dropping it stops the server.
+///
+/// Drop closes the listening socket before it returns; connection threads
+/// notice within about 100 ms and close their sockets.
+pub struct Server {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    cert_pem: Option<String>,
+}
+
+impl Server {
+    /// The address the server listens on (127.0.0.1 and an ephemeral port).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/`, or `https://…` for a TLS server.
+    pub fn url(&self) -> String {
+        let scheme = if self.cert_pem.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}/", self.addr)
+    }
+
+    /// Complete request heads read so far, on all connections (including
+    /// requests that were never answered).
+    pub fn requests(&self) -> u64 {
+        self.shared.requests.load(Ordering::Acquire)
+    }
+
+    /// Connections accepted so far.
+    pub fn connections(&self) -> u64 {
+        self.shared.connections.load(Ordering::Acquire)
+    }
+
+    /// When each request head was fully read, in the order the server saw
+    /// them (pipelined heads read together share one instant), for
+    /// computing the arrival rate the server observed.
+    pub fn arrivals(&self) -> Vec<Instant> {
+        let mut arrivals = self.shared.arrivals.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        // Connection threads push concurrently; present them in time order.
+        arrivals.sort_unstable();
+        arrivals
+    }
+
+    /// PEM of the self-signed certificate of a TLS server (`None` for plain
+    /// HTTP servers). It is valid for `localhost` and `127.0.0.1`.
+    pub fn cert_pem(&self) -> Option<&str> {
+        self.cert_pem.as_deref()
+    }
+
+    /// Binds 127.0.0.1:0 and starts the accept thread.
+    fn start(behaviour: Behaviour, tls: Option<tls::Identity>) -> Self {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("listener address");
+        let shared = Arc::new(Shared {
+            start: Instant::now(),
+            stop: AtomicBool::new(false),
+            requests: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            arrivals: Mutex::new(Vec::new()),
+        });
+        let (cert_pem, config) = match tls {
+            Some(identity) => (Some(identity.cert_pem), Some(identity.config)),
+            None => (None, None),
+        };
+        let accept = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("testkit-accept-{}", addr.port()))
+                .spawn(move || accept_loop(&listener, behaviour, config, &shared))
+                .expect("spawn accept thread")
+        };
+        Self { addr, shared, accept: Some(accept), cert_pem }
+    }
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server")
+            .field("url", &self.url())
+            .field("connections", &self.connections())
+            .field("requests", &self.requests())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        // Wake the blocking accept; it sees the flag and returns.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.join();
+        }
+    }
+}
+
+/// Accepts until the stop flag is set; one thread per connection.
+fn accept_loop(listener: &TcpListener, behaviour: Behaviour, tls: Option<Arc<ServerConfig>>, shared: &Arc<Shared>) {
+    for stream in listener.incoming() {
+        if shared.stopping() {
+            return;
+        }
+        let Ok(stream) = stream else {
+            // EMFILE and the like: back off instead of spinning.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
+        shared.connections.fetch_add(1, Ordering::Release);
+        let shared = Arc::clone(shared);
+        let tls = tls.clone();
+        let spawned = std::thread::Builder::new()
+            .name("testkit-conn".to_string())
+            .spawn(move || connection(stream, behaviour, tls, &shared));
+        // If no thread can be had, the stream is dropped: the client sees a
+        // closed connection, which is all a test server can do.
+        drop(spawned);
+    }
+}
+
+/// Prepares an accepted socket and serves it.
+fn connection(stream: TcpStream, behaviour: Behaviour, tls: Option<Arc<ServerConfig>>, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_read_timeout(Some(POLL));
+    let _ = stream.set_write_timeout(Some(WRITE_TIMEOUT));
+    if matches!(behaviour, Behaviour::Reset) {
+        // Closing with a zero linger time sends RST instead of FIN.
+        let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+    }
+    match tls {
+        Some(config) => {
+            if let Some(stream) = tls::accept(&config, stream) {
+                serve::serve(stream, behaviour, shared);
+            }
+        }
+        None => serve::serve(stream, behaviour, shared),
+    }
+}
+
+/// Keep-alive HTTP/1.1 server that answers every request `200 OK` with body
+/// `ok\n` once `delay` has passed since the request head was fully read.
+///
+/// The delay is precise: the thread sleeps until 1 ms before the deadline,
+/// then busy-spins until it, so a 10 ms delay lasts 10.0–10.1 ms.
+/// Pipelined requests are answered in order; each one's delay counts from
+/// when its own head arrived.
+pub fn fixed_delay(delay: Duration) -> Server {
+    Server::start(Behaviour::Delay(delay), None)
+}
+
+/// Like [`fixed_delay`], but once, `freeze_after` after the server started,
+/// the whole server freezes for `freeze_for`, like a stop-the-world GC pause.
+///
+/// The server's clock stands still during the window
+/// `[start + freeze_after, start + freeze_after + freeze_for)`: a request
+/// arriving inside it is answered `delay` after the window ends, and one
+/// whose delay was running when the window opened is answered `freeze_for`
+/// later than it would have been. Requests are still read (and their arrival
+/// recorded) during the window.
+pub fn freeze_once(delay: Duration, freeze_after: Duration, freeze_for: Duration) -> Server {
+    Server::start(Behaviour::Freeze { delay, after: freeze_after, length: freeze_for }, None)
+}
+
+/// Reads a request, writes `HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n`
+/// and 10 of the promised 1000 body bytes, waits 10 ms, then closes with
+/// `SO_LINGER=0` so that the client sees a TCP RST mid-response.
+pub fn reset_mid_response() -> Server {
+    Server::start(Behaviour::Reset, None)
+}
+
+/// Accepts and reads requests (counting them) but never answers; each
+/// connection stays open until the client closes it or the server is dropped.
+pub fn never_answers() -> Server {
+    Server::start(Behaviour::Silent, None)
+}
+
+/// Answers the first request on each connection with bytes that are not HTTP,
+/// `SSH-2.0-OpenSSH_9.2\r\ngarbage\r\n\r\n`, then closes the connection.
+pub fn garbage() -> Server {
+    Server::start(Behaviour::Garbage, None)
+}
+
+/// Keep-alive server answering `200` with `Transfer-Encoding: chunked`: body
+/// `hello world\n` in the chunks `hello`, ` world` (carrying a chunk
+/// extension) and `\n`, then the last chunk with the trailer field
+/// `X-Checksum: 42` (announced by a `Trailer` header).
+pub fn chunked() -> Server {
+    Server::start(Behaviour::Chunked, None)
+}
+
+/// Answers the first request on each connection with `200`,
+/// `Connection: close` and no `Content-Length`: the body
+/// `close-delimited body\n` ends when the server closes the connection.
+pub fn close_delimited() -> Server {
+    Server::start(Behaviour::CloseDelimited, None)
+}
+
+/// Keep-alive server answering every request with status `code` (e.g. 404,
+/// 503) and body `status\n`.
+pub fn status(code: u16) -> Server {
+    Server::start(Behaviour::Status(code), None)
+}
+
+/// Like [`fixed_delay`], over TLS (rustls with the ring provider, ALPN
+/// `http/1.1`) with a self-signed certificate for `localhost` and
+/// `127.0.0.1` generated at start; [`Server::cert_pem`] gives it to clients
+/// and [`Server::url`] is `https://127.0.0.1:PORT/`.
+pub fn tls_fixed_delay(delay: Duration) -> Server {
+    Server::start(Behaviour::Delay(delay), Some(tls::self_signed()))
+}
+
+/// An address on 127.0.0.1 where nothing listens: an ephemeral port that was
+/// bound and released again, so connecting to it is refused (unless some
+/// other process happens to take the port in between).
+pub fn refused_addr() -> SocketAddr {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("listener address")
+}
