@@ -11,4 +11,5 @@
 
 pub mod measure;
 pub mod model;
+pub mod scenario;
 pub mod units;

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Highest trackable value, in microseconds (one hour).
 const MAX_US: u64 = 3_600_000_000;
@@ -14,7 +14,7 @@ const MAX_US: u64 = 3_600_000_000;
 pub struct Histogram(hdrhistogram::Histogram<u64>);
 
 /// The usual figures of a histogram, in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct HistogramSummary {
     /// Number of values.
     pub count: u64,

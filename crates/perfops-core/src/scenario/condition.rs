@@ -1,0 +1,273 @@
+//! Conditions on measured figures, shared by `slo:` lines (the verdict) and
+//! `abort_when:` rules (stop early, Yandex.Tank's autostop).
+//!
+//! ```text
+//!   p95 < 500ms            latency quantile of all requests
+//!   p99(orders) < 1s       ... of one step, by name
+//!   errors < 1%            failed / finished
+//!   rate >= 97%            achieved / target arrival rate
+//!   metric(puma_backlog) < 100    a watched metric
+//!   errors > 50% for 10s   (abort_when only) held for 10 consecutive seconds
+//! ```
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::units::parse_duration;
+
+/// What a condition looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Metric {
+    /// A latency quantile, 0..=1 (p50, p99.9, ...).
+    Quantile(f64),
+    /// Mean latency.
+    Mean,
+    /// Largest latency.
+    Max,
+    /// Failed requests as a share of finished ones.
+    Errors,
+    /// Achieved arrival rate as a share of the target.
+    Rate,
+    /// A watched (scraped or sampled) metric by name.
+    Watched(String),
+}
+
+impl Metric {
+    /// True for latency metrics, whose thresholds are durations.
+    pub fn is_latency(&self) -> bool {
+        matches!(self, Metric::Quantile(_) | Metric::Mean | Metric::Max)
+    }
+}
+
+/// A comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+}
+
+/// `metric op threshold`, e.g. `p95 < 500ms`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Condition {
+    /// As written.
+    pub text: String,
+    /// What is measured.
+    pub metric: Metric,
+    /// Only this step's requests (`p99(orders)`).
+    pub step: Option<String>,
+    /// The comparison.
+    pub op: Op,
+    /// Seconds for latency metrics, a ratio (0..1) for errors and rate, the
+    /// value itself for watched metrics.
+    pub threshold: f64,
+}
+
+/// An abort rule: a condition that must hold for `window` to stop the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AbortRule {
+    /// The condition.
+    pub condition: Condition,
+    /// How long it must hold, in consecutive seconds.
+    pub window: Duration,
+}
+
+/// A condition that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConditionError {
+    /// Byte offset in the text.
+    pub offset: usize,
+    /// What is wrong.
+    pub message: String,
+    /// What to do.
+    pub hint: Option<String>,
+}
+
+const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%` or `metric(name) < 100`";
+
+impl Condition {
+    /// Parse `metric op threshold`.
+    pub fn parse(text: &str) -> Result<Condition, ConditionError> {
+        let err = |offset: usize, message: String, hint: Option<&str>| ConditionError {
+            offset,
+            message,
+            hint: hint.map(str::to_string),
+        };
+        let t = text.trim_end();
+        let lead = t.len() - t.trim_start().len();
+        let Some(op_at) = t.find(['<', '>']) else {
+            return Err(err(lead, format!("`{t}` has no comparison"), Some(FORMS)));
+        };
+        let (op, op_len) = match (&t[op_at..op_at + 1], t[op_at + 1..].starts_with('=')) {
+            ("<", true) => (Op::Le, 2),
+            ("<", false) => (Op::Lt, 1),
+            (_, true) => (Op::Ge, 2),
+            (_, false) => (Op::Gt, 1),
+        };
+        let left = t[..op_at].trim();
+        let right_at = op_at + op_len;
+        let right = t[right_at..].trim();
+        let right_off = right_at + (t[right_at..].len() - t[right_at..].trim_start().len());
+
+        let (name, arg) = match left.split_once('(') {
+            Some((n, rest)) => match rest.strip_suffix(')') {
+                Some(a) if !a.trim().is_empty() => (n.trim(), Some(a.trim().to_string())),
+                _ => return Err(err(lead, format!("`{left}`: unbalanced or empty parentheses"), Some(FORMS))),
+            },
+            None => (left, None),
+        };
+        let metric = match name {
+            "mean" | "avg" => Metric::Mean,
+            "max" => Metric::Max,
+            "errors" | "error_rate" => Metric::Errors,
+            "rate" => Metric::Rate,
+            "metric" => match &arg {
+                Some(a) => Metric::Watched(a.clone()),
+                None => return Err(err(lead, "`metric` needs a name: `metric(name)`".into(), None)),
+            },
+            p if p.starts_with('p') => match p[1..].parse::<f64>() {
+                // p99.9 -> 0.999 exactly: round to the written precision, not 99.9/100.
+                Ok(q) if q > 0.0 && q <= 100.0 => Metric::Quantile((q * 1000.0).round() / 100_000.0),
+                _ => {
+                    return Err(err(
+                        lead,
+                        format!("`{p}` is not a percentile"),
+                        Some("write p50, p90, p95, p99 or p99.9"),
+                    ));
+                }
+            },
+            "" => return Err(err(lead, "nothing before the comparison".into(), Some(FORMS))),
+            other => return Err(err(lead, format!("unknown metric `{other}`"), Some(FORMS))),
+        };
+        // `p99(orders)`, `errors(orders)`: restricted to one step's requests.
+        let step = if matches!(metric, Metric::Watched(_)) { None } else { arg };
+        if right.is_empty() {
+            return Err(err(right_off, "no threshold after the comparison".into(), Some(FORMS)));
+        }
+        let threshold = if metric.is_latency() {
+            let duration_hint = Some("latency thresholds are durations: 500ms, 1s");
+            match parse_duration(right) {
+                // A bare number would silently mean seconds: make the unit explicit.
+                Ok(_) if !right.chars().any(|c| c.is_ascii_alphabetic()) => {
+                    return Err(err(right_off, format!("`{right}` needs a unit"), duration_hint));
+                }
+                Ok(d) => d.as_secs_f64(),
+                Err(_) => return Err(err(right_off, format!("`{right}` is not a duration"), duration_hint)),
+            }
+        } else if matches!(metric, Metric::Errors | Metric::Rate) {
+            match right.strip_suffix('%').map(|p| p.trim().parse::<f64>()) {
+                Some(Ok(p)) if (0.0..=100.0).contains(&p) => p / 100.0,
+                _ => {
+                    return Err(err(
+                        right_off,
+                        format!("`{right}` is not a percentage"),
+                        Some("write it as a percentage: 1%, 97%"),
+                    ));
+                }
+            }
+        } else {
+            match right.parse::<f64>() {
+                Ok(v) if v.is_finite() => v,
+                _ => return Err(err(right_off, format!("`{right}` is not a number"), None)),
+            }
+        };
+        Ok(Condition { text: t.trim().to_string(), metric, step, op, threshold })
+    }
+
+    /// Does `value` (same units as the threshold) satisfy the condition?
+    pub fn holds(&self, value: f64) -> bool {
+        match self.op {
+            Op::Lt => value < self.threshold,
+            Op::Le => value <= self.threshold,
+            Op::Gt => value > self.threshold,
+            Op::Ge => value >= self.threshold,
+        }
+    }
+}
+
+impl AbortRule {
+    /// Parse `condition for 10s`.
+    pub fn parse(text: &str) -> Result<AbortRule, ConditionError> {
+        let Some(at) = text.rfind(" for ") else {
+            return Err(ConditionError {
+                offset: text.len(),
+                message: format!("`{}` has no window", text.trim()),
+                hint: Some("say how long it must hold: `errors > 50% for 10s`".into()),
+            });
+        };
+        let window_text = text[at + 5..].trim();
+        let window = parse_duration(window_text).map_err(|e| ConditionError {
+            offset: at + 5,
+            message: e.to_string(),
+            hint: Some("`for` takes a duration such as 10s".into()),
+        })?;
+        if window < Duration::from_secs(1) {
+            return Err(ConditionError {
+                offset: at + 5,
+                message: "the window must be at least 1s (rules are checked once per second)".into(),
+                hint: None,
+            });
+        }
+        Ok(AbortRule { condition: Condition::parse(&text[..at])?, window })
+    }
+}
+
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_conditions() {
+        let cases = [
+            ("p95 < 500ms", Metric::Quantile(0.95), None, Op::Lt, 0.5), // the usual SLO
+            ("p99.9 <= 1s", Metric::Quantile(0.999), None, Op::Le, 1.0), // fractional percentile
+            ("p99(orders) < 1s", Metric::Quantile(0.99), Some("orders"), Op::Lt, 1.0), // one step
+            ("errors < 1%", Metric::Errors, None, Op::Lt, 0.01),        // error ratio
+            ("rate >= 97%", Metric::Rate, None, Op::Ge, 0.97),          // achieved share
+            ("metric(puma_backlog) < 100", Metric::Watched("puma_backlog".into()), None, Op::Lt, 100.0),
+            ("  mean>200ms ", Metric::Mean, None, Op::Gt, 0.2), // spacing is free
+        ];
+        for (text, metric, step, op, threshold) in cases {
+            let c = Condition::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!((c.metric, c.step.as_deref(), c.op), (metric, step, op), "{text}");
+            assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_conditions_point_at_the_problem() {
+        let cases = [
+            ("p95 500ms", 0, "no comparison"),     // missing operator
+            ("p95 < 500", 6, "needs a unit"),      // latency without unit
+            ("errors < 1", 9, "not a percentage"), // ratio without %
+            ("p101 < 1s", 0, "not a percentile"),  // out of range
+            ("latency < 1s", 0, "unknown metric"), // unknown name
+            ("p95 <", 5, "no threshold"),          // nothing after
+        ];
+        for (text, offset, needle) in cases {
+            let e = Condition::parse(text).expect_err(text);
+            assert!(e.message.contains(needle), "{text}: {}", e.message);
+            assert_eq!(e.offset, offset, "{text}");
+        }
+    }
+
+    #[test]
+    fn abort_rules_need_a_window() {
+        let r = AbortRule::parse("errors > 50% for 10s").unwrap();
+        assert_eq!(r.window, Duration::from_secs(10));
+        assert!(r.condition.holds(0.6) && !r.condition.holds(0.5));
+        assert!(AbortRule::parse("p99 > 5s").unwrap_err().message.contains("no window"));
+        assert!(AbortRule::parse("p99 > 5s for 100ms").is_err());
+    }
+}

@@ -1,0 +1,966 @@
+//! YAML node tree -> [`Scenario`], collecting every error.
+//!
+//! Each `decode_*` function takes a node and its field path, reports what is
+//! wrong with it to the [`Dec`] and returns what it could make of it (`None`
+//! when nothing), so one pass finds all problems. Overrides (`--set a.b=v`)
+//! are applied to the tree first and then validated like the file itself.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use marked_yaml::types::{MarkedMappingNode, MarkedScalarNode};
+use marked_yaml::{LoaderOptions, Marker, Node, Span};
+
+use super::condition::{AbortRule, Condition, ConditionError};
+use super::diag::{Diagnostic, Diagnostics, did_you_mean};
+use super::extract::{Expect, Extractor, StatusRange};
+use super::feeder::FeedMode;
+use super::template::{Template, VarRef};
+use super::{Body, Defaults, DemoModel, FeederSpec, Flow, JsonPart, Load, Scenario, Stage, Step, TargetSpec};
+use crate::model::{Rate, Segment};
+use crate::units::parse_duration;
+
+/// Source id of nodes that came from `--set` rather than the file.
+const OVERRIDE_SOURCE: usize = 1;
+
+/// `--set path=value`: replace (or add) one field before validation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// Dotted path, e.g. `load.max_in_flight` or `load.stages[0].rate`.
+    pub path: String,
+    /// The value, as it would be written in YAML.
+    pub value: String,
+}
+
+impl FromStr for Override {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Override, String> {
+        match s.split_once('=') {
+            Some((p, v)) if !p.trim().is_empty() => Ok(Override { path: p.trim().into(), value: v.trim().into() }),
+            _ => Err(format!("`{s}` is not `path=value` (e.g. load.max_in_flight=100)")),
+        }
+    }
+}
+
+const TOP: &[&str] = &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when"];
+const DEFAULTS: &[&str] = &["timeout", "headers"];
+const FLOW: &[&str] = &["weight", "steps"];
+const STEP: &[&str] = &["name", "request", "headers", "json", "body", "form", "expect", "save", "pause"];
+const EXPECT: &[&str] = &["status", "body_contains", "json"];
+const FEEDER: &[&str] = &["csv", "mode"];
+const LOAD: &[&str] = &["model", "stages", "steps", "max_in_flight", "think"];
+const OPEN_STAGE: &[&str] = &["name", "rate", "hold", "ramp_to", "over"];
+const CLOSED_STAGE: &[&str] = &["name", "users", "hold", "ramp_to", "over"];
+const STEPS: &[&str] = &["from", "to", "by", "hold", "ramp"];
+const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+/// Parse and validate scenario `text` read from `file` (the name is used in
+/// diagnostics and as the default scenario name).
+pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, Diagnostics> {
+    let mut d = Dec { file, errors: Vec::new(), uses: Vec::new() };
+    // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
+    // would become a JSON number and caret columns would miss the quote.
+    let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
+    let mut root = match marked_yaml::parse_yaml_with_options(0, text, options) {
+        Ok(node) => node,
+        Err(e) => return Err(Diagnostics(vec![d.load_error(e)])),
+    };
+    for o in overrides {
+        d.apply_override(&mut root, o);
+    }
+    let scenario = d.scenario(&root);
+    if d.errors.is_empty() {
+        scenario.ok_or_else(|| Diagnostics(vec![]))
+    } else {
+        d.errors.sort_by_key(|e| (e.file == "--set", e.line, e.column));
+        Err(Diagnostics(d.errors))
+    }
+}
+
+/// The decoder: where errors go.
+struct Dec<'f> {
+    file: &'f str,
+    errors: Vec<Diagnostic>,
+    /// Every `${saved}` variable used, where, for the final check that each
+    /// is saved somewhere.
+    uses: Vec<(String, Option<Marker>, String)>,
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+fn kind(node: &Node) -> &'static str {
+    match node {
+        Node::Scalar(_) => "a single value",
+        Node::Mapping(_) => "a mapping",
+        Node::Sequence(_) => "a list",
+    }
+}
+
+impl Dec<'_> {
+    fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
+        let (line, column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
+        let file = if source == OVERRIDE_SOURCE { "--set".to_string() } else { self.file.to_string() };
+        self.errors.push(Diagnostic { file, line, column, path: path.to_string(), message, hint });
+    }
+
+    fn at(&mut self, span: &Span, path: &str, message: impl Into<String>, hint: Option<String>) {
+        self.at_marker(span.start(), path, message.into(), hint);
+    }
+
+    fn load_error(&mut self, e: marked_yaml::LoadError) -> Diagnostic {
+        use marked_yaml::LoadError as E;
+        let (marker, message, hint) = match e {
+            E::TopLevelMustBeMapping(m) => {
+                (m, "a scenario is a mapping of fields".to_string(), Some("start with `name:` and `target:`"))
+            }
+            E::UnexpectedAnchor(m) => (m, "YAML anchors are not supported".into(), None),
+            E::MappingKeyMustBeScalar(m) => (m, "mapping keys must be plain names".into(), None),
+            E::UnexpectedTag(m) => (m, "YAML tags (`!name`) are not supported".into(), None),
+            E::ScanError(m, se) => (
+                m,
+                format!("YAML syntax: {}", se.info()),
+                Some("check the indentation and the `key: value` shape near here"),
+            ),
+            E::DuplicateKey(dup) => {
+                let prev = dup.prev_key.span().start().map_or(0, |m| m.line());
+                (
+                    *dup.key.span().start().unwrap_or(&Marker::new(0, 0, 0, 0)),
+                    format!("`{}` appears twice (first on line {prev})", dup.key.as_str()),
+                    Some("remove one of them"),
+                )
+            }
+            other => (Marker::new(0, 0, 0, 0), format!("YAML: {other:?}"), None),
+        };
+        self.at_marker(Some(&marker), "", message, hint.map(str::to_string));
+        self.errors.pop().unwrap_or_else(|| unreachable!("just pushed"))
+    }
+
+    /// A mapping with only `known` keys (each unknown one is reported).
+    fn map<'n>(&mut self, node: &'n Node, path: &str, known: &[&str]) -> Option<&'n MarkedMappingNode> {
+        let Some(m) = node.as_mapping() else {
+            self.at(
+                node.span(),
+                path,
+                format!("expected a mapping of fields, found {}", kind(node)),
+                Some(format!("fields here: {}", known.join(", "))),
+            );
+            return None;
+        };
+        for key in m.keys() {
+            if !known.contains(&key.as_str()) {
+                let hint = match did_you_mean(key.as_str(), known) {
+                    Some(s) => format!("did you mean `{s}`?"),
+                    None => format!("fields here: {}", known.join(", ")),
+                };
+                self.at(key.span(), &join(path, key.as_str()), format!("unknown field `{}`", key.as_str()), Some(hint));
+            }
+        }
+        Some(m)
+    }
+
+    fn required<'n>(&mut self, m: &'n MarkedMappingNode, key: &str, path: &str, hint: &str) -> Option<&'n Node> {
+        let node = m.get_node(key);
+        if node.is_none() {
+            // A block mapping's span starts after its first key: point at that key.
+            let start = m.keys().next().and_then(|k| k.span().start()).or(m.span().start()).copied();
+            self.at_marker(start.as_ref(), path, format!("missing field `{key}`"), Some(hint.to_string()));
+        }
+        node
+    }
+
+    fn scalar<'n>(&mut self, node: &'n Node, path: &str, what: &str) -> Option<&'n MarkedScalarNode> {
+        let s = node.as_scalar();
+        if s.is_none() {
+            self.at(node.span(), path, format!("expected {what}, found {}", kind(node)), None);
+        }
+        s
+    }
+
+    fn string(&mut self, node: &Node, path: &str) -> Option<String> {
+        self.scalar(node, path, "a text value").map(|s| s.as_str().to_string())
+    }
+
+    fn duration(&mut self, node: &Node, path: &str) -> Option<Duration> {
+        let s = self.scalar(node, path, "a duration")?;
+        match parse_duration(s.as_str()) {
+            Ok(d) => Some(d),
+            Err(e) => {
+                self.at(s.span(), path, e.to_string(), Some("e.g. 500ms, 30s, 5m".into()));
+                None
+            }
+        }
+    }
+
+    fn number<T: FromStr>(&mut self, node: &Node, path: &str, what: &str) -> Option<T> {
+        let s = self.scalar(node, path, what)?;
+        match s.as_str().trim().replace('_', "").parse::<T>() {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.at(s.span(), path, format!("`{}` is not {what}", s.as_str()), None);
+                None
+            }
+        }
+    }
+
+    fn rate(&mut self, node: &Node, path: &str) -> Option<Rate> {
+        let s = self.scalar(node, path, "a rate")?;
+        match s.as_str().parse::<Rate>() {
+            Ok(r) => Some(r),
+            Err(e) => {
+                self.at(s.span(), path, e.to_string(), Some("arrivals per second, e.g. 50, 300/s, 6000/m".into()));
+                None
+            }
+        }
+    }
+
+    fn template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
+        let s = self.scalar(node, path, "a text value")?;
+        match Template::parse(s.as_str(), feeders) {
+            Ok(t) => {
+                self.record_uses(&t, s, 0, path);
+                Some(t)
+            }
+            Err(e) => {
+                let mut marker = s.span().start().copied();
+                if let Some(m) = marker.as_mut() {
+                    // Quoted scalars start one column before their text.
+                    m.set_column(m.column() + e.offset + usize::from(!s.may_coerce()));
+                }
+                self.at_marker(marker.as_ref(), path, e.message.clone(), e.hint.clone());
+                None
+            }
+        }
+    }
+
+    /// Note where each saved variable of `t` (parsed from `s` at byte `at`) is used.
+    fn record_uses(&mut self, t: &Template, s: &MarkedScalarNode, at: usize, path: &str) {
+        for v in t.vars() {
+            if let VarRef::Saved(name) = v {
+                let mut marker = s.span().start().copied();
+                if let Some(m) = marker.as_mut() {
+                    let offset = t.source().find(&format!("${{{name}")).unwrap_or(0);
+                    m.set_column(m.column() + at + offset + usize::from(!s.may_coerce()));
+                }
+                self.uses.push((name.clone(), marker, path.to_string()));
+            }
+        }
+    }
+
+    fn condition_error(&mut self, s: &MarkedScalarNode, path: &str, e: ConditionError) {
+        let mut marker = s.span().start().copied();
+        if let Some(m) = marker.as_mut() {
+            m.set_column(m.column() + e.offset + usize::from(!s.may_coerce()));
+        }
+        self.at_marker(marker.as_ref(), path, e.message, e.hint);
+    }
+
+    fn list<'n>(&mut self, node: &'n Node, path: &str, what: &str) -> &'n [Node] {
+        match node.as_sequence() {
+            Some(s) => s,
+            None => {
+                self.at(
+                    node.span(),
+                    path,
+                    format!("expected a list of {what}, found {}", kind(node)),
+                    Some("list items start with `- `".into()),
+                );
+                &[]
+            }
+        }
+    }
+
+    fn apply_override(&mut self, root: &mut Node, o: &Override) {
+        let value = Node::Scalar({
+            let mut s = MarkedScalarNode::new(Span::new_start(Marker::new(OVERRIDE_SOURCE, 0, 1, 1)), o.value.as_str());
+            s.set_coerce(true);
+            s
+        });
+        let mut node = root;
+        let parts: Vec<&str> = o.path.split('.').collect();
+        for (i, raw) in parts.iter().enumerate() {
+            let (key, index) = match raw.split_once('[') {
+                Some((k, rest)) => (k, rest.strip_suffix(']').and_then(|n| n.parse::<usize>().ok())),
+                None => (*raw, None),
+            };
+            let last = i + 1 == parts.len() && index.is_none();
+            let Some(map) = node.as_mapping_mut() else {
+                self.at_marker(
+                    Some(&Marker::new(OVERRIDE_SOURCE, 0, 1, 1)),
+                    &o.path,
+                    format!("`{key}` is not inside a mapping"),
+                    None,
+                );
+                return;
+            };
+            if last {
+                map.insert(MarkedScalarNode::new(Span::new_blank(), key), value);
+                return;
+            }
+            let key_node = MarkedScalarNode::new(Span::new_blank(), key);
+            let child =
+                map.entry(key_node).or_insert_with(|| Node::Mapping(MarkedMappingNode::new_empty(Span::new_blank())));
+            node = match index {
+                None => child,
+                Some(n) => match child.as_sequence_mut().and_then(|s| s.get_mut(n)) {
+                    Some(item) if i + 1 == parts.len() => {
+                        *item = value;
+                        return;
+                    }
+                    Some(item) => item,
+                    None => {
+                        self.at_marker(
+                            Some(&Marker::new(OVERRIDE_SOURCE, 0, 1, 1)),
+                            &o.path,
+                            format!("`{raw}`: no such list item"),
+                            None,
+                        );
+                        return;
+                    }
+                },
+            };
+        }
+    }
+
+    fn scenario(&mut self, root: &Node) -> Option<Scenario> {
+        let top = self.map(root, "", TOP)?;
+        let default_name = std::path::Path::new(self.file)
+            .file_stem()
+            .map_or("scenario".to_string(), |s| s.to_string_lossy().into_owned());
+        let name = top.get_node("name").and_then(|n| self.string(n, "name")).unwrap_or(default_name);
+        let target = self
+            .required(top, "target", "", "e.g. `target: http://127.0.0.1:8080` or `target: demo:threads`")
+            .and_then(|n| self.target(n));
+        let data = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
+        let feeders: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
+        let defaults = self.defaults(top.get_node("defaults"), &feeders);
+        let setup: Vec<Step> = match top.get_node("setup") {
+            Some(n) => self
+                .list(n, "setup", "steps")
+                .iter()
+                .enumerate()
+                .filter_map(|(i, s)| self.step(s, &format!("setup[{i}]"), &feeders))
+                .collect(),
+            None => Vec::new(),
+        };
+        let flows = match self.required(top, "flows", "", "flows: { name: { steps: [ { request: GET / } ] } }") {
+            Some(n) => self.flows(n, &feeders),
+            None => Vec::new(),
+        };
+        let load =
+            self.required(top, "load", "", "load: { stages: [ { rate: 50, hold: 30s } ] }").and_then(|n| self.load(n));
+        let slo = match top.get_node("slo") {
+            Some(n) => self.conditions(n, "slo", Condition::parse),
+            None => Vec::new(),
+        };
+        let abort_when = match top.get_node("abort_when") {
+            Some(n) => self.conditions(n, "abort_when", AbortRule::parse),
+            None => Vec::new(),
+        };
+        self.check_variables(&setup, &flows);
+        Some(Scenario { name, target: target?, defaults, setup, flows, data, load: load?, slo, abort_when })
+    }
+
+    fn target(&mut self, node: &Node) -> Option<TargetSpec> {
+        let s = self.scalar(node, "target", "a URL")?;
+        let t = s.as_str().trim();
+        match t {
+            "demo:threads" => Some(TargetSpec::Demo(DemoModel::Threads)),
+            "demo:async" => Some(TargetSpec::Demo(DemoModel::Async)),
+            _ if t.starts_with("http://") || t.starts_with("https://") => {
+                Some(TargetSpec::Url(t.trim_end_matches('/').to_string()))
+            }
+            _ => {
+                self.at(
+                    s.span(),
+                    "target",
+                    format!("`{t}` is not a target"),
+                    Some("use http://host:port, https://host:port, demo:threads or demo:async".into()),
+                );
+                None
+            }
+        }
+    }
+
+    fn defaults(&mut self, node: Option<&Node>, feeders: &[&str]) -> Defaults {
+        let mut out = Defaults { timeout: Duration::from_secs(10), headers: Vec::new() };
+        let Some(m) = node.and_then(|n| self.map(n, "defaults", DEFAULTS)) else { return out };
+        if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
+            out.timeout = t;
+        }
+        if let Some(h) = m.get_node("headers") {
+            out.headers = self.headers(h, "defaults.headers", feeders);
+        }
+        out
+    }
+
+    fn headers(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Vec<(String, Template)> {
+        let Some(m) = node.as_mapping() else {
+            self.at(
+                node.span(),
+                path,
+                format!("expected a mapping of header names to values, found {}", kind(node)),
+                Some("headers: { Accept: application/json }".into()),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, v) in m.iter() {
+            let p = join(path, k.as_str());
+            let name = k.as_str();
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+                self.at(k.span(), &p, format!("`{name}` is not a valid header name"), None);
+                continue;
+            }
+            if let Some(t) = self.template(v, &p, feeders) {
+                if t.source().contains(['\r', '\n']) {
+                    self.at(v.span(), &p, "header values cannot contain line breaks", None);
+                    continue;
+                }
+                out.push((name.to_string(), t));
+            }
+        }
+        out
+    }
+
+    fn data(&mut self, node: &Node) -> Vec<FeederSpec> {
+        let Some(m) = node.as_mapping() else {
+            self.at(
+                node.span(),
+                "data",
+                "expected a mapping of feeder names",
+                Some("data: { users: { csv: users.csv, mode: cycle } }".into()),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, v) in m.iter() {
+            let p = join("data", k.as_str());
+            let Some(f) = self.map(v, &p, FEEDER) else { continue };
+            let csv = self.required(f, "csv", &p, "csv: users.csv").and_then(|n| self.string(n, &join(&p, "csv")));
+            let mode = match f.get_node("mode").and_then(|n| self.scalar(n, &join(&p, "mode"), "cycle, random or once"))
+            {
+                None => Some(FeedMode::Cycle),
+                Some(s) => match s.as_str() {
+                    "cycle" => Some(FeedMode::Cycle),
+                    "random" => Some(FeedMode::Random),
+                    "once" => Some(FeedMode::Once),
+                    other => {
+                        self.at(
+                            s.span(),
+                            &join(&p, "mode"),
+                            format!("unknown mode `{other}`"),
+                            Some("cycle, random or once".into()),
+                        );
+                        None
+                    }
+                },
+            };
+            if let (Some(csv), Some(mode)) = (csv, mode) {
+                out.push(FeederSpec { name: k.as_str().to_string(), csv, mode });
+            }
+        }
+        out
+    }
+
+    fn flows(&mut self, node: &Node, feeders: &[&str]) -> Vec<Flow> {
+        let Some(m) = node.as_mapping() else {
+            self.at(
+                node.span(),
+                "flows",
+                format!("expected a mapping of flow names, found {}", kind(node)),
+                Some("flows: { browse: { steps: [ { request: GET / } ] } }".into()),
+            );
+            return Vec::new();
+        };
+        if m.is_empty() {
+            self.at(node.span(), "flows", "no flows: nothing would be sent", None);
+        }
+        let mut out = Vec::new();
+        for (k, v) in m.iter() {
+            let p = join("flows", k.as_str());
+            let Some(f) = self.map(v, &p, FLOW) else { continue };
+            let weight = match f.get_node("weight") {
+                Some(w) => match self.number::<u32>(w, &join(&p, "weight"), "a whole number") {
+                    Some(0) => {
+                        self.at(
+                            w.span(),
+                            &join(&p, "weight"),
+                            "a weight of 0 never runs this flow",
+                            Some("remove the flow, or give it weight 1 or more".into()),
+                        );
+                        0
+                    }
+                    Some(w) => w,
+                    // Reported; keep the flow so its steps are still checked.
+                    None => 0,
+                },
+                None => 1,
+            };
+            let steps: Vec<Step> = match self.required(f, "steps", &p, "steps: [ { request: GET / } ]") {
+                Some(s) => {
+                    let sp = join(&p, "steps");
+                    let items = self.list(s, &sp, "steps");
+                    if items.is_empty() && s.as_sequence().is_some() {
+                        self.at(s.span(), &sp, "a flow needs at least one step", None);
+                    }
+                    items.iter().enumerate().filter_map(|(i, s)| self.step(s, &format!("{sp}[{i}]"), feeders)).collect()
+                }
+                None => Vec::new(),
+            };
+            out.push(Flow { name: k.as_str().to_string(), weight, steps });
+        }
+        out
+    }
+
+    fn step(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
+        let m = self.map(node, path, STEP)?;
+        let request = self.required(m, "request", path, "request: GET /path")?;
+        let rp = join(path, "request");
+        let s = self.scalar(request, &rp, "`METHOD /path`")?;
+        let text = s.as_str().trim();
+        let (method, target) = match text.split_once(char::is_whitespace) {
+            Some((m, t)) => (m.to_string(), t.trim()),
+            None => {
+                self.at(
+                    s.span(),
+                    &rp,
+                    format!("`{text}` is not `METHOD /path`"),
+                    Some("e.g. `GET /orders` or `POST /auth`".into()),
+                );
+                return None;
+            }
+        };
+        if !METHODS.contains(&method.as_str()) {
+            let hint = did_you_mean(&method.to_ascii_uppercase(), METHODS)
+                .map_or_else(|| format!("one of {}", METHODS.join(", ")), |m| format!("did you mean `{m}`?"));
+            self.at(s.span(), &rp, format!("unknown method `{method}`"), Some(hint));
+        }
+        if !target.starts_with('/') {
+            self.at(
+                s.span(),
+                &rp,
+                format!("`{target}`: the path must start with `/`"),
+                Some("the host comes from `target:`".into()),
+            );
+        }
+        let path_t = match Template::parse(target, feeders) {
+            Ok(t) => {
+                self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
+                Some(t)
+            }
+            Err(e) => {
+                let mut marker = s.span().start().copied();
+                if let Some(m) = marker.as_mut() {
+                    let target_at = s.as_str().find(target).unwrap_or(0);
+                    m.set_column(m.column() + target_at + e.offset + usize::from(!s.may_coerce()));
+                }
+                self.at_marker(marker.as_ref(), &rp, e.message, e.hint);
+                None
+            }
+        };
+        let headers =
+            m.get_node("headers").map(|h| self.headers(h, &join(path, "headers"), feeders)).unwrap_or_default();
+        let bodies: Vec<&str> = ["json", "body", "form"].into_iter().filter(|k| m.get_node(k).is_some()).collect();
+        if bodies.len() > 1 {
+            self.at(
+                m.span(),
+                path,
+                format!("a step has one body: found {}", bodies.join(" and ")),
+                Some("keep one of json, body, form".into()),
+            );
+        }
+        let body = if let Some(j) = m.get_node("json") {
+            let mut parts = Vec::new();
+            self.json(j, &join(path, "json"), feeders, &mut parts);
+            Body::Json(parts)
+        } else if let Some(b) = m.get_node("body") {
+            self.template(b, &join(path, "body"), feeders).map_or(Body::None, Body::Raw)
+        } else if let Some(f) = m.get_node("form") {
+            Body::Form(self.headers(f, &join(path, "form"), feeders))
+        } else {
+            Body::None
+        };
+        let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
+        let name =
+            m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
+        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause })
+    }
+
+    /// A YAML value as JSON text, with templated strings left as holes.
+    fn json(&mut self, node: &Node, path: &str, feeders: &[&str], out: &mut Vec<JsonPart>) {
+        let lit = |out: &mut Vec<JsonPart>, s: &str| match out.last_mut() {
+            Some(JsonPart::Literal(l)) => l.push_str(s),
+            _ => out.push(JsonPart::Literal(s.to_string())),
+        };
+        match node {
+            Node::Mapping(m) => {
+                lit(out, "{");
+                for (i, (k, v)) in m.iter().enumerate() {
+                    if i > 0 {
+                        lit(out, ",");
+                    }
+                    lit(out, &serde_json::to_string(k.as_str()).unwrap_or_default());
+                    lit(out, ":");
+                    self.json(v, &join(path, k.as_str()), feeders, out);
+                }
+                lit(out, "}");
+            }
+            Node::Sequence(items) => {
+                lit(out, "[");
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        lit(out, ",");
+                    }
+                    self.json(v, &format!("{path}[{i}]"), feeders, out);
+                }
+                lit(out, "]");
+            }
+            Node::Scalar(s) => {
+                let text = s.as_str();
+                // Plain (unquoted) numbers, booleans and null keep their JSON type.
+                if s.may_coerce()
+                    && (matches!(text, "true" | "false" | "null")
+                        || serde_json::from_str::<serde_json::Number>(text).is_ok())
+                {
+                    lit(out, text);
+                    return;
+                }
+                let Some(t) = self.template(node, path, feeders) else { return };
+                match t.as_literal() {
+                    Some(l) => lit(out, &serde_json::to_string(l).unwrap_or_default()),
+                    None => {
+                        lit(out, "\"");
+                        out.push(JsonPart::String(t));
+                        lit(out, "\"");
+                    }
+                }
+            }
+        }
+    }
+
+    fn expect(&mut self, node: &Node, path: &str) -> Option<Expect> {
+        let m = self.map(node, path, EXPECT)?;
+        let status = m.get_node("status").and_then(|s| {
+            let sp = join(path, "status");
+            let items: Vec<&Node> = match s {
+                Node::Sequence(seq) => seq.iter().collect(),
+                other => vec![other],
+            };
+            let mut ranges = Vec::new();
+            for item in items {
+                let sc = self.scalar(item, &sp, "a status such as 200 or 2xx")?;
+                match StatusRange::parse(sc.as_str()) {
+                    Ok(r) => ranges.push(r),
+                    Err(e) => self.at(sc.span(), &sp, e.to_string(), Some("e.g. 200, 201 or 2xx".into())),
+                }
+            }
+            Some(ranges)
+        });
+        let body_contains = m.get_node("body_contains").and_then(|b| self.string(b, &join(path, "body_contains")));
+        let mut json = Vec::new();
+        if let Some(j) = m.get_node("json") {
+            let jp = join(path, "json");
+            if let Some(jm) = j.as_mapping() {
+                for (k, v) in jm.iter() {
+                    match Extractor::parse(k.as_str()) {
+                        Ok(x @ Extractor::JsonPath { .. }) => json.push((x, yaml_to_json(v))),
+                        Ok(_) => self.at(
+                            k.span(),
+                            &jp,
+                            format!("`{}` is not a JSONPath", k.as_str()),
+                            Some("e.g. `$.status: ok`".into()),
+                        ),
+                        Err(e) => self.at(k.span(), &jp, e.to_string(), None),
+                    }
+                }
+            } else {
+                self.at(
+                    j.span(),
+                    &jp,
+                    "expected a mapping of JSONPath to expected value",
+                    Some("json: { \"$.status\": ok }".into()),
+                );
+            }
+        }
+        Some(Expect { status, body_contains, json })
+    }
+
+    fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {
+        let Some(m) = node.as_mapping() else {
+            self.at(
+                node.span(),
+                path,
+                "expected a mapping of variable names to extractors",
+                Some("save: { token: $.token }".into()),
+            );
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (k, v) in m.iter() {
+            let p = join(path, k.as_str());
+            let name = k.as_str();
+            if !is_identifier(name) || matches!(name, "env" | "seq" | "uuid" | "random") {
+                self.at(
+                    k.span(),
+                    &p,
+                    format!("`{name}` cannot be a variable name"),
+                    Some("letters, digits and _, not env/seq/uuid/random".into()),
+                );
+                continue;
+            }
+            let Some(s) = self.scalar(v, &p, "an extractor") else { continue };
+            match Extractor::parse(s.as_str()) {
+                Ok(x) => out.push((name.to_string(), x)),
+                Err(e) => self.at(
+                    s.span(),
+                    &p,
+                    e.to_string(),
+                    Some("`$.json.path`, `header:Name` or `regex:pattern(group)`".into()),
+                ),
+            }
+        }
+        out
+    }
+
+    fn load(&mut self, node: &Node) -> Option<Load> {
+        let m = self.map(node, "load", LOAD)?;
+        let closed = match m.get_node("model").and_then(|n| self.scalar(n, "load.model", "open or closed")) {
+            None => false,
+            Some(s) => match s.as_str() {
+                "open" => false,
+                "closed" => true,
+                other => {
+                    self.at(
+                        s.span(),
+                        "load.model",
+                        format!("unknown model `{other}`"),
+                        Some("open (arrivals per second) or closed (looping users)".into()),
+                    );
+                    return None;
+                }
+            },
+        };
+        let stages = match (m.get_node("stages"), m.get_node("steps")) {
+            (Some(_), Some(_)) => {
+                self.at(m.span(), "load", "give `stages` or `steps`, not both", None);
+                None
+            }
+            (Some(s), None) => Some(self.stages(s, closed)),
+            (None, Some(s)) => self.steps(s, closed),
+            (None, None) => {
+                self.at(
+                    m.span(),
+                    "load",
+                    "missing field `stages`",
+                    Some("stages: [ { rate: 50, hold: 30s }, { ramp_to: 300, over: 5m } ]".into()),
+                );
+                None
+            }
+        }?;
+        if stages.iter().all(|s| s.segment.from.as_f64() == 0.0 && s.segment.to.as_f64() == 0.0) && !stages.is_empty() {
+            self.at(m.span(), "load", "every stage has rate 0: nothing would be sent", None);
+        }
+        if closed {
+            if let Some(n) = m.get_node("max_in_flight") {
+                self.at(
+                    n.span(),
+                    "load.max_in_flight",
+                    "`max_in_flight` applies to the open model",
+                    Some("in the closed model the number of users is the concurrency".into()),
+                );
+            }
+            let think = m.get_node("think").and_then(|n| self.duration(n, "load.think")).unwrap_or_default();
+            Some(Load::Closed { stages, think })
+        } else {
+            if let Some(n) = m.get_node("think") {
+                self.at(
+                    n.span(),
+                    "load.think",
+                    "`think` applies to the closed model",
+                    Some("use a step's `pause` for think time within a flow".into()),
+                );
+            }
+            let max_in_flight = match m.get_node("max_in_flight") {
+                Some(n) => match self.number::<u32>(n, "load.max_in_flight", "a whole number") {
+                    Some(0) => {
+                        self.at(n.span(), "load.max_in_flight", "0 would drop every arrival", None);
+                        1
+                    }
+                    Some(v) => v,
+                    None => 1000,
+                },
+                None => 1000,
+            };
+            Some(Load::Open { stages, max_in_flight })
+        }
+    }
+
+    fn stages(&mut self, node: &Node, closed: bool) -> Vec<Stage> {
+        let (known, level_key, unit) =
+            if closed { (CLOSED_STAGE, "users", " users") } else { (OPEN_STAGE, "rate", "/s") };
+        let mut out: Vec<Stage> = Vec::new();
+        let items = self.list(node, "load.stages", "stages");
+        if items.is_empty() && node.as_sequence().is_some() {
+            self.at(node.span(), "load.stages", "no stages: nothing would be sent", None);
+        }
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("load.stages[{i}]");
+            let errors_before = self.errors.len();
+            let Some(m) = self.map(item, &p, known) else { continue };
+            let misspelt = self.errors.len() > errors_before;
+            let level = m.get_node(level_key).and_then(|n| self.rate(n, &join(&p, level_key)));
+            let ramp_to = m.get_node("ramp_to").and_then(|n| self.rate(n, &join(&p, "ramp_to")));
+            let hold = m.get_node("hold").and_then(|n| self.duration(n, &join(&p, "hold")));
+            let over = m.get_node("over").and_then(|n| self.duration(n, &join(&p, "over")));
+            let previous = out.last().map_or(Rate::ZERO, |s: &Stage| s.segment.to);
+            let (segment, default_name) = match (
+                m.get_node(level_key).is_some(),
+                m.get_node("ramp_to").is_some(),
+                m.get_node("hold").is_some(),
+                m.get_node("over").is_some(),
+            ) {
+                (true, false, true, false) => {
+                    let (Some(r), Some(h)) = (level, hold) else { continue };
+                    (Segment { duration: h, from: r, to: r }, format!("{}{unit}", r.as_f64()))
+                }
+                (from, true, false, true) => {
+                    let (Some(to), Some(d)) = (ramp_to, over) else { continue };
+                    let start = if from {
+                        match level {
+                            Some(l) => l,
+                            None => continue,
+                        }
+                    } else {
+                        previous
+                    };
+                    (Segment { duration: d, from: start, to }, format!("ramp {}→{}{unit}", start.as_f64(), to.as_f64()))
+                }
+                // An unknown (misspelt) field already explains the odd shape.
+                _ if misspelt => continue,
+                _ => {
+                    self.at(
+                        m.span(),
+                        &p,
+                        format!("a stage is `{{ {level_key}, hold }}` or `{{ ramp_to, over }}`"),
+                        Some(format!("e.g. {{ {level_key}: 50, hold: 30s }} or {{ ramp_to: 300, over: 5m }}")),
+                    );
+                    continue;
+                }
+            };
+            if segment.duration.is_zero() {
+                self.at(m.span(), &p, "a stage must last longer than 0s", None);
+                continue;
+            }
+            let name = match m.get_node("name") {
+                Some(n) => self.string(n, &join(&p, "name")).unwrap_or(default_name),
+                None => default_name,
+            };
+            out.push(Stage { name, segment });
+        }
+        self.unique_names(&mut out);
+        out
+    }
+
+    /// `steps: { from: 50, to: 300, by: 50, hold: 60s, ramp: 5s }`
+    fn steps(&mut self, node: &Node, closed: bool) -> Option<Vec<Stage>> {
+        let m = self.map(node, "load.steps", STEPS)?;
+        let hint = "steps: { from: 50, to: 300, by: 50, hold: 60s }";
+        let from = self.required(m, "from", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.from"));
+        let to = self.required(m, "to", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.to"));
+        let by = self.required(m, "by", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.by"));
+        let hold = self.required(m, "hold", "load.steps", hint).and_then(|n| self.duration(n, "load.steps.hold"));
+        let ramp = m.get_node("ramp").and_then(|n| self.duration(n, "load.steps.ramp")).unwrap_or_default();
+        let (from, to, by, hold) = (from?, to?, by?, hold?);
+        if by.as_f64() <= 0.0 || to < from {
+            self.at(m.span(), "load.steps", "steps must go up: `to` >= `from` and `by` > 0", None);
+            return None;
+        }
+        let count = ((to.as_f64() - from.as_f64()) / by.as_f64() + 1e-9).floor() as usize + 1;
+        if count > 1000 {
+            self.at(m.span(), "load.steps", format!("{count} steps is too many"), Some("use a larger `by`".into()));
+            return None;
+        }
+        let unit = if closed { " users" } else { "/s" };
+        let mut out = Vec::new();
+        for i in 0..count {
+            let level = Rate::per_second(from.as_f64() + by.as_f64() * i as f64).ok()?;
+            if i > 0 && !ramp.is_zero() {
+                let prev = out.last().map_or(level, |s: &Stage| s.segment.to);
+                out.push(Stage {
+                    name: format!("ramp to {}{unit}", level.as_f64()),
+                    segment: Segment { duration: ramp, from: prev, to: level },
+                });
+            }
+            out.push(Stage {
+                name: format!("{}{unit}", level.as_f64()),
+                segment: Segment { duration: hold, from: level, to: level },
+            });
+        }
+        Some(out)
+    }
+
+    fn unique_names(&mut self, stages: &mut [Stage]) {
+        for i in 1..stages.len() {
+            let mut n = 2;
+            while stages[..i].iter().any(|s| s.name == stages[i].name) {
+                let base = stages[i].name.split(" #").next().unwrap_or_default().to_string();
+                stages[i].name = format!("{base} #{n}");
+                n += 1;
+            }
+        }
+    }
+
+    fn conditions<T>(&mut self, node: &Node, path: &str, parse: fn(&str) -> Result<T, ConditionError>) -> Vec<T> {
+        let mut out = Vec::new();
+        for (i, item) in self.list(node, path, "conditions").iter().enumerate() {
+            let p = format!("{path}[{i}]");
+            let Some(s) = self.scalar(item, &p, "a condition such as `p95 < 500ms`") else { continue };
+            match parse(s.as_str()) {
+                Ok(c) => out.push(c),
+                Err(e) => self.condition_error(s, &p, e),
+            }
+        }
+        out
+    }
+
+    /// Every `${name}` must be saved somewhere: by setup or by a step.
+    fn check_variables(&mut self, setup: &[Step], flows: &[Flow]) {
+        let saved: Vec<&str> = setup
+            .iter()
+            .chain(flows.iter().flat_map(|f| f.steps.iter()))
+            .flat_map(|s| s.save.iter().map(|(n, _)| n.as_str()))
+            .collect();
+        for (name, marker, path) in std::mem::take(&mut self.uses) {
+            if saved.contains(&name.as_str()) {
+                continue;
+            }
+            let hint = match did_you_mean(&name, &saved) {
+                Some(s) => format!("did you mean `${{{s}}}`?"),
+                None => "save it first, e.g. `save: { token: $.token }` in setup or an earlier step".into(),
+            };
+            self.at_marker(marker.as_ref(), &path, format!("`${{{name}}}` is never saved"), Some(hint));
+        }
+    }
+}
+
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A YAML value as JSON (plain scalars typed, quoted ones strings).
+fn yaml_to_json(node: &Node) -> serde_json::Value {
+    match node {
+        Node::Scalar(s) if s.may_coerce() => {
+            serde_json::from_str(s.as_str()).unwrap_or_else(|_| serde_json::Value::String(s.as_str().to_string()))
+        }
+        Node::Scalar(s) => serde_json::Value::String(s.as_str().to_string()),
+        Node::Sequence(items) => items.iter().map(yaml_to_json).collect(),
+        Node::Mapping(m) => m.iter().map(|(k, v)| (k.as_str().to_string(), yaml_to_json(v))).collect(),
+    }
+}

@@ -1,0 +1,154 @@
+//! Scenario parsing: good files decode to the right values; each kind of
+//! mistake is reported at its line and column with a hint, all at once; and
+//! no input makes the parser panic (issue #3).
+
+use std::time::Duration;
+
+use perfops_core::scenario::{Body, DemoModel, Load, Override, TargetSpec, parse};
+use proptest::prelude::*;
+
+const SEED_A: &str = include_str!("../../../examples/orders.yaml");
+
+#[test]
+fn seed_scenario_a_decodes() {
+    let s = parse("orders.yaml", SEED_A, &[]).unwrap_or_else(|d| panic!("{}", d.render(SEED_A)));
+    assert_eq!(s.name, "orders");
+    assert_eq!(s.target, TargetSpec::Demo(DemoModel::Threads));
+    assert_eq!(s.setup.len(), 1);
+    assert_eq!(s.setup[0].save[0].0, "token");
+    let weights: Vec<(&str, u32)> = s.flows.iter().map(|f| (f.name.as_str(), f.weight)).collect();
+    assert_eq!(weights, vec![("refresh-token", 1), ("list-orders", 1000)], "1 login per 1000 order lists");
+    let orders = &s.flows[1].steps[0];
+    assert_eq!((orders.method.as_str(), orders.path.source()), ("GET", "/orders"));
+    assert_eq!(orders.headers[0].1.source(), "Bearer ${token}");
+    assert!(matches!(s.flows[0].steps[0].body, Body::Json(_)));
+    let Load::Open { stages, max_in_flight } = &s.load else { panic!("open model expected") };
+    assert_eq!(*max_in_flight, 1000);
+    let rates: Vec<f64> = stages.iter().map(|st| st.segment.from.as_f64()).collect();
+    assert_eq!(rates, vec![50.0, 100.0, 150.0, 200.0, 250.0, 300.0]);
+    assert_eq!(s.load.duration(), Duration::from_secs(30));
+    assert_eq!(s.slo.len(), 3);
+    assert_eq!(s.abort_when[0].window, Duration::from_secs(5));
+}
+
+#[test]
+fn stages_ramps_and_closed_users() {
+    let text = r#"
+target: http://127.0.0.1:8080
+flows: { home: { steps: [ { request: GET / } ] } }
+load:
+  stages:
+    - { rate: 10, hold: 10s }            # 10/s
+    - { ramp_to: 100, over: 1m }         # from the previous rate
+    - { name: peak, rate: 100, hold: 30s }
+    - { rate: 5, ramp_to: 20, over: 10s } # explicit start
+"#;
+    let s = parse("ramps.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let stages = s.load.stages();
+    let names: Vec<&str> = stages.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["10/s", "ramp 10→100/s", "peak", "ramp 5→20/s"]);
+    assert_eq!((stages[1].segment.from.as_f64(), stages[1].segment.to.as_f64()), (10.0, 100.0));
+    assert_eq!(s.name, "ramps", "the file name is the default scenario name");
+
+    let closed = r#"
+target: https://127.0.0.1:8443
+flows: { home: { steps: [ { request: GET /, pause: 200ms } ] } }
+load: { model: closed, think: 1s, stages: [ { users: 5, hold: 10s }, { ramp_to: 20, over: 10s } ] }
+"#;
+    let s = parse("closed.yaml", closed, &[]).unwrap_or_else(|d| panic!("{}", d.render(closed)));
+    let Load::Closed { stages, think } = &s.load else { panic!("closed model expected") };
+    assert_eq!(*think, Duration::from_secs(1));
+    assert_eq!(stages[1].name, "ramp 5→20 users");
+    assert_eq!(s.flows[0].steps[0].pause, Duration::from_millis(200));
+}
+
+#[test]
+fn overrides_replace_fields_and_are_validated() {
+    let over = |p: &str| p.parse::<Override>().unwrap();
+    let s = parse("orders.yaml", SEED_A, &[over("load.max_in_flight=100"), over("target=http://127.0.0.1:9")]).unwrap();
+    assert!(matches!(s.load, Load::Open { max_in_flight: 100, .. }));
+    assert_eq!(s.target, TargetSpec::Url("http://127.0.0.1:9".into()));
+    let err = parse("orders.yaml", SEED_A, &[over("load.max_in_flight=lots")]).unwrap_err();
+    assert_eq!(err.0[0].file, "--set");
+    assert!(err.0[0].message.contains("`lots` is not a whole number"), "{}", err.0[0].message);
+    assert!("no-equals".parse::<Override>().is_err());
+}
+
+/// (file text, expected "line:column: message fragment" for each error, in order)
+#[test]
+fn every_error_at_once_with_its_position() {
+    let cases: &[(&str, &[&str])] = &[
+        // a typo in a field name, with a suggestion
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 5, hodl: 1s } ] }\n",
+            &["3:30: unknown field `hodl`"],
+        ),
+        // several problems in one file: all reported, in source order
+        (
+            "target: nowhere\nflows: { a: { weight: 0, steps: [ { request: FETCH / } ] } }\nload: { stages: [ { rate: -1, hold: 1s } ] }\n",
+            &[
+                "1:9: `nowhere` is not a target",
+                "2:23: a weight of 0",
+                "2:46: unknown method `FETCH`",
+                "3:27: rate must be",
+            ],
+        ),
+        // required fields missing
+        ("name: x\n", &["1:1: missing field `target`", "1:1: missing field `flows`", "1:1: missing field `load`"]),
+        // a variable never saved, pointed at inside its string
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: \"GET /o/${id}\" } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:43: `${id}` is never saved"],
+        ),
+        // YAML syntax errors stop early but still have a position
+        ("target: [unclosed\n", &["2:1: YAML syntax"]),
+        // a duplicate key
+        ("target: http://h:1\ntarget: http://h:2\n", &["2:1: `target` appears twice"]),
+        // SLO lines are checked too
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"p95 < 500\" ]\n",
+            &["4:15: `500` needs a unit"],
+        ),
+        // bodies are exclusive
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: POST /, json: {a: 1}, body: x } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:24: a step has one body"],
+        ),
+    ];
+    for (text, want) in cases {
+        let errors = parse("t.yaml", text, &[]).expect_err(text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert_eq!(got.len(), want.len(), "for\n{text}\ngot {got:#?}");
+        for (g, w) in got.iter().zip(want.iter()) {
+            assert!(g.starts_with(w), "for\n{text}\ngot {g:?}, want it to start with {w:?}");
+        }
+        assert!(errors.iter().all(|e| e.file == "t.yaml"));
+    }
+}
+
+#[test]
+fn hints_name_the_likely_fix() {
+    let text = "target: http://h:1\nflows: { a: { steps: [ { request: GET /, heders: {} } ] } }\nload: { stages: [ { rampto: 5, over: 1s } ] }\n";
+    let errors = parse("t.yaml", text, &[]).unwrap_err().0;
+    let hints: Vec<&str> = errors.iter().filter_map(|e| e.hint.as_deref()).collect();
+    assert_eq!(hints, vec!["did you mean `headers`?", "did you mean `ramp_to`?"]);
+    assert_eq!(errors[0].path, "flows.a.steps[0].heders");
+}
+
+proptest! {
+    /// Whatever the bytes, the parser answers with a scenario or diagnostics.
+    #[test]
+    fn never_panics_on_arbitrary_text(text in "\\PC{0,300}") {
+        let _ = parse("fuzz.yaml", &text, &[]);
+    }
+
+    /// Mutations of a valid file (a character replaced) never panic either.
+    #[test]
+    fn never_panics_on_mutated_scenarios(at in 0usize..1500, c in prop::char::any()) {
+        let mut text: Vec<char> = SEED_A.chars().collect();
+        let i = at % text.len();
+        text[i] = c;
+        let text: String = text.into_iter().collect();
+        let _ = parse("fuzz.yaml", &text, &[]);
+    }
+}
