@@ -1,0 +1,406 @@
+//! End-to-end tests of the demo target on real loopback sockets: the routes in both models, the
+//! threads model's capacity and saturation, the async model holding more, and the overload
+//! symptoms of a tiny pool behind a tiny backlog.
+//!
+//! The load tests take a process-wide lock so that they never run at the same time as each other
+//! (the machine has two cores); their figures are printed with `--nocapture`.
+
+#![allow(clippy::print_stderr)]
+
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Barrier, Mutex, MutexGuard, PoisonError};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use perfops_demo::{DemoConfig, Model, RunningDemo};
+
+static LOAD: Mutex<()> = Mutex::new(());
+
+fn exclusive() -> MutexGuard<'static, ()> {
+    LOAD.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn start(model: Model, f: impl FnOnce(&mut DemoConfig)) -> RunningDemo {
+    let mut config = DemoConfig { model, listen: "127.0.0.1:0".parse().unwrap(), ..DemoConfig::default() };
+    f(&mut config);
+    perfops_demo::spawn(config).expect("demo server starts")
+}
+
+/// One response as the client saw it.
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).expect("JSON body")
+    }
+}
+
+/// A minimal blocking keep-alive HTTP/1.1 client.
+struct Client {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Client {
+    fn connect(addr: SocketAddr) -> io::Result<Client> {
+        Client::connect_within(addr, Duration::from_secs(3))
+    }
+
+    fn connect_within(addr: SocketAddr, timeout: Duration) -> io::Result<Client> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_nodelay(true)?;
+        stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+        Ok(Client { stream, buf: Vec::new() })
+    }
+
+    fn get(&mut self, path: &str, token: Option<&str>) -> io::Result<Reply> {
+        let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        self.send(format!("GET {path} HTTP/1.1\r\nHost: demo\r\n{auth}\r\n").as_bytes())
+    }
+
+    fn post(&mut self, path: &str, body: &str) -> io::Result<Reply> {
+        let len = body.len();
+        self.send(format!("POST {path} HTTP/1.1\r\nHost: demo\r\nContent-Length: {len}\r\n\r\n{body}").as_bytes())
+    }
+
+    fn token(&mut self, user: &str) -> String {
+        let reply = self.post("/auth", &format!("{{\"user\":\"{user}\"}}")).unwrap();
+        assert_eq!(reply.status, 200);
+        reply.json()["token"].as_str().unwrap().to_owned()
+    }
+
+    fn send(&mut self, raw: &[u8]) -> io::Result<Reply> {
+        self.stream.write_all(raw)?;
+        self.read_reply()
+    }
+
+    fn read_reply(&mut self) -> io::Result<Reply> {
+        loop {
+            let mut headers = [httparse::EMPTY_HEADER; 32];
+            let mut response = httparse::Response::new(&mut headers);
+            if let httparse::Status::Complete(head_len) =
+                response.parse(&self.buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?
+            {
+                let headers: Vec<(String, String)> = response
+                    .headers
+                    .iter()
+                    .map(|h| (h.name.to_owned(), String::from_utf8_lossy(h.value).into_owned()))
+                    .collect();
+                let len: usize = headers
+                    .iter()
+                    .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                    .map(|(_, v)| v.parse().unwrap())
+                    .expect("responses carry Content-Length");
+                let status = response.code.unwrap();
+                if self.buf.len() >= head_len + len {
+                    let body = self.buf[head_len..head_len + len].to_vec();
+                    self.buf.drain(..head_len + len);
+                    return Ok(Reply { status, headers, body });
+                }
+            }
+            let mut chunk = [0u8; 8192];
+            let n = self.stream.read(&mut chunk)?;
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// True when the server has closed the connection (EOF within a second).
+    fn closed_by_server(&mut self) -> bool {
+        self.stream.set_read_timeout(Some(Duration::from_secs(1))).unwrap();
+        matches!(self.stream.read(&mut [0u8; 64]), Ok(0) | Err(_))
+    }
+}
+
+/// The value of an unlabelled sample in a Prometheus text page.
+fn sample(page: &str, name: &str) -> Option<f64> {
+    page.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+fn check_routes(model: Model) {
+    let server = start(model, |c| c.io_wait = Duration::from_millis(5));
+    let addr = server.addr();
+    let mut c = Client::connect(addr).unwrap();
+
+    // POST /auth with a user, with an empty body, with garbage.
+    let reply = c.post("/auth", r#"{"user":"alice"}"#).unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.header("content-type"), Some("application/json"));
+    let token = reply.json()["token"].as_str().unwrap().to_owned();
+    assert_eq!(token.split('.').count(), 3, "{token}");
+    assert_eq!(c.post("/auth", "").unwrap().status, 200);
+    assert_eq!(c.post("/auth", "{not json").unwrap().status, 400);
+
+    // GET /orders: 25 orders, about 2 KB, with a valid token only.
+    let reply = c.get("/orders", Some(&token)).unwrap();
+    assert_eq!(reply.status, 200);
+    assert_eq!(reply.json()["orders"].as_array().unwrap().len(), 25);
+    assert!((1500..3000).contains(&reply.body.len()), "{} bytes", reply.body.len());
+    let reply = c.get("/orders", None).unwrap();
+    assert_eq!(reply.status, 401);
+    assert!(reply.json()["error"].is_string());
+    let mut forged = token.clone();
+    let last = forged.pop().unwrap();
+    forged.push(if last == 'A' { 'B' } else { 'A' });
+    assert_eq!(c.get("/orders", Some(&forged)).unwrap().status, 401);
+    // A token from another server (another key) is refused too.
+    let other = start(model, |_| {});
+    let foreign = Client::connect(other.addr()).unwrap().token("eve");
+    assert_eq!(c.get("/orders", Some(&foreign)).unwrap().status, 401);
+    other.stop().unwrap();
+
+    // /health, /, 404s.
+    let reply = c.get("/health", None).unwrap();
+    assert_eq!((reply.status, reply.text().as_str()), (200, "ok"));
+    let reply = c.get("/", None).unwrap();
+    assert_eq!(reply.text(), format!("perfops demo target (model {model})\n"));
+    assert_eq!(c.get("/nope", None).unwrap().status, 404);
+    assert_eq!(c.get("/auth", None).unwrap().status, 404);
+
+    // /metrics counts what happened above on this very connection.
+    let reply = c.get("/metrics", None).unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(reply.header("content-type").unwrap().starts_with("text/plain; version=0.0.4"));
+    let page = reply.text();
+    assert!(page.contains("demo_requests_total{path=\"/orders\",code=\"200\"} 1\n"), "{page}");
+    assert!(page.contains("demo_requests_total{path=\"/orders\",code=\"401\"} 3\n"), "{page}");
+    assert!(page.contains("demo_requests_total{path=\"other\",code=\"404\"} 2\n"), "{page}");
+    assert!(page.contains("demo_request_duration_seconds_count{path=\"/orders\"} 4\n"), "{page}");
+    assert!(page.contains(&format!("demo_info{{model=\"{model}\"}} 1\n")));
+    let expected_max = if model == Model::Threads { 10.0 } else { 5.0 };
+    assert_eq!(sample(&page, "demo_workers_max"), Some(expected_max));
+    assert_eq!(sample(&page, "demo_workers_busy"), Some(1.0), "the /metrics request itself");
+    assert!(sample(&page, "process_cpu_seconds_total").unwrap() > 0.0);
+
+    // Pipelining: two requests in one write, two responses in order.
+    c.stream.write_all(b"GET /health HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!(c.read_reply().unwrap().text(), "ok");
+    assert!(c.read_reply().unwrap().text().starts_with("perfops demo target"));
+
+    // HTTP/1.0 without keep-alive, and Connection: close, both close after the response.
+    let reply = c.send(b"GET /health HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+    assert_eq!(reply.header("connection"), Some("close"));
+    assert!(c.closed_by_server());
+    let mut c = Client::connect(addr).unwrap();
+    assert_eq!(c.send(b"GET /health HTTP/1.0\r\n\r\n").unwrap().status, 200);
+    assert!(c.closed_by_server());
+
+    // Malformed requests get a 400 and a close.
+    let mut c = Client::connect(addr).unwrap();
+    assert_eq!(c.send(b"\x01\x02 nonsense\r\n\r\n").unwrap().status, 400);
+    assert!(c.closed_by_server());
+    let mut c = Client::connect(addr).unwrap();
+    assert_eq!(c.send(b"POST /auth HTTP/1.1\r\nContent-Length: nope\r\n\r\n").unwrap().status, 400);
+    assert!(c.closed_by_server());
+
+    // The server stops promptly, idle keep-alive connections or not.
+    let _idle = Client::connect(addr).unwrap();
+    let stopping = Instant::now();
+    server.stop().unwrap();
+    assert!(stopping.elapsed() < Duration::from_secs(2), "{:?}", stopping.elapsed());
+}
+
+#[test]
+fn routes_threads_model() {
+    let _guard = exclusive();
+    check_routes(Model::Threads);
+}
+
+#[test]
+fn routes_async_model() {
+    let _guard = exclusive();
+    check_routes(Model::Async);
+}
+
+#[test]
+fn idle_keep_alive_connections_do_not_pin_pool_threads() {
+    let _guard = exclusive();
+    // Two threads in all; twenty connected clients that never send a byte.
+    let server = start(Model::Threads, |c| {
+        c.workers = 1;
+        c.threads = 2;
+    });
+    let idle: Vec<Client> = (0..20).map(|_| Client::connect(server.addr()).unwrap()).collect();
+    thread::sleep(Duration::from_millis(100));
+    let started = Instant::now();
+    let reply = Client::connect(server.addr()).unwrap().get("/health", None).unwrap();
+    assert_eq!(reply.status, 200);
+    assert!(started.elapsed() < Duration::from_millis(300), "{:?}", started.elapsed());
+    drop(idle);
+}
+
+/// What a closed-loop load of keep-alive clients measured.
+#[derive(Debug, Default)]
+struct Load {
+    requests: u64,
+    rps: f64,
+    mean_latency: Duration,
+    /// Largest `demo_queue_depth` seen while loaded.
+    max_queue_depth: f64,
+    /// Whether `demo_workers_busy == demo_workers_max` was seen while loaded.
+    saw_pool_full: bool,
+}
+
+/// Waits for every party, then returns the same instant to all of them (the window's start).
+fn barrier_start(barrier: &Barrier) -> Instant {
+    static START: Mutex<Option<Instant>> = Mutex::new(None);
+    if barrier.wait().is_leader() {
+        *START.lock().unwrap() = Some(Instant::now());
+    }
+    barrier.wait();
+    START.lock().unwrap().unwrap()
+}
+
+/// `clients` threads, each with one keep-alive connection, doing `GET /orders` back to back for
+/// `duration`; a monitor scrapes /metrics every 100 ms meanwhile.
+fn load(addr: SocketAddr, clients: usize, duration: Duration) -> Load {
+    let token = Client::connect(addr).unwrap().token("load");
+    // Everyone connects first (without a request, so the pool accepts them all at once), then
+    // the window starts: the measurement is about requests, not about a connect storm.
+    let barrier = Arc::new(Barrier::new(clients + 1));
+    let workers: Vec<_> = (0..clients)
+        .map(|_| {
+            let (token, barrier) = (token.clone(), Arc::clone(&barrier));
+            thread::spawn(move || {
+                let mut client = Client::connect(addr).unwrap();
+                let start = barrier_start(&barrier);
+                let deadline = start + duration;
+                let (mut n, mut latency, mut last) = (0u64, Duration::ZERO, start);
+                while Instant::now() < deadline {
+                    let sent = Instant::now();
+                    let reply = client.get("/orders", Some(&token)).unwrap();
+                    assert_eq!(reply.status, 200);
+                    last = Instant::now();
+                    latency += last - sent;
+                    n += 1;
+                }
+                (n, latency, last)
+            })
+        })
+        .collect();
+    let start = barrier_start(&barrier);
+    let deadline = start + duration;
+    let monitor = thread::spawn(move || {
+        let mut client = Client::connect(addr).unwrap();
+        let (mut max_queue, mut full) = (0.0f64, false);
+        while Instant::now() + Duration::from_millis(150) < deadline {
+            thread::sleep(Duration::from_millis(100));
+            let page = client.get("/metrics", None).unwrap().text();
+            let (busy, max) = (sample(&page, "demo_workers_busy").unwrap(), sample(&page, "demo_workers_max").unwrap());
+            max_queue = max_queue.max(sample(&page, "demo_queue_depth").unwrap());
+            full |= busy >= max;
+        }
+        (max_queue, full)
+    });
+    let mut result = Load::default();
+    let mut end = start;
+    let mut latency = Duration::ZERO;
+    for worker in workers {
+        let (n, l, last) = worker.join().unwrap();
+        result.requests += n;
+        latency += l;
+        end = end.max(last);
+    }
+    (result.max_queue_depth, result.saw_pool_full) = monitor.join().unwrap();
+    // Requests still in flight at the deadline are counted, so the window runs to the last one.
+    result.rps = result.requests as f64 / (end - start).as_secs_f64();
+    result.mean_latency = latency / u32::try_from(result.requests.max(1)).unwrap();
+    result
+}
+
+#[test]
+fn threads_pool_saturates_at_its_capacity_and_async_holds_more() {
+    let _guard = exclusive();
+    let window = Duration::from_millis(1500);
+    let threads = start(Model::Threads, |_| {});
+    // The machine is shared, and other processes can only slow the server down (late wake-ups
+    // after the 20 ms sleep): its capacity is the best of up to three windows.
+    let mut at_capacity = load(threads.addr(), 10, window);
+    eprintln!("threads 2x5, 10 clients: {at_capacity:?}");
+    for _ in 0..2 {
+        if at_capacity.rps >= 400.0 {
+            break;
+        }
+        let again = load(threads.addr(), 10, window);
+        eprintln!("threads 2x5, 10 clients, again: {again:?}");
+        if again.rps > at_capacity.rps {
+            at_capacity = again;
+        }
+    }
+    let overloaded = load(threads.addr(), 40, window);
+    eprintln!("threads 2x5, 40 clients: {overloaded:?}");
+    threads.stop().unwrap();
+    let async_server = start(Model::Async, |_| {});
+    let async_load = load(async_server.addr(), 40, window);
+    eprintln!("async, 40 clients: {async_load:?}");
+    async_server.stop().unwrap();
+
+    // 10 threads / ~20.6 ms per request ~ 485 rps.
+    assert!((400.0..=560.0).contains(&at_capacity.rps), "{at_capacity:?}");
+    // Four times the clients: the same throughput, four times the latency, a queue.
+    assert!(overloaded.rps <= 560.0, "{overloaded:?}");
+    assert!(overloaded.rps >= 0.75 * at_capacity.rps, "{overloaded:?} vs {at_capacity:?}");
+    assert!(overloaded.mean_latency >= at_capacity.mean_latency * 2, "{overloaded:?} vs {at_capacity:?}");
+    assert!(overloaded.max_queue_depth >= 5.0 || overloaded.saw_pool_full, "{overloaded:?}");
+    // The async model on the same settings takes the 40 clients concurrently.
+    assert!(async_load.rps > 1.5 * overloaded.rps, "{async_load:?} vs {overloaded:?}");
+}
+
+#[test]
+fn a_full_pool_behind_a_small_backlog_stalls_new_connections() {
+    let _guard = exclusive();
+    let server = start(Model::Threads, |c| {
+        c.workers = 1;
+        c.threads = 1;
+        c.backlog = 4;
+        c.io_wait = Duration::from_millis(200);
+    });
+    let addr = server.addr();
+    let token = Client::connect(addr).unwrap().token("crowd");
+    // Thirty clients arrive at once, each wanting one 200 ms request from a one-thread pool.
+    let crowd: Vec<_> = (0..30)
+        .map(|_| {
+            let token = token.clone();
+            thread::spawn(move || -> Result<Duration, io::Error> {
+                let started = Instant::now();
+                let mut client = Client::connect_within(addr, Duration::from_millis(1500))?;
+                let connected = started.elapsed();
+                client.stream.set_read_timeout(Some(Duration::from_secs(3)))?;
+                let _ = client.get("/orders", Some(&token));
+                Ok(connected)
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(100));
+    // The liveness probe: a new connection, a trivial request.
+    let probe_started = Instant::now();
+    let probe = Client::connect_within(addr, Duration::from_secs(3)).and_then(|mut c| c.get("/health", None));
+    let probe_took = probe_started.elapsed();
+    let outcomes: Vec<_> = crowd.into_iter().map(|t| t.join().unwrap()).collect();
+    let failed = outcomes.iter().filter(|o| o.is_err()).count();
+    let slow = outcomes.iter().filter(|o| matches!(o, Ok(d) if *d >= Duration::from_millis(500))).count();
+    eprintln!(
+        "backlog 4, 1x1 pool, 200 ms: /health took {probe_took:?} ({}); connects failed {failed}, slower than 500 ms {slow}",
+        if probe.is_ok() { "answered" } else { "failed" }
+    );
+    server.stop().unwrap();
+    assert!(probe_took >= Duration::from_millis(400), "/health took only {probe_took:?}");
+    // The kernel's accept queue overflowed: some connects had to wait for a SYN retransmission.
+    assert!(failed + slow > 0, "{outcomes:?}");
+}
