@@ -5,3 +5,4 @@
 
 pub mod live;
 pub mod quick;
+pub mod results;
