@@ -13,7 +13,12 @@ const SEED_A: &str = include_str!("../../../examples/orders.yaml");
 fn seed_scenario_a_decodes() {
     let s = parse("orders.yaml", SEED_A, &[]).unwrap_or_else(|d| panic!("{}", d.render(SEED_A)));
     assert_eq!(s.name, "orders");
-    assert_eq!(s.target, TargetSpec::Demo(DemoModel::Threads));
+    let settings =
+        |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<Vec<_>>();
+    assert_eq!(
+        s.target,
+        TargetSpec::Demo(DemoModel::Threads, settings(&[("workers", "2"), ("threads", "5"), ("io_wait", "50ms")]))
+    );
     assert_eq!(s.setup.len(), 1);
     assert_eq!(s.setup[0].save[0].0, "token");
     let weights: Vec<(&str, u32)> = s.flows.iter().map(|f| (f.name.as_str(), f.weight)).collect();
@@ -108,6 +113,11 @@ fn every_error_at_once_with_its_position() {
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"p95 < 500\" ]\n",
             &["4:15: `500` needs a unit"],
+        ),
+        // demo settings are checked
+        (
+            "target: demo:threads?io_wiat=5ms\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["1:9: unknown demo setting `io_wiat`"],
         ),
         // bodies are exclusive
         (

@@ -48,6 +48,15 @@ impl ChunkedDecoder {
     /// Consume from `input`; returns (bytes consumed, body complete). When the
     /// body is not complete, all of `input` was consumed.
     pub(crate) fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), ChunkError> {
+        self.feed_inner(input, None)
+    }
+
+    /// Like [`ChunkedDecoder::feed`], appending the decoded body to `body`.
+    pub(crate) fn feed_into(&mut self, input: &[u8], body: &mut Vec<u8>) -> Result<(usize, bool), ChunkError> {
+        self.feed_inner(input, Some(body))
+    }
+
+    fn feed_inner(&mut self, input: &[u8], mut body: Option<&mut Vec<u8>>) -> Result<(usize, bool), ChunkError> {
         let mut i = 0;
         while i < input.len() {
             let b = input[i];
@@ -80,6 +89,9 @@ impl ChunkedDecoder {
                 }
                 State::Data => {
                     let take = (self.remaining.min((input.len() - i) as u64)) as usize;
+                    if let Some(b) = body.as_deref_mut() {
+                        b.extend_from_slice(&input[i..i + take]);
+                    }
                     self.remaining -= take as u64;
                     i += take;
                     if self.remaining == 0 {
@@ -166,6 +178,15 @@ mod tests {
         for (input, why) in cases {
             assert_eq!(decode_all_splits(input), Ok(input.len()), "{why}");
         }
+    }
+
+    #[test]
+    fn decodes_the_body_when_asked() {
+        let mut body = Vec::new();
+        let mut d = ChunkedDecoder::new();
+        assert_eq!(d.feed_into(b"5\r\nhello\r\n6;x=y\r\n world\r\n", &mut body), Ok((25, false)));
+        assert_eq!(d.feed_into(b"0\r\n\r\n", &mut body), Ok((5, true)));
+        assert_eq!(body, b"hello world");
     }
 
     #[test]

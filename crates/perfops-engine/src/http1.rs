@@ -19,7 +19,6 @@ use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 
 use crate::chunked::ChunkedDecoder;
-use crate::target::Request;
 
 /// Initial read buffer; large enough for most responses in one read.
 const BUF_INITIAL: usize = 16 * 1024;
@@ -96,6 +95,9 @@ pub(crate) struct Conn {
     pub(crate) reused: bool,
     /// The server allows another request on this connection.
     pub(crate) keep_alive: bool,
+    /// With `capture`, the last response's head and body (for `save`/`expect`).
+    pub(crate) head: Vec<u8>,
+    pub(crate) body: Vec<u8>,
 }
 
 /// How the body of a response is delimited.
@@ -190,7 +192,16 @@ fn parse_head(bytes: &[u8], head_request: bool) -> Result<Head, ExchangeError> {
 
 impl Conn {
     pub(crate) fn new(stream: Stream) -> Conn {
-        Conn { stream, buf: vec![0; BUF_INITIAL], start: 0, end: 0, reused: false, keep_alive: true }
+        Conn {
+            stream,
+            buf: vec![0; BUF_INITIAL],
+            start: 0,
+            end: 0,
+            reused: false,
+            keep_alive: true,
+            head: Vec::new(),
+            body: Vec::new(),
+        }
     }
 
     /// Read more bytes into the buffer; EOF is an error (the response is not done).
@@ -218,13 +229,23 @@ impl Conn {
         }
     }
 
-    /// Send `req` and read its whole response.
-    pub(crate) async fn exchange(&mut self, req: &Request) -> Result<Response, ExchangeError> {
+    /// Send `request` (for a HEAD request, `head_request`) and read its whole
+    /// response; with `capture`, keep its head and body in `self.head`/`self.body`.
+    pub(crate) async fn exchange(
+        &mut self,
+        request: &[u8],
+        head_request: bool,
+        capture: bool,
+    ) -> Result<Response, ExchangeError> {
         // Bytes left over from the previous response mean the server sent more
         // than it was asked; such connections are never reused (see below).
         self.start = 0;
         self.end = 0;
-        if let Err(e) = self.stream.write_all(req.bytes()).await {
+        if capture {
+            self.head.clear();
+            self.body.clear();
+        }
+        if let Err(e) = self.stream.write_all(request).await {
             return Err(io_failure(&e, true));
         }
         if let Err(e) = self.stream.flush().await {
@@ -236,13 +257,16 @@ impl Conn {
 
         let (status, framing, keep_alive) = loop {
             if self.end > self.start {
-                match parse_head(&self.buf[self.start..self.end], req.head)? {
+                match parse_head(&self.buf[self.start..self.end], head_request)? {
                     Head::Partial => {}
                     Head::Informational(len) => {
                         self.start += len;
                         continue;
                     }
                     Head::Complete { len, status, framing, keep_alive } => {
+                        if capture {
+                            self.head.extend_from_slice(&self.buf[self.start..self.start + len]);
+                        }
                         self.start += len;
                         break (status, framing, keep_alive);
                     }
@@ -255,6 +279,9 @@ impl Conn {
             Framing::None => {}
             Framing::Length(mut remaining) => loop {
                 let take = ((self.end - self.start) as u64).min(remaining);
+                if capture {
+                    self.body.extend_from_slice(&self.buf[self.start..self.start + take as usize]);
+                }
                 self.start += take as usize;
                 remaining -= take;
                 if remaining == 0 {
@@ -266,7 +293,12 @@ impl Conn {
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::new();
                 loop {
-                    let (used, done) = decoder.feed(&self.buf[self.start..self.end]).map_err(|_| protocol())?;
+                    let chunk = &self.buf[self.start..self.end];
+                    let (used, done) = match capture {
+                        true => decoder.feed_into(chunk, &mut self.body),
+                        false => decoder.feed(chunk),
+                    }
+                    .map_err(|_| protocol())?;
                     self.start += used;
                     if done {
                         break;
@@ -279,7 +311,12 @@ impl Conn {
                 (self.start, self.end) = (0, 0);
                 match self.stream.read(&mut self.buf).await {
                     Ok(0) => break,
-                    Ok(n) => bytes_in += n as u64,
+                    Ok(n) => {
+                        bytes_in += n as u64;
+                        if capture {
+                            self.body.extend_from_slice(&self.buf[..n]);
+                        }
+                    }
                     Err(e) => return Err(io_failure(&e, false)),
                 }
             },

@@ -11,6 +11,7 @@ mod http1;
 mod target;
 mod timer;
 mod tls;
+mod work;
 mod worker;
 
 use std::collections::BTreeMap;
@@ -25,8 +26,10 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
-pub use target::{Request, Target, TargetError};
+pub use target::{Target, TargetError};
 pub use tls::TlsSetupError;
+pub use work::{FlowPlan, StepPlan, Work};
+pub use worker::Key;
 
 use worker::{Msg, Shared, WorkerLoad};
 
@@ -35,8 +38,10 @@ use worker::{Msg, Shared, WorkerLoad};
 pub struct Plan {
     /// Where requests go.
     pub target: Target,
-    /// The request sent on every arrival.
-    pub request: Request,
+    /// What each arrival does.
+    pub work: Arc<Work>,
+    /// End offset of each stage, for attributing arrivals (empty: one stage).
+    pub stage_ends: Vec<Duration>,
     /// Open or closed model.
     pub load: LoadModel,
     /// Closed model: stop starting requests after this long.
@@ -83,8 +88,10 @@ pub struct Interval {
     pub in_flight: u64,
     /// Open model: arrivals the schedule put in this interval (this shard's share).
     pub target: Option<f64>,
-    /// What happened in it.
+    /// What happened in it, all together.
     pub stats: Stats,
+    /// The same, by (stage of the arrival, step).
+    pub parts: Vec<(Key, Stats)>,
 }
 
 /// What a finished run measured.
@@ -103,7 +110,7 @@ pub struct Outcome {
 /// The collector's view of one second being assembled.
 #[derive(Default)]
 struct Pending {
-    stats: Stats,
+    parts: BTreeMap<Key, Stats>,
     in_flight: u64,
 }
 
@@ -116,21 +123,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     if let LoadModel::Closed { connections, .. } = plan.load {
         workers = workers.min(connections.max(1) as usize);
     }
-    let tls = if plan.target.tls {
-        let name = ServerName::try_from(plan.target.host.clone())
-            .map_err(|_| EngineError::ServerName(plan.target.host.clone()))?;
-        Some((TlsConnector::from(tls::client_config(plan.insecure)?), name))
-    } else {
-        None
-    };
-    let shared = Arc::new(Shared {
-        target: plan.target.clone(),
-        request: plan.request.clone(),
-        tls,
-        timeout: plan.timeout,
-        connect_timeout: plan.connect_timeout.min(plan.timeout),
-        stop: stop.clone(),
-    });
+    let shared = shared(plan, stop.clone())?;
     let schedule = match &plan.load {
         LoadModel::Open { schedule, .. } => Some(Arc::new(schedule.clone())),
         LoadModel::Closed { .. } => None,
@@ -150,11 +143,13 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 shard: plan.shard.split(id as u32, workers as u32),
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
-            LoadModel::Closed { connections, think } => WorkerLoad::Closed {
+            LoadModel::Closed { connections, think, profile } => WorkerLoad::Closed {
+                shard,
                 users: shard.share(u64::from(*connections)),
                 requests: plan.max_requests.map(|n| shard.share(n)),
                 until: None,
                 think: *think,
+                profile: profile.clone().map(Arc::new),
             },
         };
         let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());
@@ -165,9 +160,14 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 ready.wait();
                 let Ok(start) = start_rx.recv() else { return };
                 let load = match load {
-                    WorkerLoad::Closed { users, requests, think, .. } => {
-                        WorkerLoad::Closed { users, requests, think, until: duration.map(|d| start + d) }
-                    }
+                    WorkerLoad::Closed { shard, users, requests, think, profile, .. } => WorkerLoad::Closed {
+                        shard,
+                        users,
+                        requests,
+                        think,
+                        profile,
+                        until: duration.map(|d| start + d),
+                    },
                     open => open,
                 };
                 worker::run(id, shared, load, start, tx);
@@ -195,14 +195,21 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
             let share = f64::from(plan.shard.count).recip();
             (s.arrivals_before(from + length) - s.arrivals_before(from)) * share
         });
-        total.merge(&p.stats);
-        on_interval(&Interval { index, length, in_flight: p.in_flight, target, stats: p.stats });
+        let mut stats = Stats::default();
+        for part in p.parts.values() {
+            stats.merge(part);
+        }
+        total.merge(&stats);
+        let parts = p.parts.into_iter().collect();
+        on_interval(&Interval { index, length, in_flight: p.in_flight, target, stats, parts });
     };
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Msg::Interval { worker, index, stats, in_flight }) => {
+            Ok(Msg::Interval { worker, index, parts, in_flight }) => {
                 let p = pending.entry(index).or_default();
-                p.stats.merge(&stats);
+                for (key, stats) in parts {
+                    p.parts.entry(key).or_default().merge(&stats);
+                }
                 p.in_flight += in_flight;
                 next[worker] = index + 1;
             }
@@ -237,6 +244,39 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     }
     Ok(Outcome { total, elapsed, workers, interrupted: stop.load(std::sync::atomic::Ordering::Relaxed) })
 }
+
+/// What workers share, built once per run.
+fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError> {
+    let tls = if plan.target.tls {
+        let name = ServerName::try_from(plan.target.host.clone())
+            .map_err(|_| EngineError::ServerName(plan.target.host.clone()))?;
+        Some((TlsConnector::from(tls::client_config(plan.insecure)?), name))
+    } else {
+        None
+    };
+    Ok(Arc::new(Shared {
+        target: plan.target.clone(),
+        work: plan.work.clone(),
+        tls,
+        timeout: plan.timeout,
+        connect_timeout: plan.connect_timeout.min(plan.timeout),
+        stop,
+        stage_ends: plan.stage_ends.clone(),
+    }))
+}
+
+/// Run the steps of `plan.work`'s first flow once, in order, on one
+/// connection: a scenario's `setup`. Returns the variables they saved, or
+/// why a step failed.
+pub fn run_setup(plan: &Plan) -> Result<std::collections::HashMap<String, String>, SetupError> {
+    let shared = shared(plan, Arc::new(AtomicBool::new(false))).map_err(|e| SetupError(e.to_string()))?;
+    worker::run_setup(shared).map_err(SetupError)
+}
+
+/// A setup step failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetupError(pub String);
 
 /// Raise the open-files limit to its hard maximum: every in-flight request of
 /// the open model may need its own socket.

@@ -6,6 +6,7 @@
 //! is never borrowed across an `.await`.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -14,6 +15,7 @@ use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_core::model::{Schedule, Shard};
+use perfops_core::scenario::extract::ParsedBody;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -22,43 +24,95 @@ use tokio::time::{Instant, sleep_until, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 
 use crate::http1::{Conn, Stream, connect_failure, remaining, tune};
-use crate::target::{Request, Target};
+use crate::target::Target;
 use crate::timer::PreciseTimer;
+use crate::work::{ArrivalVars, StepPlan, Work};
+
+/// Where a measurement belongs: the stage its arrival was due in, and the step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    /// Stage index.
+    pub stage: u16,
+    /// Global step index (see [`Work::step_names`]).
+    pub step: u16,
+}
 
 /// What a worker sends to the collector.
 pub(crate) enum Msg {
     /// Stats of interval `index` (second `index` of the run) from one worker.
-    Interval { worker: usize, index: u32, stats: Box<Stats>, in_flight: u64 },
+    Interval { worker: usize, index: u32, parts: Vec<(Key, Stats)>, in_flight: u64 },
     /// The worker has sent its last interval.
     Done { worker: usize, end: Instant },
 }
 
 /// How this worker generates load.
 pub(crate) enum WorkerLoad {
-    Open { schedule: Arc<Schedule>, shard: Shard, max_in_flight: u64 },
-    Closed { users: u64, requests: Option<u64>, until: Option<Instant>, think: Duration },
+    Open {
+        schedule: Arc<Schedule>,
+        shard: Shard,
+        max_in_flight: u64,
+    },
+    Closed {
+        shard: Shard,
+        users: u64,
+        requests: Option<u64>,
+        until: Option<Instant>,
+        think: Duration,
+        profile: Option<Arc<Schedule>>,
+    },
 }
 
 /// Everything a worker needs, shared read-only between workers.
 pub(crate) struct Shared {
     pub(crate) target: Target,
-    pub(crate) request: Request,
+    pub(crate) work: Arc<Work>,
     pub(crate) tls: Option<(TlsConnector, ServerName<'static>)>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
     pub(crate) stop: Arc<AtomicBool>,
+    /// End offset of each stage (empty: one stage).
+    pub(crate) stage_ends: Vec<Duration>,
+}
+
+impl Shared {
+    fn stage_at(&self, offset: Duration) -> u16 {
+        self.stage_ends.iter().position(|&end| offset < end).unwrap_or(self.stage_ends.len().saturating_sub(1)) as u16
+    }
+}
+
+/// This second's statistics, split by key (at most a few keys per second).
+#[derive(Default)]
+struct Recorder {
+    parts: Vec<(Key, Stats)>,
+}
+
+impl Recorder {
+    fn at(&mut self, key: Key) -> &mut Stats {
+        match self.parts.iter().position(|(k, _)| *k == key) {
+            Some(i) => &mut self.parts[i].1,
+            None => {
+                self.parts.push((key, Stats::default()));
+                &mut self.parts.last_mut().unwrap_or_else(|| unreachable!("just pushed")).1
+            }
+        }
+    }
 }
 
 struct Worker {
     id: usize,
     start: Instant,
     shared: Arc<Shared>,
-    stats: RefCell<Stats>,
+    rec: RefCell<Recorder>,
     in_flight: Cell<u64>,
     /// Idle keep-alive connections (open model), most recently used last.
     idle: RefCell<Vec<Conn>>,
     /// Requests left to send (closed model with `-n`).
     budget: Cell<Option<u64>>,
+    /// Variables saved so far (setup's, then this worker's flows').
+    vars: RefCell<HashMap<String, String>>,
+    rng: RefCell<fastrand::Rng>,
+    /// Spare request buffers, so rendering allocates nothing in steady state.
+    buffers: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
     stopping: Cell<bool>,
     stop_notify: Notify,
     drained: Notify,
@@ -66,31 +120,22 @@ struct Worker {
     interval: Cell<u32>,
 }
 
+/// How one step ended.
+enum StepEnd {
+    Ok,
+    Failed,
+}
+
 /// Run one worker to completion on the current thread.
 pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Instant, tx: Sender<Msg>) {
-    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(rt) => rt,
-        Err(_) => {
-            // Nothing was sent: report an empty worker rather than hang the collector.
-            let _ = tx.send(Msg::Done { worker: id, end: Instant::now() });
-            return;
-        }
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        // Nothing was sent: report an empty worker rather than hang the collector.
+        let _ = tx.send(Msg::Done { worker: id, end: Instant::now() });
+        return;
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let w = Rc::new(Worker {
-            id,
-            start,
-            shared,
-            stats: RefCell::default(),
-            in_flight: Cell::new(0),
-            idle: RefCell::default(),
-            budget: Cell::new(None),
-            stopping: Cell::new(false),
-            stop_notify: Notify::new(),
-            drained: Notify::new(),
-            interval: Cell::new(0),
-        });
+        let w = Rc::new(Worker::new(id, start, shared));
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone()));
         let watcher = tokio::task::spawn_local(w.clone().watch_stop());
         sleep_until(start).await;
@@ -98,10 +143,15 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
             WorkerLoad::Open { schedule, shard, max_in_flight } => {
                 w.clone().open_loop(&schedule, shard, max_in_flight).await
             }
-            WorkerLoad::Closed { users, requests, until, think } => {
+            WorkerLoad::Closed { shard, users, requests, until, think, profile } => {
                 w.budget.set(requests);
-                let users: Vec<JoinHandle<()>> =
-                    (0..users).map(|_| tokio::task::spawn_local(w.clone().user_loop(until, think))).collect();
+                let users: Vec<JoinHandle<()>> = (0..users)
+                    .map(|k| {
+                        // The global number of this user: users join in this order.
+                        let global = u64::from(shard.index) + k * u64::from(shard.count);
+                        tokio::task::spawn_local(w.clone().user_loop(global, until, think, profile.clone()))
+                    })
+                    .collect();
                 for u in users {
                     let _ = u.await;
                 }
@@ -113,27 +163,74 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         ticker.abort();
         watcher.abort();
         let end = Instant::now();
-        let stats = Box::new(std::mem::take(&mut *w.stats.borrow_mut()));
-        let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), stats, in_flight: 0 });
+        let parts = std::mem::take(&mut w.rec.borrow_mut().parts);
+        let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0 });
         let _ = tx.send(Msg::Done { worker: w.id, end });
     });
 }
 
+/// Run `steps` once, in order, on one connection, before the load: the
+/// scenario's `setup`. Returns the variables saved, or why it failed.
+pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&rt, async move {
+        let w = Rc::new(Worker::new(0, Instant::now(), shared.clone()));
+        let mut conn = None;
+        for step in &shared.work.flows[0].steps {
+            let now = Instant::now();
+            let (c, _, end) = w.perform(conn, step, Key { stage: 0, step: step.index }, now, now, 0).await;
+            conn = c;
+            let rec = w.rec.borrow();
+            let failed = rec.parts.iter().flat_map(|(_, s)| s.failures.nonzero()).next();
+            if let (StepEnd::Failed, Some((kind, _))) = (end, failed) {
+                return Err(format!("setup step `{}` failed: {kind}", step.step.name));
+            }
+            drop(rec);
+            for (name, _) in &step.step.save {
+                if !w.vars.borrow().contains_key(name) {
+                    return Err(format!("setup step `{}` saved nothing into `{name}`", step.step.name));
+                }
+            }
+        }
+        Ok(w.vars.take())
+    })
+}
+
 impl Worker {
+    fn new(id: usize, start: Instant, shared: Arc<Shared>) -> Worker {
+        Worker {
+            id,
+            start,
+            vars: RefCell::new(shared.work.globals.clone()),
+            shared,
+            rec: RefCell::default(),
+            in_flight: Cell::new(0),
+            idle: RefCell::default(),
+            budget: Cell::new(None),
+            rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),
+            buffers: RefCell::default(),
+            stopping: Cell::new(false),
+            stop_notify: Notify::new(),
+            drained: Notify::new(),
+            interval: Cell::new(0),
+        }
+    }
+
     /// Ship a snapshot at every whole second of the run.
     async fn tick(self: Rc<Self>, tx: Sender<Msg>) {
         loop {
             let k = self.interval.get();
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
-            let stats = Box::new(std::mem::take(&mut *self.stats.borrow_mut()));
+            let parts = std::mem::take(&mut self.rec.borrow_mut().parts);
             self.interval.set(k + 1);
-            if tx.send(Msg::Interval { worker: self.id, index: k, stats, in_flight: self.in_flight.get() }).is_err() {
+            if tx.send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get() }).is_err() {
                 return;
             }
         }
     }
 
-    /// Turn the process-wide stop flag (SIGINT) into a local wake-up.
+    /// Turn the process-wide stop flag (SIGINT, autostop) into a local wake-up.
     async fn watch_stop(self: Rc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -169,15 +266,18 @@ impl Worker {
             if self.stopping.get() {
                 break;
             }
+            let stage = self.shared.stage_at(offset);
             if self.in_flight.get() >= max_in_flight {
-                self.stats.borrow_mut().dropped += 1;
+                let flow = &self.shared.work.flows[self.shared.work.pick(n)];
+                let step = flow.steps.first().map_or(0, |s| s.index);
+                self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
                 continue;
             }
-            self.begin();
+            self.in_flight.set(self.in_flight.get() + 1);
             let me = self.clone();
             tokio::task::spawn_local(async move {
                 let conn = me.idle.borrow_mut().pop();
-                if let (Some(conn), _) = me.perform(conn, due, Instant::now()).await {
+                if let Some(conn) = me.arrival(conn, due, Instant::now(), n, stage).await {
                     me.idle.borrow_mut().push(conn);
                 }
                 me.end();
@@ -185,14 +285,34 @@ impl Worker {
         }
     }
 
-    /// Closed model: one user looping request -> response on its connection.
-    async fn user_loop(self: Rc<Self>, until: Option<Instant>, think: Duration) {
+    /// Closed model: one user looping through flows on its connection.
+    async fn user_loop(
+        self: Rc<Self>,
+        global: u64,
+        until: Option<Instant>,
+        think: Duration,
+        profile: Option<Arc<Schedule>>,
+    ) {
         let mut conn = None;
-        // The end of one request is the start of the next: one clock read saved per loop.
+        let mut seq = global;
+        // The end of one iteration is the start of the next: one clock read saved per loop.
         let mut now = Instant::now();
         loop {
             if self.stopping.get() || until.is_some_and(|t| now >= t) {
                 return;
+            }
+            let offset = now.saturating_duration_since(self.start);
+            if let Some(p) = &profile {
+                if offset >= p.duration() {
+                    return;
+                }
+                // Not (yet, or any more) one of the active users: wait and look again.
+                if (p.rate_at(offset).as_f64() + 1e-9).floor() as u64 <= global {
+                    conn = None;
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    now = Instant::now();
+                    continue;
+                }
             }
             if let Some(left) = self.budget.get() {
                 if left == 0 {
@@ -200,21 +320,17 @@ impl Worker {
                 }
                 self.budget.set(Some(left - 1));
             }
-            self.begin();
-            let done;
-            (conn, done) = self.perform(conn, now, now).await;
+            let stage = self.shared.stage_at(offset);
+            self.in_flight.set(self.in_flight.get() + 1);
+            conn = self.arrival(conn, now, now, seq, stage).await;
             self.end();
-            now = done;
+            seq += 1 << 20; // distinct per user, for ${seq} and flow picks
+            now = Instant::now();
             if !think.is_zero() {
                 tokio::time::sleep(think).await;
                 now = Instant::now();
             }
         }
-    }
-
-    fn begin(&self) {
-        self.in_flight.set(self.in_flight.get() + 1);
-        self.stats.borrow_mut().sent += 1;
     }
 
     fn end(&self) {
@@ -225,24 +341,70 @@ impl Worker {
         }
     }
 
+    /// One arrival: its flow's steps in order. A failed step ends the flow
+    /// (later steps depend on what earlier ones saved).
+    /// `sent` is when the first step starts (in a closed loop, `due` itself).
+    async fn arrival(&self, mut conn: Option<Conn>, due: Instant, sent: Instant, seq: u64, stage: u16) -> Option<Conn> {
+        let work = &*self.shared.work;
+        let flow = &work.flows[work.pick(seq)];
+        let (mut due, mut sent) = (due, sent);
+        for step in &flow.steps {
+            let key = Key { stage, step: step.index };
+            let (c, done, end) = self.perform(conn, step, key, due, sent, seq).await;
+            conn = c;
+            if matches!(end, StepEnd::Failed) {
+                break;
+            }
+            if !step.step.pause.is_zero() {
+                tokio::time::sleep(step.step.pause).await;
+            }
+            due = done + step.step.pause;
+            sent = Instant::now();
+        }
+        conn
+    }
+
     /// One request, due at `due` and started at `sent`, on `conn` or a new
-    /// connection. Records everything; returns the connection when it can be
-    /// reused, and when the request ended.
-    async fn perform(&self, mut conn: Option<Conn>, due: Instant, sent: Instant) -> (Option<Conn>, Instant) {
+    /// connection. Records everything under `key`; returns the connection when
+    /// it can be reused, when the request ended, and how.
+    async fn perform(
+        &self,
+        mut conn: Option<Conn>,
+        step: &StepPlan,
+        key: Key,
+        due: Instant,
+        sent: Instant,
+        seq: u64,
+    ) -> (Option<Conn>, Instant, StepEnd) {
         let shared = &*self.shared;
+        let (mut body_buf, mut rendered) = self.buffers.borrow_mut().pop().unwrap_or_default();
+        let request: &[u8] = match &step.cached {
+            Some(bytes) => bytes,
+            None => {
+                let work = &*shared.work;
+                let rows: Vec<Option<&[String]>> =
+                    work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect();
+                let vars = self.vars.borrow();
+                let av = ArrivalVars { saved: &vars, env: &work.env, seq, feeders: &work.feeders, rows: &rows };
+                // A missing value renders empty; the server's answer says the rest.
+                let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                &rendered
+            }
+        };
+        self.rec.borrow_mut().at(key).sent += 1;
         let deadline = sent + shared.timeout;
         let mut retried = false;
         let outcome = loop {
             let mut c = match conn.take() {
                 Some(c) => c,
-                None => match timeout_at(deadline, self.connect()).await {
+                None => match timeout_at(deadline, self.connect(key)).await {
                     Ok(Ok(c)) => c,
                     Ok(Err(kind)) => break Err(kind),
                     Err(_) => break Err(FailureKind::Timeout),
                 },
             };
-            self.stats.borrow_mut().bytes_out += shared.request.bytes().len() as u64;
-            match timeout_at(deadline, c.exchange(&shared.request)).await {
+            self.rec.borrow_mut().at(key).bytes_out += request.len() as u64;
+            match timeout_at(deadline, c.exchange(request, step.head, step.capture)).await {
                 Ok(Ok(resp)) => break Ok((resp, c)),
                 // A keep-alive connection the server closed while it was idle:
                 // retry once on a new one, as browsers and HTTP clients do.
@@ -251,8 +413,10 @@ impl Worker {
                 Err(_) => break Err(FailureKind::Timeout),
             }
         };
+        self.buffers.borrow_mut().push((body_buf, rendered));
         let done = Instant::now();
-        let mut st = self.stats.borrow_mut();
+        let mut rec = self.rec.borrow_mut();
+        let st = rec.at(key);
         match outcome {
             Ok((resp, c)) => {
                 st.completed += 1;
@@ -260,20 +424,49 @@ impl Worker {
                 st.latency.record(done - due);
                 st.service.record(done - sent);
                 st.ttfb.record(resp.first_byte - resp.sent_at);
+                let mut end = StepEnd::Ok;
                 if let Some(kind) = FailureKind::of_status(resp.status) {
                     st.failures.add(kind);
+                    end = StepEnd::Failed;
+                } else if step.capture && !self.check_and_save(step, resp.status, &c) {
+                    st.failures.add(FailureKind::CheckFailed);
+                    end = StepEnd::Failed;
                 }
-                (c.keep_alive.then_some(c), done)
+                (c.keep_alive.then_some(c), done, end)
             }
             Err(kind) => {
                 st.failures.add(kind);
-                (None, done)
+                (None, done, StepEnd::Failed)
             }
         }
     }
 
+    /// Run the step's `expect` and `save` on the captured response.
+    fn check_and_save(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        let _ = resp.parse(&c.head);
+        let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
+        let body = ParsedBody::new(&c.body);
+        if let Some(expect) = &step.step.expect
+            && expect.check_from(status, &pairs, &body).is_some()
+        {
+            return false;
+        }
+        let mut ok = true;
+        for (name, extractor) in &step.step.save {
+            match extractor.extract_from(&pairs, &body) {
+                Some(v) => {
+                    self.vars.borrow_mut().insert(name.clone(), v);
+                }
+                None => ok = false,
+            }
+        }
+        ok
+    }
+
     /// Open a connection (and TLS session), recording how long each took.
-    async fn connect(&self) -> Result<Conn, FailureKind> {
+    async fn connect(&self, key: Key) -> Result<Conn, FailureKind> {
         let shared = &*self.shared;
         let t0 = Instant::now();
         let deadline = t0 + shared.connect_timeout;
@@ -285,7 +478,8 @@ impl Worker {
         tune(&tcp).map_err(|_| FailureKind::ConnectError)?;
         let t1 = Instant::now();
         {
-            let mut st = self.stats.borrow_mut();
+            let mut rec = self.rec.borrow_mut();
+            let st = rec.at(key);
             st.connects += 1;
             st.connect.record(t1 - t0);
         }
@@ -295,7 +489,7 @@ impl Worker {
                 let handshake = connector.connect(name.clone(), tcp);
                 match timeout(remaining(deadline).max(Duration::from_millis(1)), handshake).await {
                     Ok(Ok(tls)) => {
-                        self.stats.borrow_mut().tls.record(Instant::now() - t1);
+                        self.rec.borrow_mut().at(key).tls.record(Instant::now() - t1);
                         Stream::Tls(Box::new(tls))
                     }
                     Ok(Err(_)) => return Err(FailureKind::Tls),

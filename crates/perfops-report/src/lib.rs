@@ -6,3 +6,4 @@
 pub mod live;
 pub mod quick;
 pub mod results;
+pub mod run;

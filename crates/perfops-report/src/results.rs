@@ -102,7 +102,8 @@ impl RunDir {
                 if h.is_empty() {
                     continue;
                 }
-                log.write_histogram(h.inner(), start, length, Tag::new(tag)).map_err(|e| io::Error::other(e.to_string()))?;
+                log.write_histogram(h.inner(), start, length, Tag::new(tag))
+                    .map_err(|e| io::Error::other(e.to_string()))?;
             }
         }
         self.hlog.flush()
@@ -144,20 +145,20 @@ mod tests {
     #[test]
     fn calendar() {
         let cases = [
-            (0, "1970-01-01T00:00:00Z"),          // the epoch
+            (0, "1970-01-01T00:00:00Z"),           // the epoch
             (951_782_400, "2000-02-29T00:00:00Z"), // a leap day
-            (1_795_314_600, "2026-11-22T04:30:00Z"),
+            (1_795_321_800, "2026-11-22T04:30:00Z"),
         ];
         for (secs, want) in cases {
             assert_eq!(utc_rfc3339(UNIX_EPOCH + Duration::from_secs(secs)), want);
         }
-        assert_eq!(utc_stamp(UNIX_EPOCH + Duration::from_secs(1_795_314_600)), "20261122T043000Z");
+        assert_eq!(utc_stamp(UNIX_EPOCH + Duration::from_secs(1_795_321_800)), "20261122T043000Z");
     }
 
     #[test]
     fn seconds_are_on_disk_as_soon_as_they_are_appended() {
         let base = std::env::temp_dir().join(format!("perfops-results-{}", std::process::id()));
-        let mut dir = RunDir::create(&base, "a b/c", UNIX_EPOCH + Duration::from_secs(1_795_314_600)).unwrap();
+        let mut dir = RunDir::create(&base, "a b/c", UNIX_EPOCH + Duration::from_secs(1_795_321_800)).unwrap();
         assert!(dir.path().ends_with("20261122T043000Z-a-b-c"), "{}", dir.path().display());
         let mut h = Histogram::new();
         h.record(Duration::from_millis(12));
@@ -169,7 +170,9 @@ mod tests {
         let hlog = fs::read(dir.path().join("latency.hlog")).unwrap();
         let lines: Vec<_> = hdrhistogram::serialization::interval_log::IntervalLogIterator::new(&hlog)
             .filter_map(|l| match l {
-                Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(i)) => Some(i.tag().map(|t| t.as_str().to_string())),
+                Ok(hdrhistogram::serialization::interval_log::LogEntry::Interval(i)) => {
+                    Some(i.tag().map(|t| t.as_str().to_string()))
+                }
                 _ => None,
             })
             .collect();

@@ -24,9 +24,12 @@ pub enum LoadModel {
     /// `connections` users each loop request -> response, for `duration` or until
     /// `max_requests` have been sent in total.
     Closed {
-        /// Number of concurrent users, each with its own connection.
+        /// Most concurrent users, each with its own connection.
         connections: u32,
         /// Think time between a response and the user's next request.
         think: Duration,
+        /// Users over time (the schedule's "rate" is a user count); `None`:
+        /// all `connections` users for the whole run.
+        profile: Option<Schedule>,
     },
 }

@@ -52,6 +52,7 @@ const LOAD: &[&str] = &["model", "stages", "steps", "max_in_flight", "think"];
 const OPEN_STAGE: &[&str] = &["name", "rate", "hold", "ramp_to", "over"];
 const CLOSED_STAGE: &[&str] = &["name", "users", "hold", "ramp_to", "over"];
 const STEPS: &[&str] = &["from", "to", "by", "hold", "ramp"];
+const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 /// Parse and validate scenario `text` read from `file` (the name is used in
@@ -365,22 +366,58 @@ impl Dec<'_> {
     fn target(&mut self, node: &Node) -> Option<TargetSpec> {
         let s = self.scalar(node, "target", "a URL")?;
         let t = s.as_str().trim();
-        match t {
-            "demo:threads" => Some(TargetSpec::Demo(DemoModel::Threads)),
-            "demo:async" => Some(TargetSpec::Demo(DemoModel::Async)),
-            _ if t.starts_with("http://") || t.starts_with("https://") => {
-                Some(TargetSpec::Url(t.trim_end_matches('/').to_string()))
+        if let Some(rest) = t.strip_prefix("demo:") {
+            let (model, query) = rest.split_once('?').unwrap_or((rest, ""));
+            let model = match model {
+                "threads" => DemoModel::Threads,
+                "async" => DemoModel::Async,
+                other => {
+                    self.at(
+                        s.span(),
+                        "target",
+                        format!("unknown demo model `{other}`"),
+                        Some("demo:threads or demo:async".into()),
+                    );
+                    return None;
+                }
+            };
+            let mut options = Vec::new();
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+                let ok = match k {
+                    "workers" | "threads" | "backlog" => v.parse::<u32>().is_ok(),
+                    "io_wait" | "cpu_work" => parse_duration(v).is_ok(),
+                    _ => {
+                        let hint = did_you_mean(k, DEMO_OPTIONS).map_or_else(
+                            || format!("settings: {}", DEMO_OPTIONS.join(", ")),
+                            |d| format!("did you mean `{d}`?"),
+                        );
+                        self.at(s.span(), "target", format!("unknown demo setting `{k}`"), Some(hint));
+                        continue;
+                    }
+                };
+                if !ok {
+                    self.at(
+                        s.span(),
+                        "target",
+                        format!("demo setting `{k}={v}` has a bad value"),
+                        Some("e.g. demo:threads?workers=2&threads=5&io_wait=50ms".into()),
+                    );
+                }
+                options.push((k.to_string(), v.to_string()));
             }
-            _ => {
-                self.at(
-                    s.span(),
-                    "target",
-                    format!("`{t}` is not a target"),
-                    Some("use http://host:port, https://host:port, demo:threads or demo:async".into()),
-                );
-                None
-            }
+            return Some(TargetSpec::Demo(model, options));
         }
+        if t.starts_with("http://") || t.starts_with("https://") {
+            return Some(TargetSpec::Url(t.trim_end_matches('/').to_string()));
+        }
+        self.at(
+            s.span(),
+            "target",
+            format!("`{t}` is not a target"),
+            Some("use http://host:port, https://host:port, demo:threads or demo:async".into()),
+        );
+        None
     }
 
     fn defaults(&mut self, node: Option<&Node>, feeders: &[&str]) -> Defaults {

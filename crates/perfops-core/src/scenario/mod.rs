@@ -53,8 +53,9 @@ pub struct Scenario {
 pub enum TargetSpec {
     /// `http://...` or `https://...` (checked by the engine when it resolves it).
     Url(String),
-    /// `demo:threads` or `demo:async`: perfops starts its demo target.
-    Demo(DemoModel),
+    /// `demo:threads` or `demo:async`, optionally with settings
+    /// (`demo:threads?io_wait=50ms&threads=5`): perfops starts its demo target.
+    Demo(DemoModel, Vec<(String, String)>),
 }
 
 /// The built-in demo target's server model.

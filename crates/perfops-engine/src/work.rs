@@ -1,0 +1,333 @@
+//! The work of one arrival: pick a flow, then run its steps in order, each
+//! request rendered from the scenario's templates.
+//!
+//! A step whose method, path, headers and body are all literal is rendered
+//! once, when the plan is built: `perfops quick` is a plan of one flow of one
+//! such step, so its hot path writes the same bytes every time and renders
+//! nothing.
+
+use std::collections::HashMap;
+
+use perfops_core::scenario::feeder::Feeder;
+use perfops_core::scenario::template::{Escape, MissingVar, Template, Vars};
+use perfops_core::scenario::{Body, JsonPart, Step};
+
+use crate::target::{Target, TargetError};
+
+/// Everything an arrival may do.
+#[derive(Debug, Clone)]
+pub struct Work {
+    /// The flows, picked by weight.
+    pub flows: Vec<FlowPlan>,
+    /// Step names by global step index (the index in results).
+    pub step_names: Vec<String>,
+    /// Variables saved by setup, the starting values of every worker.
+    pub globals: HashMap<String, String>,
+    /// `${env.NAME}` values, read once before the run.
+    pub env: HashMap<String, String>,
+    /// CSV feeders.
+    pub feeders: Vec<Feeder>,
+    /// `host[:port]` for the Host header.
+    authority: String,
+    /// Default headers (name, value) sent unless a step sets the same name.
+    defaults: Vec<(String, Template)>,
+    /// Flow index for each slot of one weight cycle (see [`Work::pick`]).
+    cycle: Vec<u32>,
+}
+
+/// One flow of the plan.
+#[derive(Debug, Clone)]
+pub struct FlowPlan {
+    /// Name.
+    pub name: String,
+    /// Steps, in order.
+    pub steps: Vec<StepPlan>,
+}
+
+/// One step, ready to render.
+#[derive(Debug, Clone)]
+pub struct StepPlan {
+    /// Global index: the step's column in results.
+    pub index: u16,
+    /// The scenario step.
+    pub step: Step,
+    /// The request bytes, when nothing in the step is templated.
+    pub cached: Option<Vec<u8>>,
+    /// HEAD: the response has no body whatever its headers say.
+    pub head: bool,
+    /// The response's head and body are needed (`save`, `expect`).
+    pub capture: bool,
+}
+
+/// The values visible to one arrival's templates.
+pub(crate) struct ArrivalVars<'a> {
+    pub(crate) saved: &'a HashMap<String, String>,
+    pub(crate) env: &'a HashMap<String, String>,
+    pub(crate) seq: u64,
+    pub(crate) feeders: &'a [Feeder],
+    /// Row of each feeder for this arrival.
+    pub(crate) rows: &'a [Option<&'a [String]>],
+}
+
+impl Vars for ArrivalVars<'_> {
+    fn saved(&self, name: &str) -> Option<&str> {
+        self.saved.get(name).map(String::as_str)
+    }
+    fn env(&self, name: &str) -> Option<&str> {
+        self.env.get(name).map(String::as_str)
+    }
+    fn seq(&self) -> u64 {
+        self.seq
+    }
+    fn feeder(&self, feeder: &str, column: &str) -> Option<&str> {
+        let i = self.feeders.iter().position(|f| f.name() == feeder)?;
+        let col = self.feeders[i].column_index(column)?;
+        self.rows.get(i)?.and_then(|row| row.get(col)).map(String::as_str)
+    }
+}
+
+/// Values that never change, for rendering literal steps at plan time.
+struct NoVars;
+
+impl Vars for NoVars {
+    fn saved(&self, _: &str) -> Option<&str> {
+        None
+    }
+    fn env(&self, _: &str) -> Option<&str> {
+        None
+    }
+    fn seq(&self) -> u64 {
+        0
+    }
+    fn feeder(&self, _: &str, _: &str) -> Option<&str> {
+        None
+    }
+}
+
+fn step_is_literal(step: &Step, defaults: &[(String, Template)]) -> bool {
+    let body = match &step.body {
+        Body::None => true,
+        Body::Raw(t) => t.is_literal(),
+        Body::Json(parts) => parts.iter().all(|p| matches!(p, JsonPart::Literal(_))),
+        Body::Form(fields) => fields.iter().all(|(_, t)| t.is_literal()),
+    };
+    body && step.path.is_literal()
+        && step.headers.iter().all(|(_, t)| t.is_literal())
+        && defaults.iter().all(|(_, t)| t.is_literal())
+}
+
+impl Work {
+    /// A plan of one flow of the given steps.
+    pub fn new(
+        target: &Target,
+        flows: Vec<(String, u32, Vec<Step>)>,
+        defaults: Vec<(String, Template)>,
+        env: HashMap<String, String>,
+        feeders: Vec<Feeder>,
+    ) -> Work {
+        let mut step_names = Vec::new();
+        let mut cycle = Vec::new();
+        let mut plans = Vec::new();
+        for (i, (name, weight, steps)) in flows.into_iter().enumerate() {
+            cycle.extend(std::iter::repeat_n(i as u32, weight as usize));
+            let steps = steps
+                .into_iter()
+                .map(|step| {
+                    let index = step_names.len() as u16;
+                    step_names.push(step.name.clone());
+                    let capture = !step.save.is_empty() || step.expect.is_some();
+                    let head = step.method.eq_ignore_ascii_case("HEAD");
+                    StepPlan { index, step, cached: None, head, capture }
+                })
+                .collect();
+            plans.push(FlowPlan { name, steps });
+        }
+        let mut work = Work {
+            flows: plans,
+            step_names,
+            globals: HashMap::new(),
+            env,
+            feeders,
+            authority: target.authority.clone(),
+            defaults,
+            cycle,
+        };
+        let mut rng = fastrand::Rng::with_seed(0);
+        for f in 0..work.flows.len() {
+            for s in 0..work.flows[f].steps.len() {
+                if step_is_literal(&work.flows[f].steps[s].step, &work.defaults) {
+                    let mut out = Vec::new();
+                    let mut body = Vec::new();
+                    // Literal templates have no variable to miss.
+                    let _ = work.render(&work.flows[f].steps[s], &NoVars, &mut rng, &mut body, &mut out);
+                    work.flows[f].steps[s].cached = Some(out);
+                }
+            }
+        }
+        work
+    }
+
+    /// `perfops quick`: one request, its headers given as `Name: value`.
+    pub fn single(target: &Target, method: &str, headers: &[String], body: &[u8]) -> Result<Work, TargetError> {
+        let mut parsed = Vec::new();
+        for h in headers {
+            let Some((name, value)) = h.split_once(':') else {
+                return Err(TargetError::BadHeader(h.clone()));
+            };
+            if name.trim().is_empty() || h.contains(['\r', '\n']) {
+                return Err(TargetError::BadHeader(h.clone()));
+            }
+            parsed.push((name.trim().to_string(), Template::literal(value.trim())));
+        }
+        let body =
+            if body.is_empty() { Body::None } else { Body::Raw(Template::literal(&String::from_utf8_lossy(body))) };
+        let step = Step {
+            name: format!("{method} {}", target.path),
+            method: method.to_string(),
+            path: Template::literal(&target.path),
+            headers: parsed,
+            body,
+            expect: None,
+            save: Vec::new(),
+            pause: std::time::Duration::ZERO,
+        };
+        Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
+    }
+
+    /// The flow of arrival `seq`. Weights are honoured exactly over every
+    /// cycle of `sum(weights)` arrivals, in a scattered order (a stride
+    /// coprime with the cycle), so 1:1000 means one in each 1001.
+    pub fn pick(&self, seq: u64) -> usize {
+        let n = self.cycle.len() as u64;
+        if n <= 1 {
+            return 0;
+        }
+        let mut stride = 7919 % n;
+        while stride == 0 || gcd(stride, n) != 1 {
+            stride += 1;
+        }
+        self.cycle[(seq.wrapping_mul(stride) % n) as usize] as usize
+    }
+
+    /// Render `step`'s request into `out` (`body` is scratch space).
+    pub(crate) fn render(
+        &self,
+        step: &StepPlan,
+        vars: &dyn Vars,
+        rng: &mut fastrand::Rng,
+        body: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), MissingVar> {
+        let s = &step.step;
+        let mut missing = Ok(());
+        let mut keep = |r: Result<(), MissingVar>| {
+            if missing.is_ok() {
+                missing = r;
+            }
+        };
+        body.clear();
+        let content_type = match &s.body {
+            Body::None => None,
+            Body::Raw(t) => {
+                keep(t.render(vars, rng, body));
+                None
+            }
+            Body::Json(parts) => {
+                for p in parts {
+                    match p {
+                        JsonPart::Literal(l) => body.extend_from_slice(l.as_bytes()),
+                        JsonPart::String(t) => keep(t.render_escaped(vars, rng, body, Escape::JsonString)),
+                    }
+                }
+                Some("application/json")
+            }
+            Body::Form(fields) => {
+                for (i, (name, t)) in fields.iter().enumerate() {
+                    if i > 0 {
+                        body.push(b'&');
+                    }
+                    keep(Template::literal(name).render_escaped(vars, rng, body, Escape::Form));
+                    body.push(b'=');
+                    keep(t.render_escaped(vars, rng, body, Escape::Form));
+                }
+                Some("application/x-www-form-urlencoded")
+            }
+        };
+        out.clear();
+        out.extend_from_slice(s.method.as_bytes());
+        out.push(b' ');
+        keep(s.path.render(vars, rng, out));
+        out.extend_from_slice(b" HTTP/1.1\r\n");
+        let has = |name: &str| s.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        let defaults_have = |name: &str| self.defaults.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        if !has("host") && !defaults_have("host") {
+            out.extend_from_slice(b"Host: ");
+            out.extend_from_slice(self.authority.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        if !has("user-agent") && !defaults_have("user-agent") {
+            out.extend_from_slice(concat!("User-Agent: perfops/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+        }
+        for (name, value) in self.defaults.iter().filter(|(n, _)| !has(n)).chain(s.headers.iter()) {
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(b": ");
+            keep(value.render(vars, rng, out));
+            out.extend_from_slice(b"\r\n");
+        }
+        if let Some(ct) = content_type
+            && !has("content-type")
+            && !defaults_have("content-type")
+        {
+            out.extend_from_slice(b"Content-Type: ");
+            out.extend_from_slice(ct.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        let wants_length = !body.is_empty() || matches!(s.method.as_str(), "POST" | "PUT" | "PATCH");
+        if wants_length && !has("content-length") {
+            out.extend_from_slice(format!("Content-Length: {}\r\n", body.len()).as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
+        out.extend_from_slice(body);
+        missing
+    }
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> Target {
+        Target::parse("http://127.0.0.1:8080/orders?page=2").unwrap()
+    }
+
+    #[test]
+    fn quick_requests_are_rendered_once_in_one_buffer() {
+        let w = Work::single(&target(), "POST", &["Authorization: Bearer x".into()], b"{}").unwrap();
+        let step = &w.flows[0].steps[0];
+        let bytes = String::from_utf8(step.cached.clone().expect("a literal step is cached")).unwrap();
+        assert!(bytes.starts_with("POST /orders?page=2 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"), "{bytes}");
+        assert!(bytes.contains("Authorization: Bearer x\r\n"));
+        assert!(bytes.ends_with("Content-Length: 2\r\n\r\n{}"), "{bytes}");
+        assert!(Work::single(&target(), "GET", &["X: a\r\nEvil: 1".into()], b"").is_err());
+        assert!(Work::single(&target(), "GET", &["no colon".into()], b"").is_err());
+        let custom_host = Work::single(&target(), "GET", &["host: example".into()], b"").unwrap();
+        let bytes = custom_host.flows[0].steps[0].cached.clone().unwrap();
+        assert_eq!(String::from_utf8_lossy(&bytes).matches("ost:").count(), 1, "a given Host replaces ours");
+    }
+
+    #[test]
+    fn weights_are_exact_over_each_cycle() {
+        let step = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        let flows = vec![("login".into(), 1, vec![step.clone()]), ("orders".into(), 1000, vec![step])];
+        let w = Work::new(&target(), flows, Vec::new(), HashMap::new(), Vec::new());
+        let logins = (0..1001 * 7).filter(|&seq| w.pick(seq) == 0).count();
+        assert_eq!(logins, 7, "one login in every 1001 arrivals");
+        // ... and not all at the start of the cycle
+        let first: Vec<u64> = (0..1001).filter(|&s| w.pick(s) == 0).collect();
+        assert_eq!(first.len(), 1);
+    }
+}
