@@ -7,7 +7,9 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod demo;
 mod quick;
+mod run;
 
 use std::process::ExitCode;
 
@@ -24,8 +26,16 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run a scenario's load profile; results go to runs/<time>-<name>/.
+    Run(run::RunArgs),
+    /// Validate scenario files only; every error with file:line:column and a hint.
+    Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
     Quick(quick::QuickArgs),
+    /// The built-in target server (what `target: demo:threads` starts).
+    Demo(demo::DemoArgs),
+    /// Print the JSON Schema of scenario files (for editor completion).
+    Schema,
 }
 
 /// The documented exit codes.
@@ -40,7 +50,14 @@ pub(crate) enum Exit {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Check(args) => run::check(args),
         Command::Quick(args) => quick::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::Schema => {
+            print!("{}", SCENARIO_SCHEMA);
+            Ok(Exit::Passed)
+        }
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
@@ -52,6 +69,9 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// The JSON Schema of scenario files, also committed as `schema/scenario.schema.json`.
+pub(crate) const SCENARIO_SCHEMA: &str = include_str!("../../../schema/scenario.schema.json");
 
 /// An error in what the user gave us (exit code 2).
 #[derive(Debug)]

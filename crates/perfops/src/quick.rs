@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::model::{LoadModel, Rate, Schedule, Shard};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Plan, Request, Target};
+use perfops_engine::{Plan, Target, Work};
 use perfops_report::live::{self, LiveSecond};
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
@@ -79,7 +79,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         None => Vec::new(),
     };
     let method = args.method.to_ascii_uppercase();
-    let request = Request::new(&method, &target, &args.headers, &body).map_err(|e| usage(e.to_string()))?;
+    let work = Work::single(&target, &method, &args.headers, &body).map_err(|e| usage(e.to_string()))?;
     let duration = match (args.duration, args.requests) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
@@ -102,13 +102,14 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             if c == 0 {
                 return Err(usage("-c must be at least 1".into()));
             }
-            LoadModel::Closed { connections: c, think: Duration::ZERO }
+            LoadModel::Closed { connections: c, think: Duration::ZERO, profile: None }
         }
     };
     let open = matches!(load, LoadModel::Open { .. });
     let plan = Plan {
         target,
-        request,
+        work: Arc::new(work),
+        stage_ends: Vec::new(),
         duration: if open { None } else { duration },
         max_requests: if open { None } else { args.requests },
         load,
@@ -143,15 +144,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         }
     })?;
 
-    let usage_now = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
-    let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-    let generator = GeneratorUse {
-        workers: outcome.workers,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_user_s: usage_now.map_or(0.0, |u| secs(u.user_time())),
-        cpu_sys_s: usage_now.map_or(0.0, |u| secs(u.system_time())),
-        max_rss_kib: usage_now.map_or(0, |u| u.max_rss().max(0) as u64),
-    };
+    let generator = generator_use(outcome.workers);
     let setup = QuickSetup {
         url: args.url.clone(),
         method,
@@ -175,4 +168,17 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
+}
+
+/// The generator's CPU and memory so far (this process).
+pub(crate) fn generator_use(workers: usize) -> GeneratorUse {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+    let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    GeneratorUse {
+        workers,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_user_s: usage.map_or(0.0, |u| secs(u.user_time())),
+        cpu_sys_s: usage.map_or(0.0, |u| secs(u.system_time())),
+        max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
+    }
 }

@@ -1,0 +1,138 @@
+//! `perfops demo`, and `demo:threads` / `demo:async` targets: the built-in
+//! target server, run as a child process so its CPU is not the generator's
+//! (and, on a machine with several cores, pinned to a core of its own).
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use perfops_core::units::parse_duration;
+use perfops_demo::{DemoConfig, Model};
+
+use crate::Exit;
+
+/// Flags of `perfops demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Server model: `threads` (a fixed pool, like Puma) or `async`.
+    #[arg(long, default_value = "threads")]
+    model: Model,
+    /// Address to listen on (port 0: any free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Worker processes' worth of pools (threads model).
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Threads per worker (threads model) or runtime threads (async; 0 = one per core).
+    #[arg(long, default_value_t = 5)]
+    threads: usize,
+    /// Listen backlog (threads model).
+    #[arg(long, default_value_t = 16)]
+    backlog: u32,
+    /// Simulated I/O wait per /orders request.
+    #[arg(long, value_parser = parse_duration, default_value = "20ms")]
+    io_wait: Duration,
+    /// CPU work per /orders request.
+    #[arg(long, value_parser = parse_duration, default_value = "500us")]
+    cpu_work: Duration,
+    /// Pin the server to these CPUs (e.g. `1` or `0,1`).
+    #[arg(long)]
+    cpus: Option<String>,
+}
+
+pub(crate) fn run(args: DemoArgs) -> Result<Exit> {
+    if let Some(list) = &args.cpus {
+        pin(list)?;
+    }
+    let config = DemoConfig {
+        model: args.model,
+        listen: args.listen,
+        workers: args.workers,
+        threads: args.threads,
+        backlog: args.backlog,
+        io_wait: args.io_wait,
+        cpu_work: args.cpu_work,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone())?;
+    }
+    perfops_demo::serve(&config, stop, |addr| {
+        // The first line of stdout is read by `perfops run` to find the port.
+        println!("perfops demo ({}) listening on http://{addr}", config.model);
+    })?;
+    Ok(Exit::Passed)
+}
+
+/// Pin the calling thread (and threads it starts later) to the listed CPUs.
+pub(crate) fn pin(list: &str) -> Result<()> {
+    let mut set = nix::sched::CpuSet::new();
+    for cpu in list.split(',') {
+        let cpu: usize = cpu.trim().parse().with_context(|| format!("`{list}` is not a list of CPU numbers"))?;
+        set.set(cpu).with_context(|| format!("CPU {cpu} does not exist"))?;
+    }
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).context("pinning to CPUs")?;
+    Ok(())
+}
+
+/// A demo server started for a run; stopped (by its PID) when dropped.
+pub(crate) struct DemoChild {
+    child: Child,
+    /// Where it listens.
+    pub(crate) url: String,
+}
+
+impl DemoChild {
+    /// Start `perfops demo --model MODEL` on a free loopback port. On a machine
+    /// with two or more CPUs the server gets the last one and this process
+    /// (the generator) the others.
+    pub(crate) fn start(model: &str, options: &[(String, String)]) -> Result<DemoChild> {
+        let exe = std::env::current_exe().context("finding the perfops executable")?;
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let mut cmd = Command::new(exe);
+        cmd.args(["demo", "--model", model, "--listen", "127.0.0.1:0"]);
+        for (k, v) in options {
+            cmd.arg(format!("--{}={v}", k.replace('_', "-")));
+        }
+        let allowed: Vec<usize> = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+            .map(|set| (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).collect())
+            .unwrap_or_default();
+        if cpus >= 2 && allowed.len() >= 2 {
+            let last = allowed[allowed.len() - 1];
+            cmd.args(["--cpus", &last.to_string()]);
+            let rest: Vec<String> = allowed[..allowed.len() - 1].iter().map(|c| c.to_string()).collect();
+            pin(&rest.join(","))?;
+        }
+        let mut child =
+            cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting the demo target")?;
+        let stdout = child.stdout.take().context("demo target stdout")?;
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).context("reading the demo target's address")?;
+        let Some(url) = line.split_whitespace().last().filter(|u| u.starts_with("http://")) else {
+            let _ = child.kill();
+            bail!("the demo target did not start (it said {line:?})");
+        };
+        Ok(DemoChild { url: url.to_string(), child })
+    }
+}
+
+impl Drop for DemoChild {
+    fn drop(&mut self) {
+        // SIGTERM by PID, then reap; SIGKILL if it does not go.
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..50 {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
