@@ -1,0 +1,187 @@
+//! Running the real `perfops` binary from end-to-end tests: spawn it with
+//! `--json` into a unique temporary file, bound its run time, collect exit
+//! code, stdout, stderr and the parsed JSON summary.
+//!
+//! It owns no server: the tests bring their own from `perfops-testkit`.
+
+// Each test binary that includes this module uses a subset of it.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The longest any single run may take before the test kills it and fails.
+pub const RUN_LIMIT: Duration = Duration::from_secs(30);
+
+/// Timing-sensitive tests hold this exclusively, every other test shares it.
+///
+/// The harness runs tests on as many threads as there are cores; a second
+/// generator and its server running beside a precise measurement would steal
+/// the CPU it needs and turn scheduler noise into "latency".
+static CPU: RwLock<()> = RwLock::new(());
+
+/// For a test whose assertions depend on timing: no other test runs meanwhile.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    CPU.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// For a functional test: may run beside other functional tests.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    CPU.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A unique path in the temporary directory (no tempfile crate needed).
+pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("perfops-e2e-{}-{n}-{tag}.{ext}", std::process::id()))
+}
+
+/// A `perfops quick` process still running.
+pub struct Running {
+    child: Child,
+    json_path: PathBuf,
+    args: Vec<String>,
+    started: Instant,
+    stdout: JoinHandle<String>,
+    stderr: JoinHandle<String>,
+}
+
+/// What a finished `perfops` run left behind.
+#[derive(Debug)]
+pub struct Finished {
+    /// Exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Everything written on stdout.
+    pub stdout: String,
+    /// Everything written on stderr.
+    pub stderr: String,
+    /// The `--json` summary, if the run wrote one.
+    pub json: Option<Value>,
+    /// Wall time from spawn to exit.
+    pub wall: Duration,
+    /// The arguments, for assertion messages.
+    pub args: Vec<String>,
+}
+
+/// Start `perfops quick ARGS --json <unique file>`; stdout and stderr are
+/// pipes (so neither is a terminal).
+pub fn spawn_quick(args: &[&str]) -> Running {
+    let json_path = temp_path("summary", "json");
+    let mut full: Vec<String> = vec!["quick".into()];
+    full.extend(args.iter().map(|a| (*a).to_string()));
+    full.push("--json".into());
+    full.push(json_path.display().to_string());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
+        .args(&full)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .env_remove("NO_COLOR")
+        .spawn()
+        .expect("spawn the perfops binary");
+    let started = Instant::now();
+    // Drain both pipes on their own threads so a chatty child never blocks on a full pipe.
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = r.read_to_string(&mut s);
+            s
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("piped stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("piped stderr")));
+    Running { child, json_path, args: full, started, stdout, stderr }
+}
+
+/// Run `perfops quick ARGS` to completion (at most [`RUN_LIMIT`]).
+pub fn quick(args: &[&str]) -> Finished {
+    spawn_quick(args).wait(RUN_LIMIT)
+}
+
+impl Running {
+    /// The child's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Wait for the exit, at most `limit`; a run that overstays is killed and
+    /// the test fails (a hung generator must not hang the test suite).
+    pub fn wait(mut self, limit: Duration) -> Finished {
+        let status = loop {
+            if let Some(status) = self.child.try_wait().expect("wait for perfops") {
+                break status;
+            }
+            if self.started.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                let stderr = self.stderr.join().unwrap_or_default();
+                let _ = std::fs::remove_file(&self.json_path);
+                panic!("perfops {:?} still running after {limit:?}; killed. stderr:\n{stderr}", self.args);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let wall = self.started.elapsed();
+        let stdout = self.stdout.join().unwrap_or_default();
+        let stderr = self.stderr.join().unwrap_or_default();
+        let json = std::fs::read(&self.json_path).ok().map(|bytes| {
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("--json output is not JSON ({e}):\n{stdout}"))
+        });
+        let _ = std::fs::remove_file(&self.json_path);
+        Finished { code: status.code(), stdout, stderr, json, wall, args: self.args }
+    }
+}
+
+impl Finished {
+    /// The JSON summary; fails the test (showing the output) if there is none.
+    pub fn json(&self) -> &Value {
+        self.json.as_ref().unwrap_or_else(|| {
+            panic!("no JSON summary from {:?}\nstdout:\n{}\nstderr:\n{}", self.args, self.stdout, self.stderr)
+        })
+    }
+
+    /// A number of the summary at JSON pointer `ptr` (e.g. `/latency_ms/p50`).
+    pub fn f64(&self, ptr: &str) -> f64 {
+        let json = self.json();
+        json.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("no number at {ptr} in {json:#}"))
+    }
+
+    /// A count of the summary at JSON pointer `ptr` (e.g. `/completed`).
+    pub fn u64(&self, ptr: &str) -> u64 {
+        let json = self.json();
+        json.pointer(ptr).and_then(Value::as_u64).unwrap_or_else(|| panic!("no count at {ptr} in {json:#}"))
+    }
+
+    /// Failures of `kind` (absent from the JSON when zero).
+    pub fn failures(&self, kind: &str) -> u64 {
+        self.json()["failures"].get(kind).map_or(0, |v| v.as_u64().expect("failure counts are integers"))
+    }
+
+    /// Asserts the exit code, showing the whole output when it differs.
+    #[track_caller]
+    pub fn assert_exit(&self, code: i32) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "exit code of perfops {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.args,
+            self.stdout,
+            self.stderr
+        );
+    }
+
+    /// The summary, pretty-printed, for assertion messages.
+    pub fn dump(&self) -> String {
+        match &self.json {
+            Some(j) => format!("{j:#}"),
+            None => format!("(no JSON)\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr),
+        }
+    }
+}

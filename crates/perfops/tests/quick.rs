@@ -1,0 +1,521 @@
+//! End to end, issue #2: the real `perfops quick` binary against real servers
+//! on 127.0.0.1 (`perfops-testkit`), judged by its `--json` summary, its exit
+//! code and its terminal output.
+//!
+//! Timing-sensitive tests take [`common::exclusive`] so the rest of the suite
+//! does not run beside them on a small machine; their bounds leave room for a
+//! busy neighbour process but stay far from what the bug they guard would
+//! produce.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{exclusive, quick, shared, spawn_quick, temp_path};
+use perfops_testkit as kit;
+use serde_json::json;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Arrivals the server saw inside `[from, to)`.
+fn arrivals_between(server: &kit::Server, from: Instant, to: Instant) -> usize {
+    server.arrivals().into_iter().filter(|t| (from..to).contains(t)).count()
+}
+
+/// Issue #2, accuracy of the open model: at 500/s for 3 s against a server
+/// that answers in exactly 10 ms, perfops sends exactly 1500 requests, the
+/// server sees them arrive at 500/s (within 1%), nothing fails or is dropped,
+/// and the median latency is the server's 10 ms plus well under a
+/// millisecond of generator overhead (pacer lateness, parsing).
+#[test]
+fn open_model_is_accurate_in_rate_and_latency() {
+    let _cpu = exclusive();
+    let server = kit::fixed_delay(ms(10));
+    let run = quick(&[&server.url(), "-r", "500", "-d", "3s", "-q"]);
+    run.assert_exit(0);
+    let j = run.json();
+    assert_eq!(j["format"], "perfops.quick");
+    assert_eq!(j["version"], 1);
+    assert_eq!(j["model"], "open");
+    assert_eq!(j["url"], server.url());
+    assert_eq!(j["method"], "GET");
+    assert_eq!(j["target_rate"], 500.0);
+    assert_eq!(j["max_in_flight"], 10_000);
+    assert_eq!(j["connections"], json!(null));
+    assert_eq!(j["interrupted"], false);
+
+    assert_eq!(run.u64("/sent"), 1500, "{}", run.dump());
+    assert_eq!(run.u64("/completed"), 1500, "{}", run.dump());
+    assert_eq!(run.u64("/succeeded"), 1500, "{}", run.dump());
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!(run.u64("/dropped"), 0, "{}", run.dump());
+    assert_eq!(j["failures"], json!({}));
+    assert_eq!(server.requests(), 1500);
+
+    let p50 = run.f64("/latency_ms/p50");
+    assert!((10.0..=10.8).contains(&p50), "latency p50 {p50} ms, want 10.0..=10.8\n{}", run.dump());
+    assert_eq!(run.u64("/latency_ms/count"), 1500);
+    // No arrival may be charged less than the server's own delay.
+    assert!(run.f64("/latency_ms/min") >= 10.0, "{}", run.dump());
+
+    // The rate the server observed: gaps between first and last arrival.
+    let arrivals = server.arrivals();
+    assert_eq!(arrivals.len(), 1500);
+    let span = arrivals[arrivals.len() - 1] - arrivals[0];
+    let observed = (arrivals.len() - 1) as f64 / span.as_secs_f64();
+    assert!((observed / 500.0 - 1.0).abs() <= 0.01, "server saw {observed:.2}/s, want 500/s ± 1%");
+    // And the rate perfops reports (elapsed runs to the last response, ~10 ms past 3 s).
+    let reported = run.f64("/requests_per_s");
+    assert!((reported / 500.0 - 1.0).abs() <= 0.01, "perfops reports {reported:.2}/s, want 500/s ± 1%");
+    let elapsed = run.f64("/elapsed_s");
+    assert!((3.0..3.2).contains(&elapsed), "elapsed {elapsed} s for a 3 s schedule");
+}
+
+/// Issue #2, `-r` with `-n`: exactly N arrivals at the rate, so the run
+/// lasts N / rate.
+#[test]
+fn open_model_with_a_count_sends_exactly_that_many_at_the_rate() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-r", "200", "-n", "100", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.json()["model"], "open");
+    assert_eq!((run.u64("/sent"), run.u64("/completed"), run.u64("/dropped")), (100, 100, 0), "{}", run.dump());
+    assert_eq!(server.requests(), 100);
+    // Arrival 99 is due at 495 ms; its response ends the run 1 ms later.
+    let elapsed = run.f64("/elapsed_s");
+    assert!((0.49..0.6).contains(&elapsed), "100 arrivals at 200/s took {elapsed} s");
+    let arrivals = server.arrivals();
+    let observed = 99.0 / (arrivals[99] - arrivals[0]).as_secs_f64();
+    assert!((observed / 200.0 - 1.0).abs() < 0.05, "server saw {observed:.1}/s, want 200/s");
+}
+
+/// Issue #2, dropped arrivals: at the `--max-in-flight` cap the open model
+/// drops an arrival and counts it, never delays it. Against a silent server
+/// with 5 slots and a 400 ms timeout, about 5 requests go out per 400 ms,
+/// every other arrival of the 100 scheduled is dropped, and the summary says
+/// that the generator, not the server, was the limit.
+#[test]
+fn arrivals_beyond_max_in_flight_are_dropped_and_counted() {
+    let _cpu = shared();
+    let server = kit::never_answers();
+    let args = ["-r", "100", "-d", "1s", "--max-in-flight", "5", "--timeout", "400ms", "-q"];
+    let run = quick(&[&[server.url().as_str()][..], &args].concat());
+    run.assert_exit(1);
+    let (sent, dropped) = (run.u64("/sent"), run.u64("/dropped"));
+    assert_eq!(sent + dropped, 100, "every scheduled arrival is sent or dropped\n{}", run.dump());
+    assert!((10..=20).contains(&sent), "{sent} sent with 5 slots freed every 400 ms\n{}", run.dump());
+    assert_eq!(run.json()["failures"], json!({ "timeout": sent }), "{}", run.dump());
+    assert_eq!(server.requests(), sent);
+    let warnings = run.json()["warnings"].to_string();
+    assert!(warnings.contains("dropped"), "no warning about dropped arrivals: {warnings}");
+    assert!(run.stdout.contains(&format!("Dropped arrivals:       {dropped} (in-flight cap 5)")), "{}", run.stdout);
+}
+
+/// Issue #2, coordinated omission. The server freezes once for 500 ms, one
+/// second after it starts.
+///
+/// Open model at 200/s: the generator keeps sending during the freeze
+/// (~100 arrivals fall into it), and each of them is charged the time it
+/// waited, so the stall dominates the tail: p99 >= 400 ms, p90 far above the
+/// 2 ms base delay, while the median stays near it.
+///
+/// Closed model, one connection: the only request in flight waits out the
+/// freeze and no other is sent meanwhile, so exactly one request is slow:
+/// max >= 450 ms while p99.9 (of >= 1000 requests: below the slowest one)
+/// stays fast.
+///
+/// Both are the truth about their model. An open schedule that paused while
+/// responses were outstanding would hide the stall behind one slow request,
+/// as the closed model rightly does. (Charging a late *generator*, not the
+/// server, is [`generator_stall_counts_as_latency_not_service_time`].)
+#[test]
+fn a_server_stall_hits_every_open_arrival_but_one_closed_request() {
+    let _cpu = exclusive();
+
+    let before = Instant::now();
+    let server = kit::freeze_once(ms(2), ms(1000), ms(500));
+    let run = quick(&[&server.url(), "-r", "200", "-d", "3s", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/sent"), 600, "{}", run.dump());
+    assert_eq!(run.u64("/completed"), 600, "{}", run.dump());
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!(run.u64("/dropped"), 0, "{}", run.dump());
+    // The window opened 1 s after the server started (a little after `before`);
+    // 5 ms margins cover that offset.
+    let frozen = arrivals_between(&server, before + ms(1005), before + ms(1495));
+    assert!((88..=100).contains(&frozen), "{frozen} arrivals during the freeze, want ~98: the schedule must not pause");
+    let (p50, p90, p99, max) = (
+        run.f64("/latency_ms/p50"),
+        run.f64("/latency_ms/p90"),
+        run.f64("/latency_ms/p99"),
+        run.f64("/latency_ms/max"),
+    );
+    assert!(p99 >= 400.0, "open-model p99 {p99} ms: the freeze must show in the tail\n{}", run.dump());
+    assert!(p90 >= 100.0, "open-model p90 {p90} ms: one arrival in six waited\n{}", run.dump());
+    assert!((480.0..700.0).contains(&max), "open-model max {max} ms\n{}", run.dump());
+    assert!(p50 < 10.0, "open-model p50 {p50} ms: most arrivals never met the freeze\n{}", run.dump());
+    drop(server);
+
+    let before = Instant::now();
+    let server = kit::freeze_once(ms(1), ms(1000), ms(500));
+    let run = quick(&[&server.url(), "-c", "1", "-d", "3s", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!(
+        arrivals_between(&server, before + ms(1005), before + ms(1495)),
+        0,
+        "one closed-loop connection cannot send while its request is stuck"
+    );
+    let count = run.u64("/latency_ms/count");
+    assert!(count >= 1000, "only {count} requests: too few for p99.9 to exclude the single slowest one");
+    let (p99, p999, max) = (run.f64("/latency_ms/p99"), run.f64("/latency_ms/p99_9"), run.f64("/latency_ms/max"));
+    assert!(max >= 450.0, "closed-model max {max} ms: the stalled request\n{}", run.dump());
+    assert!(p99 < 50.0, "closed-model p99 {p99} ms: the stall hit one request only\n{}", run.dump());
+    assert!(p999 < 50.0, "closed-model p99.9 {p999} ms: more than one request was stalled\n{}", run.dump());
+    assert_eq!(run.json()["model"], "closed");
+}
+
+/// Issue #2, coordinated omission on the generator's side: when the
+/// generator itself stalls (here: SIGSTOP for 300 ms), the arrivals it owed
+/// meanwhile go out late, and their latency counts from when they were due
+/// while their service time counts from the actual send. So latency p99 shows
+/// the stall, service time does not, and the summary warns that the
+/// generator sent late.
+#[test]
+fn generator_stall_counts_as_latency_not_service_time() {
+    let _cpu = exclusive();
+    // No server delay: a delay's final busy-wait on 30 connection threads at
+    // once would slow the server itself, muddying the service time.
+    let server = kit::fixed_delay(Duration::ZERO);
+    let running = spawn_quick(&[&server.url(), "-r", "100", "-d", "2s", "-q"]);
+    let pid = running.pid().to_string();
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill").args([sig, &pid]).status().expect("run kill(1)");
+        assert!(status.success(), "kill {sig} {pid} failed");
+    };
+    std::thread::sleep(ms(800));
+    signal("-STOP");
+    std::thread::sleep(ms(300));
+    signal("-CONT");
+    let run = running.wait(Duration::from_secs(15));
+    run.assert_exit(0);
+    assert_eq!((run.u64("/sent"), run.u64("/completed"), run.u64("/failed")), (200, 200, 0), "{}", run.dump());
+    // ~30 of 200 arrivals were owed during the stall, late by up to 300 ms.
+    let (latency_p99, latency_max) = (run.f64("/latency_ms/p99"), run.f64("/latency_ms/max"));
+    let service_p99 = run.f64("/service_ms/p99");
+    assert!(latency_p99 >= 200.0, "latency p99 {latency_p99} ms must include the 300 ms stall\n{}", run.dump());
+    assert!(latency_max >= 280.0, "latency max {latency_max} ms\n{}", run.dump());
+    assert!(service_p99 < 50.0, "service p99 {service_p99} ms counts from the actual send\n{}", run.dump());
+    let warnings = run.json()["warnings"].to_string();
+    assert!(warnings.contains("sent requests late"), "no lateness warning: {warnings}");
+}
+
+/// Issue #2, failure kinds: nothing listening is `connect_refused`, counted
+/// per request, and with the default `--max-errors 0` the run exits 1.
+#[test]
+fn refused_connections_are_connect_refused_and_exit_1() {
+    let _cpu = shared();
+    let addr = kit::refused_addr();
+    let run = quick(&[&format!("http://{addr}/"), "-n", "5", "-c", "1", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"connect_refused": 5}), "{}", run.dump());
+    assert_eq!(run.u64("/sent"), 5);
+    assert_eq!(run.u64("/completed"), 0);
+    assert_eq!(run.u64("/failed"), 5);
+    assert!(run.stdout.contains("(connect_refused: 5)"), "{}", run.stdout);
+}
+
+/// Issue #2, failure kinds: a TCP RST in the middle of a response body is
+/// `reset`, not a success and not a protocol error.
+#[test]
+fn reset_mid_response_is_reset() {
+    let _cpu = shared();
+    let server = kit::reset_mid_response();
+    let run = quick(&[&server.url(), "-n", "5", "-c", "1", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"reset": 5}), "{}", run.dump());
+    assert_eq!((run.u64("/completed"), run.u64("/succeeded")), (0, 0));
+    assert_eq!(server.requests(), 5, "each failed request was sent once, not retried");
+}
+
+/// Issue #2, failure kinds: a server that never answers makes each request
+/// end at `--timeout` as `timeout`, one after the other, and the run ends.
+#[test]
+fn silence_is_timeout_after_the_request_timeout() {
+    let _cpu = shared();
+    let server = kit::never_answers();
+    let run = quick(&[&server.url(), "--timeout", "500ms", "-n", "3", "-c", "1", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"timeout": 3}), "{}", run.dump());
+    assert_eq!(server.requests(), 3);
+    let elapsed = run.f64("/elapsed_s");
+    assert!((1.45..2.5).contains(&elapsed), "3 sequential 500 ms timeouts took {elapsed} s");
+    assert!(run.wall < Duration::from_secs(5), "{:?}", run.wall);
+}
+
+/// Issue #2, failure kinds: bytes that are not HTTP are `protocol`.
+#[test]
+fn garbage_is_protocol() {
+    let _cpu = shared();
+    let server = kit::garbage();
+    let run = quick(&[&server.url(), "-n", "3", "-c", "1", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"protocol": 3}), "{}", run.dump());
+    assert_eq!(run.u64("/succeeded"), 0);
+}
+
+/// Issue #2, failure kinds: 5xx and 4xx responses are failures of their kind,
+/// yet they are responses (`completed`, with latency recorded); and
+/// `--max-errors 100` accepts them (exit 0).
+#[test]
+fn error_statuses_are_completed_failures_of_their_class() {
+    let _cpu = shared();
+    for (code, kind) in [(503, "http_5xx"), (404, "http_4xx")] {
+        let server = kit::status(code);
+        let run = quick(&[&server.url(), "-n", "10", "-c", "2", "-q"]);
+        run.assert_exit(1);
+        assert_eq!(run.json()["failures"], json!({ kind: 10 }), "{}", run.dump());
+        assert_eq!(run.u64("/completed"), 10, "{}", run.dump());
+        assert_eq!(run.u64("/succeeded"), 0, "{}", run.dump());
+        assert_eq!(run.u64("/failed"), 10, "{}", run.dump());
+        assert_eq!(run.u64("/latency_ms/count"), 10, "a status is a response: its latency counts");
+
+        let run = quick(&[&server.url(), "-n", "10", "-c", "2", "-q", "--max-errors", "100"]);
+        run.assert_exit(0);
+        assert_eq!(run.failures(kind), 10, "{}", run.dump());
+    }
+}
+
+/// Issue #2: `--max-errors` is a percentage of finished requests, and the
+/// bound is inclusive: 100% failed fails `--max-errors 99` (exit 1) and
+/// passes `--max-errors 100` (exit 0).
+#[test]
+fn max_errors_is_a_percentage() {
+    let _cpu = shared();
+    let addr = kit::refused_addr();
+    let run = quick(&[&format!("http://{addr}/"), "-n", "4", "-c", "1", "-q", "--max-errors", "99"]);
+    run.assert_exit(1);
+    let run = quick(&[&format!("http://{addr}/"), "-n", "4", "-c", "1", "-q", "--max-errors", "100"]);
+    run.assert_exit(0);
+    assert_eq!(run.failures("connect_refused"), 4);
+}
+
+/// Issue #2, framing: a chunked response (with a chunk extension and a
+/// trailer) is read to its exact end, so every one succeeds and the
+/// connection is reused: 2 connections for 50 requests.
+#[test]
+fn chunked_responses_are_read_exactly() {
+    let _cpu = shared();
+    // What `kit::chunked()` sends per response.
+    const RESPONSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\
+        Trailer: X-Checksum\r\n\r\n5\r\nhello\r\n6;note=\"second chunk\"\r\n world\r\n1\r\n\n\r\n0\r\n\
+        X-Checksum: 42\r\n\r\n";
+    let server = kit::chunked();
+    let run = quick(&[&server.url(), "-n", "50", "-c", "2", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!((run.u64("/sent"), run.u64("/completed")), (50, 50), "{}", run.dump());
+    assert_eq!(server.requests(), 50);
+    assert_eq!(run.u64("/bytes_in"), 50 * RESPONSE.len() as u64, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), 2, "keep-alive after a chunked body\n{}", run.dump());
+    assert_eq!(server.connections(), 2);
+}
+
+/// Issue #2, framing: a body delimited by the close of the connection is read
+/// to EOF and succeeds, and the next request opens a new connection.
+#[test]
+fn close_delimited_responses_succeed_on_fresh_connections() {
+    let _cpu = shared();
+    // What `kit::close_delimited()` sends per response.
+    const RESPONSE: &[u8] =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nclose-delimited body\n";
+    let server = kit::close_delimited();
+    let run = quick(&[&server.url(), "-n", "20", "-c", "2", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!((run.u64("/sent"), run.u64("/completed")), (20, 20), "{}", run.dump());
+    assert_eq!(run.u64("/bytes_in"), 20 * RESPONSE.len() as u64, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), run.u64("/completed"), "one connection per request\n{}", run.dump());
+    assert_eq!(server.connections(), 20);
+}
+
+/// Issue #2, HTTPS: with `--insecure` a self-signed server works, one TLS
+/// handshake per connection is measured; without it, the certificate is
+/// rejected as `tls` and the run exits 1.
+#[test]
+fn https_with_and_without_insecure() {
+    let _cpu = shared();
+    let server = kit::tls_fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-k", "-n", "20", "-c", "2", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!(run.u64("/completed"), 20, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), 2, "{}", run.dump());
+    assert_eq!(run.u64("/tls_ms/count"), 2, "one handshake per connection\n{}", run.dump());
+    assert!(run.f64("/tls_ms/min") > 0.0, "{}", run.dump());
+    assert!(run.stdout.contains("TLS:"), "{}", run.stdout);
+    assert_eq!(server.requests(), 20);
+
+    let run = quick(&[&server.url(), "-n", "2", "-c", "1", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"tls": 2}), "{}", run.dump());
+    assert_eq!(run.u64("/completed"), 0);
+    assert_eq!(server.requests(), 20, "no request may go out over an unverified connection");
+}
+
+/// Issue #2, closed model: `-n 200 -c 4` sends exactly 200 requests on
+/// exactly 4 keep-alive connections.
+#[test]
+fn closed_model_sends_exactly_n_on_c_connections() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-n", "200", "-c", "4", "-q"]);
+    run.assert_exit(0);
+    let j = run.json();
+    assert_eq!(j["model"], "closed");
+    assert_eq!(j["connections"], 4);
+    assert_eq!(j["target_rate"], json!(null));
+    assert_eq!(j["max_in_flight"], json!(null));
+    assert_eq!(run.u64("/sent"), 200, "{}", run.dump());
+    assert_eq!(run.u64("/completed"), 200, "{}", run.dump());
+    assert_eq!(run.u64("/succeeded"), 200, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), 4, "{}", run.dump());
+    assert_eq!(server.requests(), 200);
+    assert_eq!(server.connections(), 4, "keep-alive: one connection per user");
+}
+
+/// Issue #2, closed model: a closed loop has no schedule to be late for, so
+/// latency *is* service time, to the microsecond (`Stats` documents "in a
+/// closed loop they are equal"): the user's next request starts when the
+/// previous one ended, and that one instant is both its due and its send time.
+///
+/// KNOWN FAILING (bug found while writing this suite): since the engine's
+/// flow/step refactor, `Worker::arrival` in crates/perfops-engine/src/worker.rs
+/// reads the clock again for the send time (`let mut sent = Instant::now();`)
+/// instead of using the user loop's `now`, so latency exceeds service time by
+/// the few microseconds of picking the flow, and the two histograms differ.
+#[test]
+fn closed_model_latency_is_service_time() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-n", "200", "-c", "4", "-q"]);
+    run.assert_exit(0);
+    let j = run.json();
+    assert_eq!(j["latency_ms"], j["service_ms"], "closed model: latency and service time must be one histogram");
+}
+
+/// Issue #2, one write per request with `TCP_NODELAY`: a POST with a 2 KB
+/// body. Were head and body written separately on a socket with Nagle's
+/// algorithm on, the body would wait for the server's delayed ACK (~40 ms on
+/// Linux) on every request.
+#[test]
+fn post_with_a_body_has_no_nagle_stall() {
+    let _cpu = exclusive();
+    let body_path = temp_path("body", "bin");
+    let body: Vec<u8> = (0..2048u32).map(|i| b'a' + (i % 26) as u8).collect();
+    std::fs::write(&body_path, &body).expect("write the body file");
+    let server = kit::fixed_delay(Duration::ZERO);
+    let body_arg = format!("@{}", body_path.display());
+    let run = quick(&[
+        &server.url(),
+        "-m",
+        "POST",
+        "-b",
+        &body_arg,
+        "-H",
+        "Content-Type: text/plain",
+        "-c",
+        "1",
+        "-n",
+        "200",
+        "-q",
+    ]);
+    let _ = std::fs::remove_file(&body_path);
+    run.assert_exit(0);
+    assert_eq!(run.json()["method"], "POST");
+    assert_eq!(run.u64("/completed"), 200, "{}", run.dump());
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    // The server answers only once the whole body (by Content-Length) arrived.
+    assert_eq!(server.requests(), 200);
+    let per_request = run.u64("/bytes_out") / 200;
+    assert!(per_request > 2048 && per_request < 2048 + 200, "{per_request} bytes per request");
+    let (p50, p99) = (run.f64("/service_ms/p50"), run.f64("/service_ms/p99"));
+    assert!(p50 < 5.0, "service p50 {p50} ms\n{}", run.dump());
+    assert!(p99 < 25.0, "service p99 {p99} ms: a 40 ms Nagle / delayed-ACK stall?\n{}", run.dump());
+}
+
+/// Issue #2, usage errors exit 2 with a message that names the problem, on
+/// stderr, and nothing runs.
+#[test]
+fn usage_errors_exit_2_with_a_clear_message() {
+    let _cpu = shared();
+    let addr = kit::refused_addr();
+    let url = format!("http://{addr}/");
+    let missing_body = format!("@{}", temp_path("missing", "bin").display());
+    let cases: [(&[&str], &str); 9] = [
+        (&["not a url", "-n", "1"], "not a valid URL"),
+        (&["ftp://127.0.0.1/", "-n", "1"], "only http:// and https://"),
+        (&[&url, "-d", "nonsense"], "is not a duration"),
+        (&[&url, "-d", "0s", "-c", "1"], "nothing to do"),
+        (&[&url, "-c", "0", "-n", "1"], "-c must be at least 1"),
+        (&[&url, "-r", "0", "-d", "1s"], "-r 0/s"),
+        (&[&url, "-H", "NoColonHere", "-n", "1"], "header `NoColonHere` is not `Name: value`"),
+        (&[&url, "-b", &missing_body, "-n", "1"], "cannot read body file"),
+        (&[&url, "-c", "2", "-r", "10"], "cannot be used with"),
+    ];
+    for (args, needle) in cases {
+        let run = quick(args);
+        run.assert_exit(2);
+        assert!(run.stderr.contains(needle), "perfops {args:?}: stderr lacks {needle:?}:\n{}", run.stderr);
+        assert!(run.stdout.is_empty(), "perfops {args:?} printed on stdout:\n{}", run.stdout);
+        assert!(run.json.is_none(), "perfops {args:?} wrote a summary");
+    }
+}
+
+/// Issue #2, Ctrl-C: SIGINT stops the arrivals, lets in-flight requests
+/// finish, and still writes the summary (marked `interrupted`), exit 0.
+#[test]
+fn sigint_stops_the_run_and_keeps_what_was_measured() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let running = spawn_quick(&[&server.url(), "-r", "100", "-d", "20s", "-q"]);
+    std::thread::sleep(ms(1500));
+    let kill =
+        std::process::Command::new("kill").args(["-INT", &running.pid().to_string()]).status().expect("run kill(1)");
+    assert!(kill.success(), "kill -INT failed");
+    let signalled = Instant::now();
+    let run = running.wait(Duration::from_secs(15));
+    let stopped_in = signalled.elapsed();
+    assert!(stopped_in < Duration::from_secs(2), "exited {stopped_in:?} after SIGINT");
+    run.assert_exit(0);
+    assert_eq!(run.json()["interrupted"], true, "{}", run.dump());
+    let completed = run.u64("/completed");
+    assert!((50..400).contains(&completed), "{completed} completed in ~1.5 s at 100/s\n{}", run.dump());
+    assert_eq!(run.u64("/sent"), completed, "in-flight requests finish\n{}", run.dump());
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert!(run.f64("/elapsed_s") < 3.0, "{}", run.dump());
+    assert!(run.stdout.contains("interrupted"), "{}", run.stdout);
+}
+
+/// Issue #2, terminal output: with stderr not a terminal there is no live
+/// line even without `-q`, and stdout carries the ab-style summary.
+#[test]
+fn summary_on_stdout_and_no_live_line_when_not_a_tty() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-n", "20", "-c", "2"]);
+    run.assert_exit(0);
+    assert!(run.stderr.is_empty(), "stderr is a pipe, yet perfops wrote:\n{}", run.stderr);
+    for needle in [
+        "Requests per second:",
+        "Connection Times (ms)",
+        "Percentage of the requests served within a certain time",
+        "Complete requests:      20",
+        "Failed requests:        0",
+    ] {
+        assert!(run.stdout.contains(needle), "stdout lacks {needle:?}:\n{}", run.stdout);
+    }
+}
