@@ -1001,3 +1001,43 @@ fn yaml_to_json(node: &Node) -> serde_json::Value {
         Node::Mapping(m) => m.iter().map(|(k, v)| (k.as_str().to_string(), yaml_to_json(v))).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed JSON Schema (what editors complete) names exactly the
+    /// fields the parser accepts: neither may grow without the other.
+    #[test]
+    fn json_schema_is_in_sync_with_the_parser() {
+        let schema: serde_json::Value =
+            serde_json::from_str(include_str!("../../../../schema/scenario.schema.json")).expect("valid JSON");
+        let props = |v: &serde_json::Value| -> Vec<String> {
+            let mut keys: Vec<String> = v["properties"].as_object().expect("properties").keys().cloned().collect();
+            keys.sort();
+            keys
+        };
+        let sorted = |keys: &[&str]| -> Vec<String> {
+            let mut k: Vec<String> = keys.iter().map(|s| s.to_string()).collect();
+            k.sort();
+            k
+        };
+        let defs = &schema["$defs"];
+        let mut stage: Vec<&str> = OPEN_STAGE.to_vec();
+        stage.extend(CLOSED_STAGE.iter().filter(|k| !OPEN_STAGE.contains(k)));
+        let cases: [(&str, &serde_json::Value, &[&str]); 9] = [
+            ("top level", &schema, TOP),
+            ("defaults", &defs["defaults"], DEFAULTS),
+            ("flow", &defs["flow"], FLOW),
+            ("step", &defs["step"], STEP),
+            ("expect", &defs["expect"], EXPECT),
+            ("feeder", &defs["feeder"], FEEDER),
+            ("load", &defs["load"], LOAD),
+            ("stage", &defs["stage"], &stage),
+            ("steps", &defs["steps"], STEPS),
+        ];
+        for (what, node, keys) in cases {
+            assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");
+        }
+    }
+}
