@@ -33,6 +33,8 @@ pub struct Work {
     defaults: Vec<(String, Template)>,
     /// Flow index for each slot of one weight cycle (see [`Work::pick`]).
     cycle: Vec<u32>,
+    /// Redirects to follow (0: none, the default: a 3xx is the answer).
+    pub redirects: u8,
 }
 
 /// One flow of the plan.
@@ -151,6 +153,7 @@ impl Work {
             authority: target.authority.clone(),
             defaults,
             cycle,
+            redirects: 0,
         };
         let mut rng = fastrand::Rng::with_seed(0);
         for f in 0..work.flows.len() {
@@ -192,6 +195,52 @@ impl Work {
             pause: std::time::Duration::ZERO,
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
+    }
+
+    /// Follow up to `hops` redirects within the target (responses are then
+    /// captured, to read `Location`).
+    pub fn with_redirects(mut self, hops: u8) -> Work {
+        self.redirects = hops;
+        if hops > 0 {
+            for step in self.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
+                step.capture = true;
+            }
+        }
+        self
+    }
+
+    /// The request that follows a redirect response (`status`, `head`), if it
+    /// is one and points within `target`: GET (HEAD stays HEAD), no body, as
+    /// browsers do after 301/302/303. Elsewhere: `None`, the 3xx is the answer.
+    pub(crate) fn redirect(&self, status: u16, head: &[u8], target: &Target, head_request: bool) -> Option<Vec<u8>> {
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            return None;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        resp.parse(head).ok()?;
+        let location = resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case("location"))?;
+        let location = std::str::from_utf8(location.value).ok()?.trim();
+        let next = target.url.join(location).ok()?;
+        let same_origin = next.scheme() == target.url.scheme()
+            && next.host_str() == target.url.host_str()
+            && next.port_or_known_default() == target.url.port_or_known_default();
+        if !same_origin {
+            return None;
+        }
+        let path = match next.query() {
+            Some(q) => format!("{}?{q}", next.path()),
+            None => next.path().to_string(),
+        };
+        let method = if head_request { "HEAD" } else { "GET" };
+        Some(
+            format!(
+                "{method} {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: perfops/{}\r\n\r\n",
+                self.authority,
+                env!("CARGO_PKG_VERSION")
+            )
+            .into_bytes(),
+        )
     }
 
     /// The flow of arrival `seq`. Weights are honoured exactly over every
@@ -317,6 +366,23 @@ mod tests {
         let custom_host = Work::single(&target(), "GET", &["host: example".into()], b"").unwrap();
         let bytes = custom_host.flows[0].steps[0].cached.clone().unwrap();
         assert_eq!(String::from_utf8_lossy(&bytes).matches("ost:").count(), 1, "a given Host replaces ours");
+    }
+
+    #[test]
+    fn redirects_stay_within_the_target() {
+        let w = Work::single(&target(), "POST", &[], b"x").unwrap().with_redirects(2);
+        assert!(w.flows[0].steps[0].capture, "Location must be read");
+        let head =
+            |loc: &str| format!("HTTP/1.1 302 Found\r\nLocation: {loc}\r\nContent-Length: 0\r\n\r\n").into_bytes();
+        let next = w.redirect(302, &head("/next?x=1"), &target(), false).unwrap();
+        assert!(String::from_utf8(next).unwrap().starts_with("GET /next?x=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
+        assert!(w.redirect(301, &head("http://127.0.0.1:8080/abs"), &target(), false).is_some());
+        assert!(
+            w.redirect(302, &head("http://elsewhere.example/"), &target(), false).is_none(),
+            "other origins are not followed"
+        );
+        assert!(w.redirect(200, &head("/next"), &target(), false).is_none());
+        assert!(w.redirect(302, b"HTTP/1.1 302 Found\r\n\r\n", &target(), false).is_none(), "no Location");
     }
 
     #[test]

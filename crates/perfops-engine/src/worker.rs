@@ -369,7 +369,7 @@ impl Worker {
     /// it can be reused, when the request ended, and how.
     async fn perform(
         &self,
-        mut conn: Option<Conn>,
+        conn: Option<Conn>,
         step: &StepPlan,
         key: Key,
         due: Instant,
@@ -393,26 +393,21 @@ impl Worker {
         };
         self.rec.borrow_mut().at(key).sent += 1;
         let deadline = sent + shared.timeout;
-        let mut retried = false;
-        let outcome = loop {
-            let mut c = match conn.take() {
-                Some(c) => c,
-                None => match timeout_at(deadline, self.connect(key)).await {
-                    Ok(Ok(c)) => c,
-                    Ok(Err(kind)) => break Err(kind),
-                    Err(_) => break Err(FailureKind::Timeout),
-                },
-            };
-            self.rec.borrow_mut().at(key).bytes_out += request.len() as u64;
-            match timeout_at(deadline, c.exchange(request, step.head, step.capture)).await {
-                Ok(Ok(resp)) => break Ok((resp, c)),
-                // A keep-alive connection the server closed while it was idle:
-                // retry once on a new one, as browsers and HTTP clients do.
-                Ok(Err(e)) if e.nothing_received && c.reused && !retried => retried = true,
-                Ok(Err(e)) => break Err(e.kind),
-                Err(_) => break Err(FailureKind::Timeout),
-            }
-        };
+        let mut outcome = self.exchange(conn, request, step, key, deadline).await;
+        // Redirects, only when asked and only within the target: one request,
+        // measured to the final response.
+        let mut hops = shared.work.redirects;
+        while hops > 0 {
+            let Ok((resp, c)) = &outcome else { break };
+            let Some(next) = shared.work.redirect(resp.status, &c.head, &shared.target, step.head) else { break };
+            hops -= 1;
+            let earlier_bytes = resp.bytes_in;
+            let Ok((_, c)) = outcome else { break };
+            outcome = self.exchange(c.keep_alive.then_some(c), &next, step, key, deadline).await.map(|(mut r, c)| {
+                r.bytes_in += earlier_bytes;
+                (r, c)
+            });
+        }
         self.buffers.borrow_mut().push((body_buf, rendered));
         let done = Instant::now();
         let mut rec = self.rec.borrow_mut();
@@ -437,6 +432,38 @@ impl Worker {
             Err(kind) => {
                 st.failures.add(kind);
                 (None, done, StepEnd::Failed)
+            }
+        }
+    }
+
+    /// Send `request` on `conn` (or a new connection) and read the response,
+    /// retrying once on a fresh connection when a reused one was found closed.
+    async fn exchange(
+        &self,
+        mut conn: Option<Conn>,
+        request: &[u8],
+        step: &StepPlan,
+        key: Key,
+        deadline: Instant,
+    ) -> Result<(crate::http1::Response, Conn), FailureKind> {
+        let mut retried = false;
+        loop {
+            let mut c = match conn.take() {
+                Some(c) => c,
+                None => match timeout_at(deadline, self.connect(key)).await {
+                    Ok(Ok(c)) => c,
+                    Ok(Err(kind)) => return Err(kind),
+                    Err(_) => return Err(FailureKind::Timeout),
+                },
+            };
+            self.rec.borrow_mut().at(key).bytes_out += request.len() as u64;
+            match timeout_at(deadline, c.exchange(request, step.head, step.capture)).await {
+                Ok(Ok(resp)) => return Ok((resp, c)),
+                // A keep-alive connection the server closed while it was idle:
+                // retry once on a new one, as browsers and HTTP clients do.
+                Ok(Err(e)) if e.nothing_received && c.reused && !retried => retried = true,
+                Ok(Err(e)) => return Err(e.kind),
+                Err(_) => return Err(FailureKind::Timeout),
             }
         }
     }

@@ -48,6 +48,9 @@ pub(crate) struct QuickArgs {
     /// Connect timeout (TCP and TLS handshake).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     connect_timeout: Duration,
+    /// Follow up to N redirects within the target (default: none; a 3xx is the answer).
+    #[arg(long, default_value_t = 0)]
+    redirects: u8,
     /// Accept any TLS certificate (self-signed test servers).
     #[arg(short = 'k', long)]
     insecure: bool,
@@ -79,7 +82,9 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         None => Vec::new(),
     };
     let method = args.method.to_ascii_uppercase();
-    let work = Work::single(&target, &method, &args.headers, &body).map_err(|e| usage(e.to_string()))?;
+    let work = Work::single(&target, &method, &args.headers, &body)
+        .map_err(|e| usage(e.to_string()))?
+        .with_redirects(args.redirects);
     let duration = match (args.duration, args.requests) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
