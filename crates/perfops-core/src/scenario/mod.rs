@@ -12,6 +12,7 @@ mod decode;
 pub mod diag;
 pub mod extract;
 pub mod feeder;
+mod load;
 pub mod template;
 
 use std::time::Duration;

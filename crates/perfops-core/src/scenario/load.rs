@@ -1,0 +1,205 @@
+//! Decoding `load:`: the model, its stages (`{ rate, hold }`, `{ ramp_to,
+//! over }`, or `steps: { from, to, by, hold }`), the in-flight cap and think
+//! time. Part of the decoder in `decode.rs`, kept apart because it is the
+//! one place with arithmetic on rates and durations.
+
+use marked_yaml::Node;
+
+use super::decode::{Dec, join};
+use super::{Load, Stage};
+use crate::model::{Rate, Segment};
+
+pub(super) const LOAD: &[&str] = &["model", "stages", "steps", "max_in_flight", "think"];
+pub(super) const OPEN_STAGE: &[&str] = &["name", "rate", "hold", "ramp_to", "over"];
+pub(super) const CLOSED_STAGE: &[&str] = &["name", "users", "hold", "ramp_to", "over"];
+pub(super) const STEPS: &[&str] = &["from", "to", "by", "hold", "ramp"];
+
+impl Dec<'_> {
+    pub(super) fn load(&mut self, node: &Node) -> Option<Load> {
+        let m = self.map(node, "load", LOAD)?;
+        let closed = match m.get_node("model").and_then(|n| self.scalar(n, "load.model", "open or closed")) {
+            None => false,
+            Some(s) => match s.as_str() {
+                "open" => false,
+                "closed" => true,
+                other => {
+                    self.at(
+                        s.span(),
+                        "load.model",
+                        format!("unknown model `{other}`"),
+                        Some("open (arrivals per second) or closed (looping users)".into()),
+                    );
+                    return None;
+                }
+            },
+        };
+        let stages = match (m.get_node("stages"), m.get_node("steps")) {
+            (Some(_), Some(_)) => {
+                self.at(m.span(), "load", "give `stages` or `steps`, not both", None);
+                None
+            }
+            (Some(s), None) => Some(self.stages(s, closed)),
+            (None, Some(s)) => self.steps(s, closed),
+            (None, None) => {
+                self.at(
+                    m.span(),
+                    "load",
+                    "missing field `stages`",
+                    Some("stages: [ { rate: 50, hold: 30s }, { ramp_to: 300, over: 5m } ]".into()),
+                );
+                None
+            }
+        }?;
+        if stages.iter().all(|s| s.segment.from.as_f64() == 0.0 && s.segment.to.as_f64() == 0.0) && !stages.is_empty() {
+            self.at(m.span(), "load", "every stage has rate 0: nothing would be sent", None);
+        }
+        if closed {
+            if let Some(n) = m.get_node("max_in_flight") {
+                self.at(
+                    n.span(),
+                    "load.max_in_flight",
+                    "`max_in_flight` applies to the open model",
+                    Some("in the closed model the number of users is the concurrency".into()),
+                );
+            }
+            let think = m.get_node("think").and_then(|n| self.duration(n, "load.think")).unwrap_or_default();
+            Some(Load::Closed { stages, think })
+        } else {
+            if let Some(n) = m.get_node("think") {
+                self.at(
+                    n.span(),
+                    "load.think",
+                    "`think` applies to the closed model",
+                    Some("use a step's `pause` for think time within a flow".into()),
+                );
+            }
+            let max_in_flight = match m.get_node("max_in_flight") {
+                Some(n) => match self.number::<u32>(n, "load.max_in_flight", "a whole number") {
+                    Some(0) => {
+                        self.at(n.span(), "load.max_in_flight", "0 would drop every arrival", None);
+                        1
+                    }
+                    Some(v) => v,
+                    None => 1000,
+                },
+                None => 1000,
+            };
+            Some(Load::Open { stages, max_in_flight })
+        }
+    }
+
+    fn stages(&mut self, node: &Node, closed: bool) -> Vec<Stage> {
+        let (known, level_key, unit) =
+            if closed { (CLOSED_STAGE, "users", " users") } else { (OPEN_STAGE, "rate", "/s") };
+        let mut out: Vec<Stage> = Vec::new();
+        let items = self.list(node, "load.stages", "stages");
+        if items.is_empty() && node.as_sequence().is_some() {
+            self.at(node.span(), "load.stages", "no stages: nothing would be sent", None);
+        }
+        for (i, item) in items.iter().enumerate() {
+            let p = format!("load.stages[{i}]");
+            let errors_before = self.errors.len();
+            let Some(m) = self.map(item, &p, known) else { continue };
+            let misspelt = self.errors.len() > errors_before;
+            let level = m.get_node(level_key).and_then(|n| self.rate(n, &join(&p, level_key)));
+            let ramp_to = m.get_node("ramp_to").and_then(|n| self.rate(n, &join(&p, "ramp_to")));
+            let hold = m.get_node("hold").and_then(|n| self.duration(n, &join(&p, "hold")));
+            let over = m.get_node("over").and_then(|n| self.duration(n, &join(&p, "over")));
+            let previous = out.last().map_or(Rate::ZERO, |s: &Stage| s.segment.to);
+            let (segment, default_name) = match (
+                m.get_node(level_key).is_some(),
+                m.get_node("ramp_to").is_some(),
+                m.get_node("hold").is_some(),
+                m.get_node("over").is_some(),
+            ) {
+                (true, false, true, false) => {
+                    let (Some(r), Some(h)) = (level, hold) else { continue };
+                    (Segment { duration: h, from: r, to: r }, format!("{}{unit}", r.as_f64()))
+                }
+                (from, true, false, true) => {
+                    let (Some(to), Some(d)) = (ramp_to, over) else { continue };
+                    let start = if from {
+                        match level {
+                            Some(l) => l,
+                            None => continue,
+                        }
+                    } else {
+                        previous
+                    };
+                    (Segment { duration: d, from: start, to }, format!("ramp {}→{}{unit}", start.as_f64(), to.as_f64()))
+                }
+                // An unknown (misspelt) field already explains the odd shape.
+                _ if misspelt => continue,
+                _ => {
+                    self.at(
+                        m.span(),
+                        &p,
+                        format!("a stage is `{{ {level_key}, hold }}` or `{{ ramp_to, over }}`"),
+                        Some(format!("e.g. {{ {level_key}: 50, hold: 30s }} or {{ ramp_to: 300, over: 5m }}")),
+                    );
+                    continue;
+                }
+            };
+            if segment.duration.is_zero() {
+                self.at(m.span(), &p, "a stage must last longer than 0s", None);
+                continue;
+            }
+            let name = match m.get_node("name") {
+                Some(n) => self.string(n, &join(&p, "name")).unwrap_or(default_name),
+                None => default_name,
+            };
+            out.push(Stage { name, segment });
+        }
+        self.unique_names(&mut out);
+        out
+    }
+
+    /// `steps: { from: 50, to: 300, by: 50, hold: 60s, ramp: 5s }`
+    fn steps(&mut self, node: &Node, closed: bool) -> Option<Vec<Stage>> {
+        let m = self.map(node, "load.steps", STEPS)?;
+        let hint = "steps: { from: 50, to: 300, by: 50, hold: 60s }";
+        let from = self.required(m, "from", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.from"));
+        let to = self.required(m, "to", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.to"));
+        let by = self.required(m, "by", "load.steps", hint).and_then(|n| self.rate(n, "load.steps.by"));
+        let hold = self.required(m, "hold", "load.steps", hint).and_then(|n| self.duration(n, "load.steps.hold"));
+        let ramp = m.get_node("ramp").and_then(|n| self.duration(n, "load.steps.ramp")).unwrap_or_default();
+        let (from, to, by, hold) = (from?, to?, by?, hold?);
+        if by.as_f64() <= 0.0 || to < from {
+            self.at(m.span(), "load.steps", "steps must go up: `to` >= `from` and `by` > 0", None);
+            return None;
+        }
+        let count = ((to.as_f64() - from.as_f64()) / by.as_f64() + 1e-9).floor() as usize + 1;
+        if count > 1000 {
+            self.at(m.span(), "load.steps", format!("{count} steps is too many"), Some("use a larger `by`".into()));
+            return None;
+        }
+        let unit = if closed { " users" } else { "/s" };
+        let mut out = Vec::new();
+        for i in 0..count {
+            let level = Rate::per_second(from.as_f64() + by.as_f64() * i as f64).ok()?;
+            if i > 0 && !ramp.is_zero() {
+                let prev = out.last().map_or(level, |s: &Stage| s.segment.to);
+                out.push(Stage {
+                    name: format!("ramp to {}{unit}", level.as_f64()),
+                    segment: Segment { duration: ramp, from: prev, to: level },
+                });
+            }
+            out.push(Stage {
+                name: format!("{}{unit}", level.as_f64()),
+                segment: Segment { duration: hold, from: level, to: level },
+            });
+        }
+        Some(out)
+    }
+
+    fn unique_names(&mut self, stages: &mut [Stage]) {
+        for i in 1..stages.len() {
+            let mut n = 2;
+            while stages[..i].iter().any(|s| s.name == stages[i].name) {
+                let base = stages[i].name.split(" #").next().unwrap_or_default().to_string();
+                stages[i].name = format!("{base} #{n}");
+                n += 1;
+            }
+        }
+    }
+}
