@@ -73,11 +73,11 @@ pub struct Figures {
     pub duration_s: f64,
     /// Open model: scheduled arrivals per second, on average.
     pub target_rate: Option<f64>,
-    /// Responses per second.
+    /// Responses per second received while this stage ran (throughput).
     pub achieved_rate: f64,
-    /// Requests started.
+    /// Requests started by this stage's arrivals.
     pub sent: u64,
-    /// Responses received.
+    /// Responses received for this stage's arrivals (some maybe after it ended).
     pub completed: u64,
     /// Requests without failure.
     pub succeeded: u64,

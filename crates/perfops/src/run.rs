@@ -244,6 +244,11 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     let stages = scenario.load.stages();
     let mut per_stage: Vec<Stats> = vec![Stats::default(); stages.len()];
     let mut per_step: Vec<Stats> = vec![Stats::default(); step_names.len()];
+    // Throughput is counted when responses arrive (latency by when arrivals
+    // were due): a stage past capacity must not look faster because its
+    // backlog drained later.
+    let mut completed_during: Vec<u64> = vec![0; stages.len()];
+    let schedule_end = scenario.load.duration();
     let mut abort = Abort::new(&scenario);
     let mut write_error: Option<std::io::Error> = None;
     let outcome = perfops_engine::run(&plan, stop.clone(), |iv: &Interval| {
@@ -257,7 +262,12 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         }
         let at = Duration::from_secs(u64::from(iv.index));
         let stage = stage_ends.iter().position(|&e| at < e).unwrap_or(stages.len() - 1);
-        let line = series_line(iv, &stages[stage].name, &step_names);
+        let draining = at >= schedule_end;
+        if !draining {
+            completed_during[stage] += iv.stats.completed;
+        }
+        let label = if draining { "(draining)" } else { stages[stage].name.as_str() };
+        let line = series_line(iv, label, &step_names);
         if write_error.is_none()
             && let Err(e) = dir.append_second(
                 &line,
@@ -271,14 +281,10 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
             write_error = Some(e);
         }
         if live_on {
-            let s = LiveSecond {
-                index: iv.index,
-                length: iv.length,
-                target: iv.target,
-                in_flight: iv.in_flight,
-                stats: &iv.stats,
-            };
-            eprintln!("{} [{}]", live::line(&s, color), stages[stage].name);
+            let target = if draining { None } else { iv.target };
+            let s =
+                LiveSecond { index: iv.index, length: iv.length, target, in_flight: iv.in_flight, stats: &iv.stats };
+            eprintln!("{} [{label}]", live::line(&s, color));
         }
         if let Some(reason) = abort.second(iv) {
             eprintln!("perfops: aborting: {reason}");
@@ -291,11 +297,14 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     let stage_figures: Vec<Figures> = stages
         .iter()
         .zip(&per_stage)
-        .map(|(st, s)| {
+        .zip(&completed_during)
+        .map(|((st, s), &done)| {
             let d = st.segment.duration.as_secs_f64();
             let target = matches!(scenario.load, Load::Open { .. })
                 .then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0);
-            Figures::new(&st.name, s, d, target)
+            let mut f = Figures::new(&st.name, s, d, target);
+            f.achieved_rate = done as f64 / d;
+            f
         })
         .collect();
     let step_figures: Vec<Figures> = step_names
