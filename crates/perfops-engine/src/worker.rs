@@ -123,7 +123,10 @@ struct Worker {
 /// How one step ended.
 enum StepEnd {
     Ok,
-    Failed,
+    /// A failure; `answered`: a response came (4xx/5xx, a failed check).
+    Failed {
+        answered: bool,
+    },
 }
 
 /// Run one worker to completion on the current thread.
@@ -179,14 +182,13 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let mut conn = None;
         for step in &shared.work.flows[0].steps {
             let now = Instant::now();
-            let (c, _, end) = w.perform(conn, step, Key { stage: 0, step: step.index }, now, now, 0).await;
+            let key = Key { stage: 0, step: step.index };
+            let (c, _, end) = w.perform(conn, step, key, now, now, 0).await;
             conn = c;
-            let rec = w.rec.borrow();
-            let failed = rec.parts.iter().flat_map(|(_, s)| s.failures.nonzero()).next();
-            if let (StepEnd::Failed, Some((kind, _))) = (end, failed) {
-                return Err(format!("setup step `{}` failed: {kind}", step.step.name));
+            if let StepEnd::Failed { .. } = end {
+                let kind = w.rec.borrow_mut().at(key).failures.nonzero().first().map(|(k, _)| *k);
+                return Err(format!("setup step `{}` failed: {}", step.step.name, kind.map_or("?", |k| k.name())));
             }
-            drop(rec);
             for (name, _) in &step.step.save {
                 if !w.vars.borrow().contains_key(name) {
                     return Err(format!("setup step `{}` saved nothing into `{name}`", step.step.name));
@@ -348,12 +350,20 @@ impl Worker {
         let work = &*self.shared.work;
         let flow = &work.flows[work.pick(seq)];
         let (mut due, mut sent) = (due, sent);
-        for step in &flow.steps {
+        for (i, step) in flow.steps.iter().enumerate() {
             let key = Key { stage, step: step.index };
             let (c, done, end) = self.perform(conn, step, key, due, sent, seq).await;
             conn = c;
-            if matches!(end, StepEnd::Failed) {
-                break;
+            let last = i + 1 == flow.steps.len();
+            match end {
+                StepEnd::Ok if last => self.rec.borrow_mut().at(key).iterations += 1,
+                StepEnd::Ok => {}
+                StepEnd::Failed { answered } => {
+                    if answered {
+                        self.rec.borrow_mut().at(key).iterations += 1;
+                    }
+                    break;
+                }
             }
             if !step.step.pause.is_zero() {
                 tokio::time::sleep(step.step.pause).await;
@@ -422,16 +432,16 @@ impl Worker {
                 let mut end = StepEnd::Ok;
                 if let Some(kind) = FailureKind::of_status(resp.status) {
                     st.failures.add(kind);
-                    end = StepEnd::Failed;
+                    end = StepEnd::Failed { answered: true };
                 } else if step.capture && !self.check_and_save(step, resp.status, &c) {
                     st.failures.add(FailureKind::CheckFailed);
-                    end = StepEnd::Failed;
+                    end = StepEnd::Failed { answered: true };
                 }
                 (c.keep_alive.then_some(c), done, end)
             }
             Err(kind) => {
                 st.failures.add(kind);
-                (None, done, StepEnd::Failed)
+                (None, done, StepEnd::Failed { answered: false })
             }
         }
     }

@@ -43,9 +43,21 @@ pub(crate) struct DemoArgs {
     /// Pin the server to these CPUs (e.g. `1` or `0,1`).
     #[arg(long)]
     cpus: Option<String>,
+    /// Exit when this process (the `perfops run` that started us) dies, even by SIGKILL.
+    #[arg(long, hide = true)]
+    parent_pid: Option<i32>,
 }
 
 pub(crate) fn run(args: DemoArgs) -> Result<Exit> {
+    if let Some(parent) = args.parent_pid {
+        // The kernel sends SIGTERM (handled below like Ctrl-C) when the parent
+        // goes, so a killed `perfops run` leaves no server behind. If it died
+        // before this line, we were already handed to init: leave now.
+        nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM).context("prctl(PR_SET_PDEATHSIG)")?;
+        if nix::unistd::getppid().as_raw() != parent {
+            return Ok(Exit::Passed);
+        }
+    }
     if let Some(list) = &args.cpus {
         pin(list)?;
     }
@@ -96,6 +108,7 @@ impl DemoChild {
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut cmd = Command::new(exe);
         cmd.args(["demo", "--model", model, "--listen", "127.0.0.1:0"]);
+        cmd.arg(format!("--parent-pid={}", std::process::id()));
         for (k, v) in options {
             cmd.arg(format!("--{}={v}", k.replace('_', "-")));
         }

@@ -19,7 +19,9 @@ use perfops_core::scenario::{Body, Condition, JsonPart, Load, Override, Scenario
 use perfops_engine::{Interval, Plan, Target, Work};
 use perfops_report::live::{self, LiveSecond};
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
-use perfops_report::run::{Figures, RunSummary, SeriesLine, SloResult, StepSecond, failures, stage_table};
+use perfops_report::run::{
+    Figures, RunSummary, SeriesLine, SloResult, StageThroughput, StepSecond, failures, stage_table,
+};
 use serde_json::json;
 
 use crate::demo::DemoChild;
@@ -247,8 +249,7 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     // Throughput is counted when responses arrive (latency by when arrivals
     // were due): a stage past capacity must not look faster because its
     // backlog drained later.
-    let mut completed_during: Vec<u64> = vec![0; stages.len()];
-    let schedule_end = scenario.load.duration();
+    let mut throughput = StageThroughput::new(stage_ends.clone());
     let mut abort = Abort::new(&scenario);
     let mut write_error: Option<std::io::Error> = None;
     let outcome = perfops_engine::run(&plan, stop.clone(), |iv: &Interval| {
@@ -262,10 +263,12 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         }
         let at = Duration::from_secs(u64::from(iv.index));
         let stage = stage_ends.iter().position(|&e| at < e).unwrap_or(stages.len() - 1);
-        let draining = at >= schedule_end;
-        if !draining {
-            completed_during[stage] += iv.stats.completed;
+        if stop.load(Ordering::Relaxed) {
+            // Ctrl-C or an abort: arrivals stopped within this second.
+            throughput.stop(at + iv.length);
         }
+        throughput.add_second(at, iv.length, iv.stats.iterations);
+        let draining = at >= throughput.active_end();
         let label = if draining { "(draining)" } else { stages[stage].name.as_str() };
         let line = series_line(iv, label, &step_names);
         if write_error.is_none()
@@ -297,13 +300,12 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     let stage_figures: Vec<Figures> = stages
         .iter()
         .zip(&per_stage)
-        .zip(&completed_during)
-        .map(|((st, s), &done)| {
-            let d = st.segment.duration.as_secs_f64();
+        .enumerate()
+        .map(|(i, (st, s))| {
             let target = matches!(scenario.load, Load::Open { .. })
                 .then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0);
-            let mut f = Figures::new(&st.name, s, d, target);
-            f.achieved_rate = done as f64 / d;
+            let mut f = Figures::new(&st.name, s, throughput.ran(i).as_secs_f64(), target);
+            f.achieved_rate = throughput.rate(i);
             f
         })
         .collect();
@@ -312,7 +314,8 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         .zip(&per_step)
         .map(|(n, s)| Figures::new(n, s, outcome.elapsed.as_secs_f64(), None))
         .collect();
-    let total = Figures::new("total", &outcome.total, outcome.elapsed.as_secs_f64(), None);
+    let mut total = Figures::new("total", &outcome.total, outcome.elapsed.as_secs_f64(), None);
+    total.achieved_rate = outcome.total.iterations as f64 / outcome.elapsed.as_secs_f64().max(1e-9);
     let slo: Vec<SloResult> =
         scenario.slo.iter().map(|c| evaluate(c, &outcome.total, &per_step, &step_names, &stage_figures)).collect();
     let mut warnings = Vec::new();
@@ -344,7 +347,9 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     }
     print!("\n{}", stage_table(&summary));
     println!("results: {}", dir.path().display());
-    Ok(if summary.slo.iter().all(|s| s.passed) { Exit::Passed } else { Exit::ThresholdsFailed })
+    // An abort rule is a threshold too: a run it stopped did not pass.
+    let passed = summary.slo.iter().all(|s| s.passed) && summary.aborted.is_none();
+    Ok(if passed { Exit::Passed } else { Exit::ThresholdsFailed })
 }
 
 fn text_target(s: &Scenario) -> &'static str {
@@ -413,7 +418,8 @@ fn series_line(iv: &Interval, stage: &str, step_names: &[String]) -> SeriesLine 
         length_s: iv.length.as_secs_f64(),
         stage: stage.to_string(),
         target_rate: iv.target.map(|t| t / secs),
-        achieved_rate: st.completed as f64 / secs,
+        achieved_rate: st.iterations as f64 / secs,
+        iterations: st.iterations,
         sent: st.sent,
         completed: st.completed,
         succeeded: st.succeeded(),
@@ -487,7 +493,7 @@ impl Abort {
             return None;
         }
         for (rule, held) in &mut self.rules {
-            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.completed as f64 / t);
+            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.iterations as f64 / t);
             let holds = measure(&rule.condition, &iv.stats, share).is_some_and(|v| rule.condition.holds(v));
             *held = if holds { *held + 1 } else { 0 };
             if u64::from(*held) >= rule.window.as_secs().max(1) {

@@ -392,7 +392,7 @@ fn closed_model_sends_exactly_n_on_c_connections() {
 /// closed loop they are equal"): the user's next request starts when the
 /// previous one ended, and that one instant is both its due and its send time.
 ///
-/// KNOWN FAILING (bug found while writing this suite): since the engine's
+/// Regression test (a bug found while writing this suite, since fixed): since the engine's
 /// flow/step refactor, `Worker::arrival` in crates/perfops-engine/src/worker.rs
 /// reads the clock again for the send time (`let mut sent = Instant::now();`)
 /// instead of using the user loop's `now`, so latency exceeds service time by

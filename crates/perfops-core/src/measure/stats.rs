@@ -20,6 +20,9 @@ use super::{FailureCounts, FailureKind, Histogram};
 pub struct Stats {
     /// Requests started.
     pub sent: u64,
+    /// Arrivals (flows) whose last step was answered, whatever the status:
+    /// the achieved rate, comparable with a target in arrivals per second.
+    pub iterations: u64,
     /// Responses received, whatever their status.
     pub completed: u64,
     /// Open-model arrivals dropped at the `max_in_flight` cap.
@@ -48,6 +51,7 @@ impl Stats {
     /// Add everything of `other` to `self`. Associative and commutative.
     pub fn merge(&mut self, other: &Stats) {
         self.sent += other.sent;
+        self.iterations += other.iterations;
         self.completed += other.completed;
         self.dropped += other.dropped;
         self.failures += &other.failures;
@@ -99,6 +103,7 @@ mod tests {
                 s.failures.add(kind);
             }
             s.dropped += u64::from(us % 2);
+            s.iterations += u64::from(us % 7 == 0);
         }
         s
     }

@@ -1,6 +1,9 @@
 //! Running the real `perfops` binary from end-to-end tests: spawn it with
 //! `--json` into a unique temporary file, bound its run time, collect exit
-//! code, stdout, stderr and the parsed JSON summary.
+//! code, stdout, stderr and the parsed JSON summary. Commands without
+//! `--json` (`run`, `check`) start through [`spawn_perfops`]; signals and the
+//! processes a run starts (its demo target) are seen through kill(1) and
+//! `/proc`.
 //!
 //! It owns no server: the tests bring their own from `perfops-testkit`.
 
@@ -44,10 +47,11 @@ pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
     std::env::temp_dir().join(format!("perfops-e2e-{}-{n}-{tag}.{ext}", std::process::id()))
 }
 
-/// A `perfops quick` process still running.
+/// A `perfops` process still running.
 pub struct Running {
     child: Child,
-    json_path: PathBuf,
+    /// Where `--json` goes (`None`: the command writes no JSON summary).
+    json_path: Option<PathBuf>,
     args: Vec<String>,
     started: Instant,
     stdout: JoinHandle<String>,
@@ -79,14 +83,21 @@ pub fn spawn_quick(args: &[&str]) -> Running {
     full.extend(args.iter().map(|a| (*a).to_string()));
     full.push("--json".into());
     full.push(json_path.display().to_string());
-    let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
-        .args(&full)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("NO_COLOR")
-        .spawn()
-        .expect("spawn the perfops binary");
+    spawn_with(full, Some(json_path), |_| {})
+}
+
+/// Start `perfops ARGS` (any command), after `configure` had its say on the
+/// command (environment variables, say); stdout and stderr are pipes, as
+/// with [`spawn_quick`]. The result has no JSON summary.
+pub fn spawn_perfops(args: &[&str], configure: impl FnOnce(&mut Command)) -> Running {
+    spawn_with(args.iter().map(|a| (*a).to_string()).collect(), None, configure)
+}
+
+fn spawn_with(full: Vec<String>, json_path: Option<PathBuf>, configure: impl FnOnce(&mut Command)) -> Running {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_perfops"));
+    command.args(&full).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).env_remove("NO_COLOR");
+    configure(&mut command);
+    let mut child = command.spawn().expect("spawn the perfops binary");
     let started = Instant::now();
     // Drain both pipes on their own threads so a chatty child never blocks on a full pipe.
     let drain = |mut r: Box<dyn Read + Send>| {
@@ -112,18 +123,26 @@ impl Running {
         self.child.id()
     }
 
-    /// Wait for the exit, at most `limit`; a run that overstays is killed and
-    /// the test fails (a hung generator must not hang the test suite).
+    /// Wait for the exit, at most `limit`; a run that overstays is killed
+    /// (with the processes it started) and the test fails (a hung generator
+    /// must not hang the test suite).
     pub fn wait(mut self, limit: Duration) -> Finished {
         let status = loop {
             if let Some(status) = self.child.try_wait().expect("wait for perfops") {
                 break status;
             }
             if self.started.elapsed() > limit {
+                // A run's demo target first: it shares perfops' stderr, and an
+                // orphan holding the pipe would hang the read below forever.
+                for pid in children_of(self.child.id()) {
+                    let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                }
                 let _ = self.child.kill();
                 let _ = self.child.wait();
                 let stderr = self.stderr.join().unwrap_or_default();
-                let _ = std::fs::remove_file(&self.json_path);
+                if let Some(path) = &self.json_path {
+                    let _ = std::fs::remove_file(path);
+                }
                 panic!("perfops {:?} still running after {limit:?}; killed. stderr:\n{stderr}", self.args);
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -131,10 +150,12 @@ impl Running {
         let wall = self.started.elapsed();
         let stdout = self.stdout.join().unwrap_or_default();
         let stderr = self.stderr.join().unwrap_or_default();
-        let json = std::fs::read(&self.json_path).ok().map(|bytes| {
+        let json = self.json_path.as_ref().and_then(|path| std::fs::read(path).ok()).map(|bytes| {
             serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("--json output is not JSON ({e}):\n{stdout}"))
         });
-        let _ = std::fs::remove_file(&self.json_path);
+        if let Some(path) = &self.json_path {
+            let _ = std::fs::remove_file(path);
+        }
         Finished { code: status.code(), stdout, stderr, json, wall, args: self.args }
     }
 }
@@ -184,4 +205,35 @@ impl Finished {
             None => format!("(no JSON)\nstdout:\n{}\nstderr:\n{}", self.stdout, self.stderr),
         }
     }
+}
+
+/// Send `signal` (as kill(1) spells it: `-INT`, `-KILL`) to process `pid`.
+#[track_caller]
+pub fn send_signal(signal: &str, pid: u32) {
+    let status = Command::new("kill").args([signal, &pid.to_string()]).status().expect("run kill(1)");
+    assert!(status.success(), "kill {signal} {pid} failed");
+}
+
+/// The processes whose parent is `pid`, from `/proc/*/stat` (Linux).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&p| proc_stat(p).is_some_and(|(_, parent)| parent == pid))
+        .collect()
+}
+
+/// Whether process `pid` exists and has not exited (a zombie has exited).
+pub fn is_running(pid: u32) -> bool {
+    proc_stat(pid).is_some_and(|(state, _)| state != 'Z' && state != 'X')
+}
+
+/// State letter and parent id of `pid`, from `/proc/PID/stat`.
+fn proc_stat(pid: u32) -> Option<(char, u32)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `pid (comm) S ppid ...`: the command name may hold spaces and parentheses.
+    let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+    let state = fields.next()?.chars().next()?;
+    let parent = fields.next()?.parse().ok()?;
+    Some((state, parent))
 }
