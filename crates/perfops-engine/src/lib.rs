@@ -208,7 +208,13 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
             Ok(Msg::Interval { worker, index, parts, in_flight }) => {
                 let p = pending.entry(index).or_default();
                 for (key, stats) in parts {
-                    p.parts.entry(key).or_default().merge(&stats);
+                    // The first report of a key is moved in, not merged into a new one.
+                    match p.parts.entry(key) {
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            e.insert(stats);
+                        }
+                        std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(&stats),
+                    }
                 }
                 p.in_flight += in_flight;
                 next[worker] = index + 1;
