@@ -205,7 +205,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     };
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Msg::Interval { worker, index, parts, in_flight }) => {
+            Ok(Msg::Interval { worker, index, parts, in_flight, last }) => {
                 let p = pending.entry(index).or_default();
                 for (key, stats) in parts {
                     // The first report of a key is moved in, not merged into a new one.
@@ -217,7 +217,11 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                     }
                 }
                 p.in_flight += in_flight;
-                next[worker] = index + 1;
+                // A worker's last second may be partial: it is emitted with its
+                // true length once everybody is done, never as a whole second.
+                if !last {
+                    next[worker] = index + 1;
+                }
             }
             Ok(Msg::Done { worker, end: e }) => {
                 done[worker] = true;

@@ -39,8 +39,9 @@ pub struct Key {
 
 /// What a worker sends to the collector.
 pub(crate) enum Msg {
-    /// Stats of interval `index` (second `index` of the run) from one worker.
-    Interval { worker: usize, index: u32, parts: Vec<(Key, Stats)>, in_flight: u64 },
+    /// Stats of interval `index` (second `index` of the run) from one worker;
+    /// `last`: its final, possibly partial, second (a `Done` follows).
+    Interval { worker: usize, index: u32, parts: Vec<(Key, Stats)>, in_flight: u64, last: bool },
     /// The worker has sent its last interval.
     Done { worker: usize, end: Instant },
 }
@@ -167,7 +168,7 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         watcher.abort();
         let end = Instant::now();
         let parts = std::mem::take(&mut w.rec.borrow_mut().parts);
-        let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0 });
+        let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
         let _ = tx.send(Msg::Done { worker: w.id, end });
     });
 }
@@ -226,7 +227,10 @@ impl Worker {
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
             let parts = std::mem::take(&mut self.rec.borrow_mut().parts);
             self.interval.set(k + 1);
-            if tx.send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get() }).is_err() {
+            if tx
+                .send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get(), last: false })
+                .is_err()
+            {
                 return;
             }
         }

@@ -206,7 +206,7 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
             feeders.clone(),
         );
         let setup_plan = plan_with(work, LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None });
-        globals = perfops_engine::run_setup(&setup_plan).context("setup")?;
+        globals = perfops_engine::run_setup(&setup_plan)?;
     }
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
