@@ -121,6 +121,12 @@ struct Worker {
     interval: Cell<u32>,
 }
 
+/// Who an arrival is: its number (`${seq}`) and its feeders' rows.
+struct Arrival<'a> {
+    seq: u64,
+    rows: Vec<Option<&'a [String]>>,
+}
+
 /// How one step ended.
 enum StepEnd {
     Ok,
@@ -184,7 +190,8 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         for step in &shared.work.flows[0].steps {
             let now = Instant::now();
             let key = Key { stage: 0, step: step.index };
-            let (c, _, end) = w.perform(conn, step, key, now, now, 0).await;
+            let arrival = Arrival { seq: 0, rows: w.rows(0) };
+            let (c, _, end) = w.perform(conn, step, key, now, now, &arrival).await;
             conn = c;
             if let StepEnd::Failed { .. } = end {
                 let kind = w.rec.borrow_mut().at(key).failures.nonzero().first().map(|(k, _)| *k);
@@ -353,10 +360,18 @@ impl Worker {
     async fn arrival(&self, mut conn: Option<Conn>, due: Instant, sent: Instant, seq: u64, stage: u16) -> Option<Conn> {
         let work = &*self.shared.work;
         let flow = &work.flows[work.pick(seq)];
+        // One row of each feeder for the whole arrival. A `once` feeder that
+        // has run out ends the arrivals: they are dropped and counted.
+        let arrival = Arrival { seq, rows: self.rows(seq) };
+        if arrival.rows.iter().any(Option::is_none) {
+            let step = flow.steps.first().map_or(0, |s| s.index);
+            self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
+            return conn;
+        }
         let (mut due, mut sent) = (due, sent);
         for (i, step) in flow.steps.iter().enumerate() {
             let key = Key { stage, step: step.index };
-            let (c, done, end) = self.perform(conn, step, key, due, sent, seq).await;
+            let (c, done, end) = self.perform(conn, step, key, due, sent, &arrival).await;
             conn = c;
             let last = i + 1 == flow.steps.len();
             match end {
@@ -378,6 +393,12 @@ impl Worker {
         conn
     }
 
+    /// The feeders' rows for arrival `seq` (`None`: a `once` feeder ran out).
+    fn rows(&self, seq: u64) -> Vec<Option<&[String]>> {
+        let work = &*self.shared.work;
+        work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect()
+    }
+
     /// One request, due at `due` and started at `sent`, on `conn` or a new
     /// connection. Records everything under `key`; returns the connection when
     /// it can be reused, when the request ended, and how.
@@ -388,7 +409,7 @@ impl Worker {
         key: Key,
         due: Instant,
         sent: Instant,
-        seq: u64,
+        arrival: &Arrival<'_>,
     ) -> (Option<Conn>, Instant, StepEnd) {
         let shared = &*self.shared;
         let (mut body_buf, mut rendered) = self.buffers.borrow_mut().pop().unwrap_or_default();
@@ -396,10 +417,14 @@ impl Worker {
             Some(bytes) => bytes,
             None => {
                 let work = &*shared.work;
-                let rows: Vec<Option<&[String]>> =
-                    work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect();
                 let vars = self.vars.borrow();
-                let av = ArrivalVars { saved: &vars, env: &work.env, seq, feeders: &work.feeders, rows: &rows };
+                let av = ArrivalVars {
+                    saved: &vars,
+                    env: &work.env,
+                    seq: arrival.seq,
+                    feeders: &work.feeders,
+                    rows: &arrival.rows,
+                };
                 // A missing value renders empty; the server's answer says the rest.
                 let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 &rendered

@@ -888,3 +888,34 @@ fn stage_rates_hold_when_stages_are_not_whole_seconds() {
         assert!((achieved / 100.0 - 1.0).abs() <= 0.05, "stage {name} achieved {achieved}/s at a steady 100/s\n{ctx}");
     }
 }
+
+/// Issue #3: CSV feeders hand each arrival one row (`${users.path}`), in
+/// `cycle` mode round and round, in `once` mode until they run out — then
+/// further arrivals are dropped and counted, never sent with empty values.
+#[test]
+fn csv_feeders_give_each_arrival_a_row_and_once_runs_out() {
+    let _cpu = shared();
+    let wd = Workdir::new("feeders");
+    std::fs::write(wd.path.join("paths.csv"), "path,label\nhealth,ok\nnope,missing\n").unwrap();
+    let yaml = |mode: &str| {
+        format!(
+            "target: demo:async\ndata: {{ pages: {{ csv: paths.csv, mode: {mode} }} }}\n\
+             flows: {{ browse: {{ steps: [ {{ name: page, request: \"GET /${{pages.path}}\" }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n"
+        )
+    };
+    // cycle: 20 arrivals alternate between /health (200) and /nope (404).
+    let run = wd.run(&wd.scenario("cycle.yaml", &yaml("cycle")), &[]);
+    let s = run.summary();
+    let ctx = run.context();
+    assert_eq!(count(&s, "/total/sent"), 20, "{ctx}");
+    assert_eq!(count(&s, "/total/failures/http_4xx"), 10, "every other row is /nope\n{ctx}");
+    // once: two rows, so two arrivals are sent and eighteen dropped.
+    let wd = Workdir::new("feeders-once");
+    std::fs::write(wd.path.join("paths.csv"), "path,label\nhealth,ok\nnope,missing\n").unwrap();
+    let run = wd.run(&wd.scenario("once.yaml", &yaml("once")), &[]);
+    let s = run.summary();
+    let ctx = run.context();
+    assert_eq!(count(&s, "/total/sent"), 2, "{ctx}");
+    assert_eq!(count(&s, "/total/dropped"), 18, "{ctx}");
+}
