@@ -64,7 +64,7 @@ fn main() -> ExitCode {
         Command::Quick(args) => quick::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Schema => {
-            print!("{}", SCENARIO_SCHEMA);
+            out(SCENARIO_SCHEMA);
             Ok(Exit::Passed)
         }
     };
@@ -76,6 +76,20 @@ fn main() -> ExitCode {
             eprintln!("perfops: {e:#}");
             ExitCode::from(code as u8)
         }
+    }
+}
+
+/// Write `text` to stdout. A closed stdout (`perfops ... | head`) ends the
+/// program with exit code 0, as documented: the reader has what it wanted.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("perfops: cannot write to stdout: {e}");
+        std::process::exit(Exit::Runtime as i32);
     }
 }
 

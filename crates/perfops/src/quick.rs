@@ -1,6 +1,6 @@
 //! `perfops quick`: one URL, with the habits of ab, hey and oha.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -163,13 +163,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         let json = serde_json::to_vec_pretty(&summary)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_all(summary.text().as_bytes()).and_then(|()| out.flush()) {
-        // `perfops quick ... | head` closing the pipe is not a failure.
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return Err(e.into());
-        }
-    }
+    crate::out(&summary.text());
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })

@@ -77,13 +77,13 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     let mut ok = true;
     for path in &args.files {
         match load(path, &[])? {
-            Some((s, _)) => println!(
-                "{}: ok ({} flows, {} stages, {:.0} s)",
+            Some((s, _)) => crate::out(&format!(
+                "{}: ok ({} flows, {} stages, {:.0} s)\n",
                 path.display(),
                 s.flows.len(),
                 s.load.stages().len(),
                 s.load.duration().as_secs_f64()
-            ),
+            )),
             None => ok = false,
         }
     }
@@ -345,8 +345,7 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     if let Err(e) = dir.write_json("summary.json", &summary) {
         eprintln!("perfops: cannot write summary.json ({e})");
     }
-    print!("\n{}", stage_table(&summary));
-    println!("results: {}", dir.path().display());
+    crate::out(&format!("\n{}results: {}\n", stage_table(&summary), dir.path().display()));
     // An abort rule is a threshold too: a run it stopped did not pass.
     let passed = summary.slo.iter().all(|s| s.passed) && summary.aborted.is_none();
     Ok(if passed { Exit::Passed } else { Exit::ThresholdsFailed })

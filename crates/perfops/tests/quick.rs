@@ -519,3 +519,22 @@ fn summary_on_stdout_and_no_live_line_when_not_a_tty() {
         assert!(run.stdout.contains(needle), "stdout lacks {needle:?}:\n{}", run.stdout);
     }
 }
+
+/// Exit codes are documented: a closed stdout (`perfops ... | head`) exits 0,
+/// without a panic message (found with `perfops run ... | head`).
+#[test]
+fn closed_stdout_exits_zero_without_a_panic() {
+    for args in [vec!["schema"], vec!["check", concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/orders.yaml")]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_perfops"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away before anything is written
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
