@@ -119,6 +119,11 @@ fn every_error_at_once_with_its_position() {
             "target: demo:threads?io_wiat=5ms\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["1:9: unknown demo setting `io_wiat`"],
         ),
+        // watched metrics cannot be evaluated without watch: (yet), so they are refused, not failed silently
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"metric(backlog) < 5\" ]\n",
+            &["4:9: `metric(backlog)` needs scraped metrics"],
+        ),
         // bodies are exclusive
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: POST /, json: {a: 1}, body: x } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",

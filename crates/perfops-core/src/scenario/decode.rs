@@ -354,11 +354,13 @@ impl Dec<'_> {
         let load =
             self.required(top, "load", "", "load: { stages: [ { rate: 50, hold: 30s } ] }").and_then(|n| self.load(n));
         let slo = match top.get_node("slo") {
-            Some(n) => self.conditions(n, "slo", Condition::parse),
+            Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(measurable)),
             None => Vec::new(),
         };
         let abort_when = match top.get_node("abort_when") {
-            Some(n) => self.conditions(n, "abort_when", AbortRule::parse),
+            Some(n) => self.conditions(n, "abort_when", |t| {
+                AbortRule::parse(t).and_then(|r| measurable(r.condition.clone()).map(|_| r))
+            }),
             None => Vec::new(),
         };
         self.check_variables(&setup, &flows);
@@ -796,6 +798,22 @@ impl Dec<'_> {
             self.at_marker(marker.as_ref(), &path, format!("`${{{name}}}` is never saved"), Some(hint));
         }
     }
+}
+
+/// A condition this version can evaluate: `metric(...)` needs the `watch:`
+/// section (scraped metrics), which is not there yet; failing it silently
+/// would be worse than saying so.
+fn measurable(c: Condition) -> Result<Condition, ConditionError> {
+    if let super::Metric::Watched(name) = &c.metric {
+        return Err(ConditionError {
+            offset: 0,
+            message: format!(
+                "`metric({name})` needs scraped metrics (`watch:`), which this version cannot collect yet"
+            ),
+            hint: Some("use p95/p99/mean/max, errors or rate; watch: comes with a later version".into()),
+        });
+    }
+    Ok(c)
 }
 
 fn is_identifier(s: &str) -> bool {
