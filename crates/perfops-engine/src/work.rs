@@ -33,6 +33,8 @@ pub struct Work {
     defaults: Vec<(String, Template)>,
     /// Flow index for each slot of one weight cycle (see [`Work::pick`]).
     cycle: Vec<u32>,
+    /// A step through the cycle coprime with its length.
+    stride: u64,
     /// Redirects to follow (0: none, the default: a 3xx is the answer).
     pub redirects: u8,
 }
@@ -152,6 +154,7 @@ impl Work {
             feeders,
             authority: target.authority.clone(),
             defaults,
+            stride: coprime_stride(cycle.len() as u64),
             cycle,
             redirects: 0,
         };
@@ -251,11 +254,7 @@ impl Work {
         if n <= 1 {
             return 0;
         }
-        let mut stride = 7919 % n;
-        while stride == 0 || gcd(stride, n) != 1 {
-            stride += 1;
-        }
-        self.cycle[(seq.wrapping_mul(stride) % n) as usize] as usize
+        self.cycle[(seq.wrapping_mul(self.stride) % n) as usize] as usize
     }
 
     /// Render `step`'s request into `out` (`body` is scratch space).
@@ -339,6 +338,18 @@ impl Work {
         out.extend_from_slice(body);
         missing
     }
+}
+
+/// A stride near 7919 that visits every slot of a cycle of `n` (coprime with `n`).
+fn coprime_stride(n: u64) -> u64 {
+    if n <= 1 {
+        return 1;
+    }
+    let mut stride = 7919 % n;
+    while stride == 0 || gcd(stride, n) != 1 {
+        stride += 1;
+    }
+    stride
 }
 
 fn gcd(a: u64, b: u64) -> u64 {

@@ -26,7 +26,7 @@ use tokio_rustls::TlsConnector;
 use crate::http1::{Conn, Stream, connect_failure, remaining, tune};
 use crate::target::Target;
 use crate::timer::PreciseTimer;
-use crate::work::{ArrivalVars, StepPlan, Work};
+use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
 
 /// Where a measurement belongs: the stage its arrival was due in, and the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -281,9 +281,7 @@ impl Worker {
             }
             let stage = self.shared.stage_at(offset);
             if self.in_flight.get() >= max_in_flight {
-                let flow = &self.shared.work.flows[self.shared.work.pick(n)];
-                let step = flow.steps.first().map_or(0, |s| s.index);
-                self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
+                self.drop_arrival(&self.shared.work.flows[self.shared.work.pick(n)], stage);
                 continue;
             }
             self.in_flight.set(self.in_flight.get() + 1);
@@ -364,8 +362,7 @@ impl Worker {
         // has run out ends the arrivals: they are dropped and counted.
         let arrival = Arrival { seq, rows: self.rows(seq) };
         if arrival.rows.iter().any(Option::is_none) {
-            let step = flow.steps.first().map_or(0, |s| s.index);
-            self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
+            self.drop_arrival(flow, stage);
             return conn;
         }
         let (mut due, mut sent) = (due, sent);
@@ -391,6 +388,12 @@ impl Worker {
             sent = Instant::now();
         }
         conn
+    }
+
+    /// Count an arrival of `flow` that is not sent: the generator's limit.
+    fn drop_arrival(&self, flow: &FlowPlan, stage: u16) {
+        let step = flow.steps.first().map_or(0, |s| s.index);
+        self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
     }
 
     /// The feeders' rows for arrival `seq` (`None`: a `once` feeder ran out).
