@@ -12,4 +12,5 @@
 pub mod measure;
 pub mod model;
 pub mod scenario;
+pub mod telemetry;
 pub mod units;
