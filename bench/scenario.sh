@@ -55,138 +55,39 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/.." && pwd)"
+BENCH=scenario
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$HERE/lib/common.sh"   # DURATION ROUNDS TARGET_CPU TOOL_CPU LOCK* QUIET_MAX_S NOISE_* *BUILD*, helpers
 
-DURATION=${DURATION:-10}
 VUS=${VUS:-50}
-ROUNDS=${ROUNDS:-3}
 TARGET=${TARGET:-demo}
 case "$TARGET" in
   demo) PORT=${PORT:-18091} ;;
   nginx) PORT=${PORT:-18092} ;;
-  *) echo "scenario: TARGET must be demo or nginx (got '$TARGET')" >&2; exit 1 ;;
+  *) die "TARGET must be demo or nginx (got '$TARGET')" ;;
 esac
-TARGET_CPU=${TARGET_CPU:-0}
-TOOL_CPU=${TOOL_CPU:-1}
-LOCK=${LOCK-/tmp/bench.lock}
-LOCK_WAIT_S=${LOCK_WAIT_S:-180}
-QUIET_MAX_S=${QUIET_MAX_S:-10}
-BUILD_TIMEOUT_S=${BUILD_TIMEOUT_S:-1800}
-NO_BUILD=${NO_BUILD:-0}
 NO_INSTALL=${NO_INSTALL:-0}
-NOISE_MAX_S=${NOISE_MAX_S:-0.5}
-NOISE_RETRIES=${NOISE_RETRIES:-2}
 GOAL_RATIO=${GOAL_RATIO:-10}
 
-for v in DURATION VUS ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES; do
-  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "scenario: $v must be a non-negative integer (got '${!v}')" >&2; exit 1; }
-done
-[ "$DURATION" -ge 1 ] && [ "$ROUNDS" -ge 1 ] && [ "$VUS" -ge 1 ] && [ "$PORT" -ge 1 ] \
-  || { echo "scenario: DURATION, ROUNDS, VUS and PORT must be >= 1" >&2; exit 1; }
-for v in NOISE_MAX_S GOAL_RATIO; do
-  [[ ${!v} =~ ^[0-9]+([.][0-9]+)?$ ]] || { echo "scenario: $v must be a number (got '${!v}')" >&2; exit 1; }
-done
-for c in taskset timeout curl python3 flock $( [ "$TARGET" = nginx ] && echo nginx ); do
-  command -v "$c" >/dev/null 2>&1 || { echo "scenario: '$c' not found" >&2; exit 1; }
-done
-[ -x /usr/bin/time ] || { echo "scenario: /usr/bin/time not found (apt-get install time)" >&2; exit 1; }
+need_ints DURATION VUS ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES
+need_positive DURATION ROUNDS VUS PORT
+need_numbers NOISE_MAX_S GOAL_RATIO
+tools=(taskset timeout curl python3 flock)
+if [ "$TARGET" = nginx ]; then tools+=(nginx); fi
+need_tools "${tools[@]}"
 
 BASE_URL="http://127.0.0.1:$PORT"
-CLK_TCK=$(getconf CLK_TCK)
 RUN_TIMEOUT_S=$((DURATION + 60))      # hard bound on every tool run (k6 starts VUS JS runtimes)
 SCENARIO="$HERE/scenario/jwt.yaml"
 K6_SCRIPT="$HERE/k6/jwt.js"
 REPORTER="$HERE/lib/scenario_report.py"
 
-PERFOPS_DEFAULT="$ROOT/target/release/perfops"
-PERFOPS="${1:-$PERFOPS_DEFAULT}"
-case "$PERFOPS" in /*) ;; *) PERFOPS="$PWD/$PERFOPS" ;; esac
+perfops_path "${1:-}"
 export PATH="$PATH:$HOME/go/bin:/usr/local/go/bin"
 K6=${K6:-$(command -v k6 || echo "$HOME/go/bin/k6")}
 
-STAMP=$(date -u +%Y%m%dT%H%M%SZ)
-OUTDIR="$HERE/out"
-RAW="$OUTDIR/scenario-$STAMP"
-REPORT="$OUTDIR/scenario-$STAMP.md"
-mkdir -p "$RAW"
-
-log() { echo "[scenario] $*" >&2; }
-json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))'; }
-
-# ------------------------------------------------------------------ lock / noise helpers
-LOCK_STATE=none
-LOCK_STATE_LAST=none
-lock_take() {
-  LOCK_STATE=none
-  [ -n "$LOCK" ] || return 0
-  exec 9>>"$LOCK"
-  if flock -w "$LOCK_WAIT_S" 9; then LOCK_STATE=held
-  else LOCK_STATE=timeout; log "warning: $LOCK not free within ${LOCK_WAIT_S}s; running without it"; fi
-}
-lock_drop() { if [ -n "$LOCK" ]; then exec 9>&-; fi; LOCK_STATE_LAST=$LOCK_STATE; LOCK_STATE=none; }
-busy_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
-wait_quiet() { # waits (max QUIET_MAX_S s) until the whole machine uses < 5 ticks/s; prints seconds waited
-  local w=0 a b
-  while [ "$w" -lt "$QUIET_MAX_S" ]; do
-    a=$(busy_ticks); sleep 1; b=$(busy_ticks)
-    [ $((b - a)) -lt 5 ] && break
-    w=$((w + 1))
-  done
-  echo "$w"
-}
-proc_ticks() { # pid -> utime+stime ticks of the whole process (0 if gone)
-  awk '{print $14 + $15}' "/proc/$1/stat" 2>/dev/null || echo 0
-}
-now() { date +%s.%N; }
-server_metrics() { # FILE: the target's request counters (empty file if unavailable)
-  if [ "$TARGET" = nginx ]; then   # stub_status: 3rd line "accepts handled requests"
-    curl -s --max-time 2 "$BASE_URL/__status" 2>/dev/null | awk 'NR==3{print "nginx_requests_total", $3}' >"$1" || true
-  else
-    curl -s --max-time 2 "$BASE_URL/metrics" 2>/dev/null | grep '^demo_requests_total' >"$1" || true
-  fi
-}
-CHILD=""
-run_child() { # ARGV...: in the background, waited for, so signals are handled at once
-  local rc=0
-  "$@" &
-  CHILD=$!
-  wait "$CHILD" || rc=$?
-  CHILD=""
-  return "$rc"
-}
-
-# ------------------------------------------------------------------ cleanup
-TARGET_PID=""     # the process started (demo server, or nginx master)
-TARGET_WORK=""    # the process whose CPU is the target's (demo server, or nginx worker)
-NGX_DIR=""
-# shellcheck disable=SC2329  # invoked by the EXIT trap
-cleanup() {
-  local rc=$?
-  trap - EXIT INT TERM
-  if [ -n "$CHILD" ] && kill -0 "$CHILD" 2>/dev/null; then   # a tool or build still running
-    kill -TERM "$CHILD" 2>/dev/null || true
-    wait "$CHILD" 2>/dev/null || true
-  fi
-  if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
-    # our target only, by PID: TERM for the demo, graceful QUIT for the nginx master
-    kill "-$( [ "$TARGET" = nginx ] && echo QUIT || echo TERM )" "$TARGET_PID" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$TARGET_PID" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$TARGET_PID" 2>/dev/null; then kill -KILL "$TARGET_PID" 2>/dev/null || true; fi
-  fi
-  # an nginx worker survives only if its master was SIGKILLed; check it is still ours first
-  if [ "$TARGET" = nginx ] && [ -n "$TARGET_WORK" ] && grep -qa '^nginx: worker' "/proc/$TARGET_WORK/cmdline" 2>/dev/null \
-     && [ "$(awk '{print $4}' "/proc/$TARGET_WORK/stat" 2>/dev/null)" != "$TARGET_PID" ]; then
-    kill -KILL "$TARGET_WORK" 2>/dev/null || true
-  fi
-  if [ -n "$TARGET_PID" ]; then wait "$TARGET_PID" 2>/dev/null || true; fi
-  if [ -n "$NGX_DIR" ]; then
-    if [ -s "$NGX_DIR/error.log" ]; then cp "$NGX_DIR/error.log" "$RAW/nginx-error.log" 2>/dev/null || true; fi
-    rm -rf "$NGX_DIR"
-  fi
-  exit "$rc"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+out_dirs
+cleanup_at_exit
 
 # ------------------------------------------------------------------ perfops binary
 STALE_WHY=""
@@ -201,15 +102,8 @@ perfops_stale() { # the default binary is missing, lacks `run`, or is older than
   STALE_WHY="older than ${newer#"$ROOT"/}"
 }
 if [ "$PERFOPS" = "$PERFOPS_DEFAULT" ] && [ "$NO_BUILD" != 1 ] && perfops_stale; then
-  log "perfops binary $STALE_WHY: cargo build --release -p perfops (log: $RAW/build.log)"
-  rc=0
-  lock_take
-  run_child timeout -k 10 "$BUILD_TIMEOUT_S" cargo build --manifest-path "$ROOT/Cargo.toml" --release -p perfops \
-      >"$RAW/build.log" 2>&1 9>&- </dev/null || rc=$?
-  lock_drop
-  if [ "$rc" -ne 0 ]; then
-    log "cargo build failed (rc $rc): $(grep -m1 -E '^error' "$RAW/build.log" || tail -n1 "$RAW/build.log")"; exit 1
-  fi
+  build_perfops "$STALE_WHY"
+  [ "$BUILD_RC" -eq 0 ] || { log "cargo build failed (rc $BUILD_RC): $BUILD_ERR"; exit 1; }
 fi
 [ -x "$PERFOPS" ] || { log "perfops binary not found: $PERFOPS"; exit 1; }
 timeout -k 2 20 "$PERFOPS" run --help >"$RAW/perfops-run-help.txt" 2>&1 </dev/null \
@@ -234,15 +128,13 @@ fi
 [ -x "$K6" ] || { log "k6 not found: $K6 (set K6=, or unset NO_INSTALL)"; exit 1; }
 
 # ------------------------------------------------------------------ target
-if curl -s -o /dev/null --max-time 1 "$BASE_URL/"; then
-  log "something already answers on $BASE_URL; refusing to measure it (stop it first, or PORT=...)"; exit 1
-fi
+refuse_if_answering "$BASE_URL/" "$BASE_URL" "stop it first, or PORT=..."
 if [ "$TARGET" = nginx ]; then
   NGX_DIR=$(mktemp -d /tmp/perfops-scenario.XXXXXX)
   python3 "$HERE/lib/scenario_nginx.py" "$PORT" "$NGX_DIR"
   cp "$NGX_DIR/nginx.conf" "$RAW/nginx.conf"
-  nginx -t -q -p "$NGX_DIR/" -e "$NGX_DIR/error.log" -c "$NGX_DIR/nginx.conf" 2>"$RAW/nginx-t.log" \
-    || { log "nginx -t failed: $(cat "$RAW/nginx-t.log")"; exit 1; }
+  nginx_test "$NGX_DIR/nginx.conf"
+  TARGET_NGINX=1
   taskset -c "$TARGET_CPU" nginx -p "$NGX_DIR/" -e "$NGX_DIR/error.log" -c "$NGX_DIR/nginx.conf" \
     >"$RAW/target.out" 2>"$RAW/target.err" </dev/null &
 else
@@ -251,20 +143,13 @@ else
       >"$RAW/target.out" 2>"$RAW/target.err" </dev/null &
 fi
 TARGET_PID=$!
-up=0
-for _ in $(seq 1 100); do
-  kill -0 "$TARGET_PID" 2>/dev/null || break
-  if curl -s -o /dev/null --max-time 1 "$BASE_URL/health"; then up=1; break; fi
-  sleep 0.05
-done
-[ "$up" = 1 ] || { log "the $TARGET target did not come up on $BASE_URL: $(tail -n 3 "$RAW/target.err" "$NGX_DIR/error.log" 2>/dev/null)"; exit 1; }
+wait_up "$BASE_URL/health" || { log "the $TARGET target did not come up on $BASE_URL: $(tail -n 3 "$RAW/target.err" "$NGX_DIR/error.log" 2>/dev/null)"; exit 1; }
 if [ "$TARGET" = nginx ]; then
   # $! is the master if the shell exec'd taskset -> nginx; trust nginx's own pid file first
   master=$(cat "$NGX_DIR/nginx.pid" 2>/dev/null || true)
   [ -n "$master" ] && [ "$master" != "$TARGET_PID" ] && log "note: nginx master is $master (launcher pid $TARGET_PID)"
   [ -n "$master" ] && TARGET_PID=$master
-  TARGET_WORK=$(pgrep -P "$TARGET_PID" | head -n1 || true)
-  [ -n "$TARGET_WORK" ] || { log "cannot find the nginx worker (child of pid $TARGET_PID)"; exit 1; }
+  find_nginx_worker
 else
   TARGET_WORK=$TARGET_PID
   comm=$(cat "/proc/$TARGET_PID/comm" 2>/dev/null || true)
@@ -295,77 +180,22 @@ log "$TARGET target pid $TARGET_PID (CPU measured on $TARGET_WORK), CPU $TARGET_
   echo "}"
 } >"$RAW/env.json"
 
-# ------------------------------------------------------------------ one measured run
-# measure_once NAME ARGV... : ARGV pinned to TOOL_CPU under /usr/bin/time, bounded by
-# RUN_TIMEOUT_S, writing $RAW/NAME.{out,err,time,meta.json,srv0,srv1}; sets OTHER_CPU_S (CPU
-# seconds used meanwhile by processes other than the tool and the target).
-OTHER_CPU_S=""
-measure_once() {
-  local name=$1; shift
-  local base="$RAW/$name" rc=0 qw t0 t1 c0 c1 b0 b1 u s
-  lock_take
-  qw=$(wait_quiet)
-  server_metrics "$base.srv0"
-  c0=$(proc_ticks "$TARGET_WORK"); b0=$(busy_ticks); t0=$(now)
-  run_child timeout -k 5 "$RUN_TIMEOUT_S" taskset -c "$TOOL_CPU" /usr/bin/time -f '%e %U %S %M' -o "$base.time" "$@" \
-      >"$base.out" 2>"$base.err" </dev/null 9>&- || rc=$?
-  t1=$(now); c1=$(proc_ticks "$TARGET_WORK"); b1=$(busy_ticks)
-  server_metrics "$base.srv1"
-  lock_drop
-  OTHER_CPU_S=""
-  if read -r _ u s _ < <(tail -n1 "$base.time" 2>/dev/null) && [[ $u =~ ^[0-9.]+$ && $s =~ ^[0-9.]+$ ]]; then
-    OTHER_CPU_S=$(awk -v b=$((b1 - b0)) -v n=$((c1 - c0)) -v u="$u" -v s="$s" -v hz="$CLK_TCK" \
-                  'BEGIN{printf "%.2f", (b - n) / hz - u - s}')
-  fi
-  printf '{"name": "%s", "rc": %d, "wall_s": %s, "target_ticks": %d, "busy_ticks": %d, "other_cpu_s": %s, "waited_quiet_s": %d, "lock": "%s", "argv": %s}\n' \
-    "$name" "$rc" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f", b-a}')" $((c1 - c0)) $((b1 - b0)) \
-    "${OTHER_CPU_S:-null}" "$qw" "$LOCK_STATE_LAST" \
-    "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@")" >"$base.meta.json"
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then log "  $name: killed after ${RUN_TIMEOUT_S}s (timeout)";
-  elif [ "$rc" -ne 0 ]; then
-    log "  $name: exit status $rc: $( (tail -n 2 "$base.err"; [ -s "$base.err" ] || tail -n 1 "$base.out") 2>/dev/null | tr '\n' ' ')"
-  fi
-  return 0
-}
-
-# measure NAME ARGV... : measure_once, redone (at most NOISE_RETRIES times) while other
-# processes used more than NOISE_MAX_S CPU seconds during the run. Noisy attempts are kept
-# as NAME.noisyN.*; if every attempt was noisy, the least noisy one becomes NAME.*.
+# ------------------------------------------------------------------ what a run records
+# besides common.sh's NAME.{out,err,time,meta.json}: the target's request counters before
+# and after (NAME.srv0, NAME.srv1), "other_cpu_s" in the meta, and the tool's summary
+# (k6: NAME.json, perfops: NAME.runs/).
 RUN_EXTS="out err time meta.json srv0 srv1 json runs"
-measure() {
-  local name=$1 try=0 x k best=0 best_other
-  local -a others=()
-  while :; do
-    rm -rf "$RAW/$name.json" "$RAW/$name.runs"
-    measure_once "$@"
-    if [ -z "$OTHER_CPU_S" ] || ! awk -v o="$OTHER_CPU_S" -v m="$NOISE_MAX_S" 'BEGIN{exit !(o > m)}'; then
-      return 0
-    fi
-    [ "$try" -lt "$NOISE_RETRIES" ] || break
-    try=$((try + 1))
-    others[try]=$OTHER_CPU_S
-    log "  $name: other processes used ${OTHER_CPU_S} CPU s during the run (> ${NOISE_MAX_S}): redoing it ($try/$NOISE_RETRIES)"
-    for x in $RUN_EXTS; do
-      if [ -e "$RAW/$name.$x" ]; then mv "$RAW/$name.$x" "$RAW/$name.noisy$try.$x"; fi
-    done
-    sleep 1
-  done
-  best_other=$OTHER_CPU_S
-  for k in "${!others[@]}"; do
-    if awk -v a="${others[k]}" -v b="$best_other" 'BEGIN{exit !(a < b)}'; then best=$k; best_other=${others[k]}; fi
-  done
-  if [ "$best" -gt 0 ]; then   # swap the least noisy attempt into place
-    log "  $name: still noisy after $NOISE_RETRIES retries; keeping the least noisy attempt (noisy$best, ${best_other} s)"
-    for x in $RUN_EXTS; do
-      if [ -e "$RAW/$name.$x" ]; then mv "$RAW/$name.$x" "$RAW/$name.swap.$x"; fi
-      if [ -e "$RAW/$name.noisy$best.$x" ]; then mv "$RAW/$name.noisy$best.$x" "$RAW/$name.$x"; fi
-      if [ -e "$RAW/$name.swap.$x" ]; then mv "$RAW/$name.swap.$x" "$RAW/$name.noisy$best.$x"; fi
-    done
+TOOL_EXTS="json runs"
+TICKS_KEY=target_ticks
+server_metrics() { # FILE: the target's request counters (empty file if unavailable)
+  if [ "$TARGET" = nginx ]; then   # stub_status: 3rd line "accepts handled requests"
+    curl -s --max-time 2 "$BASE_URL/__status" 2>/dev/null | awk 'NR==3{print "nginx_requests_total", $3}' >"$1" || true
   else
-    log "  $name: still noisy after $NOISE_RETRIES retries; keeping the last attempt"
+    curl -s --max-time 2 "$BASE_URL/metrics" 2>/dev/null | grep '^demo_requests_total' >"$1" || true
   fi
-  return 0
 }
+probe_target() { server_metrics "$2.srv$1"; }
+meta_fields() { printf '"other_cpu_s": %s, ' "${OTHER_CPU_S:-null}"; }
 
 perfops_argv() { # NAME DURATION_S
   PERFOPS_ARGV=("$PERFOPS" run "$SCENARIO" --target "$BASE_URL" --out "$RAW/$1.runs" -q --workers 1
@@ -380,11 +210,7 @@ k6_argv() { # NAME
 # ------------------------------------------------------------------ runs
 log "warm-up: perfops, 2 s (not recorded)"
 perfops_argv warmup.perfops 2
-lock_take
-run_child timeout -k 5 60 taskset -c "$TOOL_CPU" "${PERFOPS_ARGV[@]}" >"$RAW/warmup.perfops.out" 2>&1 </dev/null 9>&- \
-  || log "warm-up perfops failed: $(tail -n 2 "$RAW/warmup.perfops.out" | tr '\n' ' ')"
-lock_drop
-sleep 1
+warm_up perfops 60 "${PERFOPS_ARGV[@]}"
 
 for i in $(seq 1 "$ROUNDS"); do
   log "round $i/$ROUNDS: k6, $VUS VUs, ${DURATION}s"
@@ -398,8 +224,4 @@ for i in $(seq 1 "$ROUNDS"); do
 done
 
 # ------------------------------------------------------------------ report
-rc=0
-python3 "$REPORTER" "$RAW" "$REPORT" || rc=$?
-log "raw outputs: $RAW"
-log "report: $REPORT"
-exit "$rc"
+report_and_exit "$REPORTER"

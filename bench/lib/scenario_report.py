@@ -15,11 +15,12 @@ import glob
 import json
 import os
 import re
-import statistics
 import sys
 
-RAW, REPORT = sys.argv[1], sys.argv[2]
-ENV = json.load(open(os.path.join(RAW, "env.json")))
+sys.dont_write_bytecode = True   # no __pycache__ in bench/lib
+from benchlib import cli, core_share, last_line, load_meta, med, n0, n2, pct, read, time_stats, write_report  # noqa: E402
+
+RAW, REPORT, ENV = cli()
 ROUNDS, DURATION, VUS = ENV["rounds"], ENV["duration"], ENV["vus"]
 CLK = float(ENV["clk_tck"])
 NOISE_MAX_S = float(ENV.get("noise_max_s", 0.5))
@@ -29,31 +30,6 @@ FAIL_MAX = 0.001            # failures above 0.1 % of responses: not a clean run
 RATIO_RANGE = (700, 1400)   # orders per auth accepted as "about 1000" (weights 1:1000)
 NOTES = []
 BAD = False
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def last_line(text, n=1):
-    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
-    return " | ".join(lines[-n:])
-
-
-def parse_time(path):
-    """-> (elapsed, user, sys, maxrss_kb) or None (GNU time may add a status line first)."""
-    for line in reversed((read(path) or "").splitlines()):
-        parts = line.split()
-        if len(parts) == 4:
-            try:
-                return tuple(float(x) for x in parts)
-            except ValueError:
-                pass
-    return None
 
 
 def server_counts(path):
@@ -86,20 +62,15 @@ def server_delta(name):
 
 
 def run(name, tool):
-    meta_text = read(os.path.join(RAW, name + ".meta.json"))
-    if meta_text is None:
+    meta = load_meta(RAW, name)
+    if meta is None:
         return None
-    meta = json.loads(meta_text)
     r = {"name": name, "tool": tool, "meta": meta, "rc": meta["rc"], "ok": True, "err": None,
-         "other_cpu_s": meta.get("other_cpu_s")}
-    wall = meta["wall_s"] or 1e-9
-    r["target_cpu"] = meta["target_ticks"] / CLK / wall
-    t = parse_time(os.path.join(RAW, name + ".time"))
+         "other_cpu_s": meta.get("other_cpu_s"),
+         "target_cpu": core_share(meta["target_ticks"], CLK, meta["wall_s"])}
+    t = time_stats(RAW, name)
     if t:
-        r["elapsed"], r["user"], r["sys"], kb = t
-        r["cpu_s"] = r["user"] + r["sys"]
-        r["rss_mib"] = kb / 1024.0
-        r["tool_cpu"] = r["cpu_s"] / r["elapsed"] if r["elapsed"] > 0 else None
+        r.update(t)
     else:
         r["ok"], r["err"] = False, "no /usr/bin/time output"
     r["srv"] = server_delta(name)
@@ -162,28 +133,15 @@ def parse_k6(name, r):
     r["iterations"] = int(val("iterations", "count"))
 
 
-def med(runs, key):
-    xs = [r[key] for r in runs if r.get(key) is not None]
-    return statistics.median(xs) if xs else None
+def values(runs, key):
+    return [r[key] for r in runs if r.get(key) is not None]
 
 
 def rng(runs, key, fmt):
-    xs = [r[key] for r in runs if r.get(key) is not None]
+    xs = values(runs, key)
     if len(xs) < 2:
         return ""
     return f" ({fmt(min(xs))}–{fmt(max(xs))})"
-
-
-def n0(x):
-    return "—" if x is None else f"{x:,.0f}"
-
-
-def n2(x):
-    return "—" if x is None else f"{x:.2f}"
-
-
-def pct(x):
-    return "—" if x is None else f"{100 * x:.0f} %"
 
 
 # ------------------------------------------------------------------ gather
@@ -246,11 +204,12 @@ for t in TOOLS:
                                  f"/usr/bin/time's ({r['cpu_s']:.2f} s).")
 
 good = {t: [r for r in runs[t] if r["ok"] and r.get("rpcs")] for t in TOOLS}
-m = {t: {k: med(good[t], k) for k in ("completed", "failed", "auth", "orders", "ratio", "duration_s", "cpu_s",
-                                       "rpcs", "rss_mib", "tool_cpu", "target_cpu", "elapsed")} for t in TOOLS}
+m = {t: {k: med(values(good[t], k))
+         for k in ("completed", "failed", "auth", "orders", "ratio", "duration_s", "cpu_s",
+                   "rpcs", "rss_mib", "tool_cpu", "target_cpu", "elapsed")} for t in TOOLS}
 for t in TOOLS:
     rates = [r["completed"] / r["duration_s"] for r in good[t] if r.get("duration_s")]
-    m[t]["rps"] = statistics.median(rates) if rates else None
+    m[t]["rps"] = med(rates)
 ratio = (m["perfops"]["rpcs"] / m["k6"]["rpcs"]) if m["perfops"]["rpcs"] and m["k6"]["rpcs"] else None
 paired = []
 for a in good["perfops"]:
@@ -344,8 +303,5 @@ if NOTES:
 L.append("")
 L.append(f"Raw outputs: `{os.path.relpath(RAW, os.path.dirname(os.path.dirname(RAW)))}`.")
 
-text = "\n".join(L) + "\n"
-with open(REPORT, "w") as f:
-    f.write(text)
-sys.stdout.write(text)
+write_report(REPORT, L)
 sys.exit(3 if BAD else 0)

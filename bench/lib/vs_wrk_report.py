@@ -12,43 +12,17 @@ Exit status 0 if every run worked, 3 otherwise (the report is written anyway).
 import json
 import os
 import re
-import statistics
 import sys
 
-RAW, REPORT = sys.argv[1], sys.argv[2]
-ENV = json.load(open(os.path.join(RAW, "env.json")))
+sys.dont_write_bytecode = True   # no __pycache__ in bench/lib
+from benchlib import cli, core_share, fmt as f, last_line, load_meta, med, pct, read, time_stats, write_report  # noqa: E402
+
+RAW, REPORT, ENV = cli()
 ROUNDS, DURATION, CONNS, RATE = ENV["rounds"], ENV["duration"], ENV["conns"], ENV["rate"]
 CLK = float(ENV["clk_tck"])
 NOISE_MAX_S = float(ENV.get("noise_max_s", 0.5))
 NOTES = []
 FAILED = False
-
-
-def read(path):
-    try:
-        with open(path, errors="replace") as f:
-            return f.read()
-    except OSError:
-        return None
-
-
-def last_line(text, n=1):
-    lines = [l.strip() for l in (text or "").splitlines() if l.strip()]
-    return " | ".join(lines[-n:])
-
-
-def parse_time(path):
-    """-> (elapsed, user, sys, maxrss_kb) or None. GNU time may prefix a
-    'Command exited with non-zero status N' line."""
-    for line in reversed((read(path) or "").splitlines()):
-        parts = line.split()
-        if len(parts) == 4:
-            try:
-                e, u, s, m = (float(x) for x in parts)
-                return e, u, s, m
-            except ValueError:
-                pass
-    return None
 
 
 def dig(d, dotted):
@@ -61,22 +35,15 @@ def dig(d, dotted):
 
 
 def base_run(name):
-    r = {"name": name, "ok": True, "err": None}
-    meta = read(os.path.join(RAW, name + ".meta.json"))
+    meta = load_meta(RAW, name)
     if meta is None:
         return None  # never ran
-    meta = json.loads(meta)
-    r["meta"] = meta
-    r["rc"] = meta["rc"]
-    wall = meta["wall_s"] or 1e-9
-    r["nginx_cpu"] = meta["nginx_ticks"] / CLK / wall
-    r["nginx_seen"] = meta.get("nginx_requests")
-    t = parse_time(os.path.join(RAW, name + ".time"))
+    r = {"name": name, "ok": True, "err": None, "meta": meta, "rc": meta["rc"],
+         "nginx_cpu": core_share(meta["nginx_ticks"], CLK, meta["wall_s"]),
+         "nginx_seen": meta.get("nginx_requests")}
+    t = time_stats(RAW, name)
     if t:
-        r["elapsed"], r["user"], r["sys"], kb = t
-        r["cpu_s"] = r["user"] + r["sys"]
-        r["rss_mib"] = kb / 1024.0
-        r["tool_cpu"] = r["cpu_s"] / r["elapsed"] if r["elapsed"] > 0 else None
+        r.update(t)
         r["other_cpu_s"] = meta["busy_ticks"] / CLK - r["cpu_s"] - meta["nginx_ticks"] / CLK
     if meta["rc"] != 0:
         err = (last_line(read(os.path.join(RAW, name + ".err")), 2)
@@ -170,19 +137,6 @@ def finish(r):
     if redone:
         NOTES.append("%s: redone %d time(s) because other processes used CPU during the run (kept as %s.noisyN.*)"
                      % (r["name"], len(redone), r["name"]))
-
-
-def med(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
-
-
-def f(v, spec="{:,.0f}"):
-    return "—" if v is None else spec.format(v)
-
-
-def pct(v):
-    return "—" if v is None else "{:.0f} %".format(100 * v)
 
 
 # ------------------------------------------------------------------ load
@@ -320,8 +274,5 @@ else:
 rss = [r.get("rss_mib") for r in okp if r.get("rss_mib") is not None]
 L.append("perfops peak RSS (quick -c %d): %s" % (CONNS, ("%.1f MiB" % max(rss)) if rss else "n/a" + why))
 
-text = "\n".join(L) + "\n"
-with open(REPORT, "w") as fh:
-    fh.write(text)
-sys.stdout.write(text)
+write_report(REPORT, L)
 sys.exit(3 if (FAILED or fails) else 0)
