@@ -99,13 +99,14 @@ pub struct Figures {
 }
 
 impl Figures {
-    /// Figures of `stats` over `duration_s` seconds.
-    pub fn new(name: &str, stats: &Stats, duration_s: f64, target_rate: Option<f64>) -> Figures {
+    /// Figures of `stats` over `duration_s` seconds; what "achieved" counts
+    /// depends on what the figures are for, so the caller says.
+    pub fn new(name: &str, stats: &Stats, duration_s: f64, target_rate: Option<f64>, achieved_rate: f64) -> Figures {
         Figures {
             name: name.to_string(),
             duration_s,
             target_rate,
-            achieved_rate: if duration_s > 0.0 { stats.completed as f64 / duration_s } else { 0.0 },
+            achieved_rate,
             sent: stats.sent,
             completed: stats.completed,
             succeeded: stats.succeeded(),

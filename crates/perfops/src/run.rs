@@ -304,18 +304,18 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         .map(|(i, (st, s))| {
             let target = matches!(scenario.load, Load::Open { .. })
                 .then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0);
-            let mut f = Figures::new(&st.name, s, throughput.ran(i).as_secs_f64(), target);
-            f.achieved_rate = throughput.rate(i);
-            f
+            Figures::new(&st.name, s, throughput.ran(i).as_secs_f64(), target, throughput.rate(i))
         })
         .collect();
+    let elapsed = outcome.elapsed.as_secs_f64();
+    let per_second = |n: u64| if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
+    // A step's achieved rate is its responses per second; the run's, its arrivals answered.
     let step_figures: Vec<Figures> = step_names
         .iter()
         .zip(&per_step)
-        .map(|(n, s)| Figures::new(n, s, outcome.elapsed.as_secs_f64(), None))
+        .map(|(n, s)| Figures::new(n, s, elapsed, None, per_second(s.completed)))
         .collect();
-    let mut total = Figures::new("total", &outcome.total, outcome.elapsed.as_secs_f64(), None);
-    total.achieved_rate = outcome.total.iterations as f64 / outcome.elapsed.as_secs_f64().max(1e-9);
+    let total = Figures::new("total", &outcome.total, elapsed, None, per_second(outcome.total.iterations));
     let slo: Vec<SloResult> =
         scenario.slo.iter().map(|c| evaluate(c, &outcome.total, &per_step, &step_names, &stage_figures)).collect();
     let mut warnings = Vec::new();
