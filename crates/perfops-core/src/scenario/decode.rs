@@ -23,6 +23,11 @@ use crate::units::parse_duration;
 /// Source id of nodes that came from `--set` rather than the file.
 const OVERRIDE_SOURCE: usize = 1;
 
+/// Where a value given with `--set` "is": diagnostics name the file `--set`.
+fn override_marker() -> Marker {
+    Marker::new(OVERRIDE_SOURCE, 0, 1, 1)
+}
+
 /// `--set path=value`: replace (or add) one field before validation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Override {
@@ -276,7 +281,7 @@ impl Dec<'_> {
 
     fn apply_override(&mut self, root: &mut Node, o: &Override) {
         let value = Node::Scalar({
-            let mut s = MarkedScalarNode::new(Span::new_start(Marker::new(OVERRIDE_SOURCE, 0, 1, 1)), o.value.as_str());
+            let mut s = MarkedScalarNode::new(Span::new_start(override_marker()), o.value.as_str());
             s.set_coerce(true);
             s
         });
@@ -289,12 +294,7 @@ impl Dec<'_> {
             };
             let last = i + 1 == parts.len() && index.is_none();
             let Some(map) = node.as_mapping_mut() else {
-                self.at_marker(
-                    Some(&Marker::new(OVERRIDE_SOURCE, 0, 1, 1)),
-                    &o.path,
-                    format!("`{key}` is not inside a mapping"),
-                    None,
-                );
+                self.at_marker(Some(&override_marker()), &o.path, format!("`{key}` is not inside a mapping"), None);
                 return;
             };
             if last {
@@ -313,12 +313,7 @@ impl Dec<'_> {
                     }
                     Some(item) => item,
                     None => {
-                        self.at_marker(
-                            Some(&Marker::new(OVERRIDE_SOURCE, 0, 1, 1)),
-                            &o.path,
-                            format!("`{raw}`: no such list item"),
-                            None,
-                        );
+                        self.at_marker(Some(&override_marker()), &o.path, format!("`{raw}`: no such list item"), None);
                         return;
                     }
                 },
