@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use perfops_core::scenario::{Body, DemoModel, Load, Override, TargetSpec, parse};
+use perfops_core::scenario::{Body, DemoModel, Load, Override, PoolMax, ProcessWatch, TargetSpec, parse};
 use proptest::prelude::*;
 
 const SEED_A: &str = include_str!("../../../examples/orders.yaml");
@@ -119,10 +119,20 @@ fn every_error_at_once_with_its_position() {
             "target: demo:threads?io_wiat=5ms\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["1:9: unknown demo setting `io_wiat`"],
         ),
-        // watched metrics cannot be evaluated without watch: (yet), so they are refused, not failed silently
+        // a watched metric with nothing watched could never fail: refused (issue #4)
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"metric(backlog) < 5\" ]\n",
-            &["4:9: `metric(backlog)` needs scraped metrics"],
+            &["4:9: `metric(backlog)` needs watched metrics"],
+        ),
+        // watch: and probe: are checked like the rest
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nwatch: { prometheus: [ metrics ], process: { pid: 1, port: 2 }, evry: 1s }\nprobe: { liveness: { path: /h, failure_treshold: 2 } }\n",
+            &[
+                "4:24: `metrics` is neither a URL nor a path",
+                "4:44: give the process by `pid` or by `port`",
+                "4:65: unknown field `evry`",
+                "5:32: unknown field `failure_treshold`",
+            ],
         ),
         // bodies are exclusive
         (
@@ -139,6 +149,38 @@ fn every_error_at_once_with_its_position() {
         }
         assert!(errors.iter().all(|e| e.file == "t.yaml"));
     }
+}
+
+#[test]
+fn watch_and_probe_decode_with_kubernetes_defaults() {
+    let text = r#"
+target: http://127.0.0.1:8080
+flows: { home: { steps: [ { request: GET / } ] } }
+load: { stages: [ { rate: 10, hold: 10s } ] }
+slo: [ "metric(puma_backlog) < 100" ]
+watch:
+  prometheus: /metrics                  # one, without a list
+  json: [ { url: "http://127.0.0.1:9000/stats", fields: { gvl: $.avg_gvl_vs_running } } ]
+  process: { port: 8080 }
+  pool: { busy: puma_busy_threads, max: 10 }
+  every: 1s
+probe:
+  liveness: { path: /health, timeout: 2s }
+"#;
+    let s = parse("w.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let w = s.watch.expect("watch");
+    assert_eq!(w.prometheus, vec!["/metrics"]);
+    assert_eq!((w.json[0].url.as_str(), w.json[0].fields[0].0.as_str()), ("http://127.0.0.1:9000/stats", "gvl"));
+    assert_eq!(w.process, Some(ProcessWatch::Port(8080)));
+    assert_eq!(w.pool.expect("pool").max, PoolMax::Value(10.0));
+    assert_eq!(w.every, Duration::from_secs(1));
+    let l = s.probe.liveness.expect("liveness");
+    // Kubernetes' defaults where the file says nothing.
+    assert_eq!(
+        (l.period, l.timeout, l.failure_threshold, l.success_threshold),
+        (Duration::from_secs(10), Duration::from_secs(2), 3, 1)
+    );
+    assert!(s.probe.readiness.is_none());
 }
 
 #[test]

@@ -47,7 +47,8 @@ impl FromStr for Override {
     }
 }
 
-const TOP: &[&str] = &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when"];
+const TOP: &[&str] =
+    &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe"];
 const DEFAULTS: &[&str] = &["timeout", "headers"];
 const FLOW: &[&str] = &["weight", "steps"];
 const STEP: &[&str] = &["name", "request", "headers", "json", "body", "form", "expect", "save", "pause"];
@@ -348,18 +349,34 @@ impl Dec<'_> {
         };
         let load =
             self.required(top, "load", "", "load: { stages: [ { rate: 50, hold: 30s } ] }").and_then(|n| self.load(n));
+        let watch = top.get_node("watch").and_then(|n| self.watch(n));
+        let probe = top.get_node("probe").map(|n| self.probes(n)).unwrap_or_default();
+        // The demo target is always watched (its /metrics and its process).
+        let watched = watch.is_some() || matches!(target, Some(TargetSpec::Demo(..)));
         let slo = match top.get_node("slo") {
-            Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(measurable)),
+            Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(|c| measurable(c, watched))),
             None => Vec::new(),
         };
         let abort_when = match top.get_node("abort_when") {
             Some(n) => self.conditions(n, "abort_when", |t| {
-                AbortRule::parse(t).and_then(|r| measurable(r.condition.clone()).map(|_| r))
+                AbortRule::parse(t).and_then(|r| measurable(r.condition.clone(), watched).map(|_| r))
             }),
             None => Vec::new(),
         };
         self.check_variables(&setup, &flows);
-        Some(Scenario { name, target: target?, defaults, setup, flows, data, load: load?, slo, abort_when })
+        Some(Scenario {
+            name,
+            target: target?,
+            defaults,
+            setup,
+            flows,
+            data,
+            load: load?,
+            slo,
+            abort_when,
+            watch,
+            probe,
+        })
     }
 
     fn target(&mut self, node: &Node) -> Option<TargetSpec> {
@@ -762,7 +779,7 @@ impl Dec<'_> {
         out
     }
 
-    fn conditions<T>(&mut self, node: &Node, path: &str, parse: fn(&str) -> Result<T, ConditionError>) -> Vec<T> {
+    fn conditions<T>(&mut self, node: &Node, path: &str, parse: impl Fn(&str) -> Result<T, ConditionError>) -> Vec<T> {
         let mut out = Vec::new();
         for (i, item) in self.list(node, path, "conditions").iter().enumerate() {
             let p = format!("{path}[{i}]");
@@ -795,17 +812,16 @@ impl Dec<'_> {
     }
 }
 
-/// A condition this version can evaluate: `metric(...)` needs the `watch:`
-/// section (scraped metrics), which is not there yet; failing it silently
-/// would be worse than saying so.
-fn measurable(c: Condition) -> Result<Condition, ConditionError> {
-    if let super::Metric::Watched(name) = &c.metric {
+/// A condition that can be evaluated: `metric(...)` needs something watched;
+/// a condition that could never be measured would silently never fail.
+fn measurable(c: Condition, watched: bool) -> Result<Condition, ConditionError> {
+    if let super::Metric::Watched(name) = &c.metric
+        && !watched
+    {
         return Err(ConditionError {
             offset: 0,
-            message: format!(
-                "`metric({name})` needs scraped metrics (`watch:`), which this version cannot collect yet"
-            ),
-            hint: Some("use p95/p99/mean/max, errors or rate; watch: comes with a later version".into()),
+            message: format!("`metric({name})` needs watched metrics, and nothing is watched"),
+            hint: Some("add `watch: { prometheus: [ /metrics ] }` (or `json:`, `process:`)".into()),
         });
     }
     Ok(c)
@@ -832,6 +848,7 @@ fn yaml_to_json(node: &Node) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::super::load::{CLOSED_STAGE, LOAD, OPEN_STAGE, STEPS};
+    use super::super::watch::{JSON_SOURCE, POOL, PROBE, PROBE_SPEC, PROCESS, WATCH};
     use super::*;
 
     /// The committed JSON Schema (what editors complete) names exactly the
@@ -853,7 +870,7 @@ mod tests {
         let defs = &schema["$defs"];
         let mut stage: Vec<&str> = OPEN_STAGE.to_vec();
         stage.extend(CLOSED_STAGE.iter().filter(|k| !OPEN_STAGE.contains(k)));
-        let cases: [(&str, &serde_json::Value, &[&str]); 9] = [
+        let cases: [(&str, &serde_json::Value, &[&str]); 15] = [
             ("top level", &schema, TOP),
             ("defaults", &defs["defaults"], DEFAULTS),
             ("flow", &defs["flow"], FLOW),
@@ -863,6 +880,12 @@ mod tests {
             ("load", &defs["load"], LOAD),
             ("stage", &defs["stage"], &stage),
             ("steps", &defs["steps"], STEPS),
+            ("watch", &defs["watch"], WATCH),
+            ("json source", &defs["json_source"], JSON_SOURCE),
+            ("process", &defs["process"], PROCESS),
+            ("pool", &defs["pool"], POOL),
+            ("probe", &defs["probe"], PROBE),
+            ("probe spec", &defs["probe_spec"], PROBE_SPEC),
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");

@@ -14,6 +14,7 @@ pub mod extract;
 pub mod feeder;
 mod load;
 pub mod template;
+mod watch;
 
 use std::time::Duration;
 
@@ -47,6 +48,10 @@ pub struct Scenario {
     pub slo: Vec<Condition>,
     /// Stop early when one of these holds for its window.
     pub abort_when: Vec<AbortRule>,
+    /// What to watch on the target (`None`: nothing asked).
+    pub watch: Option<Watch>,
+    /// Kubernetes-style probes.
+    pub probe: Probes,
 }
 
 /// The target: a URL, or the built-in demo server.
@@ -183,4 +188,81 @@ impl Load {
     pub fn duration(&self) -> Duration {
         self.stages().iter().map(|s| s.segment.duration).sum()
     }
+}
+
+/// What to watch on the target while the load runs (`watch:`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Watch {
+    /// How often every source is sampled.
+    pub every: Duration,
+    /// Prometheus endpoints: absolute URLs, or paths (`/metrics`) on the target.
+    pub prometheus: Vec<String>,
+    /// JSON stats endpoints and the fields to sample from each.
+    pub json: Vec<JsonWatch>,
+    /// A local process to sample (CPU, memory, threads, its listen queue).
+    pub process: Option<ProcessWatch>,
+    /// Which watched metrics say how busy the server's worker pool is.
+    pub pool: Option<PoolMetrics>,
+}
+
+/// A JSON stats endpoint (`{ url: /stats, fields: { gvl: $.avg_gvl_vs_running } }`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JsonWatch {
+    /// Absolute URL or a path on the target.
+    pub url: String,
+    /// Metric name and the JSONPath that reads it.
+    pub fields: Vec<(String, Extractor)>,
+}
+
+/// Which local process is the target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProcessWatch {
+    /// By process id.
+    Pid(u32),
+    /// The process listening on this TCP port.
+    Port(u16),
+}
+
+/// The pool gauge pair: busy workers and their maximum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolMetrics {
+    /// Metric with the number of busy workers (threads).
+    pub busy: String,
+    /// Metric with the pool size, or the size itself.
+    pub max: PoolMax,
+}
+
+/// The pool size: a watched metric or a number.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PoolMax {
+    /// Read from this metric.
+    Metric(String),
+    /// Fixed.
+    Value(f64),
+}
+
+/// Kubernetes-style probes (`probe:`), run on their own connections.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Probes {
+    /// A failing liveness probe means Kubernetes would restart the pod.
+    pub liveness: Option<ProbeSettings>,
+    /// A failing readiness probe means it would stop sending it traffic.
+    pub readiness: Option<ProbeSettings>,
+}
+
+/// One probe, with Kubernetes' defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeSettings {
+    /// Path on the target (`/health`).
+    pub path: String,
+    /// Time between checks (default 10s).
+    pub period: Duration,
+    /// A check slower than this fails (default 1s).
+    pub timeout: Duration,
+    /// Consecutive failures that trip the probe (default 3).
+    pub failure_threshold: u32,
+    /// Consecutive successes that clear it (default 1).
+    pub success_threshold: u32,
+    /// Wait before the first check (default 0s).
+    pub initial_delay: Duration,
 }
