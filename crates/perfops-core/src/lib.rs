@@ -9,6 +9,7 @@
 //! Everything here is testable without a clock: time enters as `Duration` offsets
 //! from the start of a run.
 
+pub mod analysis;
 pub mod measure;
 pub mod model;
 pub mod scenario;

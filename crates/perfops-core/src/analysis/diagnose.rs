@@ -1,0 +1,407 @@
+//! Why a server broke, from what was watched while it did: each diagnostic
+//! names a cause and cites its evidence (metric, value, time).
+//!
+//! The rules look at the **first failing stage** (where it broke); when no
+//! stage failed they look at the whole run, for what is worth knowing anyway.
+//! They come out most fundamental first, so the first one is the headline:
+//!
+//! ```text
+//!   generator_saturated   the generator dropped arrivals or used > 90% CPU: not the server's fault
+//!   cpu_saturated         the target used >= 90% of the CPUs it may use
+//!   pool_bound            busy workers == pool size while the CPU was not saturated
+//!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
+//!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
+//!   memory_growth         RSS grew by half and >= 32 MiB over the run
+//!   quantized_stalls      a latency mode ~40 ms / ~200 ms above the main one (Nagle + delayed ACK)
+//! ```
+//!
+//! Inputs are time series the caller assembled (seconds since the start of
+//! the run, the clock of `series.jsonl`); names are those of `watch.jsonl`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::verdict::StageVerdict;
+
+/// Target CPU share at or above which the CPU counts as saturated.
+const CPU_SATURATED: f64 = 0.90;
+/// Below this, a full pool is not waiting on the CPU.
+const CPU_IDLE: f64 = 0.80;
+
+/// A stage's time window and verdict.
+#[derive(Debug, Clone)]
+pub struct Window {
+    /// Stage name.
+    pub name: String,
+    /// Start, seconds.
+    pub from: f64,
+    /// End, seconds.
+    pub to: f64,
+    /// Its verdict.
+    pub verdict: StageVerdict,
+}
+
+/// A probe that reached its failure threshold.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProbeTrip {
+    /// When, seconds.
+    pub t: f64,
+    /// `liveness` or `readiness`.
+    pub probe: &'static str,
+    /// Consecutive failures at that moment.
+    pub failures: u32,
+    /// The last failure's reason (`timeout`, `refused`, `HTTP 503`).
+    pub error: Option<String>,
+}
+
+/// A quantized stall pattern found in the latency distribution.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StallFinding {
+    /// 40 or 200 (ms).
+    pub quantum_ms: f64,
+    /// Where unstalled requests sit, ms.
+    pub base_ms: f64,
+    /// Where stalled ones sit, ms.
+    pub stalled_ms: f64,
+    /// Share of requests in the stalled mode.
+    pub share: f64,
+}
+
+/// How the pool's fullness is read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pool {
+    /// Metric of busy workers.
+    pub busy: String,
+    /// Metric of the pool size, or `None` with `size` fixed.
+    pub max_metric: Option<String>,
+    /// Fixed pool size.
+    pub size: Option<f64>,
+}
+
+/// Everything the rules look at.
+#[derive(Debug, Clone, Copy)]
+pub struct Inputs<'a> {
+    /// Stages in run order.
+    pub stages: &'a [Window],
+    /// Watched metrics: name -> (t, value) in time order.
+    pub watched: &'a BTreeMap<String, Vec<(f64, f64)>>,
+    /// The pool, if known.
+    pub pool: Option<&'a Pool>,
+    /// Probe trips.
+    pub trips: &'a [ProbeTrip],
+    /// Per second: (t, arrivals dropped).
+    pub dropped: &'a [(f64, u64)],
+    /// Quantized stalls, if the latency distribution shows them.
+    pub stalls: Option<&'a StallFinding>,
+}
+
+/// One piece of evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evidence {
+    /// The metric.
+    pub metric: String,
+    /// Its value.
+    pub value: f64,
+    /// When, seconds since the start.
+    pub t: f64,
+}
+
+/// A cause, with its evidence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Diagnostic {
+    /// Machine-readable kind (see the module docs).
+    pub kind: &'static str,
+    /// One line.
+    pub title: String,
+    /// What it means and what to do.
+    pub detail: String,
+    /// The stage it was seen in, if one.
+    pub stage: Option<String>,
+    /// What shows it.
+    pub evidence: Vec<Evidence>,
+}
+
+/// The diagnostics, most fundamental first.
+pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
+    let broke = i.stages.iter().find(|s| s.verdict == StageVerdict::Fails);
+    let (from, to) = match broke {
+        Some(s) => (s.from, s.to),
+        None => (f64::NEG_INFINITY, f64::INFINITY),
+    };
+    let stage = broke.map(|s| s.name.clone());
+    let within = |name: &str| -> Vec<(f64, f64)> {
+        i.watched
+            .get(name)
+            .map_or_else(Vec::new, |v| v.iter().copied().filter(|(t, _)| *t >= from && *t <= to).collect())
+    };
+    let peak = |name: &str| within(name).into_iter().max_by(|a, b| a.1.total_cmp(&b.1));
+    let mean = |name: &str| {
+        let v = within(name);
+        (!v.is_empty()).then(|| v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64)
+    };
+    let ev = |metric: &str, (t, value): (f64, f64)| Evidence { metric: metric.to_string(), value, t };
+    let mut out = Vec::new();
+
+    // The generator first: if it was the limit, nothing else is the server's fault.
+    let dropped: u64 = i.dropped.iter().filter(|(t, _)| *t >= from && *t < to).map(|x| x.1).sum();
+    let gen_cpu = peak("generator_cpu_share").filter(|p| p.1 >= CPU_SATURATED);
+    if dropped > 0 || gen_cpu.is_some() {
+        let mut evidence = Vec::new();
+        if let Some(first) = i.dropped.iter().find(|(t, n)| *n > 0 && *t >= from && *t < to) {
+            evidence.push(Evidence { metric: "dropped".into(), value: dropped as f64, t: first.0 });
+        }
+        if let Some(p) = gen_cpu {
+            evidence.push(ev("generator_cpu_share", p));
+        }
+        out.push(Diagnostic {
+            kind: "generator_saturated",
+            title: "the load generator was the limit".into(),
+            detail: "arrivals were dropped at max_in_flight or the generator ran out of CPU: these figures do not \
+                     judge the server; raise max_in_flight, give perfops more cores, or shard the load"
+                .into(),
+            stage: stage.clone(),
+            evidence,
+        });
+    }
+
+    let cpu_peak = peak("process_cpu_share");
+    let cpu_saturated = cpu_peak.filter(|p| p.1 >= CPU_SATURATED);
+    if let Some(p) = cpu_saturated {
+        out.push(Diagnostic {
+            kind: "cpu_saturated",
+            title: format!("CPU saturated: the target used {:.0}% of the CPU it may use", p.1 * 100.0),
+            detail: "requests wait for the CPU: more instances or cores add capacity; a larger pool would not".into(),
+            stage: stage.clone(),
+            evidence: vec![ev("process_cpu_share", p)],
+        });
+    }
+
+    if let Some(pool) = i.pool {
+        let busy = within(&pool.busy);
+        let size_at = |t: f64| -> Option<f64> {
+            match (&pool.max_metric, pool.size) {
+                (_, Some(s)) => Some(s),
+                (Some(m), None) => {
+                    i.watched.get(m)?.iter().min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs())).map(|x| x.1)
+                }
+                (None, None) => None,
+            }
+        };
+        let full: Vec<(f64, f64, f64)> =
+            busy.iter().filter_map(|&(t, b)| size_at(t).filter(|s| *s > 0.0 && b >= *s).map(|s| (t, b, s))).collect();
+        if let Some(&(t, b, s)) = full.first()
+            && cpu_saturated.is_none()
+        {
+            let cpu = mean("process_cpu_share");
+            let mut evidence = vec![Evidence { metric: pool.busy.clone(), value: b, t }];
+            if let Some(m) = &pool.max_metric {
+                evidence.push(Evidence { metric: m.clone(), value: s, t });
+            }
+            let cpu_text = match cpu {
+                Some(c) if c < CPU_IDLE => {
+                    evidence.push(Evidence { metric: "process_cpu_share".into(), value: c, t });
+                    format!(" with the CPU at {:.0}%", c * 100.0)
+                }
+                Some(_) => String::new(),
+                None => " (CPU not watched)".into(),
+            };
+            out.push(Diagnostic {
+                kind: "pool_bound",
+                title: format!("pool-bound: {b:.0} of {s:.0} workers busy{cpu_text}"),
+                detail: format!(
+                    "every worker was busy in {} of {} samples while the CPU had room: requests queue for a \
+                     worker, not for the CPU; more threads (or an async server) raise capacity, more CPU would not",
+                    full.len(),
+                    busy.len()
+                ),
+                stage: stage.clone(),
+                evidence,
+            });
+        }
+    }
+
+    let queue = within("listen_queue");
+    let full_queue = queue.iter().find_map(|&(t, q)| {
+        let max = i.watched.get("listen_queue_max")?.iter().find(|x| (x.0 - t).abs() < 1e-6)?.1;
+        (max > 0.0 && q >= max).then_some((t, q, max))
+    });
+    let overflows = peak("listen_overflows_per_s").filter(|p| p.1 > 0.0);
+    let drops = peak("listen_drops_per_s").filter(|p| p.1 > 0.0);
+    if full_queue.is_some() || overflows.is_some() || drops.is_some() {
+        let mut evidence = Vec::new();
+        let mut title = "listen queue full".to_string();
+        if let Some((t, q, max)) = full_queue {
+            title = format!("listen queue full: {q:.0} of {max:.0} connections waiting to be accepted");
+            evidence.push(Evidence { metric: "listen_queue".into(), value: q, t });
+            evidence.push(Evidence { metric: "listen_queue_max".into(), value: max, t });
+        }
+        if let Some(p) = overflows {
+            evidence.push(ev("listen_overflows_per_s", p));
+        }
+        if let Some(p) = drops {
+            evidence.push(ev("listen_drops_per_s", p));
+        }
+        out.push(Diagnostic {
+            kind: "listen_queue_full",
+            title,
+            detail: "the kernel's accept queue overflowed: new connections were dropped (clients see connect \
+                     timeouts and SYN retries), health checks included"
+                .into(),
+            stage: stage.clone(),
+            evidence,
+        });
+    }
+
+    for trip in i.trips {
+        let (what, consequence) = match trip.probe {
+            "liveness" => ("liveness", "Kubernetes would have restarted the pod"),
+            _ => ("readiness", "Kubernetes would have taken the pod out of the Service"),
+        };
+        out.push(Diagnostic {
+            kind: "probe_failed",
+            title: format!("{what} probe failed {} times in a row at t={:.0}s: {consequence}", trip.failures, trip.t),
+            detail: format!(
+                "the probe is served by the same server as the load, so it waits in the same queue{}",
+                trip.error.as_ref().map_or(String::new(), |e| format!(" (last failure: {e})"))
+            ),
+            stage: i.stages.iter().find(|s| trip.t >= s.from && trip.t < s.to).map(|s| s.name.clone()),
+            evidence: vec![Evidence {
+                metric: format!("probe_{what}_failures"),
+                value: f64::from(trip.failures),
+                t: trip.t,
+            }],
+        });
+    }
+
+    if let Some(rss) = i.watched.get("process_rss_bytes")
+        && let (Some(first), Some(last)) = (rss.first(), rss.last())
+        && last.1 >= first.1 * 1.5
+        && last.1 - first.1 >= 32.0 * 1024.0 * 1024.0
+    {
+        out.push(Diagnostic {
+            kind: "memory_growth",
+            title: format!("memory grew from {:.0} MiB to {:.0} MiB", first.1 / 1048576.0, last.1 / 1048576.0),
+            detail: "a leak, a growing cache or queued work: check whether it levels off in a longer run".into(),
+            stage: None,
+            evidence: vec![ev("process_rss_bytes", *first), ev("process_rss_bytes", *last)],
+        });
+    }
+
+    if let Some(s) = i.stalls {
+        out.push(Diagnostic {
+            kind: "quantized_stalls",
+            title: format!(
+                "{:.0}% of requests stalled ~{:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
+                s.share * 100.0,
+                s.stalled_ms - s.base_ms,
+                s.stalled_ms,
+                s.base_ms
+            ),
+            detail: format!(
+                "a separate latency mode {:.0} ms above the main one is the signature of a request or response \
+                 written in two packets without TCP_NODELAY, the second waiting for a delayed ACK (~{:.0} ms); \
+                 perfops writes each request in one packet with TCP_NODELAY, so look at the server and its proxies",
+                s.stalled_ms - s.base_ms,
+                s.quantum_ms
+            ),
+            stage: None,
+            evidence: vec![Evidence { metric: "latency_mode_ms".into(), value: s.stalled_ms, t: 0.0 }],
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn series(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+        points.to_vec()
+    }
+
+    fn stages() -> Vec<Window> {
+        vec![
+            Window { name: "100/s".into(), from: 0.0, to: 10.0, verdict: StageVerdict::Holds },
+            Window { name: "200/s".into(), from: 10.0, to: 20.0, verdict: StageVerdict::Fails },
+        ]
+    }
+
+    fn kinds(d: &[Diagnostic]) -> Vec<&'static str> {
+        d.iter().map(|d| d.kind).collect()
+    }
+
+    #[test]
+    fn a_full_pool_with_an_idle_cpu_is_pool_bound_not_cpu() {
+        let mut w = BTreeMap::new();
+        w.insert("demo_workers_busy".into(), series(&[(2.0, 4.0), (12.0, 10.0), (14.0, 10.0)]));
+        w.insert("demo_workers_max".into(), series(&[(2.0, 10.0), (12.0, 10.0), (14.0, 10.0)]));
+        w.insert("process_cpu_share".into(), series(&[(2.0, 0.1), (12.0, 0.3), (14.0, 0.35)]));
+        w.insert("listen_queue".into(), series(&[(12.0, 3.0), (14.0, 16.0)]));
+        w.insert("listen_queue_max".into(), series(&[(12.0, 16.0), (14.0, 16.0)]));
+        let pool = Pool { busy: "demo_workers_busy".into(), max_metric: Some("demo_workers_max".into()), size: None };
+        let trips = [ProbeTrip { t: 15.0, probe: "liveness", failures: 3, error: Some("timeout".into()) }];
+        let st = stages();
+        let d = diagnose(&Inputs {
+            stages: &st,
+            watched: &w,
+            pool: Some(&pool),
+            trips: &trips,
+            dropped: &[],
+            stalls: None,
+        });
+        assert_eq!(kinds(&d), vec!["pool_bound", "listen_queue_full", "probe_failed"]);
+        assert!(d[0].title.contains("10 of 10 workers busy with the CPU at 32%"), "{}", d[0].title);
+        assert_eq!(d[0].stage.as_deref(), Some("200/s"));
+        assert_eq!(d[1].evidence[0], Evidence { metric: "listen_queue".into(), value: 16.0, t: 14.0 });
+        assert!(d[2].title.contains("t=15s") && d[2].detail.contains("timeout"), "{:?}", d[2]);
+    }
+
+    #[test]
+    fn a_saturated_cpu_explains_a_full_pool() {
+        let mut w = BTreeMap::new();
+        w.insert("busy".into(), series(&[(12.0, 8.0)]));
+        w.insert("process_cpu_share".into(), series(&[(11.0, 0.5), (12.0, 0.97)]));
+        let pool = Pool { busy: "busy".into(), max_metric: None, size: Some(8.0) };
+        let st = stages();
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert_eq!(kinds(&d), vec!["cpu_saturated"]);
+        assert_eq!(d[0].evidence[0].t, 12.0);
+    }
+
+    #[test]
+    fn the_generator_is_blamed_before_the_server() {
+        let mut w = BTreeMap::new();
+        w.insert("generator_cpu_share".into(), series(&[(12.0, 0.99)]));
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.95)]));
+        let st = stages();
+        let dropped = [(11.0, 0), (12.0, 40)];
+        let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &dropped, stalls: None });
+        assert_eq!(kinds(&d), vec!["generator_saturated", "cpu_saturated"]);
+        assert_eq!(d[0].evidence[0], Evidence { metric: "dropped".into(), value: 40.0, t: 12.0 });
+    }
+
+    #[test]
+    fn quiet_runs_have_nothing_to_say_but_what_is_always_worth_saying() {
+        let mut w = BTreeMap::new();
+        // Outside the failing stage: not evidence for why it broke.
+        w.insert("process_cpu_share".into(), series(&[(5.0, 0.99), (12.0, 0.2)]));
+        w.insert("process_rss_bytes".into(), series(&[(0.0, 40e6), (19.0, 120e6)]));
+        let st = stages();
+        let stall = StallFinding { quantum_ms: 200.0, base_ms: 0.3, stalled_ms: 200.5, share: 0.33 };
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: Some(&stall) });
+        assert_eq!(kinds(&d), vec!["memory_growth", "quantized_stalls"]);
+        assert!(d[1].title.starts_with("33% of requests stalled ~200 ms"), "{}", d[1].title);
+        let none = diagnose(&Inputs {
+            stages: &st,
+            watched: &BTreeMap::new(),
+            pool: None,
+            trips: &[],
+            dropped: &[],
+            stalls: None,
+        });
+        assert!(none.is_empty());
+    }
+}

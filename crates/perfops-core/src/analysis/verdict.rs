@@ -1,0 +1,404 @@
+//! Judging a stage, and a run from its stages: the SLO lines, the achieved
+//! rate and the probes decide whether a stage **holds**; a stage where the
+//! generator was the limit is **inconclusive**, never blamed on the server.
+//!
+//! ```text
+//!   stage holds        <=> every SLO line holds over the stage's arrivals
+//!                          and achieved >= 97% of target (open model)
+//!                          and no probe tripped (liveness restart, readiness lost)
+//!   stage inconclusive <=  arrivals were dropped at max_in_flight, or the
+//!                          generator used > 90% of its CPU (whatever else held)
+//!   capacity  = the highest rate that held before the first failing stage
+//!   breaks at = the rate of the first failing stage
+//! ```
+//!
+//! This module owns the rules. It does not compute the figures it judges
+//! (the caller merges per-second statistics into stages) nor read watched
+//! metrics (the caller gives each metric's range over the stage).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::measure::Stats;
+use crate::scenario::condition::Op;
+use crate::scenario::{Condition, Metric};
+
+/// Achieved / target below this fails a stage of the open model.
+pub const RATE_FLOOR: f64 = 0.97;
+/// Generator CPU (share of the cores it may use) above this makes a stage inconclusive.
+pub const GENERATOR_CPU_CEILING: f64 = 0.90;
+
+/// A stage's verdict.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageVerdict {
+    /// Met every objective.
+    Holds,
+    /// Missed one: the server did not hold this load.
+    Fails,
+    /// The generator was the limit: the figures do not judge the server.
+    Inconclusive,
+    /// Never started (the run was stopped before it).
+    NotRun,
+}
+
+impl StageVerdict {
+    /// As written in summaries: `holds`, `fails`, `inconclusive`, `not run`.
+    pub fn name(self) -> &'static str {
+        match self {
+            StageVerdict::Holds => "holds",
+            StageVerdict::Fails => "fails",
+            StageVerdict::Inconclusive => "inconclusive",
+            StageVerdict::NotRun => "not run",
+        }
+    }
+}
+
+/// One SLO line's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SloCheck {
+    /// The line as written.
+    pub slo: String,
+    /// The measured value in the threshold's unit (ms for latency, % for ratios), if measurable.
+    pub value: Option<f64>,
+    /// Held?
+    pub passed: bool,
+}
+
+/// The lowest and highest value a watched metric took during a stage.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Range {
+    /// Lowest sample.
+    pub min: f64,
+    /// Highest sample.
+    pub max: f64,
+}
+
+impl Range {
+    /// A range of one value.
+    pub fn of(v: f64) -> Range {
+        Range { min: v, max: v }
+    }
+
+    /// Widen to include `v`.
+    pub fn include(&mut self, v: f64) {
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+}
+
+/// What is known about one stage.
+#[derive(Debug, Clone, Copy)]
+pub struct StageFacts<'a> {
+    /// Did it start at all?
+    pub ran: bool,
+    /// Requests of the arrivals due in this stage.
+    pub stats: &'a Stats,
+    /// The same by step name.
+    pub steps: &'a BTreeMap<String, Stats>,
+    /// Open model: scheduled arrivals per second.
+    pub target_rate: Option<f64>,
+    /// Arrivals answered per second while it ran.
+    pub achieved_rate: f64,
+    /// Watched metrics over the stage, by name.
+    pub watched: &'a BTreeMap<String, Range>,
+    /// Times (s) a liveness probe tripped in this stage.
+    pub restarts: &'a [f64],
+    /// Times (s) a readiness probe tripped in this stage.
+    pub unready: &'a [f64],
+    /// Highest share of its CPUs the generator used, if watched.
+    pub generator_cpu: Option<f64>,
+}
+
+/// A stage judged.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Judged {
+    /// The verdict.
+    pub verdict: StageVerdict,
+    /// Why it fails or is inconclusive (empty when it holds).
+    pub reasons: Vec<String>,
+    /// Each SLO line over this stage.
+    pub slo: Vec<SloCheck>,
+}
+
+/// The value `c` looks at, in the threshold's unit (seconds, ratio, or the
+/// metric's own); `None` when there is nothing to measure.
+///
+/// A watched metric is judged at its worst in the stage: its highest sample
+/// against `<`, its lowest against `>`.
+pub fn measure(
+    c: &Condition,
+    stats: &Stats,
+    achieved_share: Option<f64>,
+    watched: &BTreeMap<String, Range>,
+) -> Option<f64> {
+    let latency_known = !stats.latency.is_empty();
+    Some(match &c.metric {
+        Metric::Quantile(q) if latency_known => stats.latency.quantile(*q).as_secs_f64(),
+        Metric::Mean if latency_known => stats.latency.mean_ms() / 1000.0,
+        Metric::Max if latency_known => stats.latency.max().as_secs_f64(),
+        Metric::Quantile(_) | Metric::Mean | Metric::Max => return None,
+        Metric::Errors if stats.completed + stats.failures.total() > 0 => stats.error_ratio(),
+        Metric::Errors => return None,
+        Metric::Rate => achieved_share?,
+        Metric::Watched(name) => {
+            let r = watched.get(name)?;
+            if matches!(c.op, Op::Lt | Op::Le) { r.max } else { r.min }
+        }
+    })
+}
+
+/// `v` (from [`measure`]) in the unit people read: ms for latency, % for ratios.
+pub fn display_value(c: &Condition, v: f64) -> f64 {
+    if c.metric.is_latency() {
+        v * 1000.0
+    } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
+        v * 100.0
+    } else {
+        v
+    }
+}
+
+/// One SLO line over `stats` (or its step's part of `steps`).
+pub fn check(
+    c: &Condition,
+    stats: &Stats,
+    steps: &BTreeMap<String, Stats>,
+    achieved_share: Option<f64>,
+    watched: &BTreeMap<String, Range>,
+) -> SloCheck {
+    let empty = Stats::default();
+    let stats = match &c.step {
+        // A step that sent nothing here has nothing to judge.
+        Some(name) => steps.get(name).unwrap_or(&empty),
+        None => stats,
+    };
+    let value = measure(c, stats, achieved_share, watched);
+    SloCheck {
+        slo: c.text.clone(),
+        value: value.map(|v| display_value(c, v)),
+        passed: value.is_some_and(|v| c.holds(v)),
+    }
+}
+
+/// Judge one stage against the SLO lines.
+pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
+    if !f.ran {
+        return Judged { verdict: StageVerdict::NotRun, reasons: Vec::new(), slo: Vec::new() };
+    }
+    let share = f.target_rate.filter(|t| *t > 0.0).map(|t| f.achieved_rate / t);
+    let checks: Vec<SloCheck> = slo.iter().map(|c| check(c, f.stats, f.steps, share, f.watched)).collect();
+    let mut fails = Vec::new();
+    for (c, r) in slo.iter().zip(&checks) {
+        if !r.passed {
+            fails.push(match r.value {
+                Some(v) => format!("{} (measured {})", c.text, unit(c, v)),
+                None => format!("{} (nothing measured)", c.text),
+            });
+        }
+    }
+    if let (Some(target), Some(share)) = (f.target_rate, share)
+        && share < RATE_FLOOR
+    {
+        fails.push(format!(
+            "achieved {:.1}/s is {:.0}% of the target {:.1}/s (needs {:.0}%)",
+            f.achieved_rate,
+            share * 100.0,
+            target,
+            RATE_FLOOR * 100.0
+        ));
+    }
+    for t in f.restarts {
+        fails.push(format!("liveness probe tripped at t={t:.0}s: Kubernetes would restart the pod"));
+    }
+    for t in f.unready {
+        fails.push(format!("readiness probe tripped at t={t:.0}s: Kubernetes would stop sending it traffic"));
+    }
+    let mut doubts = Vec::new();
+    if f.stats.dropped > 0 {
+        doubts.push(format!("{} arrivals dropped at max_in_flight: the generator was the limit", f.stats.dropped));
+    }
+    if let Some(cpu) = f.generator_cpu.filter(|c| *c > GENERATOR_CPU_CEILING) {
+        doubts.push(format!("the generator used {:.0}% of its CPU", cpu * 100.0));
+    }
+    let (verdict, reasons) = if !doubts.is_empty() {
+        // What failed is kept as context: it may be the generator's doing.
+        doubts.extend(fails);
+        (StageVerdict::Inconclusive, doubts)
+    } else if !fails.is_empty() {
+        (StageVerdict::Fails, fails)
+    } else {
+        (StageVerdict::Holds, Vec::new())
+    };
+    Judged { verdict, reasons, slo: checks }
+}
+
+fn unit(c: &Condition, v: f64) -> String {
+    if c.metric.is_latency() {
+        format!("{v:.1}ms")
+    } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
+        format!("{v:.2}%")
+    } else {
+        format!("{v}")
+    }
+}
+
+/// A run's overall verdict.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunVerdict {
+    /// `passed` (every stage that ran held), `failed` (one failed) or
+    /// `inconclusive` (none failed, some were generator-limited).
+    pub result: &'static str,
+    /// The highest rate (arrivals/s; closed model: achieved) that held before the first failure.
+    pub capacity_rps: Option<f64>,
+    /// The rate of the first failing stage.
+    pub breaks_at_rps: Option<f64>,
+    /// The stage that broke.
+    pub breaks_at_stage: Option<String>,
+}
+
+/// Combine stage verdicts, in run order, with each stage's rate (target, or
+/// achieved for the closed model) and name.
+pub fn run_verdict(stages: &[(StageVerdict, f64, &str)]) -> RunVerdict {
+    let first_fail = stages.iter().position(|s| s.0 == StageVerdict::Fails);
+    let before = &stages[..first_fail.unwrap_or(stages.len())];
+    let capacity_rps = before
+        .iter()
+        .filter(|s| s.0 == StageVerdict::Holds)
+        .map(|s| s.1)
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
+    let result = if first_fail.is_some() {
+        "failed"
+    } else if stages.iter().any(|s| s.0 == StageVerdict::Inconclusive) {
+        "inconclusive"
+    } else {
+        "passed"
+    };
+    RunVerdict {
+        result,
+        capacity_rps,
+        breaks_at_rps: first_fail.map(|i| stages[i].1),
+        breaks_at_stage: first_fail.map(|i| stages[i].2.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn stats(latency_ms: u64, n: u64, failed: u64, dropped: u64) -> Stats {
+        let mut s = Stats::default();
+        for _ in 0..n {
+            s.latency.record(Duration::from_millis(latency_ms));
+        }
+        s.completed = n;
+        s.iterations = n;
+        s.failures.add_n(crate::measure::FailureKind::Http5xx, failed);
+        s.dropped = dropped;
+        s
+    }
+
+    fn slo(lines: &[&str]) -> Vec<Condition> {
+        lines.iter().map(|l| Condition::parse(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn stage_verdicts() {
+        let none = BTreeMap::new();
+        let steps = BTreeMap::new();
+        let mut backlog = BTreeMap::new();
+        backlog.insert("puma_backlog".to_string(), Range { min: 3.0, max: 140.0 });
+        let rules: &[&str] = &["p95 < 500ms", "errors < 1%"];
+        let fast = stats(20, 1000, 0, 0);
+        let slow = stats(900, 1000, 0, 0);
+        let erring = stats(20, 1000, 50, 0);
+        let dropping = stats(900, 1000, 0, 12);
+        let base = StageFacts {
+            ran: true,
+            stats: &fast,
+            steps: &steps,
+            target_rate: Some(100.0),
+            achieved_rate: 99.0,
+            watched: &none,
+            restarts: &[],
+            unready: &[],
+            generator_cpu: Some(0.3),
+        };
+        let cases: Vec<(&str, StageFacts<'_>, &[&str], StageVerdict, &str)> = vec![
+            // everything met
+            ("ok", base, rules, StageVerdict::Holds, ""),
+            // a latency line missed
+            ("slow", StageFacts { stats: &slow, ..base }, rules, StageVerdict::Fails, "p95 < 500ms (measured 900"),
+            // errors over the line
+            ("errors", StageFacts { stats: &erring, ..base }, rules, StageVerdict::Fails, "errors < 1% (measured"),
+            // the server could not keep up with the schedule
+            ("behind", StageFacts { achieved_rate: 90.0, ..base }, rules, StageVerdict::Fails, "90% of the target"),
+            // a liveness probe tripped
+            ("probe", StageFacts { restarts: &[71.0], ..base }, rules, StageVerdict::Fails, "restart the pod"),
+            // dropped arrivals: the generator was the limit, even though p95 also failed
+            (
+                "dropped",
+                StageFacts { stats: &dropping, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "12 arrivals dropped",
+            ),
+            // a busy generator makes the figures doubtful
+            (
+                "cpu",
+                StageFacts { generator_cpu: Some(0.97), ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "97% of its CPU",
+            ),
+            // a watched metric is judged at its worst sample
+            (
+                "backlog",
+                StageFacts { watched: &backlog, ..base },
+                &["metric(puma_backlog) < 100"],
+                StageVerdict::Fails,
+                "measured 140",
+            ),
+            // a watched metric that was never seen fails rather than passing silently
+            ("unseen", base, &["metric(puma_backlog) < 100"], StageVerdict::Fails, "nothing measured"),
+            // a stage that never started
+            ("not run", StageFacts { ran: false, ..base }, rules, StageVerdict::NotRun, ""),
+        ];
+        for (name, facts, lines, want, reason) in cases {
+            let conditions = slo(lines);
+            let j = judge(&conditions, &facts);
+            assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
+            assert!(j.reasons.iter().any(|r| r.contains(reason)) || reason.is_empty(), "{name}: {:?}", j.reasons);
+        }
+    }
+
+    #[test]
+    fn capacity_is_the_last_holding_rate_before_the_break() {
+        use StageVerdict::*;
+        type Stages<'a> = &'a [(StageVerdict, f64, &'a str)];
+        let cases: &[(Stages<'_>, &str, Option<f64>, Option<f64>)] = &[
+            // a stepped run that breaks at 250/s
+            (
+                &[(Holds, 50.0, "a"), (Holds, 200.0, "b"), (Fails, 250.0, "c"), (Fails, 300.0, "d")],
+                "failed",
+                Some(200.0),
+                Some(250.0),
+            ),
+            // every stage held
+            (&[(Holds, 50.0, "a"), (Holds, 100.0, "b")], "passed", Some(100.0), None),
+            // a generator-limited stage: not a failure, not a capacity either
+            (&[(Holds, 50.0, "a"), (Inconclusive, 100.0, "b")], "inconclusive", Some(50.0), None),
+            // a recovery stage after the break does not raise the capacity
+            (&[(Holds, 100.0, "a"), (Fails, 200.0, "b"), (Holds, 150.0, "c")], "failed", Some(100.0), Some(200.0)),
+            // broke from the start
+            (&[(Fails, 50.0, "a")], "failed", None, Some(50.0)),
+        ];
+        for (stages, result, capacity, breaks) in cases {
+            let v = run_verdict(stages);
+            assert_eq!((v.result, v.capacity_rps, v.breaks_at_rps), (*result, *capacity, *breaks), "{stages:?}");
+        }
+    }
+}
