@@ -58,6 +58,9 @@ pub struct Plan {
     pub workers: usize,
     /// This machine's share of the schedule.
     pub shard: Shard,
+    /// When arrival 0 is due (default: as soon as the workers are ready), so a
+    /// caller can put the run on its own clock. Never earlier than "now".
+    pub start_at: Option<std::time::Instant>,
 }
 
 /// Why a run could not start.
@@ -177,7 +180,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     }
     drop(tx);
     ready.wait();
-    let start = Instant::now() + Duration::from_millis(5);
+    let soon = Instant::now() + Duration::from_millis(5);
+    let start = plan.start_at.map_or(soon, |s| Instant::from_std(s).max(Instant::now()));
     for s in &start_tx {
         let _ = s.send(start);
     }

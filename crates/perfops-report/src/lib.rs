@@ -3,6 +3,7 @@
 //!
 //! Pure formatting: no I/O here; the binary decides where text goes.
 
+pub mod junit;
 pub mod live;
 pub mod quick;
 pub mod results;

@@ -6,7 +6,9 @@
 //!   scenario.yaml    the scenario, secrets redacted              (at start)
 //!   series.jsonl     one JSON line per second                    (appended, flushed every second)
 //!   latency.hlog     HdrHistogram interval log, tags latency and service (appended likewise)
-//!   summary.json     stages, totals, verdict                     (at the end, atomically)
+//!   watch.jsonl      watched metrics, one line per sample        (appended, flushed per line)
+//!   probe.jsonl      probe checks, one line per check            (likewise)
+//!   summary.json     stages, verdict, diagnostics                (at the end, atomically)
 //! ```
 //!
 //! Every second is flushed before the next one starts, so a killed run keeps
@@ -32,6 +34,8 @@ pub struct RunDir {
     series: BufWriter<File>,
     hlog: BufWriter<File>,
     serializer: V2DeflateSerializer,
+    /// Other JSON-lines streams, opened on first use.
+    streams: Vec<(String, BufWriter<File>)>,
 }
 
 impl RunDir {
@@ -60,7 +64,7 @@ impl RunDir {
         writeln!(hlog, "#[BaseTime: {since_epoch:.3} (seconds since epoch)]")?;
         writeln!(hlog, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
         hlog.flush()?;
-        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new() })
+        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams: Vec::new() })
     }
 
     /// The directory.
@@ -82,6 +86,22 @@ impl RunDir {
         let mut bytes = serde_json::to_vec_pretty(value).map_err(io::Error::other)?;
         bytes.push(b'\n');
         self.write_file(name, &bytes)
+    }
+
+    /// Append `line` to the JSON-lines file `name` (created on first use) and flush it.
+    pub fn append_jsonl(&mut self, name: &str, line: &impl Serialize) -> io::Result<()> {
+        let i = match self.streams.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                let f = OpenOptions::new().create(true).append(true).open(self.path.join(name))?;
+                self.streams.push((name.to_string(), BufWriter::new(f)));
+                self.streams.len() - 1
+            }
+        };
+        let w = &mut self.streams[i].1;
+        serde_json::to_writer(&mut *w, line).map_err(io::Error::other)?;
+        w.write_all(b"\n")?;
+        w.flush()
     }
 
     /// Append one second: a series line and its histograms, then flush both.

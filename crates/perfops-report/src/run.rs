@@ -7,6 +7,9 @@ use std::fmt::Write;
 use perfops_core::measure::{HistogramSummary, Stats};
 use serde::{Deserialize, Serialize};
 
+use perfops_core::analysis::diagnose::Diagnostic;
+use perfops_core::analysis::verdict::{RunVerdict, SloCheck};
+
 use crate::live::group;
 use crate::quick::GeneratorUse;
 
@@ -125,19 +128,45 @@ pub fn failures(stats: &Stats) -> BTreeMap<String, u64> {
     stats.failures.nonzero().into_iter().map(|(k, n)| (k.name().to_string(), n)).collect()
 }
 
-/// Whether an SLO line held.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct SloResult {
-    /// The line as written.
-    pub slo: String,
-    /// The measured value, in the threshold's unit (ms for latency, % for ratios).
-    pub value: Option<f64>,
-    /// Held?
-    pub passed: bool,
+/// A stage in `summary.json`: its figures and its verdict.
+#[derive(Debug, Clone, Serialize)]
+pub struct StageSummary {
+    /// The figures.
+    #[serde(flatten)]
+    pub figures: Figures,
+    /// Start, seconds since the start of the run.
+    pub from_s: f64,
+    /// `holds`, `fails`, `inconclusive` or `not run`.
+    pub verdict: &'static str,
+    /// Why it fails or is inconclusive.
+    pub reasons: Vec<String>,
+    /// Each SLO line over this stage.
+    pub slo: Vec<SloCheck>,
+}
+
+/// The run's verdict in `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct VerdictSummary {
+    /// Capacity, breaks-at and the overall result.
+    #[serde(flatten)]
+    pub verdict: RunVerdict,
+    /// One sentence: what held, where it broke and the top diagnostic.
+    pub headline: String,
+}
+
+/// One probe's checks over the run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ProbeSummary {
+    /// Checks made.
+    pub checks: u64,
+    /// Checks failed.
+    pub failures: u64,
+    /// When it tripped (liveness: Kubernetes would restart the pod), seconds.
+    pub trips: Vec<f64>,
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RunSummary {
     /// Always `perfops.summary`.
     pub format: String,
@@ -157,14 +186,20 @@ pub struct RunSummary {
     pub interrupted: bool,
     /// Stopped early by an `abort_when` rule: which, and when.
     pub aborted: Option<String>,
+    /// The verdict (capacity, breaks at, headline).
+    pub verdict: VerdictSummary,
     /// Per stage, in order.
-    pub stages: Vec<Figures>,
+    pub stages: Vec<StageSummary>,
     /// Per step, in order.
     pub steps: Vec<Figures>,
     /// The whole run.
     pub total: Figures,
-    /// The SLO over the whole run.
-    pub slo: Vec<SloResult>,
+    /// The SLO over the whole run (the verdict judges each stage).
+    pub slo: Vec<SloCheck>,
+    /// Why it broke, most fundamental first, each with its evidence.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Probe checks, by probe (`liveness`, `readiness`).
+    pub probes: BTreeMap<String, ProbeSummary>,
     /// The generator's own use.
     pub generator: GeneratorUse,
     /// Doubts about the truthfulness of the figures (the generator as a limit).
@@ -183,24 +218,27 @@ fn ms(v: f64) -> String {
     }
 }
 
-/// The per-stage table printed at the end of a run.
+/// The end-of-run text: the per-stage table with verdicts, the SLO over the
+/// whole run, the verdict and why it broke.
 pub fn stage_table(summary: &RunSummary) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  top failures",
-        "stage", "target/s", "achieved", "p50", "p90", "p95", "p99", "max", "errors", "dropped"
+        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  {:<12} why / top failures",
+        "stage", "target/s", "achieved", "p50", "p90", "p95", "p99", "max", "errors", "dropped", "verdict"
     );
-    for f in summary.stages.iter().chain(std::iter::once(&summary.total)) {
+    let rows = summary.stages.iter().map(|s| (&s.figures, s.verdict, s.reasons.as_slice()));
+    for (f, verdict, reasons) in rows.chain(std::iter::once((&summary.total, "", &[][..]))) {
         let top: Vec<String> = {
             let mut v: Vec<(&String, &u64)> = f.failures.iter().collect();
             v.sort_by(|a, b| b.1.cmp(a.1));
             v.iter().take(2).map(|(k, n)| format!("{k} {n}")).collect()
         };
+        let why = if reasons.is_empty() { top.join(", ") } else { reasons.join("; ") };
         let l = &f.latency_ms;
         let _ = writeln!(
             o,
-            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.1}% {:>8}  {}",
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.1}% {:>8}  {:<12} {}",
             truncate(&f.name, 16),
             f.target_rate.map_or("-".into(), |r| format!("{r:.1}")),
             format!("{:.1}", f.achieved_rate),
@@ -211,13 +249,14 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.max),
             f.error_ratio * 100.0,
             group(f.dropped as f64),
-            top.join(", ")
+            if verdict == "fails" { "FAILS" } else { verdict },
+            why
         );
     }
     for s in &summary.slo {
         let _ = writeln!(
             o,
-            "SLO {:<28} {}{}",
+            "SLO (whole run) {:<24} {}{}",
             s.slo,
             if s.passed { "passed" } else { "FAILED" },
             s.value.map_or(String::new(), |v| format!(" (measured {v:.2})"))
@@ -229,7 +268,40 @@ pub fn stage_table(summary: &RunSummary) -> String {
     for w in &summary.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
+    let _ = writeln!(o, "\nverdict: {}", summary.verdict.headline);
+    for d in &summary.diagnostics {
+        let evidence: Vec<String> = d
+            .evidence
+            .iter()
+            .map(|e| format!("{}={} at t={:.0}s", e.metric, short(e.value), e.t))
+            .collect();
+        let _ = writeln!(o, "  - {}{}", d.title, if evidence.is_empty() { String::new() } else { format!("  [{}]", evidence.join(", ")) });
+    }
+    for (name, p) in &summary.probes {
+        let _ = writeln!(
+            o,
+            "probe {name}: {} checks, {} failed{}",
+            p.checks,
+            p.failures,
+            if p.trips.is_empty() {
+                String::new()
+            } else {
+                format!(", tripped at {}", p.trips.iter().map(|t| format!("t={t:.0}s")).collect::<Vec<_>>().join(", "))
+            }
+        );
+    }
     o
+}
+
+/// A metric value, short: `10`, `0.35`, `1.2e6`.
+fn short(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e6 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1e6 {
+        format!("{v:.3e}")
+    } else {
+        format!("{v:.2}")
+    }
 }
 
 fn truncate(s: &str, n: usize) -> String {

@@ -132,6 +132,11 @@ impl DemoChild {
         };
         Ok(DemoChild { url: url.to_string(), child })
     }
+
+    /// Its process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for DemoChild {

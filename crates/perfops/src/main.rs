@@ -19,6 +19,8 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod demo;
 mod quick;
 mod run;
+mod session;
+mod watching;
 
 use std::process::ExitCode;
 

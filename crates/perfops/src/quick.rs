@@ -123,6 +123,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: args.workers,
         shard: Shard::WHOLE,
+        start_at: None,
     };
 
     perfops_engine::raise_fd_limit();

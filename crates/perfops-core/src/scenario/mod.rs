@@ -184,6 +184,11 @@ impl Load {
         }
     }
 
+    /// Is it the open model?
+    pub fn is_open(&self) -> bool {
+        matches!(self, Load::Open { .. })
+    }
+
     /// Total length of the profile.
     pub fn duration(&self) -> Duration {
         self.stages().iter().map(|s| s.segment.duration).sum()

@@ -1,0 +1,91 @@
+//! JUnit XML of a run's verdict, for CI systems that show test reports: one
+//! test suite per stage, one test case per SLO line, and one for the stage's
+//! own verdict (achieved rate and probes). A stage the generator could not
+//! judge (inconclusive) or that never ran is reported as skipped, not passed.
+
+use std::fmt::Write;
+
+use crate::run::RunSummary;
+
+/// The JUnit XML document for `summary`.
+pub fn render(summary: &RunSummary) -> String {
+    let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let cases: usize = summary.stages.iter().map(|s| s.slo.len() + 1).sum();
+    let failures: usize = summary.stages.iter().map(stage_failures).sum();
+    let _ = writeln!(
+        o,
+        "<testsuites name=\"perfops {}\" tests=\"{cases}\" failures=\"{failures}\" time=\"{:.3}\">",
+        esc(&summary.name),
+        summary.elapsed_s
+    );
+    for st in &summary.stages {
+        let f = &st.figures;
+        let skipped = matches!(st.verdict, "inconclusive" | "not run");
+        let _ = writeln!(
+            o,
+            "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
+            esc(&f.name),
+            st.slo.len() + 1,
+            stage_failures(st),
+            if skipped { st.slo.len() + 1 } else { 0 },
+            f.duration_s
+        );
+        let class = format!("perfops.{}.{}", summary.name, f.name);
+        let skip_reason = st.reasons.join("; ");
+        for c in &st.slo {
+            let measured = c.value.map_or("nothing measured".to_string(), |v| format!("measured {v:.3}"));
+            case(&mut o, &class, &c.slo, skipped.then_some(&skip_reason), (!c.passed && !skipped).then_some(&measured));
+        }
+        let why = st.reasons.join("; ");
+        case(&mut o, &class, "stage holds", skipped.then_some(&skip_reason), (st.verdict == "fails").then_some(&why));
+        o.push_str("  </testsuite>\n");
+    }
+    o.push_str("</testsuites>\n");
+    o
+}
+
+/// Failed cases of a stage: its missed SLO lines and its own verdict.
+fn stage_failures(st: &crate::run::StageSummary) -> usize {
+    if st.verdict == "fails" { st.slo.iter().filter(|c| !c.passed).count() + 1 } else { 0 }
+}
+
+fn case(o: &mut String, class: &str, name: &str, skipped: Option<&String>, failure: Option<&String>) {
+    let _ = write!(o, "    <testcase classname=\"{}\" name=\"{}\"", esc(class), esc(name));
+    match (skipped, failure) {
+        (Some(why), _) => {
+            let _ = writeln!(o, "><skipped message=\"{}\"/></testcase>", esc(why));
+        }
+        (None, Some(why)) => {
+            let _ = writeln!(o, "><failure message=\"{}\"/></testcase>", esc(why));
+        }
+        (None, None) => o.push_str("/>\n"),
+    }
+}
+
+/// XML attribute text.
+fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            c if (c as u32) < 0x20 && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn attribute_text_is_escaped() {
+        assert_eq!(esc("p95 < 500ms & \"x\""), "p95 &lt; 500ms &amp; &quot;x&quot;");
+        assert_eq!(esc("a\u{1}b"), "ab");
+    }
+}

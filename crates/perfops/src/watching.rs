@@ -1,0 +1,171 @@
+//! The scenario's `watch:` and `probe:` turned into the engine's watch plan,
+//! and what the watchers report kept for judging: every sample and probe
+//! check goes to `watch.jsonl` / `probe.jsonl` as it arrives, and into a
+//! per-metric time series that verdicts and diagnostics read.
+
+use std::collections::BTreeMap;
+use std::sync::mpsc::Receiver;
+use std::time::Duration;
+
+use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
+use perfops_core::analysis::verdict::Range;
+use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
+use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, WatchEvent, WatchPlan};
+use perfops_report::results::RunDir;
+use perfops_report::run::ProbeSummary;
+
+/// Pools perfops recognises without being told: (busy, size) metric names.
+const KNOWN_POOLS: &[(&str, &str)] = &[("demo_workers_busy", "demo_workers_max")];
+
+/// The engine's watch plan for `scenario` against `url`; `demo_pid` is the
+/// demo target's process, watched (with its `/metrics`) unless the scenario
+/// says otherwise. The generator always watches itself.
+pub(crate) fn plan(scenario: &Scenario, url: &str, demo_pid: Option<u32>, insecure: bool) -> WatchPlan {
+    let absolute = |u: &str| if u.starts_with('/') { format!("{url}{u}") } else { u.to_string() };
+    let w = scenario.watch.clone().unwrap_or_default();
+    let every = if w.every.is_zero() { Duration::from_secs(1) } else { w.every };
+    let mut prometheus: Vec<String> = w.prometheus.iter().map(|u| absolute(u)).collect();
+    let mut process = w.process.map(|p| match p {
+        ProcessWatch::Pid(pid) => ProcessSel::Pid(pid),
+        ProcessWatch::Port(port) => ProcessSel::Port(port),
+    });
+    if let (TargetSpec::Demo(..), Some(pid)) = (&scenario.target, demo_pid) {
+        if prometheus.is_empty() {
+            prometheus.push(absolute("/metrics"));
+        }
+        process.get_or_insert(ProcessSel::Pid(pid));
+    }
+    let mut probes = Vec::new();
+    for (kind, p) in [(ProbeKind::Liveness, &scenario.probe.liveness), (ProbeKind::Readiness, &scenario.probe.readiness)] {
+        if let Some(p) = p {
+            probes.push(ProbeSpec {
+                kind,
+                url: absolute(&p.path),
+                period: p.period,
+                timeout: p.timeout,
+                failure_threshold: p.failure_threshold,
+                success_threshold: p.success_threshold,
+                initial_delay: p.initial_delay,
+            });
+        }
+    }
+    WatchPlan {
+        every,
+        timeout: every.min(Duration::from_secs(5)),
+        prometheus,
+        json: w.json.iter().map(|j| JsonSource { url: absolute(&j.url), fields: j.fields.clone() }).collect(),
+        process,
+        generator: true,
+        probes,
+        insecure,
+    }
+}
+
+/// The pool gauges to judge "pool-bound" by: the scenario's, or a known pair seen in the samples.
+pub(crate) fn pool(scenario: &Scenario, store: &Store) -> Option<Pool> {
+    if let Some(p) = scenario.watch.as_ref().and_then(|w| w.pool.as_ref()) {
+        return Some(match &p.max {
+            PoolMax::Metric(m) => Pool { busy: p.busy.clone(), max_metric: Some(m.clone()), size: None },
+            PoolMax::Value(v) => Pool { busy: p.busy.clone(), max_metric: None, size: Some(*v) },
+        });
+    }
+    KNOWN_POOLS.iter().find(|(b, m)| store.series.contains_key(*b) && store.series.contains_key(*m)).map(|(b, m)| Pool {
+        busy: b.to_string(),
+        max_metric: Some(m.to_string()),
+        size: None,
+    })
+}
+
+/// Everything watched so far.
+#[derive(Default)]
+pub(crate) struct Store {
+    /// Metric name -> (t, value), in arrival order (each source's in time order).
+    pub(crate) series: BTreeMap<String, Vec<(f64, f64)>>,
+    /// Checks by probe name.
+    pub(crate) probes: BTreeMap<String, ProbeSummary>,
+    /// Probes that reached their failure threshold.
+    pub(crate) trips: Vec<ProbeTrip>,
+    /// Problems already reported, so a dead endpoint is said once, not every 2 s.
+    said: Vec<String>,
+    write_failed: bool,
+}
+
+impl Store {
+    /// Take every event waiting in `rx`: write it to the results and keep it.
+    pub(crate) fn drain(&mut self, rx: &Receiver<WatchEvent>, dir: &mut RunDir) {
+        while let Ok(ev) = rx.try_recv() {
+            let written = match &ev {
+                WatchEvent::Sample(s) => dir.append_jsonl("watch.jsonl", s),
+                WatchEvent::Probe(p) => dir.append_jsonl("probe.jsonl", p),
+                WatchEvent::Problem { .. } => Ok(()),
+            };
+            if let Err(e) = written
+                && !self.write_failed
+            {
+                eprintln!("perfops: cannot write watched metrics ({e}); they are still judged");
+                self.write_failed = true;
+            }
+            self.keep(ev);
+        }
+    }
+
+    fn keep(&mut self, ev: WatchEvent) {
+        match ev {
+            WatchEvent::Sample(s) => {
+                // `name{labels}` series are also summed under `name`, so a
+                // condition or a pool can name a metric without its labels.
+                let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
+                for (name, v) in &s.values {
+                    if let Some((base, _)) = name.split_once('{') {
+                        *sums.entry(base).or_default() += v;
+                    }
+                }
+                for (base, v) in sums {
+                    if !s.values.iter().any(|(n, _)| n == base) {
+                        self.series.entry(base.to_string()).or_default().push((s.t, v));
+                    }
+                }
+                for (name, v) in s.values {
+                    self.series.entry(name).or_default().push((s.t, v));
+                }
+            }
+            WatchEvent::Probe(p) => {
+                let entry = self.probes.entry(p.probe.name().to_string()).or_default();
+                entry.checks += 1;
+                entry.failures += u64::from(!p.ok);
+                if p.restart || p.unready {
+                    entry.trips.push(p.t);
+                    self.trips.push(ProbeTrip {
+                        t: p.t,
+                        probe: p.probe.name(),
+                        failures: p.failures,
+                        error: p.error.clone(),
+                    });
+                }
+            }
+            WatchEvent::Problem { t, source, message } => {
+                let key = format!("{source}: {message}");
+                if !self.said.contains(&key) {
+                    eprintln!("perfops: watch: {key} (t={t:.0}s)");
+                    self.said.push(key);
+                }
+            }
+        }
+    }
+
+    /// Each metric's range over `[from, to]` (seconds).
+    pub(crate) fn ranges(&self, from: f64, to: f64) -> BTreeMap<String, Range> {
+        let mut out: BTreeMap<String, Range> = BTreeMap::new();
+        for (name, points) in &self.series {
+            for &(_, v) in points.iter().filter(|(t, _)| *t >= from && *t <= to) {
+                out.entry(name.clone()).and_modify(|r| r.include(v)).or_insert_with(|| Range::of(v));
+            }
+        }
+        out
+    }
+
+    /// Probe trips in `[from, to)`, by kind.
+    pub(crate) fn trips_in(&self, from: f64, to: f64, probe: &str) -> Vec<f64> {
+        self.trips.iter().filter(|t| t.probe == probe && t.t >= from && t.t < to).map(|t| t.t).collect()
+    }
+}
