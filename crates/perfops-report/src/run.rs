@@ -154,6 +154,77 @@ pub struct VerdictSummary {
     pub headline: String,
 }
 
+/// One attempt of `perfops limit`.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitAttempt {
+    /// Target arrivals per second.
+    pub rate: f64,
+    /// Achieved arrivals per second.
+    pub achieved: f64,
+    /// Latency median, ms.
+    pub p50_ms: f64,
+    /// Latency p95, ms.
+    pub p95_ms: f64,
+    /// Latency p99, ms.
+    pub p99_ms: f64,
+    /// Failed / finished requests.
+    pub error_ratio: f64,
+    /// `holds`, `fails`, `inconclusive`.
+    pub verdict: &'static str,
+}
+
+/// What `perfops limit` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct LimitSearch {
+    /// The highest rate that held.
+    pub capacity_rps: Option<f64>,
+    /// The lowest rate that failed.
+    pub breaks_at_rps: Option<f64>,
+    /// Did the capacity hold again when confirmed?
+    pub confirmed: Option<bool>,
+    /// The bisection's stopping width (0.05 = 5%).
+    pub precision: f64,
+    /// In the order tried.
+    pub attempts: Vec<LimitAttempt>,
+}
+
+/// One concurrency level of `perfops sweep`.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepLevel {
+    /// Users (connections), each looping request -> response.
+    pub concurrency: u32,
+    /// Arrivals answered per second.
+    pub throughput: f64,
+    /// Latency median, ms.
+    pub p50_ms: f64,
+    /// Latency p99, ms.
+    pub p99_ms: f64,
+    /// p50 over p50 at the lowest level.
+    pub p50_ratio: f64,
+    /// Throughput over throughput at the lowest level.
+    pub throughput_ratio: f64,
+    /// Failed / finished requests.
+    pub error_ratio: f64,
+}
+
+/// What `perfops sweep` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepResult {
+    /// Per level, in order.
+    pub levels: Vec<SweepLevel>,
+    /// The Universal Scalability Law fit, when one could be made.
+    pub usl: Option<serde_json::Value>,
+    /// Predicted concurrency of peak throughput.
+    pub predicted_peak_concurrency: Option<f64>,
+    /// Predicted peak throughput.
+    pub predicted_peak_throughput: Option<f64>,
+    /// The level with the highest measured throughput.
+    pub best_level: Option<u32>,
+    /// A hidden concurrency cap, when throughput stops growing: about how
+    /// many requests the target serves at once.
+    pub concurrency_cap: Option<f64>,
+}
+
 /// One probe's checks over the run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ProbeSummary {
@@ -200,6 +271,12 @@ pub struct RunSummary {
     pub diagnostics: Vec<Diagnostic>,
     /// Probe checks, by probe (`liveness`, `readiness`).
     pub probes: BTreeMap<String, ProbeSummary>,
+    /// `perfops limit`: the search.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<LimitSearch>,
+    /// `perfops sweep`: the levels and the fit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResult>,
     /// The generator's own use.
     pub generator: GeneratorUse,
     /// Doubts about the truthfulness of the figures (the generator as a limit).

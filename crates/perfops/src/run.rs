@@ -172,6 +172,8 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
         slo,
         diagnostics,
         probes: s.store.probes.clone(),
+        limit: None,
+        sweep: None,
         generator: crate::quick::generator_use(loaded.workers),
         warnings,
     }

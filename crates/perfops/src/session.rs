@@ -300,6 +300,11 @@ impl Session {
         self.store.drain(&self.events, &mut self.dir);
     }
 
+    /// Accept any TLS certificate?
+    pub(crate) fn insecure(&self) -> bool {
+        self.insecure
+    }
+
     /// The demo target's or the scenario's URL joined with `path`.
     pub(crate) fn url_of(&self, path: &str) -> String {
         format!("{}{path}", self.url)

@@ -1,0 +1,253 @@
+//! `perfops limit SCENARIO`: the highest arrival rate the target holds under
+//! the scenario's SLO (its capacity), and what broke just above it.
+//!
+//! ```text
+//!   rate  ▲                 ✗ 800
+//!         │             ✓ 400    ✗ 600
+//!         │         ✓ 200     ✓ 450 ✗ 500     ✓ 475 (bisect until hi/lo <= 1 + precision)
+//!         │     ✓ 100                              then confirm 475 once more
+//!         └──────────────────────────────────────────────> attempts, cool-down between each
+//! ```
+//!
+//! Each attempt is one open-model stage of the scenario's flows at a constant
+//! rate, judged like a stage of `perfops run` (SLO, 97% of target, probes).
+//! Between attempts the target cools down: the health path must answer fast
+//! again, so one attempt's backlog does not sink the next. A generator-limited
+//! attempt stops the search: it cannot say anything about the server.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Result, bail};
+use clap::Args;
+use perfops_core::analysis::verdict::StageVerdict;
+use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
+use perfops_core::scenario::Load;
+use perfops_report::run::{LimitAttempt, LimitSearch};
+
+use crate::session::{Session, SessionArgs, StagePlan};
+use crate::{Exit, UsageError};
+
+/// Flags of `perfops limit`.
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// First rate tried, arrivals/s (default: the scenario's first stage).
+    #[arg(long)]
+    from: Option<f64>,
+    /// Never try above this rate.
+    #[arg(long, default_value_t = 100_000.0)]
+    max: f64,
+    /// Each attempt holds its rate this long.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    hold: Duration,
+    /// Step-up factor until the first failure.
+    #[arg(long, default_value_t = 2.0)]
+    factor: f64,
+    /// Stop bisecting when the failing rate is within this fraction above the holding one.
+    #[arg(long, default_value_t = 0.05)]
+    precision: f64,
+    /// Give the target at most this long to recover between attempts.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    cooldown: Duration,
+    /// At most this many attempts (the confirmation included).
+    #[arg(long, default_value_t = 20)]
+    attempts: usize,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    perfops_core::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
+    if args.factor.is_nan() || args.factor <= 1.0 || args.precision.is_nan() || args.precision <= 0.0 || args.hold.is_zero() {
+        bail!(UsageError("--factor must be > 1, --precision > 0 and --hold > 0s".into()));
+    }
+    let Some(mut s) = Session::open(&args.session, "limit")? else { return Ok(Exit::Usage) };
+    let Load::Open { stages, max_in_flight } = &s.scenario.load else {
+        bail!(UsageError("`limit` searches arrival rates: the scenario's load must be the open model".into()));
+    };
+    let max_in_flight = *max_in_flight;
+    let first = stages.first().map_or(10.0, |st| st.segment.from.as_f64().max(st.segment.to.as_f64()));
+    let mut rate = args.from.unwrap_or(first).clamp(0.1, args.max);
+    let health = s.url_of(
+        &s.scenario.probe.liveness.as_ref().or(s.scenario.probe.readiness.as_ref()).map_or("/health".into(), |p| p.path.clone()),
+    );
+    eprintln!(
+        "perfops: limit {} — from {rate}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
+        s.scenario.name,
+        args.factor,
+        args.precision * 100.0,
+        args.hold.as_secs_f64(),
+        s.dir.path().display()
+    );
+    let baseline = settle(&health, &s, Duration::from_secs(10), None);
+
+    let mut results = Vec::new();
+    let mut judged = Vec::new();
+    let mut lo: Option<f64> = None; // highest rate that held
+    let mut hi: Option<f64> = None; // lowest rate that failed
+    let mut inconclusive = None;
+    let mut confirmed = None;
+    while results.len() < args.attempts && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let confirming = matches!((lo, hi), (Some(l), Some(h)) if h <= l * (1.0 + args.precision))
+            || (hi.is_none() && lo.is_some_and(|l| l >= args.max));
+        if confirming {
+            rate = lo.unwrap_or(rate);
+        }
+        if !results.is_empty() {
+            settle(&health, &s, args.cooldown, baseline);
+        }
+        let name = if confirming { format!("confirm {}/s", round(rate)) } else { format!("{}/s", round(rate)) };
+        let stage = StagePlan { name, target_rate: Some(rate), duration: args.hold };
+        let r = Rate::per_second(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let schedule = Schedule::new(vec![Segment { duration: args.hold, from: r, to: r }])?;
+        let loaded = s.load(LoadModel::Open { schedule, max_in_flight }, &[stage], None, &mut |_, _| None)?;
+        let verdict = s.judge(&loaded.stages)[0].clone();
+        let st = &loaded.stages[0];
+        eprintln!(
+            "perfops: {:>12}: achieved {:.1}/s, p95 {:.1} ms, errors {:.2}% -> {}{}",
+            st.plan.name,
+            st.achieved_rate,
+            st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0,
+            st.stats.error_ratio() * 100.0,
+            verdict.verdict.name(),
+            verdict.reasons.first().map_or(String::new(), |r| format!(" ({r})"))
+        );
+        results.push(loaded);
+        judged.push(verdict.clone());
+        if confirming {
+            confirmed = Some(verdict.verdict == StageVerdict::Holds);
+            break;
+        }
+        match verdict.verdict {
+            StageVerdict::Holds => lo = Some(rate),
+            StageVerdict::Fails => hi = Some(rate),
+            StageVerdict::Inconclusive | StageVerdict::NotRun => {
+                inconclusive = Some(rate);
+                break;
+            }
+        }
+        rate = match (lo, hi) {
+            (Some(l), Some(h)) => (l + h) / 2.0,
+            (Some(l), None) => (l * args.factor).min(args.max),
+            (None, Some(h)) => h / args.factor,
+            (None, None) => rate,
+        };
+        if lo.is_none() && rate < 0.5 {
+            break; // nothing holds even at a trickle
+        }
+    }
+    s.close();
+
+    // One summary over every attempt, in the order tried; diagnostics look
+    // at the failing attempt closest above the capacity.
+    let mut merged = crate::session::Loaded {
+        stages: Vec::new(),
+        total: Default::default(),
+        steps: Default::default(),
+        elapsed: Duration::ZERO,
+        workers: 0,
+        dropped: Vec::new(),
+        stopped: false,
+    };
+    for l in &results {
+        merged.stages.extend(l.stages.iter().cloned());
+        merged.total.merge(&l.total);
+        for (k, v) in &l.steps {
+            merged.steps.entry(k.clone()).or_default().merge(v);
+        }
+        merged.elapsed += l.elapsed;
+        merged.workers = merged.workers.max(l.workers);
+        merged.dropped.extend(l.dropped.iter().copied());
+        merged.stopped |= l.stopped;
+    }
+    let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
+    summary.verdict.verdict.capacity_rps = lo;
+    summary.verdict.verdict.breaks_at_rps = hi;
+    summary.verdict.verdict.breaks_at_stage = hi.map(|h| format!("{}/s", round(h)));
+    summary.verdict.verdict.result = match (inconclusive, lo) {
+        (Some(_), _) => "inconclusive",
+        (None, Some(_)) if confirmed != Some(false) => "passed",
+        _ => "failed",
+    };
+    // The diagnosis of the break: the lowest failing attempt.
+    let breaking = results.iter().zip(&judged).enumerate().filter(|(_, (_, j))| j.verdict == StageVerdict::Fails).min_by(|a, b| {
+        let ra = a.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
+        let rb = b.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
+        ra.total_cmp(&rb)
+    });
+    if let Some((_, (l, j))) = breaking {
+        summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.total, &l.dropped);
+    }
+    let attempts: Vec<LimitAttempt> = results
+        .iter()
+        .zip(&judged)
+        .map(|(l, j)| {
+            let st = &l.stages[0];
+            LimitAttempt {
+                rate: st.plan.target_rate.unwrap_or(0.0),
+                achieved: st.achieved_rate,
+                p50_ms: st.stats.latency.quantile(0.5).as_secs_f64() * 1000.0,
+                p95_ms: st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0,
+                p99_ms: st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
+                error_ratio: st.stats.error_ratio(),
+                verdict: j.verdict.name(),
+            }
+        })
+        .collect();
+    summary.verdict.headline = match (lo, hi, inconclusive) {
+        (_, _, Some(r)) => format!(
+            "INCONCLUSIVE: at {}/s the generator was the limit{}",
+            round(r),
+            lo.map_or(String::new(), |l| format!("; the target held {}/s", round(l)))
+        ),
+        (Some(l), Some(h), None) => format!(
+            "capacity {}/s{}; breaks at {}/s{}",
+            round(l),
+            match confirmed {
+                Some(true) => " (confirmed)",
+                Some(false) => " (NOT confirmed: it failed when tried again)",
+                None => "",
+            },
+            round(h),
+            summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
+        ),
+        (Some(l), None, None) => format!("holds at least {}/s (the highest rate tried)", round(l)),
+        (None, _, None) => format!(
+            "no rate held, down to {}/s{}",
+            round(rate),
+            summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
+        ),
+    };
+    summary.limit = Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
+    crate::run::finish(&mut s, &summary, args.session.junit.as_deref())
+}
+
+/// Wait until `url` answers quickly again (3 fast answers in a row), at most
+/// `limit`; returns the typical answer time seen. "Fast" is within 50 ms or
+/// three times the `baseline` measured before the first attempt.
+fn settle(url: &str, s: &Session, limit: Duration, baseline: Option<Duration>) -> Option<Duration> {
+    let fast = baseline.map_or(Duration::from_millis(50), |b| (b * 3).max(Duration::from_millis(50)));
+    let until = Instant::now() + limit;
+    let mut streak = Vec::new();
+    while Instant::now() < until && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        match perfops_engine::watch::check(url, Duration::from_secs(1), s.insecure()) {
+            Ok(took) if took <= fast => {
+                streak.push(took);
+                if streak.len() >= 3 {
+                    streak.sort();
+                    return Some(streak[1]);
+                }
+            }
+            _ => streak.clear(),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!("perfops: the target did not recover within {:.0} s; going on", limit.as_secs_f64());
+    None
+}
+
+fn round(r: f64) -> String {
+    if r >= 10.0 { format!("{:.0}", r) } else { format!("{r:.1}") }
+}

@@ -1,0 +1,227 @@
+//! `perfops sweep SCENARIO --concurrency 1,2,5,10,20,50`: the closed model at
+//! each concurrency level in turn: throughput and latency per level, their
+//! ratio to the lowest level, and the Universal Scalability Law fitted to
+//! the curve (how much contention and coherency cost the target pays, and
+//! where its throughput peaks).
+//!
+//! A hidden cap (a pool of 10 threads, an HTTP agent limited to 50 sockets)
+//! shows as throughput that stops growing while latency grows in proportion
+//! to the users (Little's law); the cap is about the plateau's throughput
+//! times the latency at the lowest level.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use clap::Args;
+use perfops_core::analysis::usl::{self, Observation};
+use perfops_core::model::LoadModel;
+use perfops_core::scenario::Load;
+use perfops_report::run::{SweepLevel, SweepResult};
+
+use crate::session::{Loaded, Session, SessionArgs, StagePlan};
+use crate::{Exit, UsageError};
+
+/// Flags of `perfops sweep`.
+#[derive(Debug, Args)]
+pub(crate) struct SweepArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// Concurrency levels (users looping request -> response), in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10,20,50")]
+    concurrency: Vec<u32>,
+    /// How long each level runs.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    hold: Duration,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    perfops_core::units::parse_duration(s).map_err(|e| e.to_string())
+}
+
+pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
+    if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.hold.is_zero() {
+        bail!(UsageError("--concurrency takes levels of 1 or more, --hold more than 0s".into()));
+    }
+    let Some(mut s) = Session::open(&args.session, "sweep")? else { return Ok(Exit::Usage) };
+    let think = match &s.scenario.load {
+        Load::Closed { think, .. } => *think,
+        Load::Open { .. } => Duration::ZERO,
+    };
+    eprintln!(
+        "perfops: sweep {} — concurrency {:?}, {:.0} s each; results in {}",
+        s.scenario.name,
+        args.concurrency,
+        args.hold.as_secs_f64(),
+        s.dir.path().display()
+    );
+    let mut loads: Vec<Loaded> = Vec::new();
+    for &n in &args.concurrency {
+        if s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break;
+        }
+        let stage = StagePlan { name: format!("{n} users"), target_rate: None, duration: args.hold };
+        let model = LoadModel::Closed { connections: n, think, profile: None };
+        let loaded = s.load(model, &[stage], Some(args.hold), &mut |_, _| None)?;
+        let st = &loaded.stages[0];
+        eprintln!(
+            "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",
+            st.achieved_rate,
+            st.stats.latency.quantile(0.5).as_secs_f64() * 1000.0,
+            st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
+            st.stats.error_ratio() * 100.0
+        );
+        loads.push(loaded);
+    }
+    s.close();
+
+    let levels = levels(&args.concurrency, &loads);
+    let obs: Vec<Observation> = levels
+        .iter()
+        .filter(|l| l.throughput > 0.0)
+        .map(|l| Observation { concurrency: f64::from(l.concurrency), throughput: l.throughput })
+        .collect();
+    let fit = usl::fit(&obs).ok();
+    let best = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput));
+    let cap = concurrency_cap(&levels);
+    let result = SweepResult {
+        usl: fit.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+        predicted_peak_concurrency: fit.as_ref().and_then(|f| f.peak_concurrency()),
+        predicted_peak_throughput: fit.as_ref().and_then(|f| f.peak_throughput()),
+        best_level: best.map(|b| b.concurrency),
+        concurrency_cap: cap,
+        levels,
+    };
+
+    let mut merged = Loaded {
+        stages: Vec::new(),
+        total: Default::default(),
+        steps: Default::default(),
+        elapsed: Duration::ZERO,
+        workers: 0,
+        dropped: Vec::new(),
+        stopped: false,
+    };
+    for l in &loads {
+        merged.stages.extend(l.stages.iter().cloned());
+        merged.total.merge(&l.total);
+        for (k, v) in &l.steps {
+            merged.steps.entry(k.clone()).or_default().merge(v);
+        }
+        merged.elapsed += l.elapsed;
+        merged.workers = merged.workers.max(l.workers);
+        merged.stopped |= l.stopped;
+    }
+    let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
+    let mut text = String::from("\nusers   throughput/s   x vs first    p50 ms    p99 ms   p50 x first   errors\n");
+    for l in &result.levels {
+        text.push_str(&format!(
+            "{:>5} {:>14.1} {:>12.2} {:>9.2} {:>9.2} {:>13.2} {:>7.2}%\n",
+            l.concurrency,
+            l.throughput,
+            l.throughput_ratio,
+            l.p50_ms,
+            l.p99_ms,
+            l.p50_ratio,
+            l.error_ratio * 100.0
+        ));
+    }
+    match &fit {
+        Some(f) => {
+            text.push_str(&format!(
+                "USL fit: lambda {:.1}/s per user, sigma (contention) {:.4}, kappa (coherency) {:.6}; R² {:.3}, error {:.1}%\n",
+                f.lambda,
+                f.sigma,
+                f.kappa,
+                f.r_squared,
+                f.rmse_ratio * 100.0
+            ));
+            match (f.peak_concurrency(), f.peak_throughput()) {
+                (Some(n), Some(x)) => {
+                    text.push_str(&format!("predicted peak: {x:.1}/s at about {n:.0} users\n"));
+                }
+                _ => text.push_str("predicted peak: none in sight (no coherency cost measured)\n"),
+            }
+        }
+        None => text.push_str("USL fit: needs at least 3 levels with throughput\n"),
+    }
+    if let Some(c) = cap {
+        text.push_str(&format!(
+            "throughput stops growing: the target serves about {c:.0} requests at once (a pool, a connection cap or a lock)\n"
+        ));
+    }
+    summary.verdict.headline = match (best, &fit) {
+        (Some(b), Some(f)) => format!(
+            "best measured {:.1}/s at {} users; USL peak {}",
+            b.throughput,
+            b.concurrency,
+            match (f.peak_throughput(), f.peak_concurrency()) {
+                (Some(x), Some(n)) => format!("{x:.1}/s at ~{n:.0} users"),
+                _ => "not in sight".into(),
+            }
+        ),
+        (Some(b), None) => format!("best measured {:.1}/s at {} users", b.throughput, b.concurrency),
+        _ => "nothing measured".into(),
+    };
+    summary.sweep = Some(result);
+    crate::out(&text);
+    crate::run::finish(&mut s, &summary, args.session.junit.as_deref())
+}
+
+fn levels(concurrency: &[u32], loads: &[Loaded]) -> Vec<SweepLevel> {
+    let mut out: Vec<SweepLevel> = Vec::new();
+    for (&n, l) in concurrency.iter().zip(loads) {
+        let st = &l.stages[0];
+        let p50 = st.stats.latency.quantile(0.5).as_secs_f64() * 1000.0;
+        let (t0, p0) = out.first().map_or((st.achieved_rate, p50), |f| (f.throughput, f.p50_ms));
+        out.push(SweepLevel {
+            concurrency: n,
+            throughput: st.achieved_rate,
+            p50_ms: p50,
+            p99_ms: st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
+            p50_ratio: if p0 > 0.0 { p50 / p0 } else { 0.0 },
+            throughput_ratio: if t0 > 0.0 { st.achieved_rate / t0 } else { 0.0 },
+            error_ratio: st.stats.error_ratio(),
+        });
+    }
+    out
+}
+
+/// When throughput stops growing (the last level within 10% of the one
+/// before it, though it has at least 1.5x the users), the target serves
+/// about `throughput x latency at the lowest level` requests at once.
+fn concurrency_cap(levels: &[SweepLevel]) -> Option<f64> {
+    let [.., a, b] = levels else { return None };
+    let first = levels.first()?;
+    let plateau = f64::from(b.concurrency) >= 1.5 * f64::from(a.concurrency) && b.throughput <= a.throughput * 1.10;
+    let cap = b.throughput * first.p50_ms / 1000.0 / f64::from(first.concurrency);
+    // A cap above the users tried is no cap of the target's.
+    (plateau && first.p50_ms > 0.0 && cap < f64::from(b.concurrency)).then_some(cap)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(concurrency: u32, throughput: f64, p50_ms: f64) -> SweepLevel {
+        SweepLevel {
+            concurrency,
+            throughput,
+            p50_ms,
+            p99_ms: p50_ms,
+            p50_ratio: 1.0,
+            throughput_ratio: 1.0,
+            error_ratio: 0.0,
+        }
+    }
+
+    #[test]
+    fn a_plateau_reveals_the_cap() {
+        // 10 threads at 20 ms: 500/s from 10 users on.
+        let pool = [level(1, 50.0, 20.0), level(10, 495.0, 20.2), level(20, 500.0, 40.0), level(50, 500.0, 100.0)];
+        let cap = concurrency_cap(&pool).expect("a cap");
+        assert!((cap - 10.0).abs() < 0.5, "{cap}");
+        // Still growing: no cap.
+        let linear = [level(1, 50.0, 20.0), level(10, 500.0, 20.0), level(50, 2400.0, 20.5)];
+        assert_eq!(concurrency_cap(&linear), None);
+    }
+}
