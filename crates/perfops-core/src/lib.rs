@@ -5,6 +5,8 @@
 //!   arrival n due"; a closed model answers "how many users". The engine runs them.
 //! - [`measure`]: failure kinds, HDR histograms and per-interval statistics, and
 //!   their merge (associative and order-free, so per-worker shards combine exactly).
+//! - [`analysis`]: conclusions from finished measurements: verdicts, capacity, diagnostics, a
+//!   sweep's scalability, latency modes.
 //!
 //! Everything here is testable without a clock: time enters as `Duration` offsets
 //! from the start of a run.
