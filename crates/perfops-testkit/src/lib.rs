@@ -157,7 +157,12 @@ fn accept_loop(listener: &TcpListener, behaviour: Behaviour, tls: Option<Arc<Ser
             std::thread::sleep(Duration::from_millis(10));
             continue;
         };
-        shared.connections.fetch_add(1, Ordering::Release);
+        let number = shared.connections.fetch_add(1, Ordering::Release);
+        let behaviour = match behaviour {
+            Behaviour::StallSome { every, stall } if number % every.max(1) == 0 => Behaviour::Delay(stall),
+            Behaviour::StallSome { .. } => Behaviour::Delay(Duration::ZERO),
+            other => other,
+        };
         let shared = Arc::clone(shared);
         let tls = tls.clone();
         let spawned = std::thread::Builder::new()
@@ -197,6 +202,14 @@ fn connection(stream: TcpStream, behaviour: Behaviour, tls: Option<Arc<ServerCon
 /// when its own head arrived.
 pub fn fixed_delay(delay: Duration) -> Server {
     Server::start(Behaviour::Delay(delay), None)
+}
+
+/// Keep-alive server on which every `every`-th connection (the first, then
+/// the `every+1`-th, ...) answers each request `stall` late and the others at
+/// once: the latency signature of Nagle's algorithm meeting delayed ACK on
+/// the connections whose writes were split.
+pub fn stall_some_connections(every: u64, stall: Duration) -> Server {
+    Server::start(Behaviour::StallSome { every, stall }, None)
 }
 
 /// Like [`fixed_delay`], but once, `freeze_after` after the server started,

@@ -54,6 +54,9 @@ pub(crate) enum Behaviour {
     CloseDelimited,
     /// The given status code with body `status\n`.
     Status(u16),
+    /// Every `every`-th connection (the first included) answers after
+    /// `stall`, the others at once; resolved to `Delay` when accepted.
+    StallSome { every: u64, stall: Duration },
 }
 
 impl Behaviour {
@@ -101,7 +104,7 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
                 );
                 return linger_close(conn, shared);
             }
-            Behaviour::Delay(_) | Behaviour::Freeze { .. } => {
+            Behaviour::Delay(_) | Behaviour::Freeze { .. } | Behaviour::StallSome { .. } => {
                 let deadline = behaviour.deadline(request.arrival, shared.start);
                 if let Some(deadline) = deadline
                     && !sleep_until(deadline, shared)

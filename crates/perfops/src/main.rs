@@ -17,9 +17,11 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod demo;
+mod limit;
 mod quick;
 mod run;
 mod session;
+mod sweep;
 mod watching;
 
 use std::process::ExitCode;
@@ -39,6 +41,10 @@ struct Cli {
 enum Command {
     /// Run a scenario's load profile; results go to runs/<time>-<name>/.
     Run(run::RunArgs),
+    /// Find the highest arrival rate that meets the scenario's SLO, and why it breaks above it.
+    Limit(limit::LimitArgs),
+    /// Closed-model sweep over concurrency levels, with a Universal Scalability Law fit.
+    Sweep(sweep::SweepArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
@@ -62,6 +68,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => run::run(args),
+        Command::Limit(args) => limit::run(args),
+        Command::Sweep(args) => sweep::run(args),
         Command::Check(args) => run::check(args),
         Command::Quick(args) => quick::run(args),
         Command::Demo(args) => demo::run(args),

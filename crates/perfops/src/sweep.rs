@@ -81,13 +81,13 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         .map(|l| Observation { concurrency: f64::from(l.concurrency), throughput: l.throughput })
         .collect();
     let fit = usl::fit(&obs).ok();
-    let best = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput));
+    let best = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput)).cloned();
     let cap = concurrency_cap(&levels);
     let result = SweepResult {
         usl: fit.as_ref().and_then(|f| serde_json::to_value(f).ok()),
         predicted_peak_concurrency: fit.as_ref().and_then(|f| f.peak_concurrency()),
         predicted_peak_throughput: fit.as_ref().and_then(|f| f.peak_throughput()),
-        best_level: best.map(|b| b.concurrency),
+        best_level: best.as_ref().map(|b| b.concurrency),
         concurrency_cap: cap,
         levels,
     };

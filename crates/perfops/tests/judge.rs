@@ -1,0 +1,248 @@
+//! Watching and judging, end to end (issue #4): the real binary against the
+//! demo target and testkit servers on loopback. Verdicts per stage, exit codes
+//! and JUnit; watched metrics aligned with the load; the probe and the listen
+//! queue above capacity; `limit` finding the thread pool's capacity and naming
+//! the pool; `sweep` fitting the Universal Scalability Law; the Nagle
+//! diagnostic on quantized stalls and not on a steady server.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{exclusive, spawn_perfops, temp_path};
+use serde_json::Value;
+
+/// A scenario file with `body`, and a fresh results base directory.
+fn scenario(tag: &str, body: &str) -> (PathBuf, PathBuf) {
+    let path = temp_path(tag, "yaml");
+    std::fs::write(&path, body).expect("write the scenario");
+    (path, temp_path(tag, "runs"))
+}
+
+/// The one results directory under `out`.
+fn run_dir(out: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> = std::fs::read_dir(out).expect("results base").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    dirs[0].clone()
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"))).collect()
+}
+
+fn kinds(summary: &Value) -> Vec<String> {
+    summary["diagnostics"].as_array().expect("diagnostics").iter().map(|d| d["kind"].as_str().unwrap().to_string()).collect()
+}
+
+/// The demo's flow: one login in setup, then order lists with its token.
+const ORDERS: &str = r#"
+setup:
+  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
+flows:
+  orders:
+    steps:
+      - { name: orders, request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } }
+"#;
+
+#[test]
+fn watched_metrics_follow_the_load_on_the_series_clock() {
+    let _cpu = exclusive();
+    let (path, out) = scenario(
+        "watch",
+        &format!(
+            "name: watch\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 50, hold: 3s }}, {{ rate: 250, hold: 3s }} ] }}\nwatch: {{ every: 500ms }}\n"
+        ),
+    );
+    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+        .wait(Duration::from_secs(40));
+    f.assert_exit(0);
+    let dir = run_dir(&out);
+    let watch = lines(&dir.join("watch.jsonl"));
+    // The demo's own request counter, scraped from /metrics, turned into a rate.
+    let orders = "demo_requests_total{code=\"200\",path=\"/orders\"}";
+    let rate_in = |from: f64, to: f64| {
+        let v: Vec<f64> = watch
+            .iter()
+            .filter(|s| s["t"].as_f64().is_some_and(|t| t > from && t < to))
+            .filter_map(|s| s["values"][orders].as_f64())
+            .collect();
+        assert!(!v.is_empty(), "no `{orders}` samples in {from}..{to}s: {watch:?}");
+        v.iter().sum::<f64>() / v.len() as f64
+    };
+    // The server's view agrees with the schedule, stage by stage: the clocks line up.
+    let (low, high) = (rate_in(0.6, 2.9), rate_in(3.6, 5.9));
+    assert!((40.0..60.0).contains(&low), "the server saw {low}/s while the schedule said 50/s");
+    assert!((210.0..290.0).contains(&high), "the server saw {high}/s while the schedule said 250/s");
+    // The process was watched too, and the generator itself.
+    let sources: Vec<&str> = watch.iter().filter_map(|s| s["source"].as_str()).collect();
+    assert!(sources.contains(&"process") && sources.contains(&"generator"), "{sources:?}");
+    let series = lines(&dir.join("series.jsonl"));
+    assert_eq!(series[0]["t"], 0);
+    let summary = json(&dir.join("summary.json"));
+    assert_eq!(summary["verdict"]["result"], "passed", "{summary:#}");
+    assert_eq!(summary["stages"][1]["verdict"], "holds");
+}
+
+#[test]
+fn above_capacity_the_pool_is_blamed_the_queue_fills_and_the_probe_fails() {
+    let _cpu = exclusive();
+    let (path, out) = scenario(
+        "break",
+        &format!(
+            "name: break\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms&backlog=8\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 900, hold: 6s }} ], max_in_flight: 3000 }}\n\
+             defaults: {{ timeout: 3s }}\n\
+             slo: [ p95 < 500ms ]\nwatch: {{ every: 500ms }}\n\
+             probe: {{ liveness: {{ path: /health, period: 1s, timeout: 300ms, failure_threshold: 2 }} }}\n"
+        ),
+    );
+    let junit = temp_path("break", "xml");
+    let f = spawn_perfops(
+        &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--junit", junit.to_str().unwrap()],
+        |_| {},
+    )
+    .wait(Duration::from_secs(40));
+    f.assert_exit(1);
+    let dir = run_dir(&out);
+    let summary = json(&dir.join("summary.json"));
+    assert_eq!(summary["stages"][0]["verdict"], "fails", "{summary:#}");
+    let k = kinds(&summary);
+    assert_eq!(k.first().map(String::as_str), Some("pool_bound"), "the pool, not the CPU: {k:?}\n{}", f.stdout);
+    assert!(!k.contains(&"cpu_saturated".to_string()), "{k:?}");
+    assert!(k.contains(&"listen_queue_full".to_string()), "{k:?}\n{summary:#}");
+    assert!(k.contains(&"probe_failed".to_string()), "{k:?}\n{summary:#}");
+    // The evidence is on disk: a full accept queue in watch.jsonl, a restart in probe.jsonl.
+    let watch = lines(&dir.join("watch.jsonl"));
+    assert!(
+        watch.iter().any(|s| {
+            let (q, max) = (s["values"]["listen_queue"].as_f64(), s["values"]["listen_queue_max"].as_f64());
+            matches!((q, max), (Some(q), Some(m)) if m == 8.0 && q >= m)
+        }),
+        "no full listen queue in watch.jsonl"
+    );
+    let probes = lines(&dir.join("probe.jsonl"));
+    assert!(probes.iter().any(|p| p["restart"] == true), "{probes:?}");
+    assert!(f.stdout.contains("Kubernetes would have restarted the pod"), "{}", f.stdout);
+    let xml = std::fs::read_to_string(&junit).expect("the JUnit file");
+    assert!(xml.contains("<testcase classname=\"perfops.break.900/s\" name=\"p95 &lt; 500ms\"><failure"), "{xml}");
+}
+
+#[test]
+fn slo_verdicts_set_the_exit_code_and_junit_lists_every_line() {
+    let _cpu = exclusive();
+    let base = "target: demo:async?io_wait=5ms\nflows: { home: { steps: [ { request: GET / } ] } }\n\
+                load: { stages: [ { name: calm, rate: 20, hold: 1s }, { name: busier, rate: 40, hold: 1s } ] }\n";
+    for (slo, code, failures) in [("[ p95 < 2s, errors < 1% ]", 0, 0), ("[ p50 < 1ms, errors < 1% ]", 1, 2)] {
+        let (path, out) = scenario("slo", &format!("name: slo\n{base}slo: {slo}\n"));
+        let junit = temp_path("slo", "xml");
+        let f = spawn_perfops(
+            &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--junit", junit.to_str().unwrap()],
+            |_| {},
+        )
+        .wait(Duration::from_secs(30));
+        f.assert_exit(code);
+        let xml = std::fs::read_to_string(&junit).expect("the JUnit file");
+        // Two stages, two SLO lines and one stage verdict each.
+        assert_eq!(xml.matches("<testcase ").count(), 6, "{xml}");
+        assert_eq!(xml.matches("<failure").count(), failures * 2, "{xml}");
+        assert!(xml.contains("<testsuite name=\"busier\""), "{xml}");
+    }
+}
+
+#[test]
+fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
+    let _cpu = exclusive();
+    // 2 workers x 5 threads, 20 ms of I/O per request: about 500 requests/s.
+    let (path, out) = scenario(
+        "limit",
+        &format!(
+            "name: limit\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 200, hold: 3s }} ] }}\nslo: [ p99 < 250ms, errors < 1% ]\nwatch: {{ every: 500ms }}\n"
+        ),
+    );
+    let f = spawn_perfops(
+        &["limit", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--hold", "3s", "--cooldown", "15s"],
+        |_| {},
+    )
+    .wait(Duration::from_secs(120));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let capacity = summary["limit"]["capacity_rps"].as_f64().unwrap_or_else(|| panic!("{summary:#}\n{}", f.stderr));
+    assert!((450.0..=550.0).contains(&capacity), "capacity {capacity}/s, want 500 ± 10%\n{}", f.stderr);
+    let k = kinds(&summary);
+    assert!(k.contains(&"pool_bound".to_string()) && !k.contains(&"cpu_saturated".to_string()), "{k:?}\n{summary:#}");
+    assert!(f.stdout.contains("capacity"), "{}", f.stdout);
+    f.assert_exit(0);
+
+    // The async model on the same settings is bound by the CPU only: at least 3x more.
+    let (path, out) = scenario(
+        "limit-async",
+        &format!(
+            "name: limit-async\ntarget: demo:async?io_wait=20ms\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 400, hold: 3s }} ] }}\nslo: [ p99 < 250ms, errors < 1% ]\n"
+        ),
+    );
+    let f = spawn_perfops(
+        &["limit", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--hold", "2s", "--max", "1600"],
+        |_| {},
+    )
+    .wait(Duration::from_secs(90));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let async_capacity = summary["limit"]["capacity_rps"].as_f64().unwrap_or(0.0);
+    assert!(async_capacity >= 3.0 * capacity, "async {async_capacity}/s vs threads {capacity}/s\n{}", f.stderr);
+}
+
+#[test]
+fn sweep_fits_the_universal_scalability_law() {
+    let _cpu = exclusive();
+    // 1 ms of CPU per request on one core: the async demo tops out near 1000/s.
+    let (path, out) = scenario(
+        "sweep",
+        "name: sweep\ntarget: demo:async?io_wait=20ms&cpu_work=1ms\n\
+         flows: { home: { steps: [ { request: GET /orders } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+    );
+    let f = spawn_perfops(
+        &["sweep", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--concurrency", "1,2,5,10,20,40", "--hold", "2s"],
+        |_| {},
+    )
+    .wait(Duration::from_secs(60));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let sweep = &summary["sweep"];
+    let levels = sweep["levels"].as_array().expect("levels");
+    assert_eq!(levels.len(), 6, "{sweep:#}");
+    let best = levels.iter().filter_map(|l| l["throughput"].as_f64()).fold(0.0, f64::max);
+    let predicted = sweep["predicted_peak_throughput"].as_f64().unwrap_or_else(|| panic!("no peak: {sweep:#}"));
+    assert!((predicted - best).abs() <= 0.2 * best, "USL peak {predicted}/s vs best measured {best}/s\n{sweep:#}");
+    assert!(f.stdout.contains("USL fit"), "{}", f.stdout);
+}
+
+#[test]
+fn quantized_stalls_raise_the_nagle_diagnostic_and_a_steady_server_does_not() {
+    let _cpu = exclusive();
+    let body = |url: &str| {
+        format!(
+            "name: nagle\ntarget: {url}\nflows: {{ a: {{ steps: [ {{ request: GET /, pause: 50ms }} ] }} }}\n\
+             load: {{ model: closed, stages: [ {{ users: 4, hold: 5s }} ] }}\n"
+        )
+    };
+    let stalling = perfops_testkit::stall_some_connections(2, Duration::from_millis(200));
+    let steady = perfops_testkit::fixed_delay(Duration::from_millis(20));
+    for (server, want) in [(&stalling, true), (&steady, false)] {
+        let (path, out) = scenario("nagle", &body(server.url().trim_end_matches('/')));
+        let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+            .wait(Duration::from_secs(30));
+        let summary = json(&run_dir(&out).join("summary.json"));
+        let k = kinds(&summary);
+        assert_eq!(k.contains(&"quantized_stalls".to_string()), want, "{k:?}\n{}", f.stdout);
+        if want {
+            assert!(f.stdout.contains("Nagle"), "{}", f.stdout);
+        }
+    }
+}
