@@ -8,8 +8,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use perfops_core::telemetry::procfs::{
-    CgroupCpuStat, TCP_LISTEN, parse_cgroup_cpu_stat, parse_cpu_max, parse_net_tcp, parse_netstat, parse_pid_cgroup,
-    parse_pid_stat, parse_pid_status, parse_stat,
+    Cgroup2Mount, CgroupCpuStat, TCP_LISTEN, parse_cgroup_cpu_stat, parse_cgroup2_mount, parse_cpu_list, parse_cpu_max,
+    parse_net_tcp, parse_netstat, parse_pid_cgroup, parse_pid_stat, parse_pid_status, parse_stat,
 };
 use perfops_core::telemetry::prometheus::{Family, Kind, SeriesKey, gauges, parse, parse_lenient, rates};
 use perfops_core::telemetry::sockdiag::{DiagError, IpFamily, listen_dump_request, parse_dump};
@@ -468,8 +468,54 @@ fn pid_status() {
         );
     }
     assert_eq!(parse_pid_status(BASH_STATUS).unwrap().vm_hwm_bytes, Some(4176 * 1024));
+    assert_eq!(parse_pid_status(BASH_STATUS).unwrap().cpus_allowed, Some(2), "Cpus_allowed_list: 0-1");
+    assert_eq!(parse_pid_status(PYTHON_STATUS).unwrap().cpus_allowed, None, "excerpt without the line");
     let e = parse_pid_status("Threads:\tmany\n").unwrap_err();
     assert!(e.to_string().contains("Threads"), "{e}");
+}
+
+#[test]
+fn cpu_lists() {
+    let cases: &[(&str, u32)] = &[
+        ("0-1", 2),           // this host
+        ("0", 1),             // one CPU
+        ("0-3,8,10-11\n", 7), // ranges and singles, as a cpuset prints them
+        ("", 0),              // an empty cpuset
+        (" 2 , 4-5 ", 3),     // blanks tolerated
+    ];
+    for (text, want) in cases {
+        assert_eq!(parse_cpu_list(text).unwrap(), *want, "{text:?}");
+    }
+    for bad in ["x", "3-1", "0-", "1,,a"] {
+        assert!(parse_cpu_list(bad).is_err(), "{bad:?}");
+    }
+    assert!(parse_pid_status("Cpus_allowed_list:\t0-x\n").is_err());
+}
+
+#[test]
+fn cgroup2_mount() {
+    // This host (hybrid): v1 controllers, and v2 at /sys/fs/cgroup/unified.
+    let hybrid = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                  32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                  41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+    let m = parse_cgroup2_mount(hybrid).unwrap();
+    assert_eq!(m, Cgroup2Mount { root: "/".into(), mount_point: "/sys/fs/cgroup/unified".into() });
+    assert_eq!(m.dir_of("/").as_deref(), Some("/sys/fs/cgroup/unified"), "the root group");
+    assert_eq!(m.dir_of("/a/b").as_deref(), Some("/sys/fs/cgroup/unified/a/b"));
+    // Pure v2, with optional fields (shared:N) before the `-`.
+    let v2 = "30 24 0:26 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:4 - cgroup2 cgroup2 rw,nsdelegate\n";
+    assert_eq!(
+        parse_cgroup2_mount(v2).unwrap().dir_of("/system.slice/x.service").as_deref(),
+        Some("/sys/fs/cgroup/system.slice/x.service")
+    );
+    // A bind-mounted sub-tree, and a mount point with a space (escaped as \040).
+    let sub = "50 40 0:26 /kubepods/pod1 /mnt/cg\\040x rw - cgroup2 cgroup2 rw\n";
+    let m = parse_cgroup2_mount(sub).unwrap();
+    assert_eq!(m.mount_point, "/mnt/cg x");
+    assert_eq!(m.dir_of("/kubepods/pod1/c1").as_deref(), Some("/mnt/cg x/c1"));
+    assert_eq!(m.dir_of("/kubepods/pod12"), None, "a name prefix is not a path prefix");
+    assert_eq!(m.dir_of("/other"), None, "outside the mounted sub-tree");
+    assert_eq!(parse_cgroup2_mount("32 31 0:29 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n"), None, "pure v1");
 }
 
 #[test]
@@ -710,6 +756,10 @@ proptest! {
         let _ = parse_netstat(&text);
         let _ = parse_cgroup_cpu_stat(&text);
         let _ = parse_cpu_max(&text);
+        let _ = parse_cpu_list(&text);
+        if let Some(m) = parse_cgroup2_mount(&text) {
+            let _ = m.dir_of(&text);
+        }
     }
 
     #[test]

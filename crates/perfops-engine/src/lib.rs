@@ -5,12 +5,14 @@
 //! connections and statistics ([`worker`]); the collector on the calling thread
 //! merges their per-second snapshots in order. The HTTP/1.1 hot path is in
 //! [`http1`]; the open-model pacer sleeps on a precise timer ([`timer`]).
+//! While the load runs, [`watch`] watches the target on threads of its own.
 
 mod chunked;
 mod http1;
 mod target;
 mod timer;
 mod tls;
+pub mod watch;
 mod work;
 mod worker;
 

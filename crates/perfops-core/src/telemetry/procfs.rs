@@ -114,6 +114,9 @@ pub struct PidStatus {
     pub voluntary_ctxt_switches: Option<u64>,
     /// `nonvoluntary_ctxt_switches`: the scheduler took the CPU away (time slice over: CPU contention).
     pub nonvoluntary_ctxt_switches: Option<u64>,
+    /// `Cpus_allowed_list`, counted: how many CPUs the process may run on (its affinity mask, which
+    /// a cpuset cgroup or `taskset` narrows). See [`parse_cpu_list`].
+    pub cpus_allowed: Option<u32>,
 }
 
 /// Parse `/proc/<pid>/status`: `Key:\tvalue` lines; memory is printed in kB (KiB) and returned in
@@ -135,10 +138,100 @@ pub fn parse_pid_status(text: &str) -> Result<PidStatus, ProcError> {
             "Threads" => st.threads = Some(number(FILE, key, value)?),
             "voluntary_ctxt_switches" => st.voluntary_ctxt_switches = Some(number(FILE, key, value)?),
             "nonvoluntary_ctxt_switches" => st.nonvoluntary_ctxt_switches = Some(number(FILE, key, value)?),
+            "Cpus_allowed_list" => st.cpus_allowed = Some(parse_cpu_list(value)?),
             _ => {}
         }
     }
     Ok(st)
+}
+
+/// The number of CPUs in a kernel CPU list (`0-3,8,10-11` is 7), as `Cpus_allowed_list` and the
+/// cpuset files print it. An empty list is 0. Ranges may overlap in hand-written input; they are
+/// counted as written, since the kernel never prints overlapping ones.
+pub fn parse_cpu_list(text: &str) -> Result<u32, ProcError> {
+    const FILE: &str = "cpu list";
+    let mut count: u32 = 0;
+    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        let n = match part.split_once('-') {
+            None => {
+                number::<u32>(FILE, "cpu", part)?;
+                1
+            }
+            Some((from, to)) => {
+                let from: u32 = number(FILE, "cpu", from)?;
+                let to: u32 = number(FILE, "cpu", to)?;
+                if to < from {
+                    return Err(err(FILE, format!("range {part:?} goes down")));
+                }
+                to - from + 1
+            }
+        };
+        count = count.saturating_add(n);
+    }
+    Ok(count)
+}
+
+/// Where the cgroup v2 hierarchy is mounted, from `/proc/self/mountinfo`: the first `cgroup2`
+/// mount. `/sys/fs/cgroup` on a pure v2 host, `/sys/fs/cgroup/unified` on a hybrid one, elsewhere
+/// in a container that mounts it so. `None` when there is none (pure v1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cgroup2Mount {
+    /// Field 4, the path inside the hierarchy that is mounted (`/` unless a sub-tree is bind-mounted).
+    pub root: String,
+    /// Field 5, where it is mounted.
+    pub mount_point: String,
+}
+
+impl Cgroup2Mount {
+    /// The directory of a cgroup path as [`parse_pid_cgroup`] gives it, or `None` when the path is
+    /// outside the mounted sub-tree.
+    pub fn dir_of(&self, cgroup: &str) -> Option<String> {
+        let rest = if self.root == "/" { cgroup } else { cgroup.strip_prefix(self.root.as_str())? };
+        if !(rest.is_empty() || rest.starts_with('/')) {
+            return None; // `/a` is not a prefix of `/ab` as a path
+        }
+        let rest = rest.trim_end_matches('/');
+        Some(format!("{}{rest}", self.mount_point.trim_end_matches('/')))
+    }
+}
+
+/// Parse `/proc/<pid>/mountinfo` for the cgroup v2 mount (see proc(5): optional fields end with a
+/// lone `-`, then the file system type). Paths come back unescaped (`\040` is a space).
+pub fn parse_cgroup2_mount(mountinfo: &str) -> Option<Cgroup2Mount> {
+    mountinfo.lines().find_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        if after.split_ascii_whitespace().next() != Some("cgroup2") {
+            return None;
+        }
+        let fields: Vec<&str> = before.split_ascii_whitespace().collect();
+        let (root, mount_point) = (fields.get(3)?, fields.get(4)?);
+        Some(Cgroup2Mount { root: unescape_octal(root), mount_point: unescape_octal(mount_point) })
+    })
+}
+
+/// The kernel writes space, tab, newline and backslash in mountinfo paths as `\ooo`.
+fn unescape_octal(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)))
+            .and_then(|d| u8::try_from(d.iter().fold(0u32, |n, c| n * 8 + u32::from(c - b'0'))).ok());
+        match (b[i], code) {
+            (b'\\', Some(c)) => {
+                out.push(c);
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The path of the process' cgroup v2 (the `0::/path` line of `/proc/<pid>/cgroup`), to be joined

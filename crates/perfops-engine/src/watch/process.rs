@@ -1,0 +1,436 @@
+//! Sampling a local process from `/proc` and cgroup v2: the target's (by pid, or by the port it
+//! listens on) and the generator's own, each on its own thread.
+//!
+//! It owns finding the process (a port's LISTEN socket inode in `/proc/net/tcp{,6}`, then the
+//! `/proc/*/fd` link `socket:[inode]` that holds it; found again when the process exits), reading
+//! the files each period, and the arithmetic between two readings: CPU seconds per second, the
+//! share of the CPUs the process may use, context switches and cgroup throttling per second, and
+//! the namespace's `ListenOverflows`/`ListenDrops` per second. The file layouts are
+//! `perfops_core::telemetry::procfs`'s; the listen queues come from [`super::netlink`].
+//!
+//! Values (the generator has the first five, named `generator_*`):
+//!
+//! ```text
+//!   process_cpu_cores           user+sys CPU seconds per second (from the second sample)
+//!   process_cpu_share           cpu_cores / CPUs it may use: Cpus_allowed_list, capped by cpu.max
+//!   process_rss_bytes           VmRSS
+//!   process_threads             Threads
+//!   process_open_fds            entries of /proc/<pid>/fd
+//!   process_pid                 which process this is (it may change with a port)
+//!   process_ctx_switches_per_s  voluntary + involuntary, all threads
+//!   process_throttled_share     cgroup throttled time per second of wall time (when counted)
+//!   listen_queue                accept queue now, summed over the process' listen sockets
+//!   listen_queue_max            their backlogs, summed (so queue / max stays a fill ratio)
+//!   listen_overflows_per_s      TcpExt ListenOverflows of the process' network namespace
+//!   listen_drops_per_s          TcpExt ListenDrops, the same
+//! ```
+
+use std::collections::HashSet;
+use std::fs;
+use std::io;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use perfops_core::telemetry::procfs::{
+    Cgroup2Mount, parse_cgroup_cpu_stat, parse_cgroup2_mount, parse_cpu_max, parse_net_tcp, parse_netstat,
+    parse_pid_cgroup, parse_pid_stat, parse_pid_status,
+};
+
+use super::{Ctx, ProcessSel, Sample, Slots, WatchEvent, netlink};
+
+/// Which process a sampler follows.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Which {
+    /// The target, as the plan selects it.
+    Target(ProcessSel),
+    /// This process.
+    Generator,
+}
+
+/// Sample `which` every `every` until stopped.
+pub(super) fn run(ctx: &Ctx, every: Duration, which: Which) {
+    let mut sampler = Sampler::new(which);
+    let source = match which {
+        Which::Target(_) => "process",
+        Which::Generator => "generator",
+    };
+    let mut slots = Slots::new(ctx.start, every);
+    // A process that is not there stays a state, not news: said when it changes.
+    let mut last_error: Option<String> = None;
+    loop {
+        if !ctx.sleep_until(slots.next_due(Instant::now())) {
+            return;
+        }
+        let t = ctx.t(Instant::now());
+        let result = sampler.sample(t);
+        for message in std::mem::take(&mut sampler.problems) {
+            if !ctx.problem(t, source, message) {
+                return;
+            }
+        }
+        let go_on = match result {
+            Ok(values) => {
+                last_error = None;
+                values.is_empty() || ctx.send(WatchEvent::Sample(Sample { t, source: source.to_string(), values }))
+            }
+            Err(message) if last_error.as_ref() != Some(&message) => {
+                last_error = Some(message.clone());
+                ctx.problem(t, source, message)
+            }
+            Err(_) => true,
+        };
+        if !go_on {
+            return;
+        }
+    }
+}
+
+/// One reading's counters, kept for the next one's rates.
+#[derive(Debug, Clone)]
+struct Reading {
+    t: f64,
+    starttime: u64,
+    cpu_s: f64,
+    ctx_switches: Option<u64>,
+    throttled: Option<Duration>,
+    overflows: Option<u64>,
+    drops: Option<u64>,
+}
+
+struct Sampler {
+    which: Which,
+    /// The process followed now; `None` until found (by port).
+    pid: Option<u32>,
+    prev: Option<Reading>,
+    /// Clock ticks per second of `/proc/<pid>/stat` times.
+    ticks_per_s: f64,
+    cgroup2: Option<Cgroup2Mount>,
+    /// Problems already reported once (a file we may not read, a query that fails).
+    warned: HashSet<&'static str>,
+    /// Problems to report with this sample.
+    problems: Vec<String>,
+}
+
+impl Sampler {
+    fn new(which: Which) -> Sampler {
+        let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok().flatten().filter(|&t| t > 0);
+        let pid = match which {
+            Which::Target(ProcessSel::Pid(pid)) => Some(pid),
+            Which::Target(ProcessSel::Port(_)) => None,
+            Which::Generator => Some(std::process::id()),
+        };
+        Sampler {
+            which,
+            pid,
+            prev: None,
+            // 100 is USER_HZ on every Linux architecture perfops runs on.
+            ticks_per_s: ticks.map_or(100.0, |t| t as f64),
+            cgroup2: fs::read_to_string("/proc/self/mountinfo").ok().and_then(|m| parse_cgroup2_mount(&m)),
+            warned: HashSet::new(),
+            problems: Vec::new(),
+        }
+    }
+
+    fn full(&self) -> bool {
+        matches!(self.which, Which::Target(_))
+    }
+
+    fn warn_once(&mut self, key: &'static str, message: String) {
+        if self.warned.insert(key) {
+            self.problems.push(message);
+        }
+    }
+
+    /// The values at `t`, or why there are none.
+    fn sample(&mut self, t: f64) -> Result<Vec<(String, f64)>, String> {
+        let pid = match self.pid {
+            Some(pid) => pid,
+            None => {
+                let Which::Target(ProcessSel::Port(port)) = self.which else { return Err("no process".into()) };
+                let pid = pid_by_port(port)?;
+                self.pid = Some(pid);
+                pid
+            }
+        };
+        let dir = format!("/proc/{pid}");
+        let stat = match fs::read_to_string(format!("{dir}/stat")) {
+            Ok(text) => parse_pid_stat(&text).map_err(|e| e.to_string())?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(nix::libc::ESRCH) => {
+                self.prev = None;
+                return Err(match self.which {
+                    Which::Target(ProcessSel::Port(port)) => {
+                        self.pid = None;
+                        format!("process {pid} exited; looking for the one listening on port {port}")
+                    }
+                    _ => format!("process {pid} not found"),
+                });
+            }
+            Err(e) => return Err(format!("{dir}/stat: {e}")),
+        };
+        if self.prev.as_ref().is_some_and(|p| p.starttime != stat.starttime_ticks) {
+            // The pid was reused by another process: no rate spans the two.
+            self.prev = None;
+        }
+        let status = fs::read_to_string(format!("{dir}/status"))
+            .map_err(|e| format!("{dir}/status: {e}"))
+            .and_then(|text| parse_pid_status(&text).map_err(|e| e.to_string()))?;
+        let full = self.full();
+        let prefix = if full { "process" } else { "generator" };
+        let name = |what: &str| format!("{prefix}_{what}");
+
+        let (fds, sockets) = match fd_table(&dir, full) {
+            Ok(found) => (Some(found.0), found.1),
+            Err(e) => {
+                self.warn_once("fds", format!("cannot list {dir}/fd: {e}"));
+                (None, HashSet::new())
+            }
+        };
+        let cgroup = self.cgroup_dir(&dir);
+        let cpus = self.allowed_cpus(&status, cgroup.as_deref());
+        let now = Reading {
+            t,
+            starttime: stat.starttime_ticks,
+            cpu_s: stat.cpu_ticks() as f64 / self.ticks_per_s,
+            ctx_switches: if full { self.ctx_switches(&dir) } else { None },
+            throttled: match (&cgroup, full) {
+                (Some(cg), true) => fs::read_to_string(format!("{cg}/cpu.stat"))
+                    .ok()
+                    .and_then(|text| parse_cgroup_cpu_stat(&text).ok())
+                    .and_then(|s| s.throttled),
+                _ => None,
+            },
+            overflows: None,
+            drops: None,
+        };
+        let now = if full { self.netstat(&dir, now) } else { now };
+
+        let mut values: Vec<(String, f64)> = Vec::new();
+        if full {
+            values.push(("process_pid".into(), f64::from(pid)));
+        }
+        let prev = self.prev.take();
+        let dt = prev.as_ref().map(|p| t - p.t).filter(|dt| *dt > 0.0);
+        if let (Some(p), Some(dt)) = (&prev, dt) {
+            let cores = (now.cpu_s - p.cpu_s).max(0.0) / dt;
+            values.push((name("cpu_cores"), cores));
+            if let Some(cpus) = cpus {
+                values.push((name("cpu_share"), cores / cpus));
+            }
+        }
+        if let Some(rss) = status.vm_rss_bytes {
+            values.push((name("rss_bytes"), rss as f64));
+        }
+        values.push((name("threads"), status.threads.unwrap_or(stat.num_threads) as f64));
+        if let Some(fds) = fds {
+            values.push((name("open_fds"), fds as f64));
+        }
+        if full {
+            let per_s = |a: Option<u64>, b: Option<u64>| match (a, b, dt) {
+                // A counter that went down (threads that exited took theirs along) gives no rate.
+                (Some(a), Some(b), Some(dt)) if b >= a => Some((b - a) as f64 / dt),
+                _ => None,
+            };
+            let before = prev.as_ref();
+            if let Some(r) = per_s(before.and_then(|p| p.ctx_switches), now.ctx_switches) {
+                values.push(("process_ctx_switches_per_s".into(), r));
+            }
+            if let (Some(a), Some(b), Some(dt)) = (before.and_then(|p| p.throttled), now.throttled, dt) {
+                values.push(("process_throttled_share".into(), b.saturating_sub(a).as_secs_f64() / dt));
+            }
+            if let Some((queue, max)) = self.listen_queue(&sockets) {
+                values.push(("listen_queue".into(), f64::from(queue)));
+                values.push(("listen_queue_max".into(), f64::from(max)));
+            }
+            if let Some(r) = per_s(before.and_then(|p| p.overflows), now.overflows) {
+                values.push(("listen_overflows_per_s".into(), r));
+            }
+            if let Some(r) = per_s(before.and_then(|p| p.drops), now.drops) {
+                values.push(("listen_drops_per_s".into(), r));
+            }
+        }
+        self.prev = Some(now);
+        Ok(values)
+    }
+
+    /// The process' cgroup v2 directory, when there is a v2 hierarchy and it is visible here.
+    fn cgroup_dir(&self, dir: &str) -> Option<String> {
+        let path = parse_pid_cgroup(&fs::read_to_string(format!("{dir}/cgroup")).ok()?)?;
+        self.cgroup2.as_ref()?.dir_of(&path)
+    }
+
+    /// How many CPUs the process may use: its affinity, capped by the tightest `cpu.max` quota of
+    /// its cgroup and every ancestor (a pod's limit may sit on the pod's group, not the container's).
+    fn allowed_cpus(&self, status: &perfops_core::telemetry::procfs::PidStatus, cgroup: Option<&str>) -> Option<f64> {
+        let affinity = status
+            .cpus_allowed
+            .filter(|&n| n > 0)
+            .map(f64::from)
+            .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get() as f64));
+        let mut quota: Option<f64> = None;
+        if let (Some(mut dir), Some(mount)) = (cgroup.map(Path::new), &self.cgroup2) {
+            loop {
+                if let Some(cores) = fs::read_to_string(dir.join("cpu.max"))
+                    .ok()
+                    .and_then(|text| parse_cpu_max(&text).ok())
+                    .and_then(|m| m.cores())
+                {
+                    quota = Some(quota.map_or(cores, |q| q.min(cores)));
+                }
+                match dir.parent() {
+                    Some(up) if up.starts_with(&mount.mount_point) && dir != Path::new(&mount.mount_point) => dir = up,
+                    _ => break,
+                }
+            }
+        }
+        match (affinity, quota) {
+            (Some(a), Some(q)) => Some(a.min(q)),
+            (a, q) => a.or(q),
+        }
+    }
+
+    /// Voluntary plus involuntary context switches of all threads. `/proc/<pid>/status` has only
+    /// the main thread's, which for a pool server is the one that does nothing.
+    fn ctx_switches(&mut self, dir: &str) -> Option<u64> {
+        let tasks = match fs::read_dir(format!("{dir}/task")) {
+            Ok(t) => t,
+            Err(e) => {
+                self.warn_once("tasks", format!("cannot list {dir}/task: {e}"));
+                return None;
+            }
+        };
+        let mut sum = 0u64;
+        for task in tasks.flatten() {
+            // A thread that exits meanwhile is simply not counted.
+            let Ok(text) = fs::read_to_string(task.path().join("status")) else { continue };
+            if let Ok(s) = parse_pid_status(&text) {
+                sum = sum
+                    .saturating_add(s.voluntary_ctxt_switches.unwrap_or(0))
+                    .saturating_add(s.nonvoluntary_ctxt_switches.unwrap_or(0));
+            }
+        }
+        Some(sum)
+    }
+
+    /// `ListenOverflows` and `ListenDrops` of the process' network namespace.
+    fn netstat(&mut self, dir: &str, mut r: Reading) -> Reading {
+        match fs::read_to_string(format!("{dir}/net/netstat"))
+            .map_err(|e| e.to_string())
+            .and_then(|text| parse_netstat(&text).map_err(|e| e.to_string()))
+        {
+            Ok(n) => {
+                r.overflows = n.listen_overflows();
+                r.drops = n.listen_drops();
+            }
+            Err(e) => self.warn_once("netstat", format!("{dir}/net/netstat: {e}")),
+        }
+        r
+    }
+
+    /// The accept queue of the process' listen sockets: (length, backlog), each summed. By port,
+    /// the sockets on that port; by pid, the listen sockets among its descriptors.
+    fn listen_queue(&mut self, sockets: &HashSet<u64>) -> Option<(u32, u32)> {
+        let all = match netlink::listeners() {
+            Ok(all) => all,
+            Err(e) => {
+                self.warn_once("sock_diag", format!("sock_diag query failed, no listen queue: {e}"));
+                return None;
+            }
+        };
+        let mine: Vec<_> = all
+            .iter()
+            .filter(|l| match self.which {
+                Which::Target(ProcessSel::Port(port)) => l.local.port() == port,
+                _ => sockets.contains(&u64::from(l.inode)),
+            })
+            .collect();
+        if mine.is_empty() {
+            return None;
+        }
+        Some(mine.iter().fold((0u32, 0u32), |(q, m), l| {
+            (q.saturating_add(l.accept_queue_len), m.saturating_add(l.accept_queue_max))
+        }))
+    }
+}
+
+/// The number of open descriptors, and (when `sockets`) the inodes of the sockets among them.
+fn fd_table(dir: &str, sockets: bool) -> io::Result<(u64, HashSet<u64>)> {
+    let mut count = 0;
+    let mut inodes = HashSet::new();
+    for entry in fs::read_dir(format!("{dir}/fd"))? {
+        let Ok(entry) = entry else { continue };
+        count += 1;
+        if sockets && let Some(inode) = fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode) {
+            inodes.insert(inode);
+        }
+    }
+    Ok((count, inodes))
+}
+
+/// The inode of a `/proc/<pid>/fd` link to a socket: `socket:[12345]`.
+fn socket_inode(link: &Path) -> Option<u64> {
+    link.to_str()?.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok()
+}
+
+/// The process that holds the socket listening on `port`: its inode from `/proc/net/tcp{,6}`,
+/// then the first process, by pid, with a descriptor on it (for a pre-forking server, the parent).
+fn pid_by_port(port: u16) -> Result<u32, String> {
+    let mut inodes = HashSet::new();
+    for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match fs::read_to_string(file) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // no IPv6
+            Err(e) => return Err(format!("{file}: {e}")),
+        };
+        let sockets = parse_net_tcp(&text).map_err(|e| e.to_string())?;
+        inodes.extend(sockets.iter().filter(|s| s.listens_on(port) && s.inode != 0).map(|s| s.inode));
+    }
+    if inodes.is_empty() {
+        return Err(format!("nothing listens on port {port}"));
+    }
+    let mut pids: Vec<u32> = fs::read_dir("/proc")
+        .map_err(|e| format!("/proc: {e}"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    pids.sort_unstable();
+    for pid in pids {
+        // Another user's process cannot be looked into without privileges: skipped.
+        let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
+        for entry in entries.flatten() {
+            if fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode).is_some_and(|i| inodes.contains(&i)) {
+                return Ok(pid);
+            }
+        }
+    }
+    Err(format!("port {port} listens, but its process is not visible (another user's, without privileges?)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn socket_links() {
+        let cases: [(&str, Option<u64>); 4] = [
+            ("socket:[12345]", Some(12345)), // a socket
+            ("pipe:[77]", None),             // a pipe
+            ("/dev/null", None),             // a file
+            ("socket:[x]", None),            // not a number
+        ];
+        for (link, want) in cases {
+            assert_eq!(socket_inode(Path::new(link)), want, "{link}");
+        }
+    }
+
+    #[test]
+    fn the_generator_samples_itself() {
+        let mut s = Sampler::new(Which::Generator);
+        let first = s.sample(0.0).unwrap();
+        let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["generator_rss_bytes", "generator_threads", "generator_open_fds"], "no rate yet");
+        let second = s.sample(0.5).unwrap();
+        let names: Vec<&str> = second.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names[..2], ["generator_cpu_cores", "generator_cpu_share"]);
+        assert!(second.iter().all(|(_, v)| v.is_finite() && *v >= 0.0), "{second:?}");
+    }
+}
