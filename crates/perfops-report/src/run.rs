@@ -347,12 +347,14 @@ pub fn stage_table(summary: &RunSummary) -> String {
     }
     let _ = writeln!(o, "\nverdict: {}", summary.verdict.headline);
     for d in &summary.diagnostics {
-        let evidence: Vec<String> = d
-            .evidence
-            .iter()
-            .map(|e| format!("{}={} at t={:.0}s", e.metric, short(e.value), e.t))
-            .collect();
-        let _ = writeln!(o, "  - {}{}", d.title, if evidence.is_empty() { String::new() } else { format!("  [{}]", evidence.join(", ")) });
+        let evidence: Vec<String> =
+            d.evidence.iter().map(|e| format!("{}={} at t={:.0}s", e.metric, short(e.value), e.t)).collect();
+        let _ = writeln!(
+            o,
+            "  - {}{}",
+            d.title,
+            if evidence.is_empty() { String::new() } else { format!("  [{}]", evidence.join(", ")) }
+        );
     }
     for (name, p) in &summary.probes {
         let _ = writeln!(

@@ -159,7 +159,7 @@ fn accept_loop(listener: &TcpListener, behaviour: Behaviour, tls: Option<Arc<Ser
         };
         let number = shared.connections.fetch_add(1, Ordering::Release);
         let behaviour = match behaviour {
-            Behaviour::StallSome { every, stall } if number % every.max(1) == 0 => Behaviour::Delay(stall),
+            Behaviour::StallSome { every, stall } if number.is_multiple_of(every.max(1)) => Behaviour::Delay(stall),
             Behaviour::StallSome { .. } => Behaviour::Delay(Duration::ZERO),
             other => other,
         };

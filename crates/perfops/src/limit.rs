@@ -60,7 +60,12 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 }
 
 pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
-    if args.factor.is_nan() || args.factor <= 1.0 || args.precision.is_nan() || args.precision <= 0.0 || args.hold.is_zero() {
+    if args.factor.is_nan()
+        || args.factor <= 1.0
+        || args.precision.is_nan()
+        || args.precision <= 0.0
+        || args.hold.is_zero()
+    {
         bail!(UsageError("--factor must be > 1, --precision > 0 and --hold > 0s".into()));
     }
     let Some(mut s) = Session::open(&args.session, "limit")? else { return Ok(Exit::Usage) };
@@ -71,7 +76,12 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     let first = stages.first().map_or(10.0, |st| st.segment.from.as_f64().max(st.segment.to.as_f64()));
     let mut rate = args.from.unwrap_or(first).clamp(0.1, args.max);
     let health = s.url_of(
-        &s.scenario.probe.liveness.as_ref().or(s.scenario.probe.readiness.as_ref()).map_or("/health".into(), |p| p.path.clone()),
+        &s.scenario
+            .probe
+            .liveness
+            .as_ref()
+            .or(s.scenario.probe.readiness.as_ref())
+            .map_or("/health".into(), |p| p.path.clone()),
     );
     eprintln!(
         "perfops: limit {} — from {rate}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
@@ -172,11 +182,14 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         _ => "failed",
     };
     // The diagnosis of the break: the lowest failing attempt.
-    let breaking = results.iter().zip(&judged).enumerate().filter(|(_, (_, j))| j.verdict == StageVerdict::Fails).min_by(|a, b| {
-        let ra = a.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
-        let rb = b.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
-        ra.total_cmp(&rb)
-    });
+    let breaking =
+        results.iter().zip(&judged).enumerate().filter(|(_, (_, j))| j.verdict == StageVerdict::Fails).min_by(
+            |a, b| {
+                let ra = a.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
+                let rb = b.1.0.stages[0].plan.target_rate.unwrap_or(0.0);
+                ra.total_cmp(&rb)
+            },
+        );
     if let Some((_, (l, j))) = breaking {
         summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.total, &l.dropped);
     }
@@ -220,7 +233,8 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
         ),
     };
-    summary.limit = Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
+    summary.limit =
+        Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
     crate::run::finish(&mut s, &summary, args.session.junit.as_deref())
 }
 

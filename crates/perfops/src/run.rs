@@ -147,7 +147,8 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
         (t > 0.0).then(|| a / t)
     };
     let watched = s.store.ranges(f64::NEG_INFINITY, f64::INFINITY);
-    let slo = s.scenario.slo.iter().map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, &watched)).collect();
+    let slo =
+        s.scenario.slo.iter().map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, &watched)).collect();
     let mut warnings = Vec::new();
     if loaded.total.dropped > 0 {
         warnings.push(format!(

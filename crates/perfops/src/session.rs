@@ -184,8 +184,7 @@ impl Session {
             let csv = std::fs::read_to_string(&path)
                 .map_err(|e| usage(format!("data `{}`: cannot read {}: {e}", spec.name, path.display())))?;
             feeders.push(
-                Feeder::from_csv(&spec.name, &csv, spec.mode)
-                    .map_err(|e| usage(format!("{}: {e}", path.display())))?,
+                Feeder::from_csv(&spec.name, &csv, spec.mode).map_err(|e| usage(format!("{}: {e}", path.display())))?,
             );
         }
 
@@ -246,20 +245,23 @@ impl Session {
             .with_context(|| format!("creating a results directory under {}", args.out.display()))?;
         let model = if scenario.load.is_open() { "open" } else { "closed" };
         let argv: Vec<String> = std::env::args().map(|a| redact_arg(&a)).collect();
-        dir.write_json("meta.json", &json!({
-            "format": "perfops.meta", "version": RESULTS_VERSION, "perfops_version": env!("CARGO_PKG_VERSION"),
-            "host": nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
-            "command": argv, "kind": command, "started_at": utc_rfc3339(started), "name": scenario.name,
-            "target": target_label, "model": model, "stages": scenario.load.stages().iter().map(|s| json!({
-                "name": s.name, "from": s.segment.from.as_f64(), "to": s.segment.to.as_f64(),
-                "duration_s": s.segment.duration.as_secs_f64()
-            })).collect::<Vec<_>>(), "steps": step_names, "shard": null,
-        }))?;
+        dir.write_json(
+            "meta.json",
+            &json!({
+                "format": "perfops.meta", "version": RESULTS_VERSION, "perfops_version": env!("CARGO_PKG_VERSION"),
+                "host": nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
+                "command": argv, "kind": command, "started_at": utc_rfc3339(started), "name": scenario.name,
+                "target": target_label, "model": model, "stages": scenario.load.stages().iter().map(|s| json!({
+                    "name": s.name, "from": s.segment.from.as_f64(), "to": s.segment.to.as_f64(),
+                    "duration_s": s.segment.duration.as_secs_f64()
+                })).collect::<Vec<_>>(), "steps": step_names, "shard": null,
+            }),
+        )?;
         dir.write_file("scenario.yaml", redact(&text).as_bytes())?;
 
         // The session clock starts a little ahead, so the watchers and the
         // first load begin on it together.
-        let t0 = Instant::now() + Duration::from_millis(50);
+        let t0 = Instant::now() + Duration::from_millis(100);
         let (tx, events) = mpsc::channel();
         let plan = watching::plan(&scenario, &url, demo.as_ref().map(DemoChild::pid), args.insecure);
         let watcher = Watcher::start(plan, t0, tx).map_err(|e| usage(format!("watch: {e}")))?;
@@ -320,7 +322,9 @@ impl Session {
         duration: Option<Duration>,
         hook: Hook<'_>,
     ) -> Result<Loaded> {
-        let offset = (self.now() + 0.05).ceil().max(0.0);
+        // A whole second of the session clock; the first load starts at 0
+        // (the clock was set a little ahead for it).
+        let offset = if Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
         let mut ends = Vec::new();
         let mut t = Duration::ZERO;
         for s in stages {
@@ -461,7 +465,13 @@ impl Session {
     }
 
     /// Why it broke: the diagnostics over `stages` and their verdicts.
-    pub(crate) fn diagnose(&self, stages: &[StageResult], judged: &[Judged], latency: &Stats, dropped: &[(f64, u64)]) -> Vec<Diagnostic> {
+    pub(crate) fn diagnose(
+        &self,
+        stages: &[StageResult],
+        judged: &[Judged],
+        latency: &Stats,
+        dropped: &[(f64, u64)],
+    ) -> Vec<Diagnostic> {
         let windows: Vec<Window> = stages
             .iter()
             .zip(judged)

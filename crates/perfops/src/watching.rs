@@ -36,7 +36,9 @@ pub(crate) fn plan(scenario: &Scenario, url: &str, demo_pid: Option<u32>, insecu
         process.get_or_insert(ProcessSel::Pid(pid));
     }
     let mut probes = Vec::new();
-    for (kind, p) in [(ProbeKind::Liveness, &scenario.probe.liveness), (ProbeKind::Readiness, &scenario.probe.readiness)] {
+    for (kind, p) in
+        [(ProbeKind::Liveness, &scenario.probe.liveness), (ProbeKind::Readiness, &scenario.probe.readiness)]
+    {
         if let Some(p) = p {
             probes.push(ProbeSpec {
                 kind,
@@ -69,11 +71,10 @@ pub(crate) fn pool(scenario: &Scenario, store: &Store) -> Option<Pool> {
             PoolMax::Value(v) => Pool { busy: p.busy.clone(), max_metric: None, size: Some(*v) },
         });
     }
-    KNOWN_POOLS.iter().find(|(b, m)| store.series.contains_key(*b) && store.series.contains_key(*m)).map(|(b, m)| Pool {
-        busy: b.to_string(),
-        max_metric: Some(m.to_string()),
-        size: None,
-    })
+    KNOWN_POOLS
+        .iter()
+        .find(|(b, m)| store.series.contains_key(*b) && store.series.contains_key(*m))
+        .map(|(b, m)| Pool { busy: b.to_string(), max_metric: Some(m.to_string()), size: None })
 }
 
 /// Everything watched so far.

@@ -38,7 +38,12 @@ fn lines(path: &Path) -> Vec<Value> {
 }
 
 fn kinds(summary: &Value) -> Vec<String> {
-    summary["diagnostics"].as_array().expect("diagnostics").iter().map(|d| d["kind"].as_str().unwrap().to_string()).collect()
+    summary["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| d["kind"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// The demo's flow: one login in setup, then order lists with its token.
@@ -78,15 +83,22 @@ fn watched_metrics_follow_the_load_on_the_series_clock() {
         v.iter().sum::<f64>() / v.len() as f64
     };
     // The server's view agrees with the schedule, stage by stage: the clocks line up.
-    let (low, high) = (rate_in(0.6, 2.9), rate_in(3.6, 5.9));
+    // Stage windows on the session clock, from the summary; skip each stage's first half second.
+    let summary = json(&dir.join("summary.json"));
+    let window = |i: usize| {
+        let from = summary["stages"][i]["from_s"].as_f64().expect("from_s");
+        (from + 0.6, from + summary["stages"][i]["duration_s"].as_f64().expect("duration_s") - 0.1)
+    };
+    let ((a, b), (c, d)) = (window(0), window(1));
+    let (low, high) = (rate_in(a, b), rate_in(c, d));
     assert!((40.0..60.0).contains(&low), "the server saw {low}/s while the schedule said 50/s");
     assert!((210.0..290.0).contains(&high), "the server saw {high}/s while the schedule said 250/s");
     // The process was watched too, and the generator itself.
     let sources: Vec<&str> = watch.iter().filter_map(|s| s["source"].as_str()).collect();
     assert!(sources.contains(&"process") && sources.contains(&"generator"), "{sources:?}");
+    // The run is the session's first load: both start at 0.
     let series = lines(&dir.join("series.jsonl"));
     assert_eq!(series[0]["t"], 0);
-    let summary = json(&dir.join("summary.json"));
     assert_eq!(summary["verdict"]["result"], "passed", "{summary:#}");
     assert_eq!(summary["stages"][1]["verdict"], "holds");
 }
@@ -138,8 +150,10 @@ fn above_capacity_the_pool_is_blamed_the_queue_fills_and_the_probe_fails() {
 #[test]
 fn slo_verdicts_set_the_exit_code_and_junit_lists_every_line() {
     let _cpu = exclusive();
-    let base = "target: demo:async?io_wait=5ms\nflows: { home: { steps: [ { request: GET / } ] } }\n\
-                load: { stages: [ { name: calm, rate: 20, hold: 1s }, { name: busier, rate: 40, hold: 1s } ] }\n";
+    let base = format!(
+        "target: demo:async?io_wait=5ms\n{ORDERS}\
+         load: {{ stages: [ {{ name: calm, rate: 20, hold: 1s }}, {{ name: busier, rate: 40, hold: 1s }} ] }}\n"
+    );
     for (slo, code, failures) in [("[ p95 < 2s, errors < 1% ]", 0, 0), ("[ p50 < 1ms, errors < 1% ]", 1, 2)] {
         let (path, out) = scenario("slo", &format!("name: slo\n{base}slo: {slo}\n"));
         let junit = temp_path("slo", "xml");
@@ -209,7 +223,17 @@ fn sweep_fits_the_universal_scalability_law() {
          flows: { home: { steps: [ { request: GET /orders } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
     );
     let f = spawn_perfops(
-        &["sweep", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--concurrency", "1,2,5,10,20,40", "--hold", "2s"],
+        &[
+            "sweep",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--concurrency",
+            "1,2,5,10,20,40",
+            "--hold",
+            "2s",
+        ],
         |_| {},
     )
     .wait(Duration::from_secs(60));

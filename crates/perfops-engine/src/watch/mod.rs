@@ -271,6 +271,25 @@ impl Drop for Watcher {
     }
 }
 
+/// One health check, as a probe makes it (a new connection, `GET`, status
+/// 200..=399 within `timeout`): how long it took, or why it failed. For
+/// callers between loads, such as `perfops limit` waiting for the target to
+/// recover.
+pub fn check(url: &str, timeout: Duration, insecure: bool) -> Result<Duration, String> {
+    let url = parse_url(url).map_err(|e| e.to_string())?;
+    let tls = match url.scheme() {
+        "https" => Some(crate::tls::client_config(insecure).map_err(|e| e.to_string())?),
+        _ => None,
+    };
+    let headers = [("User-Agent", "kube-probe/perfops")];
+    let req = fetch::Request { url: &url, timeout, headers: &headers, tls: tls.as_ref() };
+    match fetch::get(&req, &AtomicBool::new(false)) {
+        Ok(r) if (200..400).contains(&r.status) => Ok(r.elapsed),
+        Ok(r) => Err(format!("HTTP {}", r.status)),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn parse_url(text: &str) -> io::Result<Url> {
     let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
     let url = Url::parse(text).map_err(|e| invalid(format!("watch: `{text}`: {e}")))?;
