@@ -30,6 +30,7 @@
 
 mod app;
 mod async_model;
+mod control;
 mod cpu;
 mod http;
 mod listener;
@@ -113,6 +114,8 @@ pub struct DemoConfig {
     pub io_wait: Duration,
     /// Real CPU work (hashing, calibrated at start-up to take this long) per `GET /orders`.
     pub cpu_work: Duration,
+    /// Also serve `/metrics` on this address, outside the pool (a control port, as Puma's).
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for DemoConfig {
@@ -125,6 +128,7 @@ impl Default for DemoConfig {
             backlog: 16,
             io_wait: Duration::from_millis(20),
             cpu_work: Duration::from_micros(500),
+            metrics_listen: None,
         }
     }
 }
@@ -176,17 +180,41 @@ pub enum DemoError {
     Panicked,
 }
 
-/// Binds, then serves until `stop` is set (looked at every 100 ms); calls `on_ready(bound_addr)`
-/// once listening, so that port 0 can be used. Returns after every server thread has finished.
-pub fn serve(config: &DemoConfig, stop: Arc<AtomicBool>, on_ready: impl FnOnce(SocketAddr)) -> Result<(), DemoError> {
+/// Binds, then serves until `stop` is set (looked at every 100 ms); calls `on_ready(bound_addr,
+/// metrics_addr)` once listening, so that port 0 can be used. Returns after every server thread
+/// has finished.
+pub fn serve(
+    config: &DemoConfig,
+    stop: Arc<AtomicBool>,
+    on_ready: impl FnOnce(SocketAddr, Option<SocketAddr>),
+) -> Result<(), DemoError> {
     config.validate()?;
     let listener = listener::bind(config.listen, config.backlog)?;
     let addr = listener.local_addr().map_err(|source| DemoError::Bind { addr: config.listen, source })?;
     let app = Arc::new(app::App::new(config));
-    match config.model {
-        Model::Threads => threads::run(config, listener, app, &stop, || on_ready(addr)),
-        Model::Async => async_model::run(config, listener, app, &stop, || on_ready(addr)),
+    let control = match config.metrics_listen {
+        Some(at) => {
+            let l = std::net::TcpListener::bind(at).map_err(|source| DemoError::Bind { addr: at, source })?;
+            let bound = l.local_addr().map_err(|source| DemoError::Bind { addr: at, source })?;
+            let (app, stop) = (Arc::clone(&app), Arc::clone(&stop));
+            let thread = std::thread::Builder::new()
+                .name("demo-control".into())
+                .spawn(move || control::run(l, app, stop))
+                .map_err(DemoError::Start)?;
+            Some((bound, thread))
+        }
+        None => None,
+    };
+    let metrics_addr = control.as_ref().map(|c| c.0);
+    let served = match config.model {
+        Model::Threads => threads::run(config, listener, app, &stop, || on_ready(addr, metrics_addr)),
+        Model::Async => async_model::run(config, listener, app, &stop, || on_ready(addr, metrics_addr)),
+    };
+    stop.store(true, Ordering::Relaxed);
+    if let Some((_, thread)) = control {
+        thread.join().map_err(|_| DemoError::Panicked)?;
     }
+    served
 }
 
 /// A demo server running on a background thread; stops when [`RunningDemo::stop`] is called or
@@ -245,7 +273,7 @@ pub fn spawn(config: DemoConfig) -> Result<RunningDemo, DemoError> {
     let thread = std::thread::Builder::new()
         .name(format!("demo-{}", config.model))
         .spawn(move || {
-            serve(&config, thread_stop, |addr| {
+            serve(&config, thread_stop, |addr, _| {
                 // The receiver waits for exactly this message; it cannot be gone yet.
                 let _ = ready_tx.send(addr);
             })

@@ -40,6 +40,9 @@ pub(crate) struct DemoArgs {
     /// CPU work per /orders request.
     #[arg(long, value_parser = parse_duration, default_value = "500us")]
     cpu_work: Duration,
+    /// Also serve /metrics on this address, outside the pool (like Puma's control app).
+    #[arg(long)]
+    metrics_listen: Option<SocketAddr>,
     /// Pin the server to these CPUs (e.g. `1` or `0,1`).
     #[arg(long)]
     cpus: Option<String>,
@@ -69,14 +72,18 @@ pub(crate) fn run(args: DemoArgs) -> Result<Exit> {
         backlog: args.backlog,
         io_wait: args.io_wait,
         cpu_work: args.cpu_work,
+        metrics_listen: args.metrics_listen,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())?;
     }
-    perfops_demo::serve(&config, stop, |addr| {
+    perfops_demo::serve(&config, stop, |addr, metrics| {
         // The first line of stdout is read by `perfops run` to find the port.
         println!("perfops demo ({}) listening on http://{addr}", config.model);
+        if let Some(m) = metrics {
+            println!("metrics (outside the pool) on http://{m}/metrics");
+        }
     })?;
     Ok(Exit::Passed)
 }
@@ -97,6 +104,8 @@ pub(crate) struct DemoChild {
     child: Child,
     /// Where it listens.
     pub(crate) url: String,
+    /// Its `/metrics` outside the pool.
+    pub(crate) metrics_url: Option<String>,
 }
 
 impl DemoChild {
@@ -107,7 +116,7 @@ impl DemoChild {
         let exe = std::env::current_exe().context("finding the perfops executable")?;
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
         let mut cmd = Command::new(exe);
-        cmd.args(["demo", "--model", model, "--listen", "127.0.0.1:0"]);
+        cmd.args(["demo", "--model", model, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"]);
         cmd.arg(format!("--parent-pid={}", std::process::id()));
         for (k, v) in options {
             cmd.arg(format!("--{}={v}", k.replace('_', "-")));
@@ -124,13 +133,17 @@ impl DemoChild {
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting the demo target")?;
         let stdout = child.stdout.take().context("demo target stdout")?;
+        let mut stdout = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).context("reading the demo target's address")?;
+        stdout.read_line(&mut line).context("reading the demo target's address")?;
         let Some(url) = line.split_whitespace().last().filter(|u| u.starts_with("http://")) else {
             let _ = child.kill();
             bail!("the demo target did not start (it said {line:?})");
         };
-        Ok(DemoChild { url: url.to_string(), child })
+        let mut second = String::new();
+        stdout.read_line(&mut second).context("reading the demo target's metrics address")?;
+        let metrics_url = second.split_whitespace().last().filter(|u| u.starts_with("http://")).map(str::to_string);
+        Ok(DemoChild { url: url.to_string(), metrics_url, child })
     }
 
     /// Its process id.

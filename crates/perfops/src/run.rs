@@ -194,7 +194,8 @@ fn headline(v: &RunVerdict, judged: &[Judged], diagnostics: &[Diagnostic], loade
         text.push_str("; no stage held");
     }
     if let (Some(b), Some(stage)) = (v.breaks_at_rps, &v.breaks_at_stage) {
-        text.push_str(&format!("; breaks at {} ({stage})", rate(b)));
+        let named = if *stage == rate(b) { String::new() } else { format!(" ({stage})") };
+        text.push_str(&format!("; breaks at {}{named}", rate(b)));
         let i = loaded.stages.iter().position(|s| &s.plan.name == stage).unwrap_or(0);
         if let Some(reason) = judged.get(i).and_then(|j| j.reasons.first()) {
             text.push_str(&format!(": {reason}"));

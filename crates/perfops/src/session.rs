@@ -263,7 +263,8 @@ impl Session {
         // first load begin on it together.
         let t0 = Instant::now() + Duration::from_millis(100);
         let (tx, events) = mpsc::channel();
-        let plan = watching::plan(&scenario, &url, demo.as_ref().map(DemoChild::pid), args.insecure);
+        let demo_watch = demo.as_ref().map(|d| (d.pid(), d.metrics_url.clone()));
+        let plan = watching::plan(&scenario, &url, demo_watch, args.insecure);
         let watcher = Watcher::start(plan, t0, tx).map_err(|e| usage(format!("watch: {e}")))?;
 
         let live_on = !args.quiet && std::io::stderr().is_terminal();

@@ -17,10 +17,10 @@ use perfops_report::run::ProbeSummary;
 /// Pools perfops recognises without being told: (busy, size) metric names.
 const KNOWN_POOLS: &[(&str, &str)] = &[("demo_workers_busy", "demo_workers_max")];
 
-/// The engine's watch plan for `scenario` against `url`; `demo_pid` is the
-/// demo target's process, watched (with its `/metrics`) unless the scenario
-/// says otherwise. The generator always watches itself.
-pub(crate) fn plan(scenario: &Scenario, url: &str, demo_pid: Option<u32>, insecure: bool) -> WatchPlan {
+/// The engine's watch plan for `scenario` against `url`; `demo` is the demo
+/// target's process and its metrics URL (outside its pool), watched unless
+/// the scenario says otherwise. The generator always watches itself.
+pub(crate) fn plan(scenario: &Scenario, url: &str, demo: Option<(u32, Option<String>)>, insecure: bool) -> WatchPlan {
     let absolute = |u: &str| if u.starts_with('/') { format!("{url}{u}") } else { u.to_string() };
     let w = scenario.watch.clone().unwrap_or_default();
     let every = if w.every.is_zero() { Duration::from_secs(1) } else { w.every };
@@ -29,9 +29,9 @@ pub(crate) fn plan(scenario: &Scenario, url: &str, demo_pid: Option<u32>, insecu
         ProcessWatch::Pid(pid) => ProcessSel::Pid(pid),
         ProcessWatch::Port(port) => ProcessSel::Port(port),
     });
-    if let (TargetSpec::Demo(..), Some(pid)) = (&scenario.target, demo_pid) {
+    if let (TargetSpec::Demo(..), Some((pid, metrics))) = (&scenario.target, demo) {
         if prometheus.is_empty() {
-            prometheus.push(absolute("/metrics"));
+            prometheus.push(metrics.unwrap_or_else(|| absolute("/metrics")));
         }
         process.get_or_insert(ProcessSel::Pid(pid));
     }

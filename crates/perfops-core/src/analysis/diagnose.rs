@@ -253,24 +253,33 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         });
     }
 
-    for trip in i.trips {
-        let (what, consequence) = match trip.probe {
-            "liveness" => ("liveness", "Kubernetes would have restarted the pod"),
-            _ => ("readiness", "Kubernetes would have taken the pod out of the Service"),
+    // One diagnostic per probe: the first trip is the news, the others its evidence.
+    for probe in ["liveness", "readiness"] {
+        let trips: Vec<&ProbeTrip> = i.trips.iter().filter(|t| t.probe == probe).collect();
+        let Some(first) = trips.first() else { continue };
+        let consequence = match probe {
+            "liveness" => "Kubernetes would have restarted the pod",
+            _ => "Kubernetes would have taken the pod out of the Service",
+        };
+        let again = match trips.len() {
+            1 => String::new(),
+            n => format!(" (and {} more time{} after)", n - 1, if n == 2 { "" } else { "s" }),
         };
         out.push(Diagnostic {
             kind: "probe_failed",
-            title: format!("{what} probe failed {} times in a row at t={:.0}s: {consequence}", trip.failures, trip.t),
+            title: format!(
+                "{probe} probe failed {} times in a row at t={:.0}s: {consequence}{again}",
+                first.failures, first.t
+            ),
             detail: format!(
                 "the probe is served by the same server as the load, so it waits in the same queue{}",
-                trip.error.as_ref().map_or(String::new(), |e| format!(" (last failure: {e})"))
+                first.error.as_ref().map_or(String::new(), |e| format!(" (last failure: {e})"))
             ),
-            stage: i.stages.iter().find(|s| trip.t >= s.from && trip.t < s.to).map(|s| s.name.clone()),
-            evidence: vec![Evidence {
-                metric: format!("probe_{what}_failures"),
-                value: f64::from(trip.failures),
-                t: trip.t,
-            }],
+            stage: i.stages.iter().find(|s| first.t >= s.from && first.t < s.to).map(|s| s.name.clone()),
+            evidence: trips
+                .iter()
+                .map(|t| Evidence { metric: format!("probe_{probe}_failures"), value: f64::from(t.failures), t: t.t })
+                .collect(),
         });
     }
 
@@ -340,7 +349,10 @@ mod tests {
         w.insert("listen_queue".into(), series(&[(12.0, 3.0), (14.0, 16.0)]));
         w.insert("listen_queue_max".into(), series(&[(12.0, 16.0), (14.0, 16.0)]));
         let pool = Pool { busy: "demo_workers_busy".into(), max_metric: Some("demo_workers_max".into()), size: None };
-        let trips = [ProbeTrip { t: 15.0, probe: "liveness", failures: 3, error: Some("timeout".into()) }];
+        let trips = [
+            ProbeTrip { t: 15.0, probe: "liveness", failures: 3, error: Some("timeout".into()) },
+            ProbeTrip { t: 18.0, probe: "liveness", failures: 3, error: Some("timeout".into()) },
+        ];
         let st = stages();
         let d = diagnose(&Inputs {
             stages: &st,
@@ -354,7 +366,9 @@ mod tests {
         assert!(d[0].title.contains("10 of 10 workers busy with the CPU at 32%"), "{}", d[0].title);
         assert_eq!(d[0].stage.as_deref(), Some("200/s"));
         assert_eq!(d[1].evidence[0], Evidence { metric: "listen_queue".into(), value: 16.0, t: 14.0 });
-        assert!(d[2].title.contains("t=15s") && d[2].detail.contains("timeout"), "{:?}", d[2]);
+        // Two trips of one probe: one diagnostic, both as evidence.
+        assert!(d[2].title.contains("t=15s") && d[2].title.contains("1 more time after"), "{:?}", d[2]);
+        assert!(d[2].detail.contains("timeout") && d[2].evidence.len() == 2, "{:?}", d[2]);
     }
 
     #[test]

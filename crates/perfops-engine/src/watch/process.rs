@@ -19,8 +19,8 @@
 //!   process_pid                 which process this is (it may change with a port)
 //!   process_ctx_switches_per_s  voluntary + involuntary, all threads
 //!   process_throttled_share     cgroup throttled time per second of wall time (when counted)
-//!   listen_queue                accept queue now, summed over the process' listen sockets
-//!   listen_queue_max            their backlogs, summed (so queue / max stays a fill ratio)
+//!   listen_queue                accept queue now, of the process' fullest listening port
+//!   listen_queue_max            that port's backlog (sockets of one port summed: v4 + v6, REUSEPORT)
 //!   listen_overflows_per_s      TcpExt ListenOverflows of the process' network namespace
 //!   listen_drops_per_s          TcpExt ListenDrops, the same
 //! ```
@@ -326,8 +326,10 @@ impl Sampler {
         r
     }
 
-    /// The accept queue of the process' listen sockets: (length, backlog), each summed. By port,
-    /// the sockets on that port; by pid, the listen sockets among its descriptors.
+    /// The accept queue of the process' fullest listening port: (length, backlog), each summed
+    /// over that port's sockets. By port, the sockets on that port; by pid, the listen sockets
+    /// among its descriptors. The fullest, because a server with a control port beside its
+    /// main one must not have a quiet port hide the full one.
     fn listen_queue(&mut self, sockets: &HashSet<u64>) -> Option<(u32, u32)> {
         let all = match netlink::listeners() {
             Ok(all) => all,
@@ -346,9 +348,18 @@ impl Sampler {
         if mine.is_empty() {
             return None;
         }
-        Some(mine.iter().fold((0u32, 0u32), |(q, m), l| {
-            (q.saturating_add(l.accept_queue_len), m.saturating_add(l.accept_queue_max))
-        }))
+        let mut ports: Vec<(u16, u32, u32)> = Vec::new();
+        for l in &mine {
+            match ports.iter_mut().find(|p| p.0 == l.local.port()) {
+                Some(p) => {
+                    p.1 = p.1.saturating_add(l.accept_queue_len);
+                    p.2 = p.2.saturating_add(l.accept_queue_max);
+                }
+                None => ports.push((l.local.port(), l.accept_queue_len, l.accept_queue_max)),
+            }
+        }
+        let fill = |p: &(u16, u32, u32)| f64::from(p.1) / f64::from(p.2.max(1));
+        ports.iter().max_by(|a, b| fill(a).total_cmp(&fill(b))).map(|p| (p.1, p.2))
     }
 }
 
