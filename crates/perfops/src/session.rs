@@ -450,7 +450,7 @@ impl Session {
                 verdict::judge(
                     &self.scenario.slo,
                     &StageFacts {
-                        ran: s.ran_s > 0.0,
+                        ran_s: s.ran_s,
                         stats: &s.stats,
                         steps: &s.steps,
                         target_rate: s.plan.target_rate,

@@ -144,11 +144,16 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     let mut out = Vec::new();
 
     // The generator first: if it was the limit, nothing else is the server's fault.
-    let dropped: u64 = i.dropped.iter().filter(|(t, _)| *t >= from && *t < to).map(|x| x.1).sum();
+    // Arrivals dropped while a stage failed were dropped because the server
+    // was slow (in flight piled up to the cap): the server's doing, not ours.
+    let dropped: u64 = match broke {
+        Some(_) => 0,
+        None => i.dropped.iter().map(|x| x.1).sum(),
+    };
     let gen_cpu = peak("generator_cpu_share").filter(|p| p.1 >= CPU_SATURATED);
     if dropped > 0 || gen_cpu.is_some() {
         let mut evidence = Vec::new();
-        if let Some(first) = i.dropped.iter().find(|(t, n)| *n > 0 && *t >= from && *t < to) {
+        if let Some(first) = i.dropped.iter().find(|(_, n)| *n > 0 && dropped > 0) {
             evidence.push(Evidence { metric: "dropped".into(), value: dropped as f64, t: first.0 });
         }
         if let Some(p) = gen_cpu {
@@ -391,6 +396,8 @@ mod tests {
         w.insert("process_cpu_share".into(), series(&[(12.0, 0.95)]));
         let st = stages();
         let dropped = [(11.0, 0), (12.0, 40)];
+        // No stage failed (the dropping one was inconclusive): the run as a whole is looked at.
+        let st: Vec<Window> = st.into_iter().map(|w| Window { verdict: StageVerdict::Inconclusive, ..w }).collect();
         let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &dropped, stalls: None });
         assert_eq!(kinds(&d), vec!["generator_saturated", "cpu_saturated"]);
         assert_eq!(d[0].evidence[0], Evidence { metric: "dropped".into(), value: 40.0, t: 12.0 });

@@ -6,8 +6,10 @@
 //!   stage holds        <=> every SLO line holds over the stage's arrivals
 //!                          and achieved >= 97% of target (open model)
 //!                          and no probe tripped (liveness restart, readiness lost)
-//!   stage inconclusive <=  arrivals were dropped at max_in_flight, or the
-//!                          generator used > 90% of its CPU (whatever else held)
+//!   stage inconclusive <=  the generator used > 90% of its CPU (whatever else held),
+//!                          or arrivals were dropped at max_in_flight and nothing failed
+//!                          (a stage that fails with part of its load dropped failed
+//!                          under less load than planned: that failure stands)
 //!   capacity  = the highest rate that held before the first failing stage
 //!   breaks at = the rate of the first failing stage
 //! ```
@@ -91,8 +93,8 @@ impl Range {
 /// What is known about one stage.
 #[derive(Debug, Clone, Copy)]
 pub struct StageFacts<'a> {
-    /// Did it start at all?
-    pub ran: bool,
+    /// How long it ran, seconds (0: it never started).
+    pub ran_s: f64,
     /// Requests of the arrivals due in this stage.
     pub stats: &'a Stats,
     /// The same by step name.
@@ -184,7 +186,7 @@ pub fn check(
 
 /// Judge one stage against the SLO lines.
 pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
-    if !f.ran {
+    if f.ran_s <= 0.0 {
         return Judged { verdict: StageVerdict::NotRun, reasons: Vec::new(), slo: Vec::new() };
     }
     let share = f.target_rate.filter(|t| *t > 0.0).map(|t| f.achieved_rate / t);
@@ -198,8 +200,11 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
             });
         }
     }
+    // Dropped arrivals were never sent: the rate is judged against what was.
+    let dropped_rate = f.stats.dropped as f64 / f.ran_s;
     if let (Some(target), Some(share)) = (f.target_rate, share)
         && share < RATE_FLOOR
+        && f.achieved_rate < RATE_FLOOR * (target - dropped_rate)
     {
         fails.push(format!(
             "achieved {:.1}/s is {:.0}% of the target {:.1}/s (needs {:.0}%)",
@@ -215,21 +220,30 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     for t in f.unready {
         fails.push(format!("readiness probe tripped at t={t:.0}s: Kubernetes would stop sending it traffic"));
     }
-    let mut doubts = Vec::new();
-    if f.stats.dropped > 0 {
-        doubts.push(format!("{} arrivals dropped at max_in_flight: the generator was the limit", f.stats.dropped));
-    }
-    if let Some(cpu) = f.generator_cpu.filter(|c| *c > GENERATOR_CPU_CEILING) {
-        doubts.push(format!("the generator used {:.0}% of its CPU", cpu * 100.0));
-    }
-    let (verdict, reasons) = if !doubts.is_empty() {
-        // What failed is kept as context: it may be the generator's doing.
-        doubts.extend(fails);
-        (StageVerdict::Inconclusive, doubts)
-    } else if !fails.is_empty() {
-        (StageVerdict::Fails, fails)
-    } else {
-        (StageVerdict::Holds, Vec::new())
+    let (verdict, reasons) = match f.generator_cpu.filter(|c| *c > GENERATOR_CPU_CEILING) {
+        // A busy generator may have caused what failed: kept as context only.
+        Some(cpu) => {
+            let mut doubts = vec![format!("the generator used {:.0}% of its CPU", cpu * 100.0)];
+            doubts.extend(fails);
+            (StageVerdict::Inconclusive, doubts)
+        }
+        None if f.stats.dropped > 0 && fails.is_empty() => (
+            StageVerdict::Inconclusive,
+            vec![format!(
+                "{} arrivals dropped at max_in_flight: the stage did not get its load, the generator was the limit",
+                f.stats.dropped
+            )],
+        ),
+        None if !fails.is_empty() => {
+            if f.stats.dropped > 0 {
+                fails.push(format!(
+                    "{} arrivals were also dropped at max_in_flight: it failed under less load than planned",
+                    f.stats.dropped
+                ));
+            }
+            (StageVerdict::Fails, fails)
+        }
+        None => (StageVerdict::Holds, Vec::new()),
     };
     Judged { verdict, reasons, slo: checks }
 }
@@ -316,8 +330,10 @@ mod tests {
         let slow = stats(900, 1000, 0, 0);
         let erring = stats(20, 1000, 50, 0);
         let dropping = stats(900, 1000, 0, 12);
+        let dropping_fast = stats(20, 1000, 0, 12);
+        let dropping_many = stats(20, 1000, 0, 100);
         let base = StageFacts {
-            ran: true,
+            ran_s: 10.0,
             stats: &fast,
             steps: &steps,
             target_rate: Some(100.0),
@@ -338,13 +354,23 @@ mod tests {
             ("behind", StageFacts { achieved_rate: 90.0, ..base }, rules, StageVerdict::Fails, "90% of the target"),
             // a liveness probe tripped
             ("probe", StageFacts { restarts: &[71.0], ..base }, rules, StageVerdict::Fails, "restart the pod"),
-            // dropped arrivals: the generator was the limit, even though p95 also failed
+            // p95 failed although arrivals were dropped: it failed under less load, that stands
+            ("dropped+slow", StageFacts { stats: &dropping, ..base }, rules, StageVerdict::Fails, "also dropped"),
+            // dropped arrivals and nothing failed: the stage never got its load
             (
                 "dropped",
-                StageFacts { stats: &dropping, ..base },
+                StageFacts { stats: &dropping_fast, ..base },
                 rules,
                 StageVerdict::Inconclusive,
                 "12 arrivals dropped",
+            ),
+            // the rate is judged against what was sent: 10/s dropped of 100/s, 89/s answered is fine
+            (
+                "dropped, rate",
+                StageFacts { stats: &dropping_many, achieved_rate: 89.0, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "100 arrivals dropped",
             ),
             // a busy generator makes the figures doubtful
             (
@@ -365,7 +391,7 @@ mod tests {
             // a watched metric that was never seen fails rather than passing silently
             ("unseen", base, &["metric(puma_backlog) < 100"], StageVerdict::Fails, "nothing measured"),
             // a stage that never started
-            ("not run", StageFacts { ran: false, ..base }, rules, StageVerdict::NotRun, ""),
+            ("not run", StageFacts { ran_s: 0.0, ..base }, rules, StageVerdict::NotRun, ""),
         ];
         for (name, facts, lines, want, reason) in cases {
             let conditions = slo(lines);
