@@ -4,6 +4,7 @@
 //! Pure formatting: no I/O here; the binary decides where text goes.
 
 pub mod live;
+pub mod lttb;
 pub mod quick;
 pub mod results;
 pub mod run;
