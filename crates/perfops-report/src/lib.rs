@@ -1,8 +1,12 @@
 //! perfops' outputs, from measured statistics to what people read: the live
-//! line printed every second, the ab-style summary of `quick`, and its JSON.
+//! line printed every second, the ab-style summary of `quick`, its JSON, the
+//! results directory of a run, and the HTML report made from such a directory.
 //!
-//! Pure formatting: no I/O here; the binary decides where text goes.
+//! Formatting is pure; the only files read or written here are results
+//! directories (`results`, `html`). Where text goes is the binary's
+//! business.
 
+pub mod html;
 pub mod live;
 pub mod lttb;
 pub mod quick;
