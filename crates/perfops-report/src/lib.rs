@@ -1,9 +1,10 @@
 //! perfops' outputs, from measured statistics to what people read: the live
 //! line printed every second, the ab-style summary of `quick`, its JSON, the
-//! results directory of a run, and the HTML report made from such a directory.
+//! results directory of a run, and the HTML report and run listing made from
+//! such directories.
 //!
 //! Formatting is pure; the only files read or written here are results
-//! directories (`results`, `html`). Where text goes is the binary's
+//! directories (`results`, `html`, `runs`). Where text goes is the binary's
 //! business.
 
 pub mod html;
@@ -12,3 +13,4 @@ pub mod lttb;
 pub mod quick;
 pub mod results;
 pub mod run;
+pub mod runs;

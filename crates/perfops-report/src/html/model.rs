@@ -382,6 +382,11 @@ fn merge_hlog(files: &mut RunFiles, stages: &[Stage]) -> Merged {
     m
 }
 
+/// The verdict of a complete run from its `summary.json` alone.
+pub(crate) fn summary_verdict(summary: &Value) -> Verdict {
+    verdict(Some(summary), &slo_cells(summary, "slo"), text(summary, "aborted"))
+}
+
 fn verdict(summary: Option<&Value>, slo: &[SloCell], aborted: Option<&str>) -> Verdict {
     if let Some(v) = summary.and_then(|s| s.get("verdict")).filter(|v| v.is_object()) {
         return Verdict {
