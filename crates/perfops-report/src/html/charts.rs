@@ -181,8 +181,13 @@ fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
     let mut out = Vec::new();
 
     let target = col(&|l| num(l, "target_rate"));
-    let mut rate =
-        vec![Series::new("achieved", col(&|l| num(l, "achieved_rate")), json!({"color": color::ACHIEVED, "width": 2}))];
+    // Steps, not lines: a second's rate holds over [t, t + 1), and a line
+    // would start each stage's climb a second early.
+    let mut rate = vec![Series::new(
+        "achieved",
+        col(&|l| num(l, "achieved_rate")),
+        json!({"color": color::ACHIEVED, "width": 2, "stepped": true}),
+    )];
     if target.iter().any(Option::is_some) {
         rate.insert(0, Series::new("target", target, json!({"color": color::TARGET, "dash": true, "stepped": true})));
     }
