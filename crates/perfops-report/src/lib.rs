@@ -1,10 +1,17 @@
 //! perfops' outputs, from measured statistics to what people read: the live
-//! line printed every second, the ab-style summary of `quick`, and its JSON.
+//! line printed every second, the ab-style summary of `quick`, its JSON, the
+//! results directory of a run, its JUnit verdict, and the HTML report and run
+//! listing made from such directories.
 //!
-//! Pure formatting: no I/O here; the binary decides where text goes.
+//! Formatting is pure; the only files read or written here are results
+//! directories (`results`, `html`, `runs`). Where text goes is the binary's
+//! business.
 
+pub mod html;
 pub mod junit;
 pub mod live;
+pub mod lttb;
 pub mod quick;
 pub mod results;
 pub mod run;
+pub mod runs;

@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod demo;
 mod limit;
 mod quick;
+mod report;
 mod run;
 mod session;
 mod sweep;
@@ -49,6 +50,10 @@ enum Command {
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
     Quick(quick::QuickArgs),
+    /// (Re)render the HTML report of a results directory: RUN_DIR/report.html, or -o FILE.
+    Report(report::ReportArgs),
+    /// List the runs under a results folder, newest first, with verdict and capacity.
+    Runs(report::RunsArgs),
     /// The built-in target server (what `target: demo:threads` starts).
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of scenario files (for editor completion).
@@ -72,6 +77,8 @@ fn main() -> ExitCode {
         Command::Sweep(args) => sweep::run(args),
         Command::Check(args) => run::check(args),
         Command::Quick(args) => quick::run(args),
+        Command::Report(args) => report::report(args),
+        Command::Runs(args) => report::list(args),
         Command::Demo(args) => demo::run(args),
         Command::Schema => {
             out(SCENARIO_SCHEMA);

@@ -93,7 +93,15 @@ pub(crate) fn finish(s: &mut Session, summary: &RunSummary, junit: Option<&std::
         std::fs::write(path, perfops_report::junit::render(summary))
             .with_context(|| format!("writing the JUnit report {}", path.display()))?;
     }
-    crate::out(&format!("\n{}results: {}\n", stage_table(summary), s.dir.path().display()));
+    // The report is made from the files just written, as `perfops report` would.
+    let report = match perfops_report::html::render(s.dir.path()) {
+        Ok(page) => match s.dir.write_file("report.html", page.as_bytes()) {
+            Ok(()) => format!("report:  {}\n", s.dir.path().join("report.html").display()),
+            Err(e) => format!("report:  not written ({e})\n"),
+        },
+        Err(e) => format!("report:  not made ({e})\n"),
+    };
+    crate::out(&format!("\n{}results: {}\n{report}", stage_table(summary), s.dir.path().display()));
     // An abort rule is a threshold too: a run it stopped did not pass; nor did
     // an inconclusive one, which proves nothing about the server.
     let passed = summary.verdict.verdict.result == "passed" && summary.aborted.is_none();

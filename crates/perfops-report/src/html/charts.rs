@@ -1,0 +1,521 @@
+//! The data of the report's charts, as the one JSON document embedded in the
+//! page: each chart's x values, its series and how to draw them (colour,
+//! dashes, steps, log scale). The page's script only turns this into uPlot
+//! charts, so what is plotted, and how much of it, is decided and tested here.
+//!
+//! Long series are cut down with LTTB ([`crate::lttb`]) to about a chart's
+//! width in points; numbers keep four significant digits, which is more than
+//! a chart or an HDR histogram (three) can show.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use hdrhistogram::Histogram;
+use serde_json::{Map, Value, json};
+
+use super::model::{Model, list, num, text};
+use crate::lttb;
+
+/// Version of the embedded data document.
+pub const DATA_VERSION: u32 = 1;
+
+/// Points per time chart: about its width in pixels on a wide screen.
+const CHART_POINTS: usize = 1200;
+/// Points per watched metric (each has its own x values).
+const WATCH_POINTS: usize = 600;
+/// Points of the latency-vs-throughput scatter of single seconds.
+const SCATTER_POINTS: usize = 1500;
+/// Percentile spectrum: points per decade of 1/(1-q), and decades (to 99.9999%).
+const SPECTRUM_STEPS: u32 = 20;
+const SPECTRUM_DECADES: u32 = 6;
+
+/// The colours of the page, named by what they show.
+pub(crate) mod color {
+    pub const TARGET: &str = "#8792a2";
+    pub const ACHIEVED: &str = "#2563eb";
+    pub const P50: &str = "#16a34a";
+    pub const P90: &str = "#ca8a04";
+    pub const P99: &str = "#dc2626";
+    pub const MAX: &str = "#7c3aed";
+    pub const IN_FLIGHT: &str = "#0891b2";
+    pub const DROPPED: &str = "#ea580c";
+    pub const OK: &str = "#16a34a";
+    pub const FAILED: &str = "#dc2626";
+    /// For categories (failure kinds, probes): distinct, and red first.
+    pub const PALETTE: [&str; 8] =
+        ["#dc2626", "#ea580c", "#7c3aed", "#0891b2", "#db2777", "#ca8a04", "#4b5563", "#65a30d"];
+}
+
+/// `v` to four significant digits (`None` for NaN or infinity).
+pub(crate) fn sig(v: f64) -> Option<f64> {
+    if !v.is_finite() {
+        return None;
+    }
+    if v == 0.0 {
+        return Some(0.0);
+    }
+    let digits = 3 - v.abs().log10().floor() as i32;
+    if digits <= 0 {
+        let m = 10f64.powi(-digits);
+        return Some((v / m).round() * m);
+    }
+    let m = 10f64.powi(digits.min(12));
+    Some((v * m).round() / m)
+}
+
+/// A time in seconds to the millisecond: times keep every digit they need
+/// on a long run, which [`sig`] would not.
+fn secs(v: f64) -> Option<f64> {
+    v.is_finite().then(|| (v * 1000.0).round() / 1000.0)
+}
+
+fn times(v: &[f64]) -> Vec<Option<f64>> {
+    v.iter().map(|t| secs(*t)).collect()
+}
+
+/// A colour along blue (first stage) to red (last), for per-stage series.
+pub(crate) fn stage_color(i: usize, n: usize) -> String {
+    let f = if n <= 1 { 0.0 } else { i as f64 / (n - 1) as f64 };
+    format!("hsl({:.0},70%,{:.0}%)", 215.0 - 215.0 * f, 42.0 + 4.0 * (1.0 - f))
+}
+
+/// One series of a chart: its label, values (aligned with the chart's x) and style.
+struct Series {
+    label: String,
+    values: Vec<Option<f64>>,
+    style: Value,
+}
+
+impl Series {
+    fn new(label: &str, values: Vec<Option<f64>>, style: Value) -> Series {
+        Series { label: label.to_string(), values, style }
+    }
+}
+
+/// A time chart, downsampled: `{id, title, unit, log, x, series: [...]}`.
+fn time_chart(id: &str, title: &str, unit: &str, log: bool, x: &[f64], series: Vec<Series>, extra: Value) -> Value {
+    let ys: Vec<&[Option<f64>]> = series.iter().map(|s| s.values.as_slice()).collect();
+    let keep = lttb::keep(x, &ys, CHART_POINTS);
+    let series: Vec<Value> = series
+        .into_iter()
+        .map(|s| {
+            let mut o = Map::new();
+            o.insert("label".into(), s.label.into());
+            o.insert("values".into(), json!(rounded(&lttb::pick(&s.values, &keep))));
+            if let Value::Object(style) = s.style {
+                o.extend(style);
+            }
+            Value::Object(o)
+        })
+        .collect();
+    let mut chart = json!({
+        "id": id, "title": title, "unit": unit, "log": log,
+        "x": times(&lttb::pick(x, &keep)),
+        "series": series,
+    });
+    if let (Value::Object(c), Value::Object(e)) = (&mut chart, extra) {
+        c.extend(e);
+    }
+    chart
+}
+
+fn rounded(v: &[Option<f64>]) -> Vec<Option<f64>> {
+    v.iter().map(|x| x.and_then(sig)).collect()
+}
+
+/// The whole data document.
+pub(crate) fn data(m: &Model) -> Value {
+    let series = &m.files.series;
+    let x: Vec<f64> = series.iter().map(|l| num(l, "t").unwrap_or(0.0)).collect();
+    let recorded =
+        series.iter().filter_map(|l| Some(num(l, "t")? + num(l, "length_s").unwrap_or(1.0))).fold(0.0, f64::max);
+    let duration = m.elapsed_s.max(recorded).max(1.0);
+    let stages: Vec<Value> = m
+        .stages
+        .iter()
+        .filter(|s| s.start_s < duration)
+        .map(|s| json!({"name": s.name, "start_s": secs(s.start_s), "end_s": secs(s.end_s.min(duration)), "verdict": s.verdict}))
+        .collect();
+    let restarts: Vec<f64> = m
+        .files
+        .probe
+        .iter()
+        .filter(|p| p.get("restart").and_then(Value::as_bool) == Some(true))
+        .filter_map(|p| num(p, "t"))
+        .collect();
+    let mut charts = Vec::new();
+    if !series.is_empty() {
+        charts.extend(series_charts(series, &x));
+    }
+    if let Some(probe) = probe_chart(&m.files.probe) {
+        charts.push(probe);
+    }
+    json!({
+        "format": "perfops.report-data",
+        "version": DATA_VERSION,
+        "duration_s": secs(duration),
+        "stages": stages,
+        "restarts": restarts,
+        "time_charts": charts,
+        "watch": watch(m),
+        "hockey": hockey(m),
+        "spectrum": spectrum(m),
+    })
+}
+
+/// Rate, latency, failures, and in-flight/dropped charts from `series.jsonl`.
+fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
+    let col = |f: &dyn Fn(&Value) -> Option<f64>| lines.iter().map(f).collect::<Vec<_>>();
+    let per_s = |l: &Value, v: f64| v / num(l, "length_s").filter(|s| *s > 0.0).unwrap_or(1.0);
+    // A percentile of a second that counted nothing is no value, not 0 (and
+    // 0 has no place on a log scale).
+    let pct = |key: &'static str, p: &'static str| {
+        col(&move |l: &Value| {
+            let h = l.get(key)?;
+            if num(h, "count") == Some(0.0) {
+                return None;
+            }
+            num(h, p).filter(|v| *v > 0.0)
+        })
+    };
+    let style = |color: &str| json!({ "color": color });
+    let mut out = Vec::new();
+
+    let target = col(&|l| num(l, "target_rate"));
+    // Steps, not lines: a second's rate holds over [t, t + 1), and a line
+    // would start each stage's climb a second early.
+    let mut rate = vec![Series::new(
+        "achieved",
+        col(&|l| num(l, "achieved_rate")),
+        json!({"color": color::ACHIEVED, "width": 2, "stepped": true}),
+    )];
+    if target.iter().any(Option::is_some) {
+        rate.insert(0, Series::new("target", target, json!({"color": color::TARGET, "dash": true, "stepped": true})));
+    }
+    out.push(time_chart("rate", "Arrival rate: target and achieved", "/s", false, x, rate, json!({})));
+
+    let latency = vec![
+        Series::new("p50", pct("latency_ms", "p50"), style(color::P50)),
+        Series::new("p90", pct("latency_ms", "p90"), style(color::P90)),
+        Series::new("p99", pct("latency_ms", "p99"), json!({"color": color::P99, "width": 2})),
+        Series::new("max", pct("latency_ms", "max"), json!({"color": color::MAX, "width": 1})),
+        Series::new("service p50", pct("service_ms", "p50"), json!({"color": color::P50, "dash": true, "width": 1})),
+        Series::new("service p99", pct("service_ms", "p99"), json!({"color": color::P99, "dash": true, "width": 1})),
+    ];
+    out.push(time_chart(
+        "latency",
+        "Latency per second (log scale)",
+        "ms",
+        true,
+        x,
+        latency,
+        json!({"note": "Solid: latency from the intended start (what a user waits). Dashed: service time from the actual send. A gap between them is time spent waiting to be sent."}),
+    ));
+
+    let kinds: BTreeSet<&str> = lines
+        .iter()
+        .filter_map(|l| l.get("failures")?.as_object())
+        .flat_map(|m| m.keys().map(String::as_str))
+        .collect();
+    let mut failures: Vec<Series> = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, kind)| {
+            let values = col(&|l| {
+                Some(per_s(l, l.get("failures").and_then(|f| f.get(*kind)).and_then(Value::as_f64).unwrap_or(0.0)))
+            });
+            Series::new(kind, values, json!({"color": color::PALETTE[i % color::PALETTE.len()], "stepped": true}))
+        })
+        .collect();
+    if failures.is_empty() {
+        let zeros = col(&|l| Some(per_s(l, num(l, "failed").unwrap_or(0.0))));
+        failures.push(Series::new("failed", zeros, json!({"color": color::FAILED, "stepped": true})));
+    }
+    let note = if kinds.is_empty() { "No request failed." } else { "" };
+    out.push(time_chart("failures", "Failures per second, by kind", "/s", false, x, failures, json!({"note": note})));
+
+    let load = vec![
+        Series::new("in flight", col(&|l| num(l, "in_flight")), json!({"color": color::IN_FLIGHT, "width": 2})),
+        Series::new(
+            "dropped/s",
+            col(&|l| Some(per_s(l, num(l, "dropped").unwrap_or(0.0)))),
+            json!({"color": color::DROPPED, "stepped": true, "axis": "right", "unit": "/s"}),
+        ),
+    ];
+    out.push(time_chart(
+        "load",
+        "Requests in flight, and arrivals dropped",
+        "",
+        false,
+        x,
+        load,
+        json!({"note": "Dropped arrivals hit max_in_flight: the generator, not the server, was the limit in those seconds."}),
+    ));
+    out
+}
+
+/// Probe attempts as points: response time when it answered, failures in red
+/// (at the time they took, or at the top when they took none).
+fn probe_chart(probe: &[Value]) -> Option<Value> {
+    let mut attempts: Vec<&Value> = probe.iter().filter(|p| num(p, "t").is_some()).collect();
+    if attempts.is_empty() {
+        return None;
+    }
+    attempts.sort_by(|a, b| num(a, "t").partial_cmp(&num(b, "t")).unwrap_or(std::cmp::Ordering::Equal));
+    let names: BTreeSet<&str> = attempts.iter().map(|p| text(p, "probe").unwrap_or("probe")).collect();
+    let top = attempts.iter().filter_map(|p| num(p, "ms")).fold(1.0, f64::max);
+    let x: Vec<f64> = attempts.iter().filter_map(|p| num(p, "t")).collect();
+    let mut series = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let mine = |p: &&Value| text(p, "probe").unwrap_or("probe") == *name;
+        let ok = |p: &&Value| p.get("ok").and_then(Value::as_bool) == Some(true);
+        let answered: Vec<Option<f64>> =
+            attempts.iter().map(|p| (mine(p) && ok(p)).then(|| num(p, "ms").filter(|v| *v > 0.0)).flatten()).collect();
+        let failed: Vec<Option<f64>> = attempts
+            .iter()
+            .map(|p| (mine(p) && !ok(p)).then(|| num(p, "ms").filter(|v| *v > 0.0).unwrap_or(top)))
+            .collect();
+        let notes: Vec<Option<String>> = attempts.iter().map(|p| (mine(p) && !ok(p)).then(|| probe_note(p))).collect();
+        let shape = if i == 0 { "circle" } else { "diamond" };
+        series.push(Series::new(
+            &format!("{name} ok"),
+            answered,
+            json!({"color": color::OK, "points_only": true, "shape": shape}),
+        ));
+        series.push(Series::new(
+            &format!("{name} failed"),
+            failed,
+            json!({"color": color::FAILED, "points_only": true, "shape": shape, "notes": notes}),
+        ));
+    }
+    // Few points (one per probe period): no downsampling, which would also
+    // misalign the notes.
+    Some(json!({
+        "id": "probe", "title": "Probes (log scale): response time; failures in red", "unit": "ms", "log": true,
+        "x": times(&x),
+        "series": series.into_iter().map(|s| {
+            let mut o = Map::new();
+            o.insert("label".into(), s.label.into());
+            o.insert("values".into(), json!(rounded(&s.values)));
+            if let Value::Object(style) = s.style { o.extend(style); }
+            Value::Object(o)
+        }).collect::<Vec<_>>(),
+        "note": "A vertical red line marks a restart: where Kubernetes would have restarted the target.",
+    }))
+}
+
+fn probe_note(p: &Value) -> String {
+    let mut parts = vec![text(p, "error").map_or_else(
+        || p.get("status").and_then(Value::as_u64).map_or("failed".to_string(), |s| format!("status {s}")),
+        str::to_string,
+    )];
+    if let Some(n) = p.get("failures").and_then(Value::as_u64) {
+        parts.push(format!("{n} in a row"));
+    }
+    if p.get("restart").and_then(Value::as_bool) == Some(true) {
+        parts.push("restart".into());
+    }
+    if p.get("unready").and_then(Value::as_bool) == Some(true) {
+        parts.push("unready".into());
+    }
+    parts.join(", ")
+}
+
+/// One watched metric's sample times and values.
+type Samples = (Vec<f64>, Vec<Option<f64>>);
+
+/// Watched metrics by source, each with its own x values (sources sample at
+/// their own pace); flat stretches are cut to their ends, then LTTB.
+fn watch(m: &Model) -> Value {
+    let mut groups: Vec<(String, BTreeMap<String, Samples>)> = Vec::new();
+    for line in &m.files.watch {
+        let (Some(t), Some(values)) = (num(line, "t"), line.get("values").and_then(Value::as_object)) else { continue };
+        let source = text(line, "source").unwrap_or("watch").to_string();
+        let gi = match groups.iter().position(|(s, _)| *s == source) {
+            Some(i) => i,
+            None => {
+                groups.push((source, BTreeMap::new()));
+                groups.len() - 1
+            }
+        };
+        for (name, v) in values {
+            let (xs, ys) = groups[gi].1.entry(name.clone()).or_default();
+            xs.push(t);
+            ys.push(v.as_f64().filter(|v| v.is_finite()));
+        }
+    }
+    if groups.is_empty() {
+        return Value::Null;
+    }
+    // The top diagnostic's first watched metric is what a reader wants first.
+    let cited: Vec<&str> = m.diagnostics.iter().flat_map(|d| d.evidence.iter().map(|e| e.0.as_str())).collect();
+    let mut default = json!({"group": 0, "metric": 0});
+    'find: for c in cited {
+        for (gi, (_, metrics)) in groups.iter().enumerate() {
+            if let Some(mi) = metrics.keys().position(|k| k == c) {
+                default = json!({"group": gi, "metric": mi});
+                break 'find;
+            }
+        }
+    }
+    let groups: Vec<Value> = groups
+        .into_iter()
+        .map(|(source, metrics)| {
+            let metrics: Vec<Value> = metrics
+                .into_iter()
+                .map(|(name, (xs, ys))| {
+                    let flat = without_flat_runs(&ys);
+                    let (xs, ys) = (lttb::pick(&xs, &flat), lttb::pick(&ys, &flat));
+                    let keep = lttb::indices(&xs, &ys, WATCH_POINTS);
+                    json!({
+                        "name": name,
+                        "x": times(&lttb::pick(&xs, &keep)),
+                        "values": rounded(&lttb::pick(&ys, &keep)),
+                    })
+                })
+                .collect();
+            json!({"source": source, "metrics": metrics})
+        })
+        .collect();
+    json!({"groups": groups, "default": default})
+}
+
+/// Indices of `ys` without the inside of runs of equal values: a gauge that
+/// sits at 10 for an hour needs its two ends, not 1800 points.
+fn without_flat_runs(ys: &[Option<f64>]) -> Vec<usize> {
+    (0..ys.len()).filter(|&i| i == 0 || i + 1 == ys.len() || !(ys[i - 1] == ys[i] && ys[i] == ys[i + 1])).collect()
+}
+
+/// Latency against achieved throughput: one point per stage (p50, p90, p99),
+/// and one per second (p99) behind them.
+fn hockey(m: &Model) -> Value {
+    let n = m.stages.len();
+    let stages: Vec<Value> = m
+        .stages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let (a, l) = (s.achieved.filter(|a| *a > 0.0)?, s.latency?);
+            Some(json!({
+                "name": s.name, "achieved": sig(a), "target": s.target.and_then(sig),
+                "p50": l.p50.and_then(sig), "p90": l.p90.and_then(sig), "p99": l.p99.and_then(sig),
+                "verdict": s.verdict, "color": stage_color(i, n),
+            }))
+        })
+        .collect();
+    let seconds: Vec<(f64, f64)> = m
+        .files
+        .series
+        .iter()
+        .filter(|l| !text(l, "stage").is_some_and(|s| s.starts_with('(')))
+        .filter_map(|l| {
+            let lat = l.get("latency_ms")?;
+            if num(lat, "count") == Some(0.0) {
+                return None;
+            }
+            Some((num(l, "achieved_rate").filter(|a| *a > 0.0)?, num(lat, "p99").filter(|v| *v > 0.0)?))
+        })
+        .collect();
+    if stages.is_empty() && seconds.is_empty() {
+        return Value::Null;
+    }
+    let stride = seconds.len().div_ceil(SCATTER_POINTS).max(1);
+    let seconds: Vec<&(f64, f64)> = seconds.iter().step_by(stride).collect();
+    json!({
+        "stages": stages,
+        "seconds": {
+            "x": seconds.iter().map(|p| sig(p.0)).collect::<Vec<_>>(),
+            "y": seconds.iter().map(|p| sig(p.1)).collect::<Vec<_>>(),
+        },
+    })
+}
+
+/// Latency at each percentile, HdrHistogram style: x is 1/(1-q) on a log
+/// scale, so 90%, 99%, 99.9% are evenly spaced and the tail gets the room.
+///
+/// ```text
+///   x = 1/(1-q):   1     2     10    100    1000    10^4 ...
+///   q:             0%    50%   90%   99%    99.9%   99.99%
+/// ```
+///
+/// A histogram of n values says nothing past x = n; its line stops there.
+fn spectrum(m: &Model) -> Value {
+    let mg = &m.merged;
+    let mut hs: Vec<(String, &Histogram<u64>, Value)> = Vec::new();
+    if let Some(h) = &mg.latency {
+        hs.push(("latency, whole run".into(), h, json!({"color": "#0f172a", "width": 2.5})));
+    }
+    if let Some(h) = &mg.service {
+        hs.push(("service time, whole run".into(), h, json!({"color": "#0f172a", "width": 1.5, "dash": true})));
+    }
+    let n = m.stages.len();
+    // One stage alone is the whole run again.
+    if n > 1 {
+        for (i, (stage, h)) in m.stages.iter().zip(&mg.latency_by_stage).enumerate() {
+            if let Some(h) = h {
+                hs.push((stage.name.clone(), h, json!({"color": stage_color(i, n), "width": 1.25})));
+            }
+        }
+    }
+    if hs.is_empty() {
+        return Value::Null;
+    }
+    let x: Vec<f64> =
+        (0..=SPECTRUM_STEPS * SPECTRUM_DECADES).map(|k| 10f64.powf(f64::from(k) / f64::from(SPECTRUM_STEPS))).collect();
+    let series: Vec<Value> = hs
+        .into_iter()
+        .map(|(label, h, style)| {
+            let count = h.len() as f64;
+            let values: Vec<Option<f64>> = x
+                .iter()
+                .map(|&x| {
+                    (x <= count.max(1.0)).then(|| h.value_at_quantile(1.0 - 1.0 / x) as f64 / 1000.0).and_then(sig)
+                })
+                .collect();
+            let mut o = Map::new();
+            o.insert("label".into(), label.into());
+            o.insert("values".into(), json!(values));
+            o.insert("count".into(), json!(h.len()));
+            if let Value::Object(style) = style {
+                o.extend(style);
+            }
+            Value::Object(o)
+        })
+        .collect();
+    json!({"x": x.iter().map(|v| sig(*v)).collect::<Vec<_>>(), "series": series})
+}
+
+/// How many charts the page draws from `data`: what the browser test expects.
+pub fn expected_charts(data: &Value) -> usize {
+    list(data, "time_charts").len()
+        + usize::from(!data["watch"].is_null())
+        + usize::from(!data["hockey"].is_null())
+        + usize::from(!data["spectrum"].is_null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_significant_digits() {
+        let cases = [
+            (812.3456, 812.3),
+            (0.934_51, 0.9345),
+            (123_456.0, 123_500.0),
+            (1.0, 1.0),
+            (0.0, 0.0),
+            (-12.345_67, -12.35),
+            (0.000_123_456, 0.000_123_5),
+        ];
+        for (v, want) in cases {
+            assert_eq!(sig(v), Some(want), "{v}");
+        }
+        assert_eq!(sig(f64::NAN), None);
+    }
+
+    #[test]
+    fn flat_runs_keep_their_ends() {
+        let ys = [Some(1.0), Some(1.0), Some(1.0), Some(2.0), Some(2.0), None, None, None];
+        assert_eq!(without_flat_runs(&ys), vec![0, 2, 3, 4, 5, 7]);
+    }
+}

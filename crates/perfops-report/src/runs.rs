@@ -1,0 +1,151 @@
+//! The runs kept under a results folder (`perfops runs`): one entry per
+//! results directory, newest first, with what a person scans for — when, which
+//! scenario, the verdict, the capacity, how long it ran — or "incomplete"
+//! when the run left no `summary.json`.
+//!
+//! Reads only `meta.json`, `summary.json` and the length of `series.jsonl`,
+//! as leniently as the report does; a folder that holds none of them is not a
+//! run and is left out.
+
+use std::fmt::Write;
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::html::ReportError;
+use crate::html::model::{self, num, text};
+
+/// One run in the listing.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct RunEntry {
+    /// The directory's name (`20261122T043000Z-orders`).
+    pub dir: String,
+    /// The directory, as found under the folder listed.
+    pub path: String,
+    /// The scenario's name.
+    pub name: String,
+    /// RFC 3339 UTC start time.
+    pub started_at: Option<String>,
+    /// `passed`, `failed`, `inconclusive`, `none` (no SLO) or `incomplete`
+    /// (no `summary.json`: killed, or still running).
+    pub result: String,
+    /// The highest arrival rate that held, when the verdict says.
+    pub capacity_rps: Option<f64>,
+    /// The first rate that did not hold, when the verdict says.
+    pub breaks_at_rps: Option<f64>,
+    /// How long it ran (for an incomplete run: the seconds it recorded).
+    pub duration_s: Option<f64>,
+    /// Whether `summary.json` is there.
+    pub complete: bool,
+}
+
+/// The runs under `base`, newest first.
+pub fn list(base: &Path) -> Result<Vec<RunEntry>, ReportError> {
+    let entries =
+        std::fs::read_dir(base).map_err(|e| ReportError::Unreadable { path: base.to_path_buf(), source: e })?;
+    let mut runs: Vec<RunEntry> = entries.filter_map(|e| entry(&e.ok()?.path())).collect();
+    runs.sort_by(|a, b| b.started_at.cmp(&a.started_at).then_with(|| b.dir.cmp(&a.dir)));
+    Ok(runs)
+}
+
+fn read_json(path: &Path) -> Option<Value> {
+    serde_json::from_slice::<Value>(&std::fs::read(path).ok()?).ok().filter(Value::is_object)
+}
+
+fn entry(dir: &Path) -> Option<RunEntry> {
+    if !dir.is_dir() {
+        return None;
+    }
+    let meta = read_json(&dir.join("meta.json"));
+    let summary = read_json(&dir.join("summary.json"));
+    let series = std::fs::read_to_string(dir.join("series.jsonl")).ok();
+    if meta.is_none() && summary.is_none() && series.is_none() {
+        return None;
+    }
+    let dir_name = dir.file_name()?.to_string_lossy().into_owned();
+    let field = |key: &str| {
+        meta.as_ref()
+            .and_then(|m| text(m, key))
+            .or_else(|| summary.as_ref().and_then(|s| text(s, key)))
+            .map(str::to_string)
+    };
+    // An incomplete run ran as long as the seconds it recorded.
+    let recorded = series.as_deref().map(|s| {
+        s.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|l| Some(num(&l, "t")? + num(&l, "length_s").unwrap_or(1.0)))
+            .fold(0.0, f64::max)
+    });
+    let verdict = summary.as_ref().map(model::summary_verdict);
+    Some(RunEntry {
+        path: dir.display().to_string(),
+        name: field("name").unwrap_or_else(|| dir_name.clone()),
+        started_at: field("started_at"),
+        result: verdict.as_ref().map_or("incomplete".into(), |v| v.result.clone()),
+        capacity_rps: verdict.as_ref().and_then(|v| v.capacity_rps),
+        breaks_at_rps: verdict.as_ref().and_then(|v| v.breaks_at_rps),
+        duration_s: summary.as_ref().and_then(|s| num(s, "elapsed_s")).or(recorded),
+        complete: summary.is_some(),
+        dir: dir_name,
+    })
+}
+
+/// One line per run, under a header; a line saying so when there are none.
+pub fn table(runs: &[RunEntry]) -> String {
+    if runs.is_empty() {
+        return "no runs\n".into();
+    }
+    let rate = |v: Option<f64>| v.map_or("-".into(), |r| format!("{r:.0}/s"));
+    let width = runs.iter().map(|r| r.name.chars().count()).max().unwrap_or(0).clamp(4, 32);
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  dir",
+        "started (UTC)", "name", "result", "capacity", "breaks at", "ran"
+    );
+    for r in runs {
+        let when: String =
+            r.started_at.as_deref().map_or("-".into(), |s| s.replace('T', " ").chars().take(16).collect());
+        let _ = writeln!(
+            o,
+            "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {}",
+            when,
+            r.name,
+            r.result,
+            rate(r.capacity_rps),
+            rate(r.breaks_at_rps),
+            r.duration_s.map_or("-".into(), crate::html::page::clock),
+            r.path
+        );
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_lines() {
+        let run = |dir: &str, result: &str, cap: Option<f64>| RunEntry {
+            dir: dir.into(),
+            path: format!("runs/{dir}"),
+            name: "orders".into(),
+            started_at: Some("2026-11-22T04:30:00Z".into()),
+            result: result.into(),
+            capacity_rps: cap,
+            breaks_at_rps: cap.map(|c| c + 50.0),
+            duration_s: Some(61.4),
+            complete: result != "incomplete",
+        };
+        let t = table(&[run("a", "failed", Some(200.0)), run("b", "incomplete", None)]);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines.len(), 3, "{t}");
+        assert!(lines[1].starts_with("2026-11-22 04:30  orders"), "{t}");
+        assert!(lines[1].contains("failed") && lines[1].contains("200/s") && lines[1].contains("250/s"), "{t}");
+        assert!(lines[1].contains("1:01") && lines[1].ends_with("runs/a"), "{t}");
+        assert!(lines[2].contains("incomplete"), "{t}");
+        assert_eq!(table(&[]), "no runs\n");
+    }
+}

@@ -1,0 +1,332 @@
+//! The HTML report from results directories on disk: the committed fixtures
+//! (`tests/fixtures/`, see `make_fixtures.rs`), and directories made here
+//! for one question each (hostile strings, an hour of seconds, missing
+//! files). What the page says is checked in its text; what its charts get,
+//! in the embedded data, against a golden file (`UPDATE_GOLDEN=1` rewrites
+//! it). That the charts draw is checked in a real browser by the `perfops`
+//! crate's `tests/report.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use perfops_report::html::{ReportError, render};
+use serde_json::{Value, json};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+const STEPPED: &str = "20261122T043000Z-orders-stepped";
+const KILLED: &str = "20261123T091500Z-orders-killed";
+
+/// A fresh directory, removed when the test passes.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let p = std::env::temp_dir().join(format!(
+            "perfops-report-{}-{}-{tag}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+
+    /// A copy of fixture `name` inside this directory.
+    fn copy_of(&self, name: &str) -> PathBuf {
+        let to = self.0.join(name);
+        std::fs::create_dir_all(&to).unwrap();
+        for e in std::fs::read_dir(fixture(name)).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+        to
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// The JSON embedded in the page for its charts.
+fn data_of(html: &str) -> Value {
+    let open = r#"<script type="application/json" id="perfops-data">"#;
+    let start = html.find(open).expect("the page embeds its data") + open.len();
+    let end = start + html[start..].find("</script>").expect("the data element ends");
+    serde_json::from_str(&html[start..end]).expect("the embedded data is JSON")
+}
+
+/// `needles` appear in `html` in this order.
+#[track_caller]
+fn in_order(html: &str, needles: &[&str]) {
+    let mut at = 0;
+    for n in needles {
+        match html[at..].find(n) {
+            Some(i) => at += i + n.len(),
+            None => panic!("{n:?} missing, or not after {:?}", &html[at.saturating_sub(80)..at]),
+        }
+    }
+}
+
+#[track_caller]
+fn golden(name: &str, got: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    let text = format!("{}\n", serde_json::to_string_pretty(got).unwrap());
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{} ({e}); create it with UPDATE_GOLDEN=1", path.display()));
+    if want != text {
+        let line = want.lines().zip(text.lines()).position(|(a, b)| a != b).unwrap_or(0);
+        panic!(
+            "{} differs from the data rendered, first at line {}:\n  want: {}\n  got:  {}\n(UPDATE_GOLDEN=1 rewrites it)",
+            path.display(),
+            line + 1,
+            want.lines().nth(line).unwrap_or(""),
+            text.lines().nth(line).unwrap_or("")
+        );
+    }
+}
+
+/// The page of the stepped run reads in the order of the questions: the
+/// verdict, capacity and breaking point, the top diagnostic, then the SLO by
+/// stage, the stage table, all diagnostics, and only then the charts.
+#[test]
+fn stepped_run_reads_verdict_first_then_stages_then_charts() {
+    let html = render(&fixture(STEPPED)).unwrap();
+    in_order(
+        &html,
+        &[
+            "<h1>orders</h1>",
+            "FAILED",
+            "holds 200/s; breaks at 250/s",
+            "capacity</div><div class=\"v\">200/s",
+            "breaks at</div><div class=\"v\">250/s",
+            "Worker pool full, CPU idle",
+            "<code>demo_workers_busy</code> = 10 at 0:41",
+            "<h2>SLO</h2>",
+            "<th>p95 &lt; 500ms</th>",
+            "<h2>Stages</h2>",
+            "<th>250/s</th>",
+            "fails",
+            "p95 &lt; 500ms (measured 1658 ms)",
+            "<th>300/s</th>",
+            "inconclusive",
+            "<h2>Diagnostics</h2>",
+            "Liveness probe timed out",
+            "<h2>Over time</h2>",
+            "data-chart=\"rate\"",
+            "data-chart=\"latency\"",
+            "data-chart=\"failures\"",
+            "data-chart=\"load\"",
+            "data-chart=\"probe\"",
+            "data-chart=\"watch\"",
+            "data-chart=\"hockey\"",
+            "data-chart=\"spectrum\"",
+            "scenario.yaml",
+        ],
+    );
+    // The SLO per stage: 200/s met p95 (55 ms), 250/s did not (1.66 s).
+    in_order(&html, &["<th>p95 &lt; 500ms</th>", "✓</span> 55 ms", "✗</span> 1.66 s"]);
+    assert!(html.contains("data-charts-expected=\"8\""));
+    assert!(!html.contains("Incomplete"), "a complete run has no incomplete banner");
+}
+
+/// Self-contained: no resource is loaded from anywhere (the one link, to
+/// uPlot's home, is only followed if clicked).
+#[test]
+fn the_page_loads_nothing() {
+    let html = render(&fixture(STEPPED)).unwrap();
+    for needle in ["<script src", "<link", "@import", "url(http", "<img", "<iframe", "fetch("] {
+        assert!(!html.contains(needle), "the page contains {needle:?}");
+    }
+    assert_eq!(html.matches("href=\"http").count(), 1, "one link: uPlot's credit");
+    assert!(!html.contains("src=\"http") && !html.contains("src='http"));
+    assert_eq!(html.matches("id=\"perfops-data\"").count(), 1, "the data is embedded once");
+    assert!(html.contains("uPlot v1.6.32") || html.contains("(v1.6.32)"), "uPlot is inlined");
+}
+
+/// The embedded chart data of the stepped fixture, pinned.
+#[test]
+fn chart_data_of_the_stepped_run_is_golden() {
+    let data = data_of(&render(&fixture(STEPPED)).unwrap());
+    golden("orders-stepped.data.json", &data);
+    // What the golden file pins, said in words.
+    let ids: Vec<&str> = data["time_charts"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["rate", "latency", "failures", "load", "probe"]);
+    assert_eq!(data["restarts"], json!([49.0, 55.0]), "restarts where the probe failed a third time");
+    assert_eq!(data["stages"][4]["verdict"], "fails");
+    let sources: Vec<&str> =
+        data["watch"]["groups"].as_array().unwrap().iter().map(|g| g["source"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["process", "prometheus http://127.0.0.1:8080/metrics", "generator"]);
+    // The watch chart opens on the metric the top diagnostic cites.
+    let d = &data["watch"]["default"];
+    let g = &data["watch"]["groups"][d["group"].as_u64().unwrap() as usize];
+    assert_eq!(g["metrics"][d["metric"].as_u64().unwrap() as usize]["name"], "demo_workers_busy");
+    let stages = data["hockey"]["stages"].as_array().unwrap();
+    assert_eq!(stages.len(), 6);
+    assert!(stages[4]["p99"].as_f64().unwrap() > 1000.0 && stages[3]["p99"].as_f64().unwrap() < 100.0);
+    // Spectrum: whole run, service time, and one line per stage.
+    assert_eq!(data["spectrum"]["series"].as_array().unwrap().len(), 8);
+}
+
+/// A killed run (no summary, a half-written last line) renders from what it
+/// recorded: a clear banner, no verdict, stages it never reached marked.
+#[test]
+fn a_killed_run_renders_as_incomplete() {
+    let html = render(&fixture(KILLED)).unwrap();
+    in_order(
+        &html,
+        &[
+            "Incomplete: the run was interrupted.",
+            "INCOMPLETE",
+            "No verdict: the run stopped 0:23 in, during stage 150/s.",
+            "<th>150/s</th><td>150/s</td><td class=\"\">150/s</td>",
+            "<tr class=\"s-not-run\"><th>200/s</th>",
+            "series.jsonl: 1 line(s) that are not JSON objects were skipped",
+        ],
+    );
+    let data = data_of(&html);
+    assert_eq!(data["duration_s"], json!(23.0));
+    assert_eq!(data["time_charts"][0]["x"].as_array().unwrap().len(), 23);
+    golden("orders-killed.data.json", &data);
+}
+
+/// Strings from the files are text, never markup: in the page they are
+/// escaped, in the embedded JSON `<` is `\u003c`, so nothing can close the
+/// data's `<script>` element.
+#[test]
+fn strings_from_files_are_escaped() {
+    let scratch = Scratch::new("escape");
+    let dir = scratch.copy_of(STEPPED);
+    let evil = "<script>alert(1)</script><img src=x onerror=alert(2)>";
+    let edit = |file: &str, f: &dyn Fn(&mut Value)| {
+        let path = dir.join(file);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        f(&mut v);
+        std::fs::write(&path, v.to_string()).unwrap();
+    };
+    edit("meta.json", &|v| v["name"] = json!(evil));
+    edit("summary.json", &|v| {
+        v["verdict"]["headline"] = json!(evil);
+        v["diagnostics"][0]["title"] = json!(evil);
+        v["stages"][0]["name"] = json!(evil);
+        v["warnings"] = json!([evil]);
+    });
+    let mut watch = std::fs::read_to_string(dir.join("watch.jsonl")).unwrap();
+    watch.push_str(&json!({"t": 3.0, "source": "</script>", "values": {evil: 1.0}}).to_string());
+    std::fs::write(dir.join("watch.jsonl"), watch).unwrap();
+    std::fs::write(dir.join("scenario.yaml"), format!("name: \"{evil}\"\n")).unwrap();
+
+    let html = render(&dir).unwrap();
+    assert!(!html.contains(evil), "a raw hostile string reached the page");
+    assert!(!html.contains("<script>alert"), "{}", &html[..2000]);
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;"));
+    // Scripts: the error capture, the data, uPlot, the report's own; no more.
+    assert_eq!(html.matches("<script").count(), 4);
+    let data = data_of(&html);
+    let sources: Vec<&str> =
+        data["watch"]["groups"].as_array().unwrap().iter().map(|g| g["source"].as_str().unwrap()).collect();
+    assert!(sources.contains(&"</script>"), "{sources:?}");
+}
+
+/// An hour-long run: 3600 seconds, 40 watched metrics every 2 s, a probe
+/// every 10 s. Charts are cut to about their width in points, and the page
+/// stays under 3 MiB.
+#[test]
+fn an_hour_long_run_stays_small() {
+    let scratch = Scratch::new("hour");
+    let dir = scratch.0.join("20261122T000000Z-hour");
+    std::fs::create_dir_all(&dir).unwrap();
+    let meta = json!({"name": "hour", "model": "open", "started_at": "2026-11-22T00:00:00Z",
+        "stages": [{"name": "ramp", "from": 10.0, "to": 1000.0, "duration_s": 1800.0},
+                   {"name": "hold", "from": 1000.0, "to": 1000.0, "duration_s": 1800.0}]});
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    let mut series = String::new();
+    for t in 0..3600u32 {
+        let f = f64::from(t);
+        let rate = if t < 1800 { 10.0 + 990.0 * f / 1800.0 } else { 1000.0 };
+        let wobble = (f * 0.37).sin();
+        let lat = |base: f64| {
+            json!({"count": 1000, "p50": base, "p90": base * 1.8, "p95": base * 2.1,
+            "p99": base * 3.0 + wobble, "p99_9": base * 5.0, "max": base * 9.0 + if t % 97 == 0 { 400.0 } else { 0.0 }})
+        };
+        let line = json!({"t": t, "length_s": 1.0, "stage": if t < 1800 { "ramp" } else { "hold" },
+            "target_rate": rate, "achieved_rate": rate * (0.99 + 0.01 * wobble), "sent": rate as u64, "completed": rate as u64,
+            "succeeded": rate as u64, "failed": t % 13, "dropped": 0, "in_flight": 40 + t % 7,
+            "failures": {"timeout": t % 13, "http_5xx": t % 5}, "latency_ms": lat(20.0 + f / 100.0), "service_ms": lat(19.0 + f / 100.0)});
+        series.push_str(&line.to_string());
+        series.push('\n');
+    }
+    std::fs::write(dir.join("series.jsonl"), series).unwrap();
+    let mut watch = String::new();
+    for t in (0..3600u32).step_by(2) {
+        let values: serde_json::Map<String, Value> = (0..40)
+            .map(|i| {
+                (format!("metric_{i}{{instance=\"a\"}}"), json!(f64::from(t * i % 1000) + (f64::from(t) * 0.1).sin()))
+            })
+            .collect();
+        watch.push_str(
+            &json!({"t": t, "source": "prometheus http://127.0.0.1:9/metrics", "values": values}).to_string(),
+        );
+        watch.push('\n');
+    }
+    std::fs::write(dir.join("watch.jsonl"), watch).unwrap();
+    let probe: String = (0..360)
+        .map(|i| json!({"t": i * 10, "probe": "liveness", "ok": i % 50 != 0, "ms": 2.0}).to_string() + "\n")
+        .collect();
+    std::fs::write(dir.join("probe.jsonl"), probe).unwrap();
+
+    let html = render(&dir).unwrap();
+    assert!(html.len() < 3 * 1024 * 1024, "{} bytes for an hour", html.len());
+    let data = data_of(&html);
+    for c in data["time_charts"].as_array().unwrap() {
+        let n = c["x"].as_array().unwrap().len();
+        if c["id"] != "probe" {
+            assert!((300..=1200).contains(&n), "{}: {n} points", c["id"]);
+        }
+    }
+    // The spikes of `max` every 97 s survive the cut (LTTB keeps extremes).
+    let latency = &data["time_charts"][1];
+    let max = latency["series"].as_array().unwrap().iter().find(|s| s["label"] == "max").unwrap();
+    let spikes = max["values"].as_array().unwrap().iter().filter(|v| v.as_f64().unwrap_or(0.0) > 400.0).count();
+    assert!(spikes >= 30, "only {spikes} of 38 spikes kept");
+    assert!(html.contains("<th>ramp</th>") && html.contains("<th>hold</th>"));
+}
+
+/// Files and fields that are missing mean "not available": a directory with
+/// nothing but a bare series still renders; one with nothing to report, or
+/// that is not a directory, is an error that says what it wants.
+#[test]
+fn missing_files_and_fields_are_not_errors() {
+    let scratch = Scratch::new("lenient");
+    let bare = scratch.0.join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    std::fs::write(bare.join("series.jsonl"), "{\"t\":0}\n{\"t\":1,\"stage\":\"x\",\"achieved_rate\":5}\n[1,2]\n")
+        .unwrap();
+    std::fs::write(bare.join("summary.json"), "{ not json").unwrap();
+    let html = render(&bare).unwrap();
+    assert!(html.contains("summary.json is not valid JSON"), "the note says why it was ignored");
+    assert!(html.contains("Incomplete"));
+    let data = data_of(&html);
+    assert!(data["spectrum"].is_null() && data["watch"].is_null(), "no hlog, no watch: no such charts");
+
+    let empty = scratch.0.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let err = render(&empty).unwrap_err();
+    assert!(matches!(err, ReportError::NothingToReport(_)), "{err}");
+    assert!(err.to_string().contains("neither series.jsonl nor summary.json"), "{err}");
+    let err = render(&bare.join("series.jsonl")).unwrap_err();
+    assert!(matches!(err, ReportError::NotADirectory(_)), "{err}");
+    let err = render(&scratch.0.join("missing")).unwrap_err();
+    assert!(matches!(err, ReportError::Unreadable { .. }), "{err}");
+}
