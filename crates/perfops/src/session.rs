@@ -369,7 +369,7 @@ impl Session {
             let at = Duration::from_secs(u64::from(iv.index));
             self.store.drain(&self.events, &mut self.dir);
             if let Some(reason) = hook(iv, &self.store) {
-                eprintln!("perfops: stopping: {reason}");
+                eprintln!("perfops: aborting: {reason}");
                 stop.store(true, Ordering::Relaxed);
             }
             if stop.load(Ordering::Relaxed) {

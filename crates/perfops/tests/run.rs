@@ -642,9 +642,13 @@ fn set_and_target_overrides_apply_and_drops_are_counted() {
         &wd.scenario("capped.yaml", &yaml),
         &["--set", "load.max_in_flight=2", "--target", "demo:async?io_wait=300ms"],
     );
-    run.assert_exit(0);
+    // The cap, not the server, limited the stage: inconclusive, which proves
+    // nothing about the server and so does not pass (exit 1).
+    run.assert_exit(1);
     let s = run.summary();
     let ctx = run.context();
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{ctx}");
+    assert_eq!(named(&s, "stages", "50/s")["verdict"], "inconclusive", "{ctx}");
     assert!(s["target"].as_str().is_some_and(|t| t.starts_with("demo:async (")), "{ctx}");
     let (sent, dropped) = (count(&s, "/total/sent"), count(&s, "/total/dropped"));
     assert!(dropped > 0, "{ctx}");

@@ -8,8 +8,9 @@
 //!                          and no probe tripped (liveness restart, readiness lost)
 //!   stage inconclusive <=  the generator used > 90% of its CPU (whatever else held),
 //!                          or arrivals were dropped at max_in_flight and nothing failed
-//!                          (a stage that fails with part of its load dropped failed
-//!                          under less load than planned: that failure stands)
+//!                          but the rate (a stage that fails an SLO line or a probe with
+//!                          part of its load dropped failed under less load than
+//!                          planned: that failure stands)
 //!   capacity  = the highest rate that held before the first failing stage
 //!   breaks at = the rate of the first failing stage
 //! ```
@@ -200,11 +201,13 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
             });
         }
     }
-    // Dropped arrivals were never sent: the rate is judged against what was.
-    let dropped_rate = f.stats.dropped as f64 / f.ran_s;
+    // With arrivals dropped at max_in_flight, the generator capped what the
+    // server was offered: answers then come at most at max_in_flight / latency
+    // (Little's law), so a short rate is the cap's doing, not the server's.
+    // A slow server that filled the cap fails its latency lines instead.
     if let (Some(target), Some(share)) = (f.target_rate, share)
         && share < RATE_FLOOR
-        && f.achieved_rate < RATE_FLOOR * (target - dropped_rate)
+        && f.stats.dropped == 0
     {
         fails.push(format!(
             "achieved {:.1}/s is {:.0}% of the target {:.1}/s (needs {:.0}%)",
@@ -364,7 +367,7 @@ mod tests {
                 StageVerdict::Inconclusive,
                 "12 arrivals dropped",
             ),
-            // the rate is judged against what was sent: 10/s dropped of 100/s, 89/s answered is fine
+            // arrivals dropped: a short rate is the cap's doing, the stage never got its load
             (
                 "dropped, rate",
                 StageFacts { stats: &dropping_many, achieved_rate: 89.0, ..base },
