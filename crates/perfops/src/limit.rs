@@ -9,6 +9,10 @@
 //!         └──────────────────────────────────────────────> attempts, cool-down between each
 //! ```
 //!
+//! A confirmation that fails makes its rate the lowest failing one, and the
+//! search goes on below it from the best rate that held (then confirms that):
+//! a capacity on the very edge is not reported as one.
+//!
 //! Each attempt is one open-model stage of the scenario's flows at a constant
 //! rate, judged like a stage of `perfops run` (SLO, 97% of target, probes).
 //! Between attempts the target cools down: the health path must answer fast
@@ -99,6 +103,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     let mut hi: Option<f64> = None; // lowest rate that failed
     let mut inconclusive = None;
     let mut confirmed = None;
+    let mut held = Vec::new(); // every rate that held, for a failed confirmation to fall back on
     while results.len() < args.attempts && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let confirming = matches!((lo, hi), (Some(l), Some(h)) if h <= l * (1.0 + args.precision))
             || (hi.is_none() && lo.is_some_and(|l| l >= args.max));
@@ -128,10 +133,20 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         judged.push(verdict.clone());
         if confirming {
             confirmed = Some(verdict.verdict == StageVerdict::Holds);
-            break;
+            if verdict.verdict != StageVerdict::Fails {
+                break;
+            }
+            // Not confirmed: the rate sits on the edge. It is a failing rate
+            // now; search on below it, from the best rate that held under it.
+            hi = Some(rate);
+            lo = held.iter().copied().filter(|&h| h < rate).reduce(f64::max);
         }
         match verdict.verdict {
-            StageVerdict::Holds => lo = Some(rate),
+            _ if confirming => {}
+            StageVerdict::Holds => {
+                held.push(rate);
+                lo = Some(rate);
+            }
             StageVerdict::Fails => hi = Some(rate),
             StageVerdict::Inconclusive | StageVerdict::NotRun => {
                 inconclusive = Some(rate);
