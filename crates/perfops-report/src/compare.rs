@@ -225,9 +225,9 @@ pub struct EqualP95 {
 }
 
 /// The definition of throughput at equal p95, as printed.
-pub const EQUAL_P95_DEFINITION: &str = "throughput at equal p95 = the most each run achieved while its p95 stayed \
-     at or under L: stage points (p95, achieved) sorted by p95, achieved made non-decreasing, read linearly \
-     between the two stages around L";
+pub const EQUAL_P95_DEFINITION: &str = "throughput at equal p95 = the most each run carried while its p95 stayed \
+     at or under L: stage points (p95, achieved rate less its failed share) sorted by p95, the rate made \
+     non-decreasing, read linearly between the two stages around L";
 
 /// The comparison (what `--json` prints).
 #[derive(Debug, Clone, Serialize)]
@@ -401,9 +401,15 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
     Statement { run: i, text, ratio }
 }
 
-/// Points (p95, achieved) of a run's stages that ran.
+/// Points (p95, good throughput) of a run's stages that ran: the achieved
+/// rate less its failed share, since a server that answers fast with errors
+/// carries nothing at that latency (a pool refusing connections does).
 fn points(m: &Model) -> Vec<(f64, f64)> {
-    m.stages.iter().filter(|s| s.ran).filter_map(|s| Some((s.latency?.p95?, s.achieved?))).collect()
+    m.stages
+        .iter()
+        .filter(|s| s.ran)
+        .filter_map(|s| Some((s.latency?.p95?, s.achieved? * (1.0 - s.error_ratio.unwrap_or(0.0).clamp(0.0, 1.0)))))
+        .collect()
 }
 
 fn equal_p95(models: &[Model], runs: &[RunInfo], opts: Options) -> EqualP95 {

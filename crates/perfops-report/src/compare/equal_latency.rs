@@ -1,7 +1,8 @@
 //! Throughput at equal latency: "B lost 5.2% throughput at equal p95".
 //!
-//! Each run's stages give points (p95, achieved rate). A run's **throughput
-//! at p95 = L** is the most it achieved while its p95 stayed at or under L,
+//! Each run's stages give points (p95, achieved rate less its failed share:
+//! an error answered fast is no traffic carried). A run's **throughput at
+//! p95 = L** is the most it carried while its p95 stayed at or under L,
 //! read on the line through those points: the points sorted by p95, the
 //! achieved rate made non-decreasing along them (a faster point that carried
 //! less does not lower what the run showed it can carry at that latency),

@@ -187,6 +187,27 @@ fn throughput_at_the_slo_p95() {
 }
 
 #[test]
+fn errors_answered_fast_are_no_throughput() {
+    // B's second stage is fast (p95 30 ms) but half its answers are errors:
+    // at p95 40 ms it carried 500 * 0.5 = 250/s, not 500/s.
+    let a = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
+        ("500/s", 500.0, 500.0, 20.0, 40.0, 50.0, 0.0, "holds"),
+    ];
+    let b = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
+        ("500/s", 500.0, 500.0, 20.0, 30.0, 50.0, 0.5, "fails"),
+    ];
+    let runs = [
+        model("a", summary("a", Some(500.0), None, &["p95 < 40ms"], &a)),
+        model("b", summary("b", Some(100.0), Some(500.0), &["p95 < 40ms"], &b)),
+    ];
+    let c = compare_models(&runs, Options::default());
+    assert_eq!(c.equal_p95.runs, vec![ThroughputAt::At { rate: 500.0 }, ThroughputAt::AtLeast { rate: 250.0 }]);
+    assert!(c.equal_p95.statements[0].text.contains("cannot be told"), "{:?}", c.equal_p95.statements);
+}
+
+#[test]
 fn renamed_and_unmatched_stages() {
     let a = model("a", summary("a", Some(200.0), None, &[], &[("warm", 100.0, 100.0, 1.0, 2.0, 3.0, 0.0, "holds")]));
     let b = model(
