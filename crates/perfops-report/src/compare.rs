@@ -81,15 +81,9 @@ pub fn load(dirs: &[PathBuf]) -> Result<Runs, CompareError> {
 
 fn check_version(dir: &Path, files: &RunFiles) -> Result<(), CompareError> {
     for (file, v) in [("meta.json", Some(&files.meta)), ("summary.json", files.summary.as_ref())] {
-        if let Some(version) = v.and_then(|v| v.get("version")).and_then(Value::as_u64) {
-            if version > u64::from(RESULTS_VERSION) {
-                return Err(CompareError::NewerFormat {
-                    dir: dir.to_path_buf(),
-                    file,
-                    version,
-                    known: RESULTS_VERSION,
-                });
-            }
+        let version = v.and_then(|v| v.get("version")).and_then(Value::as_u64);
+        if let Some(version) = version.filter(|v| *v > u64::from(RESULTS_VERSION)) {
+            return Err(CompareError::NewerFormat { dir: dir.to_path_buf(), file, version, known: RESULTS_VERSION });
         }
     }
     Ok(())

@@ -191,7 +191,9 @@ mod tests {
     #[test]
     fn throughput_at_table() {
         let steps = [(20.0, 300.0), (40.0, 400.0), (60.0, 500.0)];
-        let cases: Vec<(&str, Vec<(f64, f64)>, f64, ThroughputAt)> = vec![
+        // (what, stage points, L, want)
+        type Case = (&'static str, Vec<(f64, f64)>, f64, ThroughputAt);
+        let cases: Vec<Case> = vec![
             // The sketch in the module docs: halfway between 20 and 40 ms.
             ("between stages", steps.to_vec(), 30.0, At { rate: 350.0 }),
             ("on a stage", steps.to_vec(), 40.0, At { rate: 400.0 }),

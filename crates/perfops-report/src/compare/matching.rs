@@ -109,7 +109,9 @@ mod tests {
 
     #[test]
     fn table() {
-        let cases: Vec<(&str, Vec<Vec<(&str, Option<f64>)>>, Members)> = vec![
+        // (what, each run's stages, rows wanted)
+        type Case = (&'static str, Vec<Vec<(&'static str, Option<f64>)>>, Members);
+        let cases: Vec<Case> = vec![
             (
                 // The same scenario run twice: every stage by name, in order.
                 "same plan",

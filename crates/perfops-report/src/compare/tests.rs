@@ -280,5 +280,5 @@ fn a_newer_results_format_is_refused() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(matches!(err, CompareError::NewerFormat { version: 99, file: "meta.json", known: 1, .. }), "{err}");
     assert!(err.to_string().contains("compare with a newer perfops"), "{err}");
-    assert!(matches!(load(&[dir.clone()]), Err(CompareError::TooFew)));
+    assert!(matches!(load(std::slice::from_ref(&dir)), Err(CompareError::TooFew)));
 }

@@ -134,9 +134,9 @@ pub fn table(c: &Comparison) -> String {
         .stages
         .iter()
         .flat_map(|r| {
-            r.cells.iter().enumerate().filter_map(|(i, cell)| {
+            r.cells.iter().enumerate().map(|(i, cell)| {
                 let own = cell.as_ref().filter(|c| c.stage != r.name).map_or(0, |c| c.stage.chars().count() + 3);
-                Some(titles[i].chars().count() + own)
+                titles[i].chars().count() + own
             })
         })
         .max()
