@@ -371,7 +371,9 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
     let no_capacity = |r: &RunInfo| match r.result.as_str() {
         "incomplete" => format!("{} is incomplete (no summary.json)", r.title()),
         "none" => format!("{} has no SLO, so no verdict", r.title()),
-        _ => format!("{} held no stage", r.title()),
+        _ if r.breaks_at_rps.is_some() => format!("{} held no stage", r.title()),
+        // An older summary.json may judge the run without naming a capacity.
+        _ => format!("{} states no capacity (its summary.json has no verdict per stage)", r.title()),
     };
     let (text, ratio) = match (a.capacity_rps, b.capacity_rps) {
         (Some(ca), Some(cb)) if ca > 0.0 => {

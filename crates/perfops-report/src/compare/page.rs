@@ -67,7 +67,11 @@ fn runs_table(o: &mut String, c: &Comparison) {
             escape(&r.title()),
             badge(&r.result),
             rate(r.capacity_rps),
-            r.breaks_at_rps.map_or("did not break".into(), |b| rate(Some(b))),
+            match (r.breaks_at_rps, r.capacity_rps) {
+                (Some(b), _) => rate(Some(b)),
+                (None, Some(_)) => "did not break".into(),
+                (None, None) => "–".into(),
+            },
             escape(r.target.as_deref().unwrap_or("–")),
             escape(&r.started_at.as_deref().unwrap_or("–").replace('T', " ").replace('Z', " UTC")),
             escape(&r.dir),

@@ -131,6 +131,12 @@ fn capacity_sentences() {
             "X x holds 100/s; X x held no stage",
         ),
         (
+            // An older summary.json: judged, but no capacity named.
+            run(Some(100.0), Some(150.0), "failed"),
+            run(None, None, "failed"),
+            "X x states no capacity (its summary.json has no verdict per stage); X x holds 100/s",
+        ),
+        (
             run(None, None, "none"),
             run(None, None, "none"),
             "no capacity to compare: X x has no SLO, so no verdict; X x has no SLO, so no verdict",
