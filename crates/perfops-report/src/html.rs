@@ -10,10 +10,10 @@
 //! (killed, or still going) renders from what it recorded, marked
 //! incomplete. Writing the file is the caller's business.
 
-mod charts;
+pub(crate) mod charts;
 pub(crate) mod model;
 pub(crate) mod page;
-mod read;
+pub(crate) mod read;
 
 use std::path::{Path, PathBuf};
 

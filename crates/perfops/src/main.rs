@@ -16,6 +16,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod compare;
 mod demo;
 mod limit;
 mod quick;
@@ -54,6 +55,8 @@ enum Command {
     Report(report::ReportArgs),
     /// List the runs under a results folder, newest first, with verdict and capacity.
     Runs(report::RunsArgs),
+    /// Runs side by side, the first as baseline: capacity, throughput at equal p95, per-stage deltas; HTML with overlaid charts.
+    Compare(compare::CompareArgs),
     /// The built-in target server (what `target: demo:threads` starts).
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of scenario files (for editor completion).
@@ -79,6 +82,7 @@ fn main() -> ExitCode {
         Command::Quick(args) => quick::run(args),
         Command::Report(args) => report::report(args),
         Command::Runs(args) => report::list(args),
+        Command::Compare(args) => compare::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Schema => {
             out(SCENARIO_SCHEMA);

@@ -47,7 +47,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<Exit> {
 
 /// A temporary file beside `path`, then a rename: a browser reloading the
 /// report never sees half of one.
-fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let name = path.file_name().map_or_else(|| "report.html".into(), |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.tmp"));
     std::fs::write(&tmp, bytes)?;

@@ -64,11 +64,11 @@ pub(crate) fn sig(v: f64) -> Option<f64> {
 
 /// A time in seconds to the millisecond: times keep every digit they need
 /// on a long run, which [`sig`] would not.
-fn secs(v: f64) -> Option<f64> {
+pub(crate) fn secs(v: f64) -> Option<f64> {
     v.is_finite().then(|| (v * 1000.0).round() / 1000.0)
 }
 
-fn times(v: &[f64]) -> Vec<Option<f64>> {
+pub(crate) fn times(v: &[f64]) -> Vec<Option<f64>> {
     v.iter().map(|t| secs(*t)).collect()
 }
 
@@ -79,20 +79,28 @@ pub(crate) fn stage_color(i: usize, n: usize) -> String {
 }
 
 /// One series of a chart: its label, values (aligned with the chart's x) and style.
-struct Series {
+pub(crate) struct Series {
     label: String,
     values: Vec<Option<f64>>,
     style: Value,
 }
 
 impl Series {
-    fn new(label: &str, values: Vec<Option<f64>>, style: Value) -> Series {
+    pub(crate) fn new(label: &str, values: Vec<Option<f64>>, style: Value) -> Series {
         Series { label: label.to_string(), values, style }
     }
 }
 
 /// A time chart, downsampled: `{id, title, unit, log, x, series: [...]}`.
-fn time_chart(id: &str, title: &str, unit: &str, log: bool, x: &[f64], series: Vec<Series>, extra: Value) -> Value {
+pub(crate) fn time_chart(
+    id: &str,
+    title: &str,
+    unit: &str,
+    log: bool,
+    x: &[f64],
+    series: Vec<Series>,
+    extra: Value,
+) -> Value {
     let ys: Vec<&[Option<f64>]> = series.iter().map(|s| s.values.as_slice()).collect();
     let keep = lttb::keep(x, &ys, CHART_POINTS);
     let series: Vec<Value> = series
@@ -485,8 +493,10 @@ fn spectrum(m: &Model) -> Value {
 }
 
 /// How many charts the page draws from `data`: what the browser test expects.
+/// (`xy_charts`, overlaid curves drawn point to point, only the comparison has.)
 pub fn expected_charts(data: &Value) -> usize {
     list(data, "time_charts").len()
+        + list(data, "xy_charts").len()
         + usize::from(!data["watch"].is_null())
         + usize::from(!data["hockey"].is_null())
         + usize::from(!data["spectrum"].is_null())

@@ -67,11 +67,11 @@ pub(crate) fn ms(v: Option<f64>) -> String {
     }
 }
 
-fn rate(v: Option<f64>) -> String {
+pub(crate) fn rate(v: Option<f64>) -> String {
     v.map_or("–".into(), |v| format!("{}/s", number(v)))
 }
 
-fn percent(ratio: Option<f64>) -> String {
+pub(crate) fn percent(ratio: Option<f64>) -> String {
     match ratio {
         None => "–".into(),
         Some(0.0) => "0%".into(),
@@ -98,18 +98,7 @@ pub(crate) fn clock(t: f64) -> String {
 pub(crate) fn page(m: &Model, data: &Value) -> String {
     let mut o = String::with_capacity(256 * 1024);
     let result = m.verdict.result.as_str();
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"perfops {version}\">\n\
-         <title>{name} · {badge} · perfops report</title>\n<style>{UPLOT_CSS}</style>\n<style>{REPORT_CSS}</style>\n</head>\n\
-         <body data-charts-expected=\"{expected}\" data-charts-drawn=\"0\" data-errors=\"0\">\n{CAPTURE}\n<main>\n",
-        version = env!("CARGO_PKG_VERSION"),
-        name = escape(&m.name),
-        badge = badge(result),
-        expected = charts::expected_charts(data),
-    );
+    open(&mut o, &format!("{} · {} · perfops report", m.name, badge(result)), data);
     header(&mut o, m);
     banners(&mut o, m);
     verdict(&mut o, m);
@@ -118,16 +107,38 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     diagnostics(&mut o, m);
     chart_frames(&mut o, data);
     details(&mut o, m);
+    close(&mut o, &m.files.dir_name, data);
+    o
+}
+
+/// The document up to `<main>`: title, the inlined styles, and the error
+/// capture; `<body>` says how many charts `data` should draw.
+pub(crate) fn open(o: &mut String, title: &str, data: &Value) {
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"perfops {version}\">\n\
+         <title>{title}</title>\n<style>{UPLOT_CSS}</style>\n<style>{REPORT_CSS}</style>\n</head>\n\
+         <body data-charts-expected=\"{expected}\" data-charts-drawn=\"0\" data-errors=\"0\">\n{CAPTURE}\n<main>\n",
+        version = env!("CARGO_PKG_VERSION"),
+        title = escape(title),
+        expected = charts::expected_charts(data),
+    );
+}
+
+/// From `</main>` to the end: the footer naming `source`, the chart data,
+/// uPlot and the page's script.
+pub(crate) fn close(o: &mut String, source: &str, data: &Value) {
     let _ = write!(
         o,
         "</main>\n<footer>Made by perfops {} from <code>{}</code>. One self-contained file: it opens offline and \
          loads nothing. Charts by <a href=\"https://github.com/leeoniya/uPlot\">uPlot</a> (MIT licence, © Leon Sorokin).</footer>\n\
          <script type=\"application/json\" id=\"perfops-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
         env!("CARGO_PKG_VERSION"),
-        escape(&m.files.dir_name),
+        escape(source),
         script_json(data),
     );
-    o
 }
 
 /// First in the body, before any other script: every error and
@@ -148,7 +159,7 @@ const CAPTURE: &str = r#"<script>
 })();
 </script>"#;
 
-fn badge(result: &str) -> &'static str {
+pub(crate) fn badge(result: &str) -> &'static str {
     match result {
         "passed" => "PASSED",
         "failed" => "FAILED",
@@ -389,7 +400,7 @@ fn diagnostics(o: &mut String, m: &Model) {
     o.push_str("</section>\n");
 }
 
-fn frame(o: &mut String, id: &str, title: &str, note: &str, extra: &str) {
+pub(crate) fn frame(o: &mut String, id: &str, title: &str, note: &str, extra: &str) {
     let _ = write!(o, "<figure class=\"chart-box\" id=\"box-{id}\"><figcaption><h3>{}</h3>{extra}", escape(title));
     if !note.is_empty() {
         let _ = write!(o, "<p class=\"note\">{}</p>", escape(note));

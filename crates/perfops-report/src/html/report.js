@@ -298,6 +298,47 @@
     show(w["default"].group, w["default"].metric);
   }
 
+  // uPlot's point drawing in xy mode walks the x-scale's index range, which
+  // is no series' own: say which points to draw.
+  function upTo(n) { var a = []; for (var i = 0; i < n; i++) a.push(i); return function () { return a; }; }
+
+  function xyScaleX() {
+    return { time: false, range: function (u, mn, mx) { return [0, Math.max(mx == null ? 1 : mx * 1.1, 1)]; } };
+  }
+
+  // ---- overlaid curves, each with its own points (the comparison's hockey sticks) ----
+  function xyChart(c) {
+    var el = frame(c.id);
+    if (!el) return;
+    var series = [{}].concat(c.series.map(function (s) {
+      var o = {
+        label: s.label, stroke: s.color, width: s.width || 2, paths: uPlot.paths.linear(),
+        points: { show: true, size: 7, width: 1, fill: s.color, filter: upTo(s.x.length) },
+        facets: [{ scale: "x", auto: true }, { scale: "y", auto: true }],
+      };
+      if (s.dash) o.dash = [6, 4];
+      return o;
+    }));
+    var opts = {
+      mode: 2,
+      width: width(el),
+      height: height() + 40,
+      legend: { live: false },
+      cursor: { drag: { x: false, y: false }, points: { show: false } },
+      scales: { x: xyScaleX(), y: c.log ? { distr: 3, log: 10 } : { range: function (u, mn, mx) { return [0, Math.max(mx == null ? 1 : mx * 1.08, 1)]; } } },
+      axes: [
+        { stroke: "#64748b", grid: { stroke: "rgba(148,163,184,0.25)" }, ticks: { show: false }, label: c.x_label || "", labelSize: 20,
+          values: function (u, sp) { return sp.map(function (v) { return v == null ? "" : num(v); }); } },
+        yAxis(c.unit, "y", 3, c.log),
+      ],
+      series: series,
+      hooks: { drawAxes: [snapshot], draw: [measure] },
+    };
+    var d = [null].concat(c.series.map(function (s) { return [s.x, s.y]; }));
+    var u = new uPlot(opts, d, el);
+    all.push({ u: u, el: el, extra: 40 });
+  }
+
   // ---- latency vs throughput: points per stage (uPlot's xy mode) ----
   function hockey() {
     var h = data.hockey, el = frame("hockey");
@@ -309,9 +350,6 @@
     var col = function (k) { return stages.map(function (s) { return s[k]; }); };
     var xs = col("achieved");
     var lines = [["p50", "#16a34a"], ["p90", "#ca8a04"], ["p99", "#dc2626"]];
-    // uPlot's point drawing walks the x-scale's index range, which in xy
-    // mode is no series' own: say which points to draw.
-    var upTo = function (n) { var a = []; for (var i = 0; i < n; i++) a.push(i); return function () { return a; }; };
     var series = [{}, {
       label: "each second (p99)", stroke: "rgba(100,116,139,0.6)",
       paths: function () { return null; },
@@ -368,7 +406,7 @@
       height: height() + 40,
       legend: { live: false },
       cursor: { drag: { x: false, y: false }, points: { show: false } },
-      scales: { x: { time: false, range: function (u, mn, mx) { return [0, Math.max(mx == null ? 1 : mx * 1.1, 1)]; } }, y: { distr: 3, log: 10 } },
+      scales: { x: xyScaleX(), y: { distr: 3, log: 10 } },
       axes: [
         { stroke: "#64748b", grid: { stroke: "rgba(148,163,184,0.25)" }, ticks: { show: false }, label: "achieved throughput (/s)", labelSize: 20,
           values: function (u, sp) { return sp.map(function (v) { return v == null ? "" : num(v); }); } },
@@ -428,6 +466,7 @@
   guard(watch);
   guard(hockey);
   guard(spectrum);
+  (data.xy_charts || []).forEach(function (c) { guard(function () { xyChart(c); }); });
 
   var pending = null;
   window.addEventListener("resize", function () {

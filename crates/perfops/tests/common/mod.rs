@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+pub mod browser;
+
 /// The longest any single run may take before the test kills it and fails.
 pub const RUN_LIMIT: Duration = Duration::from_secs(30);
 

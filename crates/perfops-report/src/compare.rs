@@ -1,0 +1,468 @@
+//! `perfops compare RUN_A RUN_B [...]`: runs side by side, the first one as
+//! the baseline — capacity against capacity, throughput at equal p95, and per
+//! matched stage the achieved rate, p50/p95/p99, errors and verdict of each
+//! run with its deltas against the baseline.
+//!
+//! It reads only results directories, as the report does (`html::read`,
+//! leniently: older formats and killed runs compare from what they hold;
+//! a run without `summary.json` is marked incomplete and has no capacity).
+//! A format newer than this perfops knows is an error rather than a guess.
+//! Stages are paired in `matching`, throughput at equal latency is defined
+//! in `equal_latency`; `text` and `page` only present. Writing files is the
+//! caller's business.
+
+mod equal_latency;
+mod matching;
+mod page;
+pub(crate) mod text;
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::html::ReportError;
+use crate::html::model::{Model, Stage, list, text as field};
+use crate::html::read::RunFiles;
+use crate::results::RESULTS_VERSION;
+pub use equal_latency::{ThroughputAt, p95_threshold_ms, throughput_at};
+pub use matching::{MatchedBy, MatchedRow, RATE_TOLERANCE, StageKey, match_stages};
+pub use text::table;
+
+/// Version of the comparison's JSON (`--json`).
+pub const COMPARE_VERSION: u32 = 1;
+
+/// Why runs could not be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    /// A directory is missing, unreadable or holds no results.
+    #[error(transparent)]
+    Input(#[from] ReportError),
+    /// A file says it is of a results format newer than this perfops reads.
+    #[error(
+        "{} has {file} of results format version {version}; this perfops reads up to version {known}: compare with a newer perfops",
+        dir.display()
+    )]
+    NewerFormat {
+        /// The results directory.
+        dir: PathBuf,
+        /// `meta.json` or `summary.json`.
+        file: &'static str,
+        /// The version it states.
+        version: u64,
+        /// The newest this build reads.
+        known: u32,
+    },
+    /// Fewer than two runs.
+    #[error("compare needs at least two results directories")]
+    TooFew,
+}
+
+/// The runs, read: what a comparison, its text and its page are made from.
+pub struct Runs {
+    models: Vec<Model>,
+}
+
+/// Read each results directory in `dirs` (the first is the baseline).
+pub fn load(dirs: &[PathBuf]) -> Result<Runs, CompareError> {
+    if dirs.len() < 2 {
+        return Err(CompareError::TooFew);
+    }
+    let models = dirs
+        .iter()
+        .map(|dir| {
+            let files = RunFiles::read(dir)?;
+            check_version(dir, &files)?;
+            Ok(Model::new(files))
+        })
+        .collect::<Result<Vec<Model>, CompareError>>()?;
+    Ok(Runs { models })
+}
+
+fn check_version(dir: &Path, files: &RunFiles) -> Result<(), CompareError> {
+    for (file, v) in [("meta.json", Some(&files.meta)), ("summary.json", files.summary.as_ref())] {
+        let version = v.and_then(|v| v.get("version")).and_then(Value::as_u64);
+        if let Some(version) = version.filter(|v| *v > u64::from(RESULTS_VERSION)) {
+            return Err(CompareError::NewerFormat { dir: dir.to_path_buf(), file, version, known: RESULTS_VERSION });
+        }
+    }
+    Ok(())
+}
+
+/// Choices of the comparison.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// The p95 at which to compare throughput, ms (default: see [`equal_latency`]).
+    pub at_p95_ms: Option<f64>,
+}
+
+/// One run as the comparison names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunInfo {
+    /// `A`, `B`, ... in the order given; `A` is the baseline.
+    pub label: String,
+    /// The scenario's name.
+    pub name: String,
+    /// The results directory's name.
+    pub dir: String,
+    /// The target, as recorded.
+    pub target: Option<String>,
+    /// RFC 3339 UTC start time.
+    pub started_at: Option<String>,
+    /// False when the run left no `summary.json` (killed, or still running).
+    pub complete: bool,
+    /// `passed`, `failed`, `inconclusive`, `none` (no SLO) or `incomplete`.
+    pub result: String,
+    /// The highest arrival rate that held.
+    pub capacity_rps: Option<f64>,
+    /// The first rate that did not hold.
+    pub breaks_at_rps: Option<f64>,
+}
+
+impl RunInfo {
+    /// `A threads`: the label and the name, as tables show it.
+    pub fn title(&self) -> String {
+        format!("{} {}", self.label, self.name)
+    }
+}
+
+/// A difference against the baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Delta {
+    /// This run's value minus the baseline's.
+    pub abs: f64,
+    /// The same, in % of the baseline's (`None` when the baseline's is 0).
+    pub pct: Option<f64>,
+}
+
+impl Delta {
+    fn of(base: Option<f64>, this: Option<f64>) -> Option<Delta> {
+        let (a, b) = (base?, this?);
+        Some(Delta { abs: b - a, pct: (a != 0.0).then(|| (b - a) / a * 100.0) })
+    }
+}
+
+/// A run's deltas in one row.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Deltas {
+    /// Achieved rate, arrivals per second.
+    pub achieved_rate: Option<Delta>,
+    /// Latency p50, ms.
+    pub p50_ms: Option<Delta>,
+    /// Latency p95, ms.
+    pub p95_ms: Option<Delta>,
+    /// Latency p99, ms.
+    pub p99_ms: Option<Delta>,
+    /// Error ratio (a difference of ratios: 0.01 is one percentage point).
+    pub error_ratio: Option<Delta>,
+}
+
+/// One run's stage in a row.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// The stage's name in this run.
+    pub stage: String,
+    /// How it joined the row.
+    pub matched_by: MatchedBy,
+    /// Target arrivals per second.
+    pub target_rate: Option<f64>,
+    /// Achieved arrivals per second.
+    pub achieved_rate: Option<f64>,
+    /// Latency p50, ms.
+    pub p50_ms: Option<f64>,
+    /// Latency p95, ms.
+    pub p95_ms: Option<f64>,
+    /// Latency p99, ms.
+    pub p99_ms: Option<f64>,
+    /// Failed / finished requests.
+    pub error_ratio: Option<f64>,
+    /// `holds`, `fails`, `inconclusive`, `not run` (none: not judged).
+    pub verdict: Option<String>,
+    /// Against the baseline's cell in the row (none for the baseline, or
+    /// when the baseline has no stage there).
+    pub delta: Option<Deltas>,
+}
+
+/// One row: a stage and its counterparts.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// The name of the stage that opened the row.
+    pub name: String,
+    /// Per run, in order (none: that run has no such stage).
+    pub cells: Vec<Option<Cell>>,
+}
+
+/// A sentence and the number it rests on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Statement {
+    /// The run compared with the baseline (its index).
+    pub run: usize,
+    /// The sentence.
+    pub text: String,
+    /// Capacity: this run's over the baseline's; throughput: likewise at L.
+    pub ratio: Option<f64>,
+}
+
+/// Throughput at equal p95 (see [`equal_latency`] for the definition).
+#[derive(Debug, Clone, Serialize)]
+pub struct EqualP95 {
+    /// The definition, in words, as the output states it.
+    pub definition: &'static str,
+    /// The p95 compared at, ms.
+    pub p95_ms: Option<f64>,
+    /// Where that p95 came from.
+    pub source: String,
+    /// What each run carried at it.
+    pub runs: Vec<ThroughputAt>,
+    /// One per run after the baseline.
+    pub statements: Vec<Statement>,
+}
+
+/// The definition of throughput at equal p95, as printed.
+pub const EQUAL_P95_DEFINITION: &str = "throughput at equal p95 = the most each run carried while its p95 stayed \
+     at or under L: stage points (p95, achieved rate less its failed share) sorted by p95, the rate made \
+     non-decreasing, read linearly between the two stages around L";
+
+/// The comparison (what `--json` prints).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// Always `perfops.compare`.
+    pub format: &'static str,
+    /// [`COMPARE_VERSION`].
+    pub version: u32,
+    /// The runs, baseline first.
+    pub runs: Vec<RunInfo>,
+    /// Capacity against the baseline's, one per other run.
+    pub capacity: Vec<Statement>,
+    /// Throughput at equal p95.
+    pub equal_p95: EqualP95,
+    /// Matched and unmatched stages, baseline's order first.
+    pub stages: Vec<Row>,
+    /// The whole runs.
+    pub total: Row,
+    /// Unmatched stages and incomplete runs, in words.
+    pub notes: Vec<String>,
+}
+
+impl Runs {
+    /// Compare the runs.
+    pub fn compare(&self, opts: Options) -> Comparison {
+        compare_models(&self.models, opts)
+    }
+
+    /// The HTML page of comparison `c` of these runs.
+    pub fn html(&self, c: &Comparison) -> String {
+        page::page(&self.models, c)
+    }
+}
+
+fn label(i: usize) -> String {
+    let letters = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    if i < letters.len() { char::from(letters[i]).to_string() } else { format!("R{}", i + 1) }
+}
+
+fn cell(s: &Stage, matched_by: MatchedBy) -> Cell {
+    let l = s.latency.unwrap_or_default();
+    Cell {
+        stage: s.name.clone(),
+        matched_by,
+        target_rate: s.target,
+        achieved_rate: if s.ran { s.achieved } else { None },
+        p50_ms: l.p50,
+        p95_ms: l.p95,
+        p99_ms: l.p99,
+        error_ratio: s.error_ratio,
+        verdict: s.verdict.clone().or_else(|| (!s.ran).then(|| "not run".to_string())),
+        delta: None,
+    }
+}
+
+fn with_deltas(mut cells: Vec<Option<Cell>>) -> Vec<Option<Cell>> {
+    let base = cells.first().cloned().flatten();
+    for c in cells.iter_mut().skip(1).flatten() {
+        if let Some(a) = &base {
+            c.delta = Some(Deltas {
+                achieved_rate: Delta::of(a.achieved_rate, c.achieved_rate),
+                p50_ms: Delta::of(a.p50_ms, c.p50_ms),
+                p95_ms: Delta::of(a.p95_ms, c.p95_ms),
+                p99_ms: Delta::of(a.p99_ms, c.p99_ms),
+                error_ratio: Delta::of(a.error_ratio, c.error_ratio),
+            });
+        }
+    }
+    cells
+}
+
+fn compare_models(models: &[Model], opts: Options) -> Comparison {
+    let runs: Vec<RunInfo> = models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| RunInfo {
+            label: label(i),
+            name: m.name.clone(),
+            dir: m.files.dir_name.clone(),
+            target: m.target.clone(),
+            started_at: m.started_at.clone(),
+            complete: m.complete,
+            result: m.verdict.result.clone(),
+            capacity_rps: m.verdict.capacity_rps,
+            breaks_at_rps: m.verdict.breaks_at_rps,
+        })
+        .collect();
+    let keys: Vec<Vec<StageKey>> = models
+        .iter()
+        .map(|m| m.stages.iter().map(|s| StageKey { name: s.name.clone(), target_rate: s.target }).collect())
+        .collect();
+    let matched = match_stages(&keys);
+    let mut notes = Vec::new();
+    let stages: Vec<Row> = matched
+        .iter()
+        .map(|row| {
+            let cells: Vec<Option<Cell>> = row
+                .members
+                .iter()
+                .enumerate()
+                .map(|(r, m)| m.map(|(s, by)| cell(&models[r].stages[s], by)))
+                .collect();
+            let opener = cells.iter().flatten().next().map_or(String::new(), |c| c.stage.clone());
+            if row.unmatched() {
+                let r = cells.iter().position(Option::is_some).unwrap_or(0);
+                notes.push(format!(
+                    "stage {opener} of {} has no counterpart (no stage of that name, nor within {:.0}% of its target rate)",
+                    runs[r].title(),
+                    RATE_TOLERANCE * 100.0
+                ));
+            }
+            Row { name: opener, cells: with_deltas(cells) }
+        })
+        .collect();
+    let total = Row {
+        name: "whole run".into(),
+        cells: with_deltas(
+            models
+                .iter()
+                .enumerate()
+                .map(|(i, m)| Some(cell(&m.total, if i == 0 { MatchedBy::Own } else { MatchedBy::Name })))
+                .collect(),
+        ),
+    };
+    for r in runs.iter().filter(|r| !r.complete) {
+        notes.push(format!(
+            "{} is incomplete: it left no summary.json (killed, or still running), so it has no verdict and no capacity; \
+             its stages are rebuilt from the seconds it recorded",
+            r.title()
+        ));
+    }
+    let capacity = (1..runs.len()).map(|i| capacity_statement(&runs[0], &runs[i], i)).collect();
+    let equal_p95 = equal_p95(models, &runs, opts);
+    Comparison { format: "perfops.compare", version: COMPARE_VERSION, runs, capacity, equal_p95, stages, total, notes }
+}
+
+fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
+    let (an, bn) = (a.title(), b.title());
+    let rate = |r: f64| format!("{}/s", text::rate(r));
+    let lower_bound = |r: &RunInfo| {
+        if r.breaks_at_rps.is_none() && r.capacity_rps.is_some() {
+            format!(" ({} did not break: its capacity is at least that)", r.title())
+        } else {
+            String::new()
+        }
+    };
+    let no_capacity = |r: &RunInfo| match r.result.as_str() {
+        "incomplete" => format!("{} is incomplete (no summary.json)", r.title()),
+        "none" => format!("{} has no SLO, so no verdict", r.title()),
+        _ if r.breaks_at_rps.is_some() => format!("{} held no stage", r.title()),
+        // An older summary.json may judge the run without naming a capacity.
+        _ => format!("{} states no capacity (its summary.json has no verdict per stage)", r.title()),
+    };
+    let (text, ratio) = match (a.capacity_rps, b.capacity_rps) {
+        (Some(ca), Some(cb)) if ca > 0.0 => {
+            let ratio = cb / ca;
+            let figures = format!("{} vs {}", rate(cb), rate(ca));
+            let s = if ratio >= 1.5 {
+                format!("{bn} holds {ratio:.1}x the capacity of {an}: {figures}")
+            } else if ratio > 1.02 {
+                format!("{bn} holds {:.0}% more capacity than {an}: {figures}", (ratio - 1.0) * 100.0)
+            } else if ratio >= 0.98 {
+                format!("{bn} and {an} hold the same capacity: {figures}")
+            } else {
+                format!("{bn} holds {:.0}% less capacity than {an}: {figures}", (1.0 - ratio) * 100.0)
+            };
+            (format!("{s}{}{}", lower_bound(b), lower_bound(a)), Some(ratio))
+        }
+        (None, Some(cb)) => (format!("{bn} holds {}; {}", rate(cb), no_capacity(a)), None),
+        (Some(ca), None) => (format!("{}; {an} holds {}", no_capacity(b), rate(ca)), None),
+        _ => (format!("no capacity to compare: {}; {}", no_capacity(a), no_capacity(b)), None),
+    };
+    Statement { run: i, text, ratio }
+}
+
+/// Points (p95, good throughput) of a run's stages that ran: the achieved
+/// rate less its failed share, since a server that answers fast with errors
+/// carries nothing at that latency (a pool refusing connections does).
+fn points(m: &Model) -> Vec<(f64, f64)> {
+    m.stages
+        .iter()
+        .filter(|s| s.ran)
+        .filter_map(|s| Some((s.latency?.p95?, s.achieved? * (1.0 - s.error_ratio.unwrap_or(0.0).clamp(0.0, 1.0)))))
+        .collect()
+}
+
+fn equal_p95(models: &[Model], runs: &[RunInfo], opts: Options) -> EqualP95 {
+    let base = &models[0];
+    let from_slo = base
+        .run_slo
+        .iter()
+        .chain(base.stages.iter().flat_map(|s| s.slo.iter()))
+        .find_map(|c| Some((c.slo.clone(), p95_threshold_ms(&c.slo)?)))
+        .or_else(|| {
+            // An older summary without SLO results still has the scenario's lines.
+            base.files.summary.as_ref().and_then(|s| {
+                list(s, "slo")
+                    .iter()
+                    .filter_map(|c| field(c, "slo"))
+                    .find_map(|l| Some((l.to_string(), p95_threshold_ms(l)?)))
+            })
+        });
+    let at_capacity = || {
+        let cap = base.verdict.capacity_rps;
+        let stage = match cap {
+            Some(c) => base.stages.iter().filter(|s| s.ran).find(|s| s.target.is_some_and(|t| (t - c).abs() < 1e-6)),
+            None => base
+                .stages
+                .iter()
+                .filter(|s| s.ran)
+                .max_by(|a, b| a.achieved.unwrap_or(0.0).total_cmp(&b.achieved.unwrap_or(0.0))),
+        }?;
+        let what = if cap.is_some() { "at its capacity stage" } else { "at its busiest stage" };
+        Some((format!("the p95 of {} {what} ({})", runs[0].title(), stage.name), stage.latency?.p95?))
+    };
+    let chosen = match opts.at_p95_ms {
+        Some(l) => Some(("--at-p95".to_string(), l)),
+        None => from_slo.map(|(line, l)| (format!("the SLO `{line}` of {}", runs[0].title()), l)).or_else(at_capacity),
+    };
+    let Some((source, l)) = chosen else {
+        return EqualP95 {
+            definition: EQUAL_P95_DEFINITION,
+            p95_ms: None,
+            source: format!("none: {} has no stage with a p95", runs[0].title()),
+            runs: vec![ThroughputAt::NoData; models.len()],
+            statements: Vec::new(),
+        };
+    };
+    let at: Vec<ThroughputAt> = models.iter().map(|m| throughput_at(&points(m), l)).collect();
+    let statements = (1..models.len())
+        .map(|i| {
+            let ratio = match (at[0], at[i]) {
+                (ThroughputAt::At { rate: a }, ThroughputAt::At { rate: b }) if a > 0.0 => Some(b / a),
+                _ => None,
+            };
+            let text = equal_latency::sentence((&runs[0].title(), at[0]), (&runs[i].title(), at[i]), l);
+            Statement { run: i, text, ratio }
+        })
+        .collect();
+    EqualP95 { definition: EQUAL_P95_DEFINITION, p95_ms: Some(l), source, runs: at, statements }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,290 @@
+//! The comparison of small hand-made results: deltas, capacity sentences,
+//! throughput at equal p95, unmatched stages, incomplete and newer runs.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A stage: name, target, achieved, p50, p95, p99, error ratio, verdict.
+type S = (&'static str, f64, f64, f64, f64, f64, f64, &'static str);
+
+fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str], stages: &[S]) -> Value {
+    let stage = |s: &S| {
+        json!({
+            "name": s.0, "duration_s": 10.0, "target_rate": s.1, "achieved_rate": s.2,
+            "latency_ms": {"count": 1000, "p50": s.3, "p95": s.4, "p99": s.5},
+            "error_ratio": s.6, "verdict": s.7,
+        })
+    };
+    let result = if breaks.is_some() { "failed" } else { "passed" };
+    json!({
+        "format": "perfops.summary", "version": 1, "name": name, "model": "open",
+        "verdict": {"result": result, "capacity_rps": capacity, "breaks_at_rps": breaks, "headline": ""},
+        "stages": stages.iter().map(stage).collect::<Vec<_>>(),
+        "total": {"name": "total", "achieved_rate": 100.0, "latency_ms": {"count": 1, "p95": 10.0}, "error_ratio": 0.0},
+        "slo": slo.iter().map(|l| json!({"slo": l, "passed": true})).collect::<Vec<_>>(),
+    })
+}
+
+fn model(dir: &str, summary: Value) -> Model {
+    Model::new(RunFiles { dir_name: dir.into(), summary: Some(summary), ..RunFiles::default() })
+}
+
+fn killed(dir: &str, name: &str, seconds: &[(u32, &str, f64)]) -> Model {
+    let series = seconds
+        .iter()
+        .map(|(t, stage, rate)| {
+            json!({"t": t, "length_s": 1.0, "stage": stage, "target_rate": rate, "achieved_rate": rate,
+                   "completed": *rate as u64, "succeeded": *rate as u64, "failed": 0, "dropped": 0})
+        })
+        .collect();
+    Model::new(RunFiles { dir_name: dir.into(), meta: json!({"name": name}), series, ..RunFiles::default() })
+}
+
+const THREADS: [S; 2] = [
+    ("200/s", 200.0, 199.5, 20.5, 21.0, 24.0, 0.0, "holds"),
+    ("800/s", 800.0, 480.0, 900.0, 1800.0, 2100.0, 0.05, "fails"),
+];
+const ASYNC: [S; 2] =
+    [("200/s", 200.0, 200.0, 20.4, 20.8, 22.0, 0.0, "holds"), ("800/s", 800.0, 799.0, 20.9, 22.0, 30.0, 0.0, "holds")];
+
+fn threads_vs_async() -> Comparison {
+    let a = model("t", summary("threads", Some(200.0), Some(800.0), &["p95 < 250ms"], &THREADS));
+    let b = model("a", summary("async", Some(800.0), None, &["p95 < 250ms"], &ASYNC));
+    compare_models(&[a, b], Options::default())
+}
+
+#[test]
+fn deltas_against_the_baseline() {
+    let c = threads_vs_async();
+    assert_eq!(c.stages.len(), 2);
+    // (stage, field, abs, pct) of B against A.
+    let cases: [(usize, &str, f64, Option<f64>); 6] = [
+        (0, "achieved", 0.5, Some(0.5 / 199.5 * 100.0)),
+        (0, "p95", -0.2, Some(-0.2 / 21.0 * 100.0)),
+        (1, "achieved", 319.0, Some(319.0 / 480.0 * 100.0)),
+        (1, "p50", -879.1, Some(-879.1 / 900.0 * 100.0)),
+        (1, "p99", -2070.0, Some(-2070.0 / 2100.0 * 100.0)),
+        // Errors: a difference of ratios; no % of the baseline's 5%.
+        (1, "errors", -0.05, Some(-100.0)),
+    ];
+    for (row, field, abs, pct) in cases {
+        let d = c.stages[row].cells[1].as_ref().unwrap().delta.unwrap();
+        let got = match field {
+            "achieved" => d.achieved_rate,
+            "p50" => d.p50_ms,
+            "p95" => d.p95_ms,
+            "p99" => d.p99_ms,
+            _ => d.error_ratio,
+        }
+        .unwrap();
+        assert!((got.abs - abs).abs() < 1e-9, "{row} {field}: {got:?}");
+        assert!((got.pct.unwrap() - pct.unwrap()).abs() < 1e-9, "{row} {field}: {got:?}");
+    }
+    assert!(c.stages.iter().all(|r| r.cells[0].as_ref().unwrap().delta.is_none()), "the baseline has no delta");
+    assert_eq!(c.stages[1].cells[1].as_ref().unwrap().matched_by, MatchedBy::Name);
+}
+
+#[test]
+fn capacity_sentences() {
+    let c = threads_vs_async();
+    assert_eq!(
+        c.capacity[0].text,
+        "B async holds 4.0x the capacity of A threads: 800/s vs 200/s (B async did not break: its capacity is at least that)"
+    );
+    assert_eq!(c.capacity[0].ratio, Some(4.0));
+    let run = |cap: Option<f64>, breaks: Option<f64>, result: &str| RunInfo {
+        label: "X".into(),
+        name: "x".into(),
+        dir: String::new(),
+        target: None,
+        started_at: None,
+        complete: result != "incomplete",
+        result: result.into(),
+        capacity_rps: cap,
+        breaks_at_rps: breaks,
+    };
+    let cases = [
+        (
+            run(Some(400.0), Some(450.0), "failed"),
+            run(Some(380.0), Some(400.0), "failed"),
+            "X x holds 5% less capacity than X x: 380/s vs 400/s",
+        ),
+        (
+            run(Some(400.0), Some(450.0), "failed"),
+            run(Some(440.0), Some(480.0), "failed"),
+            "X x holds 10% more capacity than X x: 440/s vs 400/s",
+        ),
+        (
+            run(Some(400.0), Some(450.0), "failed"),
+            run(Some(405.0), Some(450.0), "failed"),
+            "X x and X x hold the same capacity: 405/s vs 400/s",
+        ),
+        (
+            run(Some(400.0), Some(450.0), "failed"),
+            run(None, None, "incomplete"),
+            "X x is incomplete (no summary.json); X x holds 400/s",
+        ),
+        (
+            run(None, Some(50.0), "failed"),
+            run(Some(100.0), Some(150.0), "failed"),
+            "X x holds 100/s; X x held no stage",
+        ),
+        (
+            // An older summary.json: judged, but no capacity named.
+            run(Some(100.0), Some(150.0), "failed"),
+            run(None, None, "failed"),
+            "X x states no capacity (its summary.json has no verdict per stage); X x holds 100/s",
+        ),
+        (
+            run(None, None, "none"),
+            run(None, None, "none"),
+            "no capacity to compare: X x has no SLO, so no verdict; X x has no SLO, so no verdict",
+        ),
+    ];
+    for (a, b, want) in cases {
+        assert_eq!(capacity_statement(&a, &b, 1).text, want);
+    }
+}
+
+#[test]
+fn throughput_at_the_slo_p95() {
+    // L = 100 ms from the SLO. A: 300 + 80 * 50/350 = 311.43/s at 100 ms;
+    // B: 290 + 60 * 20/520 = 292.31/s: 6.1% less.
+    let a = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
+        ("200/s", 200.0, 200.0, 12.0, 30.0, 40.0, 0.0, "holds"),
+        ("300/s", 300.0, 300.0, 20.0, 50.0, 90.0, 0.0, "holds"),
+        ("400/s", 400.0, 380.0, 200.0, 400.0, 600.0, 0.0, "fails"),
+    ];
+    let b = [
+        ("100/s", 100.0, 100.0, 10.0, 22.0, 30.0, 0.0, "holds"),
+        ("200/s", 200.0, 200.0, 12.0, 35.0, 40.0, 0.0, "holds"),
+        ("300/s", 300.0, 290.0, 40.0, 80.0, 120.0, 0.0, "fails"),
+        ("400/s", 400.0, 350.0, 300.0, 600.0, 900.0, 0.0, "fails"),
+    ];
+    let slo = ["p99 < 1s", "p95 < 100ms"];
+    let runs = [
+        model("a", summary("in-process", Some(300.0), Some(400.0), &slo, &a)),
+        model("b", summary("redis", Some(200.0), Some(300.0), &slo, &b)),
+    ];
+    let c = compare_models(&runs, Options::default());
+    let e = &c.equal_p95;
+    assert_eq!(e.p95_ms, Some(100.0));
+    assert_eq!(e.source, "the SLO `p95 < 100ms` of A in-process");
+    let (ra, rb) = (300.0 + 80.0 * 50.0 / 350.0, 290.0 + 60.0 * 20.0 / 520.0);
+    assert!((e.runs[0].rate().unwrap() - ra).abs() < 1e-9 && (e.runs[1].rate().unwrap() - rb).abs() < 1e-9, "{e:?}");
+    assert_eq!(
+        e.statements[0].text,
+        "B redis lost 6.1% throughput at equal p95 (100.0ms): 292/s vs 311/s for A in-process"
+    );
+    assert!((e.statements[0].ratio.unwrap() - rb / ra).abs() < 1e-12);
+
+    // --at-p95 overrides; without an SLO, the baseline's p95 at its capacity stage (50 ms).
+    let c = compare_models(&runs, Options { at_p95_ms: Some(30.0) });
+    assert_eq!((c.equal_p95.p95_ms, c.equal_p95.source.as_str()), (Some(30.0), "--at-p95"));
+    let runs = [
+        model("a", summary("in-process", Some(300.0), Some(400.0), &[], &a)),
+        model("b", summary("redis", Some(200.0), Some(300.0), &[], &b)),
+    ];
+    let c = compare_models(&runs, Options::default());
+    assert_eq!(c.equal_p95.p95_ms, Some(50.0));
+    assert_eq!(c.equal_p95.source, "the p95 of A in-process at its capacity stage (300/s)");
+}
+
+#[test]
+fn errors_answered_fast_are_no_throughput() {
+    // B's second stage is fast (p95 30 ms) but half its answers are errors:
+    // at p95 40 ms it carried 500 * 0.5 = 250/s, not 500/s.
+    let a = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
+        ("500/s", 500.0, 500.0, 20.0, 40.0, 50.0, 0.0, "holds"),
+    ];
+    let b = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
+        ("500/s", 500.0, 500.0, 20.0, 30.0, 50.0, 0.5, "fails"),
+    ];
+    let runs = [
+        model("a", summary("a", Some(500.0), None, &["p95 < 40ms"], &a)),
+        model("b", summary("b", Some(100.0), Some(500.0), &["p95 < 40ms"], &b)),
+    ];
+    let c = compare_models(&runs, Options::default());
+    assert_eq!(c.equal_p95.runs, vec![ThroughputAt::At { rate: 500.0 }, ThroughputAt::AtLeast { rate: 250.0 }]);
+    assert!(c.equal_p95.statements[0].text.contains("cannot be told"), "{:?}", c.equal_p95.statements);
+}
+
+#[test]
+fn renamed_and_unmatched_stages() {
+    let a = model("a", summary("a", Some(200.0), None, &[], &[("warm", 100.0, 100.0, 1.0, 2.0, 3.0, 0.0, "holds")]));
+    let b = model(
+        "b",
+        summary(
+            "b",
+            Some(300.0),
+            None,
+            &[],
+            &[
+                ("step 1", 102.0, 101.0, 1.0, 2.5, 3.0, 0.0, "holds"),
+                ("step 2", 300.0, 300.0, 1.0, 2.0, 3.0, 0.0, "holds"),
+            ],
+        ),
+    );
+    let c = compare_models(&[a, b], Options::default());
+    assert_eq!(c.stages.len(), 2);
+    let matched = c.stages[0].cells[1].as_ref().unwrap();
+    assert_eq!((matched.stage.as_str(), matched.matched_by), ("step 1", MatchedBy::TargetRate));
+    assert!(c.stages[1].cells[0].is_none());
+    assert_eq!(c.notes.len(), 1, "{:?}", c.notes);
+    assert!(c.notes[0].starts_with("stage step 2 of B b has no counterpart"), "{:?}", c.notes);
+    let text = table(&c);
+    assert!(text.contains("B b (step 1)") && text.contains("(no such stage)"), "{text}");
+}
+
+#[test]
+fn an_incomplete_run_compares_from_its_seconds() {
+    let a = model("a", summary("orders", Some(200.0), Some(800.0), &[], &THREADS));
+    let b = killed("b", "orders", &[(0, "200/s", 200.0), (1, "200/s", 200.0), (2, "800/s", 790.0)]);
+    let c = compare_models(&[a, b], Options::default());
+    assert!(!c.runs[1].complete);
+    assert_eq!(c.runs[1].result, "incomplete");
+    assert_eq!(c.capacity[0].text, "B orders is incomplete (no summary.json); A orders holds 200/s");
+    assert!(c.notes.iter().any(|n| n.starts_with("B orders is incomplete")), "{:?}", c.notes);
+    // Rebuilt from the series: stage 800/s achieved 790/s.
+    let cell = c.stages[1].cells[1].as_ref().unwrap();
+    assert_eq!(cell.achieved_rate, Some(790.0));
+    assert!((cell.delta.unwrap().achieved_rate.unwrap().abs - 310.0).abs() < 1e-9);
+}
+
+#[test]
+fn text_lines_are_aligned_and_carry_the_deltas() {
+    let text = table(&threads_vs_async());
+    assert!(text.starts_with("compare: A threads (baseline) vs B async\n"), "{text}");
+    assert!(text.contains("capacity: B async holds 4.0x the capacity of A threads: 800/s vs 200/s"), "{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines.iter().position(|l| l.starts_with("stage ")).expect("a header");
+    let row =
+        lines.iter().find(|l| l.trim_start().starts_with("Δ vs A") && l.contains("+319.0")).expect("a delta line");
+    assert!(row.contains("(+66.5%)") && row.contains("-879.1ms") && row.contains("-5.00pp"), "{text}");
+    // Every line of the table ends its p99 column at the same place.
+    let end = lines[header].find("p99").unwrap() + 3;
+    for l in &lines[header + 1..] {
+        if l.starts_with("note:") || l.contains("(no such stage)") {
+            continue;
+        }
+        let before: String = l.chars().take(end).collect();
+        assert!(!before.ends_with(' ') || before.trim().is_empty(), "misaligned p99 column:\n{l}\n{text}");
+    }
+}
+
+#[test]
+fn a_newer_results_format_is_refused() {
+    let dir = std::env::temp_dir().join(format!("perfops-compare-newer-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("meta.json"), r#"{"format": "perfops.meta", "version": 99, "name": "future"}"#).unwrap();
+    std::fs::write(dir.join("series.jsonl"), "{\"t\": 0, \"achieved_rate\": 1}\n").unwrap();
+    let err = load(&[dir.clone(), dir.clone()]).err().expect("refused");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(matches!(err, CompareError::NewerFormat { version: 99, file: "meta.json", known: 1, .. }), "{err}");
+    assert!(err.to_string().contains("compare with a newer perfops"), "{err}");
+    assert!(matches!(load(std::slice::from_ref(&dir)), Err(CompareError::TooFew)));
+}

@@ -1,0 +1,153 @@
+//! The comparison on a terminal: the runs, the two headline sentences
+//! (capacity, throughput at equal p95, with the definition), then one block
+//! per stage with a line per run and, under each run after the baseline, its
+//! deltas in the same columns — aligned like `perfops run`'s stage table.
+
+use std::fmt::Write;
+
+use super::{Cell, Comparison, Delta, Row};
+
+/// Milliseconds as `perfops run` prints them: `0.42ms`, `21.4ms`, `1.52s`.
+pub(crate) fn ms(v: f64) -> String {
+    if v.abs() < 10.0 {
+        format!("{v:.2}ms")
+    } else if v.abs() < 1000.0 {
+        format!("{v:.1}ms")
+    } else {
+        format!("{:.2}s", v / 1000.0)
+    }
+}
+
+/// A rate without its unit: `812`, `12.3`.
+pub(crate) fn rate(v: f64) -> String {
+    if v.abs() >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or("-".into(), f)
+}
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or(String::new(), |p| format!(" ({p:+.1}%)"))
+}
+
+/// `+0.1 (+0.1%)`, `-0.40ms (-1.9%)`: a delta and its share of the baseline.
+fn delta(d: Option<Delta>, unit_ms: bool) -> String {
+    let Some(d) = d else { return "-".into() };
+    let abs = if unit_ms {
+        format!("{}{}", if d.abs < 0.0 { '-' } else { '+' }, ms(d.abs.abs()))
+    } else {
+        format!("{:+.1}", d.abs)
+    };
+    format!("{abs}{}", pct(d.pct))
+}
+
+const W: usize = 17;
+
+fn header(o: &mut String, stage_w: usize, run_w: usize) {
+    let _ = writeln!(
+        o,
+        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  verdict",
+        "stage", "run", "target/s", "achieved/s", "p50", "p95", "p99", "errors"
+    );
+}
+
+fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize) {
+    let mut first = true;
+    for (i, c) in r.cells.iter().enumerate() {
+        let stage = if first { r.name.as_str() } else { "" };
+        first = false;
+        let Some(c) = c else {
+            let _ = writeln!(o, "{stage:<stage_w$}  {:<run_w$}  (no such stage)", titles[i]);
+            continue;
+        };
+        let name = if c.stage != r.name { format!("{} ({})", titles[i], c.stage) } else { titles[i].clone() };
+        let _ = writeln!(
+            o,
+            "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
+            opt(c.target_rate, |v| format!("{v:.1}")),
+            opt(c.achieved_rate, |v| format!("{v:.1}")),
+            opt(c.p50_ms, ms),
+            opt(c.p95_ms, ms),
+            opt(c.p99_ms, ms),
+            opt(c.error_ratio, |v| format!("{:.2}%", v * 100.0)),
+            c.verdict.as_deref().unwrap_or("-")
+        );
+        deltas(o, c, &titles[0], stage_w, run_w);
+    }
+}
+
+fn deltas(o: &mut String, c: &Cell, base: &str, stage_w: usize, run_w: usize) {
+    // A stage the baseline or this run did not run has nothing to subtract.
+    let Some(d) = c.delta.filter(|d| d.achieved_rate.is_some() || d.p95_ms.is_some()) else { return };
+    let base_letter = base.split(' ').next().unwrap_or(base);
+    let _ = writeln!(
+        o,
+        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}",
+        "",
+        format!("  Δ vs {base_letter}"),
+        "",
+        delta(d.achieved_rate, false),
+        delta(d.p50_ms, true),
+        delta(d.p95_ms, true),
+        delta(d.p99_ms, true),
+        d.error_ratio.map_or("-".into(), |e| format!("{:+.2}pp", e.abs * 100.0)),
+    );
+}
+
+/// The whole comparison as text.
+pub fn table(c: &Comparison) -> String {
+    let mut o = String::new();
+    let titles: Vec<String> = c.runs.iter().map(super::RunInfo::title).collect();
+    let _ = writeln!(o, "compare: {} (baseline) vs {}", titles[0], titles[1..].join(", "));
+    let title_w = titles.iter().map(|t| t.chars().count()).max().unwrap_or(1);
+    for (r, t) in c.runs.iter().zip(&titles) {
+        let cap = match (r.capacity_rps, r.breaks_at_rps) {
+            (Some(c), Some(b)) => format!("capacity {}/s, breaks at {}/s", rate(c), rate(b)),
+            (Some(c), None) => format!("capacity {}/s, did not break", rate(c)),
+            (None, Some(b)) => format!("no stage held, breaks at {}/s", rate(b)),
+            (None, None) => "no capacity".into(),
+        };
+        let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result, r.dir);
+    }
+    o.push('\n');
+    for s in &c.capacity {
+        let _ = writeln!(o, "capacity: {}", s.text);
+    }
+    let e = &c.equal_p95;
+    for s in &e.statements {
+        let _ = writeln!(o, "throughput: {}", s.text);
+    }
+    match e.p95_ms {
+        Some(l) => {
+            let _ = writeln!(o, "  L = p95 {}, from {}", ms(l), e.source);
+            let _ = writeln!(o, "  ({})", e.definition);
+        }
+        None => {
+            let _ = writeln!(o, "throughput at equal p95: {}", e.source);
+        }
+    }
+    o.push('\n');
+    let stage_w = c.stages.iter().map(|r| r.name.chars().count()).max().unwrap_or(5).clamp(9, 24);
+    // A run's line names its own stage when it differs from the row's.
+    let run_w = c
+        .stages
+        .iter()
+        .flat_map(|r| {
+            r.cells.iter().enumerate().map(|(i, cell)| {
+                let own = cell.as_ref().filter(|c| c.stage != r.name).map_or(0, |c| c.stage.chars().count() + 3);
+                titles[i].chars().count() + own
+            })
+        })
+        .max()
+        .unwrap_or(8)
+        .clamp(10, 40);
+    header(&mut o, stage_w, run_w);
+    for r in c.stages.iter().chain(std::iter::once(&c.total)) {
+        row(&mut o, r, &titles, stage_w, run_w);
+    }
+    for n in &c.notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    o
+}
