@@ -24,10 +24,12 @@ use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Histogram, Stats};
 
-/// The `le` bounds of the latency histograms, seconds: 1-2-5 steps from
-/// 0.5 ms to 60 s, wide enough for a loopback cache hit and a request timeout.
-pub const BUCKETS_S: [f64; 17] =
-    [0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0];
+/// The `le` bounds of the latency histograms, seconds: about 1-2-5 steps
+/// from 0.1 ms (a loopback answer) to 60 s (past any request timeout).
+pub const BUCKETS_S: [f64; 19] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0,
+    60.0,
+];
 
 /// The outcome of a request that did not fail.
 pub const OK: &str = "ok";

@@ -18,6 +18,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod demo;
 mod limit;
+mod metrics;
 mod quick;
 mod report;
 mod run;
