@@ -168,12 +168,15 @@ fn the_committed_fixture_matches() {
     assert_valid(&fixture, "fixtures/20261122T043000Z-orders-stepped/summary.json");
 }
 
+/// A change made to a valid summary.
+type Mutation = fn(&mut Value);
+
 /// The schema is closed and typed everywhere it matters: each mutation
 /// (a case per line) of a valid summary must be refused.
 #[test]
 fn undeclared_or_mistyped_fields_are_refused() {
     let base = written(&full());
-    let cases: [(&str, fn(&mut Value)); 10] = [
+    let cases: [(&str, Mutation); 10] = [
         ("a new top-level field", |v| v["new_field"] = json!(1)),
         ("a new field in a stage", |v| v["stages"][0]["new_field"] = json!(1)),
         ("a new field in the total's figures", |v| v["total"]["new_field"] = json!(1)),
