@@ -207,6 +207,34 @@ fn metrics_endpoint_follows_the_run_and_agrees_with_the_summary() {
     assert_matches_schema(&summary, "run");
 }
 
+/// Issue #5: `quick` serves the same metrics; a target answering 503 shows
+/// as the `http_5xx` outcome of its one step, named as `quick` names it.
+#[test]
+fn quick_serves_failures_by_kind() {
+    let _cpu = shared();
+    let server = perfops_testkit::status(503);
+    let addr = free_port();
+    let url = server.url();
+    let run = spawn_perfops(&["quick", "-r", "50", "-d", "2s", "--metrics-listen", &addr.to_string(), &url], |_| {});
+    let deadline = Instant::now() + RUN_LIMIT;
+    let mut last = None;
+    while Instant::now() < deadline {
+        match scrape(addr) {
+            Some(text) => last = Some(prometheus::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"))),
+            None if last.is_some() => break,
+            None => {}
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = run.wait(RUN_LIMIT);
+    out.assert_exit(1);
+    let page = last.expect("at least one scrape");
+    let failed = sum(&page, "perfops_requests_total", &[("step", "GET /"), ("outcome", "http_5xx")]);
+    assert!(failed >= 50.0, "http_5xx {failed}");
+    assert_eq!(sum(&page, "perfops_requests_total", &[("outcome", "ok")]), 0.0);
+    assert_eq!(values(&page, "perfops_stage_info", &[("stage", "quick")]), vec![1.0]);
+}
+
 /// Issue #5: a busy or unusable `--metrics-listen` address is a usage error
 /// (exit 2) that says which flag and why, before any load: no results
 /// directory, no demo target started.
