@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
+use perfops_core::analysis::usl::{self, Observation, UslFit};
 use perfops_core::analysis::verdict::{RunVerdict, SloCheck};
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_report::quick::GeneratorUse;
@@ -117,7 +118,8 @@ fn full() -> RunSummary {
                 throughput_ratio: 1.0,
                 error_ratio: 0.0,
             }],
-            usl: Some(json!({"lambda": 50.0, "sigma": 0.01, "kappa": 0.0001, "r_squared": 0.99, "rmse_ratio": 0.02})),
+            // As `perfops sweep` writes it: the fit itself, serialised.
+            usl: Some(serde_json::to_value(usl_fit()).expect("serialisable")),
             predicted_peak_concurrency: Some(99.0),
             predicted_peak_throughput: Some(3000.0),
             best_level: Some(1),
@@ -126,6 +128,15 @@ fn full() -> RunSummary {
         generator: GeneratorUse { workers: 2, cores: 2, cpu_user_s: 1.5, cpu_sys_s: 0.5, max_rss_kib: 20_000 },
         warnings: vec!["3 arrivals were dropped".into()],
     }
+}
+
+/// A fit of a curve that flattens: 1, 2, 4, 8 and 16 users.
+fn usl_fit() -> UslFit {
+    let obs: Vec<Observation> = [(1.0, 50.0), (2.0, 98.0), (4.0, 185.0), (8.0, 310.0), (16.0, 420.0)]
+        .into_iter()
+        .map(|(concurrency, throughput)| Observation { concurrency, throughput })
+        .collect();
+    usl::fit(&obs).expect("a fit")
 }
 
 /// What the writer emits for `summary` (as `RunDir::write_json` does).
@@ -176,7 +187,7 @@ type Mutation = fn(&mut Value);
 #[test]
 fn undeclared_or_mistyped_fields_are_refused() {
     let base = written(&full());
-    let cases: [(&str, Mutation); 10] = [
+    let cases: [(&str, Mutation); 12] = [
         ("a new top-level field", |v| v["new_field"] = json!(1)),
         ("a new field in a stage", |v| v["stages"][0]["new_field"] = json!(1)),
         ("a new field in the total's figures", |v| v["total"]["new_field"] = json!(1)),
@@ -184,6 +195,8 @@ fn undeclared_or_mistyped_fields_are_refused() {
         ("a new field in the verdict", |v| v["verdict"]["new_field"] = json!(1)),
         ("a new field in a limit attempt", |v| v["limit"]["attempts"][0]["new_field"] = json!(1)),
         ("a new field in a sweep level", |v| v["sweep"]["levels"][0]["new_field"] = json!(1)),
+        ("a new field in the USL fit", |v| v["sweep"]["usl"]["new_field"] = json!(1)),
+        ("a new field in a diagnostic's evidence", |v| v["diagnostics"][0]["evidence"][0]["new_field"] = json!(1)),
         ("an unknown failure kind", |v| v["total"]["failures"]["teapot"] = json!(1)),
         ("a count that is not an integer", |v| v["total"]["sent"] = json!(1.5)),
         ("a missing required field", |v| {
