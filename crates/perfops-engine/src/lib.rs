@@ -5,9 +5,11 @@
 //! connections and statistics ([`worker`]); the collector on the calling thread
 //! merges their per-second snapshots in order. The HTTP/1.1 hot path is in
 //! [`http1`]; the open-model pacer sleeps on a precise timer ([`timer`]).
-//! While the load runs, [`watch`] watches the target on threads of its own.
+//! While the load runs, [`watch`] watches the target on threads of its own,
+//! and [`exporter`] serves the generator's own metrics (`--metrics-listen`).
 
 mod chunked;
+pub mod exporter;
 mod http1;
 mod target;
 mod timer;

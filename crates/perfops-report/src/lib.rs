@@ -1,13 +1,15 @@
 //! perfops' outputs, from measured statistics to what people read: the live
 //! line printed every second, the ab-style summary of `quick`, its JSON, the
-//! results directory of a run, its JUnit verdict, and the HTML report and run
-//! listing made from such directories, and the comparison of several runs.
+//! results directory of a run, its JUnit verdict, the HTML report and run
+//! listing made from such directories, the comparison of several runs, and the
+//! generator's own metrics in the Prometheus text format (`--metrics-listen`).
 //!
 //! Formatting is pure; the only files read or written here are results
 //! directories (`results`, `html`, `runs`, `compare`). Where text goes is the binary's
 //! business.
 
 pub mod compare;
+pub mod exposition;
 pub mod html;
 pub mod junit;
 pub mod live;

@@ -328,6 +328,7 @@ fn stepped(base: &Path) {
                 ("inconclusive", vec![format!("the generator dropped {} arrivals at max_in_flight 500", f["dropped"])])
             }
         };
+        f["from_s"] = json!(f64::from(HOLD) * i as f64);
         f["verdict"] = json!(verdict);
         f["reasons"] = json!(reasons);
         f["slo"] = json!(slo);
@@ -342,10 +343,13 @@ fn stepped(base: &Path) {
         "format": "perfops.summary", "version": 1, "name": "orders", "target": "http://127.0.0.1:8080", "model": "open",
         "started_at": "2026-11-22T04:30:00Z", "elapsed_s": 61.4, "interrupted": false, "aborted": null,
         "stages": stages, "steps": [], "total": total, "slo": run_slo,
+        "probes": {"liveness": {
+            "checks": probe.lines().count(), "failures": probe.matches("\"ok\":false").count(), "trips": restarts,
+        }},
         "generator": {"workers": 2, "cores": 2, "cpu_user_s": 3.1, "cpu_sys_s": 1.9, "max_rss_kib": 38_912},
         "warnings": [format!("{} arrivals were dropped at max_in_flight: the generator, not the server, was the limit in those seconds", total["dropped"])],
         "verdict": {
-            "result": "failed", "capacity_rps": 200.0, "breaks_at_rps": 250.0,
+            "result": "failed", "capacity_rps": 200.0, "breaks_at_rps": 250.0, "breaks_at_stage": "250/s",
             "headline": "holds 200/s; breaks at 250/s: all 10 workers busy while the CPU stays under half used — the thread pool is the limit",
         },
         "diagnostics": [

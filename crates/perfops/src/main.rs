@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod compare;
 mod demo;
 mod limit;
+mod metrics;
 mod quick;
 mod report;
 mod run;

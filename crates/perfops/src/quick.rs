@@ -14,6 +14,7 @@ use perfops_engine::{Plan, Target, Work};
 use perfops_report::live::{self, LiveSecond};
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
+use crate::metrics::Metrics;
 use crate::{Exit, UsageError};
 
 /// Flags of `perfops quick`.
@@ -69,6 +70,10 @@ pub(crate) struct QuickArgs {
     /// No live line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
+    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
+    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
 }
 
 pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
@@ -111,6 +116,8 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         }
     };
     let open = matches!(load, LoadModel::Open { .. });
+    let step_names = work.step_names.clone();
+    let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &step_names)).transpose()?;
     let plan = Plan {
         target,
         work: Arc::new(work),
@@ -138,6 +145,9 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let live = !args.quiet && std::io::stderr().is_terminal();
     let color = live && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let outcome = perfops_engine::run(&plan, stop, |iv| {
+        if let Some(m) = &mut metrics {
+            m.second(iv, "quick", iv.target, &step_names);
+        }
         if live {
             let s = LiveSecond {
                 index: iv.index,
@@ -149,6 +159,8 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             eprintln!("{}", live::line(&s, color));
         }
     })?;
+    // The endpoint stops with the load.
+    drop(metrics);
 
     let generator = generator_use(outcome.workers);
     let setup = QuickSetup {

@@ -40,6 +40,7 @@ use serde_json::json;
 
 use crate::UsageError;
 use crate::demo::DemoChild;
+use crate::metrics::Metrics;
 use crate::watching::{self, Store};
 
 /// Flags shared by `run`, `limit` and `sweep`.
@@ -68,6 +69,10 @@ pub(crate) struct SessionArgs {
     /// Also write each SLO line per stage as a JUnit test case to FILE.
     #[arg(long, value_name = "FILE")]
     pub(crate) junit: Option<PathBuf>,
+    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
+    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) metrics_listen: Option<String>,
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.
@@ -146,6 +151,7 @@ pub(crate) struct Session {
     events: Receiver<WatchEvent>,
     watcher: Option<Watcher>,
     demo: Option<DemoChild>,
+    metrics: Option<Metrics>,
     live_on: bool,
     color: bool,
     workers: usize,
@@ -187,6 +193,10 @@ impl Session {
                 Feeder::from_csv(&spec.name, &csv, spec.mode).map_err(|e| usage(format!("{}: {e}", path.display())))?,
             );
         }
+
+        // Bound before anything starts, so a busy address is a usage error
+        // that costs nothing; the steps are known after the setup.
+        let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &[])).transpose()?;
 
         // The demo target lives as long as the session.
         let (demo, url) = match &scenario.target {
@@ -239,6 +249,9 @@ impl Session {
         let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
         work.globals = globals;
         let step_names = work.step_names.clone();
+        if let Some(m) = &mut metrics {
+            m.declare(&step_names);
+        }
 
         let started = SystemTime::now();
         let dir = RunDir::create(&args.out, &scenario.name, started)
@@ -285,6 +298,7 @@ impl Session {
             events,
             watcher: Some(watcher),
             demo,
+            metrics,
             live_on,
             color,
             workers: args.workers,
@@ -382,6 +396,9 @@ impl Session {
             let draining = at >= throughput.active_end();
             let stage = ends.iter().position(|&e| at < e).unwrap_or(stages.len() - 1);
             let label = if draining { "(draining)" } else { stages[stage].name.as_str() };
+            if let Some(m) = &mut self.metrics {
+                m.second(iv, label, if draining { None } else { iv.target }, &step_names);
+            }
             let line = series_line(iv, offset as u32, label, &step_names);
             if !self.write_error
                 && let Err(e) = self.dir.append_second(
@@ -495,11 +512,13 @@ impl Session {
         })
     }
 
-    /// Stop the watchers and the demo target; keep the directory for the summary.
+    /// Stop the watchers, the metrics endpoint and the demo target; keep the
+    /// directory for the summary.
     pub(crate) fn close(&mut self) {
         if let Some(w) = self.watcher.take() {
             w.stop();
         }
+        self.metrics.take();
         self.drain();
         self.demo.take();
     }

@@ -1,0 +1,211 @@
+//! `schema/summary.schema.json` against what writes `summary.json`: a
+//! summary made of the writer's own types with every optional part filled
+//! (so each object the writer can emit is checked, and a field added to one
+//! of them without the schema fails here), the same with the optional parts
+//! empty, and the committed fixture. The schema closes every object
+//! (`additionalProperties` / `unevaluatedProperties: false`); the last test
+//! shows that it does, so the first ones can fail.
+//!
+//! Real summaries of `run`, `limit` and `sweep` are checked end to end in
+//! `crates/perfops/tests/metrics.rs`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
+use perfops_core::analysis::usl::{self, Observation, UslFit};
+use perfops_core::analysis::verdict::{RunVerdict, SloCheck};
+use perfops_core::measure::{FailureKind, Stats};
+use perfops_report::quick::GeneratorUse;
+use perfops_report::run::{
+    Figures, LimitAttempt, LimitSearch, ProbeSummary, RunSummary, StageSummary, SweepLevel, SweepResult, VerdictSummary,
+};
+use serde_json::{Value, json};
+
+const SCHEMA: &str = include_str!("../../../schema/summary.schema.json");
+const FIXTURE: &str = include_str!("fixtures/20261122T043000Z-orders-stepped/summary.json");
+
+fn validator() -> jsonschema::Validator {
+    let schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+    jsonschema::draft202012::new(&schema).expect("a valid draft 2020-12 schema")
+}
+
+fn errors(v: &Value) -> Vec<String> {
+    validator().iter_errors(v).map(|e| format!("{}: {e}", e.instance_path())).collect()
+}
+
+#[track_caller]
+fn assert_valid(v: &Value, what: &str) {
+    let e = errors(v);
+    assert!(e.is_empty(), "{what} does not match the schema:\n{}\n{v:#}", e.join("\n"));
+}
+
+fn stats() -> Stats {
+    let mut s = Stats { sent: 12, iterations: 10, completed: 11, bytes_in: 900, bytes_out: 300, ..Stats::default() };
+    for ms in [3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377] {
+        s.latency.record(Duration::from_millis(ms));
+        s.service.record(Duration::from_millis(ms / 2));
+    }
+    s.failures.add(FailureKind::Http5xx);
+    s.failures.add(FailureKind::Timeout);
+    s
+}
+
+/// A summary with every part the writer has, each optional one filled.
+fn full() -> RunSummary {
+    let s = stats();
+    let slo = vec![SloCheck { slo: "p95 < 500ms".into(), value: Some(233.0), passed: true }];
+    let stage = |name: &str, from_s: f64| StageSummary {
+        figures: Figures::new(name, &s, 10.0, Some(50.0), 49.5),
+        from_s,
+        verdict: "fails",
+        reasons: vec!["errors < 1% (measured 18.2%)".into()],
+        slo: slo.clone(),
+    };
+    RunSummary {
+        format: "perfops.summary".into(),
+        version: perfops_report::results::RESULTS_VERSION,
+        name: "orders".into(),
+        target: "demo:async (http://127.0.0.1:40000)".into(),
+        model: "open".into(),
+        started_at: "2026-11-22T04:30:00Z".into(),
+        elapsed_s: 20.2,
+        interrupted: false,
+        aborted: Some("`errors > 50% for 2s` held for 2 s (t=3s..5s)".into()),
+        verdict: VerdictSummary {
+            verdict: RunVerdict {
+                result: "failed",
+                capacity_rps: Some(50.0),
+                breaks_at_rps: Some(100.0),
+                breaks_at_stage: Some("100/s".into()),
+            },
+            headline: "FAILED; holds 50/s; breaks at 100/s".into(),
+        },
+        stages: vec![stage("50/s", 0.0), stage("100/s", 10.0)],
+        steps: vec![Figures::new("orders", &s, 20.2, None, 0.5)],
+        total: Figures::new("total", &s, 20.2, None, 0.5),
+        slo,
+        diagnostics: vec![Diagnostic {
+            kind: "pool_bound",
+            title: "Worker pool full, CPU idle".into(),
+            detail: "more threads would help".into(),
+            stage: Some("100/s".into()),
+            evidence: vec![Evidence { metric: "demo_workers_busy".into(), value: 10.0, t: 12.0 }],
+        }],
+        probes: BTreeMap::from([("liveness".to_string(), ProbeSummary { checks: 10, failures: 3, trips: vec![14.0] })]),
+        limit: Some(LimitSearch {
+            capacity_rps: Some(50.0),
+            breaks_at_rps: Some(100.0),
+            confirmed: Some(true),
+            precision: 0.05,
+            attempts: vec![LimitAttempt {
+                rate: 50.0,
+                achieved: 49.9,
+                p50_ms: 20.1,
+                p95_ms: 30.2,
+                p99_ms: 40.3,
+                error_ratio: 0.0,
+                verdict: "holds",
+            }],
+        }),
+        sweep: Some(SweepResult {
+            levels: vec![SweepLevel {
+                concurrency: 1,
+                throughput: 50.0,
+                p50_ms: 20.0,
+                p99_ms: 25.0,
+                p50_ratio: 1.0,
+                throughput_ratio: 1.0,
+                error_ratio: 0.0,
+            }],
+            // As `perfops sweep` writes it: the fit itself, serialised.
+            usl: Some(serde_json::to_value(usl_fit()).expect("serialisable")),
+            predicted_peak_concurrency: Some(99.0),
+            predicted_peak_throughput: Some(3000.0),
+            best_level: Some(1),
+            concurrency_cap: Some(10.0),
+        }),
+        generator: GeneratorUse { workers: 2, cores: 2, cpu_user_s: 1.5, cpu_sys_s: 0.5, max_rss_kib: 20_000 },
+        warnings: vec!["3 arrivals were dropped".into()],
+    }
+}
+
+/// A fit of a curve that flattens: 1, 2, 4, 8 and 16 users.
+fn usl_fit() -> UslFit {
+    let obs: Vec<Observation> = [(1.0, 50.0), (2.0, 98.0), (4.0, 185.0), (8.0, 310.0), (16.0, 420.0)]
+        .into_iter()
+        .map(|(concurrency, throughput)| Observation { concurrency, throughput })
+        .collect();
+    usl::fit(&obs).expect("a fit")
+}
+
+/// What the writer emits for `summary` (as `RunDir::write_json` does).
+fn written(summary: &RunSummary) -> Value {
+    serde_json::to_value(summary).expect("serialisable")
+}
+
+#[test]
+fn every_part_the_writer_emits_is_declared() {
+    assert_valid(&written(&full()), "a summary with every part");
+}
+
+#[test]
+fn optional_parts_may_be_null_or_absent() {
+    let mut s = full();
+    s.aborted = None;
+    s.limit = None;
+    s.sweep = None;
+    s.verdict.verdict =
+        RunVerdict { result: "inconclusive", capacity_rps: None, breaks_at_rps: None, breaks_at_stage: None };
+    s.diagnostics[0].stage = None;
+    s.probes.clear();
+    s.steps.clear();
+    s.stages[0].figures = Figures::new("empty", &Stats::default(), 0.0, None, 0.0);
+    s.stages[0].slo = vec![SloCheck { slo: "p99 < 1s".into(), value: None, passed: true }];
+    let v = written(&s);
+    assert!(v.get("limit").is_none() && v.get("sweep").is_none(), "skipped when absent");
+    assert_valid(&v, "a summary with no optional part");
+
+    let mut sweep = full();
+    let r = sweep.sweep.as_mut().expect("sweep");
+    (r.usl, r.predicted_peak_concurrency, r.best_level, r.concurrency_cap) = (None, None, None, None);
+    sweep.limit.as_mut().expect("limit").confirmed = None;
+    assert_valid(&written(&sweep), "a sweep without a fit");
+}
+
+#[test]
+fn the_committed_fixture_matches() {
+    let fixture: Value = serde_json::from_str(FIXTURE).expect("the fixture is JSON");
+    assert_valid(&fixture, "fixtures/20261122T043000Z-orders-stepped/summary.json");
+}
+
+/// A change made to a valid summary.
+type Mutation = fn(&mut Value);
+
+/// The schema is closed and typed everywhere it matters: each mutation
+/// (a case per line) of a valid summary must be refused.
+#[test]
+fn undeclared_or_mistyped_fields_are_refused() {
+    let base = written(&full());
+    let cases: [(&str, Mutation); 12] = [
+        ("a new top-level field", |v| v["new_field"] = json!(1)),
+        ("a new field in a stage", |v| v["stages"][0]["new_field"] = json!(1)),
+        ("a new field in the total's figures", |v| v["total"]["new_field"] = json!(1)),
+        ("a new field in a latency summary", |v| v["total"]["latency_ms"]["p75"] = json!(1.0)),
+        ("a new field in the verdict", |v| v["verdict"]["new_field"] = json!(1)),
+        ("a new field in a limit attempt", |v| v["limit"]["attempts"][0]["new_field"] = json!(1)),
+        ("a new field in a sweep level", |v| v["sweep"]["levels"][0]["new_field"] = json!(1)),
+        ("a new field in the USL fit", |v| v["sweep"]["usl"]["new_field"] = json!(1)),
+        ("a new field in a diagnostic's evidence", |v| v["diagnostics"][0]["evidence"][0]["new_field"] = json!(1)),
+        ("an unknown failure kind", |v| v["total"]["failures"]["teapot"] = json!(1)),
+        ("a count that is not an integer", |v| v["total"]["sent"] = json!(1.5)),
+        ("a missing required field", |v| {
+            v.as_object_mut().expect("an object").remove("generator");
+        }),
+    ];
+    for (what, mutate) in cases {
+        let mut v = base.clone();
+        mutate(&mut v);
+        assert!(!errors(&v).is_empty(), "the schema accepted {what}");
+    }
+}
