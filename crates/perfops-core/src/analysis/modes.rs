@@ -138,12 +138,25 @@ pub fn quantized_stalls(h: &Histogram) -> Option<Stalls> {
         let Some((quantum, multiple)) = quantum_of(m.at - base.at) else {
             continue;
         };
+        if queued_behind(base.at, m.at - base.at) {
+            continue;
+        }
         // Several candidates: the most populous is the stall; on a tie, the earlier one.
         if found.as_ref().is_none_or(|f| m.share > f.stalled.share) {
             found = Some(Stalls { quantum, multiple, base: base.clone(), stalled: m.clone() });
         }
     }
     found
+}
+
+/// A gap of one to three base latencies is what a request waits when it queues
+/// behind others like it (a full pool of workers taking ~`base` each), not a
+/// timer: a 50 ms service past its capacity has a mode at 100 ms, 46 ms "late".
+/// Such a gap is not named a stall (a true 40 ms stall above a ~40 ms base is
+/// missed by this: the two look the same).
+fn queued_behind(base: Duration, gap: Duration) -> bool {
+    let (base, gap) = (base.as_secs_f64(), gap.as_secs_f64());
+    (1..=3).any(|j| (gap - base * f64::from(j)).abs() <= QUANTUM_TOLERANCE * base * f64::from(j))
 }
 
 /// The quantum and multiple that `gap` is within tolerance of, preferring 200 ms.
@@ -426,7 +439,7 @@ mod tests {
         let mut cache_hits = single(15, 500, 0.1, 0.1);
         cache_hits.merge(&nagle(16, 9500, 5.0, 0.05, 100, 40.0));
         // (histogram, expected (quantum ms, multiple), or None)
-        let cases: [(Histogram, Option<(u64, u32)>); 14] = [
+        let cases: [(Histogram, Option<(u64, u32)>); 15] = [
             // 2/3 at ~0.3 ms, 1/3 a 200 ms delayed ACK later: the classic.
             (nagle(20, 9000, 0.3, 0.1, 333, 200.0), Some((200, 1))),
             // Base 5 ms, 10% at ~45 ms: Linux's 40 ms minimum delayed ACK.
@@ -453,6 +466,9 @@ mod tests {
             (broad, None),
             // A narrow mode 200 ms up, but of 10 samples: chance, not a pattern.
             (few, None),
+            // A 44 ms pool past capacity: half the requests queue behind one
+            // other (~87 ms). 43 ms late is one more service time, not a timer.
+            (nagle(29, 10_000, 44.0, 0.03, 500, 41.0), None),
         ];
         for (i, (h, want)) in cases.into_iter().enumerate() {
             let got = quantized_stalls(&h);
