@@ -204,7 +204,7 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
         ),
     );
     let f = spawn_perfops(
-        &["limit", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--hold", "2s", "--max", "1600"],
+        &["limit", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--hold", "2s", "--max", "2400"],
         |_| {},
     )
     .wait(Duration::from_secs(90));
