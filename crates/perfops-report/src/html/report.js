@@ -217,6 +217,9 @@
       grid: { stroke: "rgba(148,163,184,0.25)", width: 1 },
       ticks: { show: false },
       values: function (u, splits) { return splits.map(clock); },
+      // Whole seconds, minutes and hours: the labels are m:ss, so a half
+      // second would print the same label twice.
+      incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 14400, 43200, 86400],
       space: 60,
     };
   }
