@@ -322,6 +322,9 @@ fn json_stats_fields_are_sampled_and_a_missing_one_is_said_once() {
 fn the_process_is_found_by_its_port_and_the_generator_by_itself() {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = listener.local_addr().unwrap().port();
+    // Three connections of the "generator" (to another listener, whose queue is not watched).
+    let other = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let conns: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(other.local_addr().unwrap()).unwrap()).collect();
     let (tx, rx) = mpsc::channel();
     let plan = WatchPlan { process: Some(ProcessSel::Port(port)), generator: true, ..plan(Duration::from_millis(200)) };
     let watcher = Watcher::start(plan, Instant::now(), tx).unwrap();
@@ -347,6 +350,10 @@ fn the_process_is_found_by_its_port_and_the_generator_by_itself() {
     for name in ["generator_threads", "generator_rss_bytes", "generator_open_fds"] {
         assert!(g.value(name).is_some_and(|v| v > 0.0), "{name}: {:?}", g.values);
     }
+    // Two listeners and three connections, at least (the harness may hold more).
+    let sockets = g.value("generator_sockets").unwrap_or(0.0);
+    assert!(sockets >= 5.0 && sockets <= g.value("generator_open_fds").unwrap(), "{:?}", g.values);
+    drop(conns);
     assert!(g.value("generator_cpu_share").is_some());
     assert!(g.value("process_pid").is_none() && g.value("listen_queue").is_none(), "the generator gets the short list");
 }

@@ -8,7 +8,8 @@
 //! the namespace's `ListenOverflows`/`ListenDrops` per second. The file layouts are
 //! `perfops_core::telemetry::procfs`'s; the listen queues come from [`super::netlink`].
 //!
-//! Values (the generator has the first five, named `generator_*`):
+//! Values (the generator has the first six, named `generator_*`; its sockets are its
+//! connections to the target, give or take a listener):
 //!
 //! ```text
 //!   process_cpu_cores           user+sys CPU seconds per second (from the second sample)
@@ -16,6 +17,7 @@
 //!   process_rss_bytes           VmRSS
 //!   process_threads             Threads
 //!   process_open_fds            entries of /proc/<pid>/fd
+//!   process_sockets             those of them that are sockets
 //!   process_pid                 which process this is (it may change with a port)
 //!   process_ctx_switches_per_s  voluntary + involuntary, all threads
 //!   process_throttled_share     cgroup throttled time per second of wall time (when counted)
@@ -178,7 +180,7 @@ impl Sampler {
         let prefix = if full { "process" } else { "generator" };
         let name = |what: &str| format!("{prefix}_{what}");
 
-        let (fds, sockets) = match fd_table(&dir, full) {
+        let (fds, sockets) = match fd_table(&dir) {
             Ok(found) => (Some(found.0), found.1),
             Err(e) => {
                 self.warn_once("fds", format!("cannot list {dir}/fd: {e}"));
@@ -223,6 +225,7 @@ impl Sampler {
         values.push((name("threads"), status.threads.unwrap_or(stat.num_threads) as f64));
         if let Some(fds) = fds {
             values.push((name("open_fds"), fds as f64));
+            values.push((name("sockets"), sockets.len() as f64));
         }
         if full {
             let per_s = |a: Option<u64>, b: Option<u64>| match (a, b, dt) {
@@ -363,14 +366,14 @@ impl Sampler {
     }
 }
 
-/// The number of open descriptors, and (when `sockets`) the inodes of the sockets among them.
-fn fd_table(dir: &str, sockets: bool) -> io::Result<(u64, HashSet<u64>)> {
+/// The number of open descriptors, and the inodes of the sockets among them.
+fn fd_table(dir: &str) -> io::Result<(u64, HashSet<u64>)> {
     let mut count = 0;
     let mut inodes = HashSet::new();
     for entry in fs::read_dir(format!("{dir}/fd"))? {
         let Ok(entry) = entry else { continue };
         count += 1;
-        if sockets && let Some(inode) = fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode) {
+        if let Some(inode) = fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode) {
             inodes.insert(inode);
         }
     }
@@ -438,7 +441,11 @@ mod tests {
         let mut s = Sampler::new(Which::Generator);
         let first = s.sample(0.0).unwrap();
         let names: Vec<&str> = first.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(names, ["generator_rss_bytes", "generator_threads", "generator_open_fds"], "no rate yet");
+        assert_eq!(
+            names,
+            ["generator_rss_bytes", "generator_threads", "generator_open_fds", "generator_sockets"],
+            "no rate yet"
+        );
         let second = s.sample(0.5).unwrap();
         let names: Vec<&str> = second.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names[..2], ["generator_cpu_cores", "generator_cpu_share"]);
