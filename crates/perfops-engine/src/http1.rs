@@ -79,8 +79,12 @@ pub(crate) struct Response {
     pub(crate) bytes_in: u64,
     /// When the request was fully written.
     pub(crate) sent_at: Instant,
-    /// When the first response byte arrived.
+    /// When the first response byte arrived (the read that returned it).
     pub(crate) first_byte: Instant,
+    /// When the last response byte arrived: the response is complete. For the
+    /// usual small response, one read brings all of it and this is `first_byte`
+    /// (one clock read, not two).
+    pub(crate) last_byte: Instant,
 }
 
 /// A failed exchange.
@@ -257,7 +261,12 @@ impl Conn {
     }
 
     /// Read more bytes into the buffer; EOF is an error (the response is not done).
-    async fn fill(&mut self, bytes_in: &mut u64, first_byte: &mut Option<Instant>) -> Result<(), ExchangeError> {
+    /// `read_at` records when the first and the latest read returned bytes.
+    async fn fill(
+        &mut self,
+        bytes_in: &mut u64,
+        read_at: &mut Option<(Instant, Instant)>,
+    ) -> Result<(), ExchangeError> {
         if self.end == self.buf.len() {
             if self.start > 0 {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -272,7 +281,8 @@ impl Conn {
         match self.stream.read(&mut self.buf[self.end..]).await {
             Ok(0) => Err(ExchangeError { kind: FailureKind::Reset, nothing_received: *bytes_in == 0 }),
             Ok(n) => {
-                first_byte.get_or_insert_with(Instant::now);
+                let now = Instant::now();
+                *read_at = Some(read_at.map_or((now, now), |(first, _)| (first, now)));
                 self.end += n;
                 *bytes_in += n as u64;
                 Ok(())
@@ -305,7 +315,7 @@ impl Conn {
         }
         let sent_at = Instant::now();
         let mut bytes_in = 0u64;
-        let mut first_byte = None;
+        let mut read_at = None;
 
         let (status, framing, keep_alive) = loop {
             if self.end > self.start {
@@ -324,7 +334,7 @@ impl Conn {
                     }
                 }
             }
-            self.fill(&mut bytes_in, &mut first_byte).await?;
+            self.fill(&mut bytes_in, &mut read_at).await?;
         };
 
         match framing {
@@ -340,7 +350,7 @@ impl Conn {
                     break;
                 }
                 (self.start, self.end) = (0, 0);
-                self.fill(&mut bytes_in, &mut first_byte).await?;
+                self.fill(&mut bytes_in, &mut read_at).await?;
             },
             Framing::Chunked => {
                 let mut decoder = ChunkedDecoder::new();
@@ -356,13 +366,18 @@ impl Conn {
                         break;
                     }
                     (self.start, self.end) = (0, 0);
-                    self.fill(&mut bytes_in, &mut first_byte).await?;
+                    self.fill(&mut bytes_in, &mut read_at).await?;
                 }
             }
             Framing::UntilClose => loop {
                 (self.start, self.end) = (0, 0);
                 match self.stream.read(&mut self.buf).await {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        // The close is the response's last "byte".
+                        let now = Instant::now();
+                        read_at = read_at.map(|(first, _)| (first, now));
+                        break;
+                    }
                     Ok(n) => {
                         bytes_in += n as u64;
                         if capture {
@@ -375,8 +390,9 @@ impl Conn {
         }
         self.keep_alive = keep_alive && self.start == self.end;
         self.reused = true;
-        let first_byte = first_byte.unwrap_or(sent_at);
-        Ok(Response { status, bytes_in, sent_at, first_byte })
+        // A head always takes at least one read, so `read_at` is set.
+        let (first_byte, last_byte) = read_at.unwrap_or((sent_at, sent_at));
+        Ok(Response { status, bytes_in, sent_at, first_byte, last_byte })
     }
 }
 
