@@ -643,3 +643,37 @@ impl Worker {
         Ok(Box::new(Conn::new(stream)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::pin::pin;
+
+    use super::*;
+
+    /// The request timer is reset, not recreated, per request: after many
+    /// requests answered in time have moved its deadline forward (tokio's
+    /// lock-free path), it still fires exactly at the current deadline, and
+    /// again after it has fired once (tokio's re-registering path).
+    #[tokio::test(start_paused = true)]
+    async fn a_reused_timer_fires_at_each_new_deadline() {
+        let timeout = Duration::from_millis(100);
+        let mut timer = pin!(new_timer());
+        for _ in 0..1000 {
+            timer.as_mut().reset(Instant::now() + timeout);
+            // Answered in 1 ms: the request wins.
+            let answer = within(timer.as_mut(), tokio::time::sleep(Duration::from_millis(1))).await;
+            assert_eq!(answer, Some(()));
+        }
+        for round in 0..2 {
+            let start = Instant::now();
+            timer.as_mut().reset(start + timeout);
+            assert_eq!(within(timer.as_mut(), std::future::pending::<()>()).await, None, "round {round}");
+            assert_eq!(Instant::now() - start, timeout, "round {round}: fired at the deadline");
+        }
+        // A response ready when the deadline has already passed still wins,
+        // as with `tokio::time::timeout`: the request is polled first.
+        timer.as_mut().reset(Instant::now());
+        tokio::time::advance(Duration::from_millis(5)).await;
+        assert_eq!(within(timer.as_mut(), std::future::ready(7)).await, Some(7));
+    }
+}
