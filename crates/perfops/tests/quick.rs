@@ -256,6 +256,36 @@ fn silence_is_timeout_after_the_request_timeout() {
     assert!(run.wall < Duration::from_secs(5), "{:?}", run.wall);
 }
 
+/// The request timeout is one timer per connection, moved to each request's
+/// deadline (worker.rs `within`), not a timer per request: after thousands of
+/// fast requests have moved it forward on one reused connection, it must still
+/// fire at the current request's deadline. The server freezes for 700 ms at
+/// 1 s: the request caught at ~1.0 s and the next (on a new connection, at
+/// ~1.25 s) time out at 250 ms each; the one sent at ~1.5 s is answered when
+/// the freeze ends, ~200 ms later, within its timeout.
+#[test]
+fn a_timeout_still_fires_after_many_fast_requests_on_one_connection() {
+    let _cpu = exclusive();
+    let server = kit::freeze_once(Duration::ZERO, ms(1000), ms(700));
+    let run = quick(&[&server.url(), "-c", "1", "-d", "2500ms", "--timeout", "250ms", "-q"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"], json!({"timeout": 2}), "{}", run.dump());
+    assert!(
+        run.u64("/completed") >= 1000,
+        "too few fast requests before the freeze
+{}",
+        run.dump()
+    );
+    let max = run.f64("/latency_ms/max");
+    assert!(
+        (150.0..250.0).contains(&max),
+        "slowest answered request {max} ms: the freeze's last
+{}",
+        run.dump()
+    );
+    assert_eq!(server.connections(), 3, "the first and each timed-out connection");
+}
+
 /// Issue #2, failure kinds: bytes that are not HTTP are `protocol`.
 #[test]
 fn garbage_is_protocol() {
