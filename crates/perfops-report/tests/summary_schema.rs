@@ -25,13 +25,9 @@ use serde_json::{Value, json};
 const SCHEMA: &str = include_str!("../../../schema/summary.schema.json");
 const FIXTURE: &str = include_str!("fixtures/20261122T043000Z-orders-stepped/summary.json");
 
-fn validator() -> jsonschema::Validator {
-    let schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
-    jsonschema::draft202012::new(&schema).expect("a valid draft 2020-12 schema")
-}
-
 fn errors(v: &Value) -> Vec<String> {
-    validator().iter_errors(v).map(|e| format!("{}: {e}", e.instance_path())).collect()
+    let schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+    perfops_testkit::schema::errors(&schema, v)
 }
 
 #[track_caller]

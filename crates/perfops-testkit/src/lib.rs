@@ -10,6 +10,7 @@
 //! constructor serves over TLS with a self-signed certificate.
 
 mod http;
+pub mod schema;
 mod serve;
 mod tls;
 
