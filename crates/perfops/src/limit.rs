@@ -103,7 +103,6 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     let mut hi: Option<f64> = None; // lowest rate that failed
     let mut inconclusive = None;
     let mut confirmed = None;
-    let mut held = Vec::new(); // every rate that held, for a failed confirmation to fall back on
     while results.len() < args.attempts && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
         let confirming = matches!((lo, hi), (Some(l), Some(h)) if h <= l * (1.0 + args.precision))
             || (hi.is_none() && lo.is_some_and(|l| l >= args.max));
@@ -136,17 +135,18 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             if verdict.verdict != StageVerdict::Fails {
                 break;
             }
-            // Not confirmed: the rate sits on the edge. It is a failing rate
-            // now; search on below it, from the best rate that held under it.
-            hi = Some(rate);
-            lo = held.iter().copied().filter(|&h| h < rate).reduce(f64::max);
+            // Not confirmed: the rate sits on the edge. It fails now (below);
+            // search on under it, from the best rate that held there.
+            lo = results
+                .iter()
+                .zip(&judged)
+                .filter(|(_, j)| j.verdict == StageVerdict::Holds)
+                .filter_map(|(l, _)| l.stages[0].plan.target_rate)
+                .filter(|&r| r < rate)
+                .reduce(f64::max);
         }
         match verdict.verdict {
-            _ if confirming => {}
-            StageVerdict::Holds => {
-                held.push(rate);
-                lo = Some(rate);
-            }
+            StageVerdict::Holds => lo = Some(rate),
             StageVerdict::Fails => hi = Some(rate),
             StageVerdict::Inconclusive | StageVerdict::NotRun => {
                 inconclusive = Some(rate);
