@@ -9,6 +9,7 @@
 //! and [`exporter`] serves the generator's own metrics (`--metrics-listen`).
 
 mod chunked;
+mod coalesce;
 pub mod exporter;
 mod http1;
 mod target;
@@ -112,6 +113,12 @@ pub struct Outcome {
     pub workers: usize,
     /// Stopped early by the stop flag (SIGINT).
     pub interrupted: bool,
+    /// Closed model: times a worker napped before parking, to collect several
+    /// responses per wake-up (see the engine's `coalesce` module).
+    pub naps: u64,
+    /// The longest such nap: a response read after a nap may have waited
+    /// this long in its socket, so its latency is over-stated by at most this.
+    pub longest_nap: Duration,
 }
 
 /// The collector's view of one second being assembled.
@@ -196,6 +203,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut next = vec![0u32; workers];
     let mut done = vec![false; workers];
     let mut end = start;
+    let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
     let mut total = Stats::default();
     let mut emit = |index: u32, p: Pending, length: Duration| {
         let target = schedule.as_ref().map(|s| {
@@ -231,9 +239,11 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                     next[worker] = index + 1;
                 }
             }
-            Ok(Msg::Done { worker, end: e }) => {
+            Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l }) => {
                 done[worker] = true;
                 end = end.max(e);
+                naps += n;
+                longest_nap = longest_nap.max(l);
             }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
@@ -260,7 +270,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         let from = Duration::from_secs(u64::from(k));
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
-    Ok(Outcome { total, elapsed, workers, interrupted: stop.load(std::sync::atomic::Ordering::Relaxed) })
+    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap })
 }
 
 /// What workers share, built once per run.

@@ -4,7 +4,8 @@
 //! timeout in milliseconds, so `sleep_until` wakes on average ~1 ms late. The
 //! pacer measures latency from the due time, so that lateness would be charged
 //! to the server. A `timerfd` armed with a nanosecond deadline wakes the same
-//! epoll loop within microseconds (with the thread's timer slack lowered to 1 µs).
+//! epoll loop within microseconds (the worker lowers its thread's timer slack
+//! to 1 µs).
 
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -47,9 +48,6 @@ pub(crate) struct PreciseTimer {
 impl PreciseTimer {
     /// A timer registered with the current tokio runtime.
     pub(crate) fn new() -> PreciseTimer {
-        // Lower this thread's timer slack (default 50 µs) so the kernel does not
-        // coalesce our wake-ups. A failure only costs precision.
-        let _ = nix::sys::prctl::set_timerslack(1_000);
         let fd = TimerFd::new(ClockId::CLOCK_MONOTONIC, TimerFlags::TFD_NONBLOCK | TimerFlags::TFD_CLOEXEC);
         PreciseTimer { fd: fd.ok().and_then(register) }
     }

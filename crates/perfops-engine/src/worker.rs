@@ -32,6 +32,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 
+use crate::coalesce;
 use crate::http1::{Conn, Stream, connect_failure, remaining, tune};
 use crate::target::Target;
 use crate::timer::PreciseTimer;
@@ -51,8 +52,9 @@ pub(crate) enum Msg {
     /// Stats of interval `index` (second `index` of the run) from one worker;
     /// `last`: its final, possibly partial, second (a `Done` follows).
     Interval { worker: usize, index: u32, parts: Vec<(Key, Stats)>, in_flight: u64, last: bool },
-    /// The worker has sent its last interval.
-    Done { worker: usize, end: Instant },
+    /// The worker has sent its last interval; `naps`: wake-ups it coalesced
+    /// ([`coalesce`](crate::coalesce)), and the longest nap.
+    Done { worker: usize, end: Instant, naps: u64, longest_nap: Duration },
 }
 
 /// How this worker generates load.
@@ -154,6 +156,8 @@ struct Worker {
     drained: Notify,
     /// The interval the ticker is filling.
     interval: Cell<u32>,
+    /// The longest nap set so far ([`coalesce`]).
+    longest_nap: Cell<Duration>,
 }
 
 /// Who an arrival is: its number (`${seq}`) and its feeders' rows.
@@ -171,15 +175,22 @@ enum StepEnd {
 
 /// Run one worker to completion on the current thread.
 pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Instant, tx: Sender<Msg>) {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+    // Lower this thread's timer slack (default 50 µs) so the kernel does not
+    // stretch the open-model pacer's timer or a closed loop's naps. A failure
+    // only costs precision.
+    let _ = nix::sys::prctl::set_timerslack(1_000);
+    let runtime =
+        tokio::runtime::Builder::new_current_thread().enable_all().on_thread_park(coalesce::before_park).build();
+    let Ok(rt) = runtime else {
         // Nothing was sent: report an empty worker rather than hang the collector.
-        let _ = tx.send(Msg::Done { worker: id, end: Instant::now() });
+        let _ = tx.send(Msg::Done { worker: id, end: Instant::now(), naps: 0, longest_nap: Duration::ZERO });
         return;
     };
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
         let w = Rc::new(Worker::new(id, start, shared));
-        let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone()));
+        let closed = matches!(load, WorkerLoad::Closed { .. });
+        let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));
         let watcher = tokio::task::spawn_local(w.clone().watch_stop());
         sleep_until(start).await;
         match load {
@@ -208,8 +219,17 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         let end = Instant::now();
         let parts = std::mem::take(&mut w.rec.borrow_mut().parts);
         let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
-        let _ = tx.send(Msg::Done { worker: w.id, end });
+        coalesce::set(Duration::ZERO);
+        let _ = tx.send(Msg::Done { worker: w.id, end, naps: coalesce::naps(), longest_nap: w.longest_nap.get() });
     });
+}
+
+/// The mean service time over `parts` (zero when nothing was answered).
+fn mean_service(parts: &[(Key, Stats)]) -> Duration {
+    let (n, sum_ms) = parts.iter().fold((0u64, 0.0), |(n, sum), (_, s)| {
+        (n + s.service.len(), sum + s.service.mean_ms() * s.service.len() as f64)
+    });
+    if n == 0 { Duration::ZERO } else { Duration::from_secs_f64(sum_ms / n as f64 / 1e3) }
 }
 
 /// Run `steps` once, in order, on one connection, before the load: the
@@ -259,16 +279,23 @@ impl Worker {
             stop_notify: Notify::new(),
             drained: Notify::new(),
             interval: Cell::new(0),
+            longest_nap: Cell::new(Duration::ZERO),
         }
     }
 
-    /// Ship a snapshot at every whole second of the run.
-    async fn tick(self: Rc<Self>, tx: Sender<Msg>) {
+    /// Ship a snapshot at every whole second of the run; in a `closed` loop,
+    /// set the next second's nap from this one ([`coalesce`]).
+    async fn tick(self: Rc<Self>, tx: Sender<Msg>, closed: bool) {
         loop {
             let k = self.interval.get();
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
             let parts = std::mem::take(&mut self.rec.borrow_mut().parts);
             self.interval.set(k + 1);
+            if closed {
+                let nap = coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum());
+                coalesce::set(nap);
+                self.longest_nap.set(self.longest_nap.get().max(nap));
+            }
             if tx
                 .send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get(), last: false })
                 .is_err()

@@ -170,7 +170,8 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
     };
-    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    let naps = (outcome.naps, outcome.longest_nap);
+    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, naps, outcome.interrupted);
 
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&summary)?;
