@@ -173,7 +173,7 @@ log "$TARGET target pid $TARGET_PID (CPU measured on $TARGET_WORK), CPU $TARGET_
   echo "  \"goal_ratio\": $GOAL_RATIO, \"orders_bytes\": $(wc -c <"$RAW/probe-orders.json"),"
   echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_str), \"k6_bin\": $(printf '%s' "$K6" | json_str),"
   echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
-  echo "  \"perfops_git\": \"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')$( [ -n "$(git -C "$ROOT" status --porcelain -- 'crates/*/src' Cargo.toml Cargo.lock 2>/dev/null)" ] && echo '+dirty')\","
+  echo "  \"perfops_git\": \"$(perfops_git)\","
   echo "  \"k6_version\": $( (timeout 10 "$K6" version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
   echo "  \"cpu\": $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | json_str),"
   echo "  \"kernel\": \"$(uname -r)\""

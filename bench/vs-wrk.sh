@@ -106,7 +106,7 @@ log "nginx master $TARGET_PID, worker $TARGET_WORK, CPU $TARGET_CPU, $URL (prefi
   echo "  \"wrk_version\": \"$(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')\","
   echo "  \"nginx_version\": \"$(nginx -v 2>&1 | sed -n 's|.*nginx/||p')\","
   echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
-  echo "  \"perfops_git\": \"$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')\","
+  echo "  \"perfops_git\": \"$(perfops_git)\","
   echo "  \"cpu\": $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | json_str),"
   echo "  \"kernel\": \"$(uname -r)\""
   echo "}"

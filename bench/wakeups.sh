@@ -50,7 +50,7 @@ TARGET_NGINX=1
 wait_up "$URL" || { log "nginx did not come up on $URL"; exit 1; }
 find_nginx_worker
 printf '{"stamp": "%s", "duration": %d, "rounds": %d, "conns": %d, "naps": "%s", "clk_tck": %s, "perfops_git": "%s", "kernel": "%s"}\n' \
-  "$STAMP" "$DURATION" "$ROUNDS" "$CONNS" "$NAPS" "$CLK_TCK" "$(git -C "$ROOT" rev-parse --short HEAD)" "$(uname -r)" >"$RAW/env.json"
+  "$STAMP" "$DURATION" "$ROUNDS" "$CONNS" "$NAPS" "$CLK_TCK" "$(perfops_git)" "$(uname -r)" >"$RAW/env.json"
 
 RUN_EXTS="out err time meta.json json"
 TOOL_EXTS="json"

@@ -81,6 +81,10 @@ out_dirs() { # sets STAMP, RAW (raw outputs, created) and REPORT (the markdown) 
 }
 
 log() { echo "[$BENCH] $*" >&2; }
+perfops_git() { # the commit the perfops sources are at, "+dirty" if they differ from it
+  printf '%s%s' "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo '?')" \
+    "$( [ -n "$(git -C "$ROOT" status --porcelain -- 'crates/*/src' Cargo.toml Cargo.lock 2>/dev/null)" ] && echo '+dirty')"
+}
 json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().strip()))'; }  # stdin, trimmed
 json_text() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }         # stdin, as is
 json_argv() { python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$@"; }        # ARGV -> list
