@@ -82,19 +82,7 @@ if [ -n "$PERFOPS_ERR" ]; then
 fi
 
 # ------------------------------------------------------------------ nginx
-refuse_if_answering "$URL" "$URL" "stop it first"
-NGX_DIR=$(mktemp -d /tmp/perfops-vs-wrk.XXXXXX)
-mkdir -p "$NGX_DIR/tmp"
-nginx_test "$HERE/nginx.conf"
-taskset -c "$TARGET_CPU" nginx -p "$NGX_DIR/" -e "$NGX_DIR/error.log" -c "$HERE/nginx.conf" \
-  >"$NGX_DIR/nginx.out" 2>&1 </dev/null &
-TARGET_PID=$!
-TARGET_NGINX=1
-if ! wait_up "$URL"; then
-  log "nginx did not come up on $URL: $(cat "$NGX_DIR/error.log" "$NGX_DIR/nginx.out" 2>/dev/null | tail -n 3)"; exit 1
-fi
-find_nginx_worker
-log "nginx master $TARGET_PID, worker $TARGET_WORK, CPU $TARGET_CPU, $URL (prefix $NGX_DIR)"
+start_nginx "$HERE/nginx.conf" "$URL"
 
 # ------------------------------------------------------------------ environment record
 {

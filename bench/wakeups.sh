@@ -39,16 +39,7 @@ log "building bench/wakeups (log: $RAW/wakeups-build.log)"
 cargo build --release --manifest-path "$HERE/wakeups/Cargo.toml" >"$RAW/wakeups-build.log" 2>&1 \
   || die "cargo build of bench/wakeups failed: $(tail -n 3 "$RAW/wakeups-build.log")"
 
-refuse_if_answering "$URL" "$URL" "stop it first"
-NGX_DIR=$(mktemp -d /tmp/perfops-wakeups.XXXXXX)
-mkdir -p "$NGX_DIR/tmp"
-nginx_test "$HERE/nginx.conf"
-taskset -c "$TARGET_CPU" nginx -p "$NGX_DIR/" -e "$NGX_DIR/error.log" -c "$HERE/nginx.conf" \
-  >"$NGX_DIR/nginx.out" 2>&1 </dev/null &
-TARGET_PID=$!
-TARGET_NGINX=1
-wait_up "$URL" || { log "nginx did not come up on $URL"; exit 1; }
-find_nginx_worker
+start_nginx "$HERE/nginx.conf" "$URL"
 printf '{"stamp": "%s", "duration": %d, "rounds": %d, "conns": %d, "naps": "%s", "clk_tck": %s, "perfops_git": "%s", "kernel": "%s"}\n' \
   "$STAMP" "$DURATION" "$ROUNDS" "$CONNS" "$NAPS" "$CLK_TCK" "$(perfops_git)" "$(uname -r)" >"$RAW/env.json"
 

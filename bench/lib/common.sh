@@ -197,6 +197,21 @@ wait_up() { # URL: polls (5 s at most) while TARGET_PID lives; status 0 once URL
   done
   return 1
 }
+start_nginx() { # CONF URL: nginx with CONF in a new NGX_DIR, pinned to TARGET_CPU, answering on URL;
+  # sets TARGET_PID (master), TARGET_NGINX and TARGET_WORK, or exits
+  refuse_if_answering "$2" "$2" "stop it first"
+  NGX_DIR=$(mktemp -d "/tmp/perfops-$BENCH.XXXXXX")
+  mkdir -p "$NGX_DIR/tmp"
+  nginx_test "$1"
+  taskset -c "$TARGET_CPU" nginx -p "$NGX_DIR/" -e "$NGX_DIR/error.log" -c "$1" >"$NGX_DIR/nginx.out" 2>&1 </dev/null &
+  TARGET_PID=$!
+  TARGET_NGINX=1
+  if ! wait_up "$2"; then
+    log "nginx did not come up on $2: $(cat "$NGX_DIR/error.log" "$NGX_DIR/nginx.out" 2>/dev/null | tail -n 3)"; exit 1
+  fi
+  find_nginx_worker
+  log "nginx master $TARGET_PID, worker $TARGET_WORK, CPU $TARGET_CPU, $2 (prefix $NGX_DIR)"
+}
 find_nginx_worker() { # sets TARGET_WORK to the worker of the nginx master TARGET_PID, or exits
   TARGET_WORK=$(pgrep -P "$TARGET_PID" | head -n1 || true)
   [ -n "$TARGET_WORK" ] || { log "cannot find the nginx worker (child of pid $TARGET_PID)"; exit 1; }
