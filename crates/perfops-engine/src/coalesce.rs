@@ -29,9 +29,9 @@
 //! a nap shorter than [`MIN_NAP`] would not be worth its timer, so there is
 //! none below a 250 µs mean. A nap is only taken where it is expected to
 //! gather responses: at the previous second's completion rate, at least half
-//! a response per nap (in practice, 25 or more users in flight on the worker). Open-model
-//! workers never nap: their wake-ups are the schedule's, and a nap could make
-//! an arrival late.
+//! a response per nap (in practice, 25 or more users in flight on the
+//! worker). Open-model workers never nap: their wake-ups are the schedule's,
+//! and a nap could make an arrival late.
 
 use std::cell::Cell;
 use std::time::Duration;
