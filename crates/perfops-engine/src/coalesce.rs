@@ -44,8 +44,8 @@ pub(crate) const MIN_NAP: Duration = Duration::from_micros(5);
 thread_local! {
     /// This worker thread's nap before each park; zero: none.
     static NAP: Cell<Duration> = const { Cell::new(Duration::ZERO) };
-    /// Naps taken on this thread.
-    static NAPS: Cell<u64> = const { Cell::new(0) };
+    /// Naps taken on this thread, and the longest.
+    static TAKEN: Cell<(u64, Duration)> = const { Cell::new((0, Duration::ZERO)) };
 }
 
 /// The nap for the next second of a closed-loop worker that completed
@@ -63,9 +63,9 @@ pub(crate) fn set(nap: Duration) {
     NAP.with(|n| n.set(nap));
 }
 
-/// Naps this thread has taken.
-pub(crate) fn naps() -> u64 {
-    NAPS.with(Cell::get)
+/// Naps this thread has taken, and the longest of them.
+pub(crate) fn taken() -> (u64, Duration) {
+    TAKEN.with(Cell::get)
 }
 
 /// The runtime's park hook: called when the worker has nothing left to run,
@@ -74,7 +74,10 @@ pub(crate) fn before_park() {
     let nap = NAP.with(Cell::get);
     if !nap.is_zero() {
         std::thread::sleep(nap);
-        NAPS.with(|n| n.set(n.get() + 1));
+        TAKEN.with(|t| {
+            let (n, longest) = t.get();
+            t.set((n + 1, longest.max(nap)));
+        });
     }
 }
 
@@ -113,14 +116,17 @@ mod tests {
     #[test]
     fn park_hook_naps_only_when_set() {
         set(Duration::ZERO);
-        let before = naps();
         before_park();
-        assert_eq!(naps(), before);
-        set(MIN_NAP);
-        let t = std::time::Instant::now();
-        before_park();
-        assert!(t.elapsed() >= MIN_NAP);
-        assert_eq!(naps(), before + 1);
+        assert_eq!(taken(), (0, Duration::ZERO));
+        for nap in [MIN_NAP, MAX_NAP, MIN_NAP] {
+            set(nap);
+            let t = std::time::Instant::now();
+            before_park();
+            assert!(t.elapsed() >= nap);
+        }
+        assert_eq!(taken(), (3, MAX_NAP));
         set(Duration::ZERO);
+        before_park();
+        assert_eq!(taken(), (3, MAX_NAP));
     }
 }

@@ -156,8 +156,6 @@ struct Worker {
     drained: Notify,
     /// The interval the ticker is filling.
     interval: Cell<u32>,
-    /// The longest nap set so far ([`coalesce`]).
-    longest_nap: Cell<Duration>,
 }
 
 /// Who an arrival is: its number (`${seq}`) and its feeders' rows.
@@ -219,8 +217,8 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         let end = Instant::now();
         let parts = std::mem::take(&mut w.rec.borrow_mut().parts);
         let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
-        coalesce::set(Duration::ZERO);
-        let _ = tx.send(Msg::Done { worker: w.id, end, naps: coalesce::naps(), longest_nap: w.longest_nap.get() });
+        let (naps, longest_nap) = coalesce::taken();
+        let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
     });
 }
 
@@ -279,7 +277,6 @@ impl Worker {
             stop_notify: Notify::new(),
             drained: Notify::new(),
             interval: Cell::new(0),
-            longest_nap: Cell::new(Duration::ZERO),
         }
     }
 
@@ -292,9 +289,7 @@ impl Worker {
             let parts = std::mem::take(&mut self.rec.borrow_mut().parts);
             self.interval.set(k + 1);
             if closed {
-                let nap = coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum());
-                coalesce::set(nap);
-                self.longest_nap.set(self.longest_nap.get().max(nap));
+                coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
             }
             if tx
                 .send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get(), last: false })
