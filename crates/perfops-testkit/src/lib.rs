@@ -7,9 +7,11 @@
 //! counts connections and requests, records when each request head arrived,
 //! and stops when the handle is dropped. The behaviours range from a
 //! precisely delayed keep-alive `200` to resets, silence and garbage; one
-//! constructor serves over TLS with a self-signed certificate.
+//! constructor serves over TLS with a self-signed certificate. Where a test
+//! needs a server faster than the generator, [`nginx`] starts Debian's.
 
 mod http;
+mod nginx;
 pub mod schema;
 mod serve;
 mod tls;
@@ -22,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
+pub use crate::nginx::{Nginx, nginx};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.

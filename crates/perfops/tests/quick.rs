@@ -437,58 +437,36 @@ fn closed_model_latency_is_service_time() {
     assert_eq!(j["latency_ms"], j["service_ms"], "closed model: latency and service time must be one histogram");
 }
 
-/// A token from the demo's `POST /auth`, for its `GET /orders`.
-fn demo_token(addr: std::net::SocketAddr) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the demo");
-    s.write_all(b"POST /auth HTTP/1.1\r\nHost: demo\r\nContent-Length: 0\r\nConnection: close\r\n\r\n").unwrap();
-    let mut response = String::new();
-    s.read_to_string(&mut response).unwrap();
-    let body = response.split("\r\n\r\n").nth(1).expect("a body");
-    let v: serde_json::Value = serde_json::from_str(body).expect("JSON from /auth");
-    v["token"].as_str().expect("a token").to_owned()
-}
-
 /// Issue #2, wake-up coalescing (the engine's `coalesce` module): a closed
-/// loop of 150 users against a server answering in ~2 ms naps before parking
-/// so that one wake-up reads several responses, and each nap stays within its
-/// bound: at most 20 µs and a fiftieth of the mean latency, the most by which
-/// a response read after a nap can be counted late. The summary says so. A
-/// loop of 4 users, whose naps would gather nothing, and the open model,
-/// whose wake-ups are the schedule's, never nap.
+/// loop of 100 users against nginx naps before parking so that one wake-up
+/// reads several responses, and each nap stays within its bound: at most
+/// 20 µs and a fiftieth of the mean latency, the most by which a response read
+/// after a nap can be counted late. The summary says so. A loop of 4 users,
+/// whose naps would gather nothing, and the open model, whose wake-ups are
+/// the schedule's, never nap.
 #[test]
 fn closed_loop_coalesces_wake_ups_within_the_bound() {
     let _cpu = exclusive();
-    let demo = perfops_demo::spawn(perfops_demo::DemoConfig {
-        model: perfops_demo::Model::Async,
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        io_wait: ms(2),
-        cpu_work: Duration::ZERO,
-        ..Default::default()
-    })
-    .expect("start the demo server");
-    let url = format!("http://{}/orders", demo.addr());
-    let auth = format!("Authorization: Bearer {}", demo_token(demo.addr()));
-
-    let run = quick(&[&url, "-H", &auth, "-c", "150", "--workers", "1", "-d", "3s"]);
+    let server = kit::nginx();
+    let url = server.url();
+    let run = quick(&[&url, "-c", "100", "--workers", "1", "-d", "3s"]);
     run.assert_exit(0);
     assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
     let (naps, longest_us) = (run.u64("/naps"), run.f64("/longest_nap_us"));
     let mean_us = run.f64("/latency_ms/mean") * 1e3;
-    assert!(naps > 0, "150 users at ~2 ms: the worker should nap\n{}", run.dump());
+    assert!(naps > 0, "100 users against nginx: the worker should nap\n{}", run.dump());
     assert!((5.0..=20.0).contains(&longest_us), "naps of 5..=20 µs, got {longest_us}\n{}", run.dump());
     // The nap follows the previous second's mean; the run's mean is within a few % of it.
     assert!(longest_us <= mean_us / 50.0 * 1.25, "nap {longest_us} µs vs mean latency {mean_us} µs");
     assert!(run.stdout.contains(&format!("Wake-ups:               {naps} coalesced")), "{}", run.stdout);
 
-    let few = quick(&[&url, "-H", &auth, "-c", "4", "--workers", "1", "-d", "1500ms", "-q"]);
+    let few = quick(&[&url, "-c", "4", "--workers", "1", "-d", "1500ms", "-q"]);
     few.assert_exit(0);
     assert_eq!(few.u64("/naps"), 0, "4 users: a nap would gather nothing\n{}", few.dump());
     assert!(!few.stdout.contains("Wake-ups:"), "{}", few.stdout);
-    let open = quick(&[&url, "-H", &auth, "-r", "20000", "--workers", "1", "-d", "1500ms", "-q"]);
+    let open = quick(&[&url, "-r", "20000", "--workers", "1", "-d", "1500ms", "-q"]);
+    open.assert_exit(0);
     assert_eq!(open.u64("/naps"), 0, "the open model never naps\n{}", open.dump());
-    demo.stop().expect("stop the demo");
 }
 
 /// Issue #2, one write per request with `TCP_NODELAY`: a POST with a 2 KB

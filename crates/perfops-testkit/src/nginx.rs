@@ -1,0 +1,100 @@
+//! Debian's nginx on 127.0.0.1, for the tests that need a server faster than
+//! the generator (the testkit's servers spend a thread per connection; the
+//! demo shares the test's CPU): one process, keep-alive without a request
+//! limit, `200 ok\n` for every request. `.ci/run` installs it (Debian's `nginx`).
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running nginx; dropping it stops it (by its PID) and removes its files.
+pub struct Nginx {
+    child: Child,
+    dir: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Nginx {
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT/`.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Start nginx on a free port of 127.0.0.1. Panics, saying how to install
+/// it, when there is no nginx.
+pub fn nginx() -> Nginx {
+    // The port is free when asked and taken by nginx a moment later; another
+    // process may take it in between, so try a few ports.
+    let mut last = String::new();
+    for attempt in 0..3 {
+        let port =
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a free port").port();
+        let dir = std::env::temp_dir().join(format!("perfops-nginx-{}-{port}-{attempt}", std::process::id()));
+        std::fs::create_dir_all(dir.join("tmp")).expect("nginx prefix dir");
+        std::fs::write(dir.join("nginx.conf"), config(port)).expect("nginx.conf");
+        let child = Command::new("nginx")
+            .arg("-p")
+            .arg(format!("{}/", dir.display()))
+            .args(["-c", "nginx.conf", "-e", "error.log"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run nginx ({e}): install it (apt-get install nginx)"));
+        let mut n = Nginx { child, dir, addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = n.child.try_wait() {
+                break; // exited: the port was taken, or the config refused
+            }
+            if TcpStream::connect(n.addr).is_ok() {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        last = std::fs::read_to_string(n.dir.join("error.log")).unwrap_or_default();
+    }
+    panic!("nginx did not start on 127.0.0.1; its error log:\n{last}");
+}
+
+fn config(port: u16) -> String {
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    access_log off;
+    keepalive_timeout 65s;
+    keepalive_requests 100000000;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        default_type text/plain;
+        location / {{ return 200 \"ok\\n\"; }}
+    }}
+}}
+"
+    )
+}
