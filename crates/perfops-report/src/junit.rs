@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::run::RunSummary;
+use crate::run::{RunSummary, slo_value};
 
 /// The JUnit XML document for `summary`.
 pub fn render(summary: &RunSummary) -> String {
@@ -33,7 +33,8 @@ pub fn render(summary: &RunSummary) -> String {
         let class = format!("perfops.{}.{}", summary.name, f.name);
         let skip_reason = st.reasons.join("; ");
         for c in &st.slo {
-            let measured = c.value.map_or("nothing measured".to_string(), |v| format!("measured {v:.3}"));
+            let measured =
+                c.value.map_or("nothing measured".to_string(), |v| format!("measured {}", slo_value(&c.slo, v)));
             case(&mut o, &class, &c.slo, skipped.then_some(&skip_reason), (!c.passed && !skipped).then_some(&measured));
         }
         let why = st.reasons.join("; ");

@@ -8,7 +8,8 @@ use perfops_core::measure::{HistogramSummary, Stats};
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
-use perfops_core::analysis::verdict::{RunVerdict, SloCheck};
+use perfops_core::analysis::verdict::{RunVerdict, SloCheck, with_unit};
+use perfops_core::scenario::Condition;
 
 use crate::live::group;
 use crate::quick::GeneratorUse;
@@ -336,7 +337,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             "SLO (whole run) {:<24} {}{}",
             s.slo,
             if s.passed { "passed" } else { "FAILED" },
-            s.value.map_or(String::new(), |v| format!(" (measured {v:.2})"))
+            s.value.map_or(String::new(), |v| format!(" (measured {})", slo_value(&s.slo, v)))
         );
     }
     if let Some(a) = &summary.aborted {
@@ -370,6 +371,13 @@ pub fn stage_table(summary: &RunSummary) -> String {
         );
     }
     o
+}
+
+/// The measured value of SLO line `slo` (a [`SloCheck`]) with its unit, the
+/// same in the terminal, JUnit and the HTML report. A line that does not
+/// parse (a `summary.json` edited by hand) shows the bare number.
+pub(crate) fn slo_value(slo: &str, v: f64) -> String {
+    Condition::parse(slo).map_or_else(|_| format!("{v}"), |c| with_unit(&c, v))
 }
 
 /// A metric value, short: `10`, `0.35`, `1.2e6`.
@@ -459,6 +467,29 @@ mod tests {
 
     fn secs(v: f64) -> Duration {
         Duration::from_secs_f64(v)
+    }
+
+    #[test]
+    fn slo_values_carry_the_unit_of_their_line() {
+        for (slo, v, want) in [
+            // Latency lines: milliseconds, whatever unit the threshold was written in.
+            ("p95 < 500ms", 101.89, "101.9ms"),
+            ("p99(orders) < 1s", 1657.855, "1657.9ms"),
+            // Written without spaces: the unit still follows the metric.
+            ("p99<1s", 1657.855, "1657.9ms"),
+            ("mean < 200ms", 12.0, "12.0ms"),
+            // Below 10 ms, two places: a fast service's p95 is not rounded onto its threshold.
+            ("p95 < 1ms", 0.96, "0.96ms"),
+            // Ratios: percent.
+            ("errors < 1%", 0.42, "0.42%"),
+            ("rate >= 97%", 96.96, "96.96%"),
+            // A watched metric: its own unit, unknown here, so the number as measured.
+            ("metric(listen_queue) < 8", 8.0, "8"),
+            // Not an SLO line (a hand-edited summary): the number alone.
+            ("latency ok", 1.5, "1.5"),
+        ] {
+            assert_eq!(slo_value(slo, v), want, "{slo}");
+        }
     }
 
     #[test]

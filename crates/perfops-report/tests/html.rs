@@ -135,8 +135,8 @@ fn stepped_run_reads_verdict_first_then_stages_then_charts() {
             "scenario.yaml",
         ],
     );
-    // The SLO per stage: 200/s met p95 (55 ms), 250/s did not (1.66 s).
-    in_order(&html, &["<th>p95 &lt; 500ms</th>", "✓</span> 55 ms", "✗</span> 1.66 s"]);
+    // The SLO per stage: 200/s met p95 (55.3 ms), 250/s did not (1657.9 ms).
+    in_order(&html, &["<th>p95 &lt; 500ms</th>", "✓</span> 55.3ms", "✗</span> 1657.9ms"]);
     assert!(html.contains("data-charts-expected=\"8\""));
     assert!(!html.contains("Incomplete"), "a complete run has no incomplete banner");
 }

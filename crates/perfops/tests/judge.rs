@@ -145,6 +145,11 @@ fn above_capacity_the_pool_is_blamed_the_queue_fills_and_the_probe_fails() {
     assert!(f.stdout.contains("Kubernetes would have restarted the pod"), "{}", f.stdout);
     let xml = std::fs::read_to_string(&junit).expect("the JUnit file");
     assert!(xml.contains("<testcase classname=\"perfops.break.900/s\" name=\"p95 &lt; 500ms\"><failure"), "{xml}");
+    // The measured value says its unit, in JUnit and on the terminal.
+    let case = xml.lines().find(|l| l.contains("name=\"p95 &lt; 500ms\"")).expect("the p95 case");
+    assert!(case.contains("<failure message=\"measured ") && case.ends_with("ms\"/></testcase>"), "{xml}");
+    let line = f.stdout.lines().find(|l| l.starts_with("SLO (whole run) p95 < 500ms")).expect("the SLO line");
+    assert!(line.contains("FAILED (measured ") && line.ends_with("ms)"), "{}", f.stdout);
 }
 
 #[test]

@@ -11,10 +11,10 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{RUN_LIMIT, Running, shared, spawn_perfops, temp_path};
+use common::{RUN_LIMIT, Workdir, shared, spawn_perfops};
 use perfops_core::telemetry::prometheus::{self, Family};
 use serde_json::Value;
 
@@ -30,52 +30,6 @@ load:
   model: open
   stages: [ { rate: 100, hold: 3s } ]
 "#;
-
-/// A fresh directory with a scenario file and `runs/`, removed when the test passes.
-struct Workdir(PathBuf);
-
-impl Workdir {
-    fn new(tag: &str, yaml: &str) -> Workdir {
-        let path = temp_path(tag, "d");
-        std::fs::create_dir_all(&path).expect("create the test directory");
-        std::fs::write(path.join("scenario.yaml"), yaml).expect("write the scenario");
-        Workdir(path)
-    }
-
-    /// Start `perfops COMMAND scenario.yaml --out runs -q EXTRA...`.
-    fn spawn(&self, command: &str, extra: &[&str]) -> Running {
-        let (scenario, out) = (self.0.join("scenario.yaml"), self.0.join("runs"));
-        let (scenario, out) = (scenario.display().to_string(), out.display().to_string());
-        let mut args = vec![command, scenario.as_str(), "--out", out.as_str(), "-q"];
-        args.extend_from_slice(extra);
-        spawn_perfops(&args, |_| {})
-    }
-
-    /// The results directories under `runs/`.
-    fn runs(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(self.0.join("runs")) else { return Vec::new() };
-        entries.map(|e| e.expect("list runs/").path()).collect()
-    }
-
-    /// `summary.json` of the only run.
-    fn summary(&self) -> Value {
-        let runs = self.runs();
-        assert_eq!(runs.len(), 1, "want one results directory: {runs:?}");
-        let text = std::fs::read_to_string(runs[0].join("summary.json")).expect("summary.json");
-        serde_json::from_str(&text).expect("summary.json is JSON")
-    }
-}
-
-impl Drop for Workdir {
-    #[allow(clippy::print_stderr)]
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("test files kept in {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
 
 /// A loopback port free a moment ago.
 fn free_port() -> SocketAddr {
@@ -143,9 +97,10 @@ fn assert_histogram(families: &[Family], name: &str, step: &str) {
 #[test]
 fn metrics_endpoint_follows_the_run_and_agrees_with_the_summary() {
     let _cpu = shared();
-    let wd = Workdir::new("metrics", STEADY);
+    let wd = Workdir::new("metrics");
+    let scenario = wd.scenario("scenario.yaml", STEADY);
     let addr = free_port();
-    let run = wd.spawn("run", &["--metrics-listen", &addr.to_string()]);
+    let run = wd.spawn("run", &scenario, &["--metrics-listen", &addr.to_string()], |_| {});
 
     // Scrape every 200 ms until the endpoint goes away with the run.
     let deadline = Instant::now() + RUN_LIMIT;
@@ -195,7 +150,7 @@ fn metrics_endpoint_follows_the_run_and_agrees_with_the_summary() {
     assert!((80.0..=120.0).contains(&achieved), "achieved {achieved}");
 
     // The end: the last scrape is at most one second (100 requests, with slack) behind the summary.
-    let summary = wd.summary();
+    let summary = wd.summary(&out);
     let total = summary["total"]["succeeded"].as_u64().expect("succeeded") as f64
         + summary["total"]["failed"].as_u64().expect("failed") as f64;
     let last = pages.last().expect("pages");
@@ -241,18 +196,19 @@ fn quick_serves_failures_by_kind() {
 #[test]
 fn a_busy_metrics_port_is_a_usage_error() {
     let _cpu = shared();
-    let wd = Workdir::new("metrics-busy", STEADY);
+    let wd = Workdir::new("metrics-busy");
+    let scenario = wd.scenario("scenario.yaml", STEADY);
     let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr").to_string();
     let started = Instant::now();
-    let out = wd.spawn("run", &["--metrics-listen", &addr]).wait(RUN_LIMIT);
+    let out = wd.spawn("run", &scenario, &["--metrics-listen", &addr], |_| {}).wait(RUN_LIMIT);
     out.assert_exit(2);
     assert!(out.stderr.contains("--metrics-listen") && out.stderr.contains("in use"), "{}", out.stderr);
     assert!(!out.stderr.contains("started the demo target"), "{}", out.stderr);
-    assert!(wd.runs().is_empty(), "a results directory was made: {:?}", wd.runs());
+    assert!(wd.result_dirs().is_empty(), "a results directory was made: {:?}", wd.result_dirs());
     assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
 
-    let bad = wd.spawn("run", &["--metrics-listen", "not-an-address"]).wait(RUN_LIMIT);
+    let bad = wd.spawn("run", &scenario, &["--metrics-listen", "not-an-address"], |_| {}).wait(RUN_LIMIT);
     bad.assert_exit(2);
     assert!(bad.stderr.contains("--metrics-listen not-an-address"), "{}", bad.stderr);
     let quick =
@@ -267,21 +223,23 @@ fn a_busy_metrics_port_is_a_usage_error() {
 #[test]
 fn sweep_and_limit_summaries_match_the_schema() {
     let _cpu = shared();
-    let sweep = Workdir::new("sweep-schema", STEADY);
-    let out = sweep
-        .spawn("sweep", &["--concurrency", "1,2,3", "--hold", "1s", "--metrics-listen", "127.0.0.1:0"])
-        .wait(RUN_LIMIT);
+    let sweep = Workdir::new("sweep-schema");
+    let scenario = sweep.scenario("scenario.yaml", STEADY);
+    let args = ["--concurrency", "1,2,3", "--hold", "1s", "--metrics-listen", "127.0.0.1:0"];
+    let out = sweep.spawn("sweep", &scenario, &args, |_| {}).wait(RUN_LIMIT);
     // Passed or not (a loaded machine may judge a level inconclusive): the schema is the point.
     assert!(matches!(out.code, Some(0 | 1)), "sweep exited {:?}: {}", out.code, out.stderr);
-    let summary = sweep.summary();
+    let summary = sweep.summary(&out);
     assert_eq!(summary["sweep"]["levels"].as_array().map(Vec::len), Some(3), "{summary:#}");
     assert_matches_schema(&summary, "sweep");
 
-    let limit = Workdir::new("limit-schema", STEADY);
+    let limit = Workdir::new("limit-schema");
+    let scenario = limit.scenario("scenario.yaml", STEADY);
     let args = ["--from", "20", "--max", "40", "--hold", "1s", "--attempts", "3", "--cooldown", "2s"];
-    let out = limit.spawn("limit", &[&args[..], &["--metrics-listen", "127.0.0.1:0"]].concat()).wait(RUN_LIMIT);
+    let args = [&args[..], &["--metrics-listen", "127.0.0.1:0"]].concat();
+    let out = limit.spawn("limit", &scenario, &args, |_| {}).wait(RUN_LIMIT);
     assert!(matches!(out.code, Some(0 | 1)), "limit exited {:?}: {}", out.code, out.stderr);
-    let summary = limit.summary();
+    let summary = limit.summary(&out);
     assert!(summary["limit"]["attempts"].as_array().is_some_and(|a| !a.is_empty()), "{summary:#}");
     assert_matches_schema(&summary, "limit");
 }

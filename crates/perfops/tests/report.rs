@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::browser::check_in_browser;
-use common::{RUN_LIMIT, shared, spawn_perfops, temp_path};
+use common::{RUN_LIMIT, Workdir, shared, spawn_perfops};
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -23,36 +23,15 @@ fn fixtures() -> PathBuf {
 const STEPPED: &str = "20261122T043000Z-orders-stepped";
 const KILLED: &str = "20261123T091500Z-orders-killed";
 
-/// A fresh directory for one test, removed when it passes.
-struct Workdir(PathBuf);
-
-impl Workdir {
-    fn new(tag: &str) -> Workdir {
-        let p = temp_path(tag, "d");
-        std::fs::create_dir_all(&p).unwrap();
-        Workdir(p)
+/// Copy the fixture run `name` into directory `into`.
+fn copy_fixture(name: &str, into: &Path) -> PathBuf {
+    let to = into.join(name);
+    std::fs::create_dir_all(&to).unwrap();
+    for e in std::fs::read_dir(fixtures().join(name)).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
-
-    fn copy_fixture(&self, name: &str, into: &Path) -> PathBuf {
-        let to = into.join(name);
-        std::fs::create_dir_all(&to).unwrap();
-        for e in std::fs::read_dir(fixtures().join(name)).unwrap() {
-            let e = e.unwrap();
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-        to
-    }
-}
-
-impl Drop for Workdir {
-    #[allow(clippy::print_stderr)]
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("test files kept in {}", self.0.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    to
 }
 
 /// Run `perfops ARGS`, at most [`RUN_LIMIT`].
@@ -68,7 +47,7 @@ fn perfops(args: &[&str]) -> common::Finished {
 fn fixture_report_draws_every_chart_in_chromium() {
     let _cpu = shared();
     let wd = Workdir::new("report-fixture");
-    let out = wd.0.join("stepped.html");
+    let out = wd.path.join("stepped.html");
     let (dir, file) = (fixtures().join(STEPPED).display().to_string(), out.display().to_string());
     let done = perfops(&["report", &dir, "-o", &file]);
     done.assert_exit(0);
@@ -83,7 +62,7 @@ fn fixture_report_draws_every_chart_in_chromium() {
 fn real_run_report_draws_every_chart_in_chromium() {
     let _cpu = shared();
     let wd = Workdir::new("report-real");
-    let runs = wd.0.join("runs");
+    let runs = wd.runs();
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/orders.yaml");
     let (scenario, runs_s) = (scenario.display().to_string(), runs.display().to_string());
     let run = perfops(&["run", &scenario, "--set", "load.steps.hold=1s", "--out", &runs_s, "-q"]);
@@ -110,9 +89,9 @@ fn real_run_report_draws_every_chart_in_chromium() {
 #[test]
 fn runs_lists_newest_first_and_as_json() {
     let wd = Workdir::new("runs");
-    let runs = wd.0.join("runs");
-    wd.copy_fixture(STEPPED, &runs);
-    wd.copy_fixture(KILLED, &runs);
+    let runs = wd.runs();
+    copy_fixture(STEPPED, &runs);
+    copy_fixture(KILLED, &runs);
     std::fs::create_dir_all(runs.join("not-a-run")).unwrap();
     let runs_s = runs.display().to_string();
 
@@ -138,7 +117,7 @@ fn runs_lists_newest_first_and_as_json() {
     assert_eq!((list[1]["capacity_rps"].as_f64(), list[1]["breaks_at_rps"].as_f64()), (Some(200.0), Some(250.0)));
     assert_eq!(list[1]["started_at"], "2026-11-22T04:30:00Z");
 
-    let missing = wd.0.join("nowhere").display().to_string();
+    let missing = wd.path.join("nowhere").display().to_string();
     let out = perfops(&["runs", "--dir", &missing]);
     out.assert_exit(2);
     assert!(out.stderr.contains("cannot read") && out.stderr.contains("nowhere"), "{}", out.stderr);

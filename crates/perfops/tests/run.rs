@@ -18,85 +18,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{
-    Finished, RUN_LIMIT, Running, children_of, exclusive, is_running, send_signal, shared, spawn_perfops, temp_path,
-};
+use common::{Finished, RUN_LIMIT, Workdir, children_of, exclusive, is_running, send_signal, shared, spawn_perfops};
 use perfops_testkit as kit;
 use serde_json::{Value, json};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A fresh temporary directory for one test: its scenario files and `runs/`.
-struct Workdir {
-    path: PathBuf,
-}
-
-impl Workdir {
-    fn new(tag: &str) -> Workdir {
-        let path = temp_path(tag, "d");
-        std::fs::create_dir_all(&path).expect("create the test directory");
-        Workdir { path }
-    }
-
-    /// Write scenario `name` and return its path.
-    fn scenario(&self, name: &str, yaml: &str) -> PathBuf {
-        let path = self.path.join(name);
-        std::fs::write(&path, yaml).expect("write the scenario file");
-        path
-    }
-
-    fn runs(&self) -> PathBuf {
-        self.path.join("runs")
-    }
-
-    /// Start `perfops run SCENARIO --out DIR/runs -q EXTRA...`.
-    fn spawn_run(&self, scenario: &Path, extra: &[&str], configure: impl FnOnce(&mut Command)) -> Running {
-        let (scenario, out) = (scenario.display().to_string(), self.runs().display().to_string());
-        let mut args = vec!["run", scenario.as_str(), "--out", out.as_str(), "-q"];
-        args.extend_from_slice(extra);
-        spawn_perfops(&args, configure)
-    }
-
-    /// Run to completion (at most [`RUN_LIMIT`]) and find the results.
-    fn run(&self, scenario: &Path, extra: &[&str]) -> Run {
-        self.results(self.spawn_run(scenario, extra, |_| {}).wait(RUN_LIMIT))
-    }
-
-    /// The results of a finished run: exactly one directory under `runs/`.
-    fn results(&self, out: Finished) -> Run {
-        let dirs = self.result_dirs();
-        assert_eq!(
-            dirs.len(),
-            1,
-            "want exactly one results directory under {}, found {dirs:?}\nexit {:?}, stderr:\n{}",
-            self.runs().display(),
-            out.code,
-            out.stderr
-        );
-        Run { out, dir: dirs[0].clone() }
-    }
-
-    fn result_dirs(&self) -> Vec<PathBuf> {
-        let Ok(entries) = std::fs::read_dir(self.runs()) else { return Vec::new() };
-        entries.map(|e| e.expect("list runs/").path()).filter(|p| p.is_dir()).collect()
-    }
-}
-
-impl Drop for Workdir {
-    // Captured by the harness and shown with the failing test's output only.
-    #[allow(clippy::print_stderr)]
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!("test files kept in {}", self.path.display());
-        } else {
-            let _ = std::fs::remove_dir_all(&self.path);
-        }
-    }
 }
 
 /// A finished run and its results directory.
@@ -106,6 +35,18 @@ struct Run {
 }
 
 impl Run {
+    /// Run `perfops run SCENARIO` in `wd` to completion (at most
+    /// [`RUN_LIMIT`]) and find the results.
+    fn new(wd: &Workdir, scenario: &Path, extra: &[&str]) -> Run {
+        Run::of(wd, wd.spawn("run", scenario, extra, |_| {}).wait(RUN_LIMIT))
+    }
+
+    /// The results of a run of `wd` that finished: exactly one directory under `runs/`.
+    fn of(wd: &Workdir, out: Finished) -> Run {
+        let dir = wd.result_dir(&out);
+        Run { out, dir }
+    }
+
     fn text(&self, file: &str) -> String {
         std::fs::read_to_string(self.dir.join(file))
             .unwrap_or_else(|e| panic!("cannot read {file} in {} ({e})\n{}", self.dir.display(), self.context()))
@@ -210,7 +151,7 @@ fn setup_token_authorises_every_order_listing() {
     let _cpu = shared();
     let wd = Workdir::new("token-flow");
     let file = wd.scenario("token-flow.yaml", TOKEN_FLOW);
-    let run = wd.run(&file, &[]);
+    let run = Run::new(&wd, &file, &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -269,7 +210,7 @@ fn setup_token_authorises_every_order_listing() {
     let forged = TOKEN_FLOW
         .replace("Bearer ${token}", "Bearer forged.token.value")
         .replace("{ rate: 100, hold: 2s }", "{ rate: 20, hold: 1s }");
-    let run = wd.run(&wd.scenario("forged.yaml", &forged), &[]);
+    let run = Run::new(&wd, &wd.scenario("forged.yaml", &forged), &[]);
     run.assert_exit(1);
     let s = run.summary();
     assert_eq!(s["total"]["failures"], json!({ "http_4xx": 20 }), "{}", run.context());
@@ -308,7 +249,7 @@ load:
 fn flow_weights_pick_one_refresh_per_1001_arrivals() {
     let _cpu = shared();
     let wd = Workdir::new("flow-ratio");
-    let run = wd.run(&wd.scenario("flow-ratio.yaml", FLOW_RATIO), &[]);
+    let run = Run::new(&wd, &wd.scenario("flow-ratio.yaml", FLOW_RATIO), &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -341,7 +282,7 @@ fn stage_rates_are_met_within_2_percent_below_capacity() {
     let yaml = TOKEN_FLOW
         .replace("demo:async", "demo:async?io_wait=5ms")
         .replace("  stages: [ { rate: 100, hold: 2s } ]", "  steps: { from: 100, to: 300, by: 100, hold: 3s }");
-    let run = wd.run(&wd.scenario("steps.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("steps.yaml", &yaml), &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -382,7 +323,7 @@ fn thread_pool_demo_holds_300_breaks_below_800_and_fails_its_slo() {
         .replace("demo:async", "demo:threads")
         .replace("{ rate: 100, hold: 2s } ]", "{ rate: 300, hold: 3s }, { rate: 800, hold: 3s } ]")
         .replace(r#"slo: [ "errors < 1%" ]"#, r#"slo: [ "p99 < 100ms" ]"#);
-    let run = wd.run(&wd.scenario("threads.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("threads.yaml", &yaml), &[]);
     run.assert_exit(1);
     let s = run.summary();
     let ctx = run.context();
@@ -423,7 +364,7 @@ load:
 fn sigint_mid_run_writes_an_interrupted_summary() {
     let _cpu = shared();
     let wd = Workdir::new("sigint");
-    let running = wd.spawn_run(&wd.scenario("long.yaml", LONG_RUN), &[], |_| {});
+    let running = wd.spawn("run", &wd.scenario("long.yaml", LONG_RUN), &[], |_| {});
     let pid = running.pid();
     std::thread::sleep(ms(2500));
     let demo = children_of(pid);
@@ -432,7 +373,7 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     let signalled = Instant::now();
     let out = running.wait(Duration::from_secs(15));
     let stopped_in = signalled.elapsed();
-    let run = wd.results(out);
+    let run = Run::of(&wd, out);
     assert!(stopped_in < Duration::from_secs(3), "exited {stopped_in:?} after SIGINT\n{}", run.context());
     assert!(matches!(run.out.code, Some(0 | 1)), "exit code\n{}", run.context());
     let s = run.summary();
@@ -460,10 +401,10 @@ fn sigkill_mid_run_keeps_every_completed_second() {
     let server = kit::fixed_delay(ms(1));
     let wd = Workdir::new("sigkill");
     let yaml = LONG_RUN.replace("demo:async", &server.url());
-    let running = wd.spawn_run(&wd.scenario("long.yaml", &yaml), &[], |_| {});
+    let running = wd.spawn("run", &wd.scenario("long.yaml", &yaml), &[], |_| {});
     std::thread::sleep(ms(3500));
     send_signal("-KILL", running.pid());
-    let run = wd.results(running.wait(Duration::from_secs(10)));
+    let run = Run::of(&wd, running.wait(Duration::from_secs(10)));
     assert_eq!(run.out.code, None, "killed by a signal\n{}", run.context());
     assert!(!run.dir.join("summary.json").exists());
     assert_eq!(run.json("meta.json")["format"], "perfops.meta");
@@ -515,7 +456,7 @@ load:
   stages: [ { rate: 20, hold: 1s } ]
 "#;
     let wd = Workdir::new("literal-secret");
-    let run = wd.run(&wd.scenario("literal.yaml", literal), &[]);
+    let run = Run::new(&wd, &wd.scenario("literal.yaml", literal), &[]);
     run.assert_exit(0);
     let copy = run.text("scenario.yaml");
     assert!(!copy.contains("s3cr3t"), "scenario.yaml keeps the secret:\n{copy}");
@@ -536,8 +477,9 @@ load:
 "#;
     let wd = Workdir::new("env-secret");
     let file = wd.scenario("env.yaml", from_env);
-    let run = wd.results(
-        wd.spawn_run(&file, &[], |c| {
+    let run = Run::of(
+        &wd,
+        wd.spawn("run", &file, &[], |c| {
             c.env("API_KEY", KEY);
         })
         .wait(RUN_LIMIT),
@@ -551,7 +493,7 @@ load:
     let wd = Workdir::new("env-missing");
     let file = wd.scenario("env.yaml", from_env);
     let out = wd
-        .spawn_run(&file, &[], |c| {
+        .spawn("run", &file, &[], |c| {
             c.env_remove("API_KEY");
         })
         .wait(RUN_LIMIT);
@@ -638,7 +580,8 @@ fn set_and_target_overrides_apply_and_drops_are_counted() {
     let yaml = TOKEN_FLOW
         .replace("demo:async", &format!("http://{}", kit::refused_addr()))
         .replace("{ rate: 100, hold: 2s }", "{ rate: 50, hold: 2s }");
-    let run = wd.run(
+    let run = Run::new(
+        &wd,
         &wd.scenario("capped.yaml", &yaml),
         &["--set", "load.max_in_flight=2", "--target", "demo:async?io_wait=300ms"],
     );
@@ -684,7 +627,7 @@ fn abort_when_stops_the_run_early_and_says_why() {
     let _cpu = shared();
     let wd = Workdir::new("abort");
     let yaml = REFUSED.replace("@ADDR@", &kit::refused_addr().to_string());
-    let run = wd.run(&wd.scenario("refused.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("refused.yaml", &yaml), &[]);
     let s = run.summary();
     let ctx = run.context();
     assert!(run.out.wall < Duration::from_secs(6), "took {:?} for a 10 s stage\n{ctx}", run.out.wall);
@@ -710,7 +653,7 @@ fn closed_model_users_loop_and_latency_is_service_time() {
         "  model: open\n  stages: [ { rate: 100, hold: 2s } ]",
         "  model: closed\n  stages: [ { users: 4, hold: 3s } ]",
     );
-    let run = wd.run(&wd.scenario("closed.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("closed.yaml", &yaml), &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -748,7 +691,7 @@ fn closed_model_users_loop_and_latency_is_service_time() {
 fn sigkill_of_run_leaves_no_demo_target_behind() {
     let _cpu = shared();
     let wd = Workdir::new("orphan");
-    let running = wd.spawn_run(&wd.scenario("long.yaml", LONG_RUN), &[], |_| {});
+    let running = wd.spawn("run", &wd.scenario("long.yaml", LONG_RUN), &[], |_| {});
     let pid = running.pid();
     let deadline = Instant::now() + Duration::from_secs(10);
     let demo = loop {
@@ -804,7 +747,7 @@ flows:
 load:
   stages: [ { rate: 20, hold: 2s } ]
 "#;
-    let run = wd.run(&wd.scenario("two-steps.yaml", yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("two-steps.yaml", yaml), &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -829,10 +772,10 @@ fn interrupted_stage_rate_is_over_the_time_it_ran() {
     let server = kit::fixed_delay(ms(1));
     let wd = Workdir::new("interrupted-rate");
     let yaml = LONG_RUN.replace("demo:async", &server.url());
-    let running = wd.spawn_run(&wd.scenario("long.yaml", &yaml), &[], |_| {});
+    let running = wd.spawn("run", &wd.scenario("long.yaml", &yaml), &[], |_| {});
     std::thread::sleep(ms(2000));
     send_signal("-INT", running.pid());
-    let run = wd.results(running.wait(Duration::from_secs(15)));
+    let run = Run::of(&wd, running.wait(Duration::from_secs(15)));
     let s = run.summary();
     let ctx = run.context();
     assert_eq!(s["interrupted"], true, "{ctx}");
@@ -856,7 +799,7 @@ fn aborted_run_does_not_exit_as_passed() {
     let _cpu = shared();
     let wd = Workdir::new("abort-exit");
     let yaml = REFUSED.replace("@ADDR@", &kit::refused_addr().to_string()).replace("for 2s", "for 1s");
-    let run = wd.run(&wd.scenario("refused.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("refused.yaml", &yaml), &[]);
     assert!(run.summary()["aborted"].is_string(), "{}", run.context());
     run.assert_exit(1);
 }
@@ -882,7 +825,7 @@ fn stage_rates_hold_when_stages_are_not_whole_seconds() {
     let yaml = LONG_RUN
         .replace("demo:async", &server.url())
         .replace("{ rate: 100, hold: 20s }", "{ rate: 100, hold: 1500ms }, { rate: 100, hold: 1500ms }");
-    let run = wd.run(&wd.scenario("halves.yaml", &yaml), &[]);
+    let run = Run::new(&wd, &wd.scenario("halves.yaml", &yaml), &[]);
     run.assert_exit(0);
     let s = run.summary();
     let ctx = run.context();
@@ -909,7 +852,7 @@ fn csv_feeders_give_each_arrival_a_row_and_once_runs_out() {
         )
     };
     // cycle: 20 arrivals alternate between /health (200) and /nope (404).
-    let run = wd.run(&wd.scenario("cycle.yaml", &yaml("cycle")), &[]);
+    let run = Run::new(&wd, &wd.scenario("cycle.yaml", &yaml("cycle")), &[]);
     let s = run.summary();
     let ctx = run.context();
     assert_eq!(count(&s, "/total/sent"), 20, "{ctx}");
@@ -917,7 +860,7 @@ fn csv_feeders_give_each_arrival_a_row_and_once_runs_out() {
     // once: two rows, so two arrivals are sent and eighteen dropped.
     let wd = Workdir::new("feeders-once");
     std::fs::write(wd.path.join("paths.csv"), "path,label\nhealth,ok\nnope,missing\n").unwrap();
-    let run = wd.run(&wd.scenario("once.yaml", &yaml("once")), &[]);
+    let run = Run::new(&wd, &wd.scenario("once.yaml", &yaml("once")), &[]);
     let s = run.summary();
     let ctx = run.context();
     assert_eq!(count(&s, "/total/sent"), 2, "{ctx}");

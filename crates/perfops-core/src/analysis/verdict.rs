@@ -163,6 +163,20 @@ pub fn display_value(c: &Condition, v: f64) -> f64 {
     }
 }
 
+/// `v` (from [`display_value`]) with its unit, as SLO lines write theirs:
+/// `0.52ms`, `101.9ms`, `0.42%`, a watched metric's bare number. Every
+/// output that shows a measured SLO value says it this way.
+pub fn with_unit(c: &Condition, v: f64) -> String {
+    if c.metric.is_latency() {
+        // Two places below 10 ms, as the stage table: `p95 < 1ms` measured 0.96 is not "1.0ms".
+        if v < 10.0 { format!("{v:.2}ms") } else { format!("{v:.1}ms") }
+    } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
+        format!("{v:.2}%")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// One SLO line over `stats` (or its step's part of `steps`).
 pub fn check(
     c: &Condition,
@@ -196,7 +210,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     for (c, r) in slo.iter().zip(&checks) {
         if !r.passed {
             fails.push(match r.value {
-                Some(v) => format!("{} (measured {})", c.text, unit(c, v)),
+                Some(v) => format!("{} (measured {})", c.text, with_unit(c, v)),
                 None => format!("{} (nothing measured)", c.text),
             });
         }
@@ -249,16 +263,6 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         None => (StageVerdict::Holds, Vec::new()),
     };
     Judged { verdict, reasons, slo: checks }
-}
-
-fn unit(c: &Condition, v: f64) -> String {
-    if c.metric.is_latency() {
-        format!("{v:.1}ms")
-    } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
-        format!("{v:.2}%")
-    } else {
-        format!("{v}")
-    }
 }
 
 /// A run's overall verdict.

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use serde_json::Value;
 
 use super::read::{RunFiles, for_each_interval};
+use crate::run::slo_value;
 
 /// A number at `key` of `v`.
 pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
@@ -423,22 +424,6 @@ fn join_slo<'a>(cells: impl IntoIterator<Item = &'a SloCell>) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// An SLO's measured value in its threshold's unit (perfops stores latency
-/// in ms and ratios in %), judged from how the line is written.
-pub(crate) fn slo_value(slo: &str, v: f64) -> String {
-    let threshold = slo.split_whitespace().last().unwrap_or("");
-    let n = super::page::number(v);
-    if threshold.ends_with('%') {
-        format!("{n}%")
-    } else if threshold.ends_with("ms")
-        || threshold.ends_with('s') && threshold.chars().next().is_some_and(|c| c.is_ascii_digit())
-    {
-        super::page::ms(Some(v))
-    } else {
-        n
-    }
 }
 
 fn diagnostic(v: &Value) -> Option<Diagnostic> {

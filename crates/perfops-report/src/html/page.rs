@@ -12,7 +12,8 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::charts;
-use super::model::{Model, SloCell, Stage, slo_value};
+use super::model::{Model, SloCell, Stage};
+use crate::run::slo_value;
 
 const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
 const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");

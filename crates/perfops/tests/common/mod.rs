@@ -3,7 +3,7 @@
 //! code, stdout, stderr and the parsed JSON summary. Commands without
 //! `--json` (`run`, `check`) start through [`spawn_perfops`]; signals and the
 //! processes a run starts (its demo target) are seen through kill(1) and
-//! `/proc`.
+//! `/proc`. A test's scenario files and `runs/` live in a [`Workdir`].
 //!
 //! It owns no server: the tests bring their own from `perfops-testkit`.
 
@@ -11,7 +11,7 @@
 #![allow(dead_code)]
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -47,6 +47,87 @@ pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     std::env::temp_dir().join(format!("perfops-e2e-{}-{n}-{tag}.{ext}", std::process::id()))
+}
+
+/// A fresh temporary directory for one test: its scenario files and `runs/`.
+/// Removed when the test passes, kept (its path printed) when it fails.
+pub struct Workdir {
+    /// The directory.
+    pub path: PathBuf,
+}
+
+impl Workdir {
+    /// A new empty directory; `tag` goes into its name.
+    pub fn new(tag: &str) -> Workdir {
+        let path = temp_path(tag, "d");
+        std::fs::create_dir_all(&path).expect("create the test directory");
+        Workdir { path }
+    }
+
+    /// Write scenario `name` and return its path.
+    pub fn scenario(&self, name: &str, yaml: &str) -> PathBuf {
+        let path = self.path.join(name);
+        std::fs::write(&path, yaml).expect("write the scenario file");
+        path
+    }
+
+    /// Where the runs write their results (`--out`).
+    pub fn runs(&self) -> PathBuf {
+        self.path.join("runs")
+    }
+
+    /// Start `perfops COMMAND SCENARIO --out DIR/runs -q EXTRA...`, after
+    /// `configure` had its say (as with [`spawn_perfops`]).
+    pub fn spawn(
+        &self,
+        command: &str,
+        scenario: &Path,
+        extra: &[&str],
+        configure: impl FnOnce(&mut Command),
+    ) -> Running {
+        let (scenario, out) = (scenario.display().to_string(), self.runs().display().to_string());
+        let mut args = vec![command, scenario.as_str(), "--out", out.as_str(), "-q"];
+        args.extend_from_slice(extra);
+        spawn_perfops(&args, configure)
+    }
+
+    /// The results directories under `runs/`.
+    pub fn result_dirs(&self) -> Vec<PathBuf> {
+        let Ok(entries) = std::fs::read_dir(self.runs()) else { return Vec::new() };
+        entries.map(|e| e.expect("list runs/").path()).filter(|p| p.is_dir()).collect()
+    }
+
+    /// The results directory of finished run `out`: exactly one under `runs/`.
+    pub fn result_dir(&self, out: &Finished) -> PathBuf {
+        let dirs = self.result_dirs();
+        assert_eq!(
+            dirs.len(),
+            1,
+            "want exactly one results directory under {}, found {dirs:?}\nexit {:?}, stderr:\n{}",
+            self.runs().display(),
+            out.code,
+            out.stderr
+        );
+        dirs[0].clone()
+    }
+
+    /// `summary.json` of finished run `out`, the only one.
+    pub fn summary(&self, out: &Finished) -> Value {
+        let text = std::fs::read_to_string(self.result_dir(out).join("summary.json")).expect("summary.json");
+        serde_json::from_str(&text).expect("summary.json is JSON")
+    }
+}
+
+impl Drop for Workdir {
+    // Captured by the harness and shown with the failing test's output only.
+    #[allow(clippy::print_stderr)]
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("test files kept in {}", self.path.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 /// A `perfops` process still running.
