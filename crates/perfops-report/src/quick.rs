@@ -41,6 +41,26 @@ pub struct GeneratorUse {
     pub cpu_sys_s: f64,
     /// Peak resident memory, KiB.
     pub max_rss_kib: u64,
+    /// Closed loops: naps a worker took before parking, to read several
+    /// responses per wake-up (absent from summaries written before naps).
+    #[serde(default)]
+    pub naps: u64,
+    /// The longest of those naps, µs: a response may have been read this much
+    /// late, which over-states its latency by at most as much.
+    #[serde(default)]
+    pub longest_nap_us: f64,
+}
+
+impl GeneratorUse {
+    /// What the naps were, for a summary's `Wake-ups:` line; `None` without naps.
+    pub fn naps_line(&self) -> Option<String> {
+        (self.naps > 0).then(|| {
+            format!(
+                "{} coalesced by naps of at most {:.1} µs (a response read after a nap counts up to that much late)",
+                self.naps, self.longest_nap_us
+            )
+        })
+    }
 }
 
 /// The machine-readable summary (`quick --json`).
@@ -89,12 +109,6 @@ pub struct QuickSummary {
     pub ttfb_ms: HistogramSummary,
     /// The generator's own cost.
     pub generator: GeneratorUse,
-    /// Closed model: naps a worker took before parking, to read several
-    /// responses per wake-up.
-    pub naps: u64,
-    /// The longest of those naps, µs: a response may have been read this much
-    /// late, which over-states its latency by at most as much.
-    pub longest_nap_us: f64,
     /// Stopped early by Ctrl-C.
     pub interrupted: bool,
     /// Warnings about the truthfulness of this run (generator limits).
@@ -112,7 +126,6 @@ impl QuickSummary {
         total: &Stats,
         elapsed: Duration,
         generator: GeneratorUse,
-        (naps, longest_nap): (u64, Duration),
         interrupted: bool,
     ) -> QuickSummary {
         let secs = elapsed.as_secs_f64();
@@ -139,8 +152,6 @@ impl QuickSummary {
             tls_ms: total.tls.summary(),
             ttfb_ms: total.ttfb.summary(),
             generator,
-            naps,
-            longest_nap_us: longest_nap.as_secs_f64() * 1e6,
             interrupted,
             warnings: Vec::new(),
             latency: total.latency.clone(),
@@ -303,15 +314,8 @@ impl QuickSummary {
                 g.max_rss_kib as f64 / 1024.0
             ),
         );
-        if self.naps > 0 {
-            row(
-                &mut o,
-                "Wake-ups:",
-                format!(
-                    "{} coalesced by naps of at most {:.1} µs (a response read after a nap counts up to that much late)",
-                    self.naps, self.longest_nap_us
-                ),
-            );
+        if let Some(naps) = g.naps_line() {
+            row(&mut o, "Wake-ups:", naps);
         }
         for w in &self.warnings {
             let _ = writeln!(o, "warning: {w}");
@@ -372,8 +376,15 @@ mod tests {
             setup,
             &sample(),
             Duration::from_secs(2),
-            GeneratorUse { workers: 1, cores: 2, cpu_user_s: 0.1, cpu_sys_s: 0.1, max_rss_kib: 4096 },
-            (120, Duration::from_nanos(9_600)),
+            GeneratorUse {
+                workers: 1,
+                cores: 2,
+                cpu_user_s: 0.1,
+                cpu_sys_s: 0.1,
+                max_rss_kib: 4096,
+                naps: 120,
+                longest_nap_us: 9.6,
+            },
             false,
         );
         assert_eq!(q.requests_per_s, 499.0);
@@ -398,8 +409,8 @@ mod tests {
         assert_eq!(json["format"], "perfops.quick");
         assert_eq!(json["connections"], 4);
         assert_eq!(json["latency_ms"]["count"], 998);
-        assert_eq!(json["naps"], 120);
-        assert_eq!(json["longest_nap_us"], 9.6);
+        assert_eq!(json["generator"]["naps"], 120);
+        assert_eq!(json["generator"]["longest_nap_us"], 9.6);
     }
 
     #[test]
@@ -413,14 +424,7 @@ mod tests {
             target_rate: Some(500.0),
             max_in_flight: Some(10),
         };
-        let q = QuickSummary::new(
-            setup,
-            &stats,
-            Duration::from_secs(2),
-            GeneratorUse::default(),
-            (0, Duration::ZERO),
-            false,
-        );
+        let q = QuickSummary::new(setup, &stats, Duration::from_secs(2), GeneratorUse::default(), false);
         let t = q.text();
         assert!(t.contains("latency   service"), "{t}");
         assert!(!t.contains("Wake-ups"), "an open model never naps: {t}");

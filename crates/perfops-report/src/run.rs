@@ -343,6 +343,9 @@ pub fn stage_table(summary: &RunSummary) -> String {
     if let Some(a) = &summary.aborted {
         let _ = writeln!(o, "aborted: {a}");
     }
+    if let Some(naps) = summary.generator.naps_line() {
+        let _ = writeln!(o, "wake-ups: {naps}");
+    }
     for w in &summary.warnings {
         let _ = writeln!(o, "warning: {w}");
     }

@@ -346,7 +346,7 @@ fn stepped(base: &Path) {
         "probes": {"liveness": {
             "checks": probe.lines().count(), "failures": probe.matches("\"ok\":false").count(), "trips": restarts,
         }},
-        "generator": {"workers": 2, "cores": 2, "cpu_user_s": 3.1, "cpu_sys_s": 1.9, "max_rss_kib": 38_912},
+        "generator": {"workers": 2, "cores": 2, "cpu_user_s": 3.1, "cpu_sys_s": 1.9, "max_rss_kib": 38_912, "naps": 0, "longest_nap_us": 0.0},
         "warnings": [format!("{} arrivals were dropped at max_in_flight: the generator, not the server, was the limit in those seconds", total["dropped"])],
         "verdict": {
             "result": "failed", "capacity_rps": 200.0, "breaks_at_rps": 250.0, "breaks_at_stage": "250/s",

@@ -121,7 +121,15 @@ fn full() -> RunSummary {
             best_level: Some(1),
             concurrency_cap: Some(10.0),
         }),
-        generator: GeneratorUse { workers: 2, cores: 2, cpu_user_s: 1.5, cpu_sys_s: 0.5, max_rss_kib: 20_000 },
+        generator: GeneratorUse {
+            workers: 2,
+            cores: 2,
+            cpu_user_s: 1.5,
+            cpu_sys_s: 0.5,
+            max_rss_kib: 20_000,
+            naps: 1_200,
+            longest_nap_us: 9.6,
+        },
         warnings: vec!["3 arrivals were dropped".into()],
     }
 }

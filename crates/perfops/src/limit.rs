@@ -167,26 +167,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
 
     // One summary over every attempt, in the order tried; diagnostics look
     // at the failing attempt closest above the capacity.
-    let mut merged = crate::session::Loaded {
-        stages: Vec::new(),
-        total: Default::default(),
-        steps: Default::default(),
-        elapsed: Duration::ZERO,
-        workers: 0,
-        dropped: Vec::new(),
-        stopped: false,
-    };
-    for l in &results {
-        merged.stages.extend(l.stages.iter().cloned());
-        merged.total.merge(&l.total);
-        for (k, v) in &l.steps {
-            merged.steps.entry(k.clone()).or_default().merge(v);
-        }
-        merged.elapsed += l.elapsed;
-        merged.workers = merged.workers.max(l.workers);
-        merged.dropped.extend(l.dropped.iter().copied());
-        merged.stopped |= l.stopped;
-    }
+    let merged = crate::session::Loaded::merged(&results);
     let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
     summary.verdict.verdict.capacity_rps = lo;
     summary.verdict.verdict.breaks_at_rps = hi;

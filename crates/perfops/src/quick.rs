@@ -162,7 +162,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     // The endpoint stops with the load.
     drop(metrics);
 
-    let generator = generator_use(outcome.workers);
+    let generator = generator_use(outcome.workers, (outcome.naps, outcome.longest_nap));
     let setup = QuickSetup {
         url: args.url.clone(),
         method,
@@ -170,8 +170,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
     };
-    let naps = (outcome.naps, outcome.longest_nap);
-    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, naps, outcome.interrupted);
+    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
 
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&summary)?;
@@ -183,8 +182,9 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
 }
 
-/// The generator's CPU and memory so far (this process).
-pub(crate) fn generator_use(workers: usize) -> GeneratorUse {
+/// The generator's CPU and memory so far (this process), with the naps its
+/// closed loops took (count, longest).
+pub(crate) fn generator_use(workers: usize, (naps, longest_nap): (u64, Duration)) -> GeneratorUse {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
     let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
     GeneratorUse {
@@ -193,5 +193,7 @@ pub(crate) fn generator_use(workers: usize) -> GeneratorUse {
         cpu_user_s: usage.map_or(0.0, |u| secs(u.user_time())),
         cpu_sys_s: usage.map_or(0.0, |u| secs(u.system_time())),
         max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
+        naps,
+        longest_nap_us: longest_nap.as_secs_f64() * 1e6,
     }
 }

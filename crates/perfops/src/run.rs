@@ -183,7 +183,7 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
         probes: s.store.probes.clone(),
         limit: None,
         sweep: None,
-        generator: crate::quick::generator_use(loaded.workers),
+        generator: crate::quick::generator_use(loaded.workers, loaded.naps),
         warnings,
     }
 }

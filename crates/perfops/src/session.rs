@@ -128,6 +128,37 @@ pub(crate) struct Loaded {
     pub(crate) dropped: Vec<(f64, u64)>,
     /// Stopped by a signal or a hook.
     pub(crate) stopped: bool,
+    /// Closed loops: naps taken to coalesce wake-ups, and the longest.
+    pub(crate) naps: (u64, Duration),
+}
+
+impl Loaded {
+    /// Several loads as one (`limit`'s attempts, `sweep`'s levels), in order.
+    pub(crate) fn merged(loads: &[Loaded]) -> Loaded {
+        let mut m = Loaded {
+            stages: Vec::new(),
+            total: Stats::default(),
+            steps: BTreeMap::new(),
+            elapsed: Duration::ZERO,
+            workers: 0,
+            dropped: Vec::new(),
+            stopped: false,
+            naps: (0, Duration::ZERO),
+        };
+        for l in loads {
+            m.stages.extend(l.stages.iter().cloned());
+            m.total.merge(&l.total);
+            for (k, v) in &l.steps {
+                m.steps.entry(k.clone()).or_default().merge(v);
+            }
+            m.elapsed += l.elapsed;
+            m.workers = m.workers.max(l.workers);
+            m.dropped.extend(l.dropped.iter().copied());
+            m.stopped |= l.stopped;
+            m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
+        }
+        m
+    }
 }
 
 /// Called once per second of a load, with what was watched so far;
@@ -449,6 +480,7 @@ impl Session {
             workers: outcome.workers,
             dropped,
             stopped: stopped || outcome.interrupted,
+            naps: (outcome.naps, outcome.longest_nap),
         })
     }
 

@@ -92,25 +92,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         levels,
     };
 
-    let mut merged = Loaded {
-        stages: Vec::new(),
-        total: Default::default(),
-        steps: Default::default(),
-        elapsed: Duration::ZERO,
-        workers: 0,
-        dropped: Vec::new(),
-        stopped: false,
-    };
-    for l in &loads {
-        merged.stages.extend(l.stages.iter().cloned());
-        merged.total.merge(&l.total);
-        for (k, v) in &l.steps {
-            merged.steps.entry(k.clone()).or_default().merge(v);
-        }
-        merged.elapsed += l.elapsed;
-        merged.workers = merged.workers.max(l.workers);
-        merged.stopped |= l.stopped;
-    }
+    let merged = Loaded::merged(&loads);
     let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
     let mut text = String::from("\nusers   throughput/s   x vs first    p50 ms    p99 ms   p50 x first   errors\n");
     for l in &result.levels {

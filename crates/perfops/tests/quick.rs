@@ -452,7 +452,7 @@ fn closed_loop_coalesces_wake_ups_within_the_bound() {
     let run = quick(&[&url, "-c", "100", "--workers", "1", "-d", "3s"]);
     run.assert_exit(0);
     assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
-    let (naps, longest_us) = (run.u64("/naps"), run.f64("/longest_nap_us"));
+    let (naps, longest_us) = (run.u64("/generator/naps"), run.f64("/generator/longest_nap_us"));
     let mean_us = run.f64("/latency_ms/mean") * 1e3;
     assert!(naps > 0, "100 users against nginx: the worker should nap\n{}", run.dump());
     assert!((5.0..=20.0).contains(&longest_us), "naps of 5..=20 µs, got {longest_us}\n{}", run.dump());
@@ -462,11 +462,11 @@ fn closed_loop_coalesces_wake_ups_within_the_bound() {
 
     let few = quick(&[&url, "-c", "4", "--workers", "1", "-d", "1500ms", "-q"]);
     few.assert_exit(0);
-    assert_eq!(few.u64("/naps"), 0, "4 users: a nap would gather nothing\n{}", few.dump());
+    assert_eq!(few.u64("/generator/naps"), 0, "4 users: a nap would gather nothing\n{}", few.dump());
     assert!(!few.stdout.contains("Wake-ups:"), "{}", few.stdout);
     let open = quick(&[&url, "-r", "20000", "--workers", "1", "-d", "1500ms", "-q"]);
     open.assert_exit(0);
-    assert_eq!(open.u64("/naps"), 0, "the open model never naps\n{}", open.dump());
+    assert_eq!(open.u64("/generator/naps"), 0, "the open model never naps\n{}", open.dump());
 }
 
 /// Issue #2, one write per request with `TCP_NODELAY`: a POST with a 2 KB

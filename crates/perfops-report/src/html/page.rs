@@ -489,6 +489,10 @@ fn details(o: &mut String, m: &Model) {
                 number(super::model::num(g, "max_rss_kib").unwrap_or(0.0) / 1024.0)
             ),
         ));
+        let naps = serde_json::from_value::<crate::quick::GeneratorUse>(g.clone()).ok().and_then(|g| g.naps_line());
+        if let Some(naps) = naps {
+            rows.push(("wake-ups".into(), naps));
+        }
     }
     for n in &m.files.notes {
         rows.push(("note".into(), n.clone()));
