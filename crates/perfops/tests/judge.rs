@@ -10,14 +10,17 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{exclusive, spawn_perfops, temp_path};
+use common::{Workdir, exclusive, spawn_perfops};
 use serde_json::Value;
 
-/// A scenario file with `body`, and a fresh results base directory.
-fn scenario(tag: &str, body: &str) -> (PathBuf, PathBuf) {
-    let path = temp_path(tag, "yaml");
-    std::fs::write(&path, body).expect("write the scenario");
-    (path, temp_path(tag, "runs"))
+/// A scenario file with `body` and a fresh results base directory, in a
+/// [`Workdir`] that the caller keeps until the test ends (it is removed then,
+/// kept if the test failed).
+fn scenario(tag: &str, body: &str) -> (Workdir, PathBuf, PathBuf) {
+    let wd = Workdir::new(tag);
+    let path = wd.scenario("scenario.yaml", body);
+    let out = wd.runs();
+    (wd, path, out)
 }
 
 /// The one results directory under `out`.
@@ -59,7 +62,7 @@ flows:
 #[test]
 fn watched_metrics_follow_the_load_on_the_series_clock() {
     let _cpu = exclusive();
-    let (path, out) = scenario(
+    let (_wd, path, out) = scenario(
         "watch",
         &format!(
             "name: watch\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms\n{ORDERS}\
@@ -106,7 +109,7 @@ fn watched_metrics_follow_the_load_on_the_series_clock() {
 #[test]
 fn above_capacity_the_pool_is_blamed_the_queue_fills_and_the_probe_fails() {
     let _cpu = exclusive();
-    let (path, out) = scenario(
+    let (wd, path, out) = scenario(
         "break",
         &format!(
             "name: break\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms&backlog=8\n{ORDERS}\
@@ -116,7 +119,7 @@ fn above_capacity_the_pool_is_blamed_the_queue_fills_and_the_probe_fails() {
              probe: {{ liveness: {{ path: /health, period: 1s, timeout: 300ms, failure_threshold: 2 }} }}\n"
         ),
     );
-    let junit = temp_path("break", "xml");
+    let junit = wd.path.join("junit.xml");
     let f = spawn_perfops(
         &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--junit", junit.to_str().unwrap()],
         |_| {},
@@ -160,8 +163,8 @@ fn slo_verdicts_set_the_exit_code_and_junit_lists_every_line() {
          load: {{ stages: [ {{ name: calm, rate: 20, hold: 1s }}, {{ name: busier, rate: 40, hold: 1s }} ] }}\n"
     );
     for (slo, code, failures) in [("[ p95 < 2s, errors < 1% ]", 0, 0), ("[ p50 < 1ms, errors < 1% ]", 1, 2)] {
-        let (path, out) = scenario("slo", &format!("name: slo\n{base}slo: {slo}\n"));
-        let junit = temp_path("slo", "xml");
+        let (wd, path, out) = scenario("slo", &format!("name: slo\n{base}slo: {slo}\n"));
+        let junit = wd.path.join("junit.xml");
         let f = spawn_perfops(
             &["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--junit", junit.to_str().unwrap()],
             |_| {},
@@ -182,7 +185,7 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     // 2 workers x 5 threads, 20 ms of I/O per request: about 500 requests/s.
     // From 250/s the first step up (500/s) is already at the edge, so the
     // search bisects from there instead of first overloading the pool at 800/s.
-    let (path, out) = scenario(
+    let (_wd, path, out) = scenario(
         "limit",
         &format!(
             "name: limit\ntarget: demo:threads?workers=2&threads=5&io_wait=20ms\n{ORDERS}\
@@ -206,7 +209,7 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     // The search starts and stops at 3x: holding it (and its confirmation) is
     // the claim; the CPU-bound ceiling above it is not, and bisecting for it
     // would cost most of this test's time.
-    let (path, out) = scenario(
+    let (_wd, path, out) = scenario(
         "limit-async",
         &format!(
             "name: limit-async\ntarget: demo:async?io_wait=20ms\n{ORDERS}\
@@ -240,7 +243,7 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
 fn sweep_fits_the_universal_scalability_law() {
     let _cpu = exclusive();
     // 1 ms of CPU per request on one core: the async demo tops out near 1000/s.
-    let (path, out) = scenario(
+    let (_wd, path, out) = scenario(
         "sweep",
         "name: sweep\ntarget: demo:async?io_wait=20ms&cpu_work=1ms\n\
          flows: { home: { steps: [ { request: GET /orders } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
@@ -282,7 +285,7 @@ fn quantized_stalls_raise_the_nagle_diagnostic_and_a_steady_server_does_not() {
     let stalling = perfops_testkit::stall_some_connections(2, Duration::from_millis(200));
     let steady = perfops_testkit::fixed_delay(Duration::from_millis(20));
     for (server, want) in [(&stalling, true), (&steady, false)] {
-        let (path, out) = scenario("nagle", &body(server.url().trim_end_matches('/')));
+        let (_wd, path, out) = scenario("nagle", &body(server.url().trim_end_matches('/')));
         let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
             .wait(Duration::from_secs(30));
         let summary = json(&run_dir(&out).join("summary.json"));
