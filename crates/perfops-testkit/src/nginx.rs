@@ -53,7 +53,7 @@ pub fn nginx() -> Nginx {
             .args(["-c", "nginx.conf", "-e", "error.log"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run nginx ({e}): install it (apt-get install nginx)"));
         let mut n = Nginx { child, dir, addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)) };
