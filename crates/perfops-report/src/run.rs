@@ -70,6 +70,50 @@ pub struct SeriesLine {
     pub steps: BTreeMap<String, StepSecond>,
 }
 
+/// `meta.json`: what a run is, written when it starts (a killed run keeps it).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunMeta {
+    /// Always `perfops.meta`.
+    pub format: String,
+    /// Results format version.
+    pub version: u32,
+    /// The perfops that wrote it.
+    pub perfops_version: String,
+    /// The generator's host name.
+    pub host: Option<String>,
+    /// The command line, secrets redacted.
+    pub command: Vec<String>,
+    /// `run`, `limit` or `sweep`.
+    pub kind: String,
+    /// RFC 3339 UTC start time.
+    pub started_at: String,
+    /// Scenario name.
+    pub name: String,
+    /// The target (URL, or `demo:threads` with its URL).
+    pub target: String,
+    /// `open` or `closed`.
+    pub model: String,
+    /// The planned stages, in order.
+    pub stages: Vec<MetaStage>,
+    /// Step names, in the order of their keys.
+    pub steps: Vec<String>,
+    /// This generator's share of a distributed run (`I/N`); none when alone.
+    pub shard: Option<String>,
+}
+
+/// A planned stage in `meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MetaStage {
+    /// Its name.
+    pub name: String,
+    /// Rate (open) or users (closed) at its start.
+    pub from: f64,
+    /// The same at its end.
+    pub to: f64,
+    /// How long it lasts, seconds.
+    pub duration_s: f64,
+}
+
 /// A stage's (or a step's, or the run's) figures in `summary.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Figures {

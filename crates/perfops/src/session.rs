@@ -35,8 +35,7 @@ use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Interval, Plan, Target, Work};
 use perfops_report::live::{self, LiveSecond};
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
-use perfops_report::run::{SeriesLine, StageThroughput, StepSecond, failures};
-use serde_json::json;
+use perfops_report::run::{MetaStage, RunMeta, SeriesLine, StageThroughput, StepSecond, failures};
 
 use crate::UsageError;
 use crate::demo::DemoChild;
@@ -287,20 +286,32 @@ impl Session {
         let started = SystemTime::now();
         let dir = RunDir::create(&args.out, &scenario.name, started)
             .with_context(|| format!("creating a results directory under {}", args.out.display()))?;
-        let model = if scenario.load.is_open() { "open" } else { "closed" };
-        let argv: Vec<String> = std::env::args().map(|a| redact_arg(&a)).collect();
-        dir.write_json(
-            "meta.json",
-            &json!({
-                "format": "perfops.meta", "version": RESULTS_VERSION, "perfops_version": env!("CARGO_PKG_VERSION"),
-                "host": nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
-                "command": argv, "kind": command, "started_at": utc_rfc3339(started), "name": scenario.name,
-                "target": target_label, "model": model, "stages": scenario.load.stages().iter().map(|s| json!({
-                    "name": s.name, "from": s.segment.from.as_f64(), "to": s.segment.to.as_f64(),
-                    "duration_s": s.segment.duration.as_secs_f64()
-                })).collect::<Vec<_>>(), "steps": step_names, "shard": null,
-            }),
-        )?;
+        let meta = RunMeta {
+            format: "perfops.meta".into(),
+            version: RESULTS_VERSION,
+            perfops_version: env!("CARGO_PKG_VERSION").into(),
+            host: nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
+            command: std::env::args().map(|a| redact_arg(&a)).collect(),
+            kind: command.into(),
+            started_at: utc_rfc3339(started),
+            name: scenario.name.clone(),
+            target: target_label.clone(),
+            model: if scenario.load.is_open() { "open" } else { "closed" }.into(),
+            stages: scenario
+                .load
+                .stages()
+                .iter()
+                .map(|s| MetaStage {
+                    name: s.name.clone(),
+                    from: s.segment.from.as_f64(),
+                    to: s.segment.to.as_f64(),
+                    duration_s: s.segment.duration.as_secs_f64(),
+                })
+                .collect(),
+            steps: step_names.clone(),
+            shard: None,
+        };
+        dir.write_json("meta.json", &meta)?;
         dir.write_file("scenario.yaml", redact(&text).as_bytes())?;
 
         // The session clock starts a little ahead, so the watchers and the
