@@ -38,7 +38,7 @@
 #                                 more CPU seconds than this is redone, at most twice)
 #              GOAL_RATIO=10  (the issue's goal: perfops >= 10x k6's requests per CPU s)
 #
-# Method (as bench/vs-wrk.sh and /work/shared/bench/peers): each tool pinned to TOOL_CPU
+# Method (as bench/vs-wrk.sh and ../shared/bench/peers): each tool pinned to TOOL_CPU
 # (`taskset`) under `/usr/bin/time -f '%e %U %S %M'` (argv executed directly; k6 through
 # `env`, which execs it). Requests per CPU second = completed responses / (user + sys);
 # peak RSS = %M. Target CPU = target utime+stime delta (/proc/PID/stat; nginx: its worker)

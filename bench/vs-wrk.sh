@@ -15,7 +15,7 @@
 #                                 CPU seconds than this is redone, at most twice; the noisy
 #                                 attempt is kept as NAME.noisyN.*)
 #
-# Method (same as /work/shared/bench/peers): nginx, 1 worker, pinned to TARGET_CPU,
+# Method (same as ../shared/bench/peers): nginx, 1 worker, pinned to TARGET_CPU,
 # keepalive_requests 1e8, access_log off, `return 200 "Hello, world\n"`, on
 # 127.0.0.1:18090 with its own prefix in a mktemp dir. Each tool is pinned to TOOL_CPU
 # and runs under `/usr/bin/time -f '%e %U %S %M'` (argv executed directly, no shell).
