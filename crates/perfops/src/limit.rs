@@ -1,31 +1,26 @@
 //! `perfops limit SCENARIO`: the highest arrival rate the target holds under
 //! the scenario's SLO (its capacity), and what broke just above it.
 //!
-//! ```text
-//!   rate  ▲                 ✗ 800
-//!         │             ✓ 400    ✗ 600
-//!         │         ✓ 200     ✓ 450 ✗ 500     ✓ 475 (bisect until hi/lo <= 1 + precision)
-//!         │     ✓ 100                              then confirm 475 once more
-//!         └──────────────────────────────────────────────> attempts, cool-down between each
-//! ```
-//!
-//! A confirmation that fails makes its rate the lowest failing one, and the
-//! search goes on below it from the best rate that held (then confirms that):
-//! a capacity on the very edge is not reported as one.
+//! Which rate to try next, and when the search is done, is decided by
+//! [`perfops_core::analysis::capacity`] (geometric steps, bisection, the
+//! confirmation, a failed confirmation searching on below); this module only
+//! runs the attempts it is told to, prints them, and builds the summary and
+//! headline from the outcome.
 //!
 //! Each attempt is one open-model stage of the scenario's flows at a constant
 //! rate, judged like a stage of `perfops run` (SLO, 97% of target, probes).
 //! Between attempts the target cools down: the health path must answer fast
-//! again, so one attempt's backlog does not sink the next. A generator-limited
-//! attempt stops the search: it cannot say anything about the server.
+//! again, so one attempt's backlog does not sink the next.
 
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Args;
+use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step};
 use perfops_core::analysis::verdict::StageVerdict;
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
+use perfops_core::units::parse_duration;
 use perfops_report::run::{LimitAttempt, LimitSearch};
 
 use crate::session::{Session, SessionArgs, StagePlan};
@@ -59,10 +54,6 @@ pub(crate) struct LimitArgs {
     attempts: usize,
 }
 
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    perfops_core::units::parse_duration(s).map_err(|e| e.to_string())
-}
-
 pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     if args.factor.is_nan()
         || args.factor <= 1.0
@@ -78,7 +69,14 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     };
     let max_in_flight = *max_in_flight;
     let first = stages.first().map_or(10.0, |st| st.segment.from.as_f64().max(st.segment.to.as_f64()));
-    let mut rate = args.from.unwrap_or(first).clamp(0.1, args.max);
+    let plan = SearchPlan {
+        from: args.from.unwrap_or(first),
+        max: args.max,
+        factor: args.factor,
+        precision: args.precision,
+        attempts: args.attempts,
+    };
+    let mut step = CapacitySearch::start(plan).map_err(|e| UsageError(e.to_string()))?;
     let health = s.url_of(
         &s.scenario
             .probe
@@ -88,8 +86,9 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             .map_or("/health".into(), |p| p.path.clone()),
     );
     eprintln!(
-        "perfops: limit {} — from {rate}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
+        "perfops: limit {} — from {}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
         s.scenario.name,
+        plan.first_rate(),
         args.factor,
         args.precision * 100.0,
         args.hold.as_secs_f64(),
@@ -99,20 +98,19 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
 
     let mut results = Vec::new();
     let mut judged = Vec::new();
-    let mut lo: Option<f64> = None; // highest rate that held
-    let mut hi: Option<f64> = None; // lowest rate that failed
-    let mut inconclusive = None;
-    let mut confirmed = None;
-    while results.len() < args.attempts && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
-        let confirming = matches!((lo, hi), (Some(l), Some(h)) if h <= l * (1.0 + args.precision))
-            || (hi.is_none() && lo.is_some_and(|l| l >= args.max));
-        if confirming {
-            rate = lo.unwrap_or(rate);
+    let outcome = loop {
+        let attempt = match step {
+            Step::Try(attempt) => attempt,
+            Step::Done(outcome) => break outcome,
+        };
+        if s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            break attempt.interrupted();
         }
         if !results.is_empty() {
             settle(&health, &s, args.cooldown, baseline);
         }
-        let name = if confirming { format!("confirm {}/s", round(rate)) } else { format!("{}/s", round(rate)) };
+        let rate = attempt.rate;
+        let name = if attempt.confirming { format!("confirm {}/s", round(rate)) } else { format!("{}/s", round(rate)) };
         let stage = StagePlan { name, target_rate: Some(rate), duration: args.hold };
         let r = Rate::per_second(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
         let schedule = Schedule::new(vec![Segment { duration: args.hold, from: r, to: r }])?;
@@ -128,41 +126,12 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             verdict.verdict.name(),
             verdict.reasons.first().map_or(String::new(), |r| format!(" ({r})"))
         );
+        step = attempt.next(verdict.verdict);
         results.push(loaded);
-        judged.push(verdict.clone());
-        if confirming {
-            confirmed = Some(verdict.verdict == StageVerdict::Holds);
-            if verdict.verdict != StageVerdict::Fails {
-                break;
-            }
-            // Not confirmed: the rate sits on the edge. It fails now (below);
-            // search on under it, from the best rate that held there.
-            lo = results
-                .iter()
-                .zip(&judged)
-                .filter(|(_, j)| j.verdict == StageVerdict::Holds)
-                .filter_map(|(l, _)| l.stages[0].plan.target_rate)
-                .filter(|&r| r < rate)
-                .reduce(f64::max);
-        }
-        match verdict.verdict {
-            StageVerdict::Holds => lo = Some(rate),
-            StageVerdict::Fails => hi = Some(rate),
-            StageVerdict::Inconclusive | StageVerdict::NotRun => {
-                inconclusive = Some(rate);
-                break;
-            }
-        }
-        rate = match (lo, hi) {
-            (Some(l), Some(h)) => (l + h) / 2.0,
-            (Some(l), None) => (l * args.factor).min(args.max),
-            (None, Some(h)) => h / args.factor,
-            (None, None) => rate,
-        };
-        if lo.is_none() && rate < 0.5 {
-            break; // nothing holds even at a trickle
-        }
-    }
+        judged.push(verdict);
+    };
+    let (lo, hi, confirmed, inconclusive) =
+        (outcome.capacity_rps, outcome.breaks_at_rps, outcome.confirmed, outcome.inconclusive_rps);
     s.close();
 
     // One summary over every attempt, in the order tried; diagnostics look
@@ -225,7 +194,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         (Some(l), None, None) => format!("holds at least {}/s (the highest rate tried)", round(l)),
         (None, _, None) => format!(
             "no rate held, down to {}/s{}",
-            round(rate),
+            round(outcome.last_rps),
             summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
         ),
     };

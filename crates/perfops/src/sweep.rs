@@ -16,6 +16,7 @@ use clap::Args;
 use perfops_core::analysis::usl::{self, Observation};
 use perfops_core::model::LoadModel;
 use perfops_core::scenario::Load;
+use perfops_core::units::parse_duration;
 use perfops_report::run::{SweepLevel, SweepResult};
 
 use crate::session::{Loaded, Session, SessionArgs, StagePlan};
@@ -32,10 +33,6 @@ pub(crate) struct SweepArgs {
     /// How long each level runs.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     hold: Duration,
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    perfops_core::units::parse_duration(s).map_err(|e| e.to_string())
 }
 
 pub(crate) fn run(args: SweepArgs) -> Result<Exit> {

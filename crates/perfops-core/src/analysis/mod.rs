@@ -2,13 +2,15 @@
 //! numbers in, findings out.
 //!
 //! This module owns the arithmetic of the conclusions: whether each stage held and what the run's
-//! capacity is ([`verdict`]), why a server broke ([`diagnose`]), how a system scales across a
+//! capacity is ([`verdict`]), which rate `perfops limit` tries next and when its search is done
+//! ([`capacity`]), why a server broke ([`diagnose`]), how a system scales across a
 //! concurrency sweep ([`usl`], the Universal Scalability Law) and what the shape of a latency
 //! distribution gives away ([`modes`]: its modes, and the quantized stalls of Nagle's algorithm
 //! meeting delayed ACK). It does not own gathering the measurements (the engine does) nor wording
 //! them for a reader beyond one line each (the report does); nothing here reads a clock or does
 //! I/O, and every function returns an answer, or an error, for any input.
 
+pub mod capacity;
 pub mod diagnose;
 pub mod modes;
 pub mod usl;

@@ -4,6 +4,13 @@
 //! wrong with it to the [`Dec`] and returns what it could make of it (`None`
 //! when nothing), so one pass finds all problems. Overrides (`--set a.b=v`)
 //! are applied to the tree first and then validated like the file itself.
+//!
+//! This module owns the decoder, its helpers (maps with known fields,
+//! scalars, durations, rates, templates, positions of errors) and the top
+//! level: name, target, defaults, data, conditions. The parts with their own
+//! vocabulary live beside it: `flow.rs` (flows, steps, saved variables),
+//! `load.rs` (the load model and its stages) and `watch.rs` (watched metrics
+//! and probes).
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -13,10 +20,9 @@ use marked_yaml::{LoaderOptions, Marker, Node, Span};
 
 use super::condition::{AbortRule, Condition, ConditionError};
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
-use super::extract::{Expect, Extractor, StatusRange};
 use super::feeder::FeedMode;
 use super::template::{Template, VarRef};
-use super::{Body, Defaults, DemoModel, FeederSpec, Flow, JsonPart, Scenario, Step, TargetSpec};
+use super::{Defaults, DemoModel, FeederSpec, Scenario, Step, TargetSpec};
 use crate::model::Rate;
 use crate::units::parse_duration;
 
@@ -50,12 +56,8 @@ impl FromStr for Override {
 const TOP: &[&str] =
     &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe"];
 const DEFAULTS: &[&str] = &["timeout", "headers"];
-const FLOW: &[&str] = &["weight", "steps"];
-const STEP: &[&str] = &["name", "request", "headers", "json", "body", "form", "expect", "save", "pause"];
-const EXPECT: &[&str] = &["status", "body_contains", "json"];
 const FEEDER: &[&str] = &["csv", "mode"];
 const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
-const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 /// Parse and validate scenario `text` read from `file` (the name is used in
 /// diagnostics and as the default scenario name).
@@ -86,14 +88,14 @@ pub(super) struct Dec<'f> {
     pub(super) errors: Vec<Diagnostic>,
     /// Every `${saved}` variable used, where, for the final check that each
     /// is saved somewhere.
-    uses: Vec<(String, Option<Marker>, String)>,
+    pub(super) uses: Vec<(String, Option<Marker>, String)>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
-fn kind(node: &Node) -> &'static str {
+pub(super) fn kind(node: &Node) -> &'static str {
     match node {
         Node::Scalar(_) => "a single value",
         Node::Mapping(_) => "a mapping",
@@ -102,7 +104,7 @@ fn kind(node: &Node) -> &'static str {
 }
 
 impl Dec<'_> {
-    fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
+    pub(super) fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
         let (line, column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
         let file = if source == OVERRIDE_SOURCE { "--set".to_string() } else { self.file.to_string() };
         self.errors.push(Diagnostic { file, line, column, path: path.to_string(), message, hint });
@@ -224,7 +226,7 @@ impl Dec<'_> {
         }
     }
 
-    fn template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
+    pub(super) fn template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
         let s = self.scalar(node, path, "a text value")?;
         match Template::parse(s.as_str(), feeders) {
             Ok(t) => {
@@ -244,7 +246,7 @@ impl Dec<'_> {
     }
 
     /// Note where each saved variable of `t` (parsed from `s` at byte `at`) is used.
-    fn record_uses(&mut self, t: &Template, s: &MarkedScalarNode, at: usize, path: &str) {
+    pub(super) fn record_uses(&mut self, t: &Template, s: &MarkedScalarNode, at: usize, path: &str) {
         for v in t.vars() {
             if let VarRef::Saved(name) = v {
                 let mut marker = s.span().start().copied();
@@ -448,7 +450,7 @@ impl Dec<'_> {
         out
     }
 
-    fn headers(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Vec<(String, Template)> {
+    pub(super) fn headers(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Vec<(String, Template)> {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -517,268 +519,6 @@ impl Dec<'_> {
         out
     }
 
-    fn flows(&mut self, node: &Node, feeders: &[&str]) -> Vec<Flow> {
-        let Some(m) = node.as_mapping() else {
-            self.at(
-                node.span(),
-                "flows",
-                format!("expected a mapping of flow names, found {}", kind(node)),
-                Some("flows: { browse: { steps: [ { request: GET / } ] } }".into()),
-            );
-            return Vec::new();
-        };
-        if m.is_empty() {
-            self.at(node.span(), "flows", "no flows: nothing would be sent", None);
-        }
-        let mut out = Vec::new();
-        for (k, v) in m.iter() {
-            let p = join("flows", k.as_str());
-            let Some(f) = self.map(v, &p, FLOW) else { continue };
-            let weight = match f.get_node("weight") {
-                Some(w) => match self.number::<u32>(w, &join(&p, "weight"), "a whole number") {
-                    Some(0) => {
-                        self.at(
-                            w.span(),
-                            &join(&p, "weight"),
-                            "a weight of 0 never runs this flow",
-                            Some("remove the flow, or give it weight 1 or more".into()),
-                        );
-                        0
-                    }
-                    Some(w) => w,
-                    // Reported; keep the flow so its steps are still checked.
-                    None => 0,
-                },
-                None => 1,
-            };
-            let steps: Vec<Step> = match self.required(f, "steps", &p, "steps: [ { request: GET / } ]") {
-                Some(s) => {
-                    let sp = join(&p, "steps");
-                    let items = self.list(s, &sp, "steps");
-                    if items.is_empty() && s.as_sequence().is_some() {
-                        self.at(s.span(), &sp, "a flow needs at least one step", None);
-                    }
-                    items.iter().enumerate().filter_map(|(i, s)| self.step(s, &format!("{sp}[{i}]"), feeders)).collect()
-                }
-                None => Vec::new(),
-            };
-            out.push(Flow { name: k.as_str().to_string(), weight, steps });
-        }
-        out
-    }
-
-    fn step(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
-        let m = self.map(node, path, STEP)?;
-        let request = self.required(m, "request", path, "request: GET /path")?;
-        let rp = join(path, "request");
-        let s = self.scalar(request, &rp, "`METHOD /path`")?;
-        let text = s.as_str().trim();
-        let (method, target) = match text.split_once(char::is_whitespace) {
-            Some((m, t)) => (m.to_string(), t.trim()),
-            None => {
-                self.at(
-                    s.span(),
-                    &rp,
-                    format!("`{text}` is not `METHOD /path`"),
-                    Some("e.g. `GET /orders` or `POST /auth`".into()),
-                );
-                return None;
-            }
-        };
-        if !METHODS.contains(&method.as_str()) {
-            let hint = did_you_mean(&method.to_ascii_uppercase(), METHODS)
-                .map_or_else(|| format!("one of {}", METHODS.join(", ")), |m| format!("did you mean `{m}`?"));
-            self.at(s.span(), &rp, format!("unknown method `{method}`"), Some(hint));
-        }
-        if !target.starts_with('/') {
-            self.at(
-                s.span(),
-                &rp,
-                format!("`{target}`: the path must start with `/`"),
-                Some("the host comes from `target:`".into()),
-            );
-        }
-        let path_t = match Template::parse(target, feeders) {
-            Ok(t) => {
-                self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
-                Some(t)
-            }
-            Err(e) => {
-                let mut marker = s.span().start().copied();
-                if let Some(m) = marker.as_mut() {
-                    let target_at = s.as_str().find(target).unwrap_or(0);
-                    m.set_column(m.column() + target_at + e.offset + usize::from(!s.may_coerce()));
-                }
-                self.at_marker(marker.as_ref(), &rp, e.message, e.hint);
-                None
-            }
-        };
-        let headers =
-            m.get_node("headers").map(|h| self.headers(h, &join(path, "headers"), feeders)).unwrap_or_default();
-        let bodies: Vec<&str> = ["json", "body", "form"].into_iter().filter(|k| m.get_node(k).is_some()).collect();
-        if bodies.len() > 1 {
-            self.at(
-                m.span(),
-                path,
-                format!("a step has one body: found {}", bodies.join(" and ")),
-                Some("keep one of json, body, form".into()),
-            );
-        }
-        let body = if let Some(j) = m.get_node("json") {
-            let mut parts = Vec::new();
-            self.json(j, &join(path, "json"), feeders, &mut parts);
-            Body::Json(parts)
-        } else if let Some(b) = m.get_node("body") {
-            self.template(b, &join(path, "body"), feeders).map_or(Body::None, Body::Raw)
-        } else if let Some(f) = m.get_node("form") {
-            Body::Form(self.headers(f, &join(path, "form"), feeders))
-        } else {
-            Body::None
-        };
-        let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
-        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
-        let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
-        let name =
-            m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
-        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause })
-    }
-
-    /// A YAML value as JSON text, with templated strings left as holes.
-    fn json(&mut self, node: &Node, path: &str, feeders: &[&str], out: &mut Vec<JsonPart>) {
-        let lit = |out: &mut Vec<JsonPart>, s: &str| match out.last_mut() {
-            Some(JsonPart::Literal(l)) => l.push_str(s),
-            _ => out.push(JsonPart::Literal(s.to_string())),
-        };
-        match node {
-            Node::Mapping(m) => {
-                lit(out, "{");
-                for (i, (k, v)) in m.iter().enumerate() {
-                    if i > 0 {
-                        lit(out, ",");
-                    }
-                    lit(out, &serde_json::to_string(k.as_str()).unwrap_or_default());
-                    lit(out, ":");
-                    self.json(v, &join(path, k.as_str()), feeders, out);
-                }
-                lit(out, "}");
-            }
-            Node::Sequence(items) => {
-                lit(out, "[");
-                for (i, v) in items.iter().enumerate() {
-                    if i > 0 {
-                        lit(out, ",");
-                    }
-                    self.json(v, &format!("{path}[{i}]"), feeders, out);
-                }
-                lit(out, "]");
-            }
-            Node::Scalar(s) => {
-                let text = s.as_str();
-                // Plain (unquoted) numbers, booleans and null keep their JSON type.
-                if s.may_coerce()
-                    && (matches!(text, "true" | "false" | "null")
-                        || serde_json::from_str::<serde_json::Number>(text).is_ok())
-                {
-                    lit(out, text);
-                    return;
-                }
-                let Some(t) = self.template(node, path, feeders) else { return };
-                match t.as_literal() {
-                    Some(l) => lit(out, &serde_json::to_string(l).unwrap_or_default()),
-                    None => {
-                        lit(out, "\"");
-                        out.push(JsonPart::String(t));
-                        lit(out, "\"");
-                    }
-                }
-            }
-        }
-    }
-
-    fn expect(&mut self, node: &Node, path: &str) -> Option<Expect> {
-        let m = self.map(node, path, EXPECT)?;
-        let status = m.get_node("status").and_then(|s| {
-            let sp = join(path, "status");
-            let items: Vec<&Node> = match s {
-                Node::Sequence(seq) => seq.iter().collect(),
-                other => vec![other],
-            };
-            let mut ranges = Vec::new();
-            for item in items {
-                let sc = self.scalar(item, &sp, "a status such as 200 or 2xx")?;
-                match StatusRange::parse(sc.as_str()) {
-                    Ok(r) => ranges.push(r),
-                    Err(e) => self.at(sc.span(), &sp, e.to_string(), Some("e.g. 200, 201 or 2xx".into())),
-                }
-            }
-            Some(ranges)
-        });
-        let body_contains = m.get_node("body_contains").and_then(|b| self.string(b, &join(path, "body_contains")));
-        let mut json = Vec::new();
-        if let Some(j) = m.get_node("json") {
-            let jp = join(path, "json");
-            if let Some(jm) = j.as_mapping() {
-                for (k, v) in jm.iter() {
-                    match Extractor::parse(k.as_str()) {
-                        Ok(x @ Extractor::JsonPath { .. }) => json.push((x, yaml_to_json(v))),
-                        Ok(_) => self.at(
-                            k.span(),
-                            &jp,
-                            format!("`{}` is not a JSONPath", k.as_str()),
-                            Some("e.g. `$.status: ok`".into()),
-                        ),
-                        Err(e) => self.at(k.span(), &jp, e.to_string(), None),
-                    }
-                }
-            } else {
-                self.at(
-                    j.span(),
-                    &jp,
-                    "expected a mapping of JSONPath to expected value",
-                    Some("json: { \"$.status\": ok }".into()),
-                );
-            }
-        }
-        Some(Expect { status, body_contains, json })
-    }
-
-    fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {
-        let Some(m) = node.as_mapping() else {
-            self.at(
-                node.span(),
-                path,
-                "expected a mapping of variable names to extractors",
-                Some("save: { token: $.token }".into()),
-            );
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (k, v) in m.iter() {
-            let p = join(path, k.as_str());
-            let name = k.as_str();
-            if !is_identifier(name) || matches!(name, "env" | "seq" | "uuid" | "random") {
-                self.at(
-                    k.span(),
-                    &p,
-                    format!("`{name}` cannot be a variable name"),
-                    Some("letters, digits and _, not env/seq/uuid/random".into()),
-                );
-                continue;
-            }
-            let Some(s) = self.scalar(v, &p, "an extractor") else { continue };
-            match Extractor::parse(s.as_str()) {
-                Ok(x) => out.push((name.to_string(), x)),
-                Err(e) => self.at(
-                    s.span(),
-                    &p,
-                    e.to_string(),
-                    Some("`$.json.path`, `header:Name` or `regex:pattern(group)`".into()),
-                ),
-            }
-        }
-        out
-    }
-
     fn conditions<T>(&mut self, node: &Node, path: &str, parse: impl Fn(&str) -> Result<T, ConditionError>) -> Vec<T> {
         let mut out = Vec::new();
         for (i, item) in self.list(node, path, "conditions").iter().enumerate() {
@@ -790,25 +530,6 @@ impl Dec<'_> {
             }
         }
         out
-    }
-
-    /// Every `${name}` must be saved somewhere: by setup or by a step.
-    fn check_variables(&mut self, setup: &[Step], flows: &[Flow]) {
-        let saved: Vec<&str> = setup
-            .iter()
-            .chain(flows.iter().flat_map(|f| f.steps.iter()))
-            .flat_map(|s| s.save.iter().map(|(n, _)| n.as_str()))
-            .collect();
-        for (name, marker, path) in std::mem::take(&mut self.uses) {
-            if saved.contains(&name.as_str()) {
-                continue;
-            }
-            let hint = match did_you_mean(&name, &saved) {
-                Some(s) => format!("did you mean `${{{s}}}`?"),
-                None => "save it first, e.g. `save: { token: $.token }` in setup or an earlier step".into(),
-            };
-            self.at_marker(marker.as_ref(), &path, format!("`${{{name}}}` is never saved"), Some(hint));
-        }
     }
 }
 
@@ -827,26 +548,9 @@ fn measurable(c: Condition, watched: bool) -> Result<Condition, ConditionError> 
     Ok(c)
 }
 
-fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
-}
-
-/// A YAML value as JSON (plain scalars typed, quoted ones strings).
-fn yaml_to_json(node: &Node) -> serde_json::Value {
-    match node {
-        Node::Scalar(s) if s.may_coerce() => {
-            serde_json::from_str(s.as_str()).unwrap_or_else(|_| serde_json::Value::String(s.as_str().to_string()))
-        }
-        Node::Scalar(s) => serde_json::Value::String(s.as_str().to_string()),
-        Node::Sequence(items) => items.iter().map(yaml_to_json).collect(),
-        Node::Mapping(m) => m.iter().map(|(k, v)| (k.as_str().to_string(), yaml_to_json(v))).collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::flow::{EXPECT, FLOW, STEP};
     use super::super::load::{CLOSED_STAGE, LOAD, OPEN_STAGE, STEPS};
     use super::super::watch::{JSON_SOURCE, POOL, PROBE, PROBE_SPEC, PROCESS, WATCH};
     use super::*;

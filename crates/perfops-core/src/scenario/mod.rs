@@ -12,6 +12,7 @@ mod decode;
 pub mod diag;
 pub mod extract;
 pub mod feeder;
+mod flow;
 mod load;
 pub mod template;
 mod watch;
