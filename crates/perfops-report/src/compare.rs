@@ -4,9 +4,10 @@
 //! run with its deltas against the baseline.
 //!
 //! It reads only results directories, as the report does (`html::read`,
-//! leniently: older formats and killed runs compare from what they hold;
-//! a run without `summary.json` is marked incomplete and has no capacity).
-//! A format newer than this perfops knows is an error rather than a guess.
+//! through the types that wrote them: older formats and killed runs compare
+//! from what they hold; a run without `summary.json` is marked incomplete
+//! and has no capacity). A format newer than this perfops knows is an error
+//! rather than a guess: versions are checked before anything read is used.
 //! Stages are paired in `matching`, throughput at equal latency is defined
 //! in `equal_latency`; `text` and `page` only present. Writing files is the
 //! caller's business.
@@ -18,11 +19,11 @@ pub(crate) mod text;
 
 use std::path::{Path, PathBuf};
 
+use perfops_core::analysis::verdict::StageVerdict;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::html::ReportError;
-use crate::html::model::{Model, Stage, list, text as field};
+use crate::html::model::{Model, Outcome, Stage};
 use crate::html::read::RunFiles;
 use crate::results::RESULTS_VERSION;
 pub use equal_latency::{ThroughputAt, p95_threshold_ms, throughput_at};
@@ -80,13 +81,12 @@ pub fn load(dirs: &[PathBuf]) -> Result<Runs, CompareError> {
 }
 
 fn check_version(dir: &Path, files: &RunFiles) -> Result<(), CompareError> {
-    for (file, v) in [("meta.json", Some(&files.meta)), ("summary.json", files.summary.as_ref())] {
-        let version = v.and_then(|v| v.get("version")).and_then(Value::as_u64);
-        if let Some(version) = version.filter(|v| *v > u64::from(RESULTS_VERSION)) {
-            return Err(CompareError::NewerFormat { dir: dir.to_path_buf(), file, version, known: RESULTS_VERSION });
+    match files.versions.iter().find(|(_, v)| *v > u64::from(RESULTS_VERSION)) {
+        Some(&(file, version)) => {
+            Err(CompareError::NewerFormat { dir: dir.to_path_buf(), file, version, known: RESULTS_VERSION })
         }
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Choices of the comparison.
@@ -112,7 +112,7 @@ pub struct RunInfo {
     /// False when the run left no `summary.json` (killed, or still running).
     pub complete: bool,
     /// `passed`, `failed`, `inconclusive`, `none` (no SLO) or `incomplete`.
-    pub result: String,
+    pub result: Outcome,
     /// The highest arrival rate that held.
     pub capacity_rps: Option<f64>,
     /// The first rate that did not hold.
@@ -177,7 +177,7 @@ pub struct Cell {
     /// Failed / finished requests.
     pub error_ratio: Option<f64>,
     /// `holds`, `fails`, `inconclusive`, `not run` (none: not judged).
-    pub verdict: Option<String>,
+    pub verdict: Option<StageVerdict>,
     /// Against the baseline's cell in the row (none for the baseline, or
     /// when the baseline has no stage there).
     pub delta: Option<Deltas>,
@@ -272,7 +272,7 @@ fn cell(s: &Stage, matched_by: MatchedBy) -> Cell {
         p95_ms: l.p95,
         p99_ms: l.p99,
         error_ratio: s.error_ratio,
-        verdict: s.verdict.clone().or_else(|| (!s.ran).then(|| "not run".to_string())),
+        verdict: s.verdict.or((!s.ran).then_some(StageVerdict::NotRun)),
         delta: None,
     }
 }
@@ -304,7 +304,7 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             target: m.target.clone(),
             started_at: m.started_at.clone(),
             complete: m.complete,
-            result: m.verdict.result.clone(),
+            result: m.verdict.result,
             capacity_rps: m.verdict.capacity_rps,
             breaks_at_rps: m.verdict.breaks_at_rps,
         })
@@ -368,9 +368,9 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
             String::new()
         }
     };
-    let no_capacity = |r: &RunInfo| match r.result.as_str() {
-        "incomplete" => format!("{} is incomplete (no summary.json)", r.title()),
-        "none" => format!("{} has no SLO, so no verdict", r.title()),
+    let no_capacity = |r: &RunInfo| match r.result {
+        Outcome::Incomplete => format!("{} is incomplete (no summary.json)", r.title()),
+        Outcome::NoSlo => format!("{} has no SLO, so no verdict", r.title()),
         _ if r.breaks_at_rps.is_some() => format!("{} held no stage", r.title()),
         // An older summary.json may judge the run without naming a capacity.
         _ => format!("{} states no capacity (its summary.json has no verdict per stage)", r.title()),
@@ -414,16 +414,7 @@ fn equal_p95(models: &[Model], runs: &[RunInfo], opts: Options) -> EqualP95 {
         .run_slo
         .iter()
         .chain(base.stages.iter().flat_map(|s| s.slo.iter()))
-        .find_map(|c| Some((c.slo.clone(), p95_threshold_ms(&c.slo)?)))
-        .or_else(|| {
-            // An older summary without SLO results still has the scenario's lines.
-            base.files.summary.as_ref().and_then(|s| {
-                list(s, "slo")
-                    .iter()
-                    .filter_map(|c| field(c, "slo"))
-                    .find_map(|l| Some((l.to_string(), p95_threshold_ms(l)?)))
-            })
-        });
+        .find_map(|c| Some((c.slo.clone(), p95_threshold_ms(&c.slo)?)));
     let at_capacity = || {
         let cap = base.verdict.capacity_rps;
         let stage = match cap {

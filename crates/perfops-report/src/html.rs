@@ -4,21 +4,26 @@
 //! measurement on one time axis, then latency against throughput and the
 //! percentile spectrum.
 //!
-//! It reads only the results directory, leniently (`read`), decides what to
-//! say (`model`), prepares chart data (`charts`) and writes the page
-//! (`page`, with `report.js` and `report.css`). A run without `summary.json`
-//! (killed, or still going) renders from what it recorded, marked
-//! incomplete. Writing the file is the caller's business.
+//! It reads only the results directory, through the types that wrote it
+//! (`read`), decides what to say (`model`), prepares chart data (`charts`)
+//! and writes the page (`page`, inside the document `shell` with
+//! `report.js` and `report.css`; figures are formatted by
+//! [`crate::format`]). A run without `summary.json` (killed, or still
+//! going) renders from what it recorded, marked incomplete. Writing the
+//! file is the caller's business.
 
 pub(crate) mod charts;
 pub(crate) mod model;
 pub(crate) mod page;
 pub(crate) mod read;
+pub(crate) mod shell;
 
 use std::path::{Path, PathBuf};
 
 pub use charts::DATA_VERSION;
-pub use page::escape;
+pub use model::Outcome;
+
+pub use crate::format::escape;
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]

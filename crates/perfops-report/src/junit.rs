@@ -5,7 +5,10 @@
 
 use std::fmt::Write;
 
-use crate::run::{RunSummary, slo_value};
+use perfops_core::analysis::verdict::StageVerdict;
+
+use crate::format::xml_attr as esc;
+use crate::run::{RunSummary, StageSummary, slo_value};
 
 /// The JUnit XML document for `summary`.
 pub fn render(summary: &RunSummary) -> String {
@@ -20,7 +23,7 @@ pub fn render(summary: &RunSummary) -> String {
     );
     for st in &summary.stages {
         let f = &st.figures;
-        let skipped = matches!(st.verdict, "inconclusive" | "not run");
+        let skipped = matches!(st.verdict, Some(StageVerdict::Inconclusive | StageVerdict::NotRun));
         let _ = writeln!(
             o,
             "  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3}\">",
@@ -38,7 +41,8 @@ pub fn render(summary: &RunSummary) -> String {
             case(&mut o, &class, &c.slo, skipped.then_some(&skip_reason), (!c.passed && !skipped).then_some(&measured));
         }
         let why = st.reasons.join("; ");
-        case(&mut o, &class, "stage holds", skipped.then_some(&skip_reason), (st.verdict == "fails").then_some(&why));
+        let fails = st.verdict == Some(StageVerdict::Fails);
+        case(&mut o, &class, "stage holds", skipped.then_some(&skip_reason), fails.then_some(&why));
         o.push_str("  </testsuite>\n");
     }
     o.push_str("</testsuites>\n");
@@ -46,8 +50,8 @@ pub fn render(summary: &RunSummary) -> String {
 }
 
 /// Failed cases of a stage: its missed SLO lines and its own verdict.
-fn stage_failures(st: &crate::run::StageSummary) -> usize {
-    if st.verdict == "fails" { st.slo.iter().filter(|c| !c.passed).count() + 1 } else { 0 }
+fn stage_failures(st: &StageSummary) -> usize {
+    if st.verdict == Some(StageVerdict::Fails) { st.slo.iter().filter(|c| !c.passed).count() + 1 } else { 0 }
 }
 
 fn case(o: &mut String, class: &str, name: &str, skipped: Option<&String>, failure: Option<&String>) {
@@ -60,33 +64,5 @@ fn case(o: &mut String, class: &str, name: &str, skipped: Option<&String>, failu
             let _ = writeln!(o, "><failure message=\"{}\"/></testcase>", esc(why));
         }
         (None, None) => o.push_str("/>\n"),
-    }
-}
-
-/// XML attribute text.
-fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\n' => out.push_str("&#10;"),
-            c if (c as u32) < 0x20 && c != '\t' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn attribute_text_is_escaped() {
-        assert_eq!(esc("p95 < 500ms & \"x\""), "p95 &lt; 500ms &amp; &quot;x&quot;");
-        assert_eq!(esc("a\u{1}b"), "ab");
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod compare;
 pub mod exposition;
+pub mod format;
 pub mod html;
 pub mod junit;
 pub mod live;

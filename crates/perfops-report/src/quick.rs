@@ -29,7 +29,7 @@ pub struct QuickSetup {
 }
 
 /// The generator's own resource use.
-#[derive(Debug, Clone, Copy, Serialize, serde::Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, Default)]
 pub struct GeneratorUse {
     /// Worker threads.
     pub workers: usize,

@@ -1,5 +1,13 @@
 //! What `perfops run` writes and prints: the per-second series line, the
 //! per-stage summary (`summary.json`) and the stage table on the terminal.
+//!
+//! The same types read those files back (the report, `compare`, `runs`), so a
+//! renamed field is a compile error or a failed read, never a silent "n/a".
+//! Files of older perfops versions (the results format is version 1 since the
+//! start, and grew) read through serde defaults: each field added after the
+//! first release says so where it is declared. `schema/summary.schema.json`
+//! describes what is written today; `tests/summary_schema.rs` checks it
+//! against both the writer and this reader.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -8,7 +16,8 @@ use perfops_core::measure::{HistogramSummary, Stats};
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
-use perfops_core::analysis::verdict::{RunVerdict, SloCheck, with_unit};
+use perfops_core::analysis::usl::UslFit;
+use perfops_core::analysis::verdict::{RunVerdict, SloCheck, StageVerdict, with_unit};
 use perfops_core::scenario::Condition;
 
 use crate::live::group;
@@ -30,13 +39,19 @@ pub struct StepSecond {
 }
 
 /// One line of `series.jsonl`: one second of the run.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+///
+/// Read leniently (a line is a second a killed run may have cut short, or a
+/// hand-made file): a missing count reads as 0, a missing stage as none (an
+/// empty name), a missing length as a whole second.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct SeriesLine {
     /// Second number, from 0.
     pub t: u32,
     /// Length of the second (shorter at the end), seconds.
+    #[serde(default = "one_second")]
     pub length_s: f64,
-    /// Stage at the start of the second.
+    /// Stage at the start of the second (drain seconds: in parentheses).
     pub stage: String,
     /// Open model: scheduled arrivals per second.
     pub target_rate: Option<f64>,
@@ -70,8 +85,40 @@ pub struct SeriesLine {
     pub steps: BTreeMap<String, StepSecond>,
 }
 
+fn one_second() -> f64 {
+    1.0
+}
+
+impl SeriesLine {
+    /// The stage it belongs to: none for a drain second (`(drain)`) or a
+    /// line that names none.
+    pub fn stage_name(&self) -> Option<&str> {
+        Some(self.stage.as_str()).filter(|s| !s.is_empty() && !s.starts_with('('))
+    }
+
+    /// Whether it is a drain second: responses after the last arrival.
+    pub fn is_drain(&self) -> bool {
+        self.stage.starts_with('(')
+    }
+
+    /// When it ends, seconds from the start.
+    pub fn end_s(&self) -> f64 {
+        f64::from(self.t) + self.length_s
+    }
+
+    /// `n` events of this second, per second (a short last second counts
+    /// for its length).
+    pub fn per_s(&self, n: u64) -> f64 {
+        n as f64 / if self.length_s > 0.0 { self.length_s } else { 1.0 }
+    }
+}
+
 /// `meta.json`: what a run is, written when it starts (a killed run keeps it).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+///
+/// Every field is optional when read: the report names a run by its
+/// directory when the file or a field is missing.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct RunMeta {
     /// Always `perfops.meta`.
     pub format: String,
@@ -102,7 +149,8 @@ pub struct RunMeta {
 }
 
 /// A planned stage in `meta.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
 pub struct MetaStage {
     /// Its name.
     pub name: String,
@@ -174,23 +222,29 @@ pub fn failures(stats: &Stats) -> BTreeMap<String, u64> {
 }
 
 /// A stage in `summary.json`: its figures and its verdict.
-#[derive(Debug, Clone, Serialize)]
+///
+/// Summaries written before stages were judged have the figures only.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StageSummary {
     /// The figures.
     #[serde(flatten)]
     pub figures: Figures,
-    /// Start, seconds since the start of the run.
+    /// Start, seconds since the start of the run (0 in older summaries).
+    #[serde(default)]
     pub from_s: f64,
-    /// `holds`, `fails`, `inconclusive` or `not run`.
-    pub verdict: &'static str,
+    /// Always written; none only in summaries from before verdicts.
+    #[serde(default)]
+    pub verdict: Option<StageVerdict>,
     /// Why it fails or is inconclusive.
+    #[serde(default)]
     pub reasons: Vec<String>,
     /// Each SLO line over this stage.
+    #[serde(default)]
     pub slo: Vec<SloCheck>,
 }
 
 /// The run's verdict in `summary.json`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct VerdictSummary {
     /// Capacity, breaks-at and the overall result.
     #[serde(flatten)]
@@ -200,7 +254,7 @@ pub struct VerdictSummary {
 }
 
 /// One attempt of `perfops limit`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitAttempt {
     /// Target arrivals per second.
     pub rate: f64,
@@ -214,12 +268,12 @@ pub struct LimitAttempt {
     pub p99_ms: f64,
     /// Failed / finished requests.
     pub error_ratio: f64,
-    /// `holds`, `fails`, `inconclusive`.
-    pub verdict: &'static str,
+    /// As a stage's: `holds`, `fails`, `inconclusive`.
+    pub verdict: StageVerdict,
 }
 
 /// What `perfops limit` found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitSearch {
     /// The highest rate that held.
     pub capacity_rps: Option<f64>,
@@ -234,7 +288,7 @@ pub struct LimitSearch {
 }
 
 /// One concurrency level of `perfops sweep`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepLevel {
     /// Users (connections), each looping request -> response.
     pub concurrency: u32,
@@ -253,12 +307,12 @@ pub struct SweepLevel {
 }
 
 /// What `perfops sweep` found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SweepResult {
     /// Per level, in order.
     pub levels: Vec<SweepLevel>,
     /// The Universal Scalability Law fit, when one could be made.
-    pub usl: Option<serde_json::Value>,
+    pub usl: Option<UslFit>,
     /// Predicted concurrency of peak throughput.
     pub predicted_peak_concurrency: Option<f64>,
     /// Predicted peak throughput.
@@ -271,7 +325,7 @@ pub struct SweepResult {
 }
 
 /// One probe's checks over the run.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSummary {
     /// Checks made.
     pub checks: u64,
@@ -282,11 +336,16 @@ pub struct ProbeSummary {
 }
 
 /// `summary.json`.
-#[derive(Debug, Clone, Serialize)]
+///
+/// Fields added after the first release read as absent from older
+/// summaries: the verdict, diagnostics and probes (and, in stages, the
+/// verdict, reasons and SLO).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Always `perfops.summary`.
     pub format: String,
-    /// Results format version.
+    /// Results format version; a summary that states none is of the first.
+    #[serde(default = "first_version")]
     pub version: u32,
     /// Scenario name.
     pub name: String,
@@ -302,8 +361,10 @@ pub struct RunSummary {
     pub interrupted: bool,
     /// Stopped early by an `abort_when` rule: which, and when.
     pub aborted: Option<String>,
-    /// The verdict (capacity, breaks at, headline).
-    pub verdict: VerdictSummary,
+    /// The verdict (capacity, breaks at, headline). Always written; none
+    /// only in summaries from before verdicts.
+    #[serde(default)]
+    pub verdict: Option<VerdictSummary>,
     /// Per stage, in order.
     pub stages: Vec<StageSummary>,
     /// Per step, in order.
@@ -313,19 +374,25 @@ pub struct RunSummary {
     /// The SLO over the whole run (the verdict judges each stage).
     pub slo: Vec<SloCheck>,
     /// Why it broke, most fundamental first, each with its evidence.
+    #[serde(default)]
     pub diagnostics: Vec<Diagnostic>,
     /// Probe checks, by probe (`liveness`, `readiness`).
+    #[serde(default)]
     pub probes: BTreeMap<String, ProbeSummary>,
     /// `perfops limit`: the search.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<LimitSearch>,
     /// `perfops sweep`: the levels and the fit.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sweep: Option<SweepResult>,
     /// The generator's own use.
     pub generator: GeneratorUse,
     /// Doubts about the truthfulness of the figures (the generator as a limit).
     pub warnings: Vec<String>,
+}
+
+fn first_version() -> u32 {
+    1
 }
 
 fn ms(v: f64) -> String {
@@ -350,7 +417,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
         "stage", "target/s", "achieved", "p50", "p90", "p95", "p99", "max", "errors", "dropped", "verdict"
     );
     let rows = summary.stages.iter().map(|s| (&s.figures, s.verdict, s.reasons.as_slice()));
-    for (f, verdict, reasons) in rows.chain(std::iter::once((&summary.total, "", &[][..]))) {
+    for (f, verdict, reasons) in rows.chain(std::iter::once((&summary.total, None, &[][..]))) {
         let top: Vec<String> = {
             let mut v: Vec<(&String, &u64)> = f.failures.iter().collect();
             v.sort_by(|a, b| b.1.cmp(a.1));
@@ -371,7 +438,10 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.max),
             f.error_ratio * 100.0,
             group(f.dropped as f64),
-            if verdict == "fails" { "FAILS" } else { verdict },
+            match verdict {
+                Some(StageVerdict::Fails) => "FAILS",
+                v => v.map_or("", StageVerdict::name),
+            },
             why
         );
     }
@@ -393,7 +463,9 @@ pub fn stage_table(summary: &RunSummary) -> String {
     for w in &summary.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
-    let _ = writeln!(o, "\nverdict: {}", summary.verdict.headline);
+    if let Some(v) = &summary.verdict {
+        let _ = writeln!(o, "\nverdict: {}", v.headline);
+    }
     for d in &summary.diagnostics {
         let evidence: Vec<String> =
             d.evidence.iter().map(|e| format!("{}={} at t={:.0}s", e.metric, short(e.value), e.t)).collect();

@@ -4,17 +4,20 @@
 //! when the run left no `summary.json`.
 //!
 //! Reads only `meta.json`, `summary.json` and the length of `series.jsonl`,
-//! as leniently as the report does; a folder that holds none of them is not a
+//! through the types that wrote them, as the report does (a file that does
+//! not read counts as missing); a folder that holds none of them is not a
 //! run and is left out.
 
 use std::fmt::Write;
 use std::path::Path;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde::de::DeserializeOwned;
 
+use crate::format::clock;
 use crate::html::ReportError;
-use crate::html::model::{self, num, text};
+use crate::html::model::{self, Outcome, recorded_s};
+use crate::run::{RunMeta, RunSummary, SeriesLine};
 
 /// One run in the listing.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -29,7 +32,7 @@ pub struct RunEntry {
     pub started_at: Option<String>,
     /// `passed`, `failed`, `inconclusive`, `none` (no SLO) or `incomplete`
     /// (no `summary.json`: killed, or still running).
-    pub result: String,
+    pub result: Outcome,
     /// The highest arrival rate that held, when the verdict says.
     pub capacity_rps: Option<f64>,
     /// The first rate that did not hold, when the verdict says.
@@ -49,43 +52,39 @@ pub fn list(base: &Path) -> Result<Vec<RunEntry>, ReportError> {
     Ok(runs)
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    serde_json::from_slice::<Value>(&std::fs::read(path).ok()?).ok().filter(Value::is_object)
+fn read_json<T: DeserializeOwned>(path: &Path) -> Option<T> {
+    serde_json::from_slice::<T>(&std::fs::read(path).ok()?).ok()
 }
 
 fn entry(dir: &Path) -> Option<RunEntry> {
     if !dir.is_dir() {
         return None;
     }
-    let meta = read_json(&dir.join("meta.json"));
-    let summary = read_json(&dir.join("summary.json"));
+    let meta: Option<RunMeta> = read_json(&dir.join("meta.json"));
+    let summary: Option<RunSummary> = read_json(&dir.join("summary.json"));
     let series = std::fs::read_to_string(dir.join("series.jsonl")).ok();
     if meta.is_none() && summary.is_none() && series.is_none() {
         return None;
     }
     let dir_name = dir.file_name()?.to_string_lossy().into_owned();
-    let field = |key: &str| {
-        meta.as_ref()
-            .and_then(|m| text(m, key))
-            .or_else(|| summary.as_ref().and_then(|s| text(s, key)))
-            .map(str::to_string)
+    // meta.json first (a killed run has only it), then the summary.
+    let field = |m: fn(&RunMeta) -> &String, s: fn(&RunSummary) -> &String| {
+        meta.as_ref().map(m).filter(|v| !v.is_empty()).or_else(|| summary.as_ref().map(s)).cloned()
     };
     // An incomplete run ran as long as the seconds it recorded.
     let recorded = series.as_deref().map(|s| {
-        s.lines()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|l| Some(num(&l, "t")? + num(&l, "length_s").unwrap_or(1.0)))
-            .fold(0.0, f64::max)
+        let lines: Vec<SeriesLine> = s.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        recorded_s(&lines)
     });
-    let verdict = summary.as_ref().map(model::summary_verdict);
+    let verdict = model::verdict(summary.as_ref());
     Some(RunEntry {
         path: dir.display().to_string(),
-        name: field("name").unwrap_or_else(|| dir_name.clone()),
-        started_at: field("started_at"),
-        result: verdict.as_ref().map_or("incomplete".into(), |v| v.result.clone()),
-        capacity_rps: verdict.as_ref().and_then(|v| v.capacity_rps),
-        breaks_at_rps: verdict.as_ref().and_then(|v| v.breaks_at_rps),
-        duration_s: summary.as_ref().and_then(|s| num(s, "elapsed_s")).or(recorded),
+        name: field(|m| &m.name, |s| &s.name).unwrap_or_else(|| dir_name.clone()),
+        started_at: field(|m| &m.started_at, |s| &s.started_at),
+        result: verdict.result,
+        capacity_rps: verdict.capacity_rps,
+        breaks_at_rps: verdict.breaks_at_rps,
+        duration_s: summary.as_ref().map(|s| s.elapsed_s).or(recorded),
         complete: summary.is_some(),
         dir: dir_name,
     })
@@ -112,10 +111,10 @@ pub fn table(runs: &[RunEntry]) -> String {
             "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {}",
             when,
             r.name,
-            r.result,
+            r.result.name(),
             rate(r.capacity_rps),
             rate(r.breaks_at_rps),
-            r.duration_s.map_or("-".into(), crate::html::page::clock),
+            r.duration_s.map_or("-".into(), clock),
             r.path
         );
     }
@@ -128,18 +127,18 @@ mod tests {
 
     #[test]
     fn table_lines() {
-        let run = |dir: &str, result: &str, cap: Option<f64>| RunEntry {
+        let run = |dir: &str, result: Outcome, cap: Option<f64>| RunEntry {
             dir: dir.into(),
             path: format!("runs/{dir}"),
             name: "orders".into(),
             started_at: Some("2026-11-22T04:30:00Z".into()),
-            result: result.into(),
+            result,
             capacity_rps: cap,
             breaks_at_rps: cap.map(|c| c + 50.0),
             duration_s: Some(61.4),
-            complete: result != "incomplete",
+            complete: result != Outcome::Incomplete,
         };
-        let t = table(&[run("a", "failed", Some(200.0)), run("b", "incomplete", None)]);
+        let t = table(&[run("a", Outcome::Failed, Some(200.0)), run("b", Outcome::Incomplete, None)]);
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines.len(), 3, "{t}");
         assert!(lines[1].starts_with("2026-11-22 04:30  orders"), "{t}");

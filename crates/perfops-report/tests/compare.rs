@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use perfops_core::analysis::verdict::StageVerdict;
 use perfops_report::compare::{self, CompareError, Options, ThroughputAt};
+use perfops_report::html::Outcome;
 use serde_json::Value;
 
 const STEPPED: &str = "20261122T043000Z-orders-stepped";
@@ -102,7 +104,7 @@ fn an_older_format_compares_from_what_it_has() {
     });
     let c = compare::load(&[fixture(STEPPED), old]).unwrap().compare(Options::default());
     assert_eq!(c.runs[1].capacity_rps, None);
-    assert_eq!(c.runs[1].result, "failed", "judged from its SLO lines");
+    assert_eq!(c.runs[1].result, Outcome::Failed, "judged from its SLO lines");
     assert!(c.capacity[0].text.starts_with("B orders states no capacity"), "{}", c.capacity[0].text);
     let cell = c.stages[0].cells[1].as_ref().unwrap();
     assert_eq!((cell.p50_ms.is_some(), cell.p95_ms), (true, None));
@@ -129,7 +131,7 @@ fn a_killed_run_is_incomplete() {
         .map(|r| r.name.as_str())
         .collect();
     assert_eq!(ran, ["50/s", "100/s", "150/s"]);
-    assert_eq!(c.stages[5].cells[1].as_ref().unwrap().verdict.as_deref(), Some("not run"));
+    assert_eq!(c.stages[5].cells[1].as_ref().unwrap().verdict, Some(StageVerdict::NotRun));
 }
 
 /// A results format newer than this build is refused, naming the file.

@@ -16,9 +16,9 @@ fn runs_are_listed_newest_first() {
     let found = runs::list(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")).unwrap();
     let dirs: Vec<&str> = found.iter().map(|r| r.dir.as_str()).collect();
     assert_eq!(dirs, [KILLED, STEPPED]);
-    assert_eq!((found[0].result.as_str(), found[0].complete, found[0].duration_s), ("incomplete", false, Some(23.0)));
+    assert_eq!((found[0].result.name(), found[0].complete, found[0].duration_s), ("incomplete", false, Some(23.0)));
     assert_eq!(
-        (found[1].result.as_str(), found[1].capacity_rps, found[1].breaks_at_rps),
+        (found[1].result.name(), found[1].capacity_rps, found[1].breaks_at_rps),
         ("failed", Some(200.0), Some(250.0))
     );
     let table = runs::table(&found);

@@ -3,8 +3,14 @@
 //! (so each object the writer can emit is checked, and a field added to one
 //! of them without the schema fails here), the same with the optional parts
 //! empty, and the committed fixture. The schema closes every object
-//! (`additionalProperties` / `unevaluatedProperties: false`); the last test
-//! shows that it does, so the first ones can fail.
+//! (`additionalProperties` / `unevaluatedProperties: false`); a test shows
+//! that it does, so the first ones can fail.
+//!
+//! And against what reads it: the same types read every summary the schema
+//! accepts back to what was written, and a table of mutations says, for
+//! each, whether the schema and the reader refuse it; where they differ, the
+//! case says why (the reader also reads older summaries, and tolerates
+//! fields it does not know).
 //!
 //! Real summaries of `run`, `limit` and `sweep` are checked end to end in
 //! `crates/perfops/tests/metrics.rs`.
@@ -14,7 +20,7 @@ use std::time::Duration;
 
 use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
 use perfops_core::analysis::usl::{self, Observation, UslFit};
-use perfops_core::analysis::verdict::{RunVerdict, SloCheck};
+use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerdict};
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_report::quick::GeneratorUse;
 use perfops_report::run::{
@@ -54,7 +60,7 @@ fn full() -> RunSummary {
     let stage = |name: &str, from_s: f64| StageSummary {
         figures: Figures::new(name, &s, 10.0, Some(50.0), 49.5),
         from_s,
-        verdict: "fails",
+        verdict: Some(StageVerdict::Fails),
         reasons: vec!["errors < 1% (measured 18.2%)".into()],
         slo: slo.clone(),
     };
@@ -68,21 +74,21 @@ fn full() -> RunSummary {
         elapsed_s: 20.2,
         interrupted: false,
         aborted: Some("`errors > 50% for 2s` held for 2 s (t=3s..5s)".into()),
-        verdict: VerdictSummary {
+        verdict: Some(VerdictSummary {
             verdict: RunVerdict {
-                result: "failed",
+                result: RunResult::Failed,
                 capacity_rps: Some(50.0),
                 breaks_at_rps: Some(100.0),
                 breaks_at_stage: Some("100/s".into()),
             },
             headline: "FAILED; holds 50/s; breaks at 100/s".into(),
-        },
+        }),
         stages: vec![stage("50/s", 0.0), stage("100/s", 10.0)],
         steps: vec![Figures::new("orders", &s, 20.2, None, 0.5)],
         total: Figures::new("total", &s, 20.2, None, 0.5),
         slo,
         diagnostics: vec![Diagnostic {
-            kind: "pool_bound",
+            kind: "pool_bound".into(),
             title: "Worker pool full, CPU idle".into(),
             detail: "more threads would help".into(),
             stage: Some("100/s".into()),
@@ -101,7 +107,7 @@ fn full() -> RunSummary {
                 p95_ms: 30.2,
                 p99_ms: 40.3,
                 error_ratio: 0.0,
-                verdict: "holds",
+                verdict: StageVerdict::Holds,
             }],
         }),
         sweep: Some(SweepResult {
@@ -114,8 +120,7 @@ fn full() -> RunSummary {
                 throughput_ratio: 1.0,
                 error_ratio: 0.0,
             }],
-            // As `perfops sweep` writes it: the fit itself, serialised.
-            usl: Some(serde_json::to_value(usl_fit()).expect("serialisable")),
+            usl: Some(usl_fit()),
             predicted_peak_concurrency: Some(99.0),
             predicted_peak_throughput: Some(3000.0),
             best_level: Some(1),
@@ -159,8 +164,8 @@ fn optional_parts_may_be_null_or_absent() {
     s.aborted = None;
     s.limit = None;
     s.sweep = None;
-    s.verdict.verdict =
-        RunVerdict { result: "inconclusive", capacity_rps: None, breaks_at_rps: None, breaks_at_stage: None };
+    s.verdict.as_mut().expect("a verdict").verdict =
+        RunVerdict { result: RunResult::Inconclusive, capacity_rps: None, breaks_at_rps: None, breaks_at_stage: None };
     s.diagnostics[0].stage = None;
     s.probes.clear();
     s.steps.clear();
@@ -212,4 +217,87 @@ fn undeclared_or_mistyped_fields_are_refused() {
         mutate(&mut v);
         assert!(!errors(&v).is_empty(), "the schema accepted {what}");
     }
+}
+
+/// What the reader makes of `v`: the summary, or why not.
+fn read(v: &Value) -> Result<RunSummary, serde_json::Error> {
+    serde_json::from_value(v.clone())
+}
+
+/// Summaries the schema accepts, each with what it is: the writer's with
+/// every part, with no optional part, a sweep without a fit, and the fixture.
+fn accepted() -> Vec<(&'static str, Value)> {
+    let mut empty = full();
+    (empty.aborted, empty.limit, empty.sweep) = (None, None, None);
+    empty.diagnostics.clear();
+    empty.probes.clear();
+    empty.steps.clear();
+    let mut sweep = full();
+    sweep.sweep.as_mut().expect("sweep").usl = None;
+    sweep.limit.as_mut().expect("limit").confirmed = None;
+    vec![
+        ("a summary with every part", written(&full())),
+        ("a summary with no optional part", written(&empty)),
+        ("a sweep without a fit", written(&sweep)),
+        ("the committed fixture", serde_json::from_str(FIXTURE).expect("the fixture is JSON")),
+    ]
+}
+
+/// Every summary the schema accepts reads back through the writer's types,
+/// to exactly what was written: no field is lost, renamed or retyped on the
+/// way (verdicts are enums that spell today's strings).
+#[test]
+fn the_reader_reads_back_what_the_schema_accepts() {
+    for (what, v) in accepted() {
+        assert_valid(&v, what);
+        let summary = read(&v).unwrap_or_else(|e| panic!("{what} does not read: {e}"));
+        assert_eq!(written(&summary), v, "{what} reads back to something else");
+    }
+    assert_eq!(read(&written(&full())).expect("reads"), full(), "the same summary, field for field");
+}
+
+/// Refused by the schema? By the reader?
+type Verdicts = (bool, bool);
+
+/// The schema and the reader against one mutation each (a case per line)
+/// of a valid summary. Both refuse a value of the wrong type or outside its
+/// enum, and a field without which a summary means nothing. Where only the
+/// schema refuses, the case says why the reader does not.
+#[test]
+fn the_schema_and_the_reader_refuse_alike() {
+    const BOTH: Verdicts = (true, true);
+    // Readable, though not what this version writes.
+    const READER_ONLY_ACCEPTS: Verdicts = (true, false);
+    let base = written(&full());
+    let cases: [(&str, Mutation, Verdicts); 16] = [
+        ("a stage verdict no perfops writes", |v| v["stages"][0]["verdict"] = json!("fail"), BOTH),
+        ("`not run` spelled as a Rust name", |v| v["stages"][0]["verdict"] = json!("not_run"), BOTH),
+        ("a run result no perfops writes", |v| v["verdict"]["result"] = json!("none"), BOTH),
+        ("a limit attempt's verdict misspelt", |v| v["limit"]["attempts"][0]["verdict"] = json!("Holds"), BOTH),
+        ("a count that is not an integer", |v| v["total"]["sent"] = json!(1.5), BOTH),
+        ("a rate that is a string", |v| v["stages"][0]["achieved_rate"] = json!("49.5"), BOTH),
+        ("an SLO check without its outcome", |v| remove(&mut v["slo"][0], "passed"), BOTH),
+        ("a USL fit without its lambda", |v| remove(&mut v["sweep"]["usl"], "lambda"), BOTH),
+        ("evidence whose value is text", |v| v["diagnostics"][0]["evidence"][0]["value"] = json!("10"), BOTH),
+        ("a missing generator", |v| remove(v, "generator"), BOTH),
+        ("a missing total", |v| remove(v, "total"), BOTH),
+        // Unknown fields: a tolerant reader, since the version (checked
+        // before reading) is what says a format changed.
+        ("a new top-level field", |v| v["new_field"] = json!(1), READER_ONLY_ACCEPTS),
+        // Older summaries, from before verdicts, diagnostics and naps.
+        ("no verdict", |v| remove(v, "verdict"), READER_ONLY_ACCEPTS),
+        ("a stage without its verdict", |v| remove(&mut v["stages"][0], "verdict"), READER_ONLY_ACCEPTS),
+        ("no diagnostics", |v| remove(v, "diagnostics"), READER_ONLY_ACCEPTS),
+        ("a generator without naps", |v| remove(&mut v["generator"], "naps"), READER_ONLY_ACCEPTS),
+    ];
+    for (what, mutate, (schema_refuses, reader_refuses)) in cases {
+        let mut v = base.clone();
+        mutate(&mut v);
+        assert_eq!(!errors(&v).is_empty(), schema_refuses, "the schema on {what}");
+        assert_eq!(read(&v).is_err(), reader_refuses, "the reader on {what}");
+    }
+}
+
+fn remove(v: &mut Value, key: &str) {
+    v.as_object_mut().expect("an object").remove(key);
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step};
-use perfops_core::analysis::verdict::StageVerdict;
+use perfops_core::analysis::verdict::{RunResult, StageVerdict};
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
@@ -138,14 +138,16 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     // at the failing attempt closest above the capacity.
     let merged = crate::session::Loaded::merged(&results);
     let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
-    summary.verdict.verdict.capacity_rps = lo;
-    summary.verdict.verdict.breaks_at_rps = hi;
-    summary.verdict.verdict.breaks_at_stage = hi.map(|h| format!("{}/s", round(h)));
-    summary.verdict.verdict.result = match (inconclusive, lo) {
-        (Some(_), _) => "inconclusive",
-        (None, Some(_)) if confirmed != Some(false) => "passed",
-        _ => "failed",
-    };
+    if let Some(v) = summary.verdict.as_mut() {
+        v.verdict.capacity_rps = lo;
+        v.verdict.breaks_at_rps = hi;
+        v.verdict.breaks_at_stage = hi.map(|h| format!("{}/s", round(h)));
+        v.verdict.result = match (inconclusive, lo) {
+            (Some(_), _) => RunResult::Inconclusive,
+            (None, Some(_)) if confirmed != Some(false) => RunResult::Passed,
+            _ => RunResult::Failed,
+        };
+    }
     // The diagnosis of the break: the lowest failing attempt.
     let breaking =
         results.iter().zip(&judged).enumerate().filter(|(_, (_, j))| j.verdict == StageVerdict::Fails).min_by(
@@ -170,11 +172,11 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
                 p95_ms: st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0,
                 p99_ms: st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
                 error_ratio: st.stats.error_ratio(),
-                verdict: j.verdict.name(),
+                verdict: j.verdict,
             }
         })
         .collect();
-    summary.verdict.headline = match (lo, hi, inconclusive) {
+    let headline = match (lo, hi, inconclusive) {
         (_, _, Some(r)) => format!(
             "INCONCLUSIVE: at {}/s the generator was the limit{}",
             round(r),
@@ -198,6 +200,9 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
         ),
     };
+    if let Some(v) = summary.verdict.as_mut() {
+        v.headline = headline;
+    }
     summary.limit =
         Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
     crate::run::finish(&mut s, &summary, args.session.junit.as_deref())

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::analysis::diagnose::Diagnostic;
-use perfops_core::analysis::verdict::{self, Judged, Range, RunVerdict, StageVerdict};
+use perfops_core::analysis::verdict::{self, Judged, Range, RunResult, RunVerdict, StageVerdict};
 use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Schedule};
 use perfops_core::scenario::{AbortRule, Load, Metric, Scenario};
@@ -104,7 +104,8 @@ pub(crate) fn finish(s: &mut Session, summary: &RunSummary, junit: Option<&std::
     crate::out(&format!("\n{}results: {}\n{report}", stage_table(summary), s.dir.path().display()));
     // An abort rule is a threshold too: a run it stopped did not pass; nor did
     // an inconclusive one, which proves nothing about the server.
-    let passed = summary.verdict.verdict.result == "passed" && summary.aborted.is_none();
+    let passed =
+        summary.verdict.as_ref().is_some_and(|v| v.verdict.result == RunResult::Passed) && summary.aborted.is_none();
     Ok(if passed { Exit::Passed } else { Exit::ThresholdsFailed })
 }
 
@@ -119,7 +120,7 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
         .map(|(st, j)| StageSummary {
             figures: Figures::new(&st.plan.name, &st.stats, st.ran_s, st.plan.target_rate, st.achieved_rate),
             from_s: st.from_s,
-            verdict: j.verdict.name(),
+            verdict: Some(j.verdict),
             reasons: j.reasons.clone(),
             slo: j.slo.clone(),
         })
@@ -174,7 +175,7 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
         elapsed_s: elapsed,
         interrupted,
         aborted,
-        verdict: VerdictSummary { verdict: run_verdict, headline },
+        verdict: Some(VerdictSummary { verdict: run_verdict, headline }),
         stages,
         steps: step_figures,
         total,
@@ -192,9 +193,11 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
 fn headline(v: &RunVerdict, judged: &[Judged], diagnostics: &[Diagnostic], loaded: &Loaded) -> String {
     let rate = |r: f64| format!("{}/s", trim(r));
     let mut text = match v.result {
-        "passed" => "PASSED: every stage held".to_string(),
-        "inconclusive" => "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into(),
-        _ => "FAILED".into(),
+        RunResult::Passed => "PASSED: every stage held".to_string(),
+        RunResult::Inconclusive => {
+            "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into()
+        }
+        RunResult::Failed => "FAILED".into(),
     };
     if let Some(c) = v.capacity_rps {
         text.push_str(&format!("; holds {}", rate(c)));

@@ -81,7 +81,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     let best = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput)).cloned();
     let cap = concurrency_cap(&levels);
     let result = SweepResult {
-        usl: fit.as_ref().and_then(|f| serde_json::to_value(f).ok()),
+        usl: fit,
         predicted_peak_concurrency: fit.as_ref().and_then(|f| f.peak_concurrency()),
         predicted_peak_throughput: fit.as_ref().and_then(|f| f.peak_throughput()),
         best_level: best.as_ref().map(|b| b.concurrency),
@@ -128,7 +128,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
             "throughput stops growing: the target serves about {c:.0} requests at once (a pool, a connection cap or a lock)\n"
         ));
     }
-    summary.verdict.headline = match (best, &fit) {
+    let headline = match (best, &fit) {
         (Some(b), Some(f)) => format!(
             "best measured {:.1}/s at {} users; USL peak {}",
             b.throughput,
@@ -141,6 +141,9 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         (Some(b), None) => format!("best measured {:.1}/s at {} users", b.throughput, b.concurrency),
         _ => "nothing measured".into(),
     };
+    if let Some(v) = summary.verdict.as_mut() {
+        v.headline = headline;
+    }
     summary.sweep = Some(result);
     crate::out(&text);
     crate::run::finish(&mut s, &summary, args.session.junit.as_deref())

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::verdict::StageVerdict;
 
@@ -97,7 +97,7 @@ pub struct Inputs<'a> {
 }
 
 /// One piece of evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     /// The metric.
     pub metric: String,
@@ -108,10 +108,12 @@ pub struct Evidence {
 }
 
 /// A cause, with its evidence.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Diagnostic {
-    /// Machine-readable kind (see the module docs).
-    pub kind: &'static str,
+    /// Machine-readable kind (see the module docs). A string, not an enum:
+    /// summaries are read back by later versions, which may know kinds this
+    /// one does not.
+    pub kind: String,
     /// One line.
     pub title: String,
     /// What it means and what to do.
@@ -160,7 +162,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             evidence.push(ev("generator_cpu_share", p));
         }
         out.push(Diagnostic {
-            kind: "generator_saturated",
+            kind: "generator_saturated".into(),
             title: "the load generator was the limit".into(),
             detail: "arrivals were dropped at max_in_flight or the generator ran out of CPU: these figures do not \
                      judge the server; raise max_in_flight, give perfops more cores, or shard the load"
@@ -174,7 +176,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     let cpu_saturated = cpu_peak.filter(|p| p.1 >= CPU_SATURATED);
     if let Some(p) = cpu_saturated {
         out.push(Diagnostic {
-            kind: "cpu_saturated",
+            kind: "cpu_saturated".into(),
             title: format!("CPU saturated: the target used {:.0}% of the CPU it may use", p.1 * 100.0),
             detail: "requests wait for the CPU: more instances or cores add capacity; a larger pool would not".into(),
             stage: stage.clone(),
@@ -212,7 +214,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
                 None => " (CPU not watched)".into(),
             };
             out.push(Diagnostic {
-                kind: "pool_bound",
+                kind: "pool_bound".into(),
                 title: format!("pool-bound: {b:.0} of {s:.0} workers busy{cpu_text}"),
                 detail: format!(
                     "every worker was busy in {} of {} samples while the CPU had room: requests queue for a \
@@ -248,7 +250,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             evidence.push(ev("listen_drops_per_s", p));
         }
         out.push(Diagnostic {
-            kind: "listen_queue_full",
+            kind: "listen_queue_full".into(),
             title,
             detail: "the kernel's accept queue overflowed: new connections were dropped (clients see connect \
                      timeouts and SYN retries), health checks included"
@@ -271,7 +273,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             n => format!(" (and {} more time{} after)", n - 1, if n == 2 { "" } else { "s" }),
         };
         out.push(Diagnostic {
-            kind: "probe_failed",
+            kind: "probe_failed".into(),
             title: format!(
                 "{probe} probe failed {} times in a row at t={:.0}s: {consequence}{again}",
                 first.failures, first.t
@@ -294,7 +296,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         && last.1 - first.1 >= 32.0 * 1024.0 * 1024.0
     {
         out.push(Diagnostic {
-            kind: "memory_growth",
+            kind: "memory_growth".into(),
             title: format!("memory grew from {:.0} MiB to {:.0} MiB", first.1 / 1048576.0, last.1 / 1048576.0),
             detail: "a leak, a growing cache or queued work: check whether it levels off in a longer run".into(),
             stage: None,
@@ -304,7 +306,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
 
     if let Some(s) = i.stalls {
         out.push(Diagnostic {
-            kind: "quantized_stalls",
+            kind: "quantized_stalls".into(),
             title: format!(
                 "{:.0}% of requests stalled ~{:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
                 s.share * 100.0,
@@ -341,8 +343,8 @@ mod tests {
         ]
     }
 
-    fn kinds(d: &[Diagnostic]) -> Vec<&'static str> {
-        d.iter().map(|d| d.kind).collect()
+    fn kinds(d: &[Diagnostic]) -> Vec<&str> {
+        d.iter().map(|d| d.kind.as_str()).collect()
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub struct Observation {
 }
 
 /// A fitted Universal Scalability Law, and how well it fits.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
 pub struct UslFit {
     /// Throughput of one unit of concurrency with no contention (same unit as the observations).
     pub lambda: f64,

@@ -21,7 +21,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::measure::Stats;
 use crate::scenario::condition::Op;
@@ -32,8 +32,9 @@ pub const RATE_FLOOR: f64 = 0.97;
 /// Generator CPU (share of the cores it may use) above this makes a stage inconclusive.
 pub const GENERATOR_CPU_CEILING: f64 = 0.90;
 
-/// A stage's verdict.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// A stage's verdict, written in summaries as `holds`, `fails`,
+/// `inconclusive` or `not run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StageVerdict {
     /// Met every objective.
@@ -43,6 +44,7 @@ pub enum StageVerdict {
     /// The generator was the limit: the figures do not judge the server.
     Inconclusive,
     /// Never started (the run was stopped before it).
+    #[serde(rename = "not run")]
     NotRun,
 }
 
@@ -59,7 +61,7 @@ impl StageVerdict {
 }
 
 /// One SLO line's outcome.
-#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SloCheck {
     /// The line as written.
     pub slo: String,
@@ -265,12 +267,34 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     Judged { verdict, reasons, slo: checks }
 }
 
+/// A run's overall result, written as `passed`, `failed` or `inconclusive`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunResult {
+    /// Every stage that ran held.
+    Passed,
+    /// A stage failed.
+    Failed,
+    /// None failed, some were generator-limited.
+    Inconclusive,
+}
+
+impl RunResult {
+    /// As written in summaries: `passed`, `failed`, `inconclusive`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunResult::Passed => "passed",
+            RunResult::Failed => "failed",
+            RunResult::Inconclusive => "inconclusive",
+        }
+    }
+}
+
 /// A run's overall verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunVerdict {
-    /// `passed` (every stage that ran held), `failed` (one failed) or
-    /// `inconclusive` (none failed, some were generator-limited).
-    pub result: &'static str,
+    /// The result.
+    pub result: RunResult,
     /// The highest rate (arrivals/s; closed model: achieved) that held before the first failure.
     pub capacity_rps: Option<f64>,
     /// The rate of the first failing stage.
@@ -290,11 +314,11 @@ pub fn run_verdict(stages: &[(StageVerdict, f64, &str)]) -> RunVerdict {
         .map(|s| s.1)
         .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))));
     let result = if first_fail.is_some() {
-        "failed"
+        RunResult::Failed
     } else if stages.iter().any(|s| s.0 == StageVerdict::Inconclusive) {
-        "inconclusive"
+        RunResult::Inconclusive
     } else {
-        "passed"
+        RunResult::Passed
     };
     RunVerdict {
         result,
@@ -409,29 +433,52 @@ mod tests {
     }
 
     #[test]
+    fn verdicts_are_written_and_read_by_their_names() {
+        use StageVerdict::*;
+        // Each stage verdict as summaries have always spelled it, `not run` with its space.
+        for (v, name) in [(Holds, "holds"), (Fails, "fails"), (Inconclusive, "inconclusive"), (NotRun, "not run")] {
+            assert_eq!(v.name(), name);
+            assert_eq!(serde_json::to_value(v).unwrap(), name);
+            assert_eq!(serde_json::from_value::<StageVerdict>(name.into()).unwrap(), v);
+        }
+        for r in [RunResult::Passed, RunResult::Failed, RunResult::Inconclusive] {
+            assert_eq!(serde_json::from_value::<RunResult>(r.name().into()).unwrap(), r);
+        }
+        // A verdict no perfops writes is refused, not read as another.
+        assert!(serde_json::from_value::<StageVerdict>("not_run".into()).is_err());
+        assert!(serde_json::from_value::<RunResult>("none".into()).is_err());
+    }
+
+    #[test]
     fn capacity_is_the_last_holding_rate_before_the_break() {
         use StageVerdict::*;
         type Stages<'a> = &'a [(StageVerdict, f64, &'a str)];
-        let cases: &[(Stages<'_>, &str, Option<f64>, Option<f64>)] = &[
+        let cases: &[(Stages<'_>, RunResult, Option<f64>, Option<f64>)] = &[
             // a stepped run that breaks at 250/s
             (
                 &[(Holds, 50.0, "a"), (Holds, 200.0, "b"), (Fails, 250.0, "c"), (Fails, 300.0, "d")],
-                "failed",
+                RunResult::Failed,
                 Some(200.0),
                 Some(250.0),
             ),
             // every stage held
-            (&[(Holds, 50.0, "a"), (Holds, 100.0, "b")], "passed", Some(100.0), None),
+            (&[(Holds, 50.0, "a"), (Holds, 100.0, "b")], RunResult::Passed, Some(100.0), None),
             // a generator-limited stage: not a failure, not a capacity either
-            (&[(Holds, 50.0, "a"), (Inconclusive, 100.0, "b")], "inconclusive", Some(50.0), None),
+            (&[(Holds, 50.0, "a"), (Inconclusive, 100.0, "b")], RunResult::Inconclusive, Some(50.0), None),
             // a recovery stage after the break does not raise the capacity
-            (&[(Holds, 100.0, "a"), (Fails, 200.0, "b"), (Holds, 150.0, "c")], "failed", Some(100.0), Some(200.0)),
+            (
+                &[(Holds, 100.0, "a"), (Fails, 200.0, "b"), (Holds, 150.0, "c")],
+                RunResult::Failed,
+                Some(100.0),
+                Some(200.0),
+            ),
             // broke from the start
-            (&[(Fails, 50.0, "a")], "failed", None, Some(50.0)),
+            (&[(Fails, 50.0, "a")], RunResult::Failed, None, Some(50.0)),
         ];
         for (stages, result, capacity, breaks) in cases {
             let v = run_verdict(stages);
             assert_eq!((v.result, v.capacity_rps, v.breaks_at_rps), (*result, *capacity, *breaks), "{stages:?}");
+            assert_eq!(serde_json::to_value(v.result).unwrap(), result.name(), "written as its name");
         }
     }
 }

@@ -13,8 +13,10 @@ const MAX_US: u64 = 3_600_000_000;
 #[derive(Debug, Clone)]
 pub struct Histogram(hdrhistogram::Histogram<u64>);
 
-/// The usual figures of a histogram, in milliseconds.
+/// The usual figures of a histogram, in milliseconds. A figure missing when
+/// read back (a hand-made or older file) reads as 0, as an empty histogram's.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
 pub struct HistogramSummary {
     /// Number of values.
     pub count: u64,

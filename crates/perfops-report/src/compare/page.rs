@@ -11,12 +11,16 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
+use perfops_core::analysis::verdict::StageVerdict;
 use serde_json::{Value, json};
 
 use super::{Comparison, Delta, Row};
-use crate::html::charts::{DATA_VERSION, Series, secs, sig, time_chart};
-use crate::html::model::{Model, num, text};
-use crate::html::page::{badge, close, escape, frame, ms, number, open, percent, rate};
+use crate::format::{escape, ms, number, percent, rate, utc};
+use crate::html::charts::{DATA_VERSION, Series, latency, percentile, secs, sig, time_chart};
+use crate::html::model::Model;
+use crate::html::page::chart_list_frames;
+use crate::html::shell::{close, open};
+use crate::run::SeriesLine;
 
 /// One colour per run, in order; distinct on white and for the colour-blind
 /// as far as eight colours go (blue and orange first).
@@ -65,7 +69,7 @@ fn runs_table(o: &mut String, c: &Comparison) {
              <td class=\"left\">{}</td><td class=\"left\">{}</td><td class=\"left\"><code>{}</code></td></tr>",
             swatch(i),
             escape(&r.title()),
-            badge(&r.result),
+            r.result.badge(),
             rate(r.capacity_rps),
             match (r.breaks_at_rps, r.capacity_rps) {
                 (Some(b), _) => rate(Some(b)),
@@ -73,7 +77,7 @@ fn runs_table(o: &mut String, c: &Comparison) {
                 (None, None) => "–".into(),
             },
             escape(r.target.as_deref().unwrap_or("–")),
-            escape(&r.started_at.as_deref().unwrap_or("–").replace('T', " ").replace('Z', " UTC")),
+            escape(&r.started_at.as_deref().map_or("–".into(), utc)),
             escape(&r.dir),
         );
     }
@@ -141,7 +145,7 @@ fn stage_rows(o: &mut String, r: &Row, titles: &[String], total: bool) {
             String::new()
         };
         let d = c.delta;
-        let v = c.verdict.as_deref().unwrap_or("");
+        let v = c.verdict.map_or("", StageVerdict::name);
         let _ = writeln!(
             o,
             "<td class=\"left\">{}{}{own}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td>\
@@ -196,13 +200,9 @@ fn charts(o: &mut String, data: &Value) {
         "<section>\n<h2>Over time</h2>\n<p class=\"hint\">Each run from its own start: the same second of each run's \
          schedule at the same x. Hover to read every run at that second, drag to zoom, double-click to zoom out.</p>\n",
     );
-    for c in crate::html::model::list(data, "time_charts") {
-        frame(o, text(c, "id").unwrap_or("chart"), text(c, "title").unwrap_or(""), text(c, "note").unwrap_or(""), "");
-    }
+    chart_list_frames(o, data, "time_charts", "chart");
     o.push_str("</section>\n<section>\n<h2>Where it bends</h2>\n");
-    for c in crate::html::model::list(data, "xy_charts") {
-        frame(o, text(c, "id").unwrap_or("xy"), text(c, "title").unwrap_or(""), text(c, "note").unwrap_or(""), "");
-    }
+    chart_list_frames(o, data, "xy_charts", "xy");
     o.push_str("</section>\n");
 }
 
@@ -210,49 +210,38 @@ fn charts(o: &mut String, data: &Value) {
 fn data(models: &[Model], c: &Comparison) -> Value {
     // One x for all: whole seconds from each run's start (series lines are
     // seconds `t` = 0, 1, 2, ...), so run k's value at x is its second x.
-    let by_t: Vec<BTreeMap<u64, &Value>> = models
-        .iter()
-        .map(|m| m.files.series.iter().filter_map(|l| Some((num(l, "t")?.round() as u64, l))).collect())
-        .collect();
+    let by_t: Vec<BTreeMap<u32, &SeriesLine>> =
+        models.iter().map(|m| m.files.series.iter().map(|l| (l.t, l)).collect()).collect();
     let last = by_t.iter().filter_map(|m| m.keys().next_back().copied()).max();
     let x: Vec<f64> = last.map_or(Vec::new(), |n| (0..=n).map(|t| t as f64).collect());
     let duration = models.iter().map(|m| m.elapsed_s).chain(x.last().map(|t| t + 1.0)).fold(1.0, f64::max);
-    let col = |k: usize, f: &dyn Fn(&Value) -> Option<f64>| -> Vec<Option<f64>> {
-        x.iter().map(|t| by_t[k].get(&(*t as u64)).and_then(|l| f(l))).collect()
-    };
-    let per_s = |l: &Value, v: f64| v / num(l, "length_s").filter(|s| *s > 0.0).unwrap_or(1.0);
-    let pct = |p: &'static str| {
-        move |l: &Value| {
-            let h = l.get("latency_ms")?;
-            if num(h, "count") == Some(0.0) {
-                return None;
-            }
-            num(h, p).filter(|v| *v > 0.0)
-        }
+    let col = |k: usize, f: &dyn Fn(&SeriesLine) -> Option<f64>| -> Vec<Option<f64>> {
+        x.iter().map(|t| by_t[k].get(&(*t as u32)).and_then(|l| f(l))).collect()
     };
     let titles: Vec<String> = c.runs.iter().map(super::RunInfo::title).collect();
-    let (mut rates, mut latency, mut failed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut rates, mut lat, mut failed) = (Vec::new(), Vec::new(), Vec::new());
     for (k, title) in titles.iter().enumerate() {
         let color = run_color(k);
         rates.push(Series::new(
             &format!("{title} target"),
-            col(k, &|l| num(l, "target_rate")),
+            col(k, &|l| l.target_rate),
             json!({"color": color, "dash": true, "width": 1, "stepped": true}),
         ));
         rates.push(Series::new(
             &format!("{title} achieved"),
-            col(k, &|l| num(l, "achieved_rate")),
+            col(k, &|l| Some(l.achieved_rate)),
             json!({"color": color, "width": 2, "stepped": true}),
         ));
-        latency.push(Series::new(&format!("{title} p99"), col(k, &pct("p99")), json!({"color": color, "width": 2})));
-        latency.push(Series::new(
+        let p99 = col(k, &|l| percentile(l, latency, |h| h.p99));
+        lat.push(Series::new(&format!("{title} p99"), p99, json!({"color": color, "width": 2})));
+        lat.push(Series::new(
             &format!("{title} p50"),
-            col(k, &pct("p50")),
+            col(k, &|l| percentile(l, latency, |h| h.p50)),
             json!({"color": color, "width": 1, "dash": true}),
         ));
         failed.push(Series::new(
             &format!("{title} failed/s"),
-            col(k, &|l| Some(per_s(l, num(l, "failed").unwrap_or(0.0)))),
+            col(k, &|l| Some(l.per_s(l.failed))),
             json!({"color": color, "width": 2, "stepped": true}),
         ));
     }
@@ -267,7 +256,7 @@ fn data(models: &[Model], c: &Comparison) -> Value {
                 "ms",
                 true,
                 &x,
-                latency,
+                lat,
                 json!({"note": "Latency from each arrival's intended start."}),
             ),
             time_chart("errors", "Failed requests per second", "/s", false, &x, failed, json!({})),

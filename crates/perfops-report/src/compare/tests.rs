@@ -1,52 +1,114 @@
 //! The comparison of small hand-made results: deltas, capacity sentences,
 //! throughput at equal p95, unmatched stages, incomplete and newer runs.
 
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use StageVerdict::{Fails, Holds};
+use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck};
+use perfops_core::measure::HistogramSummary;
 
 use super::*;
+use crate::quick::GeneratorUse;
+use crate::run::{Figures, RunMeta, RunSummary, SeriesLine, StageSummary, VerdictSummary};
 
 /// A stage: name, target, achieved, p50, p95, p99, error ratio, verdict.
-type S = (&'static str, f64, f64, f64, f64, f64, f64, &'static str);
+type S = (&'static str, f64, f64, f64, f64, f64, f64, StageVerdict);
 
-fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str], stages: &[S]) -> Value {
-    let stage = |s: &S| {
-        json!({
-            "name": s.0, "duration_s": 10.0, "target_rate": s.1, "achieved_rate": s.2,
-            "latency_ms": {"count": 1000, "p50": s.3, "p95": s.4, "p99": s.5},
-            "error_ratio": s.6, "verdict": s.7,
-        })
-    };
-    let result = if breaks.is_some() { "failed" } else { "passed" };
-    json!({
-        "format": "perfops.summary", "version": 1, "name": name, "model": "open",
-        "verdict": {"result": result, "capacity_rps": capacity, "breaks_at_rps": breaks, "headline": ""},
-        "stages": stages.iter().map(stage).collect::<Vec<_>>(),
-        "total": {"name": "total", "achieved_rate": 100.0, "latency_ms": {"count": 1, "p95": 10.0}, "error_ratio": 0.0},
-        "slo": slo.iter().map(|l| json!({"slo": l, "passed": true})).collect::<Vec<_>>(),
-    })
+/// Figures with only what the comparison reads.
+fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: HistogramSummary, error_ratio: f64) -> Figures {
+    Figures {
+        name: name.into(),
+        duration_s: 10.0,
+        target_rate: target,
+        achieved_rate: achieved,
+        sent: 0,
+        completed: 0,
+        succeeded: 0,
+        failed: 0,
+        dropped: 0,
+        error_ratio,
+        failures: BTreeMap::new(),
+        latency_ms,
+        service_ms: HistogramSummary::default(),
+    }
 }
 
-fn model(dir: &str, summary: Value) -> Model {
+fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str], stages: &[S]) -> RunSummary {
+    let stage = |s: &S| StageSummary {
+        figures: figures(
+            s.0,
+            Some(s.1),
+            s.2,
+            HistogramSummary { count: 1000, p50: s.3, p95: s.4, p99: s.5, ..HistogramSummary::default() },
+            s.6,
+        ),
+        from_s: 0.0,
+        verdict: Some(s.7),
+        reasons: Vec::new(),
+        slo: Vec::new(),
+    };
+    let result = if breaks.is_some() { RunResult::Failed } else { RunResult::Passed };
+    RunSummary {
+        format: "perfops.summary".into(),
+        version: 1,
+        name: name.into(),
+        target: String::new(),
+        model: "open".into(),
+        started_at: String::new(),
+        elapsed_s: 0.0,
+        interrupted: false,
+        aborted: None,
+        verdict: Some(VerdictSummary {
+            verdict: RunVerdict { result, capacity_rps: capacity, breaks_at_rps: breaks, breaks_at_stage: None },
+            headline: String::new(),
+        }),
+        stages: stages.iter().map(stage).collect(),
+        steps: Vec::new(),
+        total: figures(
+            "total",
+            None,
+            100.0,
+            HistogramSummary { count: 1, p95: 10.0, ..HistogramSummary::default() },
+            0.0,
+        ),
+        slo: slo.iter().map(|l| SloCheck { slo: (*l).into(), value: None, passed: true }).collect(),
+        diagnostics: Vec::new(),
+        probes: BTreeMap::new(),
+        limit: None,
+        sweep: None,
+        generator: GeneratorUse::default(),
+        warnings: Vec::new(),
+    }
+}
+
+fn model(dir: &str, summary: RunSummary) -> Model {
     Model::new(RunFiles { dir_name: dir.into(), summary: Some(summary), ..RunFiles::default() })
 }
 
 fn killed(dir: &str, name: &str, seconds: &[(u32, &str, f64)]) -> Model {
     let series = seconds
         .iter()
-        .map(|(t, stage, rate)| {
-            json!({"t": t, "length_s": 1.0, "stage": stage, "target_rate": rate, "achieved_rate": rate,
-                   "completed": *rate as u64, "succeeded": *rate as u64, "failed": 0, "dropped": 0})
+        .map(|&(t, stage, rate)| SeriesLine {
+            t,
+            length_s: 1.0,
+            stage: stage.into(),
+            target_rate: Some(rate),
+            achieved_rate: rate,
+            completed: rate as u64,
+            succeeded: rate as u64,
+            ..SeriesLine::default()
         })
         .collect();
-    Model::new(RunFiles { dir_name: dir.into(), meta: json!({"name": name}), series, ..RunFiles::default() })
+    let meta = RunMeta { name: name.into(), ..RunMeta::default() };
+    Model::new(RunFiles { dir_name: dir.into(), meta: Some(meta), series, ..RunFiles::default() })
 }
 
 const THREADS: [S; 2] = [
-    ("200/s", 200.0, 199.5, 20.5, 21.0, 24.0, 0.0, "holds"),
-    ("800/s", 800.0, 480.0, 900.0, 1800.0, 2100.0, 0.05, "fails"),
+    ("200/s", 200.0, 199.5, 20.5, 21.0, 24.0, 0.0, Holds),
+    ("800/s", 800.0, 480.0, 900.0, 1800.0, 2100.0, 0.05, Fails),
 ];
 const ASYNC: [S; 2] =
-    [("200/s", 200.0, 200.0, 20.4, 20.8, 22.0, 0.0, "holds"), ("800/s", 800.0, 799.0, 20.9, 22.0, 30.0, 0.0, "holds")];
+    [("200/s", 200.0, 200.0, 20.4, 20.8, 22.0, 0.0, Holds), ("800/s", 800.0, 799.0, 20.9, 22.0, 30.0, 0.0, Holds)];
 
 fn threads_vs_async() -> Comparison {
     let a = model("t", summary("threads", Some(200.0), Some(800.0), &["p95 < 250ms"], &THREADS));
@@ -93,52 +155,52 @@ fn capacity_sentences() {
         "B async holds 4.0x the capacity of A threads: 800/s vs 200/s (B async did not break: its capacity is at least that)"
     );
     assert_eq!(c.capacity[0].ratio, Some(4.0));
-    let run = |cap: Option<f64>, breaks: Option<f64>, result: &str| RunInfo {
+    let run = |cap: Option<f64>, breaks: Option<f64>, result: Outcome| RunInfo {
         label: "X".into(),
         name: "x".into(),
         dir: String::new(),
         target: None,
         started_at: None,
-        complete: result != "incomplete",
-        result: result.into(),
+        complete: result != Outcome::Incomplete,
+        result,
         capacity_rps: cap,
         breaks_at_rps: breaks,
     };
     let cases = [
         (
-            run(Some(400.0), Some(450.0), "failed"),
-            run(Some(380.0), Some(400.0), "failed"),
+            run(Some(400.0), Some(450.0), Outcome::Failed),
+            run(Some(380.0), Some(400.0), Outcome::Failed),
             "X x holds 5% less capacity than X x: 380/s vs 400/s",
         ),
         (
-            run(Some(400.0), Some(450.0), "failed"),
-            run(Some(440.0), Some(480.0), "failed"),
+            run(Some(400.0), Some(450.0), Outcome::Failed),
+            run(Some(440.0), Some(480.0), Outcome::Failed),
             "X x holds 10% more capacity than X x: 440/s vs 400/s",
         ),
         (
-            run(Some(400.0), Some(450.0), "failed"),
-            run(Some(405.0), Some(450.0), "failed"),
+            run(Some(400.0), Some(450.0), Outcome::Failed),
+            run(Some(405.0), Some(450.0), Outcome::Failed),
             "X x and X x hold the same capacity: 405/s vs 400/s",
         ),
         (
-            run(Some(400.0), Some(450.0), "failed"),
-            run(None, None, "incomplete"),
+            run(Some(400.0), Some(450.0), Outcome::Failed),
+            run(None, None, Outcome::Incomplete),
             "X x is incomplete (no summary.json); X x holds 400/s",
         ),
         (
-            run(None, Some(50.0), "failed"),
-            run(Some(100.0), Some(150.0), "failed"),
+            run(None, Some(50.0), Outcome::Failed),
+            run(Some(100.0), Some(150.0), Outcome::Failed),
             "X x holds 100/s; X x held no stage",
         ),
         (
             // An older summary.json: judged, but no capacity named.
-            run(Some(100.0), Some(150.0), "failed"),
-            run(None, None, "failed"),
+            run(Some(100.0), Some(150.0), Outcome::Failed),
+            run(None, None, Outcome::Failed),
             "X x states no capacity (its summary.json has no verdict per stage); X x holds 100/s",
         ),
         (
-            run(None, None, "none"),
-            run(None, None, "none"),
+            run(None, None, Outcome::NoSlo),
+            run(None, None, Outcome::NoSlo),
             "no capacity to compare: X x has no SLO, so no verdict; X x has no SLO, so no verdict",
         ),
     ];
@@ -152,16 +214,16 @@ fn throughput_at_the_slo_p95() {
     // L = 100 ms from the SLO. A: 300 + 80 * 50/350 = 311.43/s at 100 ms;
     // B: 290 + 60 * 20/520 = 292.31/s: 6.1% less.
     let a = [
-        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
-        ("200/s", 200.0, 200.0, 12.0, 30.0, 40.0, 0.0, "holds"),
-        ("300/s", 300.0, 300.0, 20.0, 50.0, 90.0, 0.0, "holds"),
-        ("400/s", 400.0, 380.0, 200.0, 400.0, 600.0, 0.0, "fails"),
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, Holds),
+        ("200/s", 200.0, 200.0, 12.0, 30.0, 40.0, 0.0, Holds),
+        ("300/s", 300.0, 300.0, 20.0, 50.0, 90.0, 0.0, Holds),
+        ("400/s", 400.0, 380.0, 200.0, 400.0, 600.0, 0.0, Fails),
     ];
     let b = [
-        ("100/s", 100.0, 100.0, 10.0, 22.0, 30.0, 0.0, "holds"),
-        ("200/s", 200.0, 200.0, 12.0, 35.0, 40.0, 0.0, "holds"),
-        ("300/s", 300.0, 290.0, 40.0, 80.0, 120.0, 0.0, "fails"),
-        ("400/s", 400.0, 350.0, 300.0, 600.0, 900.0, 0.0, "fails"),
+        ("100/s", 100.0, 100.0, 10.0, 22.0, 30.0, 0.0, Holds),
+        ("200/s", 200.0, 200.0, 12.0, 35.0, 40.0, 0.0, Holds),
+        ("300/s", 300.0, 290.0, 40.0, 80.0, 120.0, 0.0, Fails),
+        ("400/s", 400.0, 350.0, 300.0, 600.0, 900.0, 0.0, Fails),
     ];
     let slo = ["p99 < 1s", "p95 < 100ms"];
     let runs = [
@@ -196,14 +258,10 @@ fn throughput_at_the_slo_p95() {
 fn errors_answered_fast_are_no_throughput() {
     // B's second stage is fast (p95 30 ms) but half its answers are errors:
     // at p95 40 ms it carried 500 * 0.5 = 250/s, not 500/s.
-    let a = [
-        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
-        ("500/s", 500.0, 500.0, 20.0, 40.0, 50.0, 0.0, "holds"),
-    ];
-    let b = [
-        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, "holds"),
-        ("500/s", 500.0, 500.0, 20.0, 30.0, 50.0, 0.5, "fails"),
-    ];
+    let a =
+        [("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, Holds), ("500/s", 500.0, 500.0, 20.0, 40.0, 50.0, 0.0, Holds)];
+    let b =
+        [("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, Holds), ("500/s", 500.0, 500.0, 20.0, 30.0, 50.0, 0.5, Fails)];
     let runs = [
         model("a", summary("a", Some(500.0), None, &["p95 < 40ms"], &a)),
         model("b", summary("b", Some(100.0), Some(500.0), &["p95 < 40ms"], &b)),
@@ -215,7 +273,7 @@ fn errors_answered_fast_are_no_throughput() {
 
 #[test]
 fn renamed_and_unmatched_stages() {
-    let a = model("a", summary("a", Some(200.0), None, &[], &[("warm", 100.0, 100.0, 1.0, 2.0, 3.0, 0.0, "holds")]));
+    let a = model("a", summary("a", Some(200.0), None, &[], &[("warm", 100.0, 100.0, 1.0, 2.0, 3.0, 0.0, Holds)]));
     let b = model(
         "b",
         summary(
@@ -223,10 +281,7 @@ fn renamed_and_unmatched_stages() {
             Some(300.0),
             None,
             &[],
-            &[
-                ("step 1", 102.0, 101.0, 1.0, 2.5, 3.0, 0.0, "holds"),
-                ("step 2", 300.0, 300.0, 1.0, 2.0, 3.0, 0.0, "holds"),
-            ],
+            &[("step 1", 102.0, 101.0, 1.0, 2.5, 3.0, 0.0, Holds), ("step 2", 300.0, 300.0, 1.0, 2.0, 3.0, 0.0, Holds)],
         ),
     );
     let c = compare_models(&[a, b], Options::default());
@@ -246,7 +301,7 @@ fn an_incomplete_run_compares_from_its_seconds() {
     let b = killed("b", "orders", &[(0, "200/s", 200.0), (1, "200/s", 200.0), (2, "800/s", 790.0)]);
     let c = compare_models(&[a, b], Options::default());
     assert!(!c.runs[1].complete);
-    assert_eq!(c.runs[1].result, "incomplete");
+    assert_eq!(c.runs[1].result, Outcome::Incomplete);
     assert_eq!(c.capacity[0].text, "B orders is incomplete (no summary.json); A orders holds 200/s");
     assert!(c.notes.iter().any(|n| n.starts_with("B orders is incomplete")), "{:?}", c.notes);
     // Rebuilt from the series: stage 800/s achieved 790/s.

@@ -5,6 +5,8 @@
 
 use std::fmt::Write;
 
+use perfops_core::analysis::verdict::StageVerdict;
+
 use super::{Cell, Comparison, Delta, Row};
 
 /// Milliseconds as `perfops run` prints them: `0.42ms`, `21.4ms`, `1.52s`.
@@ -71,7 +73,7 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
             opt(c.p95_ms, ms),
             opt(c.p99_ms, ms),
             opt(c.error_ratio, |v| format!("{:.2}%", v * 100.0)),
-            c.verdict.as_deref().unwrap_or("-")
+            c.verdict.map_or("-", StageVerdict::name)
         );
         deltas(o, c, &titles[0], stage_w, run_w);
     }
@@ -108,7 +110,7 @@ pub fn table(c: &Comparison) -> String {
             (None, Some(b)) => format!("no stage held, breaks at {}/s", rate(b)),
             (None, None) => "no capacity".into(),
         };
-        let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result, r.dir);
+        let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), r.dir);
     }
     o.push('\n');
     for s in &c.capacity {

@@ -12,8 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 
-use super::model::{Model, list, num, text};
+use perfops_core::measure::HistogramSummary;
+
+use super::model::{Model, recorded_s};
+use super::read::ProbeLine;
 use crate::lttb;
+use crate::run::SeriesLine;
 
 /// Version of the embedded data document.
 pub const DATA_VERSION: u32 = 1;
@@ -133,23 +137,15 @@ fn rounded(v: &[Option<f64>]) -> Vec<Option<f64>> {
 /// The whole data document.
 pub(crate) fn data(m: &Model) -> Value {
     let series = &m.files.series;
-    let x: Vec<f64> = series.iter().map(|l| num(l, "t").unwrap_or(0.0)).collect();
-    let recorded =
-        series.iter().filter_map(|l| Some(num(l, "t")? + num(l, "length_s").unwrap_or(1.0))).fold(0.0, f64::max);
-    let duration = m.elapsed_s.max(recorded).max(1.0);
+    let x: Vec<f64> = series.iter().map(|l| f64::from(l.t)).collect();
+    let duration = m.elapsed_s.max(recorded_s(series)).max(1.0);
     let stages: Vec<Value> = m
         .stages
         .iter()
         .filter(|s| s.start_s < duration)
         .map(|s| json!({"name": s.name, "start_s": secs(s.start_s), "end_s": secs(s.end_s.min(duration)), "verdict": s.verdict}))
         .collect();
-    let restarts: Vec<f64> = m
-        .files
-        .probe
-        .iter()
-        .filter(|p| p.get("restart").and_then(Value::as_bool) == Some(true))
-        .filter_map(|p| num(p, "t"))
-        .collect();
+    let restarts: Vec<f64> = m.files.probe.iter().filter(|p| p.restart).map(|p| p.t).collect();
     let mut charts = Vec::new();
     if !series.is_empty() {
         charts.extend(series_charts(series, &x));
@@ -170,30 +166,43 @@ pub(crate) fn data(m: &Model) -> Value {
     })
 }
 
+/// A histogram of a second: its latency or its service time.
+type Which = fn(&SeriesLine) -> &HistogramSummary;
+/// A figure of a histogram.
+type Figure = fn(&HistogramSummary) -> f64;
+
+/// Latency from the intended start.
+pub(crate) fn latency(l: &SeriesLine) -> &HistogramSummary {
+    &l.latency_ms
+}
+
+fn service(l: &SeriesLine) -> &HistogramSummary {
+    &l.service_ms
+}
+
+/// Figure `p` of histogram `which` of second `l`. A percentile of a second
+/// that counted nothing is no value, not 0 (and 0 has no place on a log scale).
+pub(crate) fn percentile(l: &SeriesLine, which: Which, p: Figure) -> Option<f64> {
+    let h = which(l);
+    if h.count == 0 {
+        return None;
+    }
+    Some(p(h)).filter(|v| *v > 0.0)
+}
+
 /// Rate, latency, failures, and in-flight/dropped charts from `series.jsonl`.
-fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
-    let col = |f: &dyn Fn(&Value) -> Option<f64>| lines.iter().map(f).collect::<Vec<_>>();
-    let per_s = |l: &Value, v: f64| v / num(l, "length_s").filter(|s| *s > 0.0).unwrap_or(1.0);
-    // A percentile of a second that counted nothing is no value, not 0 (and
-    // 0 has no place on a log scale).
-    let pct = |key: &'static str, p: &'static str| {
-        col(&move |l: &Value| {
-            let h = l.get(key)?;
-            if num(h, "count") == Some(0.0) {
-                return None;
-            }
-            num(h, p).filter(|v| *v > 0.0)
-        })
-    };
+fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
+    let col = |f: &dyn Fn(&SeriesLine) -> Option<f64>| lines.iter().map(f).collect::<Vec<_>>();
+    let pct = |which: Which, p: Figure| col(&move |l: &SeriesLine| percentile(l, which, p));
     let style = |color: &str| json!({ "color": color });
     let mut out = Vec::new();
 
-    let target = col(&|l| num(l, "target_rate"));
+    let target = col(&|l| l.target_rate);
     // Steps, not lines: a second's rate holds over [t, t + 1), and a line
     // would start each stage's climb a second early.
     let mut rate = vec![Series::new(
         "achieved",
-        col(&|l| num(l, "achieved_rate")),
+        col(&|l| Some(l.achieved_rate)),
         json!({"color": color::ACHIEVED, "width": 2, "stepped": true}),
     )];
     if target.iter().any(Option::is_some) {
@@ -202,12 +211,12 @@ fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
     out.push(time_chart("rate", "Arrival rate: target and achieved", "/s", false, x, rate, json!({})));
 
     let latency = vec![
-        Series::new("p50", pct("latency_ms", "p50"), style(color::P50)),
-        Series::new("p90", pct("latency_ms", "p90"), style(color::P90)),
-        Series::new("p99", pct("latency_ms", "p99"), json!({"color": color::P99, "width": 2})),
-        Series::new("max", pct("latency_ms", "max"), json!({"color": color::MAX, "width": 1})),
-        Series::new("service p50", pct("service_ms", "p50"), json!({"color": color::P50, "dash": true, "width": 1})),
-        Series::new("service p99", pct("service_ms", "p99"), json!({"color": color::P99, "dash": true, "width": 1})),
+        Series::new("p50", pct(latency, |h| h.p50), style(color::P50)),
+        Series::new("p90", pct(latency, |h| h.p90), style(color::P90)),
+        Series::new("p99", pct(latency, |h| h.p99), json!({"color": color::P99, "width": 2})),
+        Series::new("max", pct(latency, |h| h.max), json!({"color": color::MAX, "width": 1})),
+        Series::new("service p50", pct(service, |h| h.p50), json!({"color": color::P50, "dash": true, "width": 1})),
+        Series::new("service p99", pct(service, |h| h.p99), json!({"color": color::P99, "dash": true, "width": 1})),
     ];
     out.push(time_chart(
         "latency",
@@ -219,33 +228,27 @@ fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
         json!({"note": "Solid: latency from the intended start (what a user waits). Dashed: service time from the actual send. A gap between them is time spent waiting to be sent."}),
     ));
 
-    let kinds: BTreeSet<&str> = lines
-        .iter()
-        .filter_map(|l| l.get("failures")?.as_object())
-        .flat_map(|m| m.keys().map(String::as_str))
-        .collect();
+    let kinds: BTreeSet<&str> = lines.iter().flat_map(|l| l.failures.keys().map(String::as_str)).collect();
     let mut failures: Vec<Series> = kinds
         .iter()
         .enumerate()
         .map(|(i, kind)| {
-            let values = col(&|l| {
-                Some(per_s(l, l.get("failures").and_then(|f| f.get(*kind)).and_then(Value::as_f64).unwrap_or(0.0)))
-            });
+            let values = col(&|l| Some(l.per_s(l.failures.get(*kind).copied().unwrap_or(0))));
             Series::new(kind, values, json!({"color": color::PALETTE[i % color::PALETTE.len()], "stepped": true}))
         })
         .collect();
     if failures.is_empty() {
-        let zeros = col(&|l| Some(per_s(l, num(l, "failed").unwrap_or(0.0))));
+        let zeros = col(&|l| Some(l.per_s(l.failed)));
         failures.push(Series::new("failed", zeros, json!({"color": color::FAILED, "stepped": true})));
     }
     let note = if kinds.is_empty() { "No request failed." } else { "" };
     out.push(time_chart("failures", "Failures per second, by kind", "/s", false, x, failures, json!({"note": note})));
 
     let load = vec![
-        Series::new("in flight", col(&|l| num(l, "in_flight")), json!({"color": color::IN_FLIGHT, "width": 2})),
+        Series::new("in flight", col(&|l| Some(l.in_flight as f64)), json!({"color": color::IN_FLIGHT, "width": 2})),
         Series::new(
             "dropped/s",
-            col(&|l| Some(per_s(l, num(l, "dropped").unwrap_or(0.0)))),
+            col(&|l| Some(l.per_s(l.dropped))),
             json!({"color": color::DROPPED, "stepped": true, "axis": "right", "unit": "/s"}),
         ),
     ];
@@ -263,26 +266,23 @@ fn series_charts(lines: &[Value], x: &[f64]) -> Vec<Value> {
 
 /// Probe attempts as points: response time when it answered, failures in red
 /// (at the time they took, or at the top when they took none).
-fn probe_chart(probe: &[Value]) -> Option<Value> {
-    let mut attempts: Vec<&Value> = probe.iter().filter(|p| num(p, "t").is_some()).collect();
+fn probe_chart(probe: &[ProbeLine]) -> Option<Value> {
+    let mut attempts: Vec<&ProbeLine> = probe.iter().collect();
     if attempts.is_empty() {
         return None;
     }
-    attempts.sort_by(|a, b| num(a, "t").partial_cmp(&num(b, "t")).unwrap_or(std::cmp::Ordering::Equal));
-    let names: BTreeSet<&str> = attempts.iter().map(|p| text(p, "probe").unwrap_or("probe")).collect();
-    let top = attempts.iter().filter_map(|p| num(p, "ms")).fold(1.0, f64::max);
-    let x: Vec<f64> = attempts.iter().filter_map(|p| num(p, "t")).collect();
+    attempts.sort_by(|a, b| a.t.partial_cmp(&b.t).unwrap_or(std::cmp::Ordering::Equal));
+    let names: BTreeSet<&str> = attempts.iter().map(|p| p.probe.as_str()).collect();
+    let top = attempts.iter().filter_map(|p| p.ms).fold(1.0, f64::max);
+    let x: Vec<f64> = attempts.iter().map(|p| p.t).collect();
     let mut series = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        let mine = |p: &&Value| text(p, "probe").unwrap_or("probe") == *name;
-        let ok = |p: &&Value| p.get("ok").and_then(Value::as_bool) == Some(true);
+        let mine = |p: &ProbeLine| p.probe == *name;
         let answered: Vec<Option<f64>> =
-            attempts.iter().map(|p| (mine(p) && ok(p)).then(|| num(p, "ms").filter(|v| *v > 0.0)).flatten()).collect();
-        let failed: Vec<Option<f64>> = attempts
-            .iter()
-            .map(|p| (mine(p) && !ok(p)).then(|| num(p, "ms").filter(|v| *v > 0.0).unwrap_or(top)))
-            .collect();
-        let notes: Vec<Option<String>> = attempts.iter().map(|p| (mine(p) && !ok(p)).then(|| probe_note(p))).collect();
+            attempts.iter().map(|p| (mine(p) && p.ok).then(|| p.ms.filter(|v| *v > 0.0)).flatten()).collect();
+        let failed: Vec<Option<f64>> =
+            attempts.iter().map(|p| (mine(p) && !p.ok).then(|| p.ms.filter(|v| *v > 0.0).unwrap_or(top))).collect();
+        let notes: Vec<Option<String>> = attempts.iter().map(|p| (mine(p) && !p.ok).then(|| probe_note(p))).collect();
         let shape = if i == 0 { "circle" } else { "diamond" };
         series.push(Series::new(
             &format!("{name} ok"),
@@ -311,18 +311,16 @@ fn probe_chart(probe: &[Value]) -> Option<Value> {
     }))
 }
 
-fn probe_note(p: &Value) -> String {
-    let mut parts = vec![text(p, "error").map_or_else(
-        || p.get("status").and_then(Value::as_u64).map_or("failed".to_string(), |s| format!("status {s}")),
-        str::to_string,
-    )];
-    if let Some(n) = p.get("failures").and_then(Value::as_u64) {
+fn probe_note(p: &ProbeLine) -> String {
+    let mut parts =
+        vec![p.error.clone().unwrap_or_else(|| p.status.map_or("failed".into(), |s| format!("status {s}")))];
+    if let Some(n) = p.failures {
         parts.push(format!("{n} in a row"));
     }
-    if p.get("restart").and_then(Value::as_bool) == Some(true) {
+    if p.restart {
         parts.push("restart".into());
     }
-    if p.get("unready").and_then(Value::as_bool) == Some(true) {
+    if p.unready {
         parts.push("unready".into());
     }
     parts.join(", ")
@@ -336,26 +334,24 @@ type Samples = (Vec<f64>, Vec<Option<f64>>);
 fn watch(m: &Model) -> Value {
     let mut groups: Vec<(String, BTreeMap<String, Samples>)> = Vec::new();
     for line in &m.files.watch {
-        let (Some(t), Some(values)) = (num(line, "t"), line.get("values").and_then(Value::as_object)) else { continue };
-        let source = text(line, "source").unwrap_or("watch").to_string();
-        let gi = match groups.iter().position(|(s, _)| *s == source) {
+        let gi = match groups.iter().position(|(s, _)| *s == line.source) {
             Some(i) => i,
             None => {
-                groups.push((source, BTreeMap::new()));
+                groups.push((line.source.clone(), BTreeMap::new()));
                 groups.len() - 1
             }
         };
-        for (name, v) in values {
+        for (name, v) in &line.values {
             let (xs, ys) = groups[gi].1.entry(name.clone()).or_default();
-            xs.push(t);
-            ys.push(v.as_f64().filter(|v| v.is_finite()));
+            xs.push(line.t);
+            ys.push(v.filter(|v| v.is_finite()));
         }
     }
     if groups.is_empty() {
         return Value::Null;
     }
     // The top diagnostic's first watched metric is what a reader wants first.
-    let cited: Vec<&str> = m.diagnostics.iter().flat_map(|d| d.evidence.iter().map(|e| e.0.as_str())).collect();
+    let cited: Vec<&str> = m.diagnostics.iter().flat_map(|d| d.evidence.iter().map(|e| e.metric.as_str())).collect();
     let mut default = json!({"group": 0, "metric": 0});
     'find: for c in cited {
         for (gi, (_, metrics)) in groups.iter().enumerate() {
@@ -414,14 +410,8 @@ fn hockey(m: &Model) -> Value {
         .files
         .series
         .iter()
-        .filter(|l| !text(l, "stage").is_some_and(|s| s.starts_with('(')))
-        .filter_map(|l| {
-            let lat = l.get("latency_ms")?;
-            if num(lat, "count") == Some(0.0) {
-                return None;
-            }
-            Some((num(l, "achieved_rate").filter(|a| *a > 0.0)?, num(lat, "p99").filter(|v| *v > 0.0)?))
-        })
+        .filter(|l| !l.is_drain())
+        .filter_map(|l| Some((Some(l.achieved_rate).filter(|a| *a > 0.0)?, percentile(l, latency, |h| h.p99)?)))
         .collect();
     if stages.is_empty() && seconds.is_empty() {
         return Value::Null;
@@ -495,8 +485,9 @@ fn spectrum(m: &Model) -> Value {
 /// How many charts the page draws from `data`: what the browser test expects.
 /// (`xy_charts`, overlaid curves drawn point to point, only the comparison has.)
 pub fn expected_charts(data: &Value) -> usize {
-    list(data, "time_charts").len()
-        + list(data, "xy_charts").len()
+    let len = |key: &str| data[key].as_array().map_or(0, Vec::len);
+    len("time_charts")
+        + len("xy_charts")
         + usize::from(!data["watch"].is_null())
         + usize::from(!data["hockey"].is_null())
         + usize::from(!data["spectrum"].is_null())

@@ -5,27 +5,70 @@
 //! `summary.json` is preferred wherever it speaks; where it is missing (a
 //! killed run) or silent (an older format), figures are recomputed from
 //! `series.jsonl` and `latency.hlog`, and the verdict is derived from the SLO
-//! or reported as incomplete. Nothing here formats: that is `page.rs`.
+//! or reported as incomplete. Nothing here formats but the headline of an
+//! incomplete run: the page is `page.rs`.
 
 use hdrhistogram::Histogram;
-use serde_json::Value;
+use perfops_core::analysis::diagnose::Diagnostic;
+use perfops_core::analysis::verdict::{RunResult, SloCheck, StageVerdict};
+use perfops_core::measure::HistogramSummary;
+use serde::Serialize;
 
 use super::read::{RunFiles, for_each_interval};
-use crate::run::slo_value;
+use crate::format::clock;
+use crate::run::{Figures, RunSummary, SeriesLine, StageSummary, slo_value};
 
-/// A number at `key` of `v`.
-pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
-    v.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+/// What a report, a comparison or a listing says of a run as a whole: its
+/// verdict when it has one, or why it has none. Written as `passed`,
+/// `failed`, `inconclusive`, `incomplete` or `none`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// Every stage that ran held (or, in an older summary, every SLO line).
+    Passed,
+    /// A stage failed, an SLO line was missed, or the run was aborted.
+    Failed,
+    /// None failed, some were generator-limited.
+    Inconclusive,
+    /// No `summary.json`: killed, or still running.
+    Incomplete,
+    /// No SLO was set, so nothing was judged.
+    #[serde(rename = "none")]
+    NoSlo,
 }
 
-/// A string at `key` of `v`.
-pub(crate) fn text<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
+impl Outcome {
+    /// As written: `passed`, `failed`, `inconclusive`, `incomplete`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+            Outcome::Inconclusive => "inconclusive",
+            Outcome::Incomplete => "incomplete",
+            Outcome::NoSlo => "none",
+        }
+    }
+
+    /// As the pages show it, in capitals.
+    pub fn badge(self) -> &'static str {
+        match self {
+            Outcome::Passed => "PASSED",
+            Outcome::Failed => "FAILED",
+            Outcome::Inconclusive => "INCONCLUSIVE",
+            Outcome::Incomplete => "INCOMPLETE",
+            Outcome::NoSlo => "NO SLO",
+        }
+    }
 }
 
-/// The array at `key` of `v` (empty when missing).
-pub(crate) fn list<'a>(v: &'a Value, key: &str) -> &'a [Value] {
-    v.get(key).and_then(Value::as_array).map_or(&[], Vec::as_slice)
+impl From<RunResult> for Outcome {
+    fn from(r: RunResult) -> Outcome {
+        match r {
+            RunResult::Passed => Outcome::Passed,
+            RunResult::Failed => Outcome::Failed,
+            RunResult::Inconclusive => Outcome::Inconclusive,
+        }
+    }
 }
 
 /// Latency percentiles in milliseconds.
@@ -40,18 +83,21 @@ pub(crate) struct Percentiles {
 }
 
 impl Percentiles {
-    /// From a `latency_ms` object; `None` when it counted nothing.
-    fn from_json(v: &Value) -> Option<Percentiles> {
-        if num(v, "count") == Some(0.0) {
+    /// From a summary's `latency_ms`; `None` when it counted nothing. A
+    /// percentile of 0 is one the file did not carry (an older or
+    /// hand-made summary): a request answered takes at least a microsecond.
+    pub fn from_summary(h: &HistogramSummary) -> Option<Percentiles> {
+        if h.count == 0 {
             return None;
         }
+        let known = |v: f64| Some(v).filter(|v| *v > 0.0 && v.is_finite());
         let p = Percentiles {
-            p50: num(v, "p50"),
-            p90: num(v, "p90"),
-            p95: num(v, "p95"),
-            p99: num(v, "p99"),
-            p999: num(v, "p99_9").or_else(|| num(v, "p999")),
-            max: num(v, "max"),
+            p50: known(h.p50),
+            p90: known(h.p90),
+            p95: known(h.p95),
+            p99: known(h.p99),
+            p999: known(h.p99_9),
+            max: known(h.max),
         };
         (p != Percentiles::default()).then_some(p)
     }
@@ -73,27 +119,6 @@ impl Percentiles {
     }
 }
 
-/// One SLO line's outcome in one stage or over the run.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct SloCell {
-    pub slo: String,
-    pub value: Option<f64>,
-    pub passed: Option<bool>,
-}
-
-fn slo_cells(v: &Value, key: &str) -> Vec<SloCell> {
-    list(v, key)
-        .iter()
-        .filter_map(|s| {
-            Some(SloCell {
-                slo: text(s, "slo")?.to_string(),
-                value: num(s, "value"),
-                passed: s.get("passed").and_then(Value::as_bool),
-            })
-        })
-        .collect()
-}
-
 /// A stage (or the whole run) and its figures; `None` is "not available".
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Stage {
@@ -108,10 +133,10 @@ pub(crate) struct Stage {
     pub error_ratio: Option<f64>,
     pub failed: Option<u64>,
     pub dropped: Option<u64>,
-    /// `holds`, `fails`, `inconclusive`, `not run`.
-    pub verdict: Option<String>,
+    /// None: not judged (an incomplete run, an older summary, the total).
+    pub verdict: Option<StageVerdict>,
     pub reasons: Vec<String>,
-    pub slo: Vec<SloCell>,
+    pub slo: Vec<SloCheck>,
     /// Whether any second of it was recorded.
     pub ran: bool,
 }
@@ -119,22 +144,10 @@ pub(crate) struct Stage {
 /// The run's verdict, as the summary states it or as derived here.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Verdict {
-    /// `passed`, `failed`, `inconclusive`, `incomplete` or `none` (no SLO).
-    pub result: String,
+    pub result: Outcome,
     pub headline: String,
     pub capacity_rps: Option<f64>,
     pub breaks_at_rps: Option<f64>,
-}
-
-/// A diagnostic: why it broke, with evidence.
-#[derive(Debug, Clone)]
-pub(crate) struct Diagnostic {
-    pub kind: String,
-    pub title: String,
-    pub detail: String,
-    pub stage: Option<String>,
-    /// (metric, value, t)
-    pub evidence: Vec<(String, Option<f64>, Option<f64>)>,
 }
 
 /// Histograms merged from `latency.hlog`, microseconds.
@@ -162,41 +175,48 @@ pub(crate) struct Model {
     pub verdict: Verdict,
     pub stages: Vec<Stage>,
     pub total: Stage,
-    pub run_slo: Vec<SloCell>,
+    pub run_slo: Vec<SloCheck>,
     pub diagnostics: Vec<Diagnostic>,
     pub warnings: Vec<String>,
     pub merged: Merged,
 }
 
+/// When the last recorded second ends (0 without any).
+pub(crate) fn recorded_s(series: &[SeriesLine]) -> f64 {
+    series.iter().map(SeriesLine::end_s).fold(0.0, f64::max)
+}
+
 impl Model {
     /// Decide everything from `files`.
     pub fn new(mut files: RunFiles) -> Model {
-        let (meta, summary) = (&files.meta, files.summary.as_ref());
-        let pick = |key: &str| {
-            text(meta, key).or_else(|| summary.and_then(|s| text(s, key))).map(str::to_string).filter(|s| !s.is_empty())
+        let (meta, summary) = (files.meta.as_ref(), files.summary.as_ref());
+        // meta.json first (a killed run has only it), then the summary.
+        let pick = |m: Option<&String>, s: Option<&String>| {
+            m.filter(|v| !v.is_empty()).or(s.filter(|v| !v.is_empty())).cloned()
         };
-        let name = pick("name").unwrap_or_else(|| files.dir_name.clone());
-        let (target, model, started_at) = (pick("target"), pick("model"), pick("started_at"));
-        let recorded_s = files
-            .series
-            .iter()
-            .filter_map(|l| Some(num(l, "t")? + num(l, "length_s").unwrap_or(1.0)))
-            .fold(0.0, f64::max);
-        let elapsed_s = summary.and_then(|s| num(s, "elapsed_s")).unwrap_or(recorded_s);
+        let name = pick(meta.map(|m| &m.name), summary.map(|s| &s.name)).unwrap_or_else(|| files.dir_name.clone());
+        let target = pick(meta.map(|m| &m.target), summary.map(|s| &s.target));
+        let model = pick(meta.map(|m| &m.model), summary.map(|s| &s.model));
+        let started_at = pick(meta.map(|m| &m.started_at), summary.map(|s| &s.started_at));
+        let recorded_s = recorded_s(&files.series);
+        let elapsed_s = summary.map_or(recorded_s, |s| s.elapsed_s);
 
-        let mut stages = plan(&files);
+        let mut stages = plan(&files, model.as_deref() != Some("closed"));
         let merged = merge_hlog(&mut files, &stages);
         let summary = files.summary.as_ref();
-        let summary_stages = summary.map_or(&[][..], |s| list(s, "stages"));
+        let summary_stages = summary.map_or(&[][..], |s| s.stages.as_slice());
         for (i, stage) in stages.iter_mut().enumerate() {
             match summary_stages.get(i) {
-                Some(v) => from_summary(stage, v),
+                Some(s) => from_summary(stage, s),
                 None => from_series(stage, &files.series, merged.latency_by_stage.get(i).and_then(Option::as_ref)),
             }
         }
         let mut total = Stage { name: "whole run".into(), end_s: elapsed_s, ..Stage::default() };
-        match summary.and_then(|s| s.get("total")) {
-            Some(v) => from_summary(&mut total, v),
+        match summary {
+            Some(s) => {
+                from_figures(&mut total, &s.total);
+                total.ran = s.total.duration_s > 0.0;
+            }
             None => {
                 total.end_s = f64::INFINITY;
                 from_series(&mut total, &files.series, merged.latency.as_ref());
@@ -212,25 +232,21 @@ impl Model {
             total.target = (w > 0.0).then(|| sum / w);
         }
 
-        let run_slo = summary.map(|s| slo_cells(s, "slo")).unwrap_or_default();
+        let run_slo = summary.map(|s| s.slo.clone()).unwrap_or_default();
         let complete = summary.is_some();
-        let interrupted = summary.and_then(|s| s.get("interrupted")).and_then(Value::as_bool).unwrap_or(false);
-        let aborted = summary.and_then(|s| text(s, "aborted")).map(str::to_string);
-        let mut verdict = verdict(summary, &run_slo, aborted.as_deref());
+        let interrupted = summary.is_some_and(|s| s.interrupted);
+        let aborted = summary.and_then(|s| s.aborted.clone());
+        let mut verdict = verdict(summary);
         if !complete {
             let last = files
                 .series
                 .last()
-                .and_then(|l| text(l, "stage"))
+                .and_then(|l| Some(l.stage.as_str()).filter(|s| !s.is_empty()))
                 .map_or(String::new(), |s| format!(", during stage {s}"));
-            verdict.headline = format!("No verdict: the run stopped {} in{last}.", super::page::clock(recorded_s));
+            verdict.headline = format!("No verdict: the run stopped {} in{last}.", clock(recorded_s));
         }
-        let diagnostics = summary.map_or(&[][..], |s| list(s, "diagnostics")).iter().filter_map(diagnostic).collect();
-        let warnings = summary
-            .map_or(&[][..], |s| list(s, "warnings"))
-            .iter()
-            .filter_map(|w| w.as_str().map(str::to_string))
-            .collect();
+        let diagnostics = summary.map(|s| s.diagnostics.clone()).unwrap_or_default();
+        let warnings = summary.map(|s| s.warnings.clone()).unwrap_or_default();
         Model {
             name,
             target,
@@ -261,88 +277,81 @@ fn stage_index(stages: &[Stage], t: f64) -> Option<usize> {
 }
 
 /// The planned stages: from `meta.json`, else the summary's, else the
-/// stage labels of the series.
-fn plan(files: &RunFiles) -> Vec<Stage> {
-    let open =
-        text(&files.meta, "model").or_else(|| files.summary.as_ref().and_then(|s| text(s, "model"))) != Some("closed");
+/// stage labels of the series. Only an open model's stages have a target.
+fn plan(files: &RunFiles, open: bool) -> Vec<Stage> {
     let mut t = 0.0;
     let mut stages = Vec::new();
-    for s in list(&files.meta, "stages") {
-        let d = num(s, "duration_s").unwrap_or(0.0);
-        let target = match (num(s, "from"), num(s, "to")) {
-            (Some(a), Some(b)) if open => Some((a + b) / 2.0),
-            _ => None,
-        };
-        let name = text(s, "name").map_or_else(|| format!("stage {}", stages.len() + 1), str::to_string);
+    for s in files.meta.as_ref().map_or(&[][..], |m| m.stages.as_slice()) {
+        let d = s.duration_s;
+        let target = open.then_some((s.from + s.to) / 2.0);
+        let name = if s.name.is_empty() { format!("stage {}", stages.len() + 1) } else { s.name.clone() };
         stages.push(Stage { name, start_s: t, end_s: t + d, target, ..Stage::default() });
         t += d;
     }
     if !stages.is_empty() {
         return stages;
     }
-    if let Some(summary) = &files.summary {
-        for s in list(summary, "stages") {
-            let d = num(s, "duration_s").unwrap_or(0.0);
-            let name = text(s, "name").unwrap_or("stage").to_string();
-            stages.push(Stage { name, start_s: t, end_s: t + d, ..Stage::default() });
-            t += d;
-        }
-        if !stages.is_empty() {
-            return stages;
-        }
+    for s in files.summary.as_ref().map_or(&[][..], |s| s.stages.as_slice()) {
+        let d = s.figures.duration_s;
+        stages.push(Stage { name: s.figures.name.clone(), start_s: t, end_s: t + d, ..Stage::default() });
+        t += d;
+    }
+    if !stages.is_empty() {
+        return stages;
     }
     // Consecutive runs of one label, drain seconds excluded.
     for l in &files.series {
-        let (Some(label), Some(t)) = (text(l, "stage"), num(l, "t")) else { continue };
-        let end = t + num(l, "length_s").unwrap_or(1.0);
-        if label.starts_with('(') {
-            continue;
-        }
+        let Some(label) = l.stage_name() else { continue };
         match stages.last_mut() {
-            Some(s) if s.name == label => s.end_s = end,
-            _ => stages.push(Stage { name: label.to_string(), start_s: t, end_s: end, ..Stage::default() }),
+            Some(s) if s.name == label => s.end_s = l.end_s(),
+            _ => stages.push(Stage {
+                name: label.to_string(),
+                start_s: f64::from(l.t),
+                end_s: l.end_s(),
+                ..Stage::default()
+            }),
         }
     }
     stages
 }
 
-fn from_summary(stage: &mut Stage, v: &Value) {
-    stage.target = num(v, "target_rate").or(stage.target);
-    stage.achieved = num(v, "achieved_rate");
-    stage.latency = v.get("latency_ms").and_then(Percentiles::from_json);
-    stage.error_ratio = num(v, "error_ratio");
-    stage.failed = v.get("failed").and_then(Value::as_u64);
-    stage.dropped = v.get("dropped").and_then(Value::as_u64);
-    stage.verdict = text(v, "verdict").map(str::to_string);
-    stage.reasons = list(v, "reasons").iter().filter_map(|r| r.as_str().map(str::to_string)).collect();
-    stage.slo = slo_cells(v, "slo");
-    let ran_s = num(v, "duration_s");
-    stage.ran = ran_s.is_none_or(|d| d > 0.0) && stage.verdict.as_deref() != Some("not run");
+/// A stage's (or the run's) figures as the summary states them.
+fn from_figures(stage: &mut Stage, f: &Figures) {
+    stage.target = f.target_rate.or(stage.target);
+    stage.achieved = Some(f.achieved_rate);
+    stage.latency = Percentiles::from_summary(&f.latency_ms);
+    stage.error_ratio = Some(f.error_ratio);
+    stage.failed = Some(f.failed);
+    stage.dropped = Some(f.dropped);
+}
+
+fn from_summary(stage: &mut Stage, s: &StageSummary) {
+    from_figures(stage, &s.figures);
+    stage.verdict = s.verdict;
+    stage.reasons.clone_from(&s.reasons);
+    stage.slo.clone_from(&s.slo);
+    stage.ran = s.figures.duration_s > 0.0 && s.verdict != Some(StageVerdict::NotRun);
 }
 
 /// A stage's figures recomputed from its seconds (and its merged histogram).
-fn from_series(stage: &mut Stage, series: &[Value], latency: Option<&Histogram<u64>>) {
+fn from_series(stage: &mut Stage, series: &[SeriesLine], latency: Option<&Histogram<u64>>) {
     let (mut secs, mut answered, mut target_sum, mut target_secs) = (0.0, 0.0, 0.0, 0.0);
     let (mut failed, mut ok, mut dropped) = (0_u64, 0_u64, 0_u64);
     for l in series {
-        let Some(t) = num(l, "t") else { continue };
-        if t + 1e-6 < stage.start_s || t + 1e-6 >= stage.end_s || text(l, "stage").is_some_and(|s| s.starts_with('(')) {
+        let t = f64::from(l.t);
+        if t + 1e-6 < stage.start_s || t + 1e-6 >= stage.end_s || l.is_drain() {
             continue;
         }
-        let len = num(l, "length_s").unwrap_or(1.0);
+        let len = l.length_s;
         secs += len;
-        answered += num(l, "achieved_rate").unwrap_or(0.0) * len;
-        if let Some(r) = num(l, "target_rate") {
+        answered += l.achieved_rate * len;
+        if let Some(r) = l.target_rate {
             target_sum += r * len;
             target_secs += len;
         }
-        let count = |k: &str| l.get(k).and_then(Value::as_u64).unwrap_or(0);
-        failed += count("failed");
-        ok += l
-            .get("succeeded")
-            .and_then(Value::as_u64)
-            .unwrap_or_else(|| count("completed").saturating_sub(count("failed")));
-        dropped += count("dropped");
+        failed += l.failed;
+        ok += l.succeeded;
+        dropped += l.dropped;
     }
     stage.ran = secs > 0.0;
     if !stage.ran {
@@ -383,39 +392,44 @@ fn merge_hlog(files: &mut RunFiles, stages: &[Stage]) -> Merged {
     m
 }
 
-/// The verdict of a complete run from its `summary.json` alone.
-pub(crate) fn summary_verdict(summary: &Value) -> Verdict {
-    verdict(Some(summary), &slo_cells(summary, "slo"), text(summary, "aborted"))
-}
-
-fn verdict(summary: Option<&Value>, slo: &[SloCell], aborted: Option<&str>) -> Verdict {
-    if let Some(v) = summary.and_then(|s| s.get("verdict")).filter(|v| v.is_object()) {
+/// The verdict of a run from its `summary.json` (none: incomplete): as the
+/// summary states it, or, for an older summary without one, from its SLO
+/// lines over the whole run.
+pub(crate) fn verdict(summary: Option<&RunSummary>) -> Verdict {
+    let Some(summary) = summary else {
+        // The headline is said by the caller, which knows where the run stopped.
         return Verdict {
-            result: text(v, "result").unwrap_or("inconclusive").to_string(),
-            headline: text(v, "headline").unwrap_or_default().to_string(),
-            capacity_rps: num(v, "capacity_rps"),
-            breaks_at_rps: num(v, "breaks_at_rps"),
+            result: Outcome::Incomplete,
+            headline: String::new(),
+            capacity_rps: None,
+            breaks_at_rps: None,
+        };
+    };
+    if let Some(v) = &summary.verdict {
+        return Verdict {
+            result: v.verdict.result.into(),
+            headline: v.headline.clone(),
+            capacity_rps: v.verdict.capacity_rps,
+            breaks_at_rps: v.verdict.breaks_at_rps,
         };
     }
-    let (result, headline) = if summary.is_none() {
-        // Said by the caller, which knows where the run stopped.
-        ("incomplete", String::new())
-    } else if let Some(reason) = aborted {
-        ("failed", format!("Aborted: {reason}"))
+    let slo = &summary.slo;
+    let (result, headline) = if let Some(reason) = &summary.aborted {
+        (Outcome::Failed, format!("Aborted: {reason}"))
     } else if slo.is_empty() {
-        ("none", "No SLO was set: no verdict, only the figures below.".to_string())
+        (Outcome::NoSlo, "No SLO was set: no verdict, only the figures below.".to_string())
     } else {
-        let failed: Vec<&SloCell> = slo.iter().filter(|c| c.passed != Some(true)).collect();
+        let failed: Vec<&SloCheck> = slo.iter().filter(|c| !c.passed).collect();
         if failed.is_empty() {
-            ("passed", format!("Every SLO line held over the whole run ({}).", join_slo(slo)))
+            (Outcome::Passed, format!("Every SLO line held over the whole run ({}).", join_slo(slo)))
         } else {
-            ("failed", format!("SLO not met over the whole run: {}.", join_slo(failed)))
+            (Outcome::Failed, format!("SLO not met over the whole run: {}.", join_slo(failed)))
         }
     };
-    Verdict { result: result.to_string(), headline, capacity_rps: None, breaks_at_rps: None }
+    Verdict { result, headline, capacity_rps: None, breaks_at_rps: None }
 }
 
-fn join_slo<'a>(cells: impl IntoIterator<Item = &'a SloCell>) -> String {
+fn join_slo<'a>(cells: impl IntoIterator<Item = &'a SloCheck>) -> String {
     cells
         .into_iter()
         .map(|c| match c.value {
@@ -424,18 +438,4 @@ fn join_slo<'a>(cells: impl IntoIterator<Item = &'a SloCell>) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn diagnostic(v: &Value) -> Option<Diagnostic> {
-    let title = text(v, "title").or_else(|| text(v, "kind"))?.to_string();
-    Some(Diagnostic {
-        kind: text(v, "kind").unwrap_or("diagnostic").to_string(),
-        title,
-        detail: text(v, "detail").unwrap_or_default().to_string(),
-        stage: text(v, "stage").map(str::to_string),
-        evidence: list(v, "evidence")
-            .iter()
-            .filter_map(|e| Some((text(e, "metric")?.to_string(), num(e, "value"), num(e, "t"))))
-            .collect(),
-    })
 }

@@ -1,105 +1,24 @@
-//! The page itself: the text parts of the report as HTML (the verdict first,
-//! then the SLO by stage, the stage table, the diagnostics) and the frames
-//! the charts are drawn into, with uPlot, the page's script and its style
-//! inlined so the file opens anywhere, offline.
+//! The report's page: the text parts as HTML (the verdict first, then the
+//! SLO by stage, the stage table, the diagnostics) and the frames of its
+//! charts, inside the document shell (`shell.rs`).
 //!
-//! Every string that comes from a results file goes through [`escape`]; the
-//! chart data goes in once, as JSON in a `<script type="application/json">`
-//! with `<`, `>` and `&` escaped so no value can end that element.
+//! Every string that comes from a results file goes through [`escape`].
 
 use std::fmt::Write;
 
+use perfops_core::analysis::diagnose::Evidence;
+use perfops_core::analysis::verdict::{SloCheck, StageVerdict};
 use serde_json::Value;
 
-use super::charts;
-use super::model::{Model, SloCell, Stage};
+use super::model::{Model, Outcome, Stage};
+use super::shell::{close, frame, open};
+use crate::format::{clock, count, escape, ms, number, percent, rate, utc};
 use crate::run::slo_value;
-
-const UPLOT_JS: &str = include_str!("../../assets/uplot/uPlot.iife.min.js");
-const UPLOT_CSS: &str = include_str!("../../assets/uplot/uPlot.min.css");
-const REPORT_JS: &str = include_str!("report.js");
-const REPORT_CSS: &str = include_str!("report.css");
-
-/// `s` safe as HTML text or attribute value.
-pub fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// JSON that can sit inside a `<script>` element: `</script>` and `<!--`
-/// in a string would end or confuse it, so `<`, `>` and `&` become `\u003c`
-/// and so on (the same string to a JSON parser).
-pub fn script_json(v: &Value) -> String {
-    let json = serde_json::to_string(v).unwrap_or_else(|_| "null".into());
-    json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026")
-}
-
-/// A number for people: no more decimals than it needs.
-pub(crate) fn number(v: f64) -> String {
-    let a = v.abs();
-    if a >= 100.0 || v == v.trunc() {
-        format!("{v:.0}")
-    } else if a >= 10.0 {
-        format!("{v:.1}")
-    } else if a >= 0.01 {
-        format!("{v:.2}")
-    } else {
-        format!("{v:.3}")
-    }
-}
-
-/// Milliseconds, as `0.42 ms`, `812 ms`, `1.52 s`; `–` when not available.
-pub(crate) fn ms(v: Option<f64>) -> String {
-    match v {
-        None => "–".into(),
-        Some(v) if v < 10.0 => format!("{v:.2} ms"),
-        Some(v) if v < 1000.0 => format!("{v:.0} ms"),
-        Some(v) => format!("{:.2} s", v / 1000.0),
-    }
-}
-
-pub(crate) fn rate(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| format!("{}/s", number(v)))
-}
-
-pub(crate) fn percent(ratio: Option<f64>) -> String {
-    match ratio {
-        None => "–".into(),
-        Some(0.0) => "0%".into(),
-        Some(r) if r < 0.0001 => "<0.01%".into(),
-        Some(r) => format!("{}%", number(r * 100.0)),
-    }
-}
-
-fn count(v: Option<u64>) -> String {
-    v.map_or("–".into(), |n| n.to_string())
-}
-
-/// `m:ss` (or `h:mm:ss`) from the run's start.
-pub(crate) fn clock(t: f64) -> String {
-    let s = t.max(0.0).round() as u64;
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
-}
 
 /// The whole HTML document.
 pub(crate) fn page(m: &Model, data: &Value) -> String {
     let mut o = String::with_capacity(256 * 1024);
-    let result = m.verdict.result.as_str();
-    open(&mut o, &format!("{} · {} · perfops report", m.name, badge(result)), data);
+    open(&mut o, &format!("{} · {} · perfops report", m.name, m.verdict.result.badge()), data);
     header(&mut o, m);
     banners(&mut o, m);
     verdict(&mut o, m);
@@ -110,65 +29,6 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     details(&mut o, m);
     close(&mut o, &m.files.dir_name, data);
     o
-}
-
-/// The document up to `<main>`: title, the inlined styles, and the error
-/// capture; `<body>` says how many charts `data` should draw.
-pub(crate) fn open(o: &mut String, title: &str, data: &Value) {
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"perfops {version}\">\n\
-         <title>{title}</title>\n<style>{UPLOT_CSS}</style>\n<style>{REPORT_CSS}</style>\n</head>\n\
-         <body data-charts-expected=\"{expected}\" data-charts-drawn=\"0\" data-errors=\"0\">\n{CAPTURE}\n<main>\n",
-        version = env!("CARGO_PKG_VERSION"),
-        title = escape(title),
-        expected = charts::expected_charts(data),
-    );
-}
-
-/// From `</main>` to the end: the footer naming `source`, the chart data,
-/// uPlot and the page's script.
-pub(crate) fn close(o: &mut String, source: &str, data: &Value) {
-    let _ = write!(
-        o,
-        "</main>\n<footer>Made by perfops {} from <code>{}</code>. One self-contained file: it opens offline and \
-         loads nothing. Charts by <a href=\"https://github.com/leeoniya/uPlot\">uPlot</a> (MIT licence, © Leon Sorokin).</footer>\n\
-         <script type=\"application/json\" id=\"perfops-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
-        env!("CARGO_PKG_VERSION"),
-        escape(source),
-        script_json(data),
-    );
-}
-
-/// First in the body, before any other script: every error and
-/// `console.error` is counted on `<body data-errors>` (and the messages kept
-/// in `data-error-messages`), so a headless browser's DOM dump shows them.
-const CAPTURE: &str = r#"<script>
-(function () {
-  var errors = [];
-  function note(msg) {
-    errors.push(String(msg).slice(0, 300));
-    document.body.setAttribute("data-errors", String(errors.length));
-    document.body.setAttribute("data-error-messages", errors.join(" | "));
-  }
-  window.addEventListener("error", function (e) { note(e.message || "error"); });
-  window.addEventListener("unhandledrejection", function (e) { note("unhandled rejection: " + e.reason); });
-  var orig = console.error;
-  console.error = function () { note(Array.prototype.join.call(arguments, " ")); return orig.apply(console, arguments); };
-})();
-</script>"#;
-
-pub(crate) fn badge(result: &str) -> &'static str {
-    match result {
-        "passed" => "PASSED",
-        "failed" => "FAILED",
-        "inconclusive" => "INCONCLUSIVE",
-        "incomplete" => "INCOMPLETE",
-        "none" => "NO SLO",
-        _ => "UNKNOWN",
-    }
 }
 
 fn header(o: &mut String, m: &Model) {
@@ -185,10 +45,10 @@ fn header(o: &mut String, m: &Model) {
         parts.push(format!("{} model", escape(model)));
     }
     if let Some(s) = &m.started_at {
-        parts.push(format!("started {}", escape(&s.replace('T', " ").replace('Z', " UTC"))));
+        parts.push(format!("started {}", escape(&utc(s))));
     }
     parts.push(format!("ran {}", clock(m.elapsed_s)));
-    if let Some(v) = super::model::text(&m.files.meta, "perfops_version") {
+    if let Some(v) = m.files.meta.as_ref().map(|m| &m.perfops_version).filter(|v| !v.is_empty()) {
         parts.push(format!("perfops {}", escape(v)));
     }
     o.push_str(&parts.join(" <span class=\"sep\">·</span> "));
@@ -220,8 +80,8 @@ fn verdict(o: &mut String, m: &Model) {
     let _ = write!(
         o,
         "<section class=\"verdict r-{cls}\">\n<div class=\"badge\">{badge}</div>\n<p class=\"headline\">{headline}</p>\n<div class=\"tiles\">",
-        cls = escape(&v.result),
-        badge = badge(&v.result),
+        cls = v.result.name(),
+        badge = v.result.badge(),
         headline = escape(&v.headline),
     );
     let mut tile = |label: &str, value: String, cls: &str| {
@@ -230,7 +90,7 @@ fn verdict(o: &mut String, m: &Model) {
     };
     if v.capacity_rps.is_some()
         || v.breaks_at_rps.is_some()
-        || v.result != "incomplete" && m.stages.iter().any(|s| s.verdict.is_some())
+        || v.result != Outcome::Incomplete && m.stages.iter().any(|s| s.verdict.is_some())
     {
         tile("capacity", v.capacity_rps.map_or("none held".into(), |c| format!("{}/s", number(c))), "good");
         tile("breaks at", v.breaks_at_rps.map_or("did not break".into(), |b| format!("{}/s", number(b))), "bad");
@@ -257,19 +117,13 @@ fn verdict(o: &mut String, m: &Model) {
     o.push_str("</section>\n");
 }
 
-fn evidence(o: &mut String, evidence: &[(String, Option<f64>, Option<f64>)]) {
+fn evidence(o: &mut String, evidence: &[Evidence]) {
     if evidence.is_empty() {
         return;
     }
     o.push_str("<ul class=\"evidence\">");
-    for (metric, value, t) in evidence {
-        let _ = write!(o, "<li><code>{}</code>", escape(metric));
-        if let Some(v) = value {
-            let _ = write!(o, " = {}", number(*v));
-        }
-        if let Some(t) = t {
-            let _ = write!(o, " at {}", clock(*t));
-        }
+    for e in evidence {
+        let _ = write!(o, "<li><code>{}</code> = {} at {}", escape(&e.metric), number(e.value), clock(e.t));
         o.push_str("</li>");
     }
     o.push_str("</ul>");
@@ -296,14 +150,10 @@ fn slo_matrix(o: &mut String, m: &Model) {
         o.push_str("<th>whole run</th>");
     }
     o.push_str("</tr></thead>\n<tbody>\n");
-    let cell = |o: &mut String, cells: &[SloCell], line: &str| match cells.iter().find(|c| c.slo == line) {
+    let cell = |o: &mut String, cells: &[SloCheck], line: &str| match cells.iter().find(|c| c.slo == line) {
         None => o.push_str("<td class=\"na\">–</td>"),
         Some(c) => {
-            let (cls, mark) = match c.passed {
-                Some(true) => ("pass", "✓"),
-                Some(false) => ("fail", "✗"),
-                None => ("na", "?"),
-            };
+            let (cls, mark) = if c.passed { ("pass", "✓") } else { ("fail", "✗") };
             let value = c.value.map_or("not measured".into(), |v| slo_value(line, v));
             let _ = write!(o, "<td class=\"{cls}\"><span class=\"mark\">{mark}</span> {}</td>", escape(&value));
         }
@@ -337,7 +187,7 @@ fn stage_table(o: &mut String, m: &Model) {
     o.push_str("</tr></thead>\n<tbody>\n");
     for s in m.stages.iter().chain(std::iter::once(&m.total)) {
         let is_total = std::ptr::eq(s, &m.total);
-        let v = s.verdict.as_deref().unwrap_or(if s.ran { "" } else { "not run" });
+        let v = s.verdict.map_or(if s.ran { "" } else { StageVerdict::NotRun.name() }, StageVerdict::name);
         let cls = if is_total { "total".to_string() } else { format!("s-{}", v.replace(' ', "-")) };
         let l = s.latency.unwrap_or_default();
         let short = s.achieved.zip(s.target).is_some_and(|(a, t)| t > 0.0 && a < 0.97 * t);
@@ -401,28 +251,17 @@ fn diagnostics(o: &mut String, m: &Model) {
     o.push_str("</section>\n");
 }
 
-pub(crate) fn frame(o: &mut String, id: &str, title: &str, note: &str, extra: &str) {
-    let _ = write!(o, "<figure class=\"chart-box\" id=\"box-{id}\"><figcaption><h3>{}</h3>{extra}", escape(title));
-    if !note.is_empty() {
-        let _ = write!(o, "<p class=\"note\">{}</p>", escape(note));
-    }
-    let _ = writeln!(o, "</figcaption><div class=\"chart\" data-chart=\"{id}\"></div></figure>");
-}
-
 fn chart_frames(o: &mut String, data: &Value) {
     o.push_str(
         "<section>\n<h2>Over time</h2>\n<p class=\"hint\">One time axis for every chart: hover one to read all at that \
          second, drag to zoom, double-click to zoom out. Dashed vertical lines are stage boundaries; a stage that failed \
          is tinted red.",
     );
-    if super::model::list(data, "restarts").iter().any(|_| true) {
+    if data["restarts"].as_array().is_some_and(|r| !r.is_empty()) {
         o.push_str(" Solid red lines are liveness-probe restarts: where Kubernetes would have restarted the target.");
     }
     o.push_str("</p>\n");
-    for c in super::model::list(data, "time_charts") {
-        let id = super::model::text(c, "id").unwrap_or("chart");
-        frame(o, id, super::model::text(c, "title").unwrap_or(""), super::model::text(c, "note").unwrap_or(""), "");
-    }
+    chart_list_frames(o, data, "time_charts", "chart");
     if !data["watch"].is_null() {
         frame(
             o,
@@ -466,31 +305,30 @@ fn details(o: &mut String, m: &Model) {
             escape(s)
         );
     }
-    let meta = &m.files.meta;
     let mut rows: Vec<(String, String)> = vec![("results".into(), m.files.dir_name.clone())];
-    if let Some(cmd) = meta.get("command").and_then(Value::as_array) {
-        let words: Vec<&str> = cmd.iter().filter_map(Value::as_str).collect();
-        rows.push(("command".into(), words.join(" ")));
-    }
-    for key in ["host", "shard"] {
-        if let Some(v) = super::model::text(meta, key) {
-            rows.push((key.into(), v.into()));
+    if let Some(meta) = &m.files.meta {
+        // An empty command is one the file did not have.
+        if !meta.command.is_empty() {
+            rows.push(("command".into(), meta.command.join(" ")));
+        }
+        for (key, v) in [("host", &meta.host), ("shard", &meta.shard)] {
+            if let Some(v) = v {
+                rows.push((key.into(), v.clone()));
+            }
         }
     }
-    if let Some(g) = m.files.summary.as_ref().and_then(|s| s.get("generator")) {
-        let cpu = super::model::num(g, "cpu_user_s").unwrap_or(0.0) + super::model::num(g, "cpu_sys_s").unwrap_or(0.0);
+    if let Some(g) = m.files.summary.as_ref().map(|s| &s.generator) {
         rows.push((
             "generator".into(),
             format!(
                 "{} worker(s) on {} core(s), {} CPU-s, {} MiB peak",
-                super::model::num(g, "workers").unwrap_or(0.0),
-                super::model::num(g, "cores").unwrap_or(0.0),
-                number(cpu),
-                number(super::model::num(g, "max_rss_kib").unwrap_or(0.0) / 1024.0)
+                g.workers,
+                g.cores,
+                number(g.cpu_user_s + g.cpu_sys_s),
+                number(g.max_rss_kib as f64 / 1024.0)
             ),
         ));
-        let naps = serde_json::from_value::<crate::quick::GeneratorUse>(g.clone()).ok().and_then(|g| g.naps_line());
-        if let Some(naps) = naps {
+        if let Some(naps) = g.naps_line() {
             rows.push(("wake-ups".into(), naps));
         }
     }
@@ -504,44 +342,10 @@ fn details(o: &mut String, m: &Model) {
     o.push_str("</dl></details>\n</section>\n");
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn escapes() {
-        let cases = [
-            ("<script>alert(1)</script>", "&lt;script&gt;alert(1)&lt;/script&gt;"),
-            ("a & b", "a &amp; b"),
-            (r#"x="1" y='2'"#, "x=&quot;1&quot; y=&#39;2&#39;"),
-            ("plain é", "plain é"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(escape(input), want);
-        }
-        let v = serde_json::json!({"name": "</script><!-- & -->"});
-        let s = script_json(&v);
-        assert!(!s.contains('<') && !s.contains('>') && !s.contains('&'), "{s}");
-        assert_eq!(serde_json::from_str::<Value>(&s).unwrap(), v, "the same JSON to a parser");
-    }
-
-    #[test]
-    fn figures_for_people() {
-        let cases = [
-            (ms(Some(0.421)), "0.42 ms"),
-            (ms(Some(812.34)), "812 ms"),
-            (ms(Some(1523.0)), "1.52 s"),
-            (ms(None), "–"),
-            (rate(Some(205.345)), "205/s"),
-            (rate(Some(12.34)), "12.3/s"),
-            (percent(Some(0.032)), "3.20%"),
-            (percent(Some(0.0)), "0%"),
-            (percent(Some(0.000_01)), "<0.01%"),
-            (clock(63.4), "1:03"),
-            (clock(3725.0), "1:02:05"),
-        ];
-        for (got, want) in cases {
-            assert_eq!(got, want);
-        }
+/// A frame for each chart listed under `key` of the chart data.
+pub(crate) fn chart_list_frames(o: &mut String, data: &Value, key: &str, default_id: &str) {
+    for c in data[key].as_array().map_or(&[][..], Vec::as_slice) {
+        let text = |k: &str| c[k].as_str().unwrap_or("");
+        frame(o, c["id"].as_str().unwrap_or(default_id), text("title"), text("note"), "");
     }
 }

@@ -1,12 +1,19 @@
-//! Reading a results directory for the report, leniently: every file is
-//! optional and read as generic JSON, so one report reads the directories of
-//! older and newer perfops versions alike. A missing file or field means "not
-//! available"; a line that is not JSON (a run killed mid-write) is skipped and
-//! said in the report's notes. Only a directory with nothing to report in it
-//! is an error.
+//! Reading a results directory for the report and the comparison, through
+//! the types that wrote it: [`RunMeta`], [`RunSummary`] and [`SeriesLine`]
+//! from `run.rs`, and [`WatchLine`] / [`ProbeLine`] for the watcher's
+//! streams. Every file is optional; a missing file means "not available".
+//!
+//! Versions are handled explicitly: each whole file's `version` is read
+//! first and kept ([`RunFiles::versions`]), so a caller can refuse a format
+//! newer than this perfops (`compare` does) before trusting what was read.
+//! Older files of this format read through the types' serde defaults. A
+//! file or line that does not read (not JSON, a run killed mid-write, a
+//! newer shape) is left out and said in the report's notes. Only a
+//! directory with nothing to report in it is an error.
 //!
 //! It does not interpret what it reads: that is `model.rs`.
 
+use std::collections::BTreeMap;
 use std::io::{self, Cursor};
 use std::path::Path;
 
@@ -14,9 +21,75 @@ use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use serde_json::Value;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::error::Category;
 
 use super::ReportError;
+use crate::results::RESULTS_VERSION;
+use crate::run::{RunMeta, RunSummary, SeriesLine};
+
+/// One line of `watch.jsonl`: the values read from one source at one time,
+/// as the engine's `watch::Sample` writes it (perfops-report does not
+/// depend on the engine, so the reader's type is declared here).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct WatchLine {
+    /// Seconds since the run's start.
+    pub t: f64,
+    /// `process`, `generator`, `prometheus <url>`, ...
+    #[serde(default = "watch_source")]
+    pub source: String,
+    /// By metric name; null is a value that was not a finite number.
+    #[serde(default)]
+    pub values: BTreeMap<String, Option<f64>>,
+}
+
+fn watch_source() -> String {
+    "watch".into()
+}
+
+/// One line of `probe.jsonl`: one probe check, as the engine's
+/// `watch::ProbeResult` writes it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct ProbeLine {
+    /// Seconds since the run's start.
+    pub t: f64,
+    /// `liveness` or `readiness`.
+    #[serde(default = "probe_name")]
+    pub probe: String,
+    /// Answered 200..=399 within the timeout.
+    #[serde(default)]
+    pub ok: bool,
+    /// The status, when a response came.
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// How long the check took, ms.
+    #[serde(default)]
+    pub ms: Option<f64>,
+    /// Why it failed, short.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Consecutive failures, this one included.
+    #[serde(default)]
+    pub failures: Option<u32>,
+    /// Liveness: Kubernetes would restart the container now.
+    #[serde(default)]
+    pub restart: bool,
+    /// Readiness: Kubernetes would stop sending it traffic.
+    #[serde(default)]
+    pub unready: bool,
+}
+
+fn probe_name() -> String {
+    "probe".into()
+}
+
+/// What every whole results file starts with: its format's version.
+#[derive(Deserialize)]
+struct Header {
+    #[serde(default)]
+    version: Option<u64>,
+}
 
 /// Everything a results directory holds, as read.
 #[derive(Debug, Default)]
@@ -24,20 +97,23 @@ pub(crate) struct RunFiles {
     /// The directory's own name (`20261122T043000Z-orders`), never its path:
     /// a shared report must not leak where it was made.
     pub dir_name: String,
-    /// `meta.json` (`Null` when missing).
-    pub meta: Value,
+    /// `meta.json`, when there and readable.
+    pub meta: Option<RunMeta>,
     /// `summary.json`: absent while a run goes and after a kill.
-    pub summary: Option<Value>,
-    /// `series.jsonl`, one object per second.
-    pub series: Vec<Value>,
-    /// `watch.jsonl`, one object per sample of a source.
-    pub watch: Vec<Value>,
-    /// `probe.jsonl`, one object per probe attempt.
-    pub probe: Vec<Value>,
+    pub summary: Option<RunSummary>,
+    /// `series.jsonl`, one line per second.
+    pub series: Vec<SeriesLine>,
+    /// `watch.jsonl`, one line per sample of a source.
+    pub watch: Vec<WatchLine>,
+    /// `probe.jsonl`, one line per probe check.
+    pub probe: Vec<ProbeLine>,
     /// `latency.hlog`, undecoded (decoding is streamed: see [`for_each_interval`]).
     pub hlog: Option<Vec<u8>>,
     /// `scenario.yaml`.
     pub scenario: Option<String>,
+    /// The results format version each whole file states (`meta.json`,
+    /// `summary.json`), read before the file itself.
+    pub versions: Vec<(&'static str, u64)>,
     /// What could not be read, for the report's notes.
     pub notes: Vec<String>,
 }
@@ -61,7 +137,7 @@ impl RunFiles {
                 .unwrap_or_default(),
             ..RunFiles::default()
         };
-        f.meta = f.json(dir, "meta.json").unwrap_or(Value::Null);
+        f.meta = f.json(dir, "meta.json");
         f.summary = f.json(dir, "summary.json");
         f.series = f.lines(dir, "series.jsonl");
         f.watch = f.lines(dir, "watch.jsonl");
@@ -85,38 +161,65 @@ impl RunFiles {
         }
     }
 
-    fn json(&mut self, dir: &Path, name: &str) -> Option<Value> {
+    /// A whole file: its version first, then the file as `T`.
+    fn json<T: DeserializeOwned>(&mut self, dir: &Path, name: &'static str) -> Option<T> {
         let bytes = self.bytes(dir, name)?;
-        match serde_json::from_slice::<Value>(&bytes) {
-            Ok(v) if v.is_object() => Some(v),
-            Ok(_) => {
+        let header = match serde_json::from_slice::<Header>(&bytes) {
+            Ok(h) => h,
+            Err(e) if e.classify() == Category::Data => {
                 self.notes.push(format!("{name} is not a JSON object; ignored"));
-                None
+                return None;
             }
             Err(e) => {
                 self.notes.push(format!("{name} is not valid JSON ({e}); ignored"));
+                return None;
+            }
+        };
+        if let Some(v) = header.version {
+            self.versions.push((name, v));
+        }
+        match serde_json::from_slice::<T>(&bytes) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                let newer = header.version.filter(|v| *v > u64::from(RESULTS_VERSION));
+                self.notes.push(match newer {
+                    Some(v) => format!(
+                        "{name} is of results format version {v}, newer than this perfops reads ({RESULTS_VERSION}); ignored"
+                    ),
+                    None => format!("{name} is not what perfops writes ({e}); ignored"),
+                });
                 None
             }
         }
     }
 
-    fn lines(&mut self, dir: &Path, name: &str) -> Vec<Value> {
+    fn lines<T: DeserializeOwned>(&mut self, dir: &Path, name: &str) -> Vec<T> {
         let Some(bytes) = self.bytes(dir, name) else { return Vec::new() };
         let text = String::from_utf8_lossy(&bytes);
-        let mut bad = 0;
+        let (mut not_objects, mut unread) = (0, Vec::new());
         let lines = text
             .lines()
             .filter(|l| !l.trim().is_empty())
-            .filter_map(|l| match serde_json::from_str::<Value>(l) {
-                Ok(v) if v.is_object() => Some(v),
-                _ => {
-                    bad += 1;
+            .filter_map(|l| match serde_json::from_str::<T>(l) {
+                Ok(v) => Some(v),
+                Err(e) if e.classify() == Category::Data && l.trim_start().starts_with('{') => {
+                    unread.push(e);
+                    None
+                }
+                Err(_) => {
+                    not_objects += 1;
                     None
                 }
             })
             .collect();
-        if bad > 0 {
-            self.notes.push(format!("{name}: {bad} line(s) that are not JSON objects were skipped"));
+        if not_objects > 0 {
+            self.notes.push(format!("{name}: {not_objects} line(s) that are not JSON objects were skipped"));
+        }
+        if let Some(first) = unread.first() {
+            self.notes.push(format!(
+                "{name}: {} line(s) that are not what perfops writes were skipped (the first: {first})",
+                unread.len()
+            ));
         }
         lines
     }

@@ -1,0 +1,149 @@
+//! Figures and text as people read them in the report, the comparison page,
+//! the run listing and JUnit: numbers without needless decimals, times as
+//! `m:ss`, and escaping for HTML text and XML attributes.
+//!
+//! It owns formatting only: what to show is decided by the callers (`html`,
+//! `compare`, `runs`, `junit`), which all format through here so one figure
+//! reads the same everywhere. The terminal table of `perfops run` (`run.rs`)
+//! keeps its own fixed-width forms.
+
+/// `s` safe as HTML text or attribute value.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` safe as an XML attribute value: newlines kept as `&#10;`, other
+/// control characters (not allowed in XML 1.0) dropped.
+pub(crate) fn xml_attr(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            c if (c as u32) < 0x20 && c != '\t' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A number for people: no more decimals than it needs.
+pub(crate) fn number(v: f64) -> String {
+    let a = v.abs();
+    if a >= 100.0 || v == v.trunc() {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.01 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// Milliseconds, as `0.42 ms`, `812 ms`, `1.52 s`; `–` when not available.
+pub(crate) fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "–".into(),
+        Some(v) if v < 10.0 => format!("{v:.2} ms"),
+        Some(v) if v < 1000.0 => format!("{v:.0} ms"),
+        Some(v) => format!("{:.2} s", v / 1000.0),
+    }
+}
+
+/// Per second, as `205/s`; `–` when not available.
+pub(crate) fn rate(v: Option<f64>) -> String {
+    v.map_or("–".into(), |v| format!("{}/s", number(v)))
+}
+
+/// A ratio in percent, as `3.20%`, `<0.01%`; `–` when not available.
+pub(crate) fn percent(ratio: Option<f64>) -> String {
+    match ratio {
+        None => "–".into(),
+        Some(0.0) => "0%".into(),
+        Some(r) if r < 0.0001 => "<0.01%".into(),
+        Some(r) => format!("{}%", number(r * 100.0)),
+    }
+}
+
+/// A count; `–` when not available.
+pub(crate) fn count(v: Option<u64>) -> String {
+    v.map_or("–".into(), |n| n.to_string())
+}
+
+/// `m:ss` (or `h:mm:ss`) from the run's start.
+pub(crate) fn clock(t: f64) -> String {
+    let s = t.max(0.0).round() as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+/// An RFC 3339 UTC time as people read it: `2026-11-22 04:30:00 UTC`.
+pub(crate) fn utc(rfc3339: &str) -> String {
+    rfc3339.replace('T', " ").replace('Z', " UTC")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes() {
+        let cases = [
+            // HTML: markup becomes text.
+            (escape("<script>alert(1)</script>"), "&lt;script&gt;alert(1)&lt;/script&gt;"),
+            (escape("a & b"), "a &amp; b"),
+            // Both quotes, for attributes either way quoted.
+            (escape(r#"x="1" y='2'"#), "x=&quot;1&quot; y=&#39;2&#39;"),
+            (escape("plain é"), "plain é"),
+            // XML attributes: a newline survives as a character reference.
+            (xml_attr("p95 < 500ms & \"x\""), "p95 &lt; 500ms &amp; &quot;x&quot;"),
+            (xml_attr("a\nb"), "a&#10;b"),
+            // A control character XML 1.0 does not allow is dropped.
+            (xml_attr("a\u{1}b"), "ab"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn figures_for_people() {
+        let cases = [
+            (ms(Some(0.421)), "0.42 ms"),
+            (ms(Some(812.34)), "812 ms"),
+            (ms(Some(1523.0)), "1.52 s"),
+            (ms(None), "–"),
+            (rate(Some(205.345)), "205/s"),
+            (rate(Some(12.34)), "12.3/s"),
+            (percent(Some(0.032)), "3.20%"),
+            (percent(Some(0.0)), "0%"),
+            (percent(Some(0.000_01)), "<0.01%"),
+            (count(Some(12)), "12"),
+            (count(None), "–"),
+            (clock(63.4), "1:03"),
+            (clock(3725.0), "1:02:05"),
+            (utc("2026-11-22T04:30:00Z"), "2026-11-22 04:30:00 UTC"),
+        ];
+        for (got, want) in cases {
+            assert_eq!(got, want);
+        }
+    }
+}
