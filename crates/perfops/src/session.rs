@@ -11,8 +11,12 @@
 //!   watch.jsonl  ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   (every `every`)
 //! ```
 //!
-//! Judging (verdicts, diagnostics) is in `perfops-core::analysis`; this module
-//! collects what it needs.
+//! Glue: each load's seconds go through a `perfops_core::pipeline` of sinks
+//! (judge, metrics endpoint, results writer, live line) assembled in
+//! [`Session::load`]; the per-stage accounting and `abort_when` are in that
+//! pipeline, variable sources and redaction in `perfops_core::scenario`, and
+//! judging (verdicts, diagnostics) in `perfops_core::analysis`; this module
+//! opens what they need and hands back what they measured.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -28,9 +32,8 @@ use perfops_core::analysis::verdict::{self, Judged, StageFacts};
 use perfops_core::measure::Stats;
 use perfops_core::model::LoadModel;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
-use perfops_core::scenario::feeder::Feeder;
-use perfops_core::scenario::template::{Template, VarRef};
-use perfops_core::scenario::{Body, JsonPart, Override, Scenario, Step, TargetSpec};
+use perfops_core::scenario::redact::{redact, redact_arg};
+use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
 use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Target, Work};
 use perfops_report::live::LiveLine;
@@ -172,27 +175,10 @@ impl Session {
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 
         // ${env.X}: read once; a missing variable is an input error, not an empty string.
-        let mut env = HashMap::new();
-        for t in templates(&scenario) {
-            for v in t.vars() {
-                if let VarRef::Env(name) = v {
-                    let value = std::env::var(name).map_err(|_| {
-                        usage(format!("`${{env.{name}}}` is used in `{}` but {name} is not set", t.source()))
-                    })?;
-                    env.insert(name.clone(), value);
-                }
-            }
-        }
-        let base = args.scenario.parent().unwrap_or(Path::new("."));
-        let mut feeders = Vec::new();
-        for spec in &scenario.data {
-            let path = base.join(&spec.csv);
-            let csv = std::fs::read_to_string(&path)
-                .map_err(|e| usage(format!("data `{}`: cannot read {}: {e}", spec.name, path.display())))?;
-            feeders.push(
-                Feeder::from_csv(&spec.name, &csv, spec.mode).map_err(|e| usage(format!("{}: {e}", path.display())))?,
-            );
-        }
+        let env = sources::env(&scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
+        let folder = args.scenario.parent().unwrap_or(Path::new("."));
+        let feeders =
+            sources::feeders(&scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
 
         // Bound before anything starts, so a busy address is a usage error
         // that costs nothing; the steps are known after the setup.
@@ -449,74 +435,5 @@ fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
     match model {
         perfops_core::scenario::DemoModel::Threads => "threads",
         perfops_core::scenario::DemoModel::Async => "async",
-    }
-}
-
-/// Every template of the scenario, for finding `${env.X}` uses.
-fn templates(s: &Scenario) -> Vec<&Template> {
-    let mut out: Vec<&Template> = s.defaults.headers.iter().map(|(_, t)| t).collect();
-    for step in s.setup.iter().chain(s.flows.iter().flat_map(|f| f.steps.iter())) {
-        out.push(&step.path);
-        out.extend(step.headers.iter().map(|(_, t)| t));
-        match &step.body {
-            Body::Raw(t) => out.push(t),
-            Body::Form(f) => out.extend(f.iter().map(|(_, t)| t)),
-            Body::Json(parts) => out.extend(parts.iter().filter_map(|p| match p {
-                JsonPart::String(t) => Some(t),
-                JsonPart::Literal(_) => None,
-            })),
-            Body::None => {}
-        }
-    }
-    out
-}
-
-/// Replace header values that may carry secrets with `<redacted>`, unless
-/// they are pure references (`Bearer ${token}` is no secret itself).
-pub(crate) fn redact(text: &str) -> String {
-    let re = redaction_regex(
-        r#"(?i)((?:authorization|proxy-authorization|cookie|x-api-key)["']?\s*:\s*)("[^"\n]*"|'[^'\n]*'|[^,}\n#]+)"#,
-    );
-    re.replace_all(text, |c: &regex::Captures<'_>| {
-        let value = &c[2];
-        if value.contains("${") { c[0].to_string() } else { format!("{}\"<redacted>\"", &c[1]) }
-    })
-    .into_owned()
-}
-
-fn redaction_regex(pattern: &str) -> regex::Regex {
-    // A constant pattern: tested below, so this cannot fail at run time.
-    regex::Regex::new(pattern).expect("valid redaction pattern")
-}
-
-fn redact_arg(a: &str) -> String {
-    let lower = a.to_ascii_lowercase();
-    if ["authorization", "cookie", "token", "password", "secret"].iter().any(|w| lower.contains(w)) {
-        match a.split_once(['=', ':']) {
-            Some((k, _)) => format!("{k}=<redacted>"),
-            None => "<redacted>".into(),
-        }
-    } else {
-        a.to_string()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_are_redacted_references_kept() {
-        let cases = [
-            ("headers: { Authorization: \"Bearer abc123\" }", "headers: { Authorization: \"<redacted>\" }"),
-            ("  Cookie: session=xyz", "  Cookie: \"<redacted>\""),
-            ("headers: { Authorization: \"Bearer ${token}\" }", "headers: { Authorization: \"Bearer ${token}\" }"),
-            ("x-api-key: 'k-1', Accept: json", "x-api-key: \"<redacted>\", Accept: json"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(redact(input), want);
-        }
-        assert_eq!(redact_arg("Authorization: Bearer x"), "Authorization=<redacted>");
-        assert_eq!(redact_arg("--quiet"), "--quiet");
     }
 }
