@@ -231,6 +231,35 @@ impl StageThroughput {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_second_is_placed_in_the_stage_it_starts_in() {
+        let plan = |name: &str, secs: f64| StagePlan {
+            name: name.into(),
+            target_rate: None,
+            duration: Duration::from_secs_f64(secs),
+        };
+        let stages = [plan("warm", 1.5), plan("peak", 2.0)];
+        let mut stopped = StageLedger::new(&stages, 0.0);
+        stopped.stop(secs(2.0));
+        let cases = [
+            // The first second.
+            (StageLedger::new(&stages, 0.0), 0.0, ("warm", false)),
+            // Starts in warm, ends in peak: placed where it starts.
+            (StageLedger::new(&stages, 0.0), 1.0, ("warm", false)),
+            (StageLedger::new(&stages, 0.0), 2.0, ("peak", false)),
+            // From the end of the schedule on, responses drain.
+            (StageLedger::new(&stages, 0.0), 3.5, ("(draining)", true)),
+            // A stop ends the arrivals early.
+            (stopped.clone(), 1.0, ("warm", false)),
+            (stopped, 2.0, ("(draining)", true)),
+            // No stages (`quick`): one label, never draining.
+            (StageLedger::unstaged("quick"), 99.0, ("quick", false)),
+        ];
+        for (ledger, at, want) in cases {
+            assert_eq!(ledger.place(secs(at)), want, "at {at} s");
+        }
+    }
+
     fn secs(v: f64) -> Duration {
         Duration::from_secs_f64(v)
     }
