@@ -7,6 +7,8 @@
 //!   their merge (associative and order-free, so per-worker shards combine exactly).
 //! - [`analysis`]: conclusions from finished measurements: verdicts, capacity, diagnostics, a
 //!   sweep's scalability, latency modes.
+//! - [`pipeline`]: each second of a load handed to one ordered list of sinks
+//!   (results, judge, live line, exporter), with the per-stage accounting.
 //!
 //! Everything here is testable without a clock: time enters as `Duration` offsets
 //! from the start of a run.
@@ -14,6 +16,7 @@
 pub mod analysis;
 pub mod measure;
 pub mod model;
+pub mod pipeline;
 pub mod scenario;
 pub mod telemetry;
 pub mod units;

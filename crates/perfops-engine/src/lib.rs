@@ -31,10 +31,12 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+/// One second of a run and where its measurements belong: pure data, in
+/// perfops-core, so that what reads a second does not depend on this engine.
+pub use perfops_core::measure::{Interval, Key};
 pub use target::{Target, TargetError};
 pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work};
-pub use worker::Key;
 
 use worker::{Msg, Shared, WorkerLoad};
 
@@ -83,23 +85,6 @@ pub enum EngineError {
     /// The plan asks for nothing.
     #[error("nothing to run: {0}")]
     Empty(&'static str),
-}
-
-/// One second of the run (the last one may be shorter), merged over workers.
-#[derive(Debug, Clone)]
-pub struct Interval {
-    /// Second number, from 0.
-    pub index: u32,
-    /// Length of the interval (1 s, except at the end).
-    pub length: Duration,
-    /// Requests in flight at the end of the interval.
-    pub in_flight: u64,
-    /// Open model: arrivals the schedule put in this interval (this shard's share).
-    pub target: Option<f64>,
-    /// What happened in it, all together.
-    pub stats: Stats,
-    /// The same, by (stage of the arrival, step).
-    pub parts: Vec<(Key, Stats)>,
 }
 
 /// What a finished run measured.

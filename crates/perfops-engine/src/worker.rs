@@ -38,14 +38,8 @@ use crate::target::Target;
 use crate::timer::PreciseTimer;
 use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
 
-/// Where a measurement belongs: the stage its arrival was due in, and the step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Key {
-    /// Stage index.
-    pub stage: u16,
-    /// Global step index (see [`Work::step_names`]).
-    pub step: u16,
-}
+// Where a measurement belongs: pure data, in perfops-core (sinks need no engine).
+use perfops_core::measure::Key;
 
 /// What a worker sends to the collector.
 pub(crate) enum Msg {

@@ -2,7 +2,8 @@
 //! line printed every second, the ab-style summary of `quick`, its JSON, the
 //! results directory of a run, its JUnit verdict, the HTML report and run
 //! listing made from such directories, the comparison of several runs, and the
-//! generator's own metrics in the Prometheus text format (`--metrics-listen`).
+//! generator's own metrics in the Prometheus text format (`--metrics-listen`);
+//! the results writer and the live line are sinks of the per-second pipeline.
 //!
 //! Formatting is pure; the only files read or written here are results
 //! directories (`results`, `html`, `runs`, `compare`). Where text goes is the binary's
@@ -19,3 +20,4 @@ pub mod quick;
 pub mod results;
 pub mod run;
 pub mod runs;
+pub mod sink;

@@ -1,9 +1,43 @@
-//! The live line: one per second on stderr while a run goes.
+//! The live line: one per second on stderr while a run goes. [`line`]
+//! formats it; [`LiveLine`] is the pipeline's sink that writes it where the
+//! binary says (stderr, when it is a terminal).
 
 use std::fmt::Write;
 use std::time::Duration;
 
 use perfops_core::measure::Stats;
+use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+
+/// Writes the live line of each second to `out`.
+pub struct LiveLine<W: std::io::Write> {
+    out: W,
+    color: bool,
+    stage: bool,
+}
+
+impl<W: std::io::Write> LiveLine<W> {
+    /// Lines to `out`, errors in red if `color`, each followed by its stage
+    /// (` [ramp]`) if `stage`.
+    pub fn new(out: W, color: bool, stage: bool) -> Self {
+        LiveLine { out, color, stage }
+    }
+}
+
+impl<W: std::io::Write> Sink for LiveLine<W> {
+    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+        let iv = s.interval;
+        let live =
+            LiveSecond { index: s.t, length: iv.length, target: s.target(), in_flight: iv.in_flight, stats: &iv.stats };
+        let mut text = line(&live, self.color);
+        if self.stage {
+            let _ = write!(text, " [{}]", s.stage);
+        }
+        text.push('\n');
+        // A terminal that cannot take a progress line is no reason to stop measuring.
+        let _ = self.out.write_all(text.as_bytes());
+        Ok(Flow::Continue)
+    }
+}
 
 /// What the live line shows for one second.
 #[derive(Debug, Clone, Copy)]

@@ -35,7 +35,38 @@ pub struct RunDir {
     hlog: BufWriter<File>,
     serializer: V2DeflateSerializer,
     /// Other JSON-lines streams, opened on first use.
+    streams: JsonLines,
+}
+
+/// JSON-lines files of one directory, each opened (for appending) on first
+/// use and flushed after every line. Several may write one directory, each
+/// its own files: the watch store its samples, the run its other streams.
+pub struct JsonLines {
+    dir: PathBuf,
     streams: Vec<(String, BufWriter<File>)>,
+}
+
+impl JsonLines {
+    /// Streams in `dir`, none open yet.
+    pub fn new(dir: &Path) -> JsonLines {
+        JsonLines { dir: dir.to_path_buf(), streams: Vec::new() }
+    }
+
+    /// Append `line` to the file `name` (created on first use) and flush it.
+    pub fn append(&mut self, name: &str, line: &impl Serialize) -> io::Result<()> {
+        let i = match self.streams.iter().position(|(n, _)| n == name) {
+            Some(i) => i,
+            None => {
+                let f = OpenOptions::new().create(true).append(true).open(self.dir.join(name))?;
+                self.streams.push((name.to_string(), BufWriter::new(f)));
+                self.streams.len() - 1
+            }
+        };
+        let w = &mut self.streams[i].1;
+        serde_json::to_writer(&mut *w, line).map_err(io::Error::other)?;
+        w.write_all(b"\n")?;
+        w.flush()
+    }
 }
 
 impl RunDir {
@@ -64,7 +95,8 @@ impl RunDir {
         writeln!(hlog, "#[BaseTime: {since_epoch:.3} (seconds since epoch)]")?;
         writeln!(hlog, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
         hlog.flush()?;
-        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams: Vec::new() })
+        let streams = JsonLines::new(&path);
+        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams })
     }
 
     /// The directory.
@@ -90,18 +122,7 @@ impl RunDir {
 
     /// Append `line` to the JSON-lines file `name` (created on first use) and flush it.
     pub fn append_jsonl(&mut self, name: &str, line: &impl Serialize) -> io::Result<()> {
-        let i = match self.streams.iter().position(|(n, _)| n == name) {
-            Some(i) => i,
-            None => {
-                let f = OpenOptions::new().create(true).append(true).open(self.path.join(name))?;
-                self.streams.push((name.to_string(), BufWriter::new(f)));
-                self.streams.len() - 1
-            }
-        };
-        let w = &mut self.streams[i].1;
-        serde_json::to_writer(&mut *w, line).map_err(io::Error::other)?;
-        w.write_all(b"\n")?;
-        w.flush()
+        self.streams.append(name, line)
     }
 
     /// Append one second: a series line and its histograms, then flush both.

@@ -514,79 +514,12 @@ fn truncate(s: &str, n: usize) -> String {
     if s.chars().count() <= n { s.to_string() } else { s.chars().take(n - 1).chain(std::iter::once('…')).collect() }
 }
 
-/// Throughput per stage, from per-second counts.
-///
-/// A second that straddles a stage boundary is split by overlap (counts are
-/// assumed even within a second), and a stage's rate is over the time it
-/// actually ran, so a stage cut short by Ctrl-C or `abort_when` is not
-/// divided by its planned length:
-///
-/// ```text
-///   stages  |--- A (1.5 s) ---|--- B (1.5 s) ---|
-///   seconds |  0   |   1  |   2  |
-///   second 1's count: half to A, half to B
-/// ```
-#[derive(Debug, Clone)]
-pub struct StageThroughput {
-    ends: Vec<std::time::Duration>,
-    counts: Vec<f64>,
-    stopped_at: Option<std::time::Duration>,
-}
-
-impl StageThroughput {
-    /// Stages ending at `ends` (offsets from the start, increasing).
-    pub fn new(ends: Vec<std::time::Duration>) -> StageThroughput {
-        StageThroughput { counts: vec![0.0; ends.len()], ends, stopped_at: None }
-    }
-
-    /// Arrivals stopped at `at` (the first call counts).
-    pub fn stop(&mut self, at: std::time::Duration) {
-        self.stopped_at.get_or_insert(at);
-    }
-
-    /// When arrivals ended: the schedule's end, or the stop.
-    pub fn active_end(&self) -> std::time::Duration {
-        let end = self.ends.last().copied().unwrap_or_default();
-        self.stopped_at.map_or(end, |s| s.min(end))
-    }
-
-    /// Count `n` events in the second `[start, start + length)`.
-    pub fn add_second(&mut self, start: std::time::Duration, length: std::time::Duration, n: u64) {
-        let (from, to) = (start.as_secs_f64(), (start + length).min(self.active_end()).as_secs_f64());
-        let span = length.as_secs_f64();
-        if to <= from || span <= 0.0 {
-            return;
-        }
-        let mut stage_start = 0.0;
-        for (i, end) in self.ends.iter().enumerate() {
-            let overlap = (to.min(end.as_secs_f64()) - from.max(stage_start)).max(0.0);
-            self.counts[i] += n as f64 * overlap / span;
-            stage_start = end.as_secs_f64();
-        }
-    }
-
-    /// How long stage `i` ran.
-    pub fn ran(&self, i: usize) -> std::time::Duration {
-        let start = if i == 0 { std::time::Duration::ZERO } else { self.ends[i - 1] };
-        self.active_end().min(self.ends[i]).saturating_sub(start)
-    }
-
-    /// Events per second while stage `i` ran (0 if it never ran).
-    pub fn rate(&self, i: usize) -> f64 {
-        let ran = self.ran(i).as_secs_f64();
-        if ran > 0.0 { self.counts[i] / ran } else { 0.0 }
-    }
-}
+/// Throughput per stage (moved to perfops-core with the rest of the per-stage accounting).
+pub use perfops_core::pipeline::StageThroughput;
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
-
-    fn secs(v: f64) -> Duration {
-        Duration::from_secs_f64(v)
-    }
 
     #[test]
     fn slo_values_carry_the_unit_of_their_line() {
@@ -609,38 +542,5 @@ mod tests {
         ] {
             assert_eq!(slo_value(slo, v), want, "{slo}");
         }
-    }
-
-    #[test]
-    fn seconds_straddling_a_boundary_are_split() {
-        // Two 1.5 s stages at a steady 100/s: 100 events in each whole second.
-        let mut t = StageThroughput::new(vec![secs(1.5), secs(3.0)]);
-        for k in 0..3 {
-            t.add_second(secs(k as f64), secs(1.0), 100);
-        }
-        assert!((t.rate(0) - 100.0).abs() < 1e-9, "{}", t.rate(0));
-        assert!((t.rate(1) - 100.0).abs() < 1e-9, "{}", t.rate(1));
-    }
-
-    #[test]
-    fn a_stage_cut_short_is_divided_by_the_time_it_ran() {
-        // A 20 s stage at 100/s, stopped after 2 s; a later stage never ran.
-        let mut t = StageThroughput::new(vec![secs(20.0), secs(30.0)]);
-        t.stop(secs(2.0));
-        for k in 0..4 {
-            t.add_second(secs(k as f64), secs(1.0), if k < 2 { 100 } else { 7 }); // drain seconds not counted
-        }
-        assert_eq!(t.ran(0), secs(2.0));
-        assert!((t.rate(0) - 100.0).abs() < 1e-9);
-        assert_eq!((t.ran(1), t.rate(1)), (Duration::ZERO, 0.0));
-    }
-
-    #[test]
-    fn drain_after_the_schedule_is_no_stage_s() {
-        let mut t = StageThroughput::new(vec![secs(2.0)]);
-        t.add_second(secs(0.0), secs(1.0), 50);
-        t.add_second(secs(1.0), secs(1.0), 50);
-        t.add_second(secs(2.0), secs(0.4), 30); // responses after the last arrival
-        assert!((t.rate(0) - 50.0).abs() < 1e-9);
     }
 }

@@ -18,6 +18,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod compare;
 mod demo;
+mod launch;
 mod limit;
 mod metrics;
 mod quick;

@@ -1,15 +1,15 @@
 //! `--metrics-listen ADDR`: the endpoint started before the load (a busy or
-//! bad address is a usage error, exit 2) and fed with each merged second by
-//! the collector's interval callback, off the hot path. The names and the
+//! bad address is a usage error, exit 2) and fed with each merged second as
+//! a sink of the per-second pipeline, off the hot path. The names and the
 //! arithmetic are in `perfops_report::exposition`, the server in
 //! `perfops_engine::exporter`; this is the glue.
 
 use std::borrow::Cow;
 
 use anyhow::Result;
-use perfops_engine::Interval;
+use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
 use perfops_engine::exporter::Exporter;
-use perfops_report::exposition::{Exposition, Second};
+use perfops_report::exposition::{Exposition, Second as ExpositionSecond};
 
 use crate::UsageError;
 
@@ -34,26 +34,31 @@ impl Metrics {
         self.exposition.declare(steps);
         self.exporter.publish(self.exposition.render());
     }
+}
 
-    /// Add one merged second: `stage` is its label, `target` the arrivals it
-    /// was scheduled (`None` when closed or draining), `steps` names the
-    /// engine's step indices.
-    pub(crate) fn second(&mut self, iv: &Interval, stage: &str, target: Option<f64>, steps: &[String]) {
+impl Sink for Metrics {
+    /// Add one merged second, labelled with its stage; no target when closed
+    /// or draining.
+    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+        let iv = s.interval;
         // Named as in series.jsonl: by the step's name, or its index if it has none.
         let names: Vec<Cow<'_, str>> = iv
             .parts
             .iter()
-            .map(|(key, _)| steps.get(usize::from(key.step)).map_or_else(|| key.step.to_string().into(), |n| n.into()))
+            .map(|(key, _)| {
+                s.step_names.get(usize::from(key.step)).map_or_else(|| key.step.to_string().into(), |n| n.into())
+            })
             .collect();
         let by_step = names.iter().map(AsRef::as_ref).zip(iv.parts.iter().map(|(_, stats)| stats)).collect();
-        self.exposition.add_second(&Second {
-            stage,
+        self.exposition.add_second(&ExpositionSecond {
+            stage: s.stage,
             length: iv.length,
-            target,
+            target: s.target(),
             in_flight: iv.in_flight,
             total: &iv.stats,
             steps: by_step,
         });
         self.exporter.publish(self.exposition.render());
+        Ok(Flow::Continue)
     }
 }

@@ -1,19 +1,19 @@
 //! `perfops quick`: one URL, with the habits of ab, hey and oha.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use perfops_core::model::{LoadModel, Rate, Schedule, Shard};
+use perfops_core::model::{LoadModel, Rate, Schedule};
+use perfops_core::pipeline::{Pipeline, StageLedger};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Plan, Target, Work};
-use perfops_report::live::{self, LiveSecond};
+use perfops_engine::{Target, Work};
+use perfops_report::live::LiveLine;
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
+use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
 use crate::{Exit, UsageError};
 
@@ -118,47 +118,30 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let open = matches!(load, LoadModel::Open { .. });
     let step_names = work.step_names.clone();
     let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &step_names)).transpose()?;
-    let plan = Plan {
+    let base = PlanBase {
         target,
-        work: Arc::new(work),
-        stage_ends: Vec::new(),
-        duration: if open { None } else { duration },
-        max_requests: if open { None } else { args.requests },
-        load,
         timeout: args.timeout,
         connect_timeout: args.connect_timeout,
         insecure: args.insecure,
         workers: args.workers,
-        shard: Shard::WHOLE,
-        start_at: None,
     };
+    let mut plan = base.plan(Arc::new(work), load);
+    plan.duration = if open { None } else { duration };
+    plan.max_requests = if open { None } else { args.requests };
 
-    perfops_engine::raise_fd_limit();
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
+    let stop = launch::stop_flag()?;
+    let terminal = Terminal::new(args.quiet);
+    let mut live = terminal.live.then(|| LiveLine::new(std::io::stderr(), terminal.color, false));
+    // One stretch, no stages: every second is "quick", never draining.
+    let mut pipeline = Pipeline::new(StageLedger::unstaged("quick"), 0, &step_names, stop.clone());
+    if let Some(m) = &mut metrics {
+        pipeline = pipeline.to(m);
     }
-
-    let live = !args.quiet && std::io::stderr().is_terminal();
-    let color = live && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
-    let outcome = perfops_engine::run(&plan, stop, |iv| {
-        if let Some(m) = &mut metrics {
-            m.second(iv, "quick", iv.target, &step_names);
-        }
-        if live {
-            let s = LiveSecond {
-                index: iv.index,
-                length: iv.length,
-                target: iv.target,
-                in_flight: iv.in_flight,
-                stats: &iv.stats,
-            };
-            eprintln!("{}", live::line(&s, color));
-        }
-    })?;
+    if let Some(l) = &mut live {
+        pipeline = pipeline.to(l);
+    }
+    let (outcome, _) = launch::run(&plan, stop, pipeline)?;
     // The endpoint stops with the load.
     drop(metrics);
 

@@ -3,23 +3,20 @@
 //! The summary (with its verdict, diagnostics and JUnit cases) is built here
 //! and also used by `limit`.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::analysis::diagnose::Diagnostic;
-use perfops_core::analysis::verdict::{self, Judged, Range, RunResult, RunVerdict, StageVerdict};
-use perfops_core::measure::Stats;
+use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageVerdict};
 use perfops_core::model::{LoadModel, Schedule};
-use perfops_core::scenario::{AbortRule, Load, Metric, Scenario};
-use perfops_engine::Interval;
+use perfops_core::pipeline::AbortWhen;
+use perfops_core::scenario::Load;
 use perfops_report::results::{RESULTS_VERSION, utc_rfc3339};
 use perfops_report::run::{Figures, RunSummary, StageSummary, VerdictSummary, stage_table};
 
 use crate::Exit;
 use crate::session::{Loaded, Session, SessionArgs, StagePlan, load_scenario};
-use crate::watching::Store;
 
 /// Flags of `perfops run`.
 #[derive(Debug, Args)]
@@ -75,12 +72,12 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         s.scenario.load.duration().as_secs_f64(),
         s.dir.path().display()
     );
-    let mut abort = Abort::new(&s.scenario);
-    let loaded = s.load(model, &stages, None, &mut |iv, store| abort.second(iv, store))?;
+    let mut abort = AbortWhen::new(&s.scenario.abort_when);
+    let loaded = s.load(model, &stages, None, Some(&mut abort))?;
     // The last samples (the queue the load left behind) before judging.
     s.close();
-    let interrupted = loaded.stopped && abort.reason.is_none();
-    let summary = summarize(&s, &loaded, interrupted, abort.reason.clone());
+    let interrupted = loaded.stopped && abort.reason().is_none();
+    let summary = summarize(&s, &loaded, interrupted, abort.reason().map(str::to_string));
     finish(&mut s, &summary, args.session.junit.as_deref())
 }
 
@@ -236,50 +233,4 @@ pub(crate) fn load_model(load: &Load) -> Result<LoadModel> {
             LoadModel::Closed { connections: max.max(1), think: *think, profile: Some(schedule) }
         }
     })
-}
-
-/// `abort_when` rules, checked every second.
-struct Abort {
-    rules: Vec<(AbortRule, u32)>,
-    reason: Option<String>,
-}
-
-impl Abort {
-    fn new(s: &Scenario) -> Abort {
-        Abort { rules: s.abort_when.iter().map(|r| (r.clone(), 0)).collect(), reason: None }
-    }
-
-    /// Count consecutive seconds each rule held; the reason once one held for its window.
-    fn second(&mut self, iv: &Interval, store: &Store) -> Option<String> {
-        if self.reason.is_some() {
-            return None;
-        }
-        for (rule, held) in &mut self.rules {
-            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.iterations as f64 / t);
-            // A watched metric is judged by its latest sample.
-            let mut latest = BTreeMap::new();
-            if let Metric::Watched(name) = &rule.condition.metric
-                && let Some(&(_, v)) = store.series.get(name).and_then(|p| p.last())
-            {
-                latest.insert(name.clone(), Range::of(v));
-            }
-            let steps = BTreeMap::<String, Stats>::new();
-            let holds = verdict::check(&rule.condition, &iv.stats, &steps, share, &latest).passed;
-            *held = if holds { *held + 1 } else { 0 };
-            if u64::from(*held) >= rule.window.as_secs().max(1) {
-                let from = iv.index + 1 - *held;
-                let reason = format!(
-                    "`{} for {}s` held for {} s (t={}s..{}s)",
-                    rule.condition.text,
-                    rule.window.as_secs(),
-                    held,
-                    from,
-                    iv.index + 1
-                );
-                self.reason = Some(reason.clone());
-                return Some(reason);
-            }
-        }
-        None
-    }
 }

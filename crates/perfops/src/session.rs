@@ -11,14 +11,17 @@
 //!   watch.jsonl  ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   (every `every`)
 //! ```
 //!
-//! Judging (verdicts, diagnostics) is in `perfops-core::analysis`; this module
-//! collects what it needs.
+//! Glue: each load's seconds go through a `perfops_core::pipeline` of sinks
+//! (judge, metrics endpoint, results writer, live line) assembled in
+//! [`Session::load`]; the per-stage accounting and `abort_when` are in that
+//! pipeline, variable sources and redaction in `perfops_core::scenario`, and
+//! judging (verdicts, diagnostics) in `perfops_core::analysis`; this module
+//! opens what they need and hands back what they measured.
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -27,20 +30,25 @@ use clap::Args;
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::verdict::{self, Judged, StageFacts};
 use perfops_core::measure::Stats;
-use perfops_core::model::{LoadModel, Shard};
-use perfops_core::scenario::feeder::Feeder;
-use perfops_core::scenario::template::{Template, VarRef};
-use perfops_core::scenario::{Body, JsonPart, Override, Scenario, Step, TargetSpec};
+use perfops_core::model::LoadModel;
+use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
+use perfops_core::scenario::redact::{redact, redact_arg};
+use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Interval, Plan, Target, Work};
-use perfops_report::live::{self, LiveSecond};
-use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
-use perfops_report::run::{MetaStage, RunMeta, SeriesLine, StageThroughput, StepSecond, failures};
+use perfops_engine::{Target, Work};
+use perfops_report::live::LiveLine;
+use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339};
+use perfops_report::run::{MetaStage, RunMeta};
+use perfops_report::sink::ResultsWriter;
 
 use crate::UsageError;
 use crate::demo::DemoChild;
+use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
-use crate::watching::{self, Store};
+use crate::watching::{self, Judge, Store};
+
+/// Stages as planned and measured: the pipeline's per-stage accounting.
+pub(crate) use perfops_core::pipeline::{StagePlan, StageResult};
 
 /// Flags shared by `run`, `limit` and `sweep`.
 #[derive(Debug, Args)]
@@ -85,34 +93,6 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
             Ok(None)
         }
     }
-}
-
-/// A stage of one load, as planned.
-#[derive(Debug, Clone)]
-pub(crate) struct StagePlan {
-    /// Its name.
-    pub(crate) name: String,
-    /// Open model: mean scheduled arrivals per second.
-    pub(crate) target_rate: Option<f64>,
-    /// How long it lasts.
-    pub(crate) duration: Duration,
-}
-
-/// A stage of one load, as measured.
-#[derive(Debug, Clone)]
-pub(crate) struct StageResult {
-    pub(crate) plan: StagePlan,
-    /// Start and end on the session clock, seconds (end: planned, or the stop).
-    pub(crate) from_s: f64,
-    pub(crate) to_s: f64,
-    /// How long it ran.
-    pub(crate) ran_s: f64,
-    /// Arrivals answered per second while it ran.
-    pub(crate) achieved_rate: f64,
-    /// Requests of the arrivals due in it.
-    pub(crate) stats: Stats,
-    /// The same by step name.
-    pub(crate) steps: BTreeMap<String, Stats>,
 }
 
 /// One load, measured.
@@ -160,10 +140,6 @@ impl Loaded {
     }
 }
 
-/// Called once per second of a load, with what was watched so far;
-/// returning a reason stops the load.
-pub(crate) type Hook<'a> = &'a mut dyn FnMut(&Interval, &Store) -> Option<String>;
-
 /// An open session.
 pub(crate) struct Session {
     pub(crate) scenario: Scenario,
@@ -174,18 +150,15 @@ pub(crate) struct Session {
     pub(crate) stop: Arc<AtomicBool>,
     pub(crate) store: Store,
     pub(crate) step_names: Vec<String>,
-    target: Target,
+    base: PlanBase,
     work: Arc<Work>,
-    timeout: Duration,
     t0: Instant,
     events: Receiver<WatchEvent>,
     watcher: Option<Watcher>,
     demo: Option<DemoChild>,
     metrics: Option<Metrics>,
-    live_on: bool,
-    color: bool,
-    workers: usize,
-    insecure: bool,
+    terminal: Terminal,
+    /// A write of `series.jsonl` failed: said once, nothing more written.
     write_error: bool,
 }
 
@@ -202,27 +175,10 @@ impl Session {
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 
         // ${env.X}: read once; a missing variable is an input error, not an empty string.
-        let mut env = HashMap::new();
-        for t in templates(&scenario) {
-            for v in t.vars() {
-                if let VarRef::Env(name) = v {
-                    let value = std::env::var(name).map_err(|_| {
-                        usage(format!("`${{env.{name}}}` is used in `{}` but {name} is not set", t.source()))
-                    })?;
-                    env.insert(name.clone(), value);
-                }
-            }
-        }
-        let base = args.scenario.parent().unwrap_or(Path::new("."));
-        let mut feeders = Vec::new();
-        for spec in &scenario.data {
-            let path = base.join(&spec.csv);
-            let csv = std::fs::read_to_string(&path)
-                .map_err(|e| usage(format!("data `{}`: cannot read {}: {e}", spec.name, path.display())))?;
-            feeders.push(
-                Feeder::from_csv(&spec.name, &csv, spec.mode).map_err(|e| usage(format!("{}: {e}", path.display())))?,
-            );
-        }
+        let env = sources::env(&scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
+        let folder = args.scenario.parent().unwrap_or(Path::new("."));
+        let feeders =
+            sources::feeders(&scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
 
         // Bound before anything starts, so a busy address is a usage error
         // that costs nothing; the steps are known after the setup.
@@ -245,34 +201,21 @@ impl Session {
             TargetSpec::Demo(model, _) => format!("demo:{} ({url})", demo_name(model)),
         };
 
-        let stop = Arc::new(AtomicBool::new(false));
-        for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            // A second Ctrl-C exits at once; the first stops the load and keeps the results.
-            signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())?;
-            signal_hook::flag::register(signal, stop.clone())?;
-        }
-        perfops_engine::raise_fd_limit();
-
+        let stop = launch::stop_flag()?;
         let timeout = scenario.defaults.timeout;
-        let plan_for = |work: Work| Plan {
+        let base = PlanBase {
             target: target.clone(),
-            work: Arc::new(work),
-            load: LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None },
-            stage_ends: Vec::new(),
-            duration: None,
-            max_requests: None,
             timeout,
             connect_timeout: timeout.min(Duration::from_secs(5)),
             insecure: args.insecure,
             workers: args.workers,
-            shard: Shard::WHOLE,
-            start_at: None,
         };
         let mut globals = HashMap::new();
         if !scenario.setup.is_empty() {
             let setup = vec![("setup".to_string(), 1, scenario.setup.clone())];
             let work = Work::new(&target, setup, scenario.defaults.headers.clone(), env.clone(), feeders.clone());
-            globals = perfops_engine::run_setup(&plan_for(work))?;
+            let one = LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None };
+            globals = perfops_engine::run_setup(&base.plan(Arc::new(work), one))?;
         }
         let flows: Vec<(String, u32, Vec<Step>)> =
             scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
@@ -322,8 +265,7 @@ impl Session {
         let plan = watching::plan(&scenario, &url, demo_watch, args.insecure);
         let watcher = Watcher::start(plan, t0, tx).map_err(|e| usage(format!("watch: {e}")))?;
 
-        let live_on = !args.quiet && std::io::stderr().is_terminal();
-        let color = live_on && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+        let store = Store::new(JsonLines::new(dir.path()));
         Ok(Some(Session {
             scenario,
             target_label,
@@ -331,20 +273,16 @@ impl Session {
             dir,
             started,
             stop,
-            store: Store::default(),
+            store,
             step_names,
-            target,
+            base,
             work: Arc::new(work),
-            timeout,
             t0,
             events,
             watcher: Some(watcher),
             demo,
             metrics,
-            live_on,
-            color,
-            workers: args.workers,
-            insecure: args.insecure,
+            terminal: Terminal::new(args.quiet),
             write_error: false,
         }))
     }
@@ -356,12 +294,12 @@ impl Session {
 
     /// Take what the watchers reported so far.
     pub(crate) fn drain(&mut self) {
-        self.store.drain(&self.events, &mut self.dir);
+        self.store.drain(&self.events);
     }
 
     /// Accept any TLS certificate?
     pub(crate) fn insecure(&self) -> bool {
-        self.insecure
+        self.base.insecure
     }
 
     /// The demo target's or the scenario's URL joined with `path`.
@@ -370,127 +308,47 @@ impl Session {
     }
 
     /// Run one load of `stages` (their durations must add up to the load's),
-    /// starting on the next whole second of the session clock. `hook` sees
-    /// each second and may stop the load.
+    /// starting on the next whole second of the session clock. Each second
+    /// goes to the judge (watched metrics, then `abort`'s rules, which may
+    /// stop the load), the metrics endpoint, the results directory and the
+    /// live line, in that order.
     pub(crate) fn load(
         &mut self,
         model: LoadModel,
         stages: &[StagePlan],
         duration: Option<Duration>,
-        hook: Hook<'_>,
+        abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
         // A whole second of the session clock; the first load starts at 0
         // (the clock was set a little ahead for it).
         let offset = if Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
-        let mut ends = Vec::new();
-        let mut t = Duration::ZERO;
-        for s in stages {
-            t += s.duration;
-            ends.push(t);
+        let ledger = StageLedger::new(stages, offset);
+        let mut plan = self.base.plan(self.work.clone(), model);
+        plan.stage_ends = ledger.ends().to_vec();
+        plan.duration = duration;
+        plan.start_at = Some(self.t0 + Duration::from_secs_f64(offset));
+
+        let mut judge = Judge::new(&mut self.store, &self.events, abort);
+        let mut results = ResultsWriter::new(&mut self.dir, &mut self.write_error);
+        let mut live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
+        let mut pipeline = Pipeline::new(ledger, offset as u32, &self.step_names, self.stop.clone()).to(&mut judge);
+        if let Some(m) = &mut self.metrics {
+            pipeline = pipeline.to(m);
         }
-        let plan = Plan {
-            target: self.target.clone(),
-            work: self.work.clone(),
-            load: model,
-            stage_ends: ends.clone(),
-            duration,
-            max_requests: None,
-            timeout: self.timeout,
-            connect_timeout: self.timeout.min(Duration::from_secs(5)),
-            insecure: self.insecure,
-            workers: self.workers,
-            shard: Shard::WHOLE,
-            start_at: Some(self.t0 + Duration::from_secs_f64(offset)),
-        };
-        let mut per_stage = vec![Stats::default(); stages.len()];
-        let mut per_stage_step: Vec<BTreeMap<String, Stats>> = vec![BTreeMap::new(); stages.len()];
-        let mut steps: BTreeMap<String, Stats> = BTreeMap::new();
-        // Throughput is counted when responses arrive (latency by when arrivals
-        // were due): a stage past capacity must not look faster because its
-        // backlog drained later.
-        let mut throughput = StageThroughput::new(ends.clone());
-        let mut dropped = Vec::new();
-        let mut stopped = false;
-        let stop = self.stop.clone();
-        let step_names = self.step_names.clone();
-        let outcome = perfops_engine::run(&plan, stop.clone(), |iv: &Interval| {
-            for (key, stats) in &iv.parts {
-                let name = step_names.get(key.step as usize).cloned().unwrap_or_else(|| key.step.to_string());
-                if let Some(s) = per_stage.get_mut(key.stage as usize) {
-                    s.merge(stats);
-                    per_stage_step[key.stage as usize].entry(name.clone()).or_default().merge(stats);
-                }
-                steps.entry(name).or_default().merge(stats);
-            }
-            let at = Duration::from_secs(u64::from(iv.index));
-            self.store.drain(&self.events, &mut self.dir);
-            if let Some(reason) = hook(iv, &self.store) {
-                eprintln!("perfops: aborting: {reason}");
-                stop.store(true, Ordering::Relaxed);
-            }
-            if stop.load(Ordering::Relaxed) {
-                stopped = true;
-                // Arrivals stopped within this second.
-                throughput.stop(at + iv.length);
-            }
-            throughput.add_second(at, iv.length, iv.stats.iterations);
-            dropped.push((offset + at.as_secs_f64(), iv.stats.dropped));
-            let draining = at >= throughput.active_end();
-            let stage = ends.iter().position(|&e| at < e).unwrap_or(stages.len() - 1);
-            let label = if draining { "(draining)" } else { stages[stage].name.as_str() };
-            if let Some(m) = &mut self.metrics {
-                m.second(iv, label, if draining { None } else { iv.target }, &step_names);
-            }
-            let line = series_line(iv, offset as u32, label, &step_names);
-            if !self.write_error
-                && let Err(e) = self.dir.append_second(
-                    &line,
-                    Duration::from_secs_f64(offset) + at,
-                    iv.length,
-                    &[("latency", &iv.stats.latency), ("service", &iv.stats.service)],
-                )
-            {
-                // A full disk must not kill the run: say so, keep measuring, keep what was written.
-                eprintln!("perfops: cannot write results ({e}); the run goes on, the summary will be printed");
-                self.write_error = true;
-            }
-            if self.live_on {
-                let target = if draining { None } else { iv.target };
-                let s = LiveSecond {
-                    index: iv.index + offset as u32,
-                    length: iv.length,
-                    target,
-                    in_flight: iv.in_flight,
-                    stats: &iv.stats,
-                };
-                eprintln!("{} [{label}]", live::line(&s, self.color));
-            }
-        })?;
+        pipeline = pipeline.to(&mut results);
+        if let Some(l) = &mut live {
+            pipeline = pipeline.to(l);
+        }
+        let (outcome, measured) = launch::run(&plan, self.stop.clone(), pipeline)?;
         self.drain();
-        let results = stages
-            .iter()
-            .enumerate()
-            .map(|(i, st)| {
-                let start = if i == 0 { Duration::ZERO } else { ends[i - 1] };
-                StageResult {
-                    plan: st.clone(),
-                    from_s: offset + start.as_secs_f64(),
-                    to_s: offset + start.as_secs_f64() + throughput.ran(i).as_secs_f64(),
-                    ran_s: throughput.ran(i).as_secs_f64(),
-                    achieved_rate: throughput.rate(i),
-                    stats: std::mem::take(&mut per_stage[i]),
-                    steps: std::mem::take(&mut per_stage_step[i]),
-                }
-            })
-            .collect();
         Ok(Loaded {
-            stages: results,
+            stages: measured.stages,
             total: outcome.total,
-            steps,
+            steps: measured.steps,
             elapsed: outcome.elapsed,
             workers: outcome.workers,
-            dropped,
-            stopped: stopped || outcome.interrupted,
+            dropped: measured.dropped,
+            stopped: measured.stopped || outcome.interrupted,
             naps: (outcome.naps, outcome.longest_nap),
         })
     }
@@ -577,118 +435,5 @@ fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
     match model {
         perfops_core::scenario::DemoModel::Threads => "threads",
         perfops_core::scenario::DemoModel::Async => "async",
-    }
-}
-
-/// Every template of the scenario, for finding `${env.X}` uses.
-fn templates(s: &Scenario) -> Vec<&Template> {
-    let mut out: Vec<&Template> = s.defaults.headers.iter().map(|(_, t)| t).collect();
-    for step in s.setup.iter().chain(s.flows.iter().flat_map(|f| f.steps.iter())) {
-        out.push(&step.path);
-        out.extend(step.headers.iter().map(|(_, t)| t));
-        match &step.body {
-            Body::Raw(t) => out.push(t),
-            Body::Form(f) => out.extend(f.iter().map(|(_, t)| t)),
-            Body::Json(parts) => out.extend(parts.iter().filter_map(|p| match p {
-                JsonPart::String(t) => Some(t),
-                JsonPart::Literal(_) => None,
-            })),
-            Body::None => {}
-        }
-    }
-    out
-}
-
-/// Replace header values that may carry secrets with `<redacted>`, unless
-/// they are pure references (`Bearer ${token}` is no secret itself).
-pub(crate) fn redact(text: &str) -> String {
-    let re = redaction_regex(
-        r#"(?i)((?:authorization|proxy-authorization|cookie|x-api-key)["']?\s*:\s*)("[^"\n]*"|'[^'\n]*'|[^,}\n#]+)"#,
-    );
-    re.replace_all(text, |c: &regex::Captures<'_>| {
-        let value = &c[2];
-        if value.contains("${") { c[0].to_string() } else { format!("{}\"<redacted>\"", &c[1]) }
-    })
-    .into_owned()
-}
-
-fn redaction_regex(pattern: &str) -> regex::Regex {
-    // A constant pattern: tested below, so this cannot fail at run time.
-    regex::Regex::new(pattern).expect("valid redaction pattern")
-}
-
-fn redact_arg(a: &str) -> String {
-    let lower = a.to_ascii_lowercase();
-    if ["authorization", "cookie", "token", "password", "secret"].iter().any(|w| lower.contains(w)) {
-        match a.split_once(['=', ':']) {
-            Some((k, _)) => format!("{k}=<redacted>"),
-            None => "<redacted>".into(),
-        }
-    } else {
-        a.to_string()
-    }
-}
-
-fn series_line(iv: &Interval, offset: u32, stage: &str, step_names: &[String]) -> SeriesLine {
-    let secs = iv.length.as_secs_f64().max(1e-9);
-    let mut steps = BTreeMap::new();
-    let mut by_step: HashMap<u16, Stats> = HashMap::new();
-    for (key, s) in &iv.parts {
-        by_step.entry(key.step).or_default().merge(s);
-    }
-    for (step, s) in by_step {
-        let ms = |q: f64| s.latency.quantile(q).as_secs_f64() * 1000.0;
-        let name = step_names.get(step as usize).cloned().unwrap_or_else(|| step.to_string());
-        steps.insert(
-            name,
-            StepSecond {
-                completed: s.completed,
-                failed: s.failures.total(),
-                p50: ms(0.5),
-                p95: ms(0.95),
-                p99: ms(0.99),
-            },
-        );
-    }
-    let st = &iv.stats;
-    SeriesLine {
-        t: iv.index + offset,
-        length_s: iv.length.as_secs_f64(),
-        stage: stage.to_string(),
-        target_rate: iv.target.map(|t| t / secs),
-        achieved_rate: st.iterations as f64 / secs,
-        iterations: st.iterations,
-        sent: st.sent,
-        completed: st.completed,
-        succeeded: st.succeeded(),
-        failed: st.failures.total(),
-        dropped: st.dropped,
-        in_flight: iv.in_flight,
-        failures: failures(st),
-        latency_ms: st.latency.summary(),
-        service_ms: st.service.summary(),
-        bytes_in: st.bytes_in,
-        bytes_out: st.bytes_out,
-        steps,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn secrets_are_redacted_references_kept() {
-        let cases = [
-            ("headers: { Authorization: \"Bearer abc123\" }", "headers: { Authorization: \"<redacted>\" }"),
-            ("  Cookie: session=xyz", "  Cookie: \"<redacted>\""),
-            ("headers: { Authorization: \"Bearer ${token}\" }", "headers: { Authorization: \"Bearer ${token}\" }"),
-            ("x-api-key: 'k-1', Accept: json", "x-api-key: \"<redacted>\", Accept: json"),
-        ];
-        for (input, want) in cases {
-            assert_eq!(redact(input), want);
-        }
-        assert_eq!(redact_arg("Authorization: Bearer x"), "Authorization=<redacted>");
-        assert_eq!(redact_arg("--quiet"), "--quiet");
     }
 }

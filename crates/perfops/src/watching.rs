@@ -1,7 +1,8 @@
 //! The scenario's `watch:` and `probe:` turned into the engine's watch plan,
 //! and what the watchers report kept for judging: every sample and probe
 //! check goes to `watch.jsonl` / `probe.jsonl` as it arrives, and into a
-//! per-metric time series that verdicts and diagnostics read.
+//! per-metric time series that verdicts and diagnostics read. [`Judge`] is
+//! the pipeline's sink that takes them each second and checks `abort_when`.
 
 use std::collections::BTreeMap;
 use std::sync::mpsc::Receiver;
@@ -9,9 +10,10 @@ use std::time::Duration;
 
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
 use perfops_core::analysis::verdict::Range;
+use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError};
 use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
 use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, WatchEvent, WatchPlan};
-use perfops_report::results::RunDir;
+use perfops_report::results::JsonLines;
 use perfops_report::run::ProbeSummary;
 
 /// Pools perfops recognises without being told: (busy, size) metric names.
@@ -78,7 +80,6 @@ pub(crate) fn pool(scenario: &Scenario, store: &Store) -> Option<Pool> {
 }
 
 /// Everything watched so far.
-#[derive(Default)]
 pub(crate) struct Store {
     /// Metric name -> (t, value), in arrival order (each source's in time order).
     pub(crate) series: BTreeMap<String, Vec<(f64, f64)>>,
@@ -88,16 +89,30 @@ pub(crate) struct Store {
     pub(crate) trips: Vec<ProbeTrip>,
     /// Problems already reported, so a dead endpoint is said once, not every 2 s.
     said: Vec<String>,
+    /// `watch.jsonl` and `probe.jsonl`, written as events arrive.
+    out: JsonLines,
     write_failed: bool,
 }
 
 impl Store {
+    /// Nothing watched yet; events will be written to `out`.
+    pub(crate) fn new(out: JsonLines) -> Store {
+        Store {
+            series: BTreeMap::new(),
+            probes: BTreeMap::new(),
+            trips: Vec::new(),
+            said: Vec::new(),
+            out,
+            write_failed: false,
+        }
+    }
+
     /// Take every event waiting in `rx`: write it to the results and keep it.
-    pub(crate) fn drain(&mut self, rx: &Receiver<WatchEvent>, dir: &mut RunDir) {
+    pub(crate) fn drain(&mut self, rx: &Receiver<WatchEvent>) {
         while let Ok(ev) = rx.try_recv() {
             let written = match &ev {
-                WatchEvent::Sample(s) => dir.append_jsonl("watch.jsonl", s),
-                WatchEvent::Probe(p) => dir.append_jsonl("probe.jsonl", p),
+                WatchEvent::Sample(s) => self.out.append("watch.jsonl", s),
+                WatchEvent::Probe(p) => self.out.append("probe.jsonl", p),
                 WatchEvent::Problem { .. } => Ok(()),
             };
             if let Err(e) = written
@@ -154,6 +169,11 @@ impl Store {
         }
     }
 
+    /// A metric's latest sample.
+    pub(crate) fn latest(&self, name: &str) -> Option<f64> {
+        self.series.get(name).and_then(|p| p.last()).map(|&(_, v)| v)
+    }
+
     /// Each metric's range over `[from, to]` (seconds).
     pub(crate) fn ranges(&self, from: f64, to: f64) -> BTreeMap<String, Range> {
         let mut out: BTreeMap<String, Range> = BTreeMap::new();
@@ -168,5 +188,33 @@ impl Store {
     /// Probe trips in `[from, to)`, by kind.
     pub(crate) fn trips_in(&self, from: f64, to: f64, probe: &str) -> Vec<f64> {
         self.trips.iter().filter(|t| t.probe == probe && t.t >= from && t.t < to).map(|t| t.t).collect()
+    }
+}
+
+/// The judge of each second: it takes what the watchers reported so far
+/// (so a watched metric is judged on its latest sample), then checks the
+/// `abort_when` rules, if the command has any.
+pub(crate) struct Judge<'a> {
+    store: &'a mut Store,
+    events: &'a Receiver<WatchEvent>,
+    abort: Option<&'a mut AbortWhen>,
+}
+
+impl<'a> Judge<'a> {
+    pub(crate) fn new(
+        store: &'a mut Store,
+        events: &'a Receiver<WatchEvent>,
+        abort: Option<&'a mut AbortWhen>,
+    ) -> Self {
+        Judge { store, events, abort }
+    }
+}
+
+impl Sink for Judge<'_> {
+    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+        self.store.drain(self.events);
+        let Some(abort) = self.abort.as_deref_mut() else { return Ok(Flow::Continue) };
+        let store = &*self.store;
+        Ok(abort.second(s.interval, &|name| store.latest(name)).map_or(Flow::Continue, Flow::Stop))
     }
 }

@@ -8,8 +8,10 @@
 
 mod failure;
 mod histogram;
+mod interval;
 mod stats;
 
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
+pub use interval::{Interval, Key, step_name};
 pub use stats::Stats;

@@ -5,7 +5,9 @@
 //! walks it once, checking every mapping against its known keys (unknown ones
 //! get a "did you mean"), and builds the validated types below. It never stops
 //! at the first error: a user fixing a file sees them all. Nothing here reads
-//! files or the clock; the caller passes text in.
+//! files or the clock; the caller passes text in. [`sources`] resolves what a
+//! scenario takes from outside (the environment, CSV files) through readers
+//! the caller hands in; [`redact`] keeps its secrets out of the results.
 
 pub mod condition;
 mod decode;
@@ -14,6 +16,8 @@ pub mod extract;
 pub mod feeder;
 mod flow;
 mod load;
+pub mod redact;
+pub mod sources;
 pub mod template;
 mod watch;
 

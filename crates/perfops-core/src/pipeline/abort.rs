@@ -1,0 +1,65 @@
+//! `abort_when`: rules checked every second, each on that second's figures
+//! (a watched metric on its latest sample); one that holds for its window
+//! stops the load. The rules and their arithmetic are here; where the
+//! watched samples come from is the caller's.
+
+use std::collections::BTreeMap;
+
+use crate::analysis::verdict::{self, Range};
+use crate::measure::{Interval, Stats};
+use crate::scenario::{AbortRule, Metric};
+
+/// The scenario's `abort_when` rules and how long each has held.
+#[derive(Debug, Clone, Default)]
+pub struct AbortWhen {
+    rules: Vec<(AbortRule, u32)>,
+    reason: Option<String>,
+}
+
+impl AbortWhen {
+    /// Watch `rules`, none held yet.
+    pub fn new(rules: &[AbortRule]) -> AbortWhen {
+        AbortWhen { rules: rules.iter().map(|r| (r.clone(), 0)).collect(), reason: None }
+    }
+
+    /// Why the load was aborted, once a rule held for its window.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
+    }
+
+    /// Count consecutive seconds each rule held; the reason once one held
+    /// for its window (said once: later seconds return `None`). `latest`
+    /// gives a watched metric's latest sample.
+    pub fn second(&mut self, iv: &Interval, latest: &dyn Fn(&str) -> Option<f64>) -> Option<String> {
+        if self.reason.is_some() {
+            return None;
+        }
+        for (rule, held) in &mut self.rules {
+            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.iterations as f64 / t);
+            // A watched metric is judged by its latest sample.
+            let mut watched = BTreeMap::new();
+            if let Metric::Watched(name) = &rule.condition.metric
+                && let Some(v) = latest(name)
+            {
+                watched.insert(name.clone(), Range::of(v));
+            }
+            let steps = BTreeMap::<String, Stats>::new();
+            let holds = verdict::check(&rule.condition, &iv.stats, &steps, share, &watched).passed;
+            *held = if holds { *held + 1 } else { 0 };
+            if u64::from(*held) >= rule.window.as_secs().max(1) {
+                let from = iv.index + 1 - *held;
+                let reason = format!(
+                    "`{} for {}s` held for {} s (t={}s..{}s)",
+                    rule.condition.text,
+                    rule.window.as_secs(),
+                    held,
+                    from,
+                    iv.index + 1
+                );
+                self.reason = Some(reason.clone());
+                return Some(reason);
+            }
+        }
+        None
+    }
+}

@@ -1,0 +1,241 @@
+//! One second of a load, handed to one ordered list of sinks.
+//!
+//! An interval source (the local engine's collector today, remote agents
+//! next) produces [`Interval`]s in order; a [`Pipeline`] places each on the
+//! session clock and in its stage, then hands it to its sinks in the order
+//! the command assembled them (the spirit of vegeta's `Reporter` and k6's
+//! outputs):
+//!
+//! ```text
+//!   source ──Interval──> Pipeline ──Second──> judge ─> exporter ─> results writer ─> live line
+//!   (engine, agents)     │ places it: t = offset + index, its stage or "(draining)"
+//!                        │ after the sinks: a stop (signal or a judge) ends the
+//!                        │ arrivals at the end of this second; the ledger counts it
+//!                        └─> StageLedger: per stage and step, dropped per second
+//! ```
+//!
+//! It owns the order and the stop decision, nothing else: what a sink writes
+//! or shows is the sink's business, and it knows no engine. A sink that fails
+//! says so once ([`SinkError`]) and the load goes on: a full disk must not
+//! end a measurement.
+
+mod abort;
+mod stages;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+pub use abort::AbortWhen;
+pub use stages::{Measured, StageLedger, StagePlan, StageResult, StageThroughput};
+
+use crate::measure::Interval;
+
+/// One second as every sink sees it: the interval and where it sits.
+#[derive(Debug, Clone, Copy)]
+pub struct Second<'a> {
+    /// What was measured in it.
+    pub interval: &'a Interval,
+    /// Its number on the session clock: the load's first second plus its index.
+    pub t: u32,
+    /// Its start on the session clock.
+    pub start: Duration,
+    /// The stage it belongs to, or `(draining)` once the arrivals ended.
+    pub stage: &'a str,
+    /// After the last arrival: only responses to earlier ones.
+    pub draining: bool,
+    /// Step names, by the index in [`crate::measure::Key::step`].
+    pub step_names: &'a [String],
+}
+
+impl Second<'_> {
+    /// Arrivals scheduled in it; `None` when closed or draining.
+    pub fn target(&self) -> Option<f64> {
+        if self.draining { None } else { self.interval.target }
+    }
+}
+
+/// What a sink wants after a second.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Continue,
+    /// Stop the arrivals, for this reason (an `abort_when` rule held).
+    Stop(String),
+}
+
+/// A sink could not do its work for a second; the load goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SinkError(pub String);
+
+/// Something that consumes each second of a load, in order.
+pub trait Sink {
+    /// Take one second. An error is reported once by the pipeline's caller;
+    /// the sink decides whether it tries again next second.
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError>;
+}
+
+/// What the pipeline tells its caller while a second is handed on, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Notice {
+    /// A sink stopped the load.
+    Abort(String),
+    /// A sink failed this second.
+    Failed(SinkError),
+}
+
+impl std::fmt::Display for Notice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Notice::Abort(reason) => write!(f, "aborting: {reason}"),
+            Notice::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// The driver: one load's seconds, placed and handed to its sinks in order.
+pub struct Pipeline<'s> {
+    ledger: StageLedger,
+    offset: u32,
+    step_names: &'s [String],
+    stop: Arc<AtomicBool>,
+    sinks: Vec<&'s mut dyn Sink>,
+}
+
+impl<'s> Pipeline<'s> {
+    /// A load whose first second is `offset` on the session clock, counted
+    /// per stage by `ledger`; `stop` is the flag the source watches (set by
+    /// signals, and here when a sink stops the load).
+    pub fn new(ledger: StageLedger, offset: u32, step_names: &'s [String], stop: Arc<AtomicBool>) -> Self {
+        Pipeline { ledger, offset, step_names, stop, sinks: Vec::new() }
+    }
+
+    /// Add `sink` at the end of the list.
+    pub fn to(mut self, sink: &'s mut dyn Sink) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// Hand `iv` to every sink, in order; `notify` hears aborts and failures
+    /// as they happen.
+    pub fn second(&mut self, iv: &Interval, notify: &mut dyn FnMut(&Notice)) {
+        let at = Duration::from_secs(u64::from(iv.index));
+        // A stop decided in this second ends the arrivals at its end, so it
+        // cannot change where this second belongs: placed before the sinks run.
+        let (stage, draining) = self.ledger.place(at);
+        let second = Second {
+            interval: iv,
+            t: self.offset + iv.index,
+            start: Duration::from_secs(u64::from(self.offset)) + at,
+            stage,
+            draining,
+            step_names: self.step_names,
+        };
+        for sink in &mut self.sinks {
+            match sink.second(&second) {
+                Ok(Flow::Continue) => {}
+                Ok(Flow::Stop(reason)) => {
+                    notify(&Notice::Abort(reason));
+                    self.stop.store(true, Ordering::Relaxed);
+                }
+                Err(e) => notify(&Notice::Failed(e)),
+            }
+        }
+        if self.stop.load(Ordering::Relaxed) {
+            // Arrivals stopped within this second.
+            self.ledger.stop(at + iv.length);
+        }
+        self.ledger.add(iv, self.step_names);
+    }
+
+    /// The load is over: what the ledger counted.
+    pub fn finish(self) -> Measured {
+        self.ledger.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::Stats;
+
+    /// Remembers what it saw; stops at second `stop_at`.
+    struct Seen {
+        seconds: Vec<(u32, String, bool, Option<f64>)>,
+        stop_at: Option<u32>,
+    }
+
+    impl Sink for Seen {
+        fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+            self.seconds.push((s.t, s.stage.to_string(), s.draining, s.target()));
+            Ok(match self.stop_at {
+                Some(k) if k == s.interval.index => Flow::Stop(format!("at {k}")),
+                _ => Flow::Continue,
+            })
+        }
+    }
+
+    struct Broken;
+
+    impl Sink for Broken {
+        fn second(&mut self, _: &Second<'_>) -> Result<Flow, SinkError> {
+            Err(SinkError("disk full".into()))
+        }
+    }
+
+    fn iv(index: u32) -> Interval {
+        let stats = Stats { iterations: 10, ..Stats::default() };
+        Interval { index, length: Duration::from_secs(1), in_flight: 0, target: Some(10.0), stats, parts: Vec::new() }
+    }
+
+    fn plan(name: &str, secs: u64) -> StagePlan {
+        StagePlan { name: name.into(), target_rate: Some(10.0), duration: Duration::from_secs(secs) }
+    }
+
+    #[test]
+    fn seconds_are_placed_in_order_and_a_stop_ends_the_arrivals_after_its_second() {
+        let names = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (mut first, mut second) =
+            (Seen { seconds: Vec::new(), stop_at: Some(2) }, Seen { seconds: Vec::new(), stop_at: None });
+        let mut notices = Vec::new();
+        let ledger = StageLedger::new(&[plan("a", 2), plan("b", 3)], 7.0);
+        let mut p = Pipeline::new(ledger, 7, &names, stop.clone()).to(&mut first).to(&mut second);
+        for k in 0..5 {
+            p.second(&iv(k), &mut |n| notices.push(n.clone()));
+        }
+        let measured = p.finish();
+        assert!(stop.load(Ordering::Relaxed));
+        assert_eq!(notices, vec![Notice::Abort("at 2".into())]);
+        let want = vec![
+            // On the session clock from 7; stage a for 2 s, then b.
+            (7, "a".to_string(), false, Some(10.0)),
+            (8, "a".into(), false, Some(10.0)),
+            // The stop's own second still belongs to its stage...
+            (9, "b".into(), false, Some(10.0)),
+            // ...the next ones drain, with no target.
+            (10, "(draining)".into(), true, None),
+            (11, "(draining)".into(), true, None),
+        ];
+        // Every sink sees the same seconds, the one after the stopper too.
+        assert_eq!(first.seconds, want);
+        assert_eq!(second.seconds, want);
+        assert!(measured.stopped);
+        assert_eq!(measured.stages[1].ran_s, 1.0, "b ran from 2 s to the stop at 3 s");
+        assert_eq!(measured.dropped.iter().map(|d| d.0).collect::<Vec<_>>(), vec![7.0, 8.0, 9.0, 10.0, 11.0]);
+    }
+
+    #[test]
+    fn a_failing_sink_is_reported_and_the_others_go_on() {
+        let names = Vec::new();
+        let (mut broken, mut seen) = (Broken, Seen { seconds: Vec::new(), stop_at: None });
+        let mut notices = Vec::new();
+        let ledger = StageLedger::new(&[plan("a", 2)], 0.0);
+        let mut p = Pipeline::new(ledger, 0, &names, Arc::new(AtomicBool::new(false))).to(&mut broken).to(&mut seen);
+        p.second(&iv(0), &mut |n| notices.push(n.to_string()));
+        drop(p);
+        assert_eq!(notices, vec!["disk full".to_string()]);
+        assert_eq!(seen.seconds.len(), 1);
+    }
+}

@@ -1,0 +1,299 @@
+//! A load's stages as measured: which stage a second belongs to, each
+//! stage's statistics (by when its arrivals were due) and throughput (by when
+//! responses came), per step, and the arrivals dropped each second. This is
+//! the accounting every command judges from; the judging itself is in
+//! [`crate::analysis`].
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::measure::{Interval, Stats, step_name};
+
+/// A stage of one load, as planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StagePlan {
+    /// Its name.
+    pub name: String,
+    /// Open model: mean scheduled arrivals per second.
+    pub target_rate: Option<f64>,
+    /// How long it lasts.
+    pub duration: Duration,
+}
+
+/// A stage of one load, as measured.
+#[derive(Debug, Clone)]
+pub struct StageResult {
+    /// What was planned.
+    pub plan: StagePlan,
+    /// Start on the session clock, seconds.
+    pub from_s: f64,
+    /// End on the session clock, seconds: planned, or the stop.
+    pub to_s: f64,
+    /// How long it ran.
+    pub ran_s: f64,
+    /// Arrivals answered per second while it ran.
+    pub achieved_rate: f64,
+    /// Requests of the arrivals due in it.
+    pub stats: Stats,
+    /// The same by step name.
+    pub steps: BTreeMap<String, Stats>,
+}
+
+/// What a [`StageLedger`] counted over one load.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Each stage, in order.
+    pub stages: Vec<StageResult>,
+    /// Per step name over the load.
+    pub steps: BTreeMap<String, Stats>,
+    /// Per second on the session clock: arrivals dropped.
+    pub dropped: Vec<(f64, u64)>,
+    /// The arrivals were stopped (a signal or a judge).
+    pub stopped: bool,
+}
+
+/// The per-stage accounting of one load.
+#[derive(Debug, Clone)]
+pub struct StageLedger {
+    /// `None`: one unnamed stretch (`quick`), placed under this label and not counted.
+    stages: Option<Vec<StagePlan>>,
+    label: String,
+    offset_s: f64,
+    per_stage: Vec<Stats>,
+    per_stage_step: Vec<BTreeMap<String, Stats>>,
+    steps: BTreeMap<String, Stats>,
+    // Throughput is counted when responses arrive (latency by when arrivals
+    // were due): a stage past capacity must not look faster because its
+    // backlog drained later.
+    throughput: StageThroughput,
+    dropped: Vec<(f64, u64)>,
+    stopped: bool,
+}
+
+impl StageLedger {
+    /// A load of `stages` (at least one; their durations add up to the
+    /// load's) starting at `offset_s` on the session clock.
+    pub fn new(stages: &[StagePlan], offset_s: f64) -> StageLedger {
+        let mut ends = Vec::with_capacity(stages.len());
+        let mut t = Duration::ZERO;
+        for s in stages {
+            t += s.duration;
+            ends.push(t);
+        }
+        StageLedger {
+            stages: Some(stages.to_vec()),
+            label: String::new(),
+            offset_s,
+            per_stage: vec![Stats::default(); stages.len()],
+            per_stage_step: vec![BTreeMap::new(); stages.len()],
+            steps: BTreeMap::new(),
+            throughput: StageThroughput::new(ends),
+            dropped: Vec::new(),
+            stopped: false,
+        }
+    }
+
+    /// A load without stages: every second is placed under `label`, never
+    /// draining, and nothing is counted (the caller keeps the engine's totals).
+    pub fn unstaged(label: &str) -> StageLedger {
+        StageLedger { stages: None, label: label.to_string(), ..StageLedger::new(&[], 0.0) }
+    }
+
+    /// The stage ends, as offsets from the load's start.
+    pub fn ends(&self) -> &[Duration] {
+        &self.throughput.ends
+    }
+
+    /// Where the second starting at `at` belongs: its stage's name, or
+    /// `(draining)` (true) once the arrivals ended.
+    pub fn place(&self, at: Duration) -> (&str, bool) {
+        let Some(stages) = &self.stages else { return (&self.label, false) };
+        if at >= self.throughput.active_end() {
+            return ("(draining)", true);
+        }
+        let i = self.throughput.ends.iter().position(|&e| at < e).unwrap_or(stages.len().saturating_sub(1));
+        (stages.get(i).map_or("", |s| s.name.as_str()), false)
+    }
+
+    /// The arrivals stopped at `at` (the first call counts).
+    pub fn stop(&mut self, at: Duration) {
+        self.stopped = true;
+        self.throughput.stop(at);
+    }
+
+    /// Count the second `iv`; `step_names` names its steps.
+    pub fn add(&mut self, iv: &Interval, step_names: &[String]) {
+        if self.stages.is_none() {
+            return;
+        }
+        for (key, stats) in &iv.parts {
+            let name = step_name(step_names, key.step);
+            if let Some(s) = self.per_stage.get_mut(usize::from(key.stage)) {
+                s.merge(stats);
+                self.per_stage_step[usize::from(key.stage)].entry(name.clone()).or_default().merge(stats);
+            }
+            self.steps.entry(name).or_default().merge(stats);
+        }
+        let at = Duration::from_secs(u64::from(iv.index));
+        self.throughput.add_second(at, iv.length, iv.stats.iterations);
+        self.dropped.push((self.offset_s + at.as_secs_f64(), iv.stats.dropped));
+    }
+
+    /// Each stage as measured, and the rest.
+    pub fn finish(mut self) -> Measured {
+        let plans = self.stages.take().unwrap_or_default();
+        let stages = plans
+            .into_iter()
+            .enumerate()
+            .map(|(i, plan)| {
+                let start = if i == 0 { Duration::ZERO } else { self.throughput.ends[i - 1] };
+                let ran = self.throughput.ran(i).as_secs_f64();
+                StageResult {
+                    plan,
+                    from_s: self.offset_s + start.as_secs_f64(),
+                    to_s: self.offset_s + start.as_secs_f64() + ran,
+                    ran_s: ran,
+                    achieved_rate: self.throughput.rate(i),
+                    stats: std::mem::take(&mut self.per_stage[i]),
+                    steps: std::mem::take(&mut self.per_stage_step[i]),
+                }
+            })
+            .collect();
+        Measured { stages, steps: self.steps, dropped: self.dropped, stopped: self.stopped }
+    }
+}
+
+/// Throughput per stage, from per-second counts.
+///
+/// A second that straddles a stage boundary is split by overlap (counts are
+/// assumed even within a second), and a stage's rate is over the time it
+/// actually ran, so a stage cut short by Ctrl-C or `abort_when` is not
+/// divided by its planned length:
+///
+/// ```text
+///   stages  |--- A (1.5 s) ---|--- B (1.5 s) ---|
+///   seconds |  0   |   1  |   2  |
+///   second 1's count: half to A, half to B
+/// ```
+#[derive(Debug, Clone)]
+pub struct StageThroughput {
+    ends: Vec<Duration>,
+    counts: Vec<f64>,
+    stopped_at: Option<Duration>,
+}
+
+impl StageThroughput {
+    /// Stages ending at `ends` (offsets from the start, increasing).
+    pub fn new(ends: Vec<Duration>) -> StageThroughput {
+        StageThroughput { counts: vec![0.0; ends.len()], ends, stopped_at: None }
+    }
+
+    /// Arrivals stopped at `at` (the first call counts).
+    pub fn stop(&mut self, at: Duration) {
+        self.stopped_at.get_or_insert(at);
+    }
+
+    /// When arrivals ended: the schedule's end, or the stop.
+    pub fn active_end(&self) -> Duration {
+        let end = self.ends.last().copied().unwrap_or_default();
+        self.stopped_at.map_or(end, |s| s.min(end))
+    }
+
+    /// Count `n` events in the second `[start, start + length)`.
+    pub fn add_second(&mut self, start: Duration, length: Duration, n: u64) {
+        let (from, to) = (start.as_secs_f64(), (start + length).min(self.active_end()).as_secs_f64());
+        let span = length.as_secs_f64();
+        if to <= from || span <= 0.0 {
+            return;
+        }
+        let mut stage_start = 0.0;
+        for (i, end) in self.ends.iter().enumerate() {
+            let overlap = (to.min(end.as_secs_f64()) - from.max(stage_start)).max(0.0);
+            self.counts[i] += n as f64 * overlap / span;
+            stage_start = end.as_secs_f64();
+        }
+    }
+
+    /// How long stage `i` ran.
+    pub fn ran(&self, i: usize) -> Duration {
+        let start = if i == 0 { Duration::ZERO } else { self.ends[i - 1] };
+        self.active_end().min(self.ends[i]).saturating_sub(start)
+    }
+
+    /// Events per second while stage `i` ran (0 if it never ran).
+    pub fn rate(&self, i: usize) -> f64 {
+        let ran = self.ran(i).as_secs_f64();
+        if ran > 0.0 { self.counts[i] / ran } else { 0.0 }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_is_placed_in_the_stage_it_starts_in() {
+        let plan = |name: &str, secs: f64| StagePlan {
+            name: name.into(),
+            target_rate: None,
+            duration: Duration::from_secs_f64(secs),
+        };
+        let stages = [plan("warm", 1.5), plan("peak", 2.0)];
+        let mut stopped = StageLedger::new(&stages, 0.0);
+        stopped.stop(secs(2.0));
+        let cases = [
+            // The first second.
+            (StageLedger::new(&stages, 0.0), 0.0, ("warm", false)),
+            // Starts in warm, ends in peak: placed where it starts.
+            (StageLedger::new(&stages, 0.0), 1.0, ("warm", false)),
+            (StageLedger::new(&stages, 0.0), 2.0, ("peak", false)),
+            // From the end of the schedule on, responses drain.
+            (StageLedger::new(&stages, 0.0), 3.5, ("(draining)", true)),
+            // A stop ends the arrivals early.
+            (stopped.clone(), 1.0, ("warm", false)),
+            (stopped, 2.0, ("(draining)", true)),
+            // No stages (`quick`): one label, never draining.
+            (StageLedger::unstaged("quick"), 99.0, ("quick", false)),
+        ];
+        for (ledger, at, want) in cases {
+            assert_eq!(ledger.place(secs(at)), want, "at {at} s");
+        }
+    }
+
+    fn secs(v: f64) -> Duration {
+        Duration::from_secs_f64(v)
+    }
+
+    #[test]
+    fn seconds_straddling_a_boundary_are_split() {
+        // Two 1.5 s stages at a steady 100/s: 100 events in each whole second.
+        let mut t = StageThroughput::new(vec![secs(1.5), secs(3.0)]);
+        for k in 0..3 {
+            t.add_second(secs(k as f64), secs(1.0), 100);
+        }
+        assert!((t.rate(0) - 100.0).abs() < 1e-9, "{}", t.rate(0));
+        assert!((t.rate(1) - 100.0).abs() < 1e-9, "{}", t.rate(1));
+    }
+
+    #[test]
+    fn a_stage_cut_short_is_divided_by_the_time_it_ran() {
+        // A 20 s stage at 100/s, stopped after 2 s; a later stage never ran.
+        let mut t = StageThroughput::new(vec![secs(20.0), secs(30.0)]);
+        t.stop(secs(2.0));
+        for k in 0..4 {
+            t.add_second(secs(k as f64), secs(1.0), if k < 2 { 100 } else { 7 }); // drain seconds not counted
+        }
+        assert_eq!(t.ran(0), secs(2.0));
+        assert!((t.rate(0) - 100.0).abs() < 1e-9);
+        assert_eq!((t.ran(1), t.rate(1)), (Duration::ZERO, 0.0));
+    }
+
+    #[test]
+    fn drain_after_the_schedule_is_no_stage_s() {
+        let mut t = StageThroughput::new(vec![secs(2.0)]);
+        t.add_second(secs(0.0), secs(1.0), 50);
+        t.add_second(secs(1.0), secs(1.0), 50);
+        t.add_second(secs(2.0), secs(0.4), 30); // responses after the last arrival
+        assert!((t.rate(0) - 50.0).abs() < 1e-9);
+    }
+}

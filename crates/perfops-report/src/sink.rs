@@ -1,0 +1,87 @@
+//! The results writer: each second of a load as one line of `series.jsonl`
+//! and its two histograms in `latency.hlog`, through the pipeline's
+//! [`Sink`] interface. What a line holds is [`SeriesLine`]; where the files
+//! are, [`RunDir`]. The live line's sink is [`crate::live::LiveLine`].
+
+use std::collections::BTreeMap;
+
+use perfops_core::measure::step_name;
+use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+
+use crate::results::RunDir;
+use crate::run::{SeriesLine, StepSecond, failures};
+
+/// Writes each second to a results directory.
+///
+/// A full disk must not kill the run: the first failed write is reported
+/// (once) and nothing more is written, so the files keep every second
+/// before it and the summary is still printed. The latch is the caller's, so
+/// it holds across the loads of one session (`limit`'s attempts).
+pub struct ResultsWriter<'a> {
+    dir: &'a mut RunDir,
+    failed: &'a mut bool,
+}
+
+impl<'a> ResultsWriter<'a> {
+    /// Write to `dir`, unless `failed` already.
+    pub fn new(dir: &'a mut RunDir, failed: &'a mut bool) -> Self {
+        ResultsWriter { dir, failed }
+    }
+}
+
+impl Sink for ResultsWriter<'_> {
+    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+        if *self.failed {
+            return Ok(Flow::Continue);
+        }
+        let iv = s.interval;
+        let histograms = [("latency", &iv.stats.latency), ("service", &iv.stats.service)];
+        if let Err(e) = self.dir.append_second(&series_line(s), s.start, iv.length, &histograms) {
+            *self.failed = true;
+            return Err(SinkError(format!("cannot write results ({e}); the run goes on, the summary will be printed")));
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// The `series.jsonl` line of one second.
+pub fn series_line(s: &Second<'_>) -> SeriesLine {
+    let iv = s.interval;
+    let secs = iv.length.as_secs_f64().max(1e-9);
+    let mut steps = BTreeMap::new();
+    for (step, st) in iv.by_step() {
+        let ms = |q: f64| st.latency.quantile(q).as_secs_f64() * 1000.0;
+        steps.insert(
+            step_name(s.step_names, step),
+            StepSecond {
+                completed: st.completed,
+                failed: st.failures.total(),
+                p50: ms(0.5),
+                p95: ms(0.95),
+                p99: ms(0.99),
+            },
+        );
+    }
+    let st = &iv.stats;
+    SeriesLine {
+        t: s.t,
+        length_s: iv.length.as_secs_f64(),
+        stage: s.stage.to_string(),
+        // As scheduled, draining or not: the arrivals of a second are what they were.
+        target_rate: iv.target.map(|t| t / secs),
+        achieved_rate: st.iterations as f64 / secs,
+        iterations: st.iterations,
+        sent: st.sent,
+        completed: st.completed,
+        succeeded: st.succeeded(),
+        failed: st.failures.total(),
+        dropped: st.dropped,
+        in_flight: iv.in_flight,
+        failures: failures(st),
+        latency_ms: st.latency.summary(),
+        service_ms: st.service.summary(),
+        bytes_in: st.bytes_in,
+        bytes_out: st.bytes_out,
+        steps,
+    }
+}
