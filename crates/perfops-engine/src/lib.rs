@@ -11,6 +11,7 @@
 mod chunked;
 mod coalesce;
 pub mod exporter;
+mod framing;
 mod http1;
 mod target;
 mod timer;
