@@ -13,6 +13,7 @@ mod coalesce;
 pub mod exporter;
 mod framing;
 mod http1;
+mod record;
 mod target;
 mod timer;
 mod tls;
@@ -32,10 +33,10 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+pub use record::Key;
 pub use target::{Target, TargetError};
 pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work};
-pub use worker::Key;
 
 use worker::{Msg, Shared, WorkerLoad};
 
@@ -48,12 +49,8 @@ pub struct Plan {
     pub work: Arc<Work>,
     /// End offset of each stage, for attributing arrivals (empty: one stage).
     pub stage_ends: Vec<Duration>,
-    /// Open or closed model.
+    /// Open or closed model, with its stop rules.
     pub load: LoadModel,
-    /// Closed model: stop starting requests after this long.
-    pub duration: Option<Duration>,
-    /// Closed model: stop after this many requests in total.
-    pub max_requests: Option<u64>,
     /// Whole-request timeout (connect included).
     pub timeout: Duration,
     /// Connect (and TLS handshake) timeout.
@@ -158,33 +155,21 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 shard: plan.shard.split(id as u32, workers as u32),
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
-            LoadModel::Closed { connections, think, profile } => WorkerLoad::Closed {
+            LoadModel::Closed { connections, think, profile, duration, max_requests } => WorkerLoad::Closed {
                 shard,
                 users: shard.share(u64::from(*connections)),
-                requests: plan.max_requests.map(|n| shard.share(n)),
-                until: None,
+                requests: max_requests.map(|n| shard.share(n)),
+                duration: *duration,
                 think: *think,
                 profile: profile.clone().map(Arc::new),
             },
         };
         let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());
-        let duration = plan.duration;
         let handle = std::thread::Builder::new()
             .name(format!("perfops-worker-{id}"))
             .spawn(move || {
                 ready.wait();
                 let Ok(start) = start_rx.recv() else { return };
-                let load = match load {
-                    WorkerLoad::Closed { shard, users, requests, think, profile, .. } => WorkerLoad::Closed {
-                        shard,
-                        users,
-                        requests,
-                        think,
-                        profile,
-                        until: duration.map(|d| start + d),
-                    },
-                    open => open,
-                };
                 worker::run(id, shared, load, start, tx);
             })
             .map_err(EngineError::Thread)?;

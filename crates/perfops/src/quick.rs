@@ -112,7 +112,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             if c == 0 {
                 return Err(usage("-c must be at least 1".into()));
             }
-            LoadModel::Closed { connections: c, think: Duration::ZERO, profile: None }
+            LoadModel::Closed {
+                connections: c,
+                think: Duration::ZERO,
+                profile: None,
+                duration,
+                max_requests: args.requests,
+            }
         }
     };
     let open = matches!(load, LoadModel::Open { .. });
@@ -122,8 +128,6 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         target,
         work: Arc::new(work),
         stage_ends: Vec::new(),
-        duration: if open { None } else { duration },
-        max_requests: if open { None } else { args.requests },
         load,
         timeout: args.timeout,
         connect_timeout: args.connect_timeout,

@@ -257,10 +257,14 @@ impl Session {
         let plan_for = |work: Work| Plan {
             target: target.clone(),
             work: Arc::new(work),
-            load: LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None },
+            load: LoadModel::Closed {
+                connections: 1,
+                think: Duration::ZERO,
+                profile: None,
+                duration: None,
+                max_requests: None,
+            },
             stage_ends: Vec::new(),
-            duration: None,
-            max_requests: None,
             timeout,
             connect_timeout: timeout.min(Duration::from_secs(5)),
             insecure: args.insecure,
@@ -371,14 +375,18 @@ impl Session {
 
     /// Run one load of `stages` (their durations must add up to the load's),
     /// starting on the next whole second of the session clock. `hook` sees
-    /// each second and may stop the load.
+    /// each second and may stop the load. `duration`, when given, is a closed
+    /// model's stop rule (its `duration`).
     pub(crate) fn load(
         &mut self,
-        model: LoadModel,
+        mut model: LoadModel,
         stages: &[StagePlan],
         duration: Option<Duration>,
         hook: Hook<'_>,
     ) -> Result<Loaded> {
+        if let (LoadModel::Closed { duration: stop_after, .. }, Some(d)) = (&mut model, duration) {
+            *stop_after = Some(d);
+        }
         // A whole second of the session clock; the first load starts at 0
         // (the clock was set a little ahead for it).
         let offset = if Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
@@ -393,8 +401,6 @@ impl Session {
             work: self.work.clone(),
             load: model,
             stage_ends: ends.clone(),
-            duration,
-            max_requests: None,
             timeout: self.timeout,
             connect_timeout: self.timeout.min(Duration::from_secs(5)),
             insecure: self.insecure,

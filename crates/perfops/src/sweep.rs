@@ -60,7 +60,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
             break;
         }
         let stage = StagePlan { name: format!("{n} users"), target_rate: None, duration: args.hold };
-        let model = LoadModel::Closed { connections: n, think, profile: None };
+        let model = LoadModel::Closed { connections: n, think, profile: None, duration: None, max_requests: None };
         let loaded = s.load(model, &[stage], Some(args.hold), &mut |_, _| None)?;
         let st = &loaded.stages[0];
         eprintln!(

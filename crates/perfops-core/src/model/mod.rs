@@ -21,8 +21,10 @@ pub enum LoadModel {
         /// The most requests in flight at once (across all workers).
         max_in_flight: u32,
     },
-    /// `connections` users each loop request -> response, for `duration` or until
-    /// `max_requests` have been sent in total.
+    /// `connections` users each loop request -> response, until the first of
+    /// its stop rules says so: `duration`, `max_requests`, the end of
+    /// `profile` (or the run's stop flag). With none of them, it runs until
+    /// stopped.
     Closed {
         /// Most concurrent users, each with its own connection.
         connections: u32,
@@ -31,5 +33,9 @@ pub enum LoadModel {
         /// Users over time (the schedule's "rate" is a user count); `None`:
         /// all `connections` users for the whole run.
         profile: Option<Schedule>,
+        /// Stop starting requests this long after the start.
+        duration: Option<Duration>,
+        /// Stop after this many requests in total (across all workers).
+        max_requests: Option<u64>,
     },
 }
