@@ -3,10 +3,18 @@
 //! time are recorded ([`Recorder::answered`]), so that the two histograms
 //! cannot drift apart in meaning.
 //!
+//! ```text
+//!   due            start    connect, TLS    sent       first byte   last byte
+//!    |---(late)------|-------(if new)-------|--(write)--|------------|
+//!    |<------------------------- latency ---------------------------->|
+//!                                           |<------- service ------->|
+//! ```
+//!
 //! Latency counts from the intended start (`due`: the schedule's, or after a
-//! step's pause), service time from the start of the request. A closed
-//! loop's request is due when it is sent ([`Due::OnSend`]), so there the two
-//! are one measure.
+//! step's pause), service time from the actual send: after a new connection's
+//! connect and TLS handshake, which are phases of their own (the `connect` and
+//! `tls` histograms). A closed loop's request is due when it is sent ([`Due::OnSend`]),
+//! so there the two are one measure.
 //!
 //! It owns no clock and no socket: the worker reads the clock and hands over
 //! instants. Per request it costs a short search among this second's few keys,
@@ -42,7 +50,8 @@ pub(crate) enum Due {
 /// What one answered request measured (whatever its status).
 pub(crate) struct Answer {
     pub(crate) due: Due,
-    /// When the request was sent.
+    /// When the request was sent: once its connection was ready (after
+    /// connect and TLS on a new one), before the write.
     pub(crate) sent: Instant,
     /// The final response (after redirects, if followed).
     pub(crate) response: Response,

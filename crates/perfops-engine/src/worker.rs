@@ -15,7 +15,9 @@
 //! ([`within`]), and the clock is read twice per request (after the write, and
 //! when the response's last bytes are read), the end of one closed-loop request
 //! being the start of the next. An open-model arrival reads it once more when
-//! its task starts: its send time.
+//! its task starts: the send time of a request on a kept connection. A new
+//! connection's send time is when its connect (and TLS handshake) ended, an
+//! instant [`Worker::connect`] reads anyway to time them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -555,8 +557,9 @@ impl Worker {
     /// Send `request` on the connection in `conn` (or a new one, left there)
     /// and read the response before `timer` fires, retrying once on a fresh
     /// connection when a kept one was found closed. Adds the bytes written to
-    /// `bytes_out`. Returns the response and when the request was sent
-    /// (`req.start`).
+    /// `bytes_out`. Returns the response and when the request was sent:
+    /// `req.start` on a kept connection, or when a new one was ready (connect
+    /// and TLS are phases of their own, not service time).
     async fn exchange(
         &self,
         conn: &mut Option<Box<Conn>>,
@@ -566,12 +569,15 @@ impl Worker {
         bytes_out: &mut u64,
     ) -> Result<(Response, Instant), FailureKind> {
         let mut retried = false;
-        let sent = req.start;
+        let mut sent = req.start;
         loop {
             let c = match conn {
                 Some(c) => c,
                 None => match within(timer.as_mut(), self.connect(req.key)).await {
-                    Some(Ok((c, _ready))) => conn.insert(c),
+                    Some(Ok((c, ready))) => {
+                        sent = ready;
+                        conn.insert(c)
+                    }
                     Some(Err(kind)) => return Err(kind),
                     None => return Err(FailureKind::Timeout),
                 },
