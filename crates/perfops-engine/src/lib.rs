@@ -136,9 +136,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         workers = workers.min(connections.max(1) as usize);
     }
     let shared = shared(plan, stop.clone())?;
-    let schedule = match &plan.load {
-        LoadModel::Open { schedule, .. } => Some(Arc::new(schedule.clone())),
-        LoadModel::Closed { .. } => None,
+    let (schedule, closed) = match &plan.load {
+        LoadModel::Open { schedule, .. } => (Some(Arc::new(schedule.clone())), None),
+        LoadModel::Closed { .. } => (None, Some(Arc::new(plan.load.clone()))),
     };
 
     // Workers build their runtimes, then all start from one instant a little
@@ -155,13 +155,11 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 shard: plan.shard.split(id as u32, workers as u32),
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
-            LoadModel::Closed { connections, think, profile, duration, max_requests } => WorkerLoad::Closed {
+            LoadModel::Closed { connections, max_requests, .. } => WorkerLoad::Closed {
                 shard,
                 users: shard.share(u64::from(*connections)),
                 requests: max_requests.map(|n| shard.share(n)),
-                duration: *duration,
-                think: *think,
-                profile: profile.clone().map(Arc::new),
+                model: closed.clone().ok_or(EngineError::Empty("no closed model"))?,
             },
         };
         let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());

@@ -30,7 +30,7 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Stats};
-use perfops_core::model::{Schedule, Shard};
+use perfops_core::model::{LoadModel, Schedule, Shard, Turn};
 use perfops_core::scenario::extract::ParsedBody;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
@@ -70,10 +70,8 @@ pub(crate) enum WorkerLoad {
         users: u64,
         /// This worker's share of `max_requests`.
         requests: Option<u64>,
-        /// Stop starting requests this long after the start.
-        duration: Option<Duration>,
-        think: Duration,
-        profile: Option<Arc<Schedule>>,
+        /// The model, whose time rules each user asks ([`LoadModel::turn`]).
+        model: Arc<LoadModel>,
     },
 }
 
@@ -148,16 +146,15 @@ struct Spares {
     timers: Vec<Pin<Box<Sleep>>>,
 }
 
-/// What the closed-loop users of one worker share: the model's stop rules
-/// (this worker's share of them) and their pace.
+/// What the closed-loop users of one worker share: the model, whose time
+/// rules say when each user stops, and this worker's share of its request
+/// count.
 struct Users {
-    /// Start no request at or after this.
-    until: Option<Instant>,
+    model: Arc<LoadModel>,
     /// Requests left to send (`max_requests`).
     budget: Cell<Option<u64>>,
+    /// Between a response and the user's next request.
     think: Duration,
-    /// Users over time; `None`: all of them, all the time.
-    profile: Option<Arc<Schedule>>,
 }
 
 impl Users {
@@ -231,9 +228,12 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
             WorkerLoad::Open { schedule, shard, max_in_flight } => {
                 w.clone().open_loop(&schedule, shard, max_in_flight).await
             }
-            WorkerLoad::Closed { shard, users, requests, duration, think, profile } => {
-                let rules =
-                    Rc::new(Users { until: duration.map(|d| start + d), budget: Cell::new(requests), think, profile });
+            WorkerLoad::Closed { shard, users, requests, model } => {
+                let think = match *model {
+                    LoadModel::Closed { think, .. } => think,
+                    LoadModel::Open { .. } => Duration::ZERO,
+                };
+                let rules = Rc::new(Users { model, budget: Cell::new(requests), think });
                 let users: Vec<JoinHandle<()>> = (0..users)
                     .map(|k| {
                         // The global number of this user: users join in this order.
@@ -396,16 +396,15 @@ impl Worker {
         // them count as the next request's, as they would for any client.
         let mut now = Instant::now();
         loop {
-            if self.stopping.get() || users.until.is_some_and(|t| now >= t) {
+            if self.stopping.get() {
                 return;
             }
             let offset = now.saturating_duration_since(self.start);
-            if let Some(p) = &users.profile {
-                if offset >= p.duration() {
-                    return;
-                }
+            match users.model.turn(global, offset) {
+                Turn::Send => {}
+                Turn::Stop => return,
                 // Not (yet, or any more) one of the active users: wait and look again.
-                if (p.rate_at(offset).as_f64() + 1e-9).floor() as u64 <= global {
+                Turn::Wait => {
                     conn = None;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     now = Instant::now();
