@@ -4,17 +4,17 @@
 //! cannot drift apart in meaning.
 //!
 //! ```text
-//!   due            start    connect, TLS    sent       first byte   last byte
-//!    |---(late)------|-------(if new)-------|--(write)--|------------|
-//!    |<------------------------- latency ---------------------------->|
-//!                                           |<------- service ------->|
+//!   due        start    connect, TLS     sent                       last byte
+//!    |--late-----|-------(if new)-------|--- write, wait, read ----|
+//!    |<------------------------ latency ------------------------->|
+//!                                       |<----- service time ---->|
 //! ```
 //!
 //! Latency counts from the intended start (`due`: the schedule's, or after a
 //! step's pause), service time from the actual send: after a new connection's
 //! connect and TLS handshake, which are phases of their own (the `connect` and
-//! `tls` histograms). A closed loop's request is due when it is sent ([`Due::OnSend`]),
-//! so there the two are one measure.
+//! `tls` histograms). A closed loop's request is due when it is sent
+//! ([`Due::OnSend`]), so there the two are one measure.
 //!
 //! It owns no clock and no socket: the worker reads the clock and hands over
 //! instants. Per request it costs a short search among this second's few keys,
