@@ -4,7 +4,7 @@
 //! algorithm never holds a second segment back waiting for a delayed ACK); the
 //! response is parsed in place from a per-connection buffer with `httparse`,
 //! and its body is framed by Content-Length, chunked encoding or the close of the
-//! connection, then discarded. Nothing is allocated per request.
+//! connection ([`framing`](crate::framing)), then discarded. Nothing is allocated per request.
 //!
 //! A load test asks one endpoint the same question many times, and servers
 //! answer it with the same head byte for byte (nginx's changes once a second,
@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use tokio_rustls::client::TlsStream;
 
 use crate::chunked::ChunkedDecoder;
+use crate::framing::{Fields, Framing};
 
 /// Initial read buffer; large enough for most responses in one read.
 const BUF_INITIAL: usize = 16 * 1024;
@@ -113,15 +114,6 @@ pub(crate) struct Conn {
     heads: HeadCache,
 }
 
-/// How the body of a response is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
-    None,
-    Length(u64),
-    Chunked,
-    UntilClose,
-}
-
 /// The outcome of parsing buffered bytes as a response head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Head {
@@ -165,43 +157,12 @@ fn parse_head(bytes: &[u8], head_request: bool) -> Result<Head, ExchangeError> {
         // 101 would switch protocols, which we never ask for.
         return if status == 101 { Err(protocol()) } else { Ok(Head::Informational(len)) };
     }
-    let http11 = resp.version == Some(1);
-    let (mut length, mut chunked, mut te, mut close, mut keep) = (None, false, false, false, false);
+    let mut fields = Fields::default();
     for h in resp.headers.iter() {
-        if h.name.eq_ignore_ascii_case("content-length") {
-            let v: u64 = std::str::from_utf8(h.value).ok().and_then(|s| s.trim().parse().ok()).ok_or_else(protocol)?;
-            // Differing duplicates are a request-smuggling hazard: refuse them.
-            if length.is_some_and(|l| l != v) {
-                return Err(protocol());
-            }
-            length = Some(v);
-        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-            te = true;
-            chunked = h
-                .value
-                .rsplit(|&b| b == b',')
-                .next()
-                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if h.name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep |= token.eq_ignore_ascii_case(b"keep-alive");
-            }
-        }
+        fields.see(h.name, h.value).map_err(|_| protocol())?;
     }
-    let keep_alive = if http11 { !close } else { keep && !close };
-    let framing = if head_request || status == 204 || status == 304 {
-        Framing::None
-    } else if te {
-        // Transfer-Encoding overrides Content-Length (RFC 9112 §6.3).
-        if chunked { Framing::Chunked } else { Framing::UntilClose }
-    } else if let Some(l) = length {
-        Framing::Length(l)
-    } else {
-        Framing::UntilClose
-    };
-    let keep_alive = keep_alive && !matches!(framing, Framing::UntilClose);
+    let framing = fields.framing(status, head_request);
+    let keep_alive = fields.keep_alive(resp.version == Some(1), framing);
     Ok(Head::Complete { len, status, framing, keep_alive })
 }
 

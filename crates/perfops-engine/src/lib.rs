@@ -11,7 +11,9 @@
 mod chunked;
 mod coalesce;
 pub mod exporter;
+mod framing;
 mod http1;
+mod record;
 mod target;
 mod timer;
 mod tls;
@@ -49,12 +51,8 @@ pub struct Plan {
     pub work: Arc<Work>,
     /// End offset of each stage, for attributing arrivals (empty: one stage).
     pub stage_ends: Vec<Duration>,
-    /// Open or closed model.
+    /// Open or closed model, with its stop rules.
     pub load: LoadModel,
-    /// Closed model: stop starting requests after this long.
-    pub duration: Option<Duration>,
-    /// Closed model: stop after this many requests in total.
-    pub max_requests: Option<u64>,
     /// Whole-request timeout (connect included).
     pub timeout: Duration,
     /// Connect (and TLS handshake) timeout.
@@ -123,9 +121,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         workers = workers.min(connections.max(1) as usize);
     }
     let shared = shared(plan, stop.clone())?;
-    let schedule = match &plan.load {
-        LoadModel::Open { schedule, .. } => Some(Arc::new(schedule.clone())),
-        LoadModel::Closed { .. } => None,
+    let (schedule, closed) = match &plan.load {
+        LoadModel::Open { schedule, .. } => (Some(Arc::new(schedule.clone())), None),
+        LoadModel::Closed { .. } => (None, Some(Arc::new(plan.load.clone()))),
     };
 
     // Workers build their runtimes, then all start from one instant a little
@@ -142,33 +140,19 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 shard: plan.shard.split(id as u32, workers as u32),
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
-            LoadModel::Closed { connections, think, profile } => WorkerLoad::Closed {
+            LoadModel::Closed { connections, max_requests, .. } => WorkerLoad::Closed {
                 shard,
                 users: shard.share(u64::from(*connections)),
-                requests: plan.max_requests.map(|n| shard.share(n)),
-                until: None,
-                think: *think,
-                profile: profile.clone().map(Arc::new),
+                requests: max_requests.map(|n| shard.share(n)),
+                model: closed.clone().ok_or(EngineError::Empty("no closed model"))?,
             },
         };
         let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());
-        let duration = plan.duration;
         let handle = std::thread::Builder::new()
             .name(format!("perfops-worker-{id}"))
             .spawn(move || {
                 ready.wait();
                 let Ok(start) = start_rx.recv() else { return };
-                let load = match load {
-                    WorkerLoad::Closed { shard, users, requests, think, profile, .. } => WorkerLoad::Closed {
-                        shard,
-                        users,
-                        requests,
-                        think,
-                        profile,
-                        until: duration.map(|d| start + d),
-                    },
-                    open => open,
-                };
                 worker::run(id, shared, load, start, tx);
             })
             .map_err(EngineError::Thread)?;

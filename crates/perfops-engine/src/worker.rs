@@ -3,14 +3,21 @@
 //!
 //! Workers share nothing (wrk2, oha): no lock, no atomic and no channel send
 //! per request. State lives in `Cell`/`RefCell` on the worker's own thread and
-//! is never borrowed across an `.await`.
+//! is never borrowed across an `.await`. What is measured goes to the
+//! worker's [`Recorder`] (the `record` module); what a request is, to a
+//! [`Request`] value; the connection it goes out on, to a slot the caller
+//! owns (`&mut Option<Box<Conn>>`: emptied when the connection cannot be
+//! reused, filled when a new one is opened).
 //!
 //! Per request the hot path also avoids what a request timeout and a clock
 //! cost when done naively: each closed-loop user (and each open-model arrival,
 //! from a pool) owns one timer that is moved to the new deadline per request
 //! ([`within`]), and the clock is read twice per request (after the write, and
 //! when the response's last bytes are read), the end of one closed-loop request
-//! being the start of the next.
+//! being the start of the next. An open-model arrival reads it once more when
+//! its task starts: the send time of a request on a kept connection. A new
+//! connection's send time is when its connect (and TLS handshake) ended, an
+//! instant [`Worker::connect`] reads anyway to time them.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -23,7 +30,7 @@ use std::sync::mpsc::Sender;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Stats};
-use perfops_core::model::{Schedule, Shard};
+use perfops_core::model::{LoadModel, Schedule, Shard, Turn};
 use perfops_core::scenario::extract::ParsedBody;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
@@ -33,13 +40,11 @@ use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 
 use crate::coalesce;
-use crate::http1::{Conn, Stream, connect_failure, remaining, tune};
+use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
+use crate::record::{Answer, Due, Key, Recorder, mean_service};
 use crate::target::Target;
 use crate::timer::PreciseTimer;
 use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
-
-// Where a measurement belongs: pure data, in perfops-core (sinks need no engine).
-use perfops_core::measure::Key;
 
 /// What a worker sends to the collector.
 pub(crate) enum Msg {
@@ -58,13 +63,15 @@ pub(crate) enum WorkerLoad {
         shard: Shard,
         max_in_flight: u64,
     },
+    /// The closed model's users of this worker, and its share of the model's
+    /// stop rules.
     Closed {
         shard: Shard,
         users: u64,
+        /// This worker's share of `max_requests`.
         requests: Option<u64>,
-        until: Option<Instant>,
-        think: Duration,
-        profile: Option<Arc<Schedule>>,
+        /// The model, whose time rules each user asks ([`LoadModel::turn`]).
+        model: Arc<LoadModel>,
     },
 }
 
@@ -83,24 +90,6 @@ pub(crate) struct Shared {
 impl Shared {
     fn stage_at(&self, offset: Duration) -> u16 {
         self.stage_ends.iter().position(|&end| offset < end).unwrap_or(self.stage_ends.len().saturating_sub(1)) as u16
-    }
-}
-
-/// This second's statistics, split by key (at most a few keys per second).
-#[derive(Default)]
-struct Recorder {
-    parts: Vec<(Key, Stats)>,
-}
-
-impl Recorder {
-    fn at(&mut self, key: Key) -> &mut Stats {
-        match self.parts.iter().position(|(k, _)| *k == key) {
-            Some(i) => &mut self.parts[i].1,
-            None => {
-                self.parts.push((key, Stats::default()));
-                &mut self.parts.last_mut().unwrap_or_else(|| unreachable!("just pushed")).1
-            }
-        }
     }
 }
 
@@ -132,19 +121,10 @@ struct Worker {
     shared: Arc<Shared>,
     rec: RefCell<Recorder>,
     in_flight: Cell<u64>,
-    /// Idle keep-alive connections (open model), most recently used last.
-    /// Boxed as everywhere (see [`Worker::connect`]): they go in and out as boxes.
-    #[allow(clippy::vec_box)]
-    idle: RefCell<Vec<Box<Conn>>>,
-    /// Requests left to send (closed model with `-n`).
-    budget: Cell<Option<u64>>,
+    spares: RefCell<Spares>,
     /// Variables saved so far (setup's, then this worker's flows').
     vars: RefCell<HashMap<String, String>>,
     rng: RefCell<fastrand::Rng>,
-    /// Spare request buffers, so rendering allocates nothing in steady state.
-    buffers: RefCell<Vec<(Vec<u8>, Vec<u8>)>>,
-    /// Spare request timers of finished open-model arrivals (see [`within`]).
-    timers: RefCell<Vec<Pin<Box<Sleep>>>>,
     stopping: Cell<bool>,
     stop_notify: Notify,
     drained: Notify,
@@ -152,17 +132,76 @@ struct Worker {
     interval: Cell<u32>,
 }
 
-/// Who an arrival is: its number (`${seq}`) and its feeders' rows.
-struct Arrival<'a> {
-    seq: u64,
-    rows: Vec<Option<&'a [String]>>,
+/// What finished requests leave for the next ones, so that the hot path
+/// allocates nothing in steady state.
+#[derive(Default)]
+struct Spares {
+    /// Idle keep-alive connections (open model), most recently used last.
+    /// Boxed as everywhere (see [`Worker::connect`]).
+    #[allow(clippy::vec_box)]
+    conns: Vec<Box<Conn>>,
+    /// Request buffers (body scratch, rendered request).
+    buffers: Vec<(Vec<u8>, Vec<u8>)>,
+    /// Request timers of finished open-model arrivals (see [`within`]).
+    timers: Vec<Pin<Box<Sleep>>>,
 }
 
-/// How one step ended.
-enum StepEnd {
-    Ok,
-    /// A failure (no response, or a 4xx/5xx, or a failed check): the flow ends.
-    Failed,
+/// What the closed-loop users of one worker share: the model, whose time
+/// rules say when each user stops, and this worker's share of its request
+/// count.
+struct Users {
+    model: Arc<LoadModel>,
+    /// Requests left to send (`max_requests`).
+    budget: Cell<Option<u64>>,
+    /// Between a response and the user's next request.
+    think: Duration,
+}
+
+impl Users {
+    /// Take one request from the budget; `false`: none left, the user stops.
+    fn take_one(&self) -> bool {
+        match self.budget.get() {
+            Some(0) => false,
+            Some(left) => {
+                self.budget.set(Some(left - 1));
+                true
+            }
+            None => true,
+        }
+    }
+}
+
+/// An arrival to run: its number (`${seq}`), the stage it counts in, when
+/// its first step was due and when it started.
+#[derive(Debug, Clone, Copy)]
+struct Arrival {
+    seq: u64,
+    stage: u16,
+    due: Due,
+    start: Instant,
+}
+
+/// One request of an arrival: what the hot path needs to send and record it.
+struct Request<'a> {
+    step: &'a StepPlan,
+    key: Key,
+    /// When it was meant to start (latency counts from here).
+    due: Due,
+    /// When it started: its timeout counts from here, and it is its send time
+    /// unless a connection has to be opened first.
+    start: Instant,
+    /// The arrival's number and its feeders' rows, for templates.
+    seq: u64,
+    rows: &'a [Option<&'a [String]>],
+    /// The flow's last step: its answer completes an iteration.
+    last: bool,
+}
+
+/// How one request ended, and when (its response's last byte read, or the failure seen).
+struct Ended {
+    at: Instant,
+    /// No answer, a 4xx/5xx or a failed check: the flow ends.
+    failed: bool,
 }
 
 /// Run one worker to completion on the current thread.
@@ -189,13 +228,17 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
             WorkerLoad::Open { schedule, shard, max_in_flight } => {
                 w.clone().open_loop(&schedule, shard, max_in_flight).await
             }
-            WorkerLoad::Closed { shard, users, requests, until, think, profile } => {
-                w.budget.set(requests);
+            WorkerLoad::Closed { shard, users, requests, model } => {
+                let think = match *model {
+                    LoadModel::Closed { think, .. } => think,
+                    LoadModel::Open { .. } => Duration::ZERO,
+                };
+                let rules = Rc::new(Users { model, budget: Cell::new(requests), think });
                 let users: Vec<JoinHandle<()>> = (0..users)
                     .map(|k| {
                         // The global number of this user: users join in this order.
                         let global = u64::from(shard.index) + k * u64::from(shard.count);
-                        tokio::task::spawn_local(w.clone().user_loop(global, until, think, profile.clone()))
+                        tokio::task::spawn_local(w.clone().user_loop(global, rules.clone()))
                     })
                     .collect();
                 for u in users {
@@ -209,19 +252,11 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         ticker.abort();
         watcher.abort();
         let end = Instant::now();
-        let parts = std::mem::take(&mut w.rec.borrow_mut().parts);
+        let parts = w.rec.borrow_mut().take();
         let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
         let (naps, longest_nap) = coalesce::taken();
         let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
     });
-}
-
-/// The mean service time over `parts` (zero when nothing was answered).
-fn mean_service(parts: &[(Key, Stats)]) -> Duration {
-    let (n, sum_ms) = parts.iter().fold((0u64, 0.0), |(n, sum), (_, s)| {
-        (n + s.service.len(), sum + s.service.mean_ms() * s.service.len() as f64)
-    });
-    if n == 0 { Duration::ZERO } else { Duration::from_secs_f64(sum_ms / n as f64 / 1e3) }
 }
 
 /// Run `steps` once, in order, on one connection, before the load: the
@@ -233,14 +268,12 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let w = Rc::new(Worker::new(0, Instant::now(), shared.clone()));
         let mut conn = None;
         let mut timer = std::pin::pin!(new_timer());
+        let rows = w.rows(0);
         for step in &shared.work.flows[0].steps {
-            let now = Instant::now();
             let key = Key { stage: 0, step: step.index };
-            let arrival = Arrival { seq: 0, rows: w.rows(0) };
-            let (c, _, end) = w.perform(conn, timer.as_mut(), step, key, now, now, &arrival, false).await;
-            conn = c;
-            if let StepEnd::Failed = end {
-                let kind = w.rec.borrow_mut().at(key).failures.nonzero().first().map(|(k, _)| *k);
+            let req = Request { step, key, due: Due::OnSend, start: Instant::now(), seq: 0, rows: &rows, last: false };
+            if w.perform(&mut conn, timer.as_mut(), req).await.failed {
+                let kind = w.rec.borrow_mut().first_failure(key);
                 return Err(format!("setup step `{}` failed: {}", step.step.name, kind.map_or("?", |k| k.name())));
             }
             for (name, _) in &step.step.save {
@@ -262,11 +295,8 @@ impl Worker {
             shared,
             rec: RefCell::default(),
             in_flight: Cell::new(0),
-            idle: RefCell::default(),
-            budget: Cell::new(None),
+            spares: RefCell::default(),
             rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),
-            buffers: RefCell::default(),
-            timers: RefCell::default(),
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
             drained: Notify::new(),
@@ -280,7 +310,7 @@ impl Worker {
         loop {
             let k = self.interval.get();
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
-            let parts = std::mem::take(&mut self.rec.borrow_mut().parts);
+            let parts = self.rec.borrow_mut().take();
             self.interval.set(k + 1);
             if closed {
                 coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
@@ -338,25 +368,26 @@ impl Worker {
             self.in_flight.set(self.in_flight.get() + 1);
             let me = self.clone();
             tokio::task::spawn_local(async move {
-                let conn = me.idle.borrow_mut().pop();
-                let mut timer = me.timers.borrow_mut().pop().unwrap_or_else(|| Box::pin(new_timer()));
-                if let (Some(conn), _) = me.arrival(conn, timer.as_mut(), due, Instant::now(), n, stage).await {
-                    me.idle.borrow_mut().push(conn);
+                let (mut conn, mut timer) = {
+                    let mut spares = me.spares.borrow_mut();
+                    (spares.conns.pop(), spares.timers.pop().unwrap_or_else(|| Box::pin(new_timer())))
+                };
+                let arrival = Arrival { seq: n, stage, due: Due::At(due), start: Instant::now() };
+                me.arrival(&mut conn, timer.as_mut(), arrival).await;
+                let mut spares = me.spares.borrow_mut();
+                if let Some(conn) = conn {
+                    spares.conns.push(conn);
                 }
-                me.timers.borrow_mut().push(timer);
+                spares.timers.push(timer);
+                drop(spares);
                 me.end();
             });
         }
     }
 
-    /// Closed model: one user looping through flows on its connection.
-    async fn user_loop(
-        self: Rc<Self>,
-        global: u64,
-        until: Option<Instant>,
-        think: Duration,
-        profile: Option<Arc<Schedule>>,
-    ) {
+    /// Closed model: one user looping through flows on its connection, until
+    /// one of the `users`' stop rules says so.
+    async fn user_loop(self: Rc<Self>, global: u64, users: Rc<Users>) {
         let mut conn = None;
         let mut timer = std::pin::pin!(new_timer());
         let mut seq = global;
@@ -365,37 +396,31 @@ impl Worker {
         // them count as the next request's, as they would for any client.
         let mut now = Instant::now();
         loop {
-            if self.stopping.get() || until.is_some_and(|t| now >= t) {
+            if self.stopping.get() {
                 return;
             }
             let offset = now.saturating_duration_since(self.start);
-            if let Some(p) = &profile {
-                if offset >= p.duration() {
-                    return;
-                }
+            match users.model.turn(global, offset) {
+                Turn::Send => {}
+                Turn::Stop => return,
                 // Not (yet, or any more) one of the active users: wait and look again.
-                if (p.rate_at(offset).as_f64() + 1e-9).floor() as u64 <= global {
+                Turn::Wait => {
                     conn = None;
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     now = Instant::now();
                     continue;
                 }
             }
-            if let Some(left) = self.budget.get() {
-                if left == 0 {
-                    return;
-                }
-                self.budget.set(Some(left - 1));
+            if !users.take_one() {
+                return;
             }
             let stage = self.shared.stage_at(offset);
             self.in_flight.set(self.in_flight.get() + 1);
-            let done;
-            (conn, done) = self.arrival(conn, timer.as_mut(), now, now, seq, stage).await;
+            now = self.arrival(&mut conn, timer.as_mut(), Arrival { seq, stage, due: Due::OnSend, start: now }).await;
             self.end();
             seq += 1 << 20; // distinct per user, for ${seq} and flow picks
-            now = done;
-            if !think.is_zero() {
-                tokio::time::sleep(think).await;
+            if !users.think.is_zero() {
+                tokio::time::sleep(users.think).await;
                 now = Instant::now();
             }
         }
@@ -409,53 +434,48 @@ impl Worker {
         }
     }
 
-    /// One arrival: its flow's steps in order. A failed step ends the flow
-    /// (later steps depend on what earlier ones saved).
-    /// `sent` is when the first step starts (in a closed loop, `due` itself).
-    /// Returns the connection, if reusable, and when the arrival ended.
-    async fn arrival(
-        &self,
-        mut conn: Option<Box<Conn>>,
-        mut timer: Pin<&mut Sleep>,
-        due: Instant,
-        sent: Instant,
-        seq: u64,
-        stage: u16,
-    ) -> (Option<Box<Conn>>, Instant) {
+    /// One arrival: its flow's steps in order, on the connection in `conn`
+    /// (if any; a new one is left there). A failed step ends the flow (later
+    /// steps depend on what earlier ones saved). Returns when it ended.
+    async fn arrival(&self, conn: &mut Option<Box<Conn>>, mut timer: Pin<&mut Sleep>, a: Arrival) -> Instant {
         let work = &*self.shared.work;
-        let flow = &work.flows[work.pick(seq)];
+        let flow = &work.flows[work.pick(a.seq)];
         // One row of each feeder for the whole arrival. A `once` feeder that
         // has run out ends the arrivals: they are dropped and counted.
-        let arrival = Arrival { seq, rows: self.rows(seq) };
-        if arrival.rows.iter().any(Option::is_none) {
-            self.drop_arrival(flow, stage);
-            return (conn, Instant::now());
+        let rows = self.rows(a.seq);
+        if rows.iter().any(Option::is_none) {
+            self.drop_arrival(flow, a.stage);
+            return Instant::now();
         }
-        let (mut due, mut sent) = (due, sent);
-        let mut end_at = sent;
+        let (mut due, mut start) = (a.due, a.start);
+        let mut end_at = start;
         for (i, step) in flow.steps.iter().enumerate() {
-            let key = Key { stage, step: step.index };
+            let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
-            let (c, done, end) = self.perform(conn, timer.as_mut(), step, key, due, sent, &arrival, last).await;
-            conn = c;
-            end_at = done;
-            if let StepEnd::Failed = end {
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last };
+            let ended = self.perform(conn, timer.as_mut(), req).await;
+            end_at = ended.at;
+            if ended.failed {
                 break;
             }
-            due = done + step.step.pause;
-            sent = done;
-            if !step.step.pause.is_zero() {
-                tokio::time::sleep(step.step.pause).await;
-                sent = Instant::now();
+            let pause = step.step.pause;
+            // The next step is due when this one ended plus its pause; a closed
+            // loop's user sends it as soon as it can, so without a pause it is
+            // due when sent, like the flow's first.
+            due = if a.due == Due::OnSend && pause.is_zero() { Due::OnSend } else { Due::At(ended.at + pause) };
+            start = ended.at;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+                start = Instant::now();
             }
         }
-        (conn, end_at)
+        end_at
     }
 
     /// Count an arrival of `flow` that is not sent: the generator's limit.
     fn drop_arrival(&self, flow: &FlowPlan, stage: u16) {
         let step = flow.steps.first().map_or(0, |s| s.index);
-        self.rec.borrow_mut().at(Key { stage, step }).dropped += 1;
+        self.rec.borrow_mut().dropped(Key { stage, step });
     }
 
     /// The feeders' rows for arrival `seq` (`None`: a `once` feeder ran out).
@@ -464,137 +484,120 @@ impl Worker {
         work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect()
     }
 
-    /// One request, due at `due` and started at `sent`, on `conn` or a new
-    /// connection, timed out by `timer`. Records everything under `key`, and
-    /// the arrival's iteration when `last` is its flow's last step or the
-    /// step failed with an answer; returns the connection when it can be
-    /// reused, when the request ended (its response's last byte read), and how.
-    #[allow(clippy::too_many_arguments)]
-    async fn perform(
-        &self,
-        conn: Option<Box<Conn>>,
-        mut timer: Pin<&mut Sleep>,
-        step: &StepPlan,
-        key: Key,
-        due: Instant,
-        sent: Instant,
-        arrival: &Arrival<'_>,
-        last: bool,
-    ) -> (Option<Box<Conn>>, Instant, StepEnd) {
+    /// Send `req` on the connection in `conn` or a new one, timed out by
+    /// `timer`, and record everything under its key (its iteration too when it
+    /// is its flow's last step or failed with an answer). Leaves the
+    /// connection in `conn` when it can be reused.
+    async fn perform(&self, conn: &mut Option<Box<Conn>>, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
         let shared = &*self.shared;
-        let (mut body_buf, mut rendered) = self.buffers.borrow_mut().pop().unwrap_or_default();
+        let step = req.step;
+        let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
         let request: &[u8] = match &step.cached {
             Some(bytes) => bytes,
             None => {
                 let work = &*shared.work;
                 let vars = self.vars.borrow();
-                let av = ArrivalVars {
-                    saved: &vars,
-                    env: &work.env,
-                    seq: arrival.seq,
-                    feeders: &work.feeders,
-                    rows: &arrival.rows,
-                };
+                let av =
+                    ArrivalVars { saved: &vars, env: &work.env, seq: req.seq, feeders: &work.feeders, rows: req.rows };
                 // A missing value renders empty; the server's answer says the rest.
                 let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 &rendered
             }
         };
-        self.rec.borrow_mut().at(key).sent += 1;
+        self.rec.borrow_mut().sent(req.key);
         // Later than the previous request's deadline on this timer, except after
         // a longer pause: then tokio re-registers it, correct either way.
-        timer.as_mut().reset(sent + shared.timeout);
+        timer.as_mut().reset(req.start + shared.timeout);
         let mut bytes_out = 0;
-        let mut outcome = self.exchange(conn, timer.as_mut(), request, step, key, &mut bytes_out).await;
+        let mut outcome = self.exchange(conn, timer.as_mut(), request, &req, &mut bytes_out).await;
         // Redirects, only when asked and only within the target: one request,
-        // measured to the final response.
+        // measured to the final response, from its first send.
         let mut hops = shared.work.redirects;
         while hops > 0 {
-            let Ok((resp, c)) = &outcome else { break };
+            let Ok((resp, sent)) = &outcome else { break };
+            let Some(c) = conn.as_deref() else { break };
             let Some(next) = shared.work.redirect(resp.status, &c.head, &shared.target, step.head) else { break };
             hops -= 1;
-            let earlier_bytes = resp.bytes_in;
-            let Ok((_, c)) = outcome else { break };
-            let c = c.keep_alive.then_some(c);
-            outcome = self.exchange(c, timer.as_mut(), &next, step, key, &mut bytes_out).await.map(|(mut r, c)| {
+            if !c.keep_alive {
+                *conn = None;
+            }
+            let (earlier_bytes, sent) = (resp.bytes_in, *sent);
+            outcome = self.exchange(conn, timer.as_mut(), &next, &req, &mut bytes_out).await.map(|(mut r, _)| {
                 r.bytes_in += earlier_bytes;
-                (r, c)
+                (r, sent)
             });
         }
-        self.buffers.borrow_mut().push((body_buf, rendered));
+        self.spares.borrow_mut().buffers.push((body_buf, rendered));
         match outcome {
-            Ok((resp, c)) => {
-                // The response was complete when its last bytes were read: no
-                // clock read of its own (parsing after it is the generator's time).
-                let done = resp.last_byte;
-                let mut end = StepEnd::Ok;
-                let mut failure = FailureKind::of_status(resp.status);
-                if failure.is_some() {
-                    end = StepEnd::Failed;
-                } else if step.capture && !self.check_and_save(step, resp.status, &c) {
+            Ok((response, sent)) => {
+                let mut failure = FailureKind::of_status(response.status);
+                if failure.is_none()
+                    && step.capture
+                    && !conn.as_deref().is_some_and(|c| self.check_and_save(step, response.status, c))
+                {
                     failure = Some(FailureKind::CheckFailed);
-                    end = StepEnd::Failed;
                 }
-                let mut rec = self.rec.borrow_mut();
-                let st = rec.at(key);
-                st.completed += 1;
-                st.bytes_in += resp.bytes_in;
-                st.bytes_out += bytes_out;
-                let service = done - sent;
-                // A closed loop's request is due when it is sent.
-                st.latency.record(if due == sent { service } else { done - due });
-                st.service.record(service);
-                st.ttfb.record(resp.first_byte - resp.sent_at);
-                if let Some(kind) = failure {
-                    st.failures.add(kind);
+                if conn.as_ref().is_some_and(|c| !c.keep_alive) {
+                    *conn = None;
                 }
-                if last || failure.is_some() {
-                    st.iterations += 1;
-                }
-                (c.keep_alive.then_some(c), done, end)
+                let ends_iteration = req.last || failure.is_some();
+                let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
+                self.rec.borrow_mut().answered(req.key, &answer);
+                Ended { at: response.last_byte, failed: failure.is_some() }
             }
             Err(kind) => {
-                let done = Instant::now();
-                let mut rec = self.rec.borrow_mut();
-                let st = rec.at(key);
-                st.bytes_out += bytes_out;
-                st.failures.add(kind);
-                (None, done, StepEnd::Failed)
+                let at = Instant::now();
+                self.rec.borrow_mut().failed(req.key, kind, bytes_out);
+                Ended { at, failed: true }
             }
         }
     }
 
-    /// Send `request` on `conn` (or a new connection) and read the response
-    /// before `timer` fires, retrying once on a fresh connection when a reused
-    /// one was found closed. Adds the bytes written to `bytes_out`.
+    /// Send `request` on the connection in `conn` (or a new one, left there)
+    /// and read the response before `timer` fires, retrying once on a fresh
+    /// connection when a kept one was found closed. Adds the bytes written to
+    /// `bytes_out`. Returns the response and when the request was sent:
+    /// `req.start` on a kept connection, or when a new one was ready (connect
+    /// and TLS are phases of their own, not service time).
     async fn exchange(
         &self,
-        mut conn: Option<Box<Conn>>,
+        conn: &mut Option<Box<Conn>>,
         mut timer: Pin<&mut Sleep>,
         request: &[u8],
-        step: &StepPlan,
-        key: Key,
+        req: &Request<'_>,
         bytes_out: &mut u64,
-    ) -> Result<(crate::http1::Response, Box<Conn>), FailureKind> {
+    ) -> Result<(Response, Instant), FailureKind> {
         let mut retried = false;
+        let mut sent = req.start;
         loop {
-            let mut c = match conn.take() {
+            let c = match conn {
                 Some(c) => c,
-                None => match within(timer.as_mut(), self.connect(key)).await {
-                    Some(Ok(c)) => c,
+                None => match within(timer.as_mut(), self.connect(req.key)).await {
+                    Some(Ok((c, ready))) => {
+                        sent = ready;
+                        conn.insert(c)
+                    }
                     Some(Err(kind)) => return Err(kind),
                     None => return Err(FailureKind::Timeout),
                 },
             };
             *bytes_out += request.len() as u64;
-            match within(timer.as_mut(), c.exchange(request, step.head, step.capture)).await {
-                Some(Ok(resp)) => return Ok((resp, c)),
+            let result = within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture)).await;
+            match result {
+                Some(Ok(resp)) => return Ok((resp, sent)),
                 // A keep-alive connection the server closed while it was idle:
                 // retry once on a new one, as browsers and HTTP clients do.
                 Some(Err(e)) if e.nothing_received && c.reused && !retried => retried = true,
-                Some(Err(e)) => return Err(e.kind),
-                None => return Err(FailureKind::Timeout),
+                Some(Err(e)) => {
+                    *conn = None;
+                    return Err(e.kind);
+                }
+                None => {
+                    *conn = None;
+                    return Err(FailureKind::Timeout);
+                }
             }
+            *conn = None;
         }
     }
 
@@ -622,10 +625,11 @@ impl Worker {
         ok
     }
 
-    /// Open a connection (and TLS session), recording how long each took.
+    /// Open a connection (and TLS session), recording how long each took;
+    /// returns it and when it was ready (an instant read to time it anyway).
     /// Boxed: a connection moves through every request's futures and their
     /// results, and a pointer is cheaper to move than the whole `Conn`.
-    async fn connect(&self, key: Key) -> Result<Box<Conn>, FailureKind> {
+    async fn connect(&self, key: Key) -> Result<(Box<Conn>, Instant), FailureKind> {
         let shared = &*self.shared;
         let t0 = Instant::now();
         let deadline = t0 + shared.connect_timeout;
@@ -636,27 +640,23 @@ impl Worker {
         };
         tune(&tcp).map_err(|_| FailureKind::ConnectError)?;
         let t1 = Instant::now();
-        {
-            let mut rec = self.rec.borrow_mut();
-            let st = rec.at(key);
-            st.connects += 1;
-            st.connect.record(t1 - t0);
-        }
-        let stream = match &shared.tls {
-            None => Stream::Tcp(tcp),
+        self.rec.borrow_mut().connected(key, t1 - t0);
+        let (stream, ready) = match &shared.tls {
+            None => (Stream::Tcp(tcp), t1),
             Some((connector, name)) => {
                 let handshake = connector.connect(name.clone(), tcp);
                 match timeout(remaining(deadline).max(Duration::from_millis(1)), handshake).await {
                     Ok(Ok(tls)) => {
-                        self.rec.borrow_mut().at(key).tls.record(Instant::now() - t1);
-                        Stream::Tls(Box::new(tls))
+                        let t2 = Instant::now();
+                        self.rec.borrow_mut().handshake(key, t2 - t1);
+                        (Stream::Tls(Box::new(tls)), t2)
                     }
                     Ok(Err(_)) => return Err(FailureKind::Tls),
                     Err(_) => return Err(FailureKind::ConnectTimeout),
                 }
             }
         };
-        Ok(Box::new(Conn::new(stream)))
+        Ok((Box::new(Conn::new(stream)), ready))
     }
 }
 

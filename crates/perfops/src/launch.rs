@@ -38,8 +38,6 @@ impl PlanBase {
             work,
             stage_ends: Vec::new(),
             load,
-            duration: None,
-            max_requests: None,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
             insecure: self.insecure,

@@ -114,7 +114,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         let stage = StagePlan { name, target_rate: Some(rate), duration: args.hold };
         let r = Rate::per_second(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
         let schedule = Schedule::new(vec![Segment { duration: args.hold, from: r, to: r }])?;
-        let loaded = s.load(LoadModel::Open { schedule, max_in_flight }, &[stage], None, None)?;
+        let loaded = s.load(LoadModel::Open { schedule, max_in_flight }, &[stage], None)?;
         let verdict = s.judge(&loaded.stages)[0].clone();
         let st = &loaded.stages[0];
         eprintln!(

@@ -112,7 +112,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             if c == 0 {
                 return Err(usage("-c must be at least 1".into()));
             }
-            LoadModel::Closed { connections: c, think: Duration::ZERO, profile: None }
+            LoadModel::Closed {
+                connections: c,
+                think: Duration::ZERO,
+                profile: None,
+                duration,
+                max_requests: args.requests,
+            }
         }
     };
     let open = matches!(load, LoadModel::Open { .. });
@@ -125,9 +131,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: args.workers,
     };
-    let mut plan = base.plan(Arc::new(work), load);
-    plan.duration = if open { None } else { duration };
-    plan.max_requests = if open { None } else { args.requests };
+    let plan = base.plan(Arc::new(work), load);
 
     // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
     let stop = launch::stop_flag()?;

@@ -73,7 +73,7 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         s.dir.path().display()
     );
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
-    let loaded = s.load(model, &stages, None, Some(&mut abort))?;
+    let loaded = s.load(model, &stages, Some(&mut abort))?;
     // The last samples (the queue the load left behind) before judging.
     s.close();
     let interrupted = loaded.stopped && abort.reason().is_none();
@@ -230,7 +230,13 @@ pub(crate) fn load_model(load: &Load) -> Result<LoadModel> {
         Load::Open { max_in_flight, .. } => LoadModel::Open { schedule, max_in_flight: *max_in_flight },
         Load::Closed { think, .. } => {
             let max = segments.iter().map(|s| s.from.as_f64().max(s.to.as_f64())).fold(0.0, f64::max).ceil() as u32;
-            LoadModel::Closed { connections: max.max(1), think: *think, profile: Some(schedule) }
+            LoadModel::Closed {
+                connections: max.max(1),
+                think: *think,
+                profile: Some(schedule),
+                duration: None,
+                max_requests: None,
+            }
         }
     })
 }

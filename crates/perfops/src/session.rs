@@ -214,7 +214,13 @@ impl Session {
         if !scenario.setup.is_empty() {
             let setup = vec![("setup".to_string(), 1, scenario.setup.clone())];
             let work = Work::new(&target, setup, scenario.defaults.headers.clone(), env.clone(), feeders.clone());
-            let one = LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None };
+            let one = LoadModel::Closed {
+                connections: 1,
+                think: Duration::ZERO,
+                profile: None,
+                duration: None,
+                max_requests: None,
+            };
             globals = perfops_engine::run_setup(&base.plan(Arc::new(work), one))?;
         }
         let flows: Vec<(String, u32, Vec<Step>)> =
@@ -316,7 +322,6 @@ impl Session {
         &mut self,
         model: LoadModel,
         stages: &[StagePlan],
-        duration: Option<Duration>,
         abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
         // A whole second of the session clock; the first load starts at 0
@@ -325,7 +330,6 @@ impl Session {
         let ledger = StageLedger::new(stages, offset);
         let mut plan = self.base.plan(self.work.clone(), model);
         plan.stage_ends = ledger.ends().to_vec();
-        plan.duration = duration;
         plan.start_at = Some(self.t0 + Duration::from_secs_f64(offset));
 
         let mut judge = Judge::new(&mut self.store, &self.events, abort);

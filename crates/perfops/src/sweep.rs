@@ -57,8 +57,9 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
             break;
         }
         let stage = StagePlan { name: format!("{n} users"), target_rate: None, duration: args.hold };
-        let model = LoadModel::Closed { connections: n, think, profile: None };
-        let loaded = s.load(model, &[stage], Some(args.hold), None)?;
+        let model =
+            LoadModel::Closed { connections: n, think, profile: None, duration: Some(args.hold), max_requests: None };
+        let loaded = s.load(model, &[stage], None)?;
         let st = &loaded.stages[0];
         eprintln!(
             "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",

@@ -213,6 +213,33 @@ fn generator_stall_counts_as_latency_not_service_time() {
     assert!(warnings.contains("sent requests late"), "no lateness warning: {warnings}");
 }
 
+/// Issue #10, service time from the actual send: a new connection's connect
+/// and TLS handshake are phases of their own (`connect_ms`, `tls_ms`) and
+/// count in latency, from the intended start, never in service time, which
+/// starts once the connection is ready. One open-model arrival over TLS (a
+/// handshake of a millisecond or more in a debug build) against a server that
+/// answers in 1 ms: its latency exceeds its service time by at least its
+/// connect and handshake. (Until issue #10 the service time counted from
+/// before the connect, so the two differed by the pacer's microseconds.)
+#[test]
+fn service_time_starts_after_connect_and_tls() {
+    let _cpu = shared();
+    let server = kit::tls_fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-k", "-r", "10", "-n", "1", "-q"]);
+    run.assert_exit(0);
+    assert_eq!((run.u64("/completed"), run.u64("/connects")), (1, 1), "{}", run.dump());
+    assert_eq!(run.u64("/tls_ms/count"), 1, "{}", run.dump());
+    let setup = run.f64("/connect_ms/max") + run.f64("/tls_ms/max");
+    let (latency, service) = (run.f64("/latency_ms/max"), run.f64("/service_ms/max"));
+    // The histograms keep 3 significant digits: a few µs of rounding either way.
+    assert!(
+        latency - service >= setup * 0.99 - 0.02,
+        "latency {latency} ms - service {service} ms must include connect + TLS {setup} ms\n{}",
+        run.dump()
+    );
+    assert!(service >= 1.0, "service {service} ms still includes the server's 1 ms\n{}", run.dump());
+}
+
 /// Issue #2, failure kinds: nothing listening is `connect_refused`, counted
 /// per request, and with the default `--max-errors 0` the run exits 1.
 #[test]

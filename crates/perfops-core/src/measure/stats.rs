@@ -12,8 +12,11 @@ use super::{FailureCounts, FailureKind, Histogram};
 /// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
 ///   the generator, not the server, was the limit;
 /// - `latency`: from the intended start (the due time) to the last byte of the
-///   response; `service`: from the actual send to the last byte. They differ
-///   when the generator was late (open model); in a closed loop they are equal;
+///   response; `service`: from the actual send to the last byte. The send is on
+///   a ready connection: a new connection's connect and TLS handshake precede
+///   it (they are `connect` and `tls`). So the two differ when the generator
+///   was late or had to connect (open model); in a closed loop, where a request
+///   is due when it is sent, they are equal;
 /// - `connect`, `tls`: per new connection; `ttfb`: from the request written to
 ///   the first response byte ("waiting" in ab's words).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -37,7 +40,7 @@ pub struct Stats {
     pub connects: u64,
     /// Intended start to response complete.
     pub latency: Histogram,
-    /// Actual send to response complete.
+    /// Actual send (on a ready connection) to response complete.
     pub service: Histogram,
     /// TCP connect time of new connections.
     pub connect: Histogram,

@@ -2,8 +2,9 @@
 //!
 //! It owns the whole exchange: resolve, connect, TLS when the URL is `https`, one request with
 //! `Connection: close`, the response head (`httparse`), the body framed by `Content-Length`,
-//! `Transfer-Encoding: chunked` or the end of the connection, and the classification of what went
-//! wrong into a short [`FetchError`] a report can show. Everything happens before one deadline
+//! `Transfer-Encoding: chunked` or the end of the connection (by [`crate::framing`]'s rules, the
+//! load client's too), and the classification of what went wrong into a short [`FetchError`] a
+//! report can show. Everything happens before one deadline
 //! (`timeout` after the call), and every blocking step waits at most [`SLICE`] at a time so the
 //! stop flag is seen promptly even in the middle of a slow answer. It is not the load's client
 //! (that is `http1`, async and keep-alive): this one is plain, slow and careful, and never shares
@@ -24,6 +25,7 @@ use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use url::Url;
 
 use crate::chunked::ChunkedDecoder;
+use crate::framing::{Fields, Framing};
 
 /// The largest body kept; a bigger one is an error, not a truncated scrape.
 pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
@@ -322,7 +324,7 @@ fn exchange<C: Conn>(c: &mut C, head: &[u8], deadline: Instant, stop: &AtomicBoo
     let framing = framing(status, &headers)?;
     let mut body = Vec::new();
     match framing {
-        Framing::Empty => {}
+        Framing::None => {}
         Framing::Length(len) => {
             if len > MAX_BODY_BYTES as u64 {
                 return Err(FetchError::TooLarge);
@@ -390,39 +392,13 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Headers, usize)>, FetchError> {
     }
 }
 
-/// How the body ends (RFC 9112 §6.3, for a response to `GET`).
-#[derive(Debug, PartialEq, Eq)]
-enum Framing {
-    Empty,
-    Length(u64),
-    Chunked,
-    UntilClose,
-}
-
+/// How the body of a response to `GET` ends: the engine's one set of rules ([`crate::framing`]).
 fn framing(status: u16, headers: &[(String, Vec<u8>)]) -> Result<Framing, FetchError> {
-    if status == 204 || status == 304 {
-        return Ok(Framing::Empty);
+    let mut fields = Fields::default();
+    for (name, value) in headers {
+        fields.see(name, value).map_err(|e| FetchError::Protocol(e.to_string()))?;
     }
-    fn field<'a>(headers: &'a [(String, Vec<u8>)], name: &'a str) -> impl Iterator<Item = &'a Vec<u8>> {
-        headers.iter().filter(move |(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
-    }
-    if let Some(te) = field(headers, "transfer-encoding").last() {
-        // Chunked must be the last coding; anything else is delimited by the close.
-        let last = String::from_utf8_lossy(te).rsplit(',').next().unwrap_or("").trim().to_ascii_lowercase();
-        return Ok(if last == "chunked" { Framing::Chunked } else { Framing::UntilClose });
-    }
-    let mut length = None;
-    for v in field(headers, "content-length") {
-        let n: u64 = std::str::from_utf8(v)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| FetchError::Protocol("bad Content-Length".into()))?;
-        if length.is_some_and(|l| l != n) {
-            return Err(FetchError::Protocol("conflicting Content-Length".into()));
-        }
-        length = Some(n);
-    }
-    Ok(length.map_or(Framing::UntilClose, Framing::Length))
+    Ok(fields.framing(status, false))
 }
 
 fn errno_error(e: Errno) -> FetchError {
@@ -462,7 +438,7 @@ mod tests {
             (200, h(&[("Transfer-Encoding", "gzip, chunked"), ("Content-Length", "3")]), Framing::Chunked), // TE wins
             (200, h(&[("transfer-encoding", "gzip")]), Framing::UntilClose), // not chunked last: read to close
             (200, h(&[]), Framing::UntilClose),                         // no framing: read to close
-            (204, h(&[("Content-Length", "5")]), Framing::Empty),       // never a body
+            (204, h(&[("Content-Length", "5")]), Framing::None),        // never a body
             (200, h(&[("Content-Length", "4"), ("Content-Length", "4")]), Framing::Length(4)), // repeated, same
         ];
         for (status, headers, want) in cases {

@@ -1,0 +1,183 @@
+//! A worker's record of the second it is in: counters and histograms by
+//! [`Key`], and the one place where an answered request's latency and service
+//! time are recorded ([`Recorder::answered`]), so that the two histograms
+//! cannot drift apart in meaning.
+//!
+//! ```text
+//!   due        start    connect, TLS     sent                       last byte
+//!    |--late-----|-------(if new)-------|--- write, wait, read ----|
+//!    |<------------------------ latency ------------------------->|
+//!                                       |<----- service time ---->|
+//! ```
+//!
+//! Latency counts from the intended start (`due`: the schedule's, or after a
+//! step's pause), service time from the actual send: after a new connection's
+//! connect and TLS handshake, which are phases of their own (the `connect` and
+//! `tls` histograms). A closed loop's request is due when it is sent
+//! ([`Due::OnSend`]), so there the two are one measure.
+//!
+//! It owns no clock and no socket: the worker reads the clock and hands over
+//! instants. Per request it costs a short search among this second's few keys,
+//! and no allocation once each key has been seen in the second.
+
+use std::time::Duration;
+
+use perfops_core::measure::{FailureKind, Stats};
+use tokio::time::Instant;
+
+use crate::http1::Response;
+
+/// Where a measurement belongs: pure data, in perfops-core (sinks need no engine).
+pub use perfops_core::measure::Key;
+
+/// When a request was meant to start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Due {
+    /// At this instant: an open-model arrival's due time, or the end of a
+    /// step's pause. Lateness from here counts as latency.
+    At(Instant),
+    /// When it is actually sent: a closed-loop user sends as soon as it can,
+    /// so it has nothing to be late for, and latency is service time.
+    OnSend,
+}
+
+/// What one answered request measured (whatever its status).
+pub(crate) struct Answer {
+    pub(crate) due: Due,
+    /// When the request was sent: once its connection was ready (after
+    /// connect and TLS on a new one), before the write.
+    pub(crate) sent: Instant,
+    /// The final response (after redirects, if followed).
+    pub(crate) response: Response,
+    /// Request bytes written, redirects included.
+    pub(crate) bytes_out: u64,
+    /// A 4xx/5xx or a failed check.
+    pub(crate) failure: Option<FailureKind>,
+    /// It completes an arrival's flow (its last step, or a failure that ends it).
+    pub(crate) ends_iteration: bool,
+}
+
+/// This second's statistics, split by key (at most a few keys per second).
+#[derive(Default)]
+pub(crate) struct Recorder {
+    parts: Vec<(Key, Stats)>,
+}
+
+impl Recorder {
+    fn at(&mut self, key: Key) -> &mut Stats {
+        match self.parts.iter().position(|(k, _)| *k == key) {
+            Some(i) => &mut self.parts[i].1,
+            None => {
+                self.parts.push((key, Stats::default()));
+                &mut self.parts.last_mut().unwrap_or_else(|| unreachable!("just pushed")).1
+            }
+        }
+    }
+
+    /// A request started.
+    pub(crate) fn sent(&mut self, key: Key) {
+        self.at(key).sent += 1;
+    }
+
+    /// An arrival not sent: the generator's limit (`max_in_flight`, a `once`
+    /// feeder run out).
+    pub(crate) fn dropped(&mut self, key: Key) {
+        self.at(key).dropped += 1;
+    }
+
+    /// A new TCP connection, `took` to connect.
+    pub(crate) fn connected(&mut self, key: Key, took: Duration) {
+        let st = self.at(key);
+        st.connects += 1;
+        st.connect.record(took);
+    }
+
+    /// A TLS handshake that `took` this long.
+    pub(crate) fn handshake(&mut self, key: Key, took: Duration) {
+        self.at(key).tls.record(took);
+    }
+
+    /// A request answered: the one place latency and service time are recorded.
+    pub(crate) fn answered(&mut self, key: Key, a: &Answer) {
+        let st = self.at(key);
+        let r = &a.response;
+        st.completed += 1;
+        st.bytes_in += r.bytes_in;
+        st.bytes_out += a.bytes_out;
+        // The response was complete when its last bytes were read: no clock
+        // read of its own (parsing after it is the generator's time).
+        let done = r.last_byte;
+        let service = done - a.sent;
+        st.latency.record(match a.due {
+            Due::At(due) => done - due,
+            Due::OnSend => service,
+        });
+        st.service.record(service);
+        st.ttfb.record(r.first_byte - r.sent_at);
+        if let Some(kind) = a.failure {
+            st.failures.add(kind);
+        }
+        if a.ends_iteration {
+            st.iterations += 1;
+        }
+    }
+
+    /// A request that got no answer (`kind`), after writing `bytes_out`.
+    pub(crate) fn failed(&mut self, key: Key, kind: FailureKind, bytes_out: u64) {
+        let st = self.at(key);
+        st.bytes_out += bytes_out;
+        st.failures.add(kind);
+    }
+
+    /// The first failure kind recorded under `key`, if any.
+    pub(crate) fn first_failure(&mut self, key: Key) -> Option<FailureKind> {
+        self.at(key).failures.nonzero().first().map(|(k, _)| *k)
+    }
+
+    /// This second's statistics, leaving the recorder empty for the next.
+    pub(crate) fn take(&mut self) -> Vec<(Key, Stats)> {
+        std::mem::take(&mut self.parts)
+    }
+}
+
+/// The mean service time over `parts` (zero when nothing was answered).
+pub(crate) fn mean_service(parts: &[(Key, Stats)]) -> Duration {
+    let (n, sum_ms) = parts.iter().fold((0u64, 0.0), |(n, sum), (_, s)| {
+        (n + s.service.len(), sum + s.service.mean_ms() * s.service.len() as f64)
+    });
+    if n == 0 { Duration::ZERO } else { Duration::from_secs_f64(sum_ms / n as f64 / 1e3) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Latency from the intended start, service time from the actual send,
+    /// case by case.
+    #[test]
+    fn latency_counts_from_the_due_time_and_service_from_the_send() {
+        let t0 = Instant::now();
+        let key = Key { stage: 0, step: 0 };
+        // (due, sent, last byte, latency, service)
+        let cases = [
+            (Due::At(t0), t0, t0 + ms(10), ms(10), ms(10)), // on time, kept connection: one measure
+            (Due::At(t0), t0 + ms(3), t0 + ms(13), ms(13), ms(10)), // 3 ms late (or connecting): latency only
+            (Due::OnSend, t0 + ms(3), t0 + ms(13), ms(10), ms(10)), // a closed loop: due when sent
+        ];
+        for (i, (due, sent, done, latency, service)) in cases.into_iter().enumerate() {
+            let mut rec = Recorder::default();
+            let response = Response { status: 200, bytes_in: 1, sent_at: sent, first_byte: done, last_byte: done };
+            rec.answered(key, &Answer { due, sent, response, bytes_out: 1, failure: None, ends_iteration: true });
+            let parts = rec.take();
+            let st = &parts[0].1;
+            // Whole milliseconds: the histograms keep 3 significant digits.
+            let got = (st.latency.max().as_millis(), st.service.max().as_millis());
+            assert_eq!(got, (latency.as_millis(), service.as_millis()), "case {i}");
+            assert_eq!((st.completed, st.iterations), (1, 1), "case {i}");
+        }
+    }
+}
