@@ -122,7 +122,7 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
             slo: j.slo.clone(),
         })
         .collect();
-    let run_verdict = verdict::run_verdict(
+    let mut run_verdict = verdict::run_verdict(
         &loaded
             .stages
             .iter()
@@ -130,7 +130,12 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
             .map(|(st, j)| (j.verdict, st.plan.target_rate.unwrap_or(st.achieved_rate), st.plan.name.as_str()))
             .collect::<Vec<_>>(),
     );
-    let headline = headline(&run_verdict, &judged, &diagnostics, loaded);
+    // A run stopped before its end proved nothing about what it did not run:
+    // the stages that ran may all have held, but "passed" would claim the profile.
+    if interrupted && run_verdict.result == RunResult::Passed {
+        run_verdict.result = RunResult::Inconclusive;
+    }
+    let headline = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
     let elapsed = loaded.elapsed.as_secs_f64();
     let per_second = |n: u64| if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
     // A step's achieved rate is its responses per second; the run's, its arrivals answered.
@@ -187,14 +192,33 @@ pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted
 }
 
 /// One sentence: what held, where it broke, and the top diagnostic.
-fn headline(v: &RunVerdict, judged: &[Judged], diagnostics: &[Diagnostic], loaded: &Loaded) -> String {
+fn headline(
+    v: &RunVerdict,
+    judged: &[Judged],
+    diagnostics: &[Diagnostic],
+    loaded: &Loaded,
+    interrupted: bool,
+) -> String {
     let rate = |r: f64| format!("{}/s", trim(r));
-    let mut text = match v.result {
-        RunResult::Passed => "PASSED: every stage held".to_string(),
-        RunResult::Inconclusive => {
+    let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
+    let mut text = match (v.result, interrupted, first_not_run) {
+        (RunResult::Failed, ..) => "FAILED".into(),
+        (_, true, _) => format!(
+            "INCONCLUSIVE: interrupted at t={:.0}s, {}: the stages that ran {}",
+            loaded.elapsed.as_secs_f64(),
+            first_not_run
+                .and_then(|i| loaded.stages.get(i))
+                .map_or("in its last stage".to_string(), |s| format!("before stage {}", s.plan.name)),
+            if v.result == RunResult::Inconclusive && judged.iter().any(|j| j.verdict == StageVerdict::Inconclusive) {
+                "judge nothing where the generator was the limit"
+            } else {
+                "held"
+            }
+        ),
+        (RunResult::Passed, ..) => "PASSED: every stage held".to_string(),
+        (RunResult::Inconclusive, ..) => {
             "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into()
         }
-        RunResult::Failed => "FAILED".into(),
     };
     if let Some(c) = v.capacity_rps {
         text.push_str(&format!("; holds {}", rate(c)));
@@ -212,7 +236,7 @@ fn headline(v: &RunVerdict, judged: &[Judged], diagnostics: &[Diagnostic], loade
     if let Some(d) = diagnostics.first() {
         text.push_str(&format!(" — why: {}", d.title));
     }
-    if judged.iter().any(|j| j.verdict == StageVerdict::NotRun) {
+    if first_not_run.is_some() && !interrupted {
         text.push_str(" (some stages did not run)");
     }
     text
