@@ -143,6 +143,12 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         (!v.is_empty()).then(|| v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64)
     };
     let ev = |metric: &str, (t, value): (f64, f64)| Evidence { metric: metric.to_string(), value, t };
+    // A pre-forking server's CPU is its whole process tree's (#11): say so, so that a reader
+    // does not take "CPU at 3%" for the master's alone or wonder which process it was.
+    let processes = match peak("process_workers") {
+        Some((_, w)) if w >= 1.0 => format!(" (over its {:.0} processes)", w + 1.0),
+        _ => String::new(),
+    };
     let mut out = Vec::new();
 
     // The generator first: if it was the limit, nothing else is the server's fault.
@@ -177,7 +183,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     if let Some(p) = cpu_saturated {
         out.push(Diagnostic {
             kind: "cpu_saturated".into(),
-            title: format!("CPU saturated: the target used {:.0}% of the CPU it may use", p.1 * 100.0),
+            title: format!("CPU saturated: the target used {:.0}% of the CPU it may use{processes}", p.1 * 100.0),
             detail: "requests wait for the CPU: more instances or cores add capacity; a larger pool would not".into(),
             stage: stage.clone(),
             evidence: vec![ev("process_cpu_share", p)],
@@ -208,7 +214,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             let cpu_text = match cpu {
                 Some(c) if c < CPU_IDLE => {
                     evidence.push(Evidence { metric: "process_cpu_share".into(), value: c, t });
-                    format!(" with the CPU at {:.0}%", c * 100.0)
+                    format!(" with the CPU at {:.0}%{processes}", c * 100.0)
                 }
                 Some(_) => String::new(),
                 None => " (CPU not watched)".into(),
@@ -389,6 +395,25 @@ mod tests {
             diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
         assert_eq!(kinds(&d), vec!["cpu_saturated"]);
         assert_eq!(d[0].evidence[0].t, 12.0);
+        assert!(d[0].title.ends_with("may use"), "one process: nothing to add: {}", d[0].title);
+    }
+
+    #[test]
+    fn a_pre_forking_servers_cpu_is_said_to_be_its_process_trees() {
+        // #11: a master and 4 workers, the pool full, the CPU (of the tree) at 45%.
+        let mut w = BTreeMap::new();
+        w.insert("puma_busy_threads".into(), series(&[(12.0, 20.0)]));
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.45)]));
+        w.insert("process_workers".into(), series(&[(12.0, 4.0)]));
+        let pool = Pool { busy: "puma_busy_threads".into(), max_metric: None, size: Some(20.0) };
+        let st = stages();
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert_eq!(d[0].title, "pool-bound: 20 of 20 workers busy with the CPU at 45% (over its 5 processes)");
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.97)]));
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert!(d[0].title.ends_with("may use (over its 5 processes)"), "{}", d[0].title);
     }
 
     #[test]
