@@ -10,6 +10,7 @@
 //!   cpu_saturated         the target used >= 90% of the CPUs it may use
 //!   pool_bound            busy workers == pool size while the CPU was not saturated
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
+//!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
 //!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
 //!   memory_growth         RSS grew by half and >= 32 MiB over the run
 //!   quantized_stalls      a latency mode ~40 ms / ~200 ms above the main one (Nagle + delayed ACK)
@@ -28,6 +29,9 @@ use super::verdict::StageVerdict;
 const CPU_SATURATED: f64 = 0.90;
 /// Below this, a full pool is not waiting on the CPU.
 const CPU_IDLE: f64 = 0.80;
+/// An accept queue this full (of its backlog) is named with its depth: connections wait there
+/// before the server sees them, a wait no server-side timing shows (#11: Puma at 831 of 1024).
+const QUEUE_HIGH: f64 = 0.5;
 
 /// A stage's time window and verdict.
 #[derive(Debug, Clone)]
@@ -235,10 +239,20 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     }
 
     let queue = within("listen_queue");
-    let full_queue = queue.iter().find_map(|&(t, q)| {
-        let max = i.watched.get("listen_queue_max")?.iter().find(|x| (x.0 - t).abs() < 1e-6)?.1;
-        (max > 0.0 && q >= max).then_some((t, q, max))
-    });
+    let with_max: Vec<(f64, f64, f64)> = queue
+        .iter()
+        .filter_map(|&(t, q)| {
+            let max = i.watched.get("listen_queue_max")?.iter().find(|x| (x.0 - t).abs() < 1e-6)?.1;
+            (max > 0.0).then_some((t, q, max))
+        })
+        .collect();
+    let full_queue = with_max.iter().copied().find(|&(_, q, max)| q >= max);
+    // The deepest it got, relative to its backlog, when that is high.
+    let high_queue = with_max
+        .iter()
+        .copied()
+        .filter(|&(_, q, max)| q >= 2.0 && q >= QUEUE_HIGH * max)
+        .max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)));
     let overflows = peak("listen_overflows_per_s").filter(|p| p.1 > 0.0);
     let drops = peak("listen_drops_per_s").filter(|p| p.1 > 0.0);
     if full_queue.is_some() || overflows.is_some() || drops.is_some() {
@@ -263,6 +277,22 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
                 .into(),
             stage: stage.clone(),
             evidence,
+        });
+    } else if let Some((t, q, max)) = high_queue {
+        out.push(Diagnostic {
+            kind: "listen_queue_high".into(),
+            title: format!("listen queue high: {q:.0} of {max:.0} connections waiting to be accepted"),
+            detail: format!(
+                "{:.0}% of the backlog was taken: connections wait in the kernel's accept queue until the server \
+                 is free to accept them, a wait the clients see but no server-side timing shows; once it is \
+                 full, new connections are dropped",
+                q / max * 100.0
+            ),
+            stage: stage.clone(),
+            evidence: vec![
+                Evidence { metric: "listen_queue".into(), value: q, t },
+                Evidence { metric: "listen_queue_max".into(), value: max, t },
+            ],
         });
     }
 
@@ -382,6 +412,41 @@ mod tests {
         // Two trips of one probe: one diagnostic, both as evidence.
         assert!(d[2].title.contains("t=15s") && d[2].title.contains("1 more time after"), "{:?}", d[2]);
         assert!(d[2].detail.contains("timeout") && d[2].evidence.len() == 2, "{:?}", d[2]);
+    }
+
+    #[test]
+    fn a_listen_queue_is_named_with_its_depth_when_high_not_only_when_full() {
+        // #11: Puma's 831 of 1024. (queue depths at t = 12, 14; backlog; want kind and title)
+        type Case<'a> = (&'a [f64], f64, Option<(&'a str, &'a str)>);
+        let cases: [Case; 5] = [
+            // High, not full: named with its depth, the deepest sample.
+            (&[400.0, 831.0], 1024.0, Some(("listen_queue_high", "listen queue high: 831 of 1024 connections"))),
+            // Full: the full diagnosis, not also the high one.
+            (&[831.0, 1025.0], 1024.0, Some(("listen_queue_full", "listen queue full: 1025 of 1024 connections"))),
+            // A third of the backlog: not high.
+            (&[300.0, 341.0], 1024.0, None),
+            // Half of a tiny backlog, one connection: noise, not a queue.
+            (&[0.0, 1.0], 2.0, None),
+            // Half of a small one: high.
+            (&[2.0, 4.0], 8.0, Some(("listen_queue_high", "listen queue high: 4 of 8"))),
+        ];
+        for (depths, max, want) in cases {
+            let mut w = BTreeMap::new();
+            w.insert("listen_queue".into(), series(&[(12.0, depths[0]), (14.0, depths[1])]));
+            w.insert("listen_queue_max".into(), series(&[(12.0, max), (14.0, max)]));
+            let st = stages();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            let got = d.first().map(|d| (d.kind.as_str(), d.title.as_str()));
+            match (got, want) {
+                (Some((kind, title)), Some((k, t))) => {
+                    assert_eq!(kind, k, "{depths:?}");
+                    assert!(title.starts_with(t), "{depths:?}: {title}");
+                    assert_eq!(d.len(), 1, "{d:?}");
+                }
+                (None, None) => {}
+                _ => panic!("{depths:?} of {max}: {d:?}"),
+            }
+        }
     }
 
     #[test]
