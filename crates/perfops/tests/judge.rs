@@ -329,3 +329,75 @@ fn a_real_servers_pool_is_named_from_its_exporters_metric_names() {
     assert_eq!(summary["diagnostics"][0]["evidence"][0]["metric"], "puma_busy_threads", "{summary:#}");
     assert!(f.stdout.contains("pool-bound: 4 of 4"), "{}", f.stdout);
 }
+
+/// #11: a 10-slot pool (the demo, 2 workers x 5 threads) swept up to 50
+/// closed users queues: latencies at multiples of the service time, which
+/// are no delayed-ACK timer. Judged per level against the requests in
+/// flight, nothing is named Nagle; the server that stalls half its
+/// connections 200 ms (above) still is, and so is every level of a server
+/// whose responses all wait for a delayed ACK.
+#[test]
+fn a_queue_in_a_sweep_is_not_named_nagle_and_a_two_send_server_is() {
+    let _cpu = exclusive();
+    let (_wd, path, out) = scenario(
+        "sweep-pool",
+        &format!(
+            "name: sweep-pool\ntarget: demo:threads?workers=2&threads=5&io_wait=50ms\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n"
+        ),
+    );
+    let f = spawn_perfops(
+        &[
+            "sweep",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--concurrency",
+            "1,10,50",
+            "--hold",
+            "3s",
+        ],
+        |_| {},
+    )
+    .wait(Duration::from_secs(60));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let levels = summary["sweep"]["levels"].as_array().expect("levels");
+    // The pool queued: 50 users waited about 5 service times.
+    let p50 = levels[2]["p50_ms"].as_f64().unwrap();
+    assert!(p50 > 150.0, "50 users on 10 slots of 50 ms: p50 {p50} ms\n{summary:#}\n{}", f.stderr);
+    let k = kinds(&summary);
+    assert!(!k.contains(&"quantized_stalls".to_string()), "{k:?}\n{}", f.stdout);
+    assert!(!f.stdout.contains("Nagle"), "{}", f.stdout);
+
+    let server = perfops_testkit::python::two_sends();
+    let (_wd, path, out) = scenario(
+        "sweep-nagle",
+        &format!(
+            "name: sweep-nagle\ntarget: {}\nflows: {{ a: {{ steps: [ {{ request: GET / }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n",
+            server.url(0)
+        ),
+    );
+    let f = spawn_perfops(
+        &[
+            "sweep",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--concurrency",
+            "1,8",
+            "--hold",
+            "2s",
+        ],
+        |_| {},
+    )
+    .wait(Duration::from_secs(40));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let d = summary["diagnostics"].as_array().expect("diagnostics");
+    let stall = d.iter().find(|d| d["kind"] == "quantized_stalls").unwrap_or_else(|| panic!("{summary:#}"));
+    assert!(stall["title"].as_str().unwrap().starts_with("every request stalled ~4"), "{stall:#}");
+    assert_eq!(stall["stage"], "1 users", "{stall:#}");
+    assert!(f.stdout.contains("Nagle"), "{}", f.stdout);
+}

@@ -13,7 +13,9 @@
 //!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
 //!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
 //!   memory_growth         RSS grew by half and >= 32 MiB over the run
-//!   quantized_stalls      a latency mode ~40 ms / ~200 ms above the main one (Nagle + delayed ACK)
+//!   quantized_stalls      in a stage, a narrow mode ~40 ms / ~200 ms above the main one, or every
+//!                         request ~40 / ~200 ms after its first byte, and no queue to explain it
+//!                         (Nagle + delayed ACK; see `modes`)
 //! ```
 //!
 //! Inputs are time series the caller assembled (seconds since the start of
@@ -59,17 +61,77 @@ pub struct ProbeTrip {
     pub error: Option<String>,
 }
 
-/// A quantized stall pattern found in the latency distribution.
-#[derive(Debug, Clone, PartialEq)]
+/// A quantized stall pattern found in a stage's service time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StallFinding {
     /// 40 or 200 (ms).
     pub quantum_ms: f64,
-    /// Where unstalled requests sit, ms.
+    /// Where unstalled requests sit, ms (every request stalled: where the first byte came).
     pub base_ms: f64,
     /// Where stalled ones sit, ms.
     pub stalled_ms: f64,
     /// Share of requests in the stalled mode.
     pub share: f64,
+    /// Every request stalled, after its first byte.
+    pub every: bool,
+    /// Requests in flight on average (Little's law) in that stage.
+    pub in_flight: f64,
+    /// The stage it was found in.
+    pub stage: Option<String>,
+}
+
+impl StallFinding {
+    /// The finding of [`super::modes::quantized_stalls`], in `stage` if one.
+    pub fn of(s: &super::modes::Stalls, stage: Option<String>) -> StallFinding {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        StallFinding {
+            quantum_ms: ms(s.quantum),
+            base_ms: ms(s.base.at),
+            stalled_ms: ms(s.stalled.at),
+            share: s.stalled.share,
+            every: s.every,
+            in_flight: s.in_flight,
+            stage,
+        }
+    }
+
+    /// One line: what stalled, how long, and the suspect.
+    pub fn title(&self) -> String {
+        let gap = self.stalled_ms - self.base_ms;
+        if self.every {
+            format!(
+                "every request stalled ~{gap:.0} ms after its first byte ({:.1} ms vs {:.2} ms to the first byte): \
+                 Nagle's algorithm meeting delayed ACK?",
+                self.stalled_ms, self.base_ms
+            )
+        } else {
+            format!(
+                "{:.0}% of requests stalled ~{gap:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
+                self.share * 100.0,
+                self.stalled_ms,
+                self.base_ms
+            )
+        }
+    }
+
+    /// What it means, what rules queueing out, and where to look.
+    pub fn detail(&self) -> String {
+        let gap = self.stalled_ms - self.base_ms;
+        let shape = if self.every {
+            "every response's first packet came at once and the rest one delayed-ACK timeout later".to_string()
+        } else {
+            format!("a separate latency mode {gap:.0} ms above the main one")
+        };
+        format!(
+            "{shape}: the signature of a request or response written in two packets without TCP_NODELAY, the \
+             second waiting for a delayed ACK (~{:.0} ms). Not a queue: with {:.1} requests in flight on average \
+             (Little's law), waiting behind the others adds at most {:.1} ms. perfops writes each request in one \
+             packet with TCP_NODELAY, so look at the server and its proxies",
+            self.quantum_ms,
+            self.in_flight,
+            (self.in_flight - 1.0).max(0.0) * self.base_ms
+        )
+    }
 }
 
 /// How the pool's fullness is read.
@@ -341,24 +403,17 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     }
 
     if let Some(s) = i.stalls {
+        let t = s.stage.as_ref().and_then(|n| i.stages.iter().find(|w| &w.name == n)).map_or(0.0, |w| w.from);
         out.push(Diagnostic {
             kind: "quantized_stalls".into(),
-            title: format!(
-                "{:.0}% of requests stalled ~{:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
-                s.share * 100.0,
-                s.stalled_ms - s.base_ms,
-                s.stalled_ms,
-                s.base_ms
-            ),
-            detail: format!(
-                "a separate latency mode {:.0} ms above the main one is the signature of a request or response \
-                 written in two packets without TCP_NODELAY, the second waiting for a delayed ACK (~{:.0} ms); \
-                 perfops writes each request in one packet with TCP_NODELAY, so look at the server and its proxies",
-                s.stalled_ms - s.base_ms,
-                s.quantum_ms
-            ),
-            stage: None,
-            evidence: vec![Evidence { metric: "latency_mode_ms".into(), value: s.stalled_ms, t: 0.0 }],
+            title: s.title(),
+            detail: s.detail(),
+            stage: s.stage.clone(),
+            evidence: vec![
+                Evidence { metric: "latency_mode_ms".into(), value: s.stalled_ms, t },
+                Evidence { metric: "latency_base_ms".into(), value: s.base_ms, t },
+                Evidence { metric: "in_flight".into(), value: s.in_flight, t },
+            ],
         });
     }
     out
@@ -502,11 +557,28 @@ mod tests {
         w.insert("process_cpu_share".into(), series(&[(5.0, 0.99), (12.0, 0.2)]));
         w.insert("process_rss_bytes".into(), series(&[(0.0, 40e6), (19.0, 120e6)]));
         let st = stages();
-        let stall = StallFinding { quantum_ms: 200.0, base_ms: 0.3, stalled_ms: 200.5, share: 0.33 };
+        let stall = StallFinding {
+            quantum_ms: 200.0,
+            base_ms: 0.3,
+            stalled_ms: 200.5,
+            share: 0.33,
+            every: false,
+            in_flight: 1.5,
+            stage: Some("200/s".into()),
+        };
         let d =
             diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: Some(&stall) });
         assert_eq!(kinds(&d), vec!["memory_growth", "quantized_stalls"]);
         assert!(d[1].title.starts_with("33% of requests stalled ~200 ms"), "{}", d[1].title);
+        assert!(d[1].detail.contains("with 1.5 requests in flight on average"), "{}", d[1].detail);
+        assert_eq!((d[1].stage.as_deref(), d[1].evidence[0].t), (Some("200/s"), 10.0));
+        // #11: every request, after its first byte.
+        let every = StallFinding { every: true, share: 1.0, base_ms: 0.12, stalled_ms: 44.1, ..stall };
+        assert_eq!(
+            every.title(),
+            "every request stalled ~44 ms after its first byte (44.1 ms vs 0.12 ms to the first byte): \
+             Nagle's algorithm meeting delayed ACK?"
+        );
         let none = diagnose(&Inputs {
             stages: &st,
             watched: &BTreeMap::new(),
