@@ -436,6 +436,10 @@ fn pid_stat() {
     }
     assert_eq!(parse_pid_stat(PYTHON_STAT).unwrap().majflt, 1);
     assert_eq!(parse_pid_stat(BASH_STAT).unwrap().starttime_ticks, 626_601);
+    // #11: the parent, by which a pre-forking server's workers are found under its master.
+    let parents: Vec<u32> =
+        [BASH_STAT, PYTHON_STAT, ODD_STAT, KTHREADD_STAT].iter().map(|t| parse_pid_stat(t).unwrap().ppid).collect();
+    assert_eq!(parents, [27668, 3774, 3825, 0]);
     let bad: &[(&str, &str)] = &[
         ("", "no `(`"),                                                    // empty
         ("12 (x S 1 2", "no `)`"),                                         // cut inside the name

@@ -358,6 +358,61 @@ fn the_process_is_found_by_its_port_and_the_generator_by_itself() {
     assert!(g.value("process_pid").is_none() && g.value("listen_queue").is_none(), "the generator gets the short list");
 }
 
+/// #11: a pre-forking server (gunicorn, Puma cluster, nginx) listens in a
+/// master that does no work; its workers are its children. Found by its port,
+/// the target is the whole tree: the workers' CPU is seen, not the idle
+/// master's, and their count is said.
+#[test]
+fn a_pre_forking_server_is_watched_as_its_whole_process_tree() {
+    // Two workers, 4 ms of CPU per request; four keep-alive clients keep both busy.
+    let server = perfops_testkit::python::prefork(2, 4.0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<JoinHandle<u64>> = (0..4)
+        .map(|_| {
+            let (addr, stop) = (server.addr(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut conn = TcpStream::connect(addr).unwrap();
+                conn.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let (mut n, deadline) = (0, Instant::now() + Duration::from_secs(6));
+                let mut buf = [0u8; 256];
+                while !stop.load(Ordering::Relaxed) && Instant::now() < deadline {
+                    conn.write_all(b"GET / HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                    let mut got = Vec::new();
+                    while !got.ends_with(b"ok\n") {
+                        let k = conn.read(&mut buf).unwrap();
+                        assert!(k > 0, "the server closed");
+                        got.extend_from_slice(&buf[..k]);
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let (tx, rx) = mpsc::channel();
+    let plan = WatchPlan { process: Some(ProcessSel::Port(server.port(0))), ..plan(Duration::from_millis(500)) };
+    let watcher = Watcher::start(plan, Instant::now(), tx).unwrap();
+    let events = collect(&rx, |ev| {
+        samples(ev, "process").iter().filter(|s| s.value("process_cpu_cores").is_some()).count() >= 4
+    });
+    watcher.stop();
+    stop.store(true, Ordering::Relaxed);
+    let served: u64 = clients.into_iter().map(|c| c.join().unwrap()).sum();
+
+    let rated: Vec<&Sample> =
+        samples(&events, "process").into_iter().filter(|s| s.value("process_cpu_cores").is_some()).collect();
+    for s in &rated {
+        assert_eq!(s.value("process_pid"), Some(f64::from(server.pid())), "the master owns the port: {:?}", s.values);
+        assert_eq!(s.value("process_workers"), Some(2.0), "{:?}", s.values);
+        // Master and workers: three python3 processes, one thread each at least.
+        assert!(s.value("process_threads").is_some_and(|t| t >= 3.0), "{:?}", s.values);
+    }
+    // Both workers burn CPU flat out (on a shared 2-core machine, at least a
+    // third of a core in all); the master alone would read about 0.
+    let cores = median(rated.iter().filter_map(|s| s.value("process_cpu_cores")).collect());
+    assert!(cores >= 0.3, "{cores} cores for two busy workers ({served} requests): {rated:#?}");
+}
+
 #[test]
 fn a_listener_that_never_accepts_shows_its_queue_full() {
     // listen(4) by hand: std always asks for 128.

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
+use perfops_core::analysis::diagnose::StallFinding;
+use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
 use perfops_core::measure::{Histogram, HistogramSummary, Stats};
 use serde::Serialize;
 
@@ -113,6 +115,9 @@ pub struct QuickSummary {
     pub interrupted: bool,
     /// Warnings about the truthfulness of this run (generator limits).
     pub warnings: Vec<String>,
+    /// Requests stalled by a delayed-ACK timer (Nagle's algorithm meeting delayed ACK), when
+    /// the service times show it and the requests in flight do not explain it by queueing.
+    pub stalls: Option<StallFinding>,
     #[serde(skip)]
     latency: Histogram,
     #[serde(skip)]
@@ -154,10 +159,13 @@ impl QuickSummary {
             generator,
             interrupted,
             warnings: Vec::new(),
+            stalls: None,
             latency: total.latency.clone(),
             service: total.service.clone(),
         };
         s.warnings = s.truthfulness_warnings();
+        let inputs = StallInputs { service: &total.service, ttfb: &total.ttfb, throughput: s.requests_per_s };
+        s.stalls = quantized_stalls(&inputs).map(|f| StallFinding::of(&f, None));
         s
     }
 
@@ -301,6 +309,9 @@ impl QuickSummary {
 
         let g = &self.generator;
         let _ = writeln!(o);
+        if let Some(stalls) = &self.stalls {
+            row(&mut o, "Stalls:", stalls.title());
+        }
         let per_100k = self.cpu_per_100k().map_or(String::from("-"), |v| format!("{v:.2}"));
         row(
             &mut o,

@@ -8,10 +8,13 @@
 //! and stops when the handle is dropped. The behaviours range from a
 //! precisely delayed keep-alive `200` to resets, silence and garbage; one
 //! constructor serves over TLS with a self-signed certificate. Where a test
-//! needs a server faster than the generator, [`nginx`] starts Debian's.
+//! needs a server faster than the generator, [`nginx`] starts Debian's; where
+//! it needs the shape of a real server (pre-forked workers, a thread pool
+//! with Puma's metrics, a response in two packets), [`python`] starts one.
 
 mod http;
 mod nginx;
+pub mod python;
 pub mod schema;
 mod serve;
 mod tls;

@@ -158,7 +158,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             },
         );
     if let Some((_, (l, j))) = breaking {
-        summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.total, &l.dropped);
+        summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.dropped);
     }
     let attempts: Vec<LimitAttempt> = results
         .iter()

@@ -109,7 +109,7 @@ pub(crate) fn finish(s: &mut Session, summary: &RunSummary, junit: Option<&std::
 /// The summary of `loaded` in session `s`: figures, verdicts, diagnostics.
 pub(crate) fn summarize(s: &Session, loaded: &Loaded, interrupted: bool, aborted: Option<String>) -> RunSummary {
     let judged = s.judge(&loaded.stages);
-    let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.total, &loaded.dropped);
+    let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
     let stages: Vec<StageSummary> = loaded
         .stages
         .iter()

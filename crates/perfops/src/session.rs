@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
+use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, StageFacts};
 use perfops_core::measure::Stats;
 use perfops_core::model::LoadModel;
@@ -392,7 +393,6 @@ impl Session {
         &self,
         stages: &[StageResult],
         judged: &[Judged],
-        latency: &Stats,
         dropped: &[(f64, u64)],
     ) -> Vec<Diagnostic> {
         let windows: Vec<Window> = stages
@@ -401,11 +401,12 @@ impl Session {
             .map(|(s, j)| Window { name: s.plan.name.clone(), from: s.from_s, to: s.to_s, verdict: j.verdict })
             .collect();
         let pool = watching::pool(&self.scenario, &self.store);
-        let stalls = perfops_core::analysis::modes::quantized_stalls(&latency.latency).map(|s| StallFinding {
-            quantum_ms: s.quantum.as_secs_f64() * 1000.0,
-            base_ms: s.base.at.as_secs_f64() * 1000.0,
-            stalled_ms: s.stalled.at.as_secs_f64() * 1000.0,
-            share: s.stalled.share,
+        // Per stage (a sweep's level is one): its in-flight count is one figure there, and the
+        // modes of several levels together are no stall of anyone's (#11).
+        let stalls = stages.iter().find_map(|s| {
+            let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
+            let inputs = StallInputs { service: &s.stats.service, ttfb: &s.stats.ttfb, throughput };
+            modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
         });
         diagnose::diagnose(&diagnose::Inputs {
             stages: &windows,

@@ -16,8 +16,25 @@ use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, WatchE
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProbeSummary;
 
-/// Pools perfops recognises without being told: (busy, size) metric names.
-const KNOWN_POOLS: &[(&str, &str)] = &[("demo_workers_busy", "demo_workers_max")];
+/// Pools perfops recognises without being told: (busy, size) metric names, as
+/// the usual exporters publish them (#11), each checked against the
+/// exporter's source; label sets (Puma's worker `index`, Tomcat's connector
+/// `name`) are summed. The first pair seen in the samples is the pool.
+const KNOWN_POOLS: &[(&str, &str)] = &[
+    // perfops' own demo target.
+    ("demo_workers_busy", "demo_workers_max"),
+    // Puma through yabeda-puma-plugin (lib/puma/plugin/yabeda.rb: group :puma,
+    // gauges busy_threads and max_threads, tag index).
+    ("puma_busy_threads", "puma_max_threads"),
+    // Tomcat through Micrometer's TomcatMetrics (Spring Boot's
+    // /actuator/prometheus): tomcat.threads.busy and tomcat.threads.config.max
+    // with base unit "threads"; older Micrometer set no unit, hence the short names.
+    ("tomcat_threads_busy_threads", "tomcat_threads_config_max_threads"),
+    ("tomcat_threads_busy", "tomcat_threads_config_max"),
+    // Jetty through Micrometer's JettyServerThreadPoolMetrics: jetty.threads.busy
+    // and jetty.threads.config.max, no unit.
+    ("jetty_threads_busy", "jetty_threads_config_max"),
+];
 
 /// The engine's watch plan for `scenario` against `url`; `demo` is the demo
 /// target's process and its metrics URL (outside its pool), watched unless

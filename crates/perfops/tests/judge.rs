@@ -3,7 +3,8 @@
 //! and JUnit; watched metrics aligned with the load; the probe and the listen
 //! queue above capacity; `limit` finding the thread pool's capacity and naming
 //! the pool; `sweep` fitting the Universal Scalability Law; the Nagle
-//! diagnostic on quantized stalls and not on a steady server.
+//! diagnostic on quantized stalls and not on a steady server; a real
+//! server's pool recognised by its exporter's names (#11).
 
 mod common;
 
@@ -295,4 +296,108 @@ fn quantized_stalls_raise_the_nagle_diagnostic_and_a_steady_server_does_not() {
             assert!(f.stdout.contains("Nagle"), "{}", f.stdout);
         }
     }
+}
+
+/// #11: a Puma-like pool (4 threads that accept only when free, 50 ms each:
+/// 80 requests/s) publishing Puma's exporter names on its own /metrics, no
+/// `pool:` in the scenario: at 150/s the verdict names the pool by those
+/// names, with the CPU of its process (idle: it sleeps).
+#[test]
+fn a_real_servers_pool_is_named_from_its_exporters_metric_names() {
+    let _cpu = exclusive();
+    let server = perfops_testkit::python::puma_pool(4, 50.0, 64);
+    let (_wd, path, out) = scenario(
+        "puma",
+        &format!(
+            "name: puma\ntarget: {}\nflows: {{ a: {{ steps: [ {{ request: GET / }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 150, hold: 3s }} ] }}\ndefaults: {{ timeout: 3s }}\n\
+             slo: [ p95 < 200ms ]\n\
+             watch: {{ prometheus: [ {}/metrics ], process: {{ port: {} }}, every: 500ms }}\n",
+            server.url(0),
+            server.url(1),
+            server.port(0)
+        ),
+    );
+    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+        .wait(Duration::from_secs(40));
+    f.assert_exit(1);
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let k = kinds(&summary);
+    assert_eq!(k.first().map(String::as_str), Some("pool_bound"), "{k:?}\n{}", f.stdout);
+    let title = summary["diagnostics"][0]["title"].as_str().unwrap();
+    assert!(title.starts_with("pool-bound: 4 of 4 workers busy with the CPU at "), "{title}");
+    assert_eq!(summary["diagnostics"][0]["evidence"][0]["metric"], "puma_busy_threads", "{summary:#}");
+    assert!(f.stdout.contains("pool-bound: 4 of 4"), "{}", f.stdout);
+}
+
+/// #11: a 10-slot pool (the demo, 2 workers x 5 threads) swept up to 50
+/// closed users queues: latencies at multiples of the service time, which
+/// are no delayed-ACK timer. Judged per level against the requests in
+/// flight, nothing is named Nagle; the server that stalls half its
+/// connections 200 ms (above) still is, and so is every level of a server
+/// whose responses all wait for a delayed ACK.
+#[test]
+fn a_queue_in_a_sweep_is_not_named_nagle_and_a_two_send_server_is() {
+    let _cpu = exclusive();
+    let (_wd, path, out) = scenario(
+        "sweep-pool",
+        &format!(
+            "name: sweep-pool\ntarget: demo:threads?workers=2&threads=5&io_wait=50ms\n{ORDERS}\
+             load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n"
+        ),
+    );
+    let f = spawn_perfops(
+        &[
+            "sweep",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--concurrency",
+            "1,10,50",
+            "--hold",
+            "3s",
+        ],
+        |_| {},
+    )
+    .wait(Duration::from_secs(60));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let levels = summary["sweep"]["levels"].as_array().expect("levels");
+    // The pool queued: 50 users waited about 5 service times.
+    let p50 = levels[2]["p50_ms"].as_f64().unwrap();
+    assert!(p50 > 150.0, "50 users on 10 slots of 50 ms: p50 {p50} ms\n{summary:#}\n{}", f.stderr);
+    let k = kinds(&summary);
+    assert!(!k.contains(&"quantized_stalls".to_string()), "{k:?}\n{}", f.stdout);
+    assert!(!f.stdout.contains("Nagle"), "{}", f.stdout);
+
+    let server = perfops_testkit::python::two_sends();
+    let (_wd, path, out) = scenario(
+        "sweep-nagle",
+        &format!(
+            "name: sweep-nagle\ntarget: {}\nflows: {{ a: {{ steps: [ {{ request: GET / }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n",
+            server.url(0)
+        ),
+    );
+    let f = spawn_perfops(
+        &[
+            "sweep",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "-q",
+            "--concurrency",
+            "1,8",
+            "--hold",
+            "2s",
+        ],
+        |_| {},
+    )
+    .wait(Duration::from_secs(40));
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let d = summary["diagnostics"].as_array().expect("diagnostics");
+    let stall = d.iter().find(|d| d["kind"] == "quantized_stalls").unwrap_or_else(|| panic!("{summary:#}"));
+    assert!(stall["title"].as_str().unwrap().starts_with("every request stalled ~4"), "{stall:#}");
+    assert_eq!(stall["stage"], "1 users", "{stall:#}");
+    assert!(f.stdout.contains("Nagle"), "{}", f.stdout);
 }

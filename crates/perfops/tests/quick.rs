@@ -536,6 +536,35 @@ fn post_with_a_body_has_no_nagle_stall() {
     assert!(p99 < 25.0, "service p99 {p99} ms: a 40 ms Nagle / delayed-ACK stall?\n{}", run.dump());
 }
 
+/// #11: a server that writes headers and body in two sends without
+/// `TCP_NODELAY` (a real python3 socket server): the body waits for our
+/// delayed ACK of the headers, ~40 ms on Linux, on every request of a
+/// keep-alive connection. `quick` names it, one connection or several; a
+/// server answering in one write at once does not get it.
+#[test]
+fn quick_names_a_delayed_ack_stall_on_every_request() {
+    let _cpu = exclusive();
+    let server = kit::python::two_sends();
+    let url = format!("{}/", server.url(0));
+    for args in [["-c", "1", "-n", "60"], ["-c", "4", "-n", "200"]] {
+        let run = quick(&[&url, args[0], args[1], args[2], args[3], "-m", "POST", "-b", "x=1", "-q"]);
+        run.assert_exit(0);
+        // The stall is real: the first byte at once, the last ~40 ms later.
+        let (ttfb, total) = (run.f64("/ttfb_ms/p50"), run.f64("/service_ms/p50"));
+        assert!(ttfb < 5.0 && (36.0..60.0).contains(&total), "ttfb {ttfb} ms, total {total} ms\n{}", run.dump());
+        let stalls = &run.json()["stalls"];
+        assert_eq!(stalls["every"], true, "{args:?}: {}", run.dump());
+        assert_eq!(stalls["quantum_ms"], 40.0, "{}", run.dump());
+        let line = run.stdout.lines().find(|l| l.starts_with("Stalls:")).unwrap_or_else(|| panic!("{}", run.stdout));
+        assert!(line.contains("every request stalled ~4") && line.contains("delayed ACK"), "{line}");
+    }
+    let steady = kit::fixed_delay(Duration::ZERO);
+    let run = quick(&[&steady.url(), "-c", "4", "-n", "200", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.json()["stalls"], json!(null), "{}", run.dump());
+    assert!(!run.stdout.contains("Stalls:"), "{}", run.stdout);
+}
+
 /// Issue #2, usage errors exit 2 with a message that names the problem, on
 /// stderr, and nothing runs.
 #[test]

@@ -10,9 +10,12 @@
 //!   cpu_saturated         the target used >= 90% of the CPUs it may use
 //!   pool_bound            busy workers == pool size while the CPU was not saturated
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
+//!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
 //!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
 //!   memory_growth         RSS grew by half and >= 32 MiB over the run
-//!   quantized_stalls      a latency mode ~40 ms / ~200 ms above the main one (Nagle + delayed ACK)
+//!   quantized_stalls      in a stage, a narrow mode ~40 ms / ~200 ms above the main one, or every
+//!                         request ~40 / ~200 ms after its first byte, and no queue to explain it
+//!                         (Nagle + delayed ACK; see `modes`)
 //! ```
 //!
 //! Inputs are time series the caller assembled (seconds since the start of
@@ -28,6 +31,9 @@ use super::verdict::StageVerdict;
 const CPU_SATURATED: f64 = 0.90;
 /// Below this, a full pool is not waiting on the CPU.
 const CPU_IDLE: f64 = 0.80;
+/// An accept queue this full (of its backlog) is named with its depth: connections wait there
+/// before the server sees them, a wait no server-side timing shows (#11: Puma at 831 of 1024).
+const QUEUE_HIGH: f64 = 0.5;
 
 /// A stage's time window and verdict.
 #[derive(Debug, Clone)]
@@ -55,17 +61,77 @@ pub struct ProbeTrip {
     pub error: Option<String>,
 }
 
-/// A quantized stall pattern found in the latency distribution.
-#[derive(Debug, Clone, PartialEq)]
+/// A quantized stall pattern found in a stage's service time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StallFinding {
     /// 40 or 200 (ms).
     pub quantum_ms: f64,
-    /// Where unstalled requests sit, ms.
+    /// Where unstalled requests sit, ms (every request stalled: where the first byte came).
     pub base_ms: f64,
     /// Where stalled ones sit, ms.
     pub stalled_ms: f64,
     /// Share of requests in the stalled mode.
     pub share: f64,
+    /// Every request stalled, after its first byte.
+    pub every: bool,
+    /// Requests in flight on average (Little's law) in that stage.
+    pub in_flight: f64,
+    /// The stage it was found in.
+    pub stage: Option<String>,
+}
+
+impl StallFinding {
+    /// The finding of [`super::modes::quantized_stalls`], in `stage` if one.
+    pub fn of(s: &super::modes::Stalls, stage: Option<String>) -> StallFinding {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        StallFinding {
+            quantum_ms: ms(s.quantum),
+            base_ms: ms(s.base.at),
+            stalled_ms: ms(s.stalled.at),
+            share: s.stalled.share,
+            every: s.every,
+            in_flight: s.in_flight,
+            stage,
+        }
+    }
+
+    /// One line: what stalled, how long, and the suspect.
+    pub fn title(&self) -> String {
+        let gap = self.stalled_ms - self.base_ms;
+        if self.every {
+            format!(
+                "every request stalled ~{gap:.0} ms after its first byte ({:.1} ms vs {:.2} ms to the first byte): \
+                 Nagle's algorithm meeting delayed ACK?",
+                self.stalled_ms, self.base_ms
+            )
+        } else {
+            format!(
+                "{:.0}% of requests stalled ~{gap:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
+                self.share * 100.0,
+                self.stalled_ms,
+                self.base_ms
+            )
+        }
+    }
+
+    /// What it means, what rules queueing out, and where to look.
+    pub fn detail(&self) -> String {
+        let gap = self.stalled_ms - self.base_ms;
+        let shape = if self.every {
+            "every response's first packet came at once and the rest one delayed-ACK timeout later".to_string()
+        } else {
+            format!("a separate latency mode {gap:.0} ms above the main one")
+        };
+        format!(
+            "{shape}: the signature of a request or response written in two packets without TCP_NODELAY, the \
+             second waiting for a delayed ACK (~{:.0} ms). Not a queue: with {:.1} requests in flight on average \
+             (Little's law), waiting behind the others adds at most {:.1} ms. perfops writes each request in one \
+             packet with TCP_NODELAY, so look at the server and its proxies",
+            self.quantum_ms,
+            self.in_flight,
+            (self.in_flight - 1.0).max(0.0) * self.base_ms
+        )
+    }
 }
 
 /// How the pool's fullness is read.
@@ -143,6 +209,12 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         (!v.is_empty()).then(|| v.iter().map(|x| x.1).sum::<f64>() / v.len() as f64)
     };
     let ev = |metric: &str, (t, value): (f64, f64)| Evidence { metric: metric.to_string(), value, t };
+    // A pre-forking server's CPU is its whole process tree's (#11): say so, so that a reader
+    // does not take "CPU at 3%" for the master's alone or wonder which process it was.
+    let processes = match peak("process_workers") {
+        Some((_, w)) if w >= 1.0 => format!(" (over its {:.0} processes)", w + 1.0),
+        _ => String::new(),
+    };
     let mut out = Vec::new();
 
     // The generator first: if it was the limit, nothing else is the server's fault.
@@ -177,7 +249,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     if let Some(p) = cpu_saturated {
         out.push(Diagnostic {
             kind: "cpu_saturated".into(),
-            title: format!("CPU saturated: the target used {:.0}% of the CPU it may use", p.1 * 100.0),
+            title: format!("CPU saturated: the target used {:.0}% of the CPU it may use{processes}", p.1 * 100.0),
             detail: "requests wait for the CPU: more instances or cores add capacity; a larger pool would not".into(),
             stage: stage.clone(),
             evidence: vec![ev("process_cpu_share", p)],
@@ -208,7 +280,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             let cpu_text = match cpu {
                 Some(c) if c < CPU_IDLE => {
                     evidence.push(Evidence { metric: "process_cpu_share".into(), value: c, t });
-                    format!(" with the CPU at {:.0}%", c * 100.0)
+                    format!(" with the CPU at {:.0}%{processes}", c * 100.0)
                 }
                 Some(_) => String::new(),
                 None => " (CPU not watched)".into(),
@@ -229,10 +301,20 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     }
 
     let queue = within("listen_queue");
-    let full_queue = queue.iter().find_map(|&(t, q)| {
-        let max = i.watched.get("listen_queue_max")?.iter().find(|x| (x.0 - t).abs() < 1e-6)?.1;
-        (max > 0.0 && q >= max).then_some((t, q, max))
-    });
+    let with_max: Vec<(f64, f64, f64)> = queue
+        .iter()
+        .filter_map(|&(t, q)| {
+            let max = i.watched.get("listen_queue_max")?.iter().find(|x| (x.0 - t).abs() < 1e-6)?.1;
+            (max > 0.0).then_some((t, q, max))
+        })
+        .collect();
+    let full_queue = with_max.iter().copied().find(|&(_, q, max)| q >= max);
+    // The deepest it got, relative to its backlog, when that is high.
+    let high_queue = with_max
+        .iter()
+        .copied()
+        .filter(|&(_, q, max)| q >= 2.0 && q >= QUEUE_HIGH * max)
+        .max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2)));
     let overflows = peak("listen_overflows_per_s").filter(|p| p.1 > 0.0);
     let drops = peak("listen_drops_per_s").filter(|p| p.1 > 0.0);
     if full_queue.is_some() || overflows.is_some() || drops.is_some() {
@@ -257,6 +339,22 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
                 .into(),
             stage: stage.clone(),
             evidence,
+        });
+    } else if let Some((t, q, max)) = high_queue {
+        out.push(Diagnostic {
+            kind: "listen_queue_high".into(),
+            title: format!("listen queue high: {q:.0} of {max:.0} connections waiting to be accepted"),
+            detail: format!(
+                "{:.0}% of the backlog was taken: connections wait in the kernel's accept queue until the server \
+                 is free to accept them, a wait the clients see but no server-side timing shows; once it is \
+                 full, new connections are dropped",
+                q / max * 100.0
+            ),
+            stage: stage.clone(),
+            evidence: vec![
+                Evidence { metric: "listen_queue".into(), value: q, t },
+                Evidence { metric: "listen_queue_max".into(), value: max, t },
+            ],
         });
     }
 
@@ -305,24 +403,17 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     }
 
     if let Some(s) = i.stalls {
+        let t = s.stage.as_ref().and_then(|n| i.stages.iter().find(|w| &w.name == n)).map_or(0.0, |w| w.from);
         out.push(Diagnostic {
             kind: "quantized_stalls".into(),
-            title: format!(
-                "{:.0}% of requests stalled ~{:.0} ms ({:.1} ms vs {:.1} ms): Nagle's algorithm meeting delayed ACK?",
-                s.share * 100.0,
-                s.stalled_ms - s.base_ms,
-                s.stalled_ms,
-                s.base_ms
-            ),
-            detail: format!(
-                "a separate latency mode {:.0} ms above the main one is the signature of a request or response \
-                 written in two packets without TCP_NODELAY, the second waiting for a delayed ACK (~{:.0} ms); \
-                 perfops writes each request in one packet with TCP_NODELAY, so look at the server and its proxies",
-                s.stalled_ms - s.base_ms,
-                s.quantum_ms
-            ),
-            stage: None,
-            evidence: vec![Evidence { metric: "latency_mode_ms".into(), value: s.stalled_ms, t: 0.0 }],
+            title: s.title(),
+            detail: s.detail(),
+            stage: s.stage.clone(),
+            evidence: vec![
+                Evidence { metric: "latency_mode_ms".into(), value: s.stalled_ms, t },
+                Evidence { metric: "latency_base_ms".into(), value: s.base_ms, t },
+                Evidence { metric: "in_flight".into(), value: s.in_flight, t },
+            ],
         });
     }
     out
@@ -379,6 +470,41 @@ mod tests {
     }
 
     #[test]
+    fn a_listen_queue_is_named_with_its_depth_when_high_not_only_when_full() {
+        // #11: Puma's 831 of 1024. (queue depths at t = 12, 14; backlog; want kind and title)
+        type Case<'a> = (&'a [f64], f64, Option<(&'a str, &'a str)>);
+        let cases: [Case; 5] = [
+            // High, not full: named with its depth, the deepest sample.
+            (&[400.0, 831.0], 1024.0, Some(("listen_queue_high", "listen queue high: 831 of 1024 connections"))),
+            // Full: the full diagnosis, not also the high one.
+            (&[831.0, 1025.0], 1024.0, Some(("listen_queue_full", "listen queue full: 1025 of 1024 connections"))),
+            // A third of the backlog: not high.
+            (&[300.0, 341.0], 1024.0, None),
+            // Half of a tiny backlog, one connection: noise, not a queue.
+            (&[0.0, 1.0], 2.0, None),
+            // Half of a small one: high.
+            (&[2.0, 4.0], 8.0, Some(("listen_queue_high", "listen queue high: 4 of 8"))),
+        ];
+        for (depths, max, want) in cases {
+            let mut w = BTreeMap::new();
+            w.insert("listen_queue".into(), series(&[(12.0, depths[0]), (14.0, depths[1])]));
+            w.insert("listen_queue_max".into(), series(&[(12.0, max), (14.0, max)]));
+            let st = stages();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            let got = d.first().map(|d| (d.kind.as_str(), d.title.as_str()));
+            match (got, want) {
+                (Some((kind, title)), Some((k, t))) => {
+                    assert_eq!(kind, k, "{depths:?}");
+                    assert!(title.starts_with(t), "{depths:?}: {title}");
+                    assert_eq!(d.len(), 1, "{d:?}");
+                }
+                (None, None) => {}
+                _ => panic!("{depths:?} of {max}: {d:?}"),
+            }
+        }
+    }
+
+    #[test]
     fn a_saturated_cpu_explains_a_full_pool() {
         let mut w = BTreeMap::new();
         w.insert("busy".into(), series(&[(12.0, 8.0)]));
@@ -389,6 +515,25 @@ mod tests {
             diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
         assert_eq!(kinds(&d), vec!["cpu_saturated"]);
         assert_eq!(d[0].evidence[0].t, 12.0);
+        assert!(d[0].title.ends_with("may use"), "one process: nothing to add: {}", d[0].title);
+    }
+
+    #[test]
+    fn a_pre_forking_servers_cpu_is_said_to_be_its_process_trees() {
+        // #11: a master and 4 workers, the pool full, the CPU (of the tree) at 45%.
+        let mut w = BTreeMap::new();
+        w.insert("puma_busy_threads".into(), series(&[(12.0, 20.0)]));
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.45)]));
+        w.insert("process_workers".into(), series(&[(12.0, 4.0)]));
+        let pool = Pool { busy: "puma_busy_threads".into(), max_metric: None, size: Some(20.0) };
+        let st = stages();
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert_eq!(d[0].title, "pool-bound: 20 of 20 workers busy with the CPU at 45% (over its 5 processes)");
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.97)]));
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert!(d[0].title.ends_with("may use (over its 5 processes)"), "{}", d[0].title);
     }
 
     #[test]
@@ -412,11 +557,28 @@ mod tests {
         w.insert("process_cpu_share".into(), series(&[(5.0, 0.99), (12.0, 0.2)]));
         w.insert("process_rss_bytes".into(), series(&[(0.0, 40e6), (19.0, 120e6)]));
         let st = stages();
-        let stall = StallFinding { quantum_ms: 200.0, base_ms: 0.3, stalled_ms: 200.5, share: 0.33 };
+        let stall = StallFinding {
+            quantum_ms: 200.0,
+            base_ms: 0.3,
+            stalled_ms: 200.5,
+            share: 0.33,
+            every: false,
+            in_flight: 1.5,
+            stage: Some("200/s".into()),
+        };
         let d =
             diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: Some(&stall) });
         assert_eq!(kinds(&d), vec!["memory_growth", "quantized_stalls"]);
         assert!(d[1].title.starts_with("33% of requests stalled ~200 ms"), "{}", d[1].title);
+        assert!(d[1].detail.contains("with 1.5 requests in flight on average"), "{}", d[1].detail);
+        assert_eq!((d[1].stage.as_deref(), d[1].evidence[0].t), (Some("200/s"), 10.0));
+        // #11: every request, after its first byte.
+        let every = StallFinding { every: true, share: 1.0, base_ms: 0.12, stalled_ms: 44.1, ..stall };
+        assert_eq!(
+            every.title(),
+            "every request stalled ~44 ms after its first byte (44.1 ms vs 0.12 ms to the first byte): \
+             Nagle's algorithm meeting delayed ACK?"
+        );
         let none = diagnose(&Inputs {
             stages: &st,
             watched: &BTreeMap::new(),

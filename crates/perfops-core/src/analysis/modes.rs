@@ -17,10 +17,34 @@
 //! acknowledged; a receiver that delays its ACK sends it only when its delayed-ACK timer fires
 //! (Linux: 40 ms at least; Windows, macOS and older stacks: about 200 ms). Requests that hit the
 //! pair wait one timeout, or a small multiple, so their latencies form a copy of the base mode
-//! shifted by that quantum. This module owns finding modes in a [`Histogram`] and recognising
-//! that shape; it does not own measuring (the engine), nor advising (the report), and it cannot
-//! prove the cause: a service with a 40 ms slow path looks the same. It is a signature to
-//! point at, named with its evidence.
+//! shifted by that quantum. Where *every* request hits it (a server writing headers and body in
+//! two sends without `TCP_NODELAY`, to a client that sends its next request after the whole
+//! response), there is no unstalled mode to be shifted from: the distribution is one narrow mode
+//! a quantum above the time to first byte, since the first packet came at once and the second
+//! waited.
+//!
+//! ```text
+//!   every request stalled: the first byte on time, the rest one delayed ACK later
+//!     │ ttfb                                    total
+//!     │  █                                      █
+//!     │ ███                                    ███
+//!     └──────────┬─────────┬─────────┬─────────┬────── time
+//!      0.1 ms   1 ms      10 ms    100 ms    44 ms
+//!       └──────────── ~40 ms: the stall quantum ─┘
+//! ```
+//!
+//! Queueing makes the same shapes (#11: 50 users on a pool of 10 showed "12% stalled ~120 ms"),
+//! so a stall is never named where the requests in flight explain it: by Little's law a stage
+//! had `L = throughput x mean service time` requests in flight on average, and a request that
+//! queued behind the others waited at most `(L - 1) x base`, the others' service times one after
+//! another. A gap that long or shorter may be a queue; only a longer one is a timer. The rule is
+//! applied per stage (or per concurrency level of a sweep), where the in-flight count is one
+//! figure: a whole run mixes levels whose modes are no stall of anyone's.
+//!
+//! This module owns finding modes in a [`Histogram`] and recognising those shapes; it does not
+//! own measuring (the engine), nor advising (the report), and it cannot prove the cause: a
+//! service with a 40 ms slow path looks the same. It is a signature to point at, named with its
+//! evidence.
 
 use std::time::Duration;
 
@@ -50,10 +74,33 @@ pub struct Stalls {
     pub quantum: Duration,
     /// How many timeouts the stalled mode sits above the base: 1..=3 for 200 ms, 1..=5 for 40 ms.
     pub multiple: u32,
-    /// The fastest mode with a substantial share: where unstalled requests sit.
+    /// Where unstalled requests sit: the fastest mode of the service time with a substantial
+    /// share; when every request stalled, the main mode of the time to first byte.
     pub base: Mode,
-    /// The mode of the stalled requests.
+    /// The mode of the stalled requests (of the service time).
     pub stalled: Mode,
+    /// Every request stalled (nearly: the stalled mode holds 80% or more) after its first byte.
+    pub every: bool,
+    /// Requests in flight on average, by Little's law: what queueing could have explained.
+    pub in_flight: f64,
+}
+
+/// What a stage's (or a level's) stalls are judged from.
+#[derive(Debug, Clone, Copy)]
+pub struct StallInputs<'a> {
+    /// Service time, from the actual send to the last byte.
+    pub service: &'a Histogram,
+    /// From the send to the first byte of the response.
+    pub ttfb: &'a Histogram,
+    /// Requests answered per second over the stage.
+    pub throughput: f64,
+}
+
+impl StallInputs<'_> {
+    /// Little's law: requests in flight on average = throughput x mean time in the system.
+    pub fn in_flight(&self) -> f64 {
+        (self.throughput * self.service.mean_ms() / 1000.0).max(0.0)
+    }
 }
 
 /// ln(1.05): each bin of the log-time axis is 5% wide, so a mode's position is known to a
@@ -89,9 +136,20 @@ const STALL_MIN_SAMPLES: f64 = 20.0;
 /// than the base; a slow path with its own variance is usually broader.
 const STALL_MAX_WIDTH: f64 = 1.5;
 
-/// How far from a whole number of quanta the stall may be, relatively: timers fire on clock
-/// ticks (4 ms at HZ=250) and the base mode has its own spread.
-const QUANTUM_TOLERANCE: f64 = 0.15;
+/// How far below a whole number k of quanta the stall may be, relatively: a timer never fires
+/// early, but the modes' peaks have the spread of the base.
+const QUANTUM_EARLY: f64 = 0.10;
+
+/// How far above k quanta, in quanta: timers fire on clock ticks (4 ms at HZ=250), and Linux
+/// lengthens its delayed-ACK timeout from 40 ms as it sees the peer's pace; on loopback a
+/// two-send server's responses took 44-52 ms (kernel 6.x, HZ=250).
+const QUANTUM_LATE: f64 = 0.30;
+
+/// Every request stalled when the stalled mode holds at least this share.
+const EVERY_SHARE: f64 = 0.80;
+
+/// Slack on the queueing bound `(in flight - 1) x base`: the base mode has its spread.
+const QUEUE_SLACK: f64 = 0.15;
 
 /// Quanta to try, in order of preference, with the largest multiple of each: 200 ms first,
 /// since 200 ms is also 5 × 40 ms and the longer timer is the likelier reading of it.
@@ -116,60 +174,85 @@ pub fn modes(h: &Histogram) -> Vec<Mode> {
         .collect()
 }
 
-/// Quantized stalls in `h`, if it shows them.
+/// Quantized stalls in a stage's service time, if it shows them and queueing does not explain
+/// them.
 ///
-/// The rule: the *base* is the fastest mode holding at least 10% of the samples (where
-/// unstalled requests sit). A *stalled* mode is a later one holding at least 1% and 20 samples,
-/// narrow (at most 1.5× from half height to half height), whose distance above the base is
-/// within ±15% of k × 200 ms (k = 1..=3), or else of k × 40 ms (k = 1..=5). Of several, the one
-/// with the largest share is reported. `None` for an empty histogram, a single mode, or modes
-/// at any other distance.
-pub fn quantized_stalls(h: &Histogram) -> Option<Stalls> {
-    let modes = modes(h);
-    let samples = h.len() as f64;
+/// The rule: the *base* is the fastest mode of the service time holding at least 10% of the
+/// samples (where unstalled requests sit). A *stalled* mode is a later one holding at least 1%
+/// and 20 samples, narrow (at most 1.5x from half height to half height), whose distance above
+/// the base is within -10% / +0.3 quantum of k x 200 ms (k = 1..=3), or else of k x 40 ms
+/// (k = 1..=5). Of several, the one with the largest share is reported. When there is none and
+/// one narrow mode holds 80% of the service times or more, the base is the main mode of the
+/// time to first byte instead: every request stalled after its first byte. Either way, a gap
+/// of at most `(in flight - 1) x base` (+15%) is not named: requests queued behind one
+/// another that long (see the module docs). `None` for an empty histogram, a single broad
+/// mode, or modes at any other distance.
+pub fn quantized_stalls(i: &StallInputs<'_>) -> Option<Stalls> {
+    let modes = modes(i.service);
+    let samples = i.service.len() as f64;
+    let in_flight = i.in_flight();
     let base = modes.iter().find(|m| m.share >= BASE_SHARE)?;
+    let narrow = |m: &Mode| m.high.as_secs_f64() <= STALL_MAX_WIDTH * m.low.as_secs_f64();
     let mut found: Option<Stalls> = None;
     // Every mode listed holds at least MIN_SHARE already.
     for m in modes.iter().filter(|m| m.at > base.at) {
-        let narrow = m.high.as_secs_f64() <= STALL_MAX_WIDTH * m.low.as_secs_f64();
-        if m.share * samples < STALL_MIN_SAMPLES || !narrow {
+        if m.share * samples < STALL_MIN_SAMPLES || !narrow(m) {
             continue;
         }
-        let Some((quantum, multiple)) = quantum_of(m.at - base.at) else {
+        let gap = m.at - base.at;
+        let Some((quantum, multiple)) = quantum_of(gap) else {
             continue;
         };
-        if queued_behind(base.at, m.at - base.at) {
+        if queued(base.at, gap, in_flight) {
             continue;
         }
         // Several candidates: the most populous is the stall; on a tie, the earlier one.
         if found.as_ref().is_none_or(|f| m.share > f.stalled.share) {
-            found = Some(Stalls { quantum, multiple, base: base.clone(), stalled: m.clone() });
+            found = Some(Stalls { quantum, multiple, base: base.clone(), stalled: m.clone(), every: false, in_flight });
         }
     }
-    found
+    if found.is_some() {
+        return found;
+    }
+    // Every request stalled: one narrow mode, a quantum above the first byte.
+    let main = modes.iter().max_by(|a, b| a.share.total_cmp(&b.share))?;
+    if main.share < EVERY_SHARE || !narrow(main) || samples < STALL_MIN_SAMPLES {
+        return None;
+    }
+    let first = modes_of_first_byte(i.ttfb)?;
+    let gap = main.at.checked_sub(first.at)?;
+    let (quantum, multiple) = quantum_of(gap)?;
+    (!queued(first.at, gap, in_flight)).then(|| Stalls {
+        quantum,
+        multiple,
+        base: first,
+        stalled: main.clone(),
+        every: true,
+        in_flight,
+    })
 }
 
-/// A gap of one to three base latencies is what a request waits when it queues
-/// behind others like it (a full pool of workers taking ~`base` each), not a
-/// timer: a 50 ms service past its capacity has a mode at 100 ms, 46 ms "late".
-/// Behind one other request the wait is whatever is left of its service time,
-/// so that mode may sit anywhere from half a base latency on (shorter waits
-/// merge into the base mode): the README's demo, a 52 ms pool, showed one
-/// 44 ms up. Such a gap is not named a stall (a true 40 ms stall above a
-/// 35–80 ms base is missed by this: the two look the same).
-fn queued_behind(base: Duration, gap: Duration) -> bool {
-    let (base, gap) = (base.as_secs_f64(), gap.as_secs_f64());
-    let behind_one = (0.5 * base..=(1.0 + QUANTUM_TOLERANCE) * base).contains(&gap);
-    behind_one || (2..=3).any(|j| (gap - base * f64::from(j)).abs() <= QUANTUM_TOLERANCE * base * f64::from(j))
+/// The fastest mode of the time to first byte holding a substantial share.
+fn modes_of_first_byte(ttfb: &Histogram) -> Option<Mode> {
+    modes(ttfb).into_iter().find(|m| m.share >= BASE_SHARE)
+}
+
+/// Could `in_flight` requests on average, each taking about `base` when not waiting, have made
+/// a request wait `gap` behind the others? At most `(in_flight - 1) x base` (one at a time, the
+/// narrowest server), with some slack for the base's spread.
+fn queued(base: Duration, gap: Duration, in_flight: f64) -> bool {
+    let ahead = (in_flight - 1.0).max(0.0);
+    gap.as_secs_f64() <= ahead * base.as_secs_f64() * (1.0 + QUEUE_SLACK)
 }
 
 /// The quantum and multiple that `gap` is within tolerance of, preferring 200 ms.
 fn quantum_of(gap: Duration) -> Option<(Duration, u32)> {
     let gap = gap.as_secs_f64();
     QUANTA.iter().find_map(|&(quantum, max_multiple)| {
+        let q = quantum.as_secs_f64();
         (1..=max_multiple).find_map(|k| {
-            let want = quantum.as_secs_f64() * f64::from(k);
-            ((gap - want).abs() <= QUANTUM_TOLERANCE * want).then_some((quantum, k))
+            let want = q * f64::from(k);
+            (gap >= want * (1.0 - QUANTUM_EARLY) && gap <= want + QUANTUM_LATE * q).then_some((quantum, k))
         })
     })
 }
@@ -429,6 +512,17 @@ mod tests {
         assert!(ms(m.high) > 10.8 && ms(m.high) < 12.5, "{m:?}");
     }
 
+    /// `service` judged with `ttfb` at `in_flight` requests in flight on average (the
+    /// throughput Little's law needs for it).
+    fn judged(service: &Histogram, ttfb: &Histogram, in_flight: f64) -> Option<Stalls> {
+        let throughput = in_flight / (service.mean_ms() / 1000.0).max(1e-9);
+        let got = quantized_stalls(&StallInputs { service, ttfb, throughput });
+        if let Some(s) = &got {
+            assert!((s.in_flight - in_flight).abs() < 1e-6 * in_flight.max(1.0), "{s:?}");
+        }
+        got
+    }
+
     #[test]
     fn quantized_stalls_table() {
         let mut smear = Histogram::new();
@@ -442,44 +536,69 @@ mod tests {
         few.merge(&single(14, 10, 201.0, 0.01));
         let mut cache_hits = single(15, 500, 0.1, 0.1);
         cache_hits.merge(&nagle(16, 9500, 5.0, 0.05, 100, 40.0));
-        // (histogram, expected (quantum ms, multiple), or None)
-        let cases: [(Histogram, Option<(u64, u32)>); 16] = [
+        let fast = single(40, 10_000, 0.1, 0.1);
+        // (service time, time to first byte or None for the same, requests in flight,
+        //  expected (quantum ms, multiple, every request), or None)
+        type Case = (Histogram, Option<Histogram>, f64, Option<(u64, u32, bool)>);
+        let cases: [Case; 26] = [
             // 2/3 at ~0.3 ms, 1/3 a 200 ms delayed ACK later: the classic.
-            (nagle(20, 9000, 0.3, 0.1, 333, 200.0), Some((200, 1))),
+            (nagle(20, 9000, 0.3, 0.1, 333, 200.0), None, 1.0, Some((200, 1, false))),
             // Base 5 ms, 10% at ~45 ms: Linux's 40 ms minimum delayed ACK.
-            (nagle(21, 10_000, 5.0, 0.1, 100, 40.0), Some((40, 1))),
+            (nagle(21, 10_000, 5.0, 0.1, 100, 40.0), None, 1.0, Some((40, 1, false))),
             // Two Linux timeouts: 80 ms above a 0.5 ms base.
-            (nagle(22, 10_000, 0.5, 0.1, 150, 80.0), Some((40, 2))),
+            (nagle(22, 10_000, 0.5, 0.1, 150, 80.0), None, 1.0, Some((40, 2, false))),
             // Two 200 ms timeouts above a 1 ms base.
-            (nagle(23, 10_000, 1.0, 0.1, 200, 400.0), Some((200, 2))),
+            (nagle(23, 10_000, 1.0, 0.1, 200, 400.0), None, 1.0, Some((200, 2, false))),
             // Most requests stall: the 30% unstalled still make the base.
-            (nagle(24, 10_000, 2.0, 0.1, 700, 200.0), Some((200, 1))),
+            (nagle(24, 10_000, 2.0, 0.1, 700, 200.0), None, 1.0, Some((200, 1, false))),
             // A few very fast cache hits (5%) are not the base: the 5 ms mode is.
-            (cache_hits, Some((40, 1))),
+            (cache_hits, None, 1.0, Some((40, 1, false))),
             // A slow but steady server at 20 ms, 40 ms or 200 ms: one mode, no stall.
-            (single(25, 10_000, 20.0, 0.1), None),
-            (single(26, 10_000, 40.0, 0.1), None),
-            (single(27, 10_000, 200.0, 0.1), None),
+            (single(25, 10_000, 20.0, 0.1), None, 1.0, None),
+            (single(26, 10_000, 40.0, 0.1), None, 1.0, None),
+            (single(27, 10_000, 200.0, 0.1), None, 1.0, None),
             // A broad smear, uniform over 1..400 ms.
-            (smear, None),
+            (smear, None, 1.0, None),
             // Nothing recorded.
-            (Histogram::new(), None),
+            (Histogram::new(), None, 1.0, None),
             // A second mode 60 ms up is no multiple of either timeout.
-            (nagle(28, 10_000, 1.0, 0.1, 200, 60.0), None),
+            (nagle(28, 10_000, 1.0, 0.1, 200, 60.0), None, 1.0, None),
             // A second mode ~200 ms up but broad (a slow path with its own variance).
-            (broad, None),
+            (broad, None, 1.0, None),
             // A narrow mode 200 ms up, but of 10 samples: chance, not a pattern.
-            (few, None),
-            // A 44 ms pool past capacity: half the requests queue behind one
+            (few, None, 1.0, None),
+            // A 44 ms pool of ten past capacity: half the requests queue behind one
             // other (~87 ms). 43 ms late is one more service time, not a timer.
-            (nagle(29, 10_000, 44.0, 0.03, 500, 41.0), None),
+            (nagle(29, 10_000, 44.0, 0.03, 500, 41.0), None, 12.0, None),
             // The README's demo past capacity: a 52 ms pool, 60% of the requests
             // ~42-44 ms up, waiting out the rest of another's service time.
-            (nagle(31, 10_000, 52.0, 0.02, 600, 40.0), None),
+            (nagle(31, 10_000, 52.0, 0.02, 600, 40.0), None, 14.0, None),
+            // #11: the same shape with one request in flight cannot be a queue: a timer.
+            (nagle(31, 10_000, 52.0, 0.02, 600, 40.0), None, 1.0, Some((40, 1, false))),
+            // #11: 50 users on 10 slots, "12% stalled ~120 ms": a queue, not three timeouts...
+            (nagle(32, 10_000, 100.0, 0.03, 120, 120.0), None, 50.0, None),
+            // ...which it would be with nobody to queue behind.
+            (nagle(32, 10_000, 100.0, 0.03, 120, 120.0), None, 1.0, Some((40, 3, false))),
+            // #11: every request stalled ~44 ms after a first byte at 0.1 ms (two sends).
+            (single(33, 5000, 44.0, 0.03), Some(fast.clone()), 1.0, Some((40, 1, true))),
+            // ...on 10 connections at once: still no queue (9 x 0.1 ms is not 44 ms).
+            (single(34, 5000, 46.0, 0.03), Some(fast.clone()), 10.0, Some((40, 1, true))),
+            // ...and elsewhere than Linux, every request ~200 ms late.
+            (single(35, 5000, 201.0, 0.02), Some(fast.clone()), 1.0, Some((200, 1, true))),
+            // A handler that takes 44 ms: the first byte comes as late as the last.
+            (single(36, 5000, 44.0, 0.03), Some(single(37, 5000, 43.9, 0.03)), 1.0, None),
+            // 40 users on 10 slots of 50 ms: every request at ~200 ms, all of it before
+            // the first byte: a queue.
+            (single(38, 5000, 200.0, 0.02), Some(single(39, 5000, 199.8, 0.02)), 40.0, None),
+            // Every request ~44 ms after its first byte but spread wide: no timer's shape.
+            (single(41, 5000, 44.0, 0.25), Some(fast.clone()), 1.0, None),
+            // A first byte 30 ms before the last: not a delayed ACK's distance.
+            (single(42, 5000, 30.3, 0.02), Some(fast), 1.0, None),
         ];
-        for (i, (h, want)) in cases.into_iter().enumerate() {
-            let got = quantized_stalls(&h);
-            let summary = got.as_ref().map(|s| (s.quantum.as_millis() as u64, s.multiple));
+        for (i, (h, ttfb, in_flight, want)) in cases.into_iter().enumerate() {
+            let ttfb = ttfb.unwrap_or_else(|| h.clone());
+            let got = judged(&h, &ttfb, in_flight);
+            let summary = got.as_ref().map(|s| (s.quantum.as_millis() as u64, s.multiple, s.every));
             assert_eq!(summary, want, "case {i}: {got:#?}\nmodes: {:#?}", modes(&h));
         }
     }
@@ -487,10 +606,15 @@ mod tests {
     #[test]
     fn stalls_report_their_modes() {
         let h = nagle(30, 9000, 0.3, 0.1, 333, 200.0);
-        let s = quantized_stalls(&h).unwrap();
+        let s = judged(&h, &h, 1.3).unwrap();
         assert!((ms(s.base.at) - 0.3).abs() < 0.02, "{s:#?}");
         assert!((ms(s.stalled.at) - 202.3).abs() < 6.0, "{s:#?}");
         assert!((s.base.share - 0.667).abs() < 0.02 && (s.stalled.share - 0.333).abs() < 0.02, "{s:#?}");
+        assert!(!s.every && (s.in_flight - 1.3).abs() < 1e-6, "{s:#?}");
+        // Every request: the base is where the first byte came.
+        let every = judged(&single(43, 5000, 44.0, 0.03), &single(44, 5000, 0.1, 0.1), 1.0).unwrap();
+        assert!(every.every && (ms(every.base.at) - 0.1).abs() < 0.01, "{every:#?}");
+        assert!((ms(every.stalled.at) - 44.0).abs() < 1.5 && every.stalled.share > 0.99, "{every:#?}");
     }
 
     proptest! {
@@ -513,7 +637,7 @@ mod tests {
                 total += m.share;
             }
             prop_assert!(total <= 1.0 + 1e-9);
-            let _ = quantized_stalls(&h);
+            let _ = quantized_stalls(&StallInputs { service: &h, ttfb: &h, throughput: 10.0 });
         }
     }
 }

@@ -39,6 +39,8 @@ pub struct PidStat {
     pub comm: String,
     /// (3) One letter: R running, S sleeping, D disk sleep, Z zombie, ...
     pub state: char,
+    /// (4) The parent's pid: a pre-forking server's workers have the master's.
+    pub ppid: u32,
     /// (10) Minor page faults.
     pub minflt: u64,
     /// (12) Major page faults (the page had to be read from disk).
@@ -87,6 +89,7 @@ pub fn parse_pid_stat(text: &str) -> Result<PidStat, ProcError> {
         pid,
         comm,
         state: fields[0].chars().next().unwrap_or('?'),
+        ppid: number(FILE, "ppid", fields[4 - 3])?,
         minflt: field(10, "minflt")?,
         majflt: field(12, "majflt")?,
         utime_ticks: field(14, "utime")?,

@@ -2,11 +2,19 @@
 //! listens on) and the generator's own, each on its own thread.
 //!
 //! It owns finding the process (a port's LISTEN socket inode in `/proc/net/tcp{,6}`, then the
-//! `/proc/*/fd` link `socket:[inode]` that holds it; found again when the process exits), reading
-//! the files each period, and the arithmetic between two readings: CPU seconds per second, the
+//! `/proc/*/fd` link `socket:[inode]` that holds it; found again when the process exits) and the
+//! tree under it, reading the files each period, and the arithmetic between two readings: CPU
+//! seconds per second, the
 //! share of the CPUs the process may use, context switches and cgroup throttling per second, and
 //! the namespace's `ListenOverflows`/`ListenDrops` per second. The file layouts are
 //! `perfops_core::telemetry::procfs`'s; the listen queues come from [`super::netlink`].
+//!
+//! A pre-forking server (nginx, gunicorn, Puma in cluster mode, uWSGI) listens in a master that
+//! does no work: its workers are its children. So the target is the whole process tree under the
+//! process found (issue #11): CPU, memory, threads, descriptors and context switches are summed
+//! over it, found again each period (workers come and go), and `process_workers` says how many
+//! processes under the master there were. RSS is summed as each process reports it, so pages a
+//! master shares with its forked workers count once per process: an upper bound.
 //!
 //! Values (the generator has the first six, named `generator_*`; its sockets are its
 //! connections to the target, give or take a listener):
@@ -18,7 +26,8 @@
 //!   process_threads             Threads
 //!   process_open_fds            entries of /proc/<pid>/fd
 //!   process_sockets             those of them that are sockets
-//!   process_pid                 which process this is (it may change with a port)
+//!   process_pid                 which process this is (it may change with a port): the tree's root
+//!   process_workers             processes under it (a pre-forking server's workers); 0 for one process
 //!   process_ctx_switches_per_s  voluntary + involuntary, all threads
 //!   process_throttled_share     cgroup throttled time per second of wall time (when counted)
 //!   listen_queue                accept queue now, of the process' fullest listening port
@@ -27,7 +36,7 @@
 //!   listen_drops_per_s          TcpExt ListenDrops, the same
 //! ```
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::io;
 use std::path::Path;
@@ -92,7 +101,9 @@ pub(super) fn run(ctx: &Ctx, every: Duration, which: Which) {
 struct Reading {
     t: f64,
     starttime: u64,
-    cpu_s: f64,
+    /// CPU ticks of each process of the tree, by (pid, start time): a worker that exits takes its
+    /// ticks along, so a rate is the sum of each process' own difference, never of two sums.
+    cpu_ticks: HashMap<(u32, u64), u64>,
     ctx_switches: Option<u64>,
     throttled: Option<Duration>,
     overflows: Option<u64>,
@@ -180,20 +191,44 @@ impl Sampler {
         let prefix = if full { "process" } else { "generator" };
         let name = |what: &str| format!("{prefix}_{what}");
 
-        let (fds, sockets) = match fd_table(&dir) {
+        let (mut fds, mut sockets) = match fd_table(&dir) {
             Ok(found) => (Some(found.0), found.1),
             Err(e) => {
                 self.warn_once("fds", format!("cannot list {dir}/fd: {e}"));
                 (None, HashSet::new())
             }
         };
+        let mut cpu_ticks = HashMap::from([((pid, stat.starttime_ticks), stat.cpu_ticks())]);
+        let mut rss = status.vm_rss_bytes;
+        let mut threads = status.threads.unwrap_or(stat.num_threads);
+        // The target's workers: whatever is under it now. One that exits meanwhile is not counted.
+        let tree = if full { process_tree(pid) } else { vec![pid] };
+        let mut workers = 0u32;
+        for &child in &tree[1..] {
+            let child_dir = format!("/proc/{child}");
+            let Some(s) = fs::read_to_string(format!("{child_dir}/stat")).ok().and_then(|t| parse_pid_stat(&t).ok())
+            else {
+                continue;
+            };
+            workers += 1;
+            cpu_ticks.insert((child, s.starttime_ticks), s.cpu_ticks());
+            let st = fs::read_to_string(format!("{child_dir}/status")).ok().and_then(|t| parse_pid_status(&t).ok());
+            if let Some(r) = st.as_ref().and_then(|st| st.vm_rss_bytes) {
+                rss = Some(rss.unwrap_or(0).saturating_add(r));
+            }
+            threads = threads.saturating_add(st.and_then(|st| st.threads).unwrap_or(s.num_threads));
+            if let (Some(n), Ok((count, inodes))) = (fds.as_mut(), fd_table(&child_dir)) {
+                *n += count;
+                sockets.extend(inodes);
+            }
+        }
         let cgroup = self.cgroup_dir(&dir);
         let cpus = self.allowed_cpus(&status, cgroup.as_deref());
         let now = Reading {
             t,
             starttime: stat.starttime_ticks,
-            cpu_s: stat.cpu_ticks() as f64 / self.ticks_per_s,
-            ctx_switches: if full { self.ctx_switches(&dir) } else { None },
+            cpu_ticks,
+            ctx_switches: if full { self.ctx_switches(&tree) } else { None },
             throttled: match (&cgroup, full) {
                 (Some(cg), true) => fs::read_to_string(format!("{cg}/cpu.stat"))
                     .ok()
@@ -209,20 +244,27 @@ impl Sampler {
         let mut values: Vec<(String, f64)> = Vec::new();
         if full {
             values.push(("process_pid".into(), f64::from(pid)));
+            values.push(("process_workers".into(), f64::from(workers)));
         }
         let prev = self.prev.take();
         let dt = prev.as_ref().map(|p| t - p.t).filter(|dt| *dt > 0.0);
         if let (Some(p), Some(dt)) = (&prev, dt) {
-            let cores = (now.cpu_s - p.cpu_s).max(0.0) / dt;
+            // A process new since the last reading: all its ticks are since then.
+            let ticks: u64 = now
+                .cpu_ticks
+                .iter()
+                .map(|(key, &n)| n.saturating_sub(p.cpu_ticks.get(key).copied().unwrap_or(0)))
+                .fold(0, u64::saturating_add);
+            let cores = ticks as f64 / self.ticks_per_s / dt;
             values.push((name("cpu_cores"), cores));
             if let Some(cpus) = cpus {
                 values.push((name("cpu_share"), cores / cpus));
             }
         }
-        if let Some(rss) = status.vm_rss_bytes {
+        if let Some(rss) = rss {
             values.push((name("rss_bytes"), rss as f64));
         }
-        values.push((name("threads"), status.threads.unwrap_or(stat.num_threads) as f64));
+        values.push((name("threads"), threads as f64));
         if let Some(fds) = fds {
             values.push((name("open_fds"), fds as f64));
             values.push((name("sockets"), sockets.len() as f64));
@@ -291,17 +333,18 @@ impl Sampler {
         }
     }
 
-    /// Voluntary plus involuntary context switches of all threads. `/proc/<pid>/status` has only
-    /// the main thread's, which for a pool server is the one that does nothing.
-    fn ctx_switches(&mut self, dir: &str) -> Option<u64> {
-        let tasks = match fs::read_dir(format!("{dir}/task")) {
-            Ok(t) => t,
-            Err(e) => {
-                self.warn_once("tasks", format!("cannot list {dir}/task: {e}"));
-                return None;
-            }
-        };
+    /// Voluntary plus involuntary context switches of all threads of every process of `tree`
+    /// (its root first). `/proc/<pid>/status` has only the main thread's, which for a pool server
+    /// is the one that does nothing.
+    fn ctx_switches(&mut self, tree: &[u32]) -> Option<u64> {
+        let root = format!("/proc/{}/task", tree.first()?);
+        if let Err(e) = fs::read_dir(&root) {
+            self.warn_once("tasks", format!("cannot list {root}: {e}"));
+            return None;
+        }
         let mut sum = 0u64;
+        // A worker that exits meanwhile is simply not counted.
+        let tasks = tree.iter().filter_map(|pid| fs::read_dir(format!("/proc/{pid}/task")).ok()).flatten();
         for task in tasks.flatten() {
             // A thread that exits meanwhile is simply not counted.
             let Ok(text) = fs::read_to_string(task.path().join("status")) else { continue };
@@ -364,6 +407,47 @@ impl Sampler {
         let fill = |p: &(u16, u32, u32)| f64::from(p.1) / f64::from(p.2.max(1));
         ports.iter().max_by(|a, b| fill(a).total_cmp(&fill(b))).map(|p| (p.1, p.2))
     }
+}
+
+/// `root` and every process under it, root first, then its descendants breadth first, from every
+/// process' parent in `/proc/*/stat`. Just `root` when `/proc` cannot be listed.
+fn process_tree(root: u32) -> Vec<u32> {
+    let Ok(entries) = fs::read_dir("/proc") else { return vec![root] };
+    let parents: Vec<(u32, u32)> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            // A process that exits meanwhile is not in the tree.
+            let text = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            Some((pid, parse_pid_stat(&text).ok()?.ppid))
+        })
+        .collect();
+    descendants(root, &parents)
+}
+
+/// `root` then the processes under it, breadth first (children by pid), given each process'
+/// (pid, parent). A pid met twice (a malformed table) is listed once.
+fn descendants(root: u32, parents: &[(u32, u32)]) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(pid, ppid) in parents {
+        if pid != root && pid != ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut out = vec![root];
+    let mut seen = HashSet::from([root]);
+    let mut queue = VecDeque::from([root]);
+    while let Some(p) = queue.pop_front() {
+        let mut kids = children.remove(&p).unwrap_or_default();
+        kids.sort_unstable();
+        for k in kids {
+            if seen.insert(k) {
+                out.push(k);
+                queue.push_back(k);
+            }
+        }
+    }
+    out
 }
 
 /// The number of open descriptors, and the inodes of the sockets among them.
@@ -433,6 +517,27 @@ mod tests {
         ];
         for (link, want) in cases {
             assert_eq!(socket_inode(Path::new(link)), want, "{link}");
+        }
+    }
+
+    #[test]
+    fn a_process_tree_is_its_root_and_everything_under_it() {
+        // (root, (pid, parent) pairs, want)
+        type Case<'a> = (u32, &'a [(u32, u32)], &'a [u32]);
+        let cases: [Case; 5] = [
+            // One process: itself.
+            (10, &[(1, 0), (10, 1), (11, 1)], &[10]),
+            // An nginx-like master with two workers; its siblings are not its.
+            (10, &[(1, 0), (10, 1), (12, 10), (11, 10), (13, 1)], &[10, 11, 12]),
+            // Grandchildren (a worker's own helper): the whole tree, breadth first.
+            (10, &[(1, 0), (10, 1), (20, 10), (30, 20), (21, 10)], &[10, 20, 21, 30]),
+            // A table where the root is absent (it exited): still just the root and its orphans' none.
+            (10, &[(1, 0), (11, 1)], &[10]),
+            // A cycle in a malformed table does not loop.
+            (10, &[(10, 11), (11, 10)], &[10, 11]),
+        ];
+        for (root, parents, want) in cases {
+            assert_eq!(descendants(root, parents), want, "{parents:?}");
         }
     }
 

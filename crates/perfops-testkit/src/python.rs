@@ -1,0 +1,219 @@
+//! Small python3 servers on 127.0.0.1 shaped like the real servers perfops
+//! must understand (issue #11), where the testkit's own std-thread servers
+//! cannot be: a pre-forking master whose workers do the work (gunicorn, Puma
+//! cluster, nginx), a thread pool whose threads accept only when free and
+//! publish Puma's metric names, and a server that writes headers and body in
+//! two sends without `TCP_NODELAY`. Each script prints its port(s) on its
+//! first line; the handle stops it by its PID when dropped (the forked
+//! workers die with their master: `PR_SET_PDEATHSIG`). `scripts/test`
+//! installs python3.
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, Stdio};
+
+/// A running python3 server; dropping it kills it (by its PID).
+pub struct Python {
+    child: Child,
+    ports: Vec<u16>,
+}
+
+impl Python {
+    /// The PID of the process that listens (for a pre-forking server, the master).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The `i`-th port the script printed (0: where it serves requests).
+    pub fn port(&self, i: usize) -> u16 {
+        self.ports[i]
+    }
+
+    /// 127.0.0.1 and the first port.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.ports[0]))
+    }
+
+    /// `http://127.0.0.1:PORT` (no trailing slash) of the `i`-th port.
+    pub fn url(&self, i: usize) -> String {
+        format!("http://127.0.0.1:{}", self.ports[i])
+    }
+}
+
+impl Drop for Python {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Run `script` with `args`; returns once it printed its ports. Panics,
+/// saying how to install it, when there is no python3.
+fn start(script: &str, args: &[String]) -> Python {
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install it (apt-get install python3)"));
+    let mut line = String::new();
+    let read = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
+    let ports: Vec<u16> = line.split_whitespace().filter_map(|p| p.parse().ok()).collect();
+    if read.is_err() || ports.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("the python3 server did not say its port: {line:?} {read:?}");
+    }
+    Python { child, ports }
+}
+
+/// The HTTP/1.1 request reading the scripts share: `read(f)` returns the
+/// path of the next request on the buffered reader `f` (body skipped), or
+/// None at the end of the connection.
+const READ_REQUEST: &str = r#"
+import ctypes, os, signal, socket, sys, threading, time
+def read(f):
+    line = f.readline()
+    if not line:
+        return None
+    n = 0
+    while True:
+        h = f.readline()
+        if h in (b'\r\n', b'\n', b''):
+            break
+        if h.lower().startswith(b'content-length:'):
+            n = int(h.split(b':')[1])
+    if n:
+        f.read(n)
+    parts = line.split()
+    return parts[1].decode() if len(parts) > 1 else '/'
+def reply(c, body, close):
+    extra = b'Connection: close\r\n' if close else b''
+    c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n' + extra
+              + b'Content-Length: %d\r\n\r\n' % len(body) + body)
+"#;
+
+const PREFORK: &str = r#"
+workers, cpu_ms = int(sys.argv[1]), float(sys.argv[2])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0))
+s.listen(256)
+def work():
+    # Die with the master, as a real server's workers do.
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL)
+    while True:
+        c, _ = s.accept()
+        f = c.makefile('rb')
+        while read(f) is not None:
+            end = time.process_time() + cpu_ms / 1000.0
+            while time.process_time() < end:
+                pass
+            reply(c, b'ok\n', False)
+        c.close()
+for _ in range(workers):
+    if os.fork() == 0:
+        work()
+        os._exit(0)
+print(s.getsockname()[1], flush=True)
+while True:
+    signal.pause()
+"#;
+
+/// A pre-forking server: the master listens and forks `workers` processes
+/// that accept and serve keep-alive requests, each burning `cpu_ms` of CPU
+/// per request. The master itself does nothing, as gunicorn's and nginx's.
+pub fn prefork(workers: u32, cpu_ms: f64) -> Python {
+    start(&format!("{READ_REQUEST}{PREFORK}"), &[workers.to_string(), cpu_ms.to_string()])
+}
+
+const PUMA_POOL: &str = r#"
+threads, io_ms, backlog = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0))
+s.listen(backlog)
+m = socket.socket()
+m.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+m.bind(('127.0.0.1', 0))
+m.listen(16)
+busy = [0]
+lock = threading.Lock()
+def worker():
+    # A thread accepts only when it is free: the rest wait in the listen queue.
+    while True:
+        c, _ = s.accept()
+        with lock:
+            busy[0] += 1
+        try:
+            f = c.makefile('rb')
+            if read(f) is not None:
+                time.sleep(io_ms / 1000.0)
+                reply(c, b'ok\n', True)
+        except OSError:
+            pass
+        finally:
+            c.close()
+            with lock:
+                busy[0] -= 1
+def metrics():
+    while True:
+        c, _ = m.accept()
+        f = c.makefile('rb')
+        if read(f) is not None:
+            with lock:
+                b = busy[0]
+            text = ('# TYPE puma_busy_threads gauge\npuma_busy_threads %d\n'
+                    '# TYPE puma_max_threads gauge\npuma_max_threads %d\n' % (b, threads))
+            reply(c, text.encode(), True)
+        c.close()
+for _ in range(threads):
+    threading.Thread(target=worker, daemon=True).start()
+threading.Thread(target=metrics, daemon=True).start()
+print(s.getsockname()[1], m.getsockname()[1], flush=True)
+while True:
+    time.sleep(3600)
+"#;
+
+/// A Puma-like thread pool: `threads` threads, each accepting a connection
+/// only when free and answering its one request after `io_ms` of sleep
+/// (`Connection: close`); beyond them, connections wait in a listen queue of
+/// `backlog`. Port 1 serves `/metrics` outside the pool with the names of
+/// Puma's exporters, `puma_busy_threads` and `puma_max_threads`.
+pub fn puma_pool(threads: u32, io_ms: f64, backlog: u32) -> Python {
+    start(&format!("{READ_REQUEST}{PUMA_POOL}"), &[threads.to_string(), io_ms.to_string(), backlog.to_string()])
+}
+
+const TWO_SENDS: &str = r#"
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0))
+s.listen(256)
+def serve(c):
+    f = c.makefile('rb')
+    while read(f) is not None:
+        body = b'hello world\n'
+        # Two small writes, Nagle on: the second waits for the ACK of the first.
+        c.sendall(b'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n' % len(body))
+        c.sendall(body)
+    c.close()
+def accept():
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=serve, args=(c,), daemon=True).start()
+threading.Thread(target=accept, daemon=True).start()
+print(s.getsockname()[1], flush=True)
+while True:
+    time.sleep(3600)
+"#;
+
+/// A keep-alive server (a thread per connection) that writes each response's
+/// headers and body in two sends without `TCP_NODELAY`: on Linux the body
+/// waits for the client's delayed ACK of the headers, about 40 ms, on every
+/// request of a connection that sends the next request after the response.
+pub fn two_sends() -> Python {
+    start(&format!("{READ_REQUEST}{TWO_SENDS}"), &[])
+}
