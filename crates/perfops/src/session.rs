@@ -401,7 +401,8 @@ impl Session {
             .map(|(s, j)| Window { name: s.plan.name.clone(), from: s.from_s, to: s.to_s, verdict: j.verdict })
             .collect();
         let pool = watching::pool(&self.scenario, &self.store);
-        let stalls = perfops_core::analysis::modes::quantized_stalls(&latency.latency).map(|s| StallFinding {
+        // Stalls of the answered requests: a timeout is not a delayed ACK (#11).
+        let stalls = perfops_core::analysis::modes::quantized_stalls(&latency.latency_ok).map(|s| StallFinding {
             quantum_ms: s.quantum.as_secs_f64() * 1000.0,
             base_ms: s.base.at.as_secs_f64() * 1000.0,
             stalled_ms: s.stalled.at.as_secs_f64() * 1000.0,

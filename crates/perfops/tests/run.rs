@@ -156,7 +156,7 @@ fn setup_token_authorises_every_order_listing() {
     let s = run.summary();
     let ctx = run.context();
     assert_eq!(s["format"], "perfops.summary");
-    assert_eq!(s["version"], 1);
+    assert_eq!(s["version"], 2);
     assert_eq!(s["name"], "token-flow");
     assert_eq!(s["model"], "open");
     assert_eq!(s["interrupted"], false);
@@ -191,7 +191,7 @@ fn setup_token_authorises_every_order_listing() {
     let meta = run.json("meta.json");
     assert_eq!(
         (&meta["format"], &meta["version"], &meta["name"]),
-        (&json!("perfops.meta"), &json!(1), &json!("token-flow"))
+        (&json!("perfops.meta"), &json!(2), &json!("token-flow"))
     );
     assert_eq!(meta["model"], "open");
     assert_eq!(meta["steps"], json!(["orders"]));

@@ -138,11 +138,14 @@ pub fn measure(
     achieved_share: Option<f64>,
     watched: &BTreeMap<String, Range>,
 ) -> Option<f64> {
-    let latency_known = !stats.latency.is_empty();
+    // `p99` judges every request that ended (a timeout at the time it took),
+    // `p99(ok)` the successes alone (#11).
+    let latency = if c.ok { &stats.latency_ok } else { &stats.latency };
+    let latency_known = !latency.is_empty();
     Some(match &c.metric {
-        Metric::Quantile(q) if latency_known => stats.latency.quantile(*q).as_secs_f64(),
-        Metric::Mean if latency_known => stats.latency.mean_ms() / 1000.0,
-        Metric::Max if latency_known => stats.latency.max().as_secs_f64(),
+        Metric::Quantile(q) if latency_known => latency.quantile(*q).as_secs_f64(),
+        Metric::Mean if latency_known => latency.mean_ms() / 1000.0,
+        Metric::Max if latency_known => latency.max().as_secs_f64(),
         Metric::Quantile(_) | Metric::Mean | Metric::Max => return None,
         Metric::Errors if stats.completed + stats.failures.total() > 0 => stats.error_ratio(),
         Metric::Errors => return None,
@@ -429,6 +432,42 @@ mod tests {
             let j = judge(&conditions, &facts);
             assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
             assert!(j.reasons.iter().any(|r| r.contains(reason)) || reason.is_empty(), "{name}: {:?}", j.reasons);
+        }
+    }
+
+    /// #11: `p99` judges every request that ended, a connect timeout at its
+    /// 2 s; `p99(ok)` the successes alone.
+    #[test]
+    fn latency_lines_judge_all_requests_or_the_successes() {
+        let mut s = Stats::default();
+        for i in 0..100u64 {
+            // 90 answered in 10 ms, 10 connect timeouts after 2 s.
+            let (took, ok) = if i < 90 { (Duration::from_millis(10), true) } else { (Duration::from_secs(2), false) };
+            s.latency.record(took);
+            if ok {
+                s.latency_ok.record(took);
+            } else {
+                s.failures.add(crate::measure::FailureKind::ConnectTimeout);
+            }
+        }
+        s.completed = 90;
+        let none = BTreeMap::new();
+        // (line, measured ms, passed)
+        let cases = [
+            ("p99 < 500ms", 2000.0, false),       // the timeouts are the tail
+            ("max < 500ms", 2000.0, false),       // and the maximum
+            ("p50 < 500ms", 10.0, true),          // not the median
+            ("p99(ok) < 500ms", 10.0, true),      // the successes were fast
+            ("max(ok) < 500ms", 10.0, true),      // all of them
+            ("mean(ok) < 11ms", 10.0, true),      // on average too
+            ("p99(orders, ok) < 1s", 0.0, false), // a step that sent nothing: nothing to judge
+        ];
+        for (line, ms, passed) in cases {
+            let c = Condition::parse(line).unwrap();
+            let got = check(&c, &s, &BTreeMap::new(), None, &none);
+            assert_eq!(got.passed, passed, "{line}: {got:?}");
+            let v = got.value.unwrap_or(0.0);
+            assert!((v - ms).abs() <= ms * 0.002, "{line}: measured {v}, want {ms}");
         }
     }
 
