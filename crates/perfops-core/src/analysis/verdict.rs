@@ -182,6 +182,21 @@ pub fn with_unit(c: &Condition, v: f64) -> String {
     }
 }
 
+/// `share` (below `floor`, both 0..1) in percent with as few decimals as
+/// keep it visibly below the floor's whole percent: 386.4 of 400 is "96.6",
+/// never "97" beside "needs 97%" (#11). Whole percents where they suffice.
+pub fn percent_below(share: f64, floor: f64) -> String {
+    let floor_pct = (floor * 100.0).round();
+    for decimals in 0..3 {
+        let text = format!("{:.*}", decimals, share * 100.0);
+        if text.parse::<f64>().is_ok_and(|v| v < floor_pct) {
+            return text;
+        }
+    }
+    // Closer than rounding can tell: cut, so it still reads below.
+    format!("{:.3}", (share * 100_000.0).floor() / 1000.0)
+}
+
 /// One SLO line over `stats` (or its step's part of `steps`).
 pub fn check(
     c: &Condition,
@@ -229,9 +244,9 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         && f.stats.dropped == 0
     {
         fails.push(format!(
-            "achieved {:.1}/s is {:.0}% of the target {:.1}/s (needs {:.0}%)",
+            "achieved {:.1}/s is {}% of the target {:.1}/s (needs {:.0}%)",
             f.achieved_rate,
-            share * 100.0,
+            percent_below(share, RATE_FLOOR),
             target,
             RATE_FLOOR * 100.0
         ));
@@ -432,6 +447,24 @@ mod tests {
             let j = judge(&conditions, &facts);
             assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
             assert!(j.reasons.iter().any(|r| r.contains(reason)) || reason.is_empty(), "{name}: {:?}", j.reasons);
+        }
+    }
+
+    /// #11: a short rate never reads as the floor it missed.
+    #[test]
+    fn a_short_rate_is_shown_below_the_floor() {
+        // (achieved / target, shown)
+        let cases = [
+            (0.90, "90"),          // far below: a whole percent says it
+            (0.9659, "96.6"),      // 386.4 of 400: "97" would contradict "needs 97%"
+            (0.9651, "96.5"),      // rounds up to 97 as a whole: one decimal
+            (0.9699, "96.99"),     // one decimal rounds to 97.0: two
+            (0.96999, "96.999"),   // closer still: three
+            (0.9699999, "96.999"), // closer than three decimals round: cut, not rounded up to 97.000
+            (0.9649, "96"),        // rounds down: whole percent is already below
+        ];
+        for (share, want) in cases {
+            assert_eq!(percent_below(share, RATE_FLOOR), want, "{share}");
         }
     }
 
