@@ -271,14 +271,14 @@ impl QuickSummary {
         row(&mut o, "Connections opened:", self.connects.to_string());
 
         let _ = writeln!(o, "\nConnection Times (ms)");
-        let _ = writeln!(o, "              min    mean[+/-sd]  median      max");
+        let _ = writeln!(o, "                min    mean[+/-sd]  median      max");
         let times = |o: &mut String, name: &str, h: &HistogramSummary, note: &str| {
             if h.count == 0 {
-                let _ = writeln!(o, "{name:<10}{:>7}{:>8}{:>7}{:>8}{:>9}{note}", "-", "-", "-", "-", "-");
+                let _ = writeln!(o, "{name:<12}{:>7}{:>8}{:>7}{:>8}{:>9}{note}", "-", "-", "-", "-", "-");
             } else {
                 let _ = writeln!(
                     o,
-                    "{name:<10}{:>7.2}{:>8.2}{:>7.2}{:>8.2}{:>9.2}{note}",
+                    "{name:<12}{:>7.2}{:>8.2}{:>7.2}{:>8.2}{:>9.2}{note}",
                     h.min, h.mean, h.stdev, h.p50, h.max
                 );
             }
@@ -323,8 +323,15 @@ impl QuickSummary {
                 if open {
                     let _ = write!(o, " {:>9.2}", ms(self.service.quantile(q)));
                 }
-                if ok {
-                    let _ = write!(o, " {:>11.2}", ms(self.latency_ok.quantile(q)));
+                match ok {
+                    // Nothing succeeded: no figure, rather than a 0.00 that reads as fast.
+                    true if self.latency_ok.is_empty() => {
+                        let _ = write!(o, " {:>11}", "-");
+                    }
+                    true => {
+                        let _ = write!(o, " {:>11.2}", ms(self.latency_ok.quantile(q)));
+                    }
+                    false => {}
                 }
                 let _ = writeln!(o, "{}", if q == 1.0 { " (longest request)" } else { "" });
             }

@@ -423,13 +423,16 @@ fn sigkill_mid_run_keeps_every_completed_second() {
     let hlog = run.text("latency.hlog");
     let lines: Vec<&str> = hlog.lines().collect();
     assert!(lines.len() > 4, "{hlog}");
-    assert!(lines[0].starts_with("#[perfops latency log, format version 1"), "{hlog}");
+    assert!(lines[0].starts_with("#[perfops latency log, format version 2"), "{hlog}");
     assert!(lines[1].starts_with("#[StartTime: "), "{hlog}");
     assert!(lines[2].starts_with("#[BaseTime: "), "{hlog}");
     assert_eq!(lines[3], r#""StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram""#);
     assert!(lines.iter().any(|l| l.starts_with("Tag=latency,")), "{hlog}");
+    // #11: the successes' latency beside every request's.
+    assert!(lines.iter().any(|l| l.starts_with("Tag=latency_ok,")), "{hlog}");
     for l in &lines[4..] {
-        assert!(l.starts_with("Tag=latency,") || l.starts_with("Tag=service,"), "not an interval line: {l}");
+        let tagged = ["Tag=latency,", "Tag=service,", "Tag=latency_ok,"].iter().any(|t| l.starts_with(t));
+        assert!(tagged, "not an interval line: {l}");
     }
 }
 
