@@ -197,12 +197,13 @@ pub struct Figures {
     pub latency_ms: HistogramSummary,
     /// Service time of every request sent, ms.
     pub service_ms: HistogramSummary,
-    /// Latency of the successes alone, ms (absent before format 2).
-    #[serde(default)]
-    pub latency_ok_ms: HistogramSummary,
-    /// Service time of the successes alone, ms (absent before format 2).
-    #[serde(default)]
-    pub service_ok_ms: HistogramSummary,
+    /// Latency of the successes alone, ms; none in a summary of format 1,
+    /// which had no such figure (and is written back without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ok_ms: Option<HistogramSummary>,
+    /// Service time of the successes alone, ms (none in format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ok_ms: Option<HistogramSummary>,
 }
 
 impl Figures {
@@ -223,8 +224,8 @@ impl Figures {
             failures: failures(stats),
             latency_ms: stats.latency.summary(),
             service_ms: stats.service.summary(),
-            latency_ok_ms: stats.latency_ok.summary(),
-            service_ok_ms: stats.service_ok.summary(),
+            latency_ok_ms: Some(stats.latency_ok.summary()),
+            service_ok_ms: Some(stats.service_ok.summary()),
         }
     }
 }
@@ -451,7 +452,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.p95),
             ms(l.p99),
             ms(l.max),
-            ms(f.latency_ok_ms.p99),
+            ms(f.latency_ok_ms.map_or(0.0, |l| l.p99)),
             f.error_ratio * 100.0,
             group(f.dropped as f64),
             match verdict {

@@ -30,8 +30,8 @@ fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: Histogram
         failures: BTreeMap::new(),
         latency_ms,
         service_ms: HistogramSummary::default(),
-        latency_ok_ms: HistogramSummary::default(),
-        service_ok_ms: HistogramSummary::default(),
+        latency_ok_ms: None,
+        service_ok_ms: None,
     }
 }
 

@@ -331,7 +331,7 @@ fn from_figures(stage: &mut Stage, f: &Figures) {
     stage.target = f.target_rate.or(stage.target);
     stage.achieved = Some(f.achieved_rate);
     stage.latency = Percentiles::from_summary(&f.latency_ms);
-    stage.latency_ok = Percentiles::from_summary(&f.latency_ok_ms);
+    stage.latency_ok = f.latency_ok_ms.as_ref().and_then(Percentiles::from_summary);
     stage.error_ratio = Some(f.error_ratio);
     stage.failed = Some(f.failed);
     stage.dropped = Some(f.dropped);
