@@ -16,6 +16,14 @@
 //! `tls` histograms). A closed loop's request is due when it is sent
 //! ([`Due::OnSend`]), so there the two are one measure.
 //!
+//! Every request that ends is counted in the latency (and, if it was sent, the
+//! service-time) histogram at the time it took to end, a failure too: a
+//! connect timeout at its 2 s, a refused connection at its few µs, as k6 and
+//! JMeter count. A stage that collapses into timeouts then shows it in its
+//! p99 (#11). The successes are recorded a second time in `latency_ok` and
+//! `service_ok`, for `p99(ok)` and the tables that show both: two more
+//! records per success, a few ns against the µs a request costs.
+//!
 //! It owns no clock and no socket: the worker reads the clock and hands over
 //! instants. Per request it costs a short search among this second's few keys,
 //! and no allocation once each key has been seen in the second.
@@ -55,6 +63,21 @@ pub(crate) struct Answer {
     pub(crate) failure: Option<FailureKind>,
     /// It completes an arrival's flow (its last step, or a failure that ends it).
     pub(crate) ends_iteration: bool,
+}
+
+/// What one request that got no answer measured.
+pub(crate) struct Failure {
+    pub(crate) due: Due,
+    /// When it started (before any connect).
+    pub(crate) start: Instant,
+    /// When it was sent on a ready connection; none if it never was (the
+    /// connect failed or timed out).
+    pub(crate) sent: Option<Instant>,
+    /// When it was given up.
+    pub(crate) at: Instant,
+    pub(crate) kind: FailureKind,
+    /// Request bytes written, redirects included.
+    pub(crate) bytes_out: u64,
 }
 
 /// This second's statistics, split by key (at most a few keys per second).
@@ -108,25 +131,41 @@ impl Recorder {
         // read of its own (parsing after it is the generator's time).
         let done = r.last_byte;
         let service = done - a.sent;
-        st.latency.record(match a.due {
+        let latency = match a.due {
             Due::At(due) => done - due,
             Due::OnSend => service,
-        });
+        };
+        st.latency.record(latency);
         st.service.record(service);
         st.ttfb.record(r.first_byte - r.sent_at);
-        if let Some(kind) = a.failure {
-            st.failures.add(kind);
+        match a.failure {
+            Some(kind) => st.failures.add(kind),
+            None => {
+                st.latency_ok.record(latency);
+                st.service_ok.record(service);
+            }
         }
         if a.ends_iteration {
             st.iterations += 1;
         }
     }
 
-    /// A request that got no answer (`kind`), after writing `bytes_out`.
-    pub(crate) fn failed(&mut self, key: Key, kind: FailureKind, bytes_out: u64) {
+    /// A request that got no answer: counted in the latency at the time it
+    /// took to fail, and in the service time if it was sent.
+    pub(crate) fn failed(&mut self, key: Key, f: &Failure) {
         let st = self.at(key);
-        st.bytes_out += bytes_out;
-        st.failures.add(kind);
+        st.bytes_out += f.bytes_out;
+        st.failures.add(f.kind);
+        let service = f.sent.map(|sent| f.at - sent);
+        st.latency.record(match f.due {
+            Due::At(due) => f.at - due,
+            // A closed loop's request that was never sent ended its connect
+            // attempt: that is what its user waited.
+            Due::OnSend => service.unwrap_or(f.at - f.start),
+        });
+        if let Some(service) = service {
+            st.service.record(service);
+        }
     }
 
     /// The first failure kind recorded under `key`, if any.
@@ -178,6 +217,54 @@ mod tests {
             let got = (st.latency.max().as_millis(), st.service.max().as_millis());
             assert_eq!(got, (latency.as_millis(), service.as_millis()), "case {i}");
             assert_eq!((st.completed, st.iterations), (1, 1), "case {i}");
+            assert_eq!((st.latency_ok.len(), st.service_ok.len()), (1, 1), "case {i}: a success counts in both");
         }
+    }
+
+    /// #11: a request that failed counts in the latency at the time it took
+    /// to fail (in the service time if it was sent), never among the
+    /// successes; a 5xx answer likewise.
+    #[test]
+    fn failures_count_in_the_latency_at_the_time_they_took() {
+        let t0 = Instant::now();
+        let key = Key { stage: 0, step: 0 };
+        use FailureKind::*;
+        // (due, start, sent, failed at, kind, latency, service)
+        let cases = [
+            // an open arrival whose connect timed out after 2 s: 2 s of latency, never sent
+            (Due::At(t0), t0, None, t0 + ms(2000), ConnectTimeout, ms(2000), None),
+            // started 5 ms late, refused at once: the lateness is latency too
+            (Due::At(t0), t0 + ms(5), None, t0 + ms(5), ConnectRefused, ms(5), None),
+            // sent on a kept connection, no answer within the 1 s timeout
+            (Due::At(t0), t0, Some(t0), t0 + ms(1000), Timeout, ms(1000), Some(ms(1000))),
+            // a closed loop's user whose connect timed out: the attempt is what it waited
+            (Due::OnSend, t0, None, t0 + ms(2000), ConnectTimeout, ms(2000), None),
+            // a closed loop's request reset 30 ms after its send, 3 ms after its start
+            (Due::OnSend, t0, Some(t0 + ms(3)), t0 + ms(33), Reset, ms(30), Some(ms(30))),
+        ];
+        for (i, (due, start, sent, at, kind, latency, service)) in cases.into_iter().enumerate() {
+            let mut rec = Recorder::default();
+            rec.failed(key, &Failure { due, start, sent, at, kind, bytes_out: 0 });
+            let parts = rec.take();
+            let st = &parts[0].1;
+            assert_eq!(st.latency.max().as_millis(), latency.as_millis(), "case {i}");
+            assert_eq!(st.service.len(), u64::from(service.is_some()), "case {i}");
+            if let Some(service) = service {
+                assert_eq!(st.service.max().as_millis(), service.as_millis(), "case {i}");
+            }
+            assert!(st.latency_ok.is_empty() && st.service_ok.is_empty(), "case {i}: not a success");
+            assert_eq!(st.failures[kind], 1, "case {i}");
+        }
+        // A 5xx answer: in the latency, not among the successes.
+        let mut rec = Recorder::default();
+        let response =
+            Response { status: 503, bytes_in: 1, sent_at: t0, first_byte: t0 + ms(4), last_byte: t0 + ms(4) };
+        let failure = Some(Http5xx);
+        rec.answered(
+            key,
+            &Answer { due: Due::At(t0), sent: t0, response, bytes_out: 1, failure, ends_iteration: true },
+        );
+        let parts = rec.take();
+        assert_eq!((parts[0].1.latency.len(), parts[0].1.latency_ok.len()), (1, 0));
     }
 }

@@ -41,7 +41,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::coalesce;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
-use crate::record::{Answer, Due, Key, Recorder, mean_service};
+use crate::record::{Answer, Due, Failure, Key, Recorder, mean_service};
 use crate::target::Target;
 use crate::timer::PreciseTimer;
 use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
@@ -522,10 +522,14 @@ impl Worker {
                 *conn = None;
             }
             let (earlier_bytes, sent) = (resp.bytes_in, *sent);
-            outcome = self.exchange(conn, timer.as_mut(), &next, &req, &mut bytes_out).await.map(|(mut r, _)| {
-                r.bytes_in += earlier_bytes;
-                (r, sent)
-            });
+            outcome = self
+                .exchange(conn, timer.as_mut(), &next, &req, &mut bytes_out)
+                .await
+                .map(|(mut r, _)| {
+                    r.bytes_in += earlier_bytes;
+                    (r, sent)
+                })
+                .map_err(|(kind, _)| (kind, Some(sent)));
         }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
         match outcome {
@@ -545,9 +549,10 @@ impl Worker {
                 self.rec.borrow_mut().answered(req.key, &answer);
                 Ended { at: response.last_byte, failed: failure.is_some() }
             }
-            Err(kind) => {
+            Err((kind, sent)) => {
                 let at = Instant::now();
-                self.rec.borrow_mut().failed(req.key, kind, bytes_out);
+                let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+                self.rec.borrow_mut().failed(req.key, &failure);
                 Ended { at, failed: true }
             }
         }
@@ -558,7 +563,8 @@ impl Worker {
     /// connection when a kept one was found closed. Adds the bytes written to
     /// `bytes_out`. Returns the response and when the request was sent:
     /// `req.start` on a kept connection, or when a new one was ready (connect
-    /// and TLS are phases of their own, not service time).
+    /// and TLS are phases of their own, not service time); or the failure and
+    /// when it was sent, if it was (not when the connect failed).
     async fn exchange(
         &self,
         conn: &mut Option<Box<Conn>>,
@@ -566,7 +572,7 @@ impl Worker {
         request: &[u8],
         req: &Request<'_>,
         bytes_out: &mut u64,
-    ) -> Result<(Response, Instant), FailureKind> {
+    ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
         let mut retried = false;
         let mut sent = req.start;
         loop {
@@ -577,8 +583,8 @@ impl Worker {
                         sent = ready;
                         conn.insert(c)
                     }
-                    Some(Err(kind)) => return Err(kind),
-                    None => return Err(FailureKind::Timeout),
+                    Some(Err(kind)) => return Err((kind, None)),
+                    None => return Err((FailureKind::Timeout, None)),
                 },
             };
             *bytes_out += request.len() as u64;
@@ -590,11 +596,11 @@ impl Worker {
                 Some(Err(e)) if e.nothing_received && c.reused && !retried => retried = true,
                 Some(Err(e)) => {
                     *conn = None;
-                    return Err(e.kind);
+                    return Err((e.kind, Some(sent)));
                 }
                 None => {
                     *conn = None;
-                    return Err(FailureKind::Timeout);
+                    return Err((FailureKind::Timeout, Some(sent)));
                 }
             }
             *conn = None;

@@ -153,6 +153,8 @@ pub struct Deltas {
     pub p95_ms: Option<Delta>,
     /// Latency p99, ms.
     pub p99_ms: Option<Delta>,
+    /// Latency p99 of the successes alone, ms.
+    pub p99_ok_ms: Option<Delta>,
     /// Error ratio (a difference of ratios: 0.01 is one percentage point).
     pub error_ratio: Option<Delta>,
 }
@@ -172,8 +174,10 @@ pub struct Cell {
     pub p50_ms: Option<f64>,
     /// Latency p95, ms.
     pub p95_ms: Option<f64>,
-    /// Latency p99, ms.
+    /// Latency p99, ms (every request that ended, failures included).
     pub p99_ms: Option<f64>,
+    /// Latency p99 of the successes alone, ms (none from results format 1).
+    pub p99_ok_ms: Option<f64>,
     /// Failed / finished requests.
     pub error_ratio: Option<f64>,
     /// `holds`, `fails`, `inconclusive`, `not run` (none: not judged).
@@ -271,6 +275,7 @@ fn cell(s: &Stage, matched_by: MatchedBy) -> Cell {
         p50_ms: l.p50,
         p95_ms: l.p95,
         p99_ms: l.p99,
+        p99_ok_ms: s.latency_ok.and_then(|l| l.p99),
         error_ratio: s.error_ratio,
         verdict: s.verdict.or((!s.ran).then_some(StageVerdict::NotRun)),
         delta: None,
@@ -286,6 +291,7 @@ fn with_deltas(mut cells: Vec<Option<Cell>>) -> Vec<Option<Cell>> {
                 p50_ms: Delta::of(a.p50_ms, c.p50_ms),
                 p95_ms: Delta::of(a.p95_ms, c.p95_ms),
                 p99_ms: Delta::of(a.p99_ms, c.p99_ms),
+                p99_ok_ms: Delta::of(a.p99_ok_ms, c.p99_ok_ms),
                 error_ratio: Delta::of(a.error_ratio, c.error_ratio),
             });
         }
@@ -346,6 +352,19 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
                 .collect(),
         ),
     };
+    // #11: format 1 left failed requests out of the latency; say so rather
+    // than let a delta read as a change of the server.
+    let old = |m: &Model| m.files.versions.iter().any(|(_, v)| *v < 2);
+    let mixed = models.iter().any(old) && !models.iter().all(old);
+    for (r, m) in runs.iter().zip(models) {
+        if mixed && old(m) {
+            notes.push(format!(
+                "{} was recorded before results format 2: its latency counts the answered requests only (timeouts and \
+                 refused connections left out) and it has no p99 ok, so its latency is not measured like the others'",
+                r.title()
+            ));
+        }
+    }
     for r in runs.iter().filter(|r| !r.complete) {
         notes.push(format!(
             "{} is incomplete: it left no summary.json (killed, or still running), so it has no verdict and no capacity; \

@@ -13,7 +13,10 @@ use perfops_core::measure::{Histogram, HistogramSummary, Stats};
 use serde::Serialize;
 
 /// Version of the JSON written by `quick --json`.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// 2 (#11): `latency_ms` and `service_ms` count failed requests too (at the
+/// time they took); `latency_ok_ms` and `service_ok_ms` the successes alone.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// How the run was set up, for the summary header.
 #[derive(Debug, Clone, Serialize)]
@@ -99,10 +102,15 @@ pub struct QuickSummary {
     pub bytes_out: u64,
     /// Connections opened.
     pub connects: u64,
-    /// Latency from the intended start, ms.
+    /// Latency from the intended start of every request that ended
+    /// (failures at the time they took), ms.
     pub latency_ms: HistogramSummary,
-    /// Service time from the actual send, ms.
+    /// Service time from the actual send, of every request sent, ms.
     pub service_ms: HistogramSummary,
+    /// Latency of the successes alone, ms.
+    pub latency_ok_ms: HistogramSummary,
+    /// Service time of the successes alone, ms.
+    pub service_ok_ms: HistogramSummary,
     /// TCP connect of new connections, ms.
     pub connect_ms: HistogramSummary,
     /// TLS handshakes, ms.
@@ -122,6 +130,8 @@ pub struct QuickSummary {
     latency: Histogram,
     #[serde(skip)]
     service: Histogram,
+    #[serde(skip)]
+    latency_ok: Histogram,
 }
 
 impl QuickSummary {
@@ -153,6 +163,8 @@ impl QuickSummary {
             connects: total.connects,
             latency_ms: total.latency.summary(),
             service_ms: total.service.summary(),
+            latency_ok_ms: total.latency_ok.summary(),
+            service_ok_ms: total.service_ok.summary(),
             connect_ms: total.connect.summary(),
             tls_ms: total.tls.summary(),
             ttfb_ms: total.ttfb.summary(),
@@ -162,9 +174,10 @@ impl QuickSummary {
             stalls: None,
             latency: total.latency.clone(),
             service: total.service.clone(),
+            latency_ok: total.latency_ok.clone(),
         };
         s.warnings = s.truthfulness_warnings();
-        let inputs = StallInputs { service: &total.service, ttfb: &total.ttfb, throughput: s.requests_per_s };
+        let inputs = StallInputs { service: &total.service_ok, ttfb: &total.ttfb, throughput: s.requests_per_s };
         s.stalls = quantized_stalls(&inputs).map(|f| StallFinding::of(&f, None));
         s
     }
@@ -187,10 +200,13 @@ impl QuickSummary {
                 self.generator.cores.max(1)
             ));
         }
-        if self.model == "open" && self.completed > 0 && self.latency_ms.p99 > self.service_ms.p99 * 1.5 + 1.0 {
+        // The successes' figures: a connect timeout is latency without any
+        // service time, and would read as lateness of the generator.
+        let (l, s) = (&self.latency_ok_ms, &self.service_ok_ms);
+        if self.model == "open" && l.count > 0 && l.p99 > s.p99 * 1.5 + 1.0 {
             w.push(format!(
                 "p99 latency from the intended start ({:.2} ms) is well above p99 service time ({:.2} ms): the generator sent requests late",
-                self.latency_ms.p99, self.service_ms.p99
+                l.p99, s.p99
             ));
         }
         w
@@ -263,14 +279,14 @@ impl QuickSummary {
         row(&mut o, "Connections opened:", self.connects.to_string());
 
         let _ = writeln!(o, "\nConnection Times (ms)");
-        let _ = writeln!(o, "              min    mean[+/-sd]  median      max");
+        let _ = writeln!(o, "                min    mean[+/-sd]  median      max");
         let times = |o: &mut String, name: &str, h: &HistogramSummary, note: &str| {
             if h.count == 0 {
-                let _ = writeln!(o, "{name:<10}{:>7}{:>8}{:>7}{:>8}{:>9}{note}", "-", "-", "-", "-", "-");
+                let _ = writeln!(o, "{name:<12}{:>7}{:>8}{:>7}{:>8}{:>9}{note}", "-", "-", "-", "-", "-");
             } else {
                 let _ = writeln!(
                     o,
-                    "{name:<10}{:>7.2}{:>8.2}{:>7.2}{:>8.2}{:>9.2}{note}",
+                    "{name:<12}{:>7.2}{:>8.2}{:>7.2}{:>8.2}{:>9.2}{note}",
                     h.min, h.mean, h.stdev, h.p50, h.max
                 );
             }
@@ -279,31 +295,53 @@ impl QuickSummary {
         if self.tls_ms.count > 0 {
             times(&mut o, "TLS:", &self.tls_ms, "");
         }
-        times(&mut o, "Waiting:", &self.ttfb_ms, "");
-        times(&mut o, "Total:", &self.service_ms, "");
-        if open {
-            times(&mut o, "Latency:", &self.latency_ms, "   (from the intended start)");
+        // ab's rows with ab's meanings: Processing = Total - Connect, from
+        // the send on a ready connection to the end (our service time);
+        // Waiting, from the send to the first byte. Total is what the request
+        // took as its user saw it: in the open model from its intended
+        // start (lateness and a new connection's connect included); in a
+        // closed loop from the send, where it equals Processing (#11).
+        times(&mut o, "Processing:", &self.service_ms, "   (from the send to the end)");
+        times(&mut o, "Waiting:", &self.ttfb_ms, "   (from the send to the first byte)");
+        let total_note = if open { "   (from the intended start)" } else { "   (from the send: Connect is apart)" };
+        times(&mut o, "Total:", &self.latency_ms, total_note);
+        if self.failed > 0 {
+            let _ = writeln!(o, "(every request that ended counts, a failure at the time it took)");
         }
 
         if !self.latency.is_empty() {
+            // All requests, and beside them the successes when some failed.
+            let ok = self.failed > 0;
+            let _ = writeln!(o, "\nPercentage of the requests served within a certain time (ms)");
+            let mut head = String::from("         latency");
             if open {
-                let _ = writeln!(o, "\nPercentage of the requests served within a certain time (ms)");
-                let _ = writeln!(o, "         latency   service   (latency counts from the intended start)");
-            } else {
-                let _ = writeln!(o, "\nPercentage of the requests served within a certain time (ms)");
+                head.push_str("   service");
             }
+            if ok {
+                head.push_str("  latency ok");
+            }
+            let _ = writeln!(
+                o,
+                "{head}   (every request that ended, failures at the time they took{}{})",
+                if ok { "; ok: successes only" } else { "" },
+                if open { "; latency counts from the intended start" } else { "" }
+            );
             for (label, q) in PERCENTAGES {
-                let l = ms(self.latency.quantile(q));
+                let _ = write!(o, "  {label:>6} {:>9.2}", ms(self.latency.quantile(q)));
                 if open {
-                    let s = ms(self.service.quantile(q));
-                    let _ = writeln!(
-                        o,
-                        "  {label:>6} {l:>9.2} {s:>9.2}{}",
-                        if q == 1.0 { " (longest request)" } else { "" }
-                    );
-                } else {
-                    let _ = writeln!(o, "  {label:>6} {l:>9.2}{}", if q == 1.0 { " (longest request)" } else { "" });
+                    let _ = write!(o, " {:>9.2}", ms(self.service.quantile(q)));
                 }
+                match ok {
+                    // Nothing succeeded: no figure, rather than a 0.00 that reads as fast.
+                    true if self.latency_ok.is_empty() => {
+                        let _ = write!(o, " {:>11}", "-");
+                    }
+                    true => {
+                        let _ = write!(o, " {:>11.2}", ms(self.latency_ok.quantile(q)));
+                    }
+                    false => {}
+                }
+                let _ = writeln!(o, "{}", if q == 1.0 { " (longest request)" } else { "" });
             }
         }
 

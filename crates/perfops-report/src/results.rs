@@ -5,7 +5,7 @@
 //!   meta.json        version, host, command, start time         (at start)
 //!   scenario.yaml    the scenario, secrets redacted              (at start)
 //!   series.jsonl     one JSON line per second                    (appended, flushed every second)
-//!   latency.hlog     HdrHistogram interval log, tags latency and service (appended likewise)
+//!   latency.hlog     HdrHistogram interval log, tags latency, service and latency_ok (likewise)
 //!   watch.jsonl      watched metrics, one line per sample        (appended, flushed per line)
 //!   probe.jsonl      probe checks, one line per check            (likewise)
 //!   summary.json     stages, verdict, diagnostics                (at the end, atomically)
@@ -26,7 +26,14 @@ use perfops_core::measure::Histogram;
 use serde::Serialize;
 
 /// Version of every file in a results directory.
-pub const RESULTS_VERSION: u32 = 1;
+///
+/// 2 (#11): `latency_ms` and `service_ms` count every request that ended,
+/// failures at the time they took; `latency_ok_ms` and `service_ok_ms` (and
+/// the `latency_ok` tag of `latency.hlog`) hold the successes alone. In
+/// version 1, `latency_ms` counted the answered requests (5xx included,
+/// timeouts and refused connections not) and there was no `ok` figure: it
+/// reads as absent (a count of 0, shown as "-").
+pub const RESULTS_VERSION: u32 = 2;
 
 /// An open results directory.
 pub struct RunDir {

@@ -3,10 +3,11 @@
 //!
 //! The same types read those files back (the report, `compare`, `runs`), so a
 //! renamed field is a compile error or a failed read, never a silent "n/a".
-//! Files of older perfops versions (the results format is version 1 since the
-//! start, and grew) read through serde defaults: each field added after the
-//! first release says so where it is declared. `schema/summary.schema.json`
-//! describes what is written today; `tests/summary_schema.rs` checks it
+//! Files of older perfops versions read through serde defaults: each field
+//! added after the first release says so where it is declared. Version 2
+//! changed what `latency_ms` counts (every request that ended, failures
+//! included) and added `latency_ok_ms` (see `results::RESULTS_VERSION`).
+//! `schema/summary.schema.json` describes what is written today; `tests/summary_schema.rs` checks it
 //! against both the writer and this reader.
 
 use std::collections::BTreeMap;
@@ -73,8 +74,11 @@ pub struct SeriesLine {
     pub in_flight: u64,
     /// Failures by kind.
     pub failures: BTreeMap<String, u64>,
-    /// Latency from the intended start, ms.
+    /// Latency from the intended start of every request that ended
+    /// (failures at the time they took), ms.
     pub latency_ms: HistogramSummary,
+    /// The same, of the successes alone (absent before format 2).
+    pub latency_ok_ms: HistogramSummary,
     /// Service time from the send, ms.
     pub service_ms: HistogramSummary,
     /// Response bytes.
@@ -188,10 +192,18 @@ pub struct Figures {
     pub error_ratio: f64,
     /// Failures by kind.
     pub failures: BTreeMap<String, u64>,
-    /// Latency from the intended start, ms.
+    /// Latency from the intended start of every request that ended
+    /// (failures at the time they took), ms.
     pub latency_ms: HistogramSummary,
-    /// Service time, ms.
+    /// Service time of every request sent, ms.
     pub service_ms: HistogramSummary,
+    /// Latency of the successes alone, ms; none in a summary of format 1,
+    /// which had no such figure (and is written back without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ok_ms: Option<HistogramSummary>,
+    /// Service time of the successes alone, ms (none in format 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ok_ms: Option<HistogramSummary>,
 }
 
 impl Figures {
@@ -212,6 +224,8 @@ impl Figures {
             failures: failures(stats),
             latency_ms: stats.latency.summary(),
             service_ms: stats.service.summary(),
+            latency_ok_ms: Some(stats.latency_ok.summary()),
+            service_ok_ms: Some(stats.service_ok.summary()),
         }
     }
 }
@@ -411,10 +425,12 @@ fn ms(v: f64) -> String {
 /// whole run, the verdict and why it broke.
 pub fn stage_table(summary: &RunSummary) -> String {
     let mut o = String::new();
+    // Latency of every request that ended (a timeout at the time it took),
+    // and the successes' p99 beside it (#11).
     let _ = writeln!(
         o,
-        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  {:<12} why / top failures",
-        "stage", "target/s", "achieved", "p50", "p90", "p95", "p99", "max", "errors", "dropped", "verdict"
+        "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  {:<12} why / top failures",
+        "stage", "target/s", "achieved", "p50", "p90", "p95", "p99", "max", "p99 ok", "errors", "dropped", "verdict"
     );
     let rows = summary.stages.iter().map(|s| (&s.figures, s.verdict, s.reasons.as_slice()));
     for (f, verdict, reasons) in rows.chain(std::iter::once((&summary.total, None, &[][..]))) {
@@ -427,7 +443,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
         let l = &f.latency_ms;
         let _ = writeln!(
             o,
-            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.1}% {:>8}  {:<12} {}",
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.1}% {:>8}  {:<12} {}",
             truncate(&f.name, 16),
             f.target_rate.map_or("-".into(), |r| format!("{r:.1}")),
             format!("{:.1}", f.achieved_rate),
@@ -436,6 +452,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.p95),
             ms(l.p99),
             ms(l.max),
+            ms(f.latency_ok_ms.map_or(0.0, |l| l.p99)),
             f.error_ratio * 100.0,
             group(f.dropped as f64),
             match verdict {
@@ -445,6 +462,8 @@ pub fn stage_table(summary: &RunSummary) -> String {
             why
         );
     }
+    let _ =
+        writeln!(o, "latency: every request that ended, failures at the time they took; p99 ok: the successes alone");
     for s in &summary.slo {
         let _ = writeln!(
             o,

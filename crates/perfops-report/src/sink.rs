@@ -1,5 +1,5 @@
 //! The results writer: each second of a load as one line of `series.jsonl`
-//! and its two histograms in `latency.hlog`, through the pipeline's
+//! and its histograms in `latency.hlog`, through the pipeline's
 //! [`Sink`] interface. What a line holds is [`SeriesLine`]; where the files
 //! are, [`RunDir`]. The live line's sink is [`crate::live::LiveLine`].
 
@@ -35,7 +35,8 @@ impl Sink for ResultsWriter<'_> {
             return Ok(Flow::Continue);
         }
         let iv = s.interval;
-        let histograms = [("latency", &iv.stats.latency), ("service", &iv.stats.service)];
+        let st = &iv.stats;
+        let histograms = [("latency", &st.latency), ("service", &st.service), ("latency_ok", &st.latency_ok)];
         if let Err(e) = self.dir.append_second(&series_line(s), s.start, iv.length, &histograms) {
             *self.failed = true;
             return Err(SinkError(format!("cannot write results ({e}); the run goes on, the summary will be printed")));
@@ -79,6 +80,7 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         in_flight: iv.in_flight,
         failures: failures(st),
         latency_ms: st.latency.summary(),
+        latency_ok_ms: st.latency_ok.summary(),
         service_ms: st.service.summary(),
         bytes_in: st.bytes_in,
         bytes_out: st.bytes_out,

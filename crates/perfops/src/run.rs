@@ -16,7 +16,7 @@ use perfops_report::results::{RESULTS_VERSION, utc_rfc3339};
 use perfops_report::run::{Figures, RunSummary, StageSummary, VerdictSummary, stage_table};
 
 use crate::Exit;
-use crate::session::{Loaded, Session, SessionArgs, StagePlan, load_scenario};
+use crate::session::{Loaded, Session, SessionArgs, StagePlan, inputs, load_scenario};
 
 /// Flags of `perfops run`.
 #[derive(Debug, Args)]
@@ -37,6 +37,12 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     let mut ok = true;
     for path in &args.files {
         match load_scenario(path, &[])? {
+            // What `run` reads besides the file (environment, CSV files, the
+            // target's URL), read alike: `check` passes what `run` accepts (#11).
+            Some((s, _)) if let Err(e) = inputs(&s, path) => {
+                eprintln!("{}: {e:#}", path.display());
+                ok = false;
+            }
             Some((s, _)) => crate::out(&format!(
                 "{}: ok ({} flows, {} stages, {:.0} s)\n",
                 path.display(),

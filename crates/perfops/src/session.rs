@@ -84,6 +84,31 @@ pub(crate) struct SessionArgs {
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.
+/// What a session reads besides the scenario file: the `${env.X}` values,
+/// the CSV feeders and the target with its `${env.X}` resolved.
+pub(crate) struct Inputs {
+    pub(crate) env: HashMap<String, String>,
+    pub(crate) feeders: Vec<perfops_core::scenario::feeder::Feeder>,
+    pub(crate) target: TargetSpec,
+}
+
+/// Read the inputs of `scenario` (from the file at `path`) as a session
+/// does, and check that its target parses as a URL. `check` calls it too,
+/// so that it accepts exactly what `run` accepts (#11).
+pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    // ${env.X}: read once; a missing variable is an input error, not an empty string.
+    let env = sources::env(scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let feeders =
+        sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
+    let target = sources::target(scenario, &env);
+    if let TargetSpec::Url(url) = &target {
+        Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?;
+    }
+    Ok(Inputs { env, feeders, target })
+}
+
 pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read {}: {e}", path.display()))))?;
@@ -175,18 +200,14 @@ impl Session {
         let Some((scenario, text)) = load_scenario(&args.scenario, &overrides)? else { return Ok(None) };
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 
-        // ${env.X}: read once; a missing variable is an input error, not an empty string.
-        let env = sources::env(&scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
-        let folder = args.scenario.parent().unwrap_or(Path::new("."));
-        let feeders =
-            sources::feeders(&scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
+        let Inputs { env, feeders, target: resolved } = inputs(&scenario, &args.scenario)?;
 
         // Bound before anything starts, so a busy address is a usage error
         // that costs nothing; the steps are known after the setup.
         let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &[])).transpose()?;
 
         // The demo target lives as long as the session.
-        let (demo, url) = match &scenario.target {
+        let (demo, url) = match &resolved {
             TargetSpec::Url(u) => (None, u.clone()),
             TargetSpec::Demo(model, options) => {
                 let name = demo_name(model);
@@ -197,6 +218,7 @@ impl Session {
             }
         };
         let target = Target::parse(&url).map_err(|e| usage(e.to_string()))?;
+        // As written: an environment value (`${env.PORT}`) never reaches the results.
         let target_label = match &scenario.target {
             TargetSpec::Url(u) => u.clone(),
             TargetSpec::Demo(model, _) => format!("demo:{} ({url})", demo_name(model)),
@@ -405,7 +427,8 @@ impl Session {
         // modes of several levels together are no stall of anyone's (#11).
         let stalls = stages.iter().find_map(|s| {
             let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
-            let inputs = StallInputs { service: &s.stats.service, ttfb: &s.stats.ttfb, throughput };
+            // Answered requests only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
+            let inputs = StallInputs { service: &s.stats.service_ok, ttfb: &s.stats.ttfb, throughput };
             modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
         });
         diagnose::diagnose(&diagnose::Inputs {

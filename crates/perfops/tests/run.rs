@@ -156,7 +156,7 @@ fn setup_token_authorises_every_order_listing() {
     let s = run.summary();
     let ctx = run.context();
     assert_eq!(s["format"], "perfops.summary");
-    assert_eq!(s["version"], 1);
+    assert_eq!(s["version"], 2);
     assert_eq!(s["name"], "token-flow");
     assert_eq!(s["model"], "open");
     assert_eq!(s["interrupted"], false);
@@ -191,7 +191,7 @@ fn setup_token_authorises_every_order_listing() {
     let meta = run.json("meta.json");
     assert_eq!(
         (&meta["format"], &meta["version"], &meta["name"]),
-        (&json!("perfops.meta"), &json!(1), &json!("token-flow"))
+        (&json!("perfops.meta"), &json!(2), &json!("token-flow"))
     );
     assert_eq!(meta["model"], "open");
     assert_eq!(meta["steps"], json!(["orders"]));
@@ -428,13 +428,16 @@ fn sigkill_mid_run_keeps_every_completed_second() {
     let hlog = run.text("latency.hlog");
     let lines: Vec<&str> = hlog.lines().collect();
     assert!(lines.len() > 4, "{hlog}");
-    assert!(lines[0].starts_with("#[perfops latency log, format version 1"), "{hlog}");
+    assert!(lines[0].starts_with("#[perfops latency log, format version 2"), "{hlog}");
     assert!(lines[1].starts_with("#[StartTime: "), "{hlog}");
     assert!(lines[2].starts_with("#[BaseTime: "), "{hlog}");
     assert_eq!(lines[3], r#""StartTimestamp","Interval_Length","Interval_Max","Interval_Compressed_Histogram""#);
     assert!(lines.iter().any(|l| l.starts_with("Tag=latency,")), "{hlog}");
+    // #11: the successes' latency beside every request's.
+    assert!(lines.iter().any(|l| l.starts_with("Tag=latency_ok,")), "{hlog}");
     for l in &lines[4..] {
-        assert!(l.starts_with("Tag=latency,") || l.starts_with("Tag=service,"), "not an interval line: {l}");
+        let tagged = ["Tag=latency,", "Tag=service,", "Tag=latency_ok,"].iter().any(|t| l.starts_with(t));
+        assert!(tagged, "not an interval line: {l}");
     }
 }
 

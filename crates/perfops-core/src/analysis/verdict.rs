@@ -138,11 +138,14 @@ pub fn measure(
     achieved_share: Option<f64>,
     watched: &BTreeMap<String, Range>,
 ) -> Option<f64> {
-    let latency_known = !stats.latency.is_empty();
+    // `p99` judges every request that ended (a timeout at the time it took),
+    // `p99(ok)` the successes alone (#11).
+    let latency = if c.ok { &stats.latency_ok } else { &stats.latency };
+    let latency_known = !latency.is_empty();
     Some(match &c.metric {
-        Metric::Quantile(q) if latency_known => stats.latency.quantile(*q).as_secs_f64(),
-        Metric::Mean if latency_known => stats.latency.mean_ms() / 1000.0,
-        Metric::Max if latency_known => stats.latency.max().as_secs_f64(),
+        Metric::Quantile(q) if latency_known => latency.quantile(*q).as_secs_f64(),
+        Metric::Mean if latency_known => latency.mean_ms() / 1000.0,
+        Metric::Max if latency_known => latency.max().as_secs_f64(),
         Metric::Quantile(_) | Metric::Mean | Metric::Max => return None,
         Metric::Errors if stats.completed + stats.failures.total() > 0 => stats.error_ratio(),
         Metric::Errors => return None,
@@ -177,6 +180,21 @@ pub fn with_unit(c: &Condition, v: f64) -> String {
     } else {
         format!("{v}")
     }
+}
+
+/// `share` (below `floor`, both 0..1) in percent with as few decimals as
+/// keep it visibly below the floor's whole percent: 386.4 of 400 is "96.6",
+/// never "97" beside "needs 97%" (#11). Whole percents where they suffice.
+pub fn percent_below(share: f64, floor: f64) -> String {
+    let floor_pct = (floor * 100.0).round();
+    for decimals in 0..3 {
+        let text = format!("{:.*}", decimals, share * 100.0);
+        if text.parse::<f64>().is_ok_and(|v| v < floor_pct) {
+            return text;
+        }
+    }
+    // Closer than rounding can tell: cut, so it still reads below.
+    format!("{:.3}", (share * 100_000.0).floor() / 1000.0)
 }
 
 /// One SLO line over `stats` (or its step's part of `steps`).
@@ -226,9 +244,9 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         && f.stats.dropped == 0
     {
         fails.push(format!(
-            "achieved {:.1}/s is {:.0}% of the target {:.1}/s (needs {:.0}%)",
+            "achieved {:.1}/s is {}% of the target {:.1}/s (needs {:.0}%)",
             f.achieved_rate,
-            share * 100.0,
+            percent_below(share, RATE_FLOOR),
             target,
             RATE_FLOOR * 100.0
         ));
@@ -429,6 +447,60 @@ mod tests {
             let j = judge(&conditions, &facts);
             assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
             assert!(j.reasons.iter().any(|r| r.contains(reason)) || reason.is_empty(), "{name}: {:?}", j.reasons);
+        }
+    }
+
+    /// #11: a short rate never reads as the floor it missed.
+    #[test]
+    fn a_short_rate_is_shown_below_the_floor() {
+        // (achieved / target, shown)
+        let cases = [
+            (0.90, "90"),          // far below: a whole percent says it
+            (0.9659, "96.6"),      // 386.4 of 400: "97" would contradict "needs 97%"
+            (0.9651, "96.5"),      // rounds up to 97 as a whole: one decimal
+            (0.9699, "96.99"),     // one decimal rounds to 97.0: two
+            (0.96999, "96.999"),   // closer still: three
+            (0.9699999, "96.999"), // closer than three decimals round: cut, not rounded up to 97.000
+            (0.9649, "96"),        // rounds down: whole percent is already below
+        ];
+        for (share, want) in cases {
+            assert_eq!(percent_below(share, RATE_FLOOR), want, "{share}");
+        }
+    }
+
+    /// #11: `p99` judges every request that ended, a connect timeout at its
+    /// 2 s; `p99(ok)` the successes alone.
+    #[test]
+    fn latency_lines_judge_all_requests_or_the_successes() {
+        let mut s = Stats::default();
+        for i in 0..100u64 {
+            // 90 answered in 10 ms, 10 connect timeouts after 2 s.
+            let (took, ok) = if i < 90 { (Duration::from_millis(10), true) } else { (Duration::from_secs(2), false) };
+            s.latency.record(took);
+            if ok {
+                s.latency_ok.record(took);
+            } else {
+                s.failures.add(crate::measure::FailureKind::ConnectTimeout);
+            }
+        }
+        s.completed = 90;
+        let none = BTreeMap::new();
+        // (line, measured ms, passed)
+        let cases = [
+            ("p99 < 500ms", 2000.0, false),       // the timeouts are the tail
+            ("max < 500ms", 2000.0, false),       // and the maximum
+            ("p50 < 500ms", 10.0, true),          // not the median
+            ("p99(ok) < 500ms", 10.0, true),      // the successes were fast
+            ("max(ok) < 500ms", 10.0, true),      // all of them
+            ("mean(ok) < 11ms", 10.0, true),      // on average too
+            ("p99(orders, ok) < 1s", 0.0, false), // a step that sent nothing: nothing to judge
+        ];
+        for (line, ms, passed) in cases {
+            let c = Condition::parse(line).unwrap();
+            let got = check(&c, &s, &BTreeMap::new(), None, &none);
+            assert_eq!(got.passed, passed, "{line}: {got:?}");
+            let v = got.value.unwrap_or(0.0);
+            assert!((v - ms).abs() <= ms * 0.002, "{line}: measured {v}, want {ms}");
         }
     }
 

@@ -11,12 +11,18 @@ use super::{FailureCounts, FailureKind, Histogram};
 ///   `failures`: by kind, including responses that were 4xx/5xx;
 /// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
 ///   the generator, not the server, was the limit;
-/// - `latency`: from the intended start (the due time) to the last byte of the
-///   response; `service`: from the actual send to the last byte. The send is on
-///   a ready connection: a new connection's connect and TLS handshake precede
-///   it (they are `connect` and `tls`). So the two differ when the generator
-///   was late or had to connect (open model); in a closed loop, where a request
-///   is due when it is sent, they are equal;
+/// - `latency`: from the intended start (the due time) to the end of the
+///   request: its response's last byte, or the moment it failed; `service`:
+///   from the actual send to the same end. The send is on a ready connection:
+///   a new connection's connect and TLS handshake precede it (they are
+///   `connect` and `tls`). So the two differ when the generator was late or
+///   had to connect (open model); in a closed loop, where a request is due
+///   when it is sent, they are equal;
+/// - every request that ended counts in `latency`, a failure at the time it
+///   took to fail (a connect timeout its 2 s, a refused connection its few
+///   µs), as k6 and JMeter count; in `service` too if it was sent (a refused
+///   connection never was). `latency_ok` and `service_ok` hold the
+///   successes alone (see docs/coordinated-omission.md, "Failed requests");
 /// - `connect`, `tls`: per new connection; `ttfb`: from the request written to
 ///   the first response byte ("waiting" in ab's words).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -38,10 +44,14 @@ pub struct Stats {
     pub bytes_out: u64,
     /// Connections opened.
     pub connects: u64,
-    /// Intended start to response complete.
+    /// Intended start to the end of every request that ended, failures included.
     pub latency: Histogram,
-    /// Actual send (on a ready connection) to response complete.
+    /// Actual send (on a ready connection) to the end, for every request sent.
     pub service: Histogram,
+    /// `latency` of the successes alone.
+    pub latency_ok: Histogram,
+    /// `service` of the successes alone.
+    pub service_ok: Histogram,
     /// TCP connect time of new connections.
     pub connect: Histogram,
     /// TLS handshake time of new connections.
@@ -63,6 +73,8 @@ impl Stats {
         self.connects += other.connects;
         self.latency.merge(&other.latency);
         self.service.merge(&other.service);
+        self.latency_ok.merge(&other.latency_ok);
+        self.service_ok.merge(&other.service_ok);
         self.connect.merge(&other.connect);
         self.tls.merge(&other.tls);
         self.ttfb.merge(&other.ttfb);
@@ -96,14 +108,19 @@ mod tests {
         for &(us, kind) in values {
             s.sent += 1;
             let kind = FailureKind::ALL[kind as usize % FailureKind::ALL.len()];
+            let (latency, service) = (Duration::from_micros(u64::from(us) * 7), Duration::from_micros(u64::from(us)));
+            let failed = us % 5 == 0;
             if kind.has_response() || us % 3 == 0 {
                 s.completed += 1;
-                s.latency.record(Duration::from_micros(u64::from(us) * 7));
-                s.service.record(Duration::from_micros(u64::from(us)));
                 s.bytes_in += u64::from(us);
             }
-            if us % 5 == 0 {
+            s.latency.record(latency);
+            s.service.record(service);
+            if failed {
                 s.failures.add(kind);
+            } else {
+                s.latency_ok.record(latency);
+                s.service_ok.record(service);
             }
             s.dropped += u64::from(us % 2);
             s.iterations += u64::from(us % 7 == 0);
@@ -137,6 +154,7 @@ mod tests {
             prop_assert_eq!(&left, &merged(&[&c, &b, &a]));
             prop_assert_eq!(&left, &merged(&[&b, &a, &c]));
             prop_assert_eq!(left.latency.len(), a.latency.len() + b.latency.len() + c.latency.len());
+            prop_assert_eq!(left.latency_ok.len(), a.latency_ok.len() + b.latency_ok.len() + c.latency_ok.len());
         }
     }
 

@@ -2,8 +2,11 @@
 //! `abort_when:` rules (stop early, Yandex.Tank's autostop).
 //!
 //! ```text
-//!   p95 < 500ms            latency quantile of all requests
-//!   p99(orders) < 1s       ... of one step, by name
+//!   p95 < 500ms            latency quantile of all requests that ended,
+//!                          failures at the time they took (a timeout its 2 s)
+//!   p99(ok) < 300ms        ... of the successes alone
+//!   p99(orders) < 1s       ... of one step's requests, by name
+//!   p99(orders, ok) < 1s   ... of one step's successes
 //!   errors < 1%            failed / finished
 //!   rate >= 97%            achieved / target arrival rate
 //!   metric(puma_backlog) < 100    a watched metric
@@ -61,6 +64,9 @@ pub struct Condition {
     pub metric: Metric,
     /// Only this step's requests (`p99(orders)`).
     pub step: Option<String>,
+    /// Latency metrics: only the successes (`p99(ok)`, `p99(orders, ok)`);
+    /// otherwise every request that ended, failures included.
+    pub ok: bool,
     /// The comparison.
     pub op: Op,
     /// Seconds for latency metrics, a ratio (0..1) for errors and rate, the
@@ -88,7 +94,7 @@ pub struct ConditionError {
     pub hint: Option<String>,
 }
 
-const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%` or `metric(name) < 100`";
+const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `p99(ok) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%` or `metric(name) < 100`";
 
 impl Condition {
     /// Parse `metric op threshold`.
@@ -144,8 +150,34 @@ impl Condition {
             "" => return Err(err(lead, "nothing before the comparison".into(), Some(FORMS))),
             other => return Err(err(lead, format!("unknown metric `{other}`"), Some(FORMS))),
         };
-        // `p99(orders)`, `errors(orders)`: restricted to one step's requests.
-        let step = if matches!(metric, Metric::Watched(_)) { None } else { arg };
+        // `p99(orders)`, `errors(orders)`: restricted to one step's requests;
+        // a last `ok` (`p99(ok)`, `p99(orders, ok)`) keeps the successes only.
+        // So a step named `ok` is `p99(ok, ok)`: the filter is always last.
+        let (step, ok) = match arg {
+            _ if matches!(metric, Metric::Watched(_)) => (None, false),
+            None => (None, false),
+            Some(a) => match a.rsplit_once(',') {
+                Some((step, filter)) if filter.trim() == "ok" && !step.trim().is_empty() => {
+                    (Some(step.trim().to_string()), true)
+                }
+                Some(_) => {
+                    return Err(err(
+                        lead,
+                        format!("`{left}`: after the step name only `ok` may follow"),
+                        Some("write `p99(orders)`, `p99(ok)` or `p99(orders, ok)`"),
+                    ));
+                }
+                None if a == "ok" => (None, true),
+                None => (Some(a), false),
+            },
+        };
+        if ok && !metric.is_latency() {
+            return Err(err(
+                lead,
+                format!("`{left}`: `ok` (successes only) applies to latency: p99, mean, max"),
+                Some("errors and rate count every request already"),
+            ));
+        }
         if right.is_empty() {
             return Err(err(right_off, "no threshold after the comparison".into(), Some(FORMS)));
         }
@@ -176,7 +208,7 @@ impl Condition {
                 _ => return Err(err(right_off, format!("`{right}` is not a number"), None)),
             }
         };
-        Ok(Condition { text: t.trim().to_string(), metric, step, op, threshold })
+        Ok(Condition { text: t.trim().to_string(), metric, step, ok, op, threshold })
     }
 
     /// Does `value` (same units as the threshold) satisfy the condition?
@@ -230,17 +262,23 @@ mod tests {
     #[test]
     fn good_conditions() {
         let cases = [
-            ("p95 < 500ms", Metric::Quantile(0.95), None, Op::Lt, 0.5), // the usual SLO
-            ("p99.9 <= 1s", Metric::Quantile(0.999), None, Op::Le, 1.0), // fractional percentile
-            ("p99(orders) < 1s", Metric::Quantile(0.99), Some("orders"), Op::Lt, 1.0), // one step
-            ("errors < 1%", Metric::Errors, None, Op::Lt, 0.01),        // error ratio
-            ("rate >= 97%", Metric::Rate, None, Op::Ge, 0.97),          // achieved share
-            ("metric(puma_backlog) < 100", Metric::Watched("puma_backlog".into()), None, Op::Lt, 100.0),
-            ("  mean>200ms ", Metric::Mean, None, Op::Gt, 0.2), // spacing is free
+            ("p95 < 500ms", Metric::Quantile(0.95), None, false, Op::Lt, 0.5), // the usual SLO: every request
+            ("p99.9 <= 1s", Metric::Quantile(0.999), None, false, Op::Le, 1.0), // fractional percentile
+            ("p99(orders) < 1s", Metric::Quantile(0.99), Some("orders"), false, Op::Lt, 1.0), // one step
+            // #11: successes only, alone or after a step; a step named `ok` is `p99(ok, ok)`
+            ("p99(ok) < 300ms", Metric::Quantile(0.99), None, true, Op::Lt, 0.3),
+            ("p99(orders, ok) < 1s", Metric::Quantile(0.99), Some("orders"), true, Op::Lt, 1.0),
+            ("p99( orders ,ok ) < 1s", Metric::Quantile(0.99), Some("orders"), true, Op::Lt, 1.0),
+            ("p99(ok, ok) < 1s", Metric::Quantile(0.99), Some("ok"), true, Op::Lt, 1.0),
+            ("max(ok) < 2s", Metric::Max, None, true, Op::Lt, 2.0),
+            ("errors < 1%", Metric::Errors, None, false, Op::Lt, 0.01), // error ratio
+            ("rate >= 97%", Metric::Rate, None, false, Op::Ge, 0.97),   // achieved share
+            ("metric(puma_backlog) < 100", Metric::Watched("puma_backlog".into()), None, false, Op::Lt, 100.0),
+            ("  mean>200ms ", Metric::Mean, None, false, Op::Gt, 0.2), // spacing is free
         ];
-        for (text, metric, step, op, threshold) in cases {
+        for (text, metric, step, ok, op, threshold) in cases {
             let c = Condition::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
-            assert_eq!((c.metric, c.step.as_deref(), c.op), (metric, step, op), "{text}");
+            assert_eq!((c.metric, c.step.as_deref(), c.ok, c.op), (metric, step, ok, op), "{text}");
             assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
         }
     }
@@ -248,12 +286,15 @@ mod tests {
     #[test]
     fn bad_conditions_point_at_the_problem() {
         let cases = [
-            ("p95 500ms", 0, "no comparison"),     // missing operator
-            ("p95 < 500", 6, "needs a unit"),      // latency without unit
-            ("errors < 1", 9, "not a percentage"), // ratio without %
-            ("p101 < 1s", 0, "not a percentile"),  // out of range
-            ("latency < 1s", 0, "unknown metric"), // unknown name
-            ("p95 <", 5, "no threshold"),          // nothing after
+            ("p95 500ms", 0, "no comparison"),                     // missing operator
+            ("p95 < 500", 6, "needs a unit"),                      // latency without unit
+            ("errors < 1", 9, "not a percentage"),                 // ratio without %
+            ("p101 < 1s", 0, "not a percentile"),                  // out of range
+            ("latency < 1s", 0, "unknown metric"),                 // unknown name
+            ("p95 <", 5, "no threshold"),                          // nothing after
+            ("errors(ok) < 1%", 0, "applies to latency"),          // #11: `ok` filters latency only
+            ("p99(orders, slow) < 1s", 0, "only `ok` may follow"), // an unknown filter
+            ("p99(, ok) < 1s", 0, "only `ok` may follow"),         // a filter without its step
         ];
         for (text, offset, needle) in cases {
             let e = Condition::parse(text).expect_err(text);

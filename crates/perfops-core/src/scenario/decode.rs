@@ -426,7 +426,27 @@ impl Dec<'_> {
             }
             return Some(TargetSpec::Demo(model, options));
         }
-        if t.starts_with("http://") || t.starts_with("https://") {
+        // `${env.NAME}` (#11): resolved once, before the URL is parsed
+        // (`sources::target`); nothing else is known before the load.
+        if t.contains("${") {
+            match Template::parse(t, &[]) {
+                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) => {}
+                Ok(_) => {
+                    self.at(
+                        s.span(),
+                        "target",
+                        format!("`{t}`: only `${{env.NAME}}` can be used in target"),
+                        Some("the target is resolved once, before the load: saved values, feeders and ${seq} are not known yet".into()),
+                    );
+                    return None;
+                }
+                Err(e) => {
+                    self.at(s.span(), "target", format!("`{t}`: {}", e.message), e.hint);
+                    return None;
+                }
+            }
+        }
+        if t.starts_with("http://") || t.starts_with("https://") || t.starts_with("${") {
             return Some(TargetSpec::Url(t.trim_end_matches('/').to_string()));
         }
         self.at(

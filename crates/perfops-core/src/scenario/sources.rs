@@ -9,8 +9,8 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::feeder::{Feeder, FeederError};
-use super::template::{Template, VarRef};
-use super::{Body, JsonPart, Scenario};
+use super::template::{Template, VarRef, Vars};
+use super::{Body, JsonPart, Scenario, TargetSpec};
 
 /// A variable source the scenario names is missing or broken.
 #[derive(Debug, thiserror::Error)]
@@ -49,7 +49,11 @@ pub fn env(
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, String>, SourceError> {
     let mut env = HashMap::new();
-    for t in templates(scenario) {
+    let target = match &scenario.target {
+        TargetSpec::Url(u) if u.contains("${") => Template::parse(u, &[]).ok(),
+        _ => None,
+    };
+    for t in target.iter().chain(templates(scenario)) {
         for v in t.vars() {
             if let VarRef::Env(name) = v {
                 let value = lookup(name)
@@ -59,6 +63,42 @@ pub fn env(
         }
     }
     Ok(env)
+}
+
+/// The scenario's target with its `${env.NAME}` replaced by `env`'s values
+/// (from [`env`], which reads those of the target too): what `run` parses as
+/// a URL, and `check` likewise. A demo target is as it was.
+pub fn target(scenario: &Scenario, env: &HashMap<String, String>) -> TargetSpec {
+    match &scenario.target {
+        TargetSpec::Url(u) if u.contains("${") => match Template::parse(u, &[]) {
+            Ok(t) => {
+                let mut out = Vec::new();
+                let _ = t.render(&EnvOnly(env), &mut fastrand::Rng::with_seed(0), &mut out);
+                TargetSpec::Url(String::from_utf8_lossy(&out).trim_end_matches('/').to_string())
+            }
+            // The parser accepted it: cannot happen, and the URL parse says the rest.
+            Err(_) => scenario.target.clone(),
+        },
+        other => other.clone(),
+    }
+}
+
+/// The environment alone, for rendering the target.
+struct EnvOnly<'a>(&'a HashMap<String, String>);
+
+impl Vars for EnvOnly<'_> {
+    fn saved(&self, _: &str) -> Option<&str> {
+        None
+    }
+    fn env(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+    fn seq(&self) -> u64 {
+        0
+    }
+    fn feeder(&self, _: &str, _: &str) -> Option<&str> {
+        None
+    }
 }
 
 /// The scenario's feeders, their CSV files (relative to `base`, the
@@ -152,6 +192,34 @@ load: { stages: [ { rate: 10, hold: 1s } ] }
         assert_eq!(unreadable, "data `pages`: cannot read /scenarios/data/paths.csv: no such file");
         let empty = feeders_err(&s, base, || Ok(String::new()));
         assert!(empty.starts_with("/scenarios/data/paths.csv: "), "{empty}");
+    }
+
+    /// #11: `${env.X}` in `target` is read with the others and resolved
+    /// before the URL is parsed; only the environment may be used there.
+    #[test]
+    fn the_target_takes_env_values_only() {
+        let parse = |target: &str| {
+            let text = TEXT.replace("http://127.0.0.1:8080", target);
+            super::super::parse("s.yaml", &text, &[]).map_err(|d| d.render(&text))
+        };
+        let set = |name: &str| Some(format!("<{name}>"));
+        // (target as written, resolved with every variable set to `<NAME>`)
+        let cases = [
+            ("http://127.0.0.1:${env.PORT}", "http://127.0.0.1:<PORT>"),
+            ("${env.TARGET}/", "<TARGET>"), // the whole URL, its trailing slash dropped as for any URL
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080"), // nothing to resolve
+        ];
+        for (target, want) in cases {
+            let s = parse(target).unwrap_or_else(|e| panic!("{target}: {e}"));
+            let env = env(&s, set).expect("set");
+            assert_eq!(super::target(&s, &env), TargetSpec::Url(want.into()), "{target}");
+        }
+        for bad in ["http://127.0.0.1:${seq}", "http://${pages.host}:1", "http://127.0.0.1:${env.PORT"] {
+            assert!(parse(bad).is_err(), "{bad} must be refused where the target is written");
+        }
+        let s = parse("http://127.0.0.1:${env.PORT}").unwrap();
+        let err = env(&s, |n: &str| (n != "PORT").then(|| "x".into())).expect_err("PORT unset");
+        assert!(err.to_string().contains("PORT is not set"), "{err}");
     }
 
     fn feeders_err(s: &Scenario, base: &Path, read: impl Fn() -> io::Result<String>) -> String {

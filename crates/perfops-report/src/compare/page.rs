@@ -149,7 +149,7 @@ fn stage_rows(o: &mut String, r: &Row, titles: &[String], total: bool) {
         let _ = writeln!(
             o,
             "<td class=\"left\">{}{}{own}</td><td>{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td><td>{}{}</td>\
-             <td>{}{}</td><td class=\"left s-{}\"><span class=\"pill\">{}</span></td></tr>",
+             <td>{}{}</td><td>{}{}</td><td class=\"left s-{}\"><span class=\"pill\">{}</span></td></tr>",
             swatch(i),
             escape(&titles[i]),
             rate(c.target_rate),
@@ -161,6 +161,8 @@ fn stage_rows(o: &mut String, r: &Row, titles: &[String], total: bool) {
             delta_html(d.and_then(|d| d.p95_ms), |v| ms(Some(v)), false),
             ms(c.p99_ms),
             delta_html(d.and_then(|d| d.p99_ms), |v| ms(Some(v)), false),
+            ms(c.p99_ok_ms),
+            delta_html(d.and_then(|d| d.p99_ok_ms), |v| ms(Some(v)), false),
             percent(c.error_ratio),
             delta_html(
                 d.and_then(|d| d.error_ratio).map(|e| Delta { pct: None, ..e }),
@@ -178,7 +180,7 @@ fn stages_table(o: &mut String, c: &Comparison) {
     o.push_str(
         "<section>\n<h2>Stages side by side</h2>\n<div class=\"table-wrap\"><table class=\"stages compare\">\n<thead><tr>\
          <th>stage</th><th class=\"left\">run</th><th>target</th><th>achieved</th><th>p50</th><th>p95</th><th>p99</th>\
-         <th>errors</th><th class=\"left\">verdict</th></tr></thead>\n<tbody>\n",
+         <th title=\"p99 of the successes alone\">p99 ok</th><th>errors</th><th class=\"left\">verdict</th></tr></thead>\n<tbody>\n",
     );
     for r in &c.stages {
         stage_rows(o, r, &titles, false);
@@ -188,7 +190,8 @@ fn stages_table(o: &mut String, c: &Comparison) {
         o,
         "</tbody></table></div>\n<p class=\"hint\">Stages are paired by name, else by target rate within {:.0}%. \
          Under each value, its difference from {} and that difference in % of {}'s value (errors: in percentage points); \
-         red is worse for the users of the target.</p>\n</section>",
+         red is worse for the users of the target. Latency counts every request that ended, failures at the time \
+         they took; p99 ok, the successes alone.</p>\n</section>",
         super::RATE_TOLERANCE * 100.0,
         escape(&titles[0]),
         escape(&c.runs[0].label)

@@ -30,6 +30,8 @@ fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: Histogram
         failures: BTreeMap::new(),
         latency_ms,
         service_ms: HistogramSummary::default(),
+        latency_ok_ms: None,
+        service_ok_ms: None,
     }
 }
 
@@ -339,7 +341,7 @@ fn a_newer_results_format_is_refused() {
     std::fs::write(dir.join("series.jsonl"), "{\"t\": 0, \"achieved_rate\": 1}\n").unwrap();
     let err = load(&[dir.clone(), dir.clone()]).err().expect("refused");
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(matches!(err, CompareError::NewerFormat { version: 99, file: "meta.json", known: 1, .. }), "{err}");
+    assert!(matches!(err, CompareError::NewerFormat { version: 99, file: "meta.json", known: 2, .. }), "{err}");
     assert!(err.to_string().contains("compare with a newer perfops"), "{err}");
     assert!(matches!(load(std::slice::from_ref(&dir)), Err(CompareError::TooFew)));
 }

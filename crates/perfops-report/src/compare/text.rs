@@ -49,8 +49,8 @@ const W: usize = 17;
 fn header(o: &mut String, stage_w: usize, run_w: usize) {
     let _ = writeln!(
         o,
-        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  verdict",
-        "stage", "run", "target/s", "achieved/s", "p50", "p95", "p99", "errors"
+        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  verdict",
+        "stage", "run", "target/s", "achieved/s", "p50", "p95", "p99", "p99 ok", "errors"
     );
 }
 
@@ -66,12 +66,13 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
         let name = if c.stage != r.name { format!("{} ({})", titles[i], c.stage) } else { titles[i].clone() };
         let _ = writeln!(
             o,
-            "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
+            "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
             opt(c.target_rate, |v| format!("{v:.1}")),
             opt(c.achieved_rate, |v| format!("{v:.1}")),
             opt(c.p50_ms, ms),
             opt(c.p95_ms, ms),
             opt(c.p99_ms, ms),
+            opt(c.p99_ok_ms, ms),
             opt(c.error_ratio, |v| format!("{:.2}%", v * 100.0)),
             c.verdict.map_or("-", StageVerdict::name)
         );
@@ -85,7 +86,7 @@ fn deltas(o: &mut String, c: &Cell, base: &str, stage_w: usize, run_w: usize) {
     let base_letter = base.split(' ').next().unwrap_or(base);
     let _ = writeln!(
         o,
-        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}",
+        "{:<stage_w$}  {:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}",
         "",
         format!("  Δ vs {base_letter}"),
         "",
@@ -93,6 +94,7 @@ fn deltas(o: &mut String, c: &Cell, base: &str, stage_w: usize, run_w: usize) {
         delta(d.p50_ms, true),
         delta(d.p95_ms, true),
         delta(d.p99_ms, true),
+        delta(d.p99_ok_ms, true),
         d.error_ratio.map_or("-".into(), |e| format!("{:+.2}pp", e.abs * 100.0)),
     );
 }

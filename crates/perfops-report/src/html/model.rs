@@ -129,7 +129,10 @@ pub(crate) struct Stage {
     pub end_s: f64,
     pub target: Option<f64>,
     pub achieved: Option<f64>,
+    /// Every request that ended, failures at the time they took.
     pub latency: Option<Percentiles>,
+    /// The successes alone (none in results of format 1).
+    pub latency_ok: Option<Percentiles>,
     pub error_ratio: Option<f64>,
     pub failed: Option<u64>,
     pub dropped: Option<u64>,
@@ -157,6 +160,9 @@ pub(crate) struct Merged {
     pub service: Option<Histogram<u64>>,
     /// Latency of the seconds within each stage (drain seconds with the last).
     pub latency_by_stage: Vec<Option<Histogram<u64>>>,
+    /// The successes' latency (tag `latency_ok`), whole run and by stage.
+    pub latency_ok: Option<Histogram<u64>>,
+    pub latency_ok_by_stage: Vec<Option<Histogram<u64>>>,
 }
 
 /// Everything the page shows besides the per-second data.
@@ -208,7 +214,12 @@ impl Model {
         for (i, stage) in stages.iter_mut().enumerate() {
             match summary_stages.get(i) {
                 Some(s) => from_summary(stage, s),
-                None => from_series(stage, &files.series, merged.latency_by_stage.get(i).and_then(Option::as_ref)),
+                None => from_series(
+                    stage,
+                    &files.series,
+                    merged.latency_by_stage.get(i).and_then(Option::as_ref),
+                    merged.latency_ok_by_stage.get(i).and_then(Option::as_ref),
+                ),
             }
         }
         let mut total = Stage { name: "whole run".into(), end_s: elapsed_s, ..Stage::default() };
@@ -219,7 +230,7 @@ impl Model {
             }
             None => {
                 total.end_s = f64::INFINITY;
-                from_series(&mut total, &files.series, merged.latency.as_ref());
+                from_series(&mut total, &files.series, merged.latency.as_ref(), merged.latency_ok.as_ref());
                 total.end_s = elapsed_s;
             }
         }
@@ -320,6 +331,7 @@ fn from_figures(stage: &mut Stage, f: &Figures) {
     stage.target = f.target_rate.or(stage.target);
     stage.achieved = Some(f.achieved_rate);
     stage.latency = Percentiles::from_summary(&f.latency_ms);
+    stage.latency_ok = f.latency_ok_ms.as_ref().and_then(Percentiles::from_summary);
     stage.error_ratio = Some(f.error_ratio);
     stage.failed = Some(f.failed);
     stage.dropped = Some(f.dropped);
@@ -334,7 +346,12 @@ fn from_summary(stage: &mut Stage, s: &StageSummary) {
 }
 
 /// A stage's figures recomputed from its seconds (and its merged histogram).
-fn from_series(stage: &mut Stage, series: &[SeriesLine], latency: Option<&Histogram<u64>>) {
+fn from_series(
+    stage: &mut Stage,
+    series: &[SeriesLine],
+    latency: Option<&Histogram<u64>>,
+    latency_ok: Option<&Histogram<u64>>,
+) {
     let (mut secs, mut answered, mut target_sum, mut target_secs) = (0.0, 0.0, 0.0, 0.0);
     let (mut failed, mut ok, mut dropped) = (0_u64, 0_u64, 0_u64);
     for l in series {
@@ -365,10 +382,15 @@ fn from_series(stage: &mut Stage, series: &[SeriesLine], latency: Option<&Histog
     stage.dropped = Some(dropped);
     stage.error_ratio = Some(if failed + ok == 0 { 0.0 } else { failed as f64 / (failed + ok) as f64 });
     stage.latency = latency.and_then(Percentiles::from_histogram);
+    stage.latency_ok = latency_ok.and_then(Percentiles::from_histogram);
 }
 
 fn merge_hlog(files: &mut RunFiles, stages: &[Stage]) -> Merged {
-    let mut m = Merged { latency_by_stage: vec![None; stages.len()], ..Merged::default() };
+    let mut m = Merged {
+        latency_by_stage: vec![None; stages.len()],
+        latency_ok_by_stage: vec![None; stages.len()],
+        ..Merged::default()
+    };
     let Some(log) = files.hlog.take() else { return m };
     let add = |into: &mut Option<Histogram<u64>>, h: &Histogram<u64>| {
         // Auto-resizing, so a histogram with other bounds always fits.
@@ -383,6 +405,12 @@ fn merge_hlog(files: &mut RunFiles, stages: &[Stage]) -> Merged {
             }
         }
         Some("service") => add(&mut m.service, &iv.histogram),
+        Some("latency_ok") => {
+            add(&mut m.latency_ok, &iv.histogram);
+            if let Some(i) = stage_index(stages, iv.start_s) {
+                add(&mut m.latency_ok_by_stage[i], &iv.histogram);
+            }
+        }
         Some(_) => {}
     });
     if bad > 0 {

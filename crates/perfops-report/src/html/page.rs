@@ -179,7 +179,7 @@ fn stage_table(o: &mut String, m: &Model) {
     o.push_str(
         "<section>\n<h2>Stages</h2>\n<div class=\"table-wrap\"><table class=\"stages\">\n<thead><tr><th>stage</th>\
          <th>target</th><th>achieved</th><th>p50</th><th class=\"opt\">p90</th><th class=\"opt\">p95</th><th>p99</th>\
-         <th class=\"opt\">max</th><th>errors</th><th>dropped</th>",
+         <th class=\"opt\">max</th><th title=\"p99 of the successes alone\">p99 ok</th><th>errors</th><th>dropped</th>",
     );
     if any_verdict {
         o.push_str("<th class=\"left\">verdict</th>");
@@ -194,7 +194,7 @@ fn stage_table(o: &mut String, m: &Model) {
         let _ = write!(
             o,
             "<tr class=\"{cls}\"><th>{}</th><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td class=\"opt\">{}</td><td class=\"opt\">{}</td>\
-             <td>{}</td><td class=\"opt\">{}</td><td class=\"{}\" title=\"{} failed\">{}</td><td class=\"{}\">{}</td>",
+             <td>{}</td><td class=\"opt\">{}</td><td>{}</td><td class=\"{}\" title=\"{} failed\">{}</td><td class=\"{}\">{}</td>",
             escape(&s.name),
             rate(s.target),
             if short { "bad" } else { "" },
@@ -204,6 +204,7 @@ fn stage_table(o: &mut String, m: &Model) {
             ms(l.p95),
             ms(l.p99),
             ms(l.max),
+            ms(s.latency_ok.and_then(|l| l.p99)),
             if s.error_ratio.unwrap_or(0.0) > 0.0 { "bad" } else { "" },
             count(s.failed),
             percent(s.error_ratio),
@@ -220,7 +221,8 @@ fn stage_table(o: &mut String, m: &Model) {
         o.push_str("</tr>\n");
     }
     o.push_str("</tbody></table></div>\n<p class=\"hint\">Target and achieved are arrivals per second; latency counts from \
-                each arrival's intended start. A stage holds at ≥ 97% of its target rate with its SLO met.</p>\n</section>\n");
+                each arrival's intended start to the end of every request, failures at the time they took (a \
+                timeout its timeout); p99 ok counts the successes alone. A stage holds at ≥ 97% of its target rate with its SLO met.</p>\n</section>\n");
 }
 
 fn diagnostics(o: &mut String, m: &Model) {
