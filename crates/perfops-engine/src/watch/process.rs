@@ -104,7 +104,10 @@ struct Reading {
     /// CPU ticks of each process of the tree, by (pid, start time): a worker that exits takes its
     /// ticks along, so a rate is the sum of each process' own difference, never of two sums.
     cpu_ticks: HashMap<(u32, u64), u64>,
-    ctx_switches: Option<u64>,
+    /// Context switches of each thread of the tree, by thread id: threads come and go (a pool
+    /// grows, a test harness's threads end), so the rate is, like the CPU's, a sum of each
+    /// thread's own difference, never a difference of two sums.
+    ctx_switches: Option<HashMap<u32, u64>>,
     throttled: Option<Duration>,
     overflows: Option<u64>,
     drops: Option<u64>,
@@ -276,8 +279,11 @@ impl Sampler {
                 _ => None,
             };
             let before = prev.as_ref();
-            if let Some(r) = per_s(before.and_then(|p| p.ctx_switches), now.ctx_switches) {
-                values.push(("process_ctx_switches_per_s".into(), r));
+            if let (Some(a), Some(b), Some(dt)) = (before.and_then(|p| p.ctx_switches.as_ref()), &now.ctx_switches, dt)
+            {
+                // A thread born since the last reading brings all of its switches: they are recent.
+                let n = b.iter().map(|(tid, &n)| n.saturating_sub(a.get(tid).copied().unwrap_or(0))).sum::<u64>();
+                values.push(("process_ctx_switches_per_s".into(), n as f64 / dt));
             }
             if let (Some(a), Some(b), Some(dt)) = (before.and_then(|p| p.throttled), now.throttled, dt) {
                 values.push(("process_throttled_share".into(), b.saturating_sub(a).as_secs_f64() / dt));
@@ -333,28 +339,29 @@ impl Sampler {
         }
     }
 
-    /// Voluntary plus involuntary context switches of all threads of every process of `tree`
-    /// (its root first). `/proc/<pid>/status` has only the main thread's, which for a pool server
-    /// is the one that does nothing.
-    fn ctx_switches(&mut self, tree: &[u32]) -> Option<u64> {
+    /// Voluntary plus involuntary context switches of each thread of every process of `tree`
+    /// (its root first), by thread id. `/proc/<pid>/status` has only the main thread's, which for
+    /// a pool server is the one that does nothing.
+    fn ctx_switches(&mut self, tree: &[u32]) -> Option<HashMap<u32, u64>> {
         let root = format!("/proc/{}/task", tree.first()?);
         if let Err(e) = fs::read_dir(&root) {
             self.warn_once("tasks", format!("cannot list {root}: {e}"));
             return None;
         }
-        let mut sum = 0u64;
+        let mut by_thread = HashMap::new();
         // A worker that exits meanwhile is simply not counted.
         let tasks = tree.iter().filter_map(|pid| fs::read_dir(format!("/proc/{pid}/task")).ok()).flatten();
         for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
             // A thread that exits meanwhile is simply not counted.
             let Ok(text) = fs::read_to_string(task.path().join("status")) else { continue };
             if let Ok(s) = parse_pid_status(&text) {
-                sum = sum
-                    .saturating_add(s.voluntary_ctxt_switches.unwrap_or(0))
-                    .saturating_add(s.nonvoluntary_ctxt_switches.unwrap_or(0));
+                let n =
+                    s.voluntary_ctxt_switches.unwrap_or(0).saturating_add(s.nonvoluntary_ctxt_switches.unwrap_or(0));
+                by_thread.insert(tid, n);
             }
         }
-        Some(sum)
+        Some(by_thread)
     }
 
     /// `ListenOverflows` and `ListenDrops` of the process' network namespace.
