@@ -244,7 +244,7 @@ pub struct Comparison {
     pub stages: Vec<Row>,
     /// The whole runs.
     pub total: Row,
-    /// Unmatched stages and incomplete runs, in words.
+    /// Files that could not be read, unmatched stages and incomplete runs, in words.
     pub notes: Vec<String>,
 }
 
@@ -365,9 +365,19 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             ));
         }
     }
-    for r in runs.iter().filter(|r| !r.complete) {
+    // What could not be read, named per run, as the report names it (#12):
+    // a comparison of a damaged directory says which file it did without.
+    for (r, m) in runs.iter().zip(models) {
+        notes.extend(m.files.notes.iter().map(|n| format!("{}: {n}", r.title())));
+    }
+    for (r, m) in runs.iter().zip(models).filter(|(r, _)| !r.complete) {
+        let why = if m.files.notes.iter().any(|n| n.starts_with("summary.json")) {
+            "its summary.json could not be read"
+        } else {
+            "it left no summary.json (killed, or still running)"
+        };
         notes.push(format!(
-            "{} is incomplete: it left no summary.json (killed, or still running), so it has no verdict and no capacity; \
+            "{} is incomplete: {why}, so it has no verdict and no capacity; \
              its stages are rebuilt from the seconds it recorded",
             r.title()
         ));

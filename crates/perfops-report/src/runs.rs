@@ -5,8 +5,8 @@
 //!
 //! Reads only `meta.json`, `summary.json` and the length of `series.jsonl`,
 //! through the types that wrote them, as the report does (a file that does
-//! not read counts as missing); a folder that holds none of them is not a
-//! run and is left out.
+//! not read counts as missing, and is named in the entry's notes); a folder
+//! that holds none of them is not a run and is left out.
 
 use std::fmt::Write;
 use std::path::Path;
@@ -17,6 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::format::clock;
 use crate::html::ReportError;
 use crate::html::model::{self, Outcome, recorded_s};
+use crate::html::read::is_object;
 use crate::run::{RunMeta, RunSummary, SeriesLine};
 
 /// One run in the listing.
@@ -41,6 +42,10 @@ pub struct RunEntry {
     pub duration_s: Option<f64>,
     /// Whether `summary.json` is there.
     pub complete: bool,
+    /// Files that are there but could not be read, each named; the entry is
+    /// made from the others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// The runs under `base`, newest first.
@@ -52,18 +57,42 @@ pub fn list(base: &Path) -> Result<Vec<RunEntry>, ReportError> {
     Ok(runs)
 }
 
-fn read_json<T: DeserializeOwned>(path: &Path) -> Option<T> {
-    serde_json::from_slice::<T>(&std::fs::read(path).ok()?).ok()
+/// The bytes of `dir/name`: none when it is not there; when it is there but
+/// cannot be read, none and a note naming it.
+fn read_bytes(dir: &Path, name: &str, notes: &mut Vec<String>) -> Option<Vec<u8>> {
+    match std::fs::read(dir.join(name)) {
+        Ok(b) => Some(b),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => {
+            notes.push(format!("{name} could not be read ({e})"));
+            None
+        }
+    }
+}
+
+/// `dir/name` as `T`; a file there that does not read is named in `notes`
+/// and counts as missing (#12: a damaged run is listed, and says why).
+fn read_json<T: DeserializeOwned>(dir: &Path, name: &str, notes: &mut Vec<String>) -> Option<T> {
+    let bytes = read_bytes(dir, name, notes)?;
+    if !is_object(&bytes) {
+        notes.push(format!("{name} is not a JSON object; listed without it"));
+        return None;
+    }
+    serde_json::from_slice::<T>(&bytes)
+        .inspect_err(|e| notes.push(format!("{name} is not what perfops writes ({e}); listed without it")))
+        .ok()
 }
 
 fn entry(dir: &Path) -> Option<RunEntry> {
     if !dir.is_dir() {
         return None;
     }
-    let meta: Option<RunMeta> = read_json(&dir.join("meta.json"));
-    let summary: Option<RunSummary> = read_json(&dir.join("summary.json"));
-    let series = std::fs::read_to_string(dir.join("series.jsonl")).ok();
-    if meta.is_none() && summary.is_none() && series.is_none() {
+    let mut notes = Vec::new();
+    let meta: Option<RunMeta> = read_json(dir, "meta.json", &mut notes);
+    let summary: Option<RunSummary> = read_json(dir, "summary.json", &mut notes);
+    // As the report reads it: bytes that are not UTF-8 cost their line, not the file.
+    let series = read_bytes(dir, "series.jsonl", &mut notes).map(|b| String::from_utf8_lossy(&b).into_owned());
+    if meta.is_none() && summary.is_none() && series.is_none() && notes.is_empty() {
         return None;
     }
     let dir_name = dir.file_name()?.to_string_lossy().into_owned();
@@ -73,7 +102,8 @@ fn entry(dir: &Path) -> Option<RunEntry> {
     };
     // An incomplete run ran as long as the seconds it recorded.
     let recorded = series.as_deref().map(|s| {
-        let lines: Vec<SeriesLine> = s.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let lines: Vec<SeriesLine> =
+            s.lines().filter(|l| is_object(l.as_bytes())).filter_map(|l| serde_json::from_str(l).ok()).collect();
         recorded_s(&lines)
     });
     let verdict = model::verdict(summary.as_ref());
@@ -87,6 +117,7 @@ fn entry(dir: &Path) -> Option<RunEntry> {
         duration_s: summary.as_ref().map(|s| s.elapsed_s).or(recorded),
         complete: summary.is_some(),
         dir: dir_name,
+        notes,
     })
 }
 
@@ -137,6 +168,7 @@ mod tests {
             breaks_at_rps: cap.map(|c| c + 50.0),
             duration_s: Some(61.4),
             complete: result != Outcome::Incomplete,
+            notes: Vec::new(),
         };
         let t = table(&[run("a", Outcome::Failed, Some(200.0)), run("b", Outcome::Incomplete, None)]);
         let lines: Vec<&str> = t.lines().collect();

@@ -58,6 +58,12 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()>
 
 pub(crate) fn list(args: RunsArgs) -> Result<Exit> {
     let found = runs::list(&args.dir).map_err(usage)?;
+    // On stderr, so that stdout stays the table (or the JSON, which has them too).
+    for r in &found {
+        for n in &r.notes {
+            eprintln!("perfops: {}: {n}", r.path);
+        }
+    }
     if args.json {
         crate::out(&format!("{}\n", serde_json::to_string_pretty(&found)?));
     } else {

@@ -8,7 +8,7 @@
 //! throughput per stage (p95 solid, p99 dashed), the hockey sticks side by
 //! side. Colours are per run, the same on every chart and in the tables.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use perfops_core::analysis::verdict::StageVerdict;
@@ -215,8 +215,15 @@ fn data(models: &[Model], c: &Comparison) -> Value {
     // seconds `t` = 0, 1, 2, ...), so run k's value at x is its second x.
     let by_t: Vec<BTreeMap<u32, &SeriesLine>> =
         models.iter().map(|m| m.files.series.iter().map(|l| (l.t, l)).collect()).collect();
-    let last = by_t.iter().filter_map(|m| m.keys().next_back().copied()).max();
-    let x: Vec<f64> = last.map_or(Vec::new(), |n| (0..=n).map(|t| t as f64).collect());
+    // The seconds some run recorded, and the second after each one that ends
+    // a stretch (a null there breaks the line at a gap), not every second up
+    // to the last: a damaged line's `t: 4294967295` made that 4 billion points
+    // and tens of GiB (#12).
+    let recorded: BTreeSet<u32> = by_t.iter().flat_map(|m| m.keys().copied()).collect();
+    let last = recorded.last().copied();
+    let gaps: Vec<u32> =
+        recorded.iter().filter_map(|t| t.checked_add(1)).filter(|n| !recorded.contains(n) && Some(*n) < last).collect();
+    let x: Vec<f64> = recorded.into_iter().chain(gaps).collect::<BTreeSet<u32>>().into_iter().map(f64::from).collect();
     let duration = models.iter().map(|m| m.elapsed_s).chain(x.last().map(|t| t + 1.0)).fold(1.0, f64::max);
     let col = |k: usize, f: &dyn Fn(&SeriesLine) -> Option<f64>| -> Vec<Option<f64>> {
         x.iter().map(|t| by_t[k].get(&(*t as u32)).and_then(|l| f(l))).collect()

@@ -164,6 +164,10 @@ impl RunFiles {
     /// A whole file: its version first, then the file as `T`.
     fn json<T: DeserializeOwned>(&mut self, dir: &Path, name: &'static str) -> Option<T> {
         let bytes = self.bytes(dir, name)?;
+        if !is_object(&bytes) {
+            self.notes.push(format!("{name} is not a JSON object; ignored"));
+            return None;
+        }
         let header = match serde_json::from_slice::<Header>(&bytes) {
             Ok(h) => h,
             Err(e) if e.classify() == Category::Data => {
@@ -201,6 +205,11 @@ impl RunFiles {
             .lines()
             .filter(|l| !l.trim().is_empty())
             .filter_map(|l| match serde_json::from_str::<T>(l) {
+                // See `is_object`: `[]` would read as a line of defaults.
+                Ok(_) if !is_object(l.as_bytes()) => {
+                    not_objects += 1;
+                    None
+                }
                 Ok(v) => Some(v),
                 Err(e) if e.classify() == Category::Data && l.trim_start().starts_with('{') => {
                     unread.push(e);
@@ -223,6 +232,14 @@ impl RunFiles {
         }
         lines
     }
+}
+
+/// Whether `bytes` hold a JSON object (or start like one). Serde reads a
+/// struct from an array too, field by field, and the lenient types (every
+/// field defaulted) from `[]`: a `meta.json` or a series line damaged into
+/// an array would read as one of defaults, a phantom second 0 (#12).
+pub(crate) fn is_object(bytes: &[u8]) -> bool {
+    bytes.trim_ascii_start().first() == Some(&b'{')
 }
 
 /// One histogram of `latency.hlog`.
