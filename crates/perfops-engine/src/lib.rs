@@ -276,13 +276,14 @@ pub fn run_setup(plan: &Plan) -> Result<std::collections::HashMap<String, String
 #[error("{0}")]
 pub struct SetupError(pub String);
 
-/// Raise the open-files limit to its hard maximum: every in-flight request of
-/// the open model may need its own socket.
-pub fn raise_fd_limit() {
+/// Raise the open-files soft limit to the hard limit: every connection (every
+/// in-flight request of the open model) needs a descriptor of its own.
+/// Returns the soft limit in force afterwards (`None`: unknown).
+pub fn raise_fd_limit() -> Option<u64> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
-        && soft < hard
-    {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return Some(hard);
     }
+    Some(soft)
 }

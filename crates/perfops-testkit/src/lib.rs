@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
-pub use crate::nginx::{Nginx, nginx};
+pub use crate::nginx::{Nginx, nginx, nginx_holding};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.

@@ -49,10 +49,8 @@ impl PlanBase {
 }
 
 /// The stop flag: the first Ctrl-C (or SIGTERM) sets it, so the load stops
-/// and what was measured is kept; a second one exits at once (130). Also
-/// raises the open-files limit: every in-flight request may need a socket.
+/// and what was measured is kept; a second one exits at once (130).
 pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
-    perfops_engine::raise_fd_limit();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())
@@ -77,9 +75,41 @@ impl Terminal {
     }
 }
 
+/// Descriptors the generator keeps beside its connections: stdio, results
+/// files, each worker's epoll and timers, the watchers' sockets.
+const FD_RESERVE: u64 = 64;
+
+/// Raise the open-files limit to the hard limit and say whether `load`'s
+/// connections fit in it (#12): a closed loop's users each hold one, so more
+/// than fit is a usage error; the open model's `max_in_flight` is a cap, not
+/// a promise, so beyond it is a warning.
+pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
+    let Some(limit) = perfops_engine::raise_fd_limit() else { return Ok(()) };
+    let room = limit.saturating_sub(FD_RESERVE);
+    match *load {
+        LoadModel::Closed { connections, .. } if u64::from(connections) > room => {
+            Err(anyhow::Error::new(crate::UsageError(format!(
+                "{connections} connections do not fit: this process may open {limit} files at most \
+                 (the hard limit, `ulimit -Hn`), {room} of them for connections; \
+                 use fewer connections or raise the hard limit"
+            ))))
+        }
+        LoadModel::Open { max_in_flight, .. } if u64::from(max_in_flight) > room => {
+            eprintln!(
+                "perfops: warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
+                 {room} requests in flight, new connections will fail (connect_error), before max_in_flight \
+                 ({max_in_flight}) drops arrivals"
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Run `plan` on this machine's engine, each second through `pipeline`,
 /// whose notices (an abort, a failed sink) go to stderr as they happen.
 pub(crate) fn run(plan: &Plan, stop: Arc<AtomicBool>, mut pipeline: Pipeline<'_>) -> Result<(Outcome, Measured)> {
+    check_fd_room(&plan.load)?;
     let outcome = perfops_engine::run(plan, stop, |iv| pipeline.second(iv, &mut |n| eprintln!("perfops: {n}")))?;
     Ok((outcome, pipeline.finish()))
 }
