@@ -129,6 +129,12 @@ impl Recorder {
         st.failures.add(kind);
     }
 
+    /// A request still in flight when the run ended: cut, with no latency
+    /// (it measured the generator's end, not the target).
+    pub(crate) fn cut(&mut self, key: Key) {
+        self.at(key).failures.add(FailureKind::Cut);
+    }
+
     /// The first failure kind recorded under `key`, if any.
     pub(crate) fn first_failure(&mut self, key: Key) -> Option<FailureKind> {
         self.at(key).failures.nonzero().first().map(|(k, _)| *k)

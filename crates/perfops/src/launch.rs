@@ -26,19 +26,26 @@ pub(crate) struct PlanBase {
     pub(crate) insecure: bool,
     /// Worker threads; 0 = one per available core.
     pub(crate) workers: usize,
+    /// At the load's end, wait for the requests in flight instead of cutting them.
+    pub(crate) wait_in_flight: bool,
 }
 
 impl PlanBase {
     /// The plan of `load` doing `work`: one stage, no stop but the load's
-    /// own, the whole schedule, started as soon as the workers are ready.
+    /// own (its requests in flight cut when its time is up, unless
+    /// `wait_in_flight`), the whole schedule, started as soon as the workers
+    /// are ready.
     /// Callers set what differs (`stage_ends`, `duration`, `start_at`...).
     pub(crate) fn plan(&self, work: Arc<Work>, load: LoadModel) -> Plan {
+        let end = load.end();
         Plan {
             target: self.target.clone(),
             work,
             stage_ends: Vec::new(),
             load,
             timeout: self.timeout,
+            end,
+            wait_in_flight: self.wait_in_flight,
             connect_timeout: self.connect_timeout,
             insecure: self.insecure,
             workers: self.workers,

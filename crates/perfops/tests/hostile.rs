@@ -1,5 +1,6 @@
 //! End to end, issue #12: the real `perfops` binary where servers, fleets of
-//! connections and disks push back. Connections must cost little memory.
+//! connections and disks push back. Deadlines hold whatever the server
+//! does; connections cost little memory.
 //!
 //! Each test is bounded to a few seconds; the memory test takes
 //! [`common::exclusive`] (10,000 connections are the whole machine's).
@@ -11,7 +12,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{exclusive, spawn_quick};
+use common::{Workdir, exclusive, quick, send_signal, shared, spawn_perfops, spawn_quick};
 use perfops_testkit as kit;
 
 /// The open-files hard limit of this process (what a child may raise to).
@@ -97,4 +98,108 @@ fn more_connections_than_files_is_a_usage_error() {
     run.assert_exit(2);
     assert!(run.stderr.contains("do not fit") && run.stderr.contains("ulimit -Hn"), "{}", run.stderr);
     assert_eq!(server.connections(), 0, "nothing was sent");
+}
+
+/// `-d 2s` runs end by about then: the duration, plus the start, the
+/// collector's and the summary's ~100 ms, plus a busy neighbour's share.
+const ENDS_BY: Duration = Duration::from_millis(2700);
+
+/// #12, point 1: an endless chunked body is cut by the request timeout, and
+/// the run ends at its duration. The timeout is 1.5 s so that the second
+/// request, sent at 1.5 s, would time out at 3 s: before, the run waited for
+/// it (3.05 s, and 25 s with the default 20 s timeout and 20 connections).
+/// That a body arriving faster than it is read cannot outrun the timeout is
+/// the engine's `a_request_that_is_always_ready_still_times_out`.
+#[test]
+fn an_endless_chunked_body_times_out_and_the_run_ends_at_its_duration() {
+    let _cpu = shared();
+    let server = kit::endless_chunked();
+    let run = quick(&[&server.url(), "-c", "1", "-d", "2s", "--timeout", "1500ms", "-q"]);
+    assert!(run.wall < ENDS_BY, "-d 2s took {:?}\n{}", run.wall, run.dump());
+    run.assert_exit(1);
+    assert_eq!(run.u64("/completed"), 0, "{}", run.dump());
+    // The first request times out at 1.5 s; the second is cut at 2 s.
+    assert_eq!((run.failures("timeout"), run.failures("cut")), (1, 1), "{}", run.dump());
+    assert_eq!(run.u64("/sent"), 2, "{}", run.dump());
+}
+
+/// #12, point 1: a body dripping one byte per 100 ms likewise (before: 3.05 s).
+#[test]
+fn a_drip_fed_body_times_out_and_the_run_ends_at_its_duration() {
+    let _cpu = shared();
+    let server = kit::drip_feed(Duration::from_millis(100));
+    let run = quick(&[&server.url(), "-c", "1", "-d", "2s", "--timeout", "1500ms", "-q"]);
+    assert!(run.wall < ENDS_BY, "-d 2s took {:?}\n{}", run.wall, run.dump());
+    run.assert_exit(1);
+    assert_eq!(run.u64("/completed"), 0, "{}", run.dump());
+    assert_eq!((run.failures("timeout"), run.failures("cut")), (1, 1), "{}", run.dump());
+    assert_eq!(run.u64("/sent"), 2, "{}", run.dump());
+}
+
+/// #12, point 1: `-d 2s` against a server that answers after 5 s (within
+/// the 20 s default timeout) ends at 2 s; the requests in flight are cut,
+/// counted as `cut`, not as failures of the server (exit 0). Before: the run
+/// waited for them, 5.05 s.
+#[test]
+fn requests_in_flight_at_the_end_are_cut_not_failed() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(Duration::from_secs(5));
+    let run = quick(&[&server.url(), "-c", "2", "-d", "2s", "-q"]);
+    assert!(run.wall < ENDS_BY, "-d 2s took {:?}\n{}", run.wall, run.dump());
+    run.assert_exit(0);
+    assert_eq!(run.failures("cut"), 2, "{}", run.dump());
+    assert_eq!((run.u64("/sent"), run.u64("/completed"), run.u64("/failed")), (2, 0, 0), "{}", run.dump());
+    assert!(run.f64("/elapsed_s") < 2.2, "{}", run.dump());
+}
+
+/// #12, point 1: `--wait-in-flight` (oha's
+/// `--wait-ongoing-requests-after-deadline`) waits for them instead.
+#[test]
+fn wait_in_flight_waits_for_the_last_responses() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(Duration::from_millis(2500));
+    let run = quick(&[&server.url(), "-c", "2", "-d", "1s", "--wait-in-flight", "-q"]);
+    run.assert_exit(0);
+    assert_eq!((run.u64("/sent"), run.u64("/completed")), (2, 2), "{}", run.dump());
+    assert_eq!(run.failures("cut"), 0, "{}", run.dump());
+    assert!(run.wall > Duration::from_millis(2500), "{:?}", run.wall);
+}
+
+/// #12, point 1: Ctrl-C during an endless body ends `perfops run` within a
+/// second, and its results directory is readable (`perfops report` renders
+/// it). Before: the run waited for the request's 20 s timeout, which the
+/// endless body never let fire.
+#[test]
+fn sigint_during_an_endless_body_ends_within_a_second() {
+    let _cpu = shared();
+    let server = kit::endless_chunked();
+    let wd = Workdir::new("sigint-endless");
+    let yaml = format!(
+        "name: endless
+target: {}
+defaults: {{ timeout: 20s }}
+flows:
+  get: {{ steps: [ {{ request: GET / }} ] }}
+load:
+  model: closed
+  stages: [ {{ users: 1, hold: 20s }} ]
+",
+        server.url()
+    );
+    let running = wd.spawn("run", &wd.scenario("endless.yaml", &yaml), &[], |_| {});
+    std::thread::sleep(Duration::from_millis(1500));
+    send_signal("-INT", running.pid());
+    let signalled = Instant::now();
+    let out = running.wait(Duration::from_secs(25));
+    let stopped_in = signalled.elapsed();
+    assert!(stopped_in < Duration::from_secs(1), "exited {stopped_in:?} after SIGINT\n{}", out.stderr);
+    assert!(matches!(out.code, Some(0 | 1)), "exit {:?}\n{}", out.code, out.stderr);
+    let dir = wd.result_dir(&out);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("JSON");
+    assert_eq!(summary["interrupted"], true, "{summary:#}");
+    assert_eq!(summary["total"]["failures"]["cut"], 1, "the request in flight was cut\n{summary:#}");
+    let report = spawn_perfops(&["report", &dir.display().to_string()], |_| {}).wait(Duration::from_secs(20));
+    report.assert_exit(0);
+    assert!(dir.join("report.html").exists());
 }
