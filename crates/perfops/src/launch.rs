@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::{Measured, Pipeline};
+use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_engine::{Outcome, Plan, Target, Work};
 
 /// What every load of one command shares.
@@ -114,9 +114,23 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
 }
 
 /// Run `plan` on this machine's engine, each second through `pipeline`,
-/// whose notices (an abort, a failed sink) go to stderr as they happen.
+/// whose aborts go to stderr as they happen. A failed sink (results that
+/// cannot be written: a full disk) has stopped the load: that is this
+/// command's error (exit 3), said once at the end.
 pub(crate) fn run(plan: &Plan, stop: Arc<AtomicBool>, mut pipeline: Pipeline<'_>) -> Result<(Outcome, Measured)> {
     check_fd_room(&plan.load)?;
-    let outcome = perfops_engine::run(plan, stop, |iv| pipeline.second(iv, &mut |n| eprintln!("perfops: {n}")))?;
-    Ok((outcome, pipeline.finish()))
+    let mut failed = None;
+    let outcome = perfops_engine::run(plan, stop, |iv| {
+        pipeline.second(iv, &mut |n| match n {
+            Notice::Failed(e) => {
+                failed.get_or_insert_with(|| e.clone());
+            }
+            Notice::Abort(_) => eprintln!("perfops: {n}"),
+        })
+    })?;
+    let measured = pipeline.finish();
+    if let Some(e) = failed {
+        anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
+    }
+    Ok((outcome, measured))
 }

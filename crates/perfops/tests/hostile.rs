@@ -203,3 +203,64 @@ load:
     report.assert_exit(0);
     assert!(dir.join("report.html").exists());
 }
+
+/// #12, point 4: a write error under the results (here EFBIG: a file-size
+/// limit of 4 KiB, SIGXFSZ ignored, as a full disk's ENOSPC would be) stops
+/// the run within about a second, says so, exits 3, and the seconds written
+/// before stay readable: `perfops report` renders them. Before: the run went
+/// on for its whole 20 s and exited 0.
+#[test]
+fn a_write_error_stops_the_run_with_exit_3_and_keeps_what_was_written() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(Duration::from_millis(1));
+    let wd = Workdir::new("fsize");
+    let yaml = format!(
+        "name: fsize
+target: {}
+flows:
+  get: {{ steps: [ {{ request: GET / }} ] }}
+load:
+  stages: [ {{ rate: 200, hold: 20s }} ]
+",
+        server.url()
+    );
+    let scenario = wd.scenario("fsize.yaml", &yaml);
+    // bash's `ulimit -f` counts KiB; an ignored signal stays ignored across exec.
+    let mut child = std::process::Command::new("bash")
+        .args(["-c", r#"trap '' XFSZ; ulimit -f 4; exec "$0" "$@""#, env!("CARGO_BIN_EXE_perfops"), "run"])
+        .arg(&scenario)
+        .args(["--out", &wd.runs().display().to_string(), "-q"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bash");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(25) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("perfops run under a file-size limit still running after 25 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let wall = started.elapsed();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr).expect("read stderr");
+    assert_eq!(status.code(), Some(3), "exit code; stderr:\n{stderr}");
+    assert!(stderr.contains("cannot write results in") && stderr.contains("File too large"), "{stderr}");
+    assert!(stderr.contains("the load was stopped"), "{stderr}");
+    assert!(wall < Duration::from_secs(15), "stopped after {wall:?}, not at its 20 s end\n{stderr}");
+
+    let dirs = wd.result_dirs();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let series = std::fs::read_to_string(dirs[0].join("series.jsonl")).expect("series.jsonl");
+    let whole = series.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()).count();
+    assert!(whole >= 1, "no whole second was written:\n{series}");
+    let report = spawn_perfops(&["report", &dirs[0].display().to_string()], |_| {}).wait(Duration::from_secs(20));
+    report.assert_exit(0);
+    let page = std::fs::read_to_string(dirs[0].join("report.html")).expect("report.html");
+    assert!(page.contains("fsize"), "the report names the run");
+}
