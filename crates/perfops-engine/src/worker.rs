@@ -137,17 +137,19 @@ const STOP_GRACE: Duration = Duration::from_millis(500);
 
 /// A request in flight, for the worker's recorder: dropped before it was
 /// answered or failed (its task dropped at the run's end, see [`run`]), it
-/// records itself as cut. Costs a flag per request.
+/// records itself as cut, with the latency it had reached (from `due`).
+/// Costs a flag per request, and a clock read per cut request.
 struct InFlight<'w> {
     rec: &'w RefCell<Recorder>,
     key: Key,
+    due: Instant,
     done: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.rec.borrow_mut().cut(self.key);
+            self.rec.borrow_mut().cut(self.key, self.due.elapsed());
         }
     }
 }
@@ -582,7 +584,11 @@ impl Worker {
             }
         };
         self.rec.borrow_mut().sent(req.key);
-        let mut in_flight = InFlight { rec: &self.rec, key: req.key, done: false };
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, done: false };
         // Later than the previous request's deadline on this timer, except after
         // a longer pause: then tokio re-registers it, correct either way.
         timer.as_mut().reset(req.start + shared.timeout);

@@ -138,8 +138,8 @@ fn a_drip_fed_body_times_out_and_the_run_ends_at_its_duration() {
 
 /// #12, point 1: `-d 2s` against a server that answers after 5 s (within
 /// the 20 s default timeout) ends at 2 s; the requests in flight are cut,
-/// counted as `cut`, not as failures of the server (exit 0). Before: the run
-/// waited for them, 5.05 s.
+/// counted as `cut`, not as failures of the server (exit 0), with the
+/// latency they had reached. Before: the run waited for them, 5.05 s.
 #[test]
 fn requests_in_flight_at_the_end_are_cut_not_failed() {
     let _cpu = shared();
@@ -150,6 +150,10 @@ fn requests_in_flight_at_the_end_are_cut_not_failed() {
     assert_eq!(run.failures("cut"), 2, "{}", run.dump());
     assert_eq!((run.u64("/sent"), run.u64("/completed"), run.u64("/failed")), (2, 0, 0), "{}", run.dump());
     assert!(run.f64("/elapsed_s") < 2.2, "{}", run.dump());
+    // Their latency is recorded as what it had reached, a lower bound: the
+    // slowest requests of a run must not vanish from its percentiles.
+    let max = run.f64("/latency_ms/max");
+    assert!((1900.0..2300.0).contains(&max), "latency of the cut requests: {max} ms\n{}", run.dump());
 }
 
 /// #12, point 1: `--wait-in-flight` (oha's

@@ -31,7 +31,8 @@ pub enum FailureKind {
     CheckFailed,
     /// Still in flight when the run ended (its duration, or a stop): cut by
     /// the generator, not failed by the target, so not among the failures
-    /// of [`FailureCounts::total`] (oha's default; #12).
+    /// of [`FailureCounts::total`] (oha's default; #12). Its latency so far
+    /// is recorded, a lower bound: the slowest requests must not vanish.
     Cut,
 }
 
