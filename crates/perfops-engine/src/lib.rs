@@ -56,7 +56,8 @@ pub struct Plan {
     /// Whole-request timeout (connect included), whatever the body's framing.
     pub timeout: Duration,
     /// When the run ends, from its start ([`LoadModel::end`]): requests still
-    /// in flight then are cut and counted as `cut`, unless `wait_in_flight`.
+    /// in flight half a second later are cut and counted as `cut`, unless
+    /// `wait_in_flight`.
     /// `None`: the run ends when its last request does (a count of requests).
     pub end: Option<Duration>,
     /// At `end`, wait for the requests in flight (each within its timeout)

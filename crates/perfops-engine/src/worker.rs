@@ -130,10 +130,12 @@ async fn within<F: Future>(mut timer: Pin<&mut Sleep>, fut: F) -> Option<F::Outp
     .await
 }
 
-/// After a stop (Ctrl-C, SIGTERM, an `abort_when` rule), how long requests
-/// in flight may still finish before they are cut: the run ends within a
-/// second of the stop whatever the server does.
-const STOP_GRACE: Duration = Duration::from_millis(500);
+/// Once the run's time is up, or after a stop (Ctrl-C, SIGTERM, an
+/// `abort_when` rule), how long requests in flight may still finish before
+/// they are cut: the run ends within a second of either, whatever the
+/// server does, and the answers of a healthy server (sent just before the
+/// end, due in milliseconds) are still measured, not cut.
+const GRACE: Duration = Duration::from_millis(500);
 
 /// A request in flight, for the worker's recorder: dropped before it was
 /// answered or failed (its task dropped at the run's end, see [`run`]), it
@@ -320,13 +322,13 @@ impl Worker {
         }
     }
 
-    /// When the requests still in flight are cut: at the run's end (unless
-    /// they are waited for), or [`STOP_GRACE`] after a stop.
+    /// When the requests still in flight are cut: [`GRACE`] after the run's
+    /// end (unless they are waited for), or after a stop.
     async fn cut_time(&self) {
-        let end = self.shared.end.map(|e| self.start + e);
+        let end = self.shared.end.map(|e| self.start + e + GRACE);
         loop {
             if self.stopping.get() {
-                return tokio::time::sleep(STOP_GRACE).await;
+                return tokio::time::sleep(GRACE).await;
             }
             // The stop flag is seen within 20 ms (`watch_stop`), so this looks as often.
             let next = Instant::now() + Duration::from_millis(20);
