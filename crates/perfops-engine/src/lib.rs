@@ -53,8 +53,16 @@ pub struct Plan {
     pub stage_ends: Vec<Duration>,
     /// Open or closed model, with its stop rules.
     pub load: LoadModel,
-    /// Whole-request timeout (connect included).
+    /// Whole-request timeout (connect included), whatever the body's framing.
     pub timeout: Duration,
+    /// When the run ends, from its start ([`LoadModel::end`]): requests still
+    /// in flight half a second later are cut and counted as `cut`, unless
+    /// `wait_in_flight`.
+    /// `None`: the run ends when its last request does (a count of requests).
+    pub end: Option<Duration>,
+    /// At `end`, wait for the requests in flight (each within its timeout)
+    /// instead of cutting them (oha's `--wait-ongoing-requests-after-deadline`).
+    pub wait_in_flight: bool,
     /// Connect (and TLS handshake) timeout.
     pub connect_timeout: Duration,
     /// Accept any TLS certificate.
@@ -113,7 +121,8 @@ struct Pending {
 
 /// Run `plan` to completion. `on_interval` sees every second, in order, as
 /// soon as every worker has reported it. Setting `stop` ends the run early:
-/// no new request starts, in-flight ones finish or time out.
+/// no new request starts, and those in flight get a short grace to finish
+/// before they are cut, whatever the server does.
 pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Interval)) -> Result<Outcome, EngineError> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut workers = if plan.workers == 0 { cores } else { plan.workers };
@@ -258,6 +267,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         tls,
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout.min(plan.timeout),
+        end: if plan.wait_in_flight { None } else { plan.end },
         stop,
         stage_ends: plan.stage_ends.clone(),
     }))
@@ -276,13 +286,14 @@ pub fn run_setup(plan: &Plan) -> Result<std::collections::HashMap<String, String
 #[error("{0}")]
 pub struct SetupError(pub String);
 
-/// Raise the open-files limit to its hard maximum: every in-flight request of
-/// the open model may need its own socket.
-pub fn raise_fd_limit() {
+/// Raise the open-files soft limit to the hard limit: every connection (every
+/// in-flight request of the open model) needs a descriptor of its own.
+/// Returns the soft limit in force afterwards (`None`: unknown).
+pub fn raise_fd_limit() -> Option<u64> {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
-        && soft < hard
-    {
-        let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return Some(hard);
     }
+    Some(soft)
 }

@@ -168,6 +168,18 @@ impl Recorder {
         }
     }
 
+    /// A request still in flight when the run ended, `waited` after it was
+    /// due: cut. Its latency is at least `waited`, and it is recorded so:
+    /// in an overloaded open model the requests in flight at the end are the
+    /// slowest, and leaving them out would make the percentiles lie (the
+    /// coordinated omission a cut would otherwise reintroduce). No service
+    /// time: it was never answered.
+    pub(crate) fn cut(&mut self, key: Key, waited: Duration) {
+        let st = self.at(key);
+        st.failures.add(FailureKind::Cut);
+        st.latency.record(waited);
+    }
+
     /// The first failure kind recorded under `key`, if any.
     pub(crate) fn first_failure(&mut self, key: Key) -> Option<FailureKind> {
         self.at(key).failures.nonzero().first().map(|(k, _)| *k)

@@ -27,6 +27,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
+use std::task::Poll;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Stats};
@@ -35,7 +36,7 @@ use perfops_core::scenario::extract::ParsedBody;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, coop};
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 
@@ -82,6 +83,9 @@ pub(crate) struct Shared {
     pub(crate) tls: Option<(TlsConnector, ServerName<'static>)>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
+    /// When requests still in flight are cut, from the start (`None`: never,
+    /// they are waited for).
+    pub(crate) end: Option<Duration>,
     pub(crate) stop: Arc<AtomicBool>,
     /// End offset of each stage (empty: one stage).
     pub(crate) stage_ends: Vec<Duration>,
@@ -102,11 +106,53 @@ impl Shared {
 /// lock-free `extend_expiration`); the wheel moves it when its old slot comes
 /// up. Like `Timeout`, the request is polled first, so a response already
 /// there wins over a deadline that passed at the same time.
-async fn within<F: Future>(timer: Pin<&mut Sleep>, fut: F) -> Option<F::Output> {
-    tokio::select! {
-        biased;
-        out = fut => Some(out),
-        () = timer => None,
+///
+/// Subtleness ahead (#12): a body that keeps arriving (an endless chunked
+/// one) makes every read ready at once, so the request uses up the task's
+/// cooperative budget (128 operations) each time it is polled, and a `Sleep`
+/// polled without budget answers `Pending` even when it has fired: a plain
+/// `select!` never saw the deadline and the request ran until the server
+/// stopped. Like `Timeout`, the timer is then polled outside the budget.
+async fn within<F: Future>(mut timer: Pin<&mut Sleep>, fut: F) -> Option<F::Output> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| {
+        let had_budget = coop::has_budget_remaining();
+        if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(out));
+        }
+        let fired = if had_budget && !coop::has_budget_remaining() {
+            std::pin::pin!(coop::unconstrained(timer.as_mut())).poll(cx)
+        } else {
+            timer.as_mut().poll(cx)
+        };
+        fired.map(|()| None)
+    })
+    .await
+}
+
+/// Once the run's time is up, or after a stop (Ctrl-C, SIGTERM, an
+/// `abort_when` rule), how long requests in flight may still finish before
+/// they are cut: the run ends within a second of either, whatever the
+/// server does, and the answers of a healthy server (sent just before the
+/// end, due in milliseconds) are still measured, not cut.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// A request in flight, for the worker's recorder: dropped before it was
+/// answered or failed (its task dropped at the run's end, see [`run`]), it
+/// records itself as cut, with the latency it had reached (from `due`).
+/// Costs a flag per request, and a clock read per cut request.
+struct InFlight<'w> {
+    rec: &'w RefCell<Recorder>,
+    key: Key,
+    due: Instant,
+    done: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.rec.borrow_mut().cut(self.key, self.due.elapsed());
+        }
     }
 }
 
@@ -218,12 +264,37 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         return;
     };
     let local = tokio::task::LocalSet::new();
-    local.block_on(&rt, async move {
-        let w = Rc::new(Worker::new(id, start, shared));
-        let closed = matches!(load, WorkerLoad::Closed { .. });
+    let w = Rc::new(Worker::new(id, start, shared));
+    let closed = matches!(load, WorkerLoad::Closed { .. });
+    local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));
         let watcher = tokio::task::spawn_local(w.clone().watch_stop());
         sleep_until(start).await;
+        // The load ends by itself (every arrival sent and answered, every
+        // user done), or its requests in flight are cut: at the run's end, or
+        // a grace after a stop.
+        tokio::select! {
+            () = w.clone().load(load) => {}
+            () = w.cut_time() => {}
+        }
+        ticker.abort();
+        watcher.abort();
+    });
+    // Dropping the tasks still running (arrivals, users) cuts their requests
+    // in flight: each records itself as cut ([`InFlight`]) and closes its
+    // connection.
+    drop(local);
+    let end = Instant::now();
+    let parts = w.rec.borrow_mut().take();
+    let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
+    let (naps, longest_nap) = coalesce::taken();
+    let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
+}
+
+impl Worker {
+    /// Generate this worker's `load` and wait for its last request.
+    async fn load(self: Rc<Self>, load: WorkerLoad) {
+        let w = self;
         match load {
             WorkerLoad::Open { schedule, shard, max_in_flight } => {
                 w.clone().open_loop(&schedule, shard, max_in_flight).await
@@ -249,14 +320,24 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         while w.in_flight.get() > 0 {
             w.drained.notified().await;
         }
-        ticker.abort();
-        watcher.abort();
-        let end = Instant::now();
-        let parts = w.rec.borrow_mut().take();
-        let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
-        let (naps, longest_nap) = coalesce::taken();
-        let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
-    });
+    }
+
+    /// When the requests still in flight are cut: [`GRACE`] after the run's
+    /// end (unless they are waited for), or after a stop.
+    async fn cut_time(&self) {
+        let end = self.shared.end.map(|e| self.start + e + GRACE);
+        loop {
+            if self.stopping.get() {
+                return tokio::time::sleep(GRACE).await;
+            }
+            // The stop flag is seen within 20 ms (`watch_stop`), so this looks as often.
+            let next = Instant::now() + Duration::from_millis(20);
+            match end {
+                Some(end) if end <= next => return sleep_until(end).await,
+                _ => sleep_until(next).await,
+            }
+        }
+    }
 }
 
 /// Run `steps` once, in order, on one connection, before the load: the
@@ -505,6 +586,11 @@ impl Worker {
             }
         };
         self.rec.borrow_mut().sent(req.key);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, done: false };
         // Later than the previous request's deadline on this timer, except after
         // a longer pause: then tokio re-registers it, correct either way.
         timer.as_mut().reset(req.start + shared.timeout);
@@ -532,6 +618,7 @@ impl Worker {
                 .map_err(|(kind, _)| (kind, Some(sent)));
         }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
+        in_flight.done = true;
         match outcome {
             Ok((response, sent)) => {
                 let mut failure = FailureKind::of_status(response.status);
@@ -578,7 +665,11 @@ impl Worker {
         loop {
             let c = match conn {
                 Some(c) => c,
-                None => match within(timer.as_mut(), self.connect(req.key)).await {
+                // Boxed: connecting (and the TLS handshake) is a future of over
+                // a KiB that every request's future would otherwise carry, for
+                // the whole exchange (#12: 10,000 connections in < 100 MiB).
+                // One allocation per new connection, none per request.
+                None => match within(timer.as_mut(), Box::pin(self.connect(req.key))).await {
                     Some(Ok((c, ready))) => {
                         sent = ready;
                         conn.insert(c)
@@ -697,5 +788,25 @@ mod tests {
         timer.as_mut().reset(Instant::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(within(timer.as_mut(), std::future::ready(7)).await, Some(7));
+    }
+
+    /// #12: a request whose every read is ready at once (an endless body
+    /// arriving faster than it is read) uses up the task's budget on every
+    /// poll; the deadline still ends it. Real time: paused time only moves
+    /// when the runtime is idle, which this request never lets it be.
+    #[tokio::test]
+    async fn a_request_that_is_always_ready_still_times_out() {
+        let mut timer = pin!(new_timer());
+        let start = Instant::now();
+        timer.as_mut().reset(start + Duration::from_millis(50));
+        // Each read of a socket with bytes waiting costs a unit of budget, as this does.
+        let endless = async {
+            loop {
+                coop::consume_budget().await;
+            }
+        };
+        let out = timeout(Duration::from_secs(2), within(timer.as_mut(), endless)).await;
+        assert_eq!(out, Ok(None), "the request timer fired");
+        assert!(start.elapsed() < Duration::from_millis(500), "at its deadline, not {:?} later", start.elapsed());
     }
 }

@@ -13,10 +13,11 @@ use crate::run::{SeriesLine, StepSecond, failures};
 
 /// Writes each second to a results directory.
 ///
-/// A full disk must not kill the run: the first failed write is reported
-/// (once) and nothing more is written, so the files keep every second
-/// before it and the summary is still printed. The latch is the caller's, so
-/// it holds across the loads of one session (`limit`'s attempts).
+/// A failed write (a full disk, EIO, a file-size limit) is an error of the
+/// pipeline, which stops the load: a run whose results cannot be kept
+/// proves nothing (#12). Nothing more is written after it, so the files keep
+/// every second before it, readable by `perfops report`. The latch is the
+/// caller's, so it holds across the loads of one session (`limit`'s attempts).
 pub struct ResultsWriter<'a> {
     dir: &'a mut RunDir,
     failed: &'a mut bool,
@@ -39,7 +40,7 @@ impl Sink for ResultsWriter<'_> {
         let histograms = [("latency", &st.latency), ("service", &st.service), ("latency_ok", &st.latency_ok)];
         if let Err(e) = self.dir.append_second(&series_line(s), s.start, iv.length, &histograms) {
             *self.failed = true;
-            return Err(SinkError(format!("cannot write results ({e}); the run goes on, the summary will be printed")));
+            return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
         }
         Ok(Flow::Continue)
     }

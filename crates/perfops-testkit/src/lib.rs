@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
-pub use crate::nginx::{Nginx, nginx};
+pub use crate::nginx::{Nginx, nginx, nginx_holding};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.
@@ -270,6 +270,20 @@ pub fn close_delimited() -> Server {
 /// 503) and body `status\n`.
 pub fn status(code: u16) -> Server {
     Server::start(Behaviour::Status(code), None)
+}
+
+/// Answers the first request on each connection with a chunked `200` whose
+/// body never ends: 4 KiB chunks as fast as the client reads them, until it
+/// closes the connection or the server is dropped (#12).
+pub fn endless_chunked() -> Server {
+    Server::start(Behaviour::EndlessChunked, None)
+}
+
+/// Answers the first request on each connection with `200` and
+/// `Content-Length: 1000000`, then sends the body one byte per `every`: a
+/// response that is always arriving and never done (#12).
+pub fn drip_feed(every: Duration) -> Server {
+    Server::start(Behaviour::Drip { every }, None)
 }
 
 /// Like [`fixed_delay`], over TLS (rustls with the ring provider, ALPN

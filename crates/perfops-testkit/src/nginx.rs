@@ -38,6 +38,13 @@ impl Drop for Nginx {
 /// Start nginx on a free port of 127.0.0.1. Panics, saying how to install
 /// it, when there is no nginx.
 pub fn nginx() -> Nginx {
+    nginx_holding(4096)
+}
+
+/// Like [`nginx`], holding up to `connections` open at once (it needs as
+/// many file descriptors: its soft limit is raised to them, which the hard
+/// limit must allow).
+pub fn nginx_holding(connections: u32) -> Nginx {
     // The port is free when asked and taken by nginx a moment later; another
     // process may take it in between, so try a few ports.
     let mut last = String::new();
@@ -46,7 +53,7 @@ pub fn nginx() -> Nginx {
             TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a free port").port();
         let dir = std::env::temp_dir().join(format!("perfops-nginx-{}-{port}-{attempt}", std::process::id()));
         std::fs::create_dir_all(dir.join("tmp")).expect("nginx prefix dir");
-        std::fs::write(dir.join("nginx.conf"), config(port)).expect("nginx.conf");
+        std::fs::write(dir.join("nginx.conf"), config(port, connections)).expect("nginx.conf");
         let child = Command::new("nginx")
             .arg("-p")
             .arg(format!("{}/", dir.display()))
@@ -72,14 +79,20 @@ pub fn nginx() -> Nginx {
     panic!("nginx did not start on 127.0.0.1; its error log:\n{last}");
 }
 
-fn config(port: u16) -> String {
+fn config(port: u16, connections: u32) -> String {
+    // nginx starts closing idle keep-alive connections when fewer than a
+    // sixteenth of its slots are free: an eighth more, so it never does.
+    let slots = connections + connections / 8 + 64;
+    // A few descriptors more than slots: the listener, the logs.
+    let files = slots + 32;
     format!(
         "daemon off;
 master_process off;
 worker_processes 1;
+worker_rlimit_nofile {files};
 pid nginx.pid;
 error_log error.log warn;
-events {{ worker_connections 4096; }}
+events {{ worker_connections {slots}; }}
 http {{
     access_log off;
     keepalive_timeout 65s;

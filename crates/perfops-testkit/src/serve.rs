@@ -1,5 +1,6 @@
 //! What one connection of a test server does: the behaviours (delay, freeze,
-//! reset, silence, garbage, chunked, close-delimited, status) applied to the
+//! reset, silence, garbage, chunked, close-delimited, status, an endless
+//! body, a drip-feed) applied to the
 //! requests read from it, the precise sleep behind the delays, and the
 //! graceful ("lingering") close.
 
@@ -57,6 +58,10 @@ pub(crate) enum Behaviour {
     /// Every `every`-th connection (the first included) answers after
     /// `stall`, the others at once; resolved to `Delay` when accepted.
     StallSome { every: u64, stall: Duration },
+    /// A chunked `200` whose chunks never end.
+    EndlessChunked,
+    /// A `200` with a long `Content-Length` body sent one byte per `every`.
+    Drip { every: Duration },
 }
 
 impl Behaviour {
@@ -125,6 +130,9 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
                     return;
                 }
             }
+            // Both go on until the client leaves or the server stops.
+            Behaviour::EndlessChunked => return endless_chunks(&mut conn, shared),
+            Behaviour::Drip { every } => return drip(&mut conn, every, shared),
         }
         if request.close {
             return linger_close(conn, shared);
@@ -135,6 +143,32 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
         // the socket open until the server stops.
         while !shared.stopping() {
             std::thread::sleep(POLL);
+        }
+    }
+}
+
+/// A chunked head, then 4 KiB chunks as fast as the client reads them,
+/// never the last chunk: the body is endless.
+fn endless_chunks(conn: &mut impl Conn, shared: &Shared) {
+    let mut chunk = b"1000\r\n".to_vec();
+    chunk.extend_from_slice(&[b'x'; 4096]);
+    chunk.extend_from_slice(b"\r\n");
+    if !respond(conn, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n") {
+        return;
+    }
+    while !shared.stopping() && respond(conn, &chunk) {}
+}
+
+/// A head promising a 1 MB body, then one body byte per `every`.
+fn drip(conn: &mut impl Conn, every: Duration, shared: &Shared) {
+    if !respond(conn, b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n") {
+        return;
+    }
+    let mut next = Instant::now();
+    for _ in 0..1_000_000 {
+        next += every;
+        if !sleep_until(next, shared) || !respond(conn, b"x") {
+            return;
         }
     }
 }

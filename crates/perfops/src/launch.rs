@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::{Measured, Pipeline};
+use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_engine::{Outcome, Plan, Target, Work};
 
 /// What every load of one command shares.
@@ -26,19 +26,26 @@ pub(crate) struct PlanBase {
     pub(crate) insecure: bool,
     /// Worker threads; 0 = one per available core.
     pub(crate) workers: usize,
+    /// At the load's end, wait for the requests in flight instead of cutting them.
+    pub(crate) wait_in_flight: bool,
 }
 
 impl PlanBase {
     /// The plan of `load` doing `work`: one stage, no stop but the load's
-    /// own, the whole schedule, started as soon as the workers are ready.
+    /// own (its requests in flight cut when its time is up, unless
+    /// `wait_in_flight`), the whole schedule, started as soon as the workers
+    /// are ready.
     /// Callers set what differs (`stage_ends`, `duration`, `start_at`...).
     pub(crate) fn plan(&self, work: Arc<Work>, load: LoadModel) -> Plan {
+        let end = load.end();
         Plan {
             target: self.target.clone(),
             work,
             stage_ends: Vec::new(),
             load,
             timeout: self.timeout,
+            end,
+            wait_in_flight: self.wait_in_flight,
             connect_timeout: self.connect_timeout,
             insecure: self.insecure,
             workers: self.workers,
@@ -49,10 +56,8 @@ impl PlanBase {
 }
 
 /// The stop flag: the first Ctrl-C (or SIGTERM) sets it, so the load stops
-/// and what was measured is kept; a second one exits at once (130). Also
-/// raises the open-files limit: every in-flight request may need a socket.
+/// and what was measured is kept; a second one exits at once (130).
 pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
-    perfops_engine::raise_fd_limit();
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())
@@ -77,9 +82,55 @@ impl Terminal {
     }
 }
 
+/// Descriptors the generator keeps beside its connections: stdio, results
+/// files, each worker's epoll and timers, the watchers' sockets.
+const FD_RESERVE: u64 = 64;
+
+/// Raise the open-files limit to the hard limit and say whether `load`'s
+/// connections fit in it (#12): a closed loop's users each hold one, so more
+/// than fit is a usage error; the open model's `max_in_flight` is a cap, not
+/// a promise, so beyond it is a warning.
+pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
+    let Some(limit) = perfops_engine::raise_fd_limit() else { return Ok(()) };
+    let room = limit.saturating_sub(FD_RESERVE);
+    match *load {
+        LoadModel::Closed { connections, .. } if u64::from(connections) > room => {
+            Err(anyhow::Error::new(crate::UsageError(format!(
+                "{connections} connections do not fit: this process may open {limit} files at most \
+                 (the hard limit, `ulimit -Hn`), {room} of them for connections; \
+                 use fewer connections or raise the hard limit"
+            ))))
+        }
+        LoadModel::Open { max_in_flight, .. } if u64::from(max_in_flight) > room => {
+            eprintln!(
+                "perfops: warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
+                 {room} requests in flight, new connections will fail (connect_error), before max_in_flight \
+                 ({max_in_flight}) drops arrivals"
+            );
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Run `plan` on this machine's engine, each second through `pipeline`,
-/// whose notices (an abort, a failed sink) go to stderr as they happen.
+/// whose aborts go to stderr as they happen. A failed sink (results that
+/// cannot be written: a full disk) has stopped the load: that is this
+/// command's error (exit 3), said once at the end.
 pub(crate) fn run(plan: &Plan, stop: Arc<AtomicBool>, mut pipeline: Pipeline<'_>) -> Result<(Outcome, Measured)> {
-    let outcome = perfops_engine::run(plan, stop, |iv| pipeline.second(iv, &mut |n| eprintln!("perfops: {n}")))?;
-    Ok((outcome, pipeline.finish()))
+    check_fd_room(&plan.load)?;
+    let mut failed = None;
+    let outcome = perfops_engine::run(plan, stop, |iv| {
+        pipeline.second(iv, &mut |n| match n {
+            Notice::Failed(e) => {
+                failed.get_or_insert_with(|| e.clone());
+            }
+            Notice::Abort(_) => eprintln!("perfops: {n}"),
+        })
+    })?;
+    let measured = pipeline.finish();
+    if let Some(e) = failed {
+        anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
+    }
+    Ok((outcome, measured))
 }

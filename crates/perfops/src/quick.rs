@@ -43,9 +43,13 @@ pub(crate) struct QuickArgs {
     /// Request body, or @FILE to read it from a file.
     #[arg(short = 'b', long = "body")]
     body: Option<String>,
-    /// Whole-request timeout (connect included).
+    /// Whole-request timeout (connect included), however the body arrives.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     timeout: Duration,
+    /// With -d: at the end, wait for the requests in flight (each within
+    /// --timeout) instead of cutting them and counting them as `cut`.
+    #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
+    wait_in_flight: bool,
     /// Connect timeout (TCP and TLS handshake).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     connect_timeout: Duration,
@@ -130,8 +134,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         connect_timeout: args.connect_timeout,
         insecure: args.insecure,
         workers: args.workers,
+        wait_in_flight: args.wait_in_flight,
     };
-    let plan = base.plan(Arc::new(work), load);
+    let mut plan = base.plan(Arc::new(work), load);
+    if args.requests.is_some() {
+        // A count of requests: the run ends with its last response (or timeout).
+        plan.end = None;
+    }
 
     // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
     let stop = launch::stop_flag()?;

@@ -81,6 +81,10 @@ pub(crate) struct SessionArgs {
     /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_listen: Option<String>,
+    /// At the end of each load, wait for the requests in flight (each within
+    /// the scenario's timeout) instead of cutting them and counting them as `cut`.
+    #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
+    pub(crate) wait_in_flight: bool,
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.
@@ -232,6 +236,7 @@ impl Session {
             connect_timeout: timeout.min(Duration::from_secs(5)),
             insecure: args.insecure,
             workers: args.workers,
+            wait_in_flight: args.wait_in_flight,
         };
         let mut globals = HashMap::new();
         if !scenario.setup.is_empty() {

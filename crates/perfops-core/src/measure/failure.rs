@@ -29,11 +29,16 @@ pub enum FailureKind {
     Http5xx,
     /// A response arrived but a check on it failed (status, body, extraction).
     CheckFailed,
+    /// Still in flight when the run ended (its duration, or a stop): cut by
+    /// the generator, not failed by the target, so not among the failures
+    /// of [`FailureCounts::total`] (oha's default; #12). Its latency so far
+    /// is recorded, a lower bound: the slowest requests must not vanish.
+    Cut,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 10] = [
+    pub const ALL: [FailureKind; 11] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -44,6 +49,7 @@ impl FailureKind {
         FailureKind::Http4xx,
         FailureKind::Http5xx,
         FailureKind::CheckFailed,
+        FailureKind::Cut,
     ];
 
     /// The stable snake_case name used in results files and the terminal.
@@ -59,6 +65,7 @@ impl FailureKind {
             FailureKind::Http4xx => "http_4xx",
             FailureKind::Http5xx => "http_5xx",
             FailureKind::CheckFailed => "check_failed",
+            FailureKind::Cut => "cut",
         }
     }
 
@@ -104,9 +111,10 @@ impl FailureCounts {
         self.0[kind as usize] += n;
     }
 
-    /// All failures.
+    /// All failures of the target: every kind but [`FailureKind::Cut`]
+    /// (requests the generator cut at the end did not fail).
     pub fn total(&self) -> u64 {
-        self.0.iter().sum()
+        self.0.iter().sum::<u64>() - self[FailureKind::Cut]
     }
 
     /// The kinds with a non-zero count, most frequent first.
@@ -150,7 +158,13 @@ mod tests {
         c.add(FailureKind::Timeout);
         c.add_n(FailureKind::Http5xx, 3);
         assert_eq!(c.total(), 4);
-        assert_eq!(c.nonzero(), vec![(FailureKind::Http5xx, 3), (FailureKind::Timeout, 1)]);
+        c.add(FailureKind::Cut);
+        assert_eq!(c.total(), 4, "cut at the end: not a failure of the target");
+        assert_eq!(
+            c.nonzero(),
+            vec![(FailureKind::Http5xx, 3), (FailureKind::Timeout, 1), (FailureKind::Cut, 1)],
+            "but shown by kind"
+        );
         assert_eq!(FailureKind::of_status(404), Some(FailureKind::Http4xx));
         assert_eq!(FailureKind::of_status(302), None);
     }

@@ -53,6 +53,20 @@ pub enum Turn {
 }
 
 impl LoadModel {
+    /// When the load's time is up, from its start: the schedule's end
+    /// (open), or the closed model's `duration` or the end of its `profile`.
+    /// `None`: it ends by a count (`max_requests`) or a stop only.
+    pub fn end(&self) -> Option<Duration> {
+        match self {
+            LoadModel::Open { schedule, .. } => Some(schedule.duration()),
+            LoadModel::Closed { duration, profile, .. } => match (duration, profile) {
+                (Some(d), Some(p)) => Some((*d).min(p.duration())),
+                (Some(d), None) => Some(*d),
+                (None, p) => p.as_ref().map(Schedule::duration),
+            },
+        }
+    }
+
     /// Closed model: what user `user` (numbered from 0 in the order users
     /// join) does `offset` into the run, by the model's time rules. Its
     /// `max_requests` is a count, kept by whoever sends (the engine, each
@@ -113,6 +127,25 @@ mod tests {
         ];
         for (i, (model, user, offset, want)) in cases.into_iter().enumerate() {
             assert_eq!(model.turn(user, offset), want, "case {i}");
+        }
+    }
+
+    /// #12: when a load's time is up (its requests in flight are cut then).
+    #[test]
+    fn a_load_ends_when_its_time_rules_say() {
+        let two = Rate::per_second(2.0).unwrap();
+        let profile = Schedule::constant(two, secs(20)).unwrap();
+        let open = |schedule| LoadModel::Open { schedule, max_in_flight: 1 };
+        // (model, end)
+        let cases = [
+            (open(Schedule::constant(two, secs(7)).unwrap()), Some(secs(7))), // the schedule's end
+            (closed(Some(secs(5)), None), Some(secs(5))),                     // -d
+            (closed(None, Some(profile.clone())), Some(secs(20))),            // the profile's end
+            (closed(Some(secs(5)), Some(profile)), Some(secs(5))),            // the first to end
+            (closed(None, None), None),                                       // a count (or nothing): no time is up
+        ];
+        for (i, (model, want)) in cases.into_iter().enumerate() {
+            assert_eq!(model.end(), want, "case {i}");
         }
     }
 }

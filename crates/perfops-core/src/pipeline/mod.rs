@@ -9,15 +9,17 @@
 //! ```text
 //!   source ──Interval──> Pipeline ──Second──> judge ─> exporter ─> results writer ─> live line
 //!   (engine, agents)     │ places it: t = offset + index, its stage or "(draining)"
-//!                        │ after the sinks: a stop (signal or a judge) ends the
-//!                        │ arrivals at the end of this second; the ledger counts it
+//!                        │ after the sinks: a stop (signal, a judge, a failed sink)
+//!                        │ ends the arrivals at the end of this second; the ledger counts it
 //!                        └─> StageLedger: per stage and step, dropped per second
 //! ```
 //!
 //! It owns the order and the stop decision, nothing else: what a sink writes
 //! or shows is the sink's business, and it knows no engine. A sink that fails
-//! says so once ([`SinkError`]) and the load goes on: a full disk must not
-//! end a measurement.
+//! ([`SinkError`]: a full disk under the results writer) stops the load, as a
+//! judge would: measuring on when the results cannot be kept wastes the
+//! target's time and hides the failure (#12). The caller hears it as a
+//! [`Notice::Failed`] and ends the command with an error.
 
 mod abort;
 mod stages;
@@ -64,15 +66,16 @@ pub enum Flow {
     Stop(String),
 }
 
-/// A sink could not do its work for a second; the load goes on.
+/// A sink could not do its work for a second; the load stops.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct SinkError(pub String);
 
 /// Something that consumes each second of a load, in order.
 pub trait Sink {
-    /// Take one second. An error is reported once by the pipeline's caller;
-    /// the sink decides whether it tries again next second.
+    /// Take one second. An error stops the load and is reported by the
+    /// pipeline's caller; the seconds after it (until the arrivals end) are
+    /// still handed on, and the sink decides whether it tries again.
     fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError>;
 }
 
@@ -81,7 +84,7 @@ pub trait Sink {
 pub enum Notice {
     /// A sink stopped the load.
     Abort(String),
-    /// A sink failed this second.
+    /// A sink failed this second: the load stops.
     Failed(SinkError),
 }
 
@@ -139,7 +142,10 @@ impl<'s> Pipeline<'s> {
                     notify(&Notice::Abort(reason));
                     self.stop.store(true, Ordering::Relaxed);
                 }
-                Err(e) => notify(&Notice::Failed(e)),
+                Err(e) => {
+                    notify(&Notice::Failed(e));
+                    self.stop.store(true, Ordering::Relaxed);
+                }
             }
         }
         if self.stop.load(Ordering::Relaxed) {
@@ -226,16 +232,21 @@ mod tests {
         assert_eq!(measured.dropped.iter().map(|d| d.0).collect::<Vec<_>>(), vec![7.0, 8.0, 9.0, 10.0, 11.0]);
     }
 
+    /// #12: a failing sink (a full disk) is reported and stops the load; the
+    /// other sinks still see its second.
     #[test]
-    fn a_failing_sink_is_reported_and_the_others_go_on() {
+    fn a_failing_sink_is_reported_and_stops_the_load() {
         let names = Vec::new();
         let (mut broken, mut seen) = (Broken, Seen { seconds: Vec::new(), stop_at: None });
         let mut notices = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
         let ledger = StageLedger::new(&[plan("a", 2)], 0.0);
-        let mut p = Pipeline::new(ledger, 0, &names, Arc::new(AtomicBool::new(false))).to(&mut broken).to(&mut seen);
+        let mut p = Pipeline::new(ledger, 0, &names, stop.clone()).to(&mut broken).to(&mut seen);
         p.second(&iv(0), &mut |n| notices.push(n.to_string()));
-        drop(p);
+        let measured = p.finish();
         assert_eq!(notices, vec!["disk full".to_string()]);
         assert_eq!(seen.seconds.len(), 1);
+        assert!(stop.load(Ordering::Relaxed), "the load stops");
+        assert!(measured.stopped);
     }
 }
