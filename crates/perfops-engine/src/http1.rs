@@ -376,8 +376,9 @@ impl Conn {
                 }
             }
             Framing::UntilClose => loop {
-                // The body's first bytes may have come with the head (#12:
-                // they were counted but left out of the captured body).
+                // What the buffer holds (the body's first bytes, which may have
+                // come with the head (#12), or the last read) is captured here,
+                // once, before the buffer is reused.
                 if capture {
                     self.body.extend_from_slice(&self.buf[self.start..self.end]);
                 }
@@ -392,9 +393,6 @@ impl Conn {
                     Ok(n) => {
                         bytes_in += n as u64;
                         self.end = n;
-                        if capture {
-                            self.body.extend_from_slice(&self.buf[..n]);
-                        }
                     }
                     Err(e) => return Err(io_failure(&e, false)),
                 }
