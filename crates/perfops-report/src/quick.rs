@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use perfops_core::analysis::diagnose::StallFinding;
 use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
-use perfops_core::measure::{Histogram, HistogramSummary, Stats};
+use perfops_core::measure::{FailureKind, Histogram, HistogramSummary, Stats};
 use serde::Serialize;
 
 /// Version of the JSON written by `quick --json`.
@@ -250,8 +250,12 @@ impl QuickSummary {
         row(&mut o, "Time taken for tests:", format!("{:.3} seconds", self.elapsed_s));
         row(&mut o, "Complete requests:", self.completed.to_string());
         row(&mut o, "Failed requests:", self.failed.to_string());
-        for (kind, n) in &self.failures {
+        let cut = FailureKind::Cut.name();
+        for (kind, n) in self.failures.iter().filter(|(k, _)| **k != cut) {
             row(&mut o, "", format!("({kind}: {n})"));
+        }
+        if let Some(n) = self.failures.get(cut) {
+            row(&mut o, "Cut at the end:", format!("{n} (still in flight when the run ended: not failures)"));
         }
         if open {
             row(
@@ -268,11 +272,13 @@ impl QuickSummary {
         }
         if self.latency_ms.count > 0 {
             row(&mut o, "Time per request:", format!("{:.3} [ms] (mean)", self.latency_ms.mean));
-            row(
-                &mut o,
-                "Time per request:",
-                format!("{:.3} [ms] (mean, across all concurrent requests)", 1000.0 / self.requests_per_s.max(1e-9)),
-            );
+            // Nothing answered: no rate to divide by (ab would print infinity).
+            let across = if self.requests_per_s > 0.0 {
+                format!("{:.3}", 1000.0 / self.requests_per_s)
+            } else {
+                "-".to_string()
+            };
+            row(&mut o, "Time per request:", format!("{across} [ms] (mean, across all concurrent requests)"));
         }
         row(&mut o, "Transfer rate:", format!("{:.2} [Kbytes/sec] received", self.bytes_in as f64 / 1024.0 / secs));
         row(&mut o, "", format!("{:.2} kb/s sent", self.bytes_out as f64 / 1024.0 / secs));
@@ -410,6 +416,37 @@ mod tests {
         }
         s.failures.add_n(FailureKind::Timeout, 2);
         s
+    }
+
+    /// #12: a run whose every request was still in flight at the end answered
+    /// nothing: no rate to divide by (it printed 1000000000000.000 ms), and
+    /// its cut requests are not failures (they sat under "Failed requests: 0").
+    #[test]
+    fn nothing_answered_and_everything_cut_reads_right() {
+        let mut s = Stats { sent: 2, connects: 2, ..Stats::default() };
+        s.failures.add_n(FailureKind::Cut, 2);
+        s.latency.record(Duration::from_millis(1497));
+        s.latency.record(Duration::from_millis(1496));
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: Some(2),
+            target_rate: None,
+            max_in_flight: None,
+        };
+        let generator = GeneratorUse {
+            workers: 1,
+            cores: 2,
+            cpu_user_s: 0.0,
+            cpu_sys_s: 0.0,
+            max_rss_kib: 4096,
+            naps: 0,
+            longest_nap_us: 0.0,
+        };
+        let t = QuickSummary::new(setup, &s, Duration::from_millis(1500), generator, false).text();
+        assert!(t.contains("- [ms] (mean, across all concurrent requests)"), "{t}");
+        assert!(t.contains("Cut at the end:         2 (still in flight when the run ended: not failures)"), "{t}");
+        assert!(!t.contains("(cut: 2)"), "{t}");
     }
 
     #[test]
