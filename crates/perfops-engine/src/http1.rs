@@ -43,6 +43,10 @@ const BUF_MIN: usize = 1024;
 /// The most a body read grows the buffer to: more per read saves no
 /// measurable CPU on loopback (a 1 MiB body is read in 16 reads).
 const BUF_MAX: usize = 64 * 1024;
+/// The most of a body kept for `save`/`expect`: the rest is read, counted and
+/// dropped, so an endless or huge body costs no memory (#12). A value to save
+/// beyond it is not found, and the check fails.
+const CAPTURE_MAX: usize = 1024 * 1024;
 /// A response head larger than this is a protocol error, not a reason to grow.
 const MAX_HEAD: usize = 256 * 1024;
 /// httparse needs a fixed array of header slots.
@@ -348,7 +352,8 @@ impl Conn {
             Framing::Length(mut remaining) => loop {
                 let take = ((self.end - self.start) as u64).min(remaining);
                 if capture {
-                    self.body.extend_from_slice(&self.buf[self.start..self.start + take as usize]);
+                    let keep = (take as usize).min(CAPTURE_MAX.saturating_sub(self.body.len()));
+                    self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
                 }
                 self.start += take as usize;
                 remaining -= take;
@@ -367,6 +372,8 @@ impl Conn {
                         false => decoder.feed(chunk),
                     }
                     .map_err(|_| protocol())?;
+                    // At most one buffer's worth past the cap, then cut back to it.
+                    self.body.truncate(CAPTURE_MAX);
                     self.start += used;
                     if done {
                         break;
@@ -380,7 +387,8 @@ impl Conn {
                 // come with the head (#12), or the last read) is captured here,
                 // once, before the buffer is reused.
                 if capture {
-                    self.body.extend_from_slice(&self.buf[self.start..self.end]);
+                    let keep = (self.end - self.start).min(CAPTURE_MAX.saturating_sub(self.body.len()));
+                    self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
                 }
                 self.restart();
                 match self.stream.read(&mut self.buf).await {

@@ -191,10 +191,11 @@ impl Recorder {
     }
 }
 
-/// The mean service time over `parts` (zero when nothing was answered).
+/// The mean service time of the successes over `parts` (zero when none):
+/// one 20 s timeout must not stretch the next second's naps.
 pub(crate) fn mean_service(parts: &[(Key, Stats)]) -> Duration {
     let (n, sum_ms) = parts.iter().fold((0u64, 0.0), |(n, sum), (_, s)| {
-        (n + s.service.len(), sum + s.service.mean_ms() * s.service.len() as f64)
+        (n + s.service_ok.len(), sum + s.service_ok.mean_ms() * s.service_ok.len() as f64)
     });
     if n == 0 { Duration::ZERO } else { Duration::from_secs_f64(sum_ms / n as f64 / 1e3) }
 }

@@ -354,14 +354,16 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
     };
     // #11: format 1 left failed requests out of the latency; say so rather
     // than let a delta read as a change of the server.
+    // Said of every old run, mixed or not: the page's legend describes format 2.
     let old = |m: &Model| m.files.versions.iter().any(|(_, v)| *v < 2);
     let mixed = models.iter().any(old) && !models.iter().all(old);
     for (r, m) in runs.iter().zip(models) {
-        if mixed && old(m) {
+        if old(m) {
             notes.push(format!(
                 "{} was recorded before results format 2: its latency counts the answered requests only (timeouts and \
-                 refused connections left out) and it has no p99 ok, so its latency is not measured like the others'",
-                r.title()
+                 refused connections left out) and it has no p99 ok{}",
+                r.title(),
+                if mixed { ", so its latency is not measured like the others'" } else { "" }
             ));
         }
     }

@@ -5,7 +5,7 @@
 use std::fmt::Write;
 use std::time::Duration;
 
-use perfops_core::measure::Stats;
+use perfops_core::measure::{FailureKind, Stats};
 use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
 
 /// Writes the live line of each second to `out`.
@@ -78,7 +78,8 @@ pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
         let _ = write!(out, "  dropped {}", s.stats.dropped);
     }
     let errors = s.stats.failures.total();
-    let text = match s.stats.failures.nonzero().first() {
+    // `total` leaves cut requests out (no failure of the server): so does the label.
+    let text = match s.stats.failures.nonzero().into_iter().find(|(k, _)| *k != FailureKind::Cut) {
         Some((kind, _)) if errors > 0 => format!("errors {errors} ({kind})"),
         _ => "errors 0".to_string(),
     };

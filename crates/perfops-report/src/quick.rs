@@ -177,7 +177,10 @@ impl QuickSummary {
             latency_ok: total.latency_ok.clone(),
         };
         s.warnings = s.truthfulness_warnings();
-        let inputs = StallInputs { service: &total.service_ok, ttfb: &total.ttfb, throughput: s.requests_per_s };
+        // First-byte times of the successes only (see `Session::diagnose`).
+        let none = Histogram::new();
+        let ttfb = if total.completed == total.service_ok.len() { &total.ttfb } else { &none };
+        let inputs = StallInputs { service: &total.service_ok, ttfb, throughput: s.requests_per_s };
         s.stalls = quantized_stalls(&inputs).map(|f| StallFinding::of(&f, None));
         s
     }
@@ -416,6 +419,44 @@ mod tests {
         }
         s.failures.add_n(FailureKind::Timeout, 2);
         s
+    }
+
+    /// #11: half the requests answered by a fast 503 (1 ms), the successes by a
+    /// handler that takes 44 ms before it writes anything. No stall: the 503s'
+    /// first bytes must not pass for the base the successes stalled above (it
+    /// said "every request stalled ~43 ms": a delayed ACK).
+    #[test]
+    fn fast_errors_do_not_make_slow_successes_a_delayed_ack() {
+        let mut s = Stats { sent: 400, completed: 400, connects: 1, ..Stats::default() };
+        for i in 0..200u64 {
+            let fast = Duration::from_micros(1000 + i);
+            s.latency.record(fast);
+            s.service.record(fast);
+            s.ttfb.record(fast);
+            let slow = Duration::from_micros(44_000 + i);
+            for h in [&mut s.latency, &mut s.service, &mut s.latency_ok, &mut s.service_ok, &mut s.ttfb] {
+                h.record(slow);
+            }
+        }
+        s.failures.add_n(FailureKind::of_status(503).expect("a 503 is a failure"), 200);
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: Some(1),
+            target_rate: None,
+            max_in_flight: None,
+        };
+        let generator = GeneratorUse {
+            workers: 1,
+            cores: 2,
+            cpu_user_s: 0.0,
+            cpu_sys_s: 0.0,
+            max_rss_kib: 4096,
+            naps: 0,
+            longest_nap_us: 0.0,
+        };
+        let q = QuickSummary::new(setup, &s, Duration::from_secs(9), generator, false);
+        assert!(q.stalls.is_none(), "{:?}\n{}", q.stalls, q.text());
     }
 
     /// #12: a run whose every request was still in flight at the end answered

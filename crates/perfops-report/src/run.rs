@@ -29,7 +29,7 @@ use crate::quick::GeneratorUse;
 pub struct StepSecond {
     /// Responses received.
     pub completed: u64,
-    /// Failures of any kind.
+    /// Failures of every kind but `cut` (still in flight when the run ended: in `failures` only).
     pub failed: u64,
     /// Latency median, ms.
     pub p50: f64,
@@ -308,9 +308,9 @@ pub struct SweepLevel {
     pub concurrency: u32,
     /// Arrivals answered per second.
     pub throughput: f64,
-    /// Latency median, ms.
+    /// Latency median of the answered requests, ms (fast failures would pull it down).
     pub p50_ms: f64,
-    /// Latency p99, ms.
+    /// Latency p99 of every request that ended, failures included, ms.
     pub p99_ms: f64,
     /// p50 over p50 at the lowest level.
     pub p50_ratio: f64,
@@ -437,7 +437,11 @@ pub fn stage_table(summary: &RunSummary) -> String {
         let top: Vec<String> = {
             let mut v: Vec<(&String, &u64)> = f.failures.iter().collect();
             v.sort_by(|a, b| b.1.cmp(a.1));
-            v.iter().take(2).map(|(k, n)| format!("{k} {n}")).collect()
+            // Cut requests (in flight at the end) are no failure: named as such.
+            v.iter()
+                .take(2)
+                .map(|(k, n)| if *k == "cut" { format!("{n} cut at the end") } else { format!("{k} {n}") })
+                .collect()
         };
         let why = if reasons.is_empty() { top.join(", ") } else { reasons.join("; ") };
         let l = &f.latency_ms;

@@ -141,6 +141,16 @@ fn stepped_run_reads_verdict_first_then_stages_then_charts() {
     assert!(!html.contains("Incomplete"), "a complete run has no incomplete banner");
 }
 
+/// #11: a run recorded in results format 1 counted the answered requests only;
+/// its page must not say its latency includes the failures (it did, once
+/// format 2 made that the rule). The stepped fixture is format 1.
+#[test]
+fn a_format_1_run_says_its_latency_is_the_answered_requests() {
+    let html = render(&fixture(STEPPED)).unwrap();
+    assert!(html.contains("recorded before results format 2"), "no format-1 note");
+    assert!(!html.contains("failures at the time they took"), "a format-1 run described with format 2's meaning");
+}
+
 /// Self-contained: no resource is loaded from anywhere (the one link, to
 /// uPlot's home, is only followed if clicked).
 #[test]

@@ -90,7 +90,9 @@ pub struct Stalls {
 pub struct StallInputs<'a> {
     /// Service time, from the actual send to the last byte.
     pub service: &'a Histogram,
-    /// From the send to the first byte of the response.
+    /// From the send to the first byte of the response, of the same requests as
+    /// `service` (give an empty one when it holds others: the "every request
+    /// stalled" finding is then not made).
     pub ttfb: &'a Histogram,
     /// Requests answered per second over the stage.
     pub throughput: f64,

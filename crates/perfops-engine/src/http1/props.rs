@@ -396,3 +396,37 @@ fn corpus_responses_are_classified() {
         assert!(seen[0].starts_with(&want), "{name}: {} (the name says {want})", seen[0]);
     }
 }
+
+/// #12: a huge body with `save`/`expect` is read whole and counted, but only
+/// its first `CAPTURE_MAX` bytes are kept, whatever its framing: an endless or
+/// 10 GB body must not grow a connection's memory until the timeout.
+#[test]
+fn a_captured_body_is_capped_in_every_framing() {
+    let size = 3 * super::CAPTURE_MAX;
+    let body: Vec<u8> = (0..size).map(|i| b'a' + (i % 26) as u8).collect();
+    let pieces = |head: &str, body: Vec<u8>| {
+        let mut out = vec![head.as_bytes().to_vec()];
+        out.extend(body.chunks(256 * 1024).map(<[u8]>::to_vec));
+        out
+    };
+    let mut chunked = Vec::new();
+    for c in body.chunks(100_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", c.len()).as_bytes());
+        chunked.extend_from_slice(c);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    chunked.extend_from_slice(b"0\r\n\r\n");
+    let cases = [
+        ("length", pieces(&format!("HTTP/1.1 200 OK\r\nContent-Length: {size}\r\n\r\n"), body.clone())),
+        ("chunked", pieces("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", chunked)),
+        ("until close", pieces("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n", body.clone())),
+    ];
+    for (name, pieces) in cases {
+        let sent: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        let (out, kept, _) = exchange_over_loopback(pieces, false);
+        let response = out.unwrap_or_else(|e| panic!("{name}: {:?}", e.kind));
+        assert_eq!(response.bytes_in, sent, "{name}: every byte read and counted");
+        assert_eq!(kept.len(), super::CAPTURE_MAX, "{name}");
+        assert_eq!(kept[..], body[..super::CAPTURE_MAX], "{name}: the body's first bytes");
+    }
+}

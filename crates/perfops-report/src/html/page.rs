@@ -220,9 +220,19 @@ fn stage_table(o: &mut String, m: &Model) {
         }
         o.push_str("</tr>\n");
     }
-    o.push_str("</tbody></table></div>\n<p class=\"hint\">Target and achieved are arrivals per second; latency counts from \
-                each arrival's intended start to the end of every request, failures at the time they took (a \
-                timeout its timeout); p99 ok counts the successes alone. A stage holds at ≥ 97% of its target rate with its SLO met.</p>\n</section>\n");
+    // Results format 1 counted the answered requests only (#11): say what this run's figures are.
+    let latency = if m.files.versions.iter().any(|(_, v)| *v < 2) {
+        "latency counts from each arrival's intended start to the end of each answered request (this run was \
+         recorded before results format 2: timeouts and refused connections are not in it, and it has no p99 ok)"
+    } else {
+        "latency counts from each arrival's intended start to the end of every request, failures at the time they \
+         took (a timeout its timeout); p99 ok counts the successes alone"
+    };
+    let _ = write!(
+        o,
+        "</tbody></table></div>\n<p class=\"hint\">Target and achieved are arrivals per second; {latency}. A stage \
+         holds at ≥ 97% of its target rate with its SLO met.</p>\n</section>\n"
+    );
 }
 
 fn diagnostics(o: &mut String, m: &Model) {
