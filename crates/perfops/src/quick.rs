@@ -175,10 +175,10 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     crate::out(&summary.text());
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
-    // Requests went out and not one was answered (all still in flight when the
-    // run ended: cut, which is no failure of the server): a run that measured
-    // nothing passed nothing.
-    if summary.sent > 0 && summary.completed == 0 {
+    // Requests went out and not one ended (all still in flight when the run
+    // ended: cut, which is no failure of the server): a run that measured
+    // nothing passed nothing. Failures are `--max-errors`' business.
+    if summary.sent > 0 && summary.completed == 0 && summary.failed == 0 {
         eprintln!("perfops: no request was answered in {:.1} s", summary.elapsed_s);
         return Ok(Exit::ThresholdsFailed);
     }
