@@ -421,6 +421,27 @@ mod tests {
         s
     }
 
+    /// The summary of `s`, a closed loop of `users` that took `elapsed`, by an idle generator.
+    fn closed_summary(s: &Stats, users: u32, elapsed: Duration) -> QuickSummary {
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: Some(users),
+            target_rate: None,
+            max_in_flight: None,
+        };
+        let generator = GeneratorUse {
+            workers: 1,
+            cores: 2,
+            cpu_user_s: 0.0,
+            cpu_sys_s: 0.0,
+            max_rss_kib: 4096,
+            naps: 0,
+            longest_nap_us: 0.0,
+        };
+        QuickSummary::new(setup, s, elapsed, generator, false)
+    }
+
     /// #11: half the requests answered by a fast 503 (1 ms), the successes by a
     /// handler that takes 44 ms before it writes anything. No stall: the 503s'
     /// first bytes must not pass for the base the successes stalled above (it
@@ -439,23 +460,7 @@ mod tests {
             }
         }
         s.failures.add_n(FailureKind::of_status(503).expect("a 503 is a failure"), 200);
-        let setup = QuickSetup {
-            url: "http://127.0.0.1:1/".into(),
-            method: "GET".into(),
-            connections: Some(1),
-            target_rate: None,
-            max_in_flight: None,
-        };
-        let generator = GeneratorUse {
-            workers: 1,
-            cores: 2,
-            cpu_user_s: 0.0,
-            cpu_sys_s: 0.0,
-            max_rss_kib: 4096,
-            naps: 0,
-            longest_nap_us: 0.0,
-        };
-        let q = QuickSummary::new(setup, &s, Duration::from_secs(9), generator, false);
+        let q = closed_summary(&s, 1, Duration::from_secs(9));
         assert!(q.stalls.is_none(), "{:?}\n{}", q.stalls, q.text());
     }
 
@@ -468,23 +473,7 @@ mod tests {
         s.failures.add_n(FailureKind::Cut, 2);
         s.latency.record(Duration::from_millis(1497));
         s.latency.record(Duration::from_millis(1496));
-        let setup = QuickSetup {
-            url: "http://127.0.0.1:1/".into(),
-            method: "GET".into(),
-            connections: Some(2),
-            target_rate: None,
-            max_in_flight: None,
-        };
-        let generator = GeneratorUse {
-            workers: 1,
-            cores: 2,
-            cpu_user_s: 0.0,
-            cpu_sys_s: 0.0,
-            max_rss_kib: 4096,
-            naps: 0,
-            longest_nap_us: 0.0,
-        };
-        let t = QuickSummary::new(setup, &s, Duration::from_millis(1500), generator, false).text();
+        let t = closed_summary(&s, 2, Duration::from_millis(1500)).text();
         assert!(t.contains("- [ms] (mean, across all concurrent requests)"), "{t}");
         assert!(t.contains("Cut at the end:         2 (still in flight when the run ended: not failures)"), "{t}");
         assert!(!t.contains("(cut: 2)"), "{t}");
