@@ -177,10 +177,7 @@ impl QuickSummary {
             latency_ok: total.latency_ok.clone(),
         };
         s.warnings = s.truthfulness_warnings();
-        // First-byte times of the successes only (see `Session::diagnose`).
-        let none = Histogram::new();
-        let ttfb = if total.completed == total.service_ok.len() { &total.ttfb } else { &none };
-        let inputs = StallInputs { service: &total.service_ok, ttfb, throughput: s.requests_per_s };
+        let inputs = StallInputs::answered(total, s.requests_per_s);
         s.stalls = quantized_stalls(&inputs).map(|f| StallFinding::of(&f, None));
         s
     }

@@ -432,12 +432,8 @@ impl Session {
         // modes of several levels together are no stall of anyone's (#11).
         let stalls = stages.iter().find_map(|s| {
             let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
-            // Answered requests only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
-            // The first-byte times must be the successes' too: a fast 503 would
-            // pass for the base every success stalled above. None then.
-            let none = perfops_core::measure::Histogram::new();
-            let ttfb = if s.stats.completed == s.stats.service_ok.len() { &s.stats.ttfb } else { &none };
-            let inputs = StallInputs { service: &s.stats.service_ok, ttfb, throughput };
+            // Answered successes only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
+            let inputs = StallInputs::answered(&s.stats, throughput);
             modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
         });
         diagnose::diagnose(&diagnose::Inputs {

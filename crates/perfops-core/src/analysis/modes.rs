@@ -91,14 +91,21 @@ pub struct StallInputs<'a> {
     /// Service time, from the actual send to the last byte.
     pub service: &'a Histogram,
     /// From the send to the first byte of the response, of the same requests as
-    /// `service` (give an empty one when it holds others: the "every request
-    /// stalled" finding is then not made).
-    pub ttfb: &'a Histogram,
+    /// `service`; `None` when it holds others (a fast 503's first byte would
+    /// pass for the base the successes stalled above): the "every request
+    /// stalled" finding is then not made.
+    pub ttfb: Option<&'a Histogram>,
     /// Requests answered per second over the stage.
     pub throughput: f64,
 }
 
-impl StallInputs<'_> {
+impl<'a> StallInputs<'a> {
+    /// The answered successes of `stats`, `throughput` answered per second.
+    pub fn answered(stats: &'a crate::measure::Stats, throughput: f64) -> Self {
+        let ttfb = (stats.completed == stats.service_ok.len()).then_some(&stats.ttfb);
+        StallInputs { service: &stats.service_ok, ttfb, throughput }
+    }
+
     /// Little's law: requests in flight on average = throughput x mean time in the system.
     pub fn in_flight(&self) -> f64 {
         (self.throughput * self.service.mean_ms() / 1000.0).max(0.0)
@@ -221,7 +228,7 @@ pub fn quantized_stalls(i: &StallInputs<'_>) -> Option<Stalls> {
     if main.share < EVERY_SHARE || !narrow(main) || samples < STALL_MIN_SAMPLES {
         return None;
     }
-    let first = modes_of_first_byte(i.ttfb)?;
+    let first = modes_of_first_byte(i.ttfb?)?;
     let gap = main.at.checked_sub(first.at)?;
     let (quantum, multiple) = quantum_of(gap)?;
     (!queued(first.at, gap, in_flight)).then(|| Stalls {
@@ -518,7 +525,7 @@ mod tests {
     /// throughput Little's law needs for it).
     fn judged(service: &Histogram, ttfb: &Histogram, in_flight: f64) -> Option<Stalls> {
         let throughput = in_flight / (service.mean_ms() / 1000.0).max(1e-9);
-        let got = quantized_stalls(&StallInputs { service, ttfb, throughput });
+        let got = quantized_stalls(&StallInputs { service, ttfb: Some(ttfb), throughput });
         if let Some(s) = &got {
             assert!((s.in_flight - in_flight).abs() < 1e-6 * in_flight.max(1.0), "{s:?}");
         }
@@ -639,7 +646,7 @@ mod tests {
                 total += m.share;
             }
             prop_assert!(total <= 1.0 + 1e-9);
-            let _ = quantized_stalls(&StallInputs { service: &h, ttfb: &h, throughput: 10.0 });
+            let _ = quantized_stalls(&StallInputs { service: &h, ttfb: Some(&h), throughput: 10.0 });
         }
     }
 }
