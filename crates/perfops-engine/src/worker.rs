@@ -20,7 +20,7 @@
 //! instant [`Worker::connect`] reads anyway to time them.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -182,14 +182,38 @@ struct Worker {
 /// allocates nothing in steady state.
 #[derive(Default)]
 struct Spares {
-    /// Idle keep-alive connections (open model), most recently used last.
-    /// Boxed as everywhere (see [`Worker::connect`]).
-    #[allow(clippy::vec_box)]
-    conns: Vec<Box<Conn>>,
+    /// Idle keep-alive connections (open model) and since when each was
+    /// idle, most recently used last: taken from the end, so the oldest sink
+    /// to the front, where [`Spares::close_idle`] closes them. Boxed as
+    /// everywhere (see [`Worker::connect`]).
+    conns: VecDeque<(Instant, Box<Conn>)>,
     /// Request buffers (body scratch, rendered request).
     buffers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Request timers of finished open-model arrivals (see [`within`]).
     timers: Vec<Pin<Box<Sleep>>>,
+}
+
+/// How long a kept connection of the open model may stay idle before the
+/// worker closes it.
+///
+/// Why close at all: the open model opens a connection for every arrival
+/// that finds none idle, so a stall of the target (or of this machine) opens
+/// as many as arrive during it, and nothing would ever close them: the soak
+/// (#12) kept 2,000 connections, and their memory, after two such stalls at
+/// 5,000/s. Taken most recently used first, the connections the rate needs
+/// stay busy and the surplus sinks, idle, to the front of the pool.
+/// Why 4 s: below the shortest keep-alive timeouts servers use (Node's 5 s),
+/// so a connection is seldom closed by the server while we still count on
+/// it, and far above the gaps between requests of any rate worth measuring.
+const IDLE_CLOSE: Duration = Duration::from_secs(4);
+
+impl Spares {
+    /// Close the kept connections idle since before `cutoff`.
+    fn close_idle(&mut self, cutoff: Instant) {
+        while self.conns.front().is_some_and(|(since, _)| *since < cutoff) {
+            self.conns.pop_front();
+        }
+    }
 }
 
 /// What the closed-loop users of one worker share: the model, whose time
@@ -393,6 +417,9 @@ impl Worker {
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
             let parts = self.rec.borrow_mut().take();
             self.interval.set(k + 1);
+            if let Some(cutoff) = Instant::now().checked_sub(IDLE_CLOSE) {
+                self.spares.borrow_mut().close_idle(cutoff);
+            }
             if closed {
                 coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
             }
@@ -451,13 +478,16 @@ impl Worker {
             tokio::task::spawn_local(async move {
                 let (mut conn, mut timer) = {
                     let mut spares = me.spares.borrow_mut();
-                    (spares.conns.pop(), spares.timers.pop().unwrap_or_else(|| Box::pin(new_timer())))
+                    (
+                        spares.conns.pop_back().map(|(_, c)| c),
+                        spares.timers.pop().unwrap_or_else(|| Box::pin(new_timer())),
+                    )
                 };
                 let arrival = Arrival { seq: n, stage, due: Due::At(due), start: Instant::now() };
-                me.arrival(&mut conn, timer.as_mut(), arrival).await;
+                let ended = me.arrival(&mut conn, timer.as_mut(), arrival).await;
                 let mut spares = me.spares.borrow_mut();
                 if let Some(conn) = conn {
-                    spares.conns.push(conn);
+                    spares.conns.push_back((ended, conn));
                 }
                 spares.timers.push(timer);
                 drop(spares);

@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     stop: AtomicBool,
     requests: AtomicU64,
     connections: AtomicU64,
+    /// Connections accepted and not yet closed by either side.
+    open: AtomicU64,
     arrivals: Mutex<Vec<Instant>>,
 }
 
@@ -90,6 +92,12 @@ impl Server {
         self.shared.connections.load(Ordering::Acquire)
     }
 
+    /// Connections open now: accepted and not yet closed (a connection
+    /// thread sees the client's close within about 100 ms).
+    pub fn open_connections(&self) -> u64 {
+        self.shared.open.load(Ordering::Acquire)
+    }
+
     /// When each request head was fully read, in the order the server saw
     /// them (pipelined heads read together share one instant), for
     /// computing the arrival rate the server observed.
@@ -115,6 +123,7 @@ impl Server {
             stop: AtomicBool::new(false),
             requests: AtomicU64::new(0),
             connections: AtomicU64::new(0),
+            open: AtomicU64::new(0),
             arrivals: Mutex::new(Vec::new()),
         });
         let (cert_pem, config) = match tls {
@@ -172,12 +181,19 @@ fn accept_loop(listener: &TcpListener, behaviour: Behaviour, tls: Option<Arc<Ser
         };
         let shared = Arc::clone(shared);
         let tls = tls.clone();
-        let spawned = std::thread::Builder::new()
-            .name("testkit-conn".to_string())
-            .spawn(move || connection(stream, behaviour, tls, &shared));
+        shared.open.fetch_add(1, Ordering::AcqRel);
+        let spawned = std::thread::Builder::new().name("testkit-conn".to_string()).spawn({
+            let shared = Arc::clone(&shared);
+            move || {
+                connection(stream, behaviour, tls, &shared);
+                shared.open.fetch_sub(1, Ordering::AcqRel);
+            }
+        });
+        if spawned.is_err() {
+            shared.open.fetch_sub(1, Ordering::AcqRel);
+        }
         // If no thread can be had, the stream is dropped: the client sees a
         // closed connection, which is all a test server can do.
-        drop(spawned);
     }
 }
 

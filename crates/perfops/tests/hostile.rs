@@ -100,6 +100,35 @@ fn more_connections_than_files_is_a_usage_error() {
     assert_eq!(server.connections(), 0, "nothing was sent");
 }
 
+/// #12, the soak's finding: a stall of the target makes the open model open
+/// a connection for every arrival during it, and nothing closed them: two
+/// stalls at 5,000/s left 2,000 connections and 30 MiB behind for the rest
+/// of an hour. Now the surplus, idle, is closed after 4 s. Here 200
+/// arrivals/s meet a server that freezes for 600 ms at 0.5 s: about 120
+/// connections open, then one or two carry the rate again; 4 s after the
+/// freeze the rest are closed (before: all of them stayed open to the end).
+#[test]
+fn connections_opened_by_a_stall_are_closed_once_idle() {
+    let _cpu = shared();
+    let server = kit::freeze_once(Duration::from_millis(1), Duration::from_millis(500), Duration::from_millis(600));
+    let running = spawn_quick(&[&server.url(), "-r", "200", "-d", "8s", "-q"]);
+    let started = Instant::now();
+    let mut peak = 0;
+    while started.elapsed() < Duration::from_millis(2500) {
+        peak = peak.max(server.open_connections());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Idle since the freeze ended (~1.1 s), closed at the first tick after
+    // 5.1 s, seen by the server within ~100 ms.
+    std::thread::sleep(Duration::from_millis(7000).saturating_sub(started.elapsed()));
+    let after = server.open_connections();
+    let run = running.wait(Duration::from_secs(15));
+    run.assert_exit(0);
+    assert!(peak >= 50, "the freeze opened {peak} connections at most, expected about 120\n{}", run.dump());
+    assert!(after <= 10, "{after} of {peak} connections still open 6 s after the freeze\n{}", run.dump());
+    assert_eq!(run.failures("cut") + run.u64("/failed"), 0, "{}", run.dump());
+}
+
 /// `-d 2s` runs end by about then: the duration, the half second of grace
 /// the requests in flight get, the start, the collector's and the summary's
 /// ~100 ms, and a busy neighbour's share.
