@@ -42,6 +42,13 @@
 #              LOCK=/tmp/bench.lock (held for the whole soak, so no other benchmark runs
 #                                    meanwhile; LOCK= disables it)  LOCK_WAIT_S=180
 #              NO_BUILD=1  BUILD_TIMEOUT_S=1800
+#              PRIO=rt     run the demo and perfops at real-time round-robin priority
+#                          (chrt -r 20, root): for a soak on a machine that can't be kept
+#                          quiet for an hour (builds, tests): their stalls would otherwise
+#                          stall the target and the generator, and a stall of either
+#                          opens connections (the open model keeps sending) and tests
+#                          more than the hour's flatness. The kernel's RT throttling
+#                          still leaves 5% of each core to everything else.
 #
 # Output: markdown on stdout (progress on stderr), also bench/out/soak-<UTC stamp>.md;
 # raw outputs (samples.tsv, the results directory, logs) in bench/out/soak-<stamp>/.
@@ -74,6 +81,12 @@ need_numbers GROWTH_MAX_PCT RESULTS_MAX_MIB OPEN_MAX_S
 [ "$REF_S" -lt "$DURATION" ] || die "REF_S ($REF_S) must be shorter than DURATION ($DURATION)"
 [[ $IO_WAIT =~ ^[0-9]+(ms|us|s)$ && $CPU_WORK =~ ^[0-9]+(ms|us|s)$ ]] || die "IO_WAIT and CPU_WORK are durations like 10ms, 50us"
 need_tools taskset timeout curl python3 flock du
+PRIO=${PRIO:-}
+case "$PRIO" in
+  "") PRIO_CMD=() ;;
+  rt) need_tools chrt; PRIO_CMD=(chrt -r 20); chrt -r 20 true 2>/dev/null || die "PRIO=rt: chrt -r 20 is refused (run as root)" ;;
+  *) die "PRIO is empty or rt, not $PRIO" ;;
+esac
 [ -x /usr/bin/chromium ] || die "/usr/bin/chromium not found (apt-get install chromium)"
 
 BASE_URL="http://127.0.0.1:$PORT"
@@ -105,7 +118,7 @@ timeout -k 2 20 "$PERFOPS" check "$SCENARIO" >"$RAW/perfops-check.txt" 2>&1 </de
 
 # ------------------------------------------------------------------ target
 refuse_if_answering "$BASE_URL/" "$BASE_URL" "stop it first, or PORT=..."
-taskset -c "$TARGET_CPU" "$PERFOPS" demo --model async --listen "127.0.0.1:$PORT" \
+${PRIO_CMD[@]+"${PRIO_CMD[@]}"} taskset -c "$TARGET_CPU" "$PERFOPS" demo --model async --listen "127.0.0.1:$PORT" \
     --io-wait "$IO_WAIT" --cpu-work "$CPU_WORK" --threads 1 --backlog 1024 --cpus "$TARGET_CPU" \
     >"$RAW/demo.out" 2>"$RAW/demo.err" </dev/null &
 TARGET_PID=$!
@@ -119,6 +132,7 @@ log "demo (async) pid $TARGET_PID on CPU $TARGET_CPU, $BASE_URL, io-wait $IO_WAI
   echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"rate\": $RATE, \"sample_s\": $SAMPLE_S, \"ref_s\": $REF_S,"
   echo "  \"port\": $PORT, \"io_wait\": \"$IO_WAIT\", \"cpu_work\": \"$CPU_WORK\", \"open_rounds\": $OPEN_ROUNDS,"
   echo "  \"growth_max_pct\": $GROWTH_MAX_PCT, \"results_max_mib\": $RESULTS_MAX_MIB, \"open_max_s\": $OPEN_MAX_S,"
+  echo "  \"prio\": \"${PRIO:-normal}\","
   echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK,"
   echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_str),"
   echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
@@ -143,7 +157,7 @@ lock_take
 log "soak: perfops run $(basename "$SCENARIO"), $RATE/s for ${DURATION}s on CPU $TOOL_CPU; RSS every ${SAMPLE_S}s, reference at ${REF_S}s (lock: $LOCK_STATE)"
 mkdir -p "$RAW/runs"
 t0=$(now)
-taskset -c "$TOOL_CPU" "$PERFOPS" run "$SCENARIO" --target "$BASE_URL" --out "$RAW/runs" -q --workers 1 \
+${PRIO_CMD[@]+"${PRIO_CMD[@]}"} taskset -c "$TOOL_CPU" "$PERFOPS" run "$SCENARIO" --target "$BASE_URL" --out "$RAW/runs" -q --workers 1 \
     --set "load.stages[0].rate=$RATE" --set "load.stages[0].hold=${DURATION}s" \
     --set "watch.process.port=$PORT" \
     >"$RAW/run.out" 2>"$RAW/run.err" </dev/null 9>&- &
