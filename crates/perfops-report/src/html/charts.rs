@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 
-use perfops_core::measure::HistogramSummary;
+use perfops_core::measure::{FailureKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
 use super::read::ProbeLine;
@@ -228,7 +228,11 @@ fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
         json!({"note": "Solid: latency from the intended start (what a user waits). Dashed: service time from the actual send. A gap between them is time spent waiting to be sent."}),
     ));
 
-    let kinds: BTreeSet<&str> = lines.iter().flat_map(|l| l.failures.keys().map(String::as_str)).collect();
+    // `cut` is not the target's: requests still in flight when the run ended,
+    // shown with the generator's own counts below (#12).
+    let cut = FailureKind::Cut.name();
+    let kinds: BTreeSet<&str> =
+        lines.iter().flat_map(|l| l.failures.keys().map(String::as_str)).filter(|k| *k != cut).collect();
     let mut failures: Vec<Series> = kinds
         .iter()
         .enumerate()
@@ -244,7 +248,7 @@ fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
     let note = if kinds.is_empty() { "No request failed." } else { "" };
     out.push(time_chart("failures", "Failures per second, by kind", "/s", false, x, failures, json!({"note": note})));
 
-    let load = vec![
+    let mut load = vec![
         Series::new("in flight", col(&|l| Some(l.in_flight as f64)), json!({"color": color::IN_FLIGHT, "width": 2})),
         Series::new(
             "dropped/s",
@@ -252,6 +256,20 @@ fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
             json!({"color": color::DROPPED, "stepped": true, "axis": "right", "unit": "/s"}),
         ),
     ];
+    let cuts = col(&|l| l.failures.get(cut).map(|&n| l.per_s(n)));
+    let any_cut = cuts.iter().any(Option::is_some);
+    if any_cut {
+        load.push(Series::new(
+            "cut at the end/s",
+            cuts,
+            json!({"color": color::MAX, "stepped": true, "axis": "right", "unit": "/s"}),
+        ));
+    }
+    let load_note = if any_cut {
+        "Dropped arrivals hit max_in_flight: the generator, not the server, was the limit in those seconds. Cut: requests still in flight when the run ended, not counted as failures."
+    } else {
+        "Dropped arrivals hit max_in_flight: the generator, not the server, was the limit in those seconds."
+    };
     out.push(time_chart(
         "load",
         "Requests in flight, and arrivals dropped",
@@ -259,7 +277,7 @@ fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
         false,
         x,
         load,
-        json!({"note": "Dropped arrivals hit max_in_flight: the generator, not the server, was the limit in those seconds."}),
+        json!({ "note": load_note }),
     ));
     out
 }
@@ -512,6 +530,40 @@ mod tests {
             assert_eq!(sig(v), Some(want), "{v}");
         }
         assert_eq!(sig(f64::NAN), None);
+    }
+
+    /// #12: requests cut at the run's end are the generator's, not the
+    /// target's failures: they are drawn with in flight and dropped, and a
+    /// run where nothing else failed says "No request failed.".
+    #[test]
+    fn cut_requests_are_charted_beside_in_flight_not_as_failures() {
+        let line = |t: u32, failures: &[(&str, u64)]| SeriesLine {
+            t,
+            length_s: 1.0,
+            failures: failures.iter().map(|(k, n)| ((*k).to_string(), *n)).collect(),
+            ..SeriesLine::default()
+        };
+        let names = |chart: &Value| -> Vec<String> {
+            chart["series"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s["label"].as_str().map(String::from))
+                .collect()
+        };
+        let find = |charts: &[Value], id: &str| charts.iter().find(|c| c["id"] == id).cloned().expect(id);
+
+        let charts = series_charts(&[line(0, &[]), line(1, &[("cut", 3)])], &[0.0, 1.0]);
+        let (failures, load) = (find(&charts, "failures"), find(&charts, "load"));
+        assert_eq!(names(&failures), vec!["failed"], "{failures}");
+        assert_eq!(failures["note"], "No request failed.");
+        assert_eq!(names(&load), vec!["in flight", "dropped/s", "cut at the end/s"], "{load}");
+
+        let charts = series_charts(&[line(0, &[("timeout", 1), ("cut", 2)])], &[0.0]);
+        assert_eq!(names(&find(&charts, "failures")), vec!["timeout"]);
+        // Nothing cut: the load chart as before.
+        let charts = series_charts(&[line(0, &[("timeout", 1)])], &[0.0]);
+        assert_eq!(names(&find(&charts, "load")), vec!["in flight", "dropped/s"]);
     }
 
     #[test]
