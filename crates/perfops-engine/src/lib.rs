@@ -115,7 +115,8 @@ pub struct Outcome {
 /// The collector's view of one second being assembled.
 #[derive(Default)]
 struct Pending {
-    parts: BTreeMap<Key, Stats>,
+    /// By key: the `Stats` and the worker it came from (and goes back to).
+    parts: BTreeMap<Key, (usize, Stats)>,
     in_flight: u64,
 }
 
@@ -141,6 +142,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let ready = Arc::new(Barrier::new(workers + 1));
     let (start_tx, start_rx): (Vec<_>, Vec<_>) = (0..workers).map(|_| mpsc::channel::<Instant>()).unzip();
     let mut handles = Vec::with_capacity(workers);
+    let pools: Vec<record::Pool> = (0..workers).map(|_| record::Pool::default()).collect();
     for (id, start_rx) in start_rx.into_iter().enumerate() {
         let shard = Shard::WHOLE.split(id as u32, workers as u32);
         let load = match &plan.load {
@@ -156,13 +158,13 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 model: closed.clone().ok_or(EngineError::Empty("no closed model"))?,
             },
         };
-        let (shared, tx, ready) = (shared.clone(), tx.clone(), ready.clone());
+        let (shared, tx, ready, pool) = (shared.clone(), tx.clone(), ready.clone(), pools[id].clone());
         let handle = std::thread::Builder::new()
             .name(format!("perfops-worker-{id}"))
             .spawn(move || {
                 ready.wait();
                 let Ok(start) = start_rx.recv() else { return };
-                worker::run(id, shared, load, start, tx);
+                worker::run(id, shared, load, start, tx, pool);
             })
             .map_err(EngineError::Thread)?;
         handles.push(handle);
@@ -183,31 +185,51 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
     let mut total = Stats::default();
+    // The merged second's `Stats`, reused from one second to the next.
+    let mut spare: Option<Stats> = None;
+    let recycle = |worker: usize, mut stats: Stats| {
+        stats.clear();
+        let mut pool = pools[worker].lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if pool.len() < record::POOL_MAX {
+            pool.push(stats);
+        }
+    };
     let mut emit = |index: u32, p: Pending, length: Duration| {
         let target = schedule.as_ref().map(|s| {
             let from = Duration::from_secs(u64::from(index));
             let share = f64::from(plan.shard.count).recip();
             (s.arrivals_before(from + length) - s.arrivals_before(from)) * share
         });
-        let mut stats = Stats::default();
-        for part in p.parts.values() {
+        let mut stats = spare.take().unwrap_or_default();
+        for (_, part) in p.parts.values() {
             stats.merge(part);
         }
         total.merge(&stats);
-        let parts = p.parts.into_iter().collect();
-        on_interval(&Interval { index, length, in_flight: p.in_flight, target, stats, parts });
+        let (parts, owners): (Vec<_>, Vec<_>) = p.parts.into_iter().map(|(k, (w, s))| ((k, s), w)).unzip();
+        let iv = Interval { index, length, in_flight: p.in_flight, target, stats, parts };
+        on_interval(&iv);
+        for ((_, s), w) in iv.parts.into_iter().zip(owners) {
+            recycle(w, s);
+        }
+        let mut stats = iv.stats;
+        stats.clear();
+        spare = Some(stats);
     };
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Msg::Interval { worker, index, parts, in_flight, last }) => {
                 let p = pending.entry(index).or_default();
                 for (key, stats) in parts {
-                    // The first report of a key is moved in, not merged into a new one.
+                    // The first report of a key is moved in, not merged into a
+                    // new one; every `Stats` goes back to its worker once merged.
                     match p.parts.entry(key) {
                         std::collections::btree_map::Entry::Vacant(e) => {
-                            e.insert(stats);
+                            e.insert((worker, stats));
                         }
-                        std::collections::btree_map::Entry::Occupied(mut e) => e.get_mut().merge(&stats),
+                        std::collections::btree_map::Entry::Occupied(mut e) => {
+                            e.get_mut().1.merge(&stats);
+                            recycle(worker, stats);
+                        }
                     }
                 }
                 p.in_flight += in_flight;

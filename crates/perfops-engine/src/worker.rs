@@ -42,7 +42,7 @@ use tokio_rustls::TlsConnector;
 
 use crate::coalesce;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
-use crate::record::{Answer, Due, Failure, Key, Recorder, mean_service};
+use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
 use crate::target::Target;
 use crate::timer::PreciseTimer;
 use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
@@ -275,7 +275,7 @@ struct Ended {
 }
 
 /// Run one worker to completion on the current thread.
-pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Instant, tx: Sender<Msg>) {
+pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Instant, tx: Sender<Msg>, pool: Pool) {
     // Lower this thread's timer slack (default 50 µs) so the kernel does not
     // stretch the open-model pacer's timer or a closed loop's naps. A failure
     // only costs precision.
@@ -289,6 +289,7 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
     };
     let local = tokio::task::LocalSet::new();
     let w = Rc::new(Worker::new(id, start, shared));
+    *w.rec.borrow_mut() = Recorder::with_pool(pool);
     let closed = matches!(load, WorkerLoad::Closed { .. });
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));

@@ -72,6 +72,12 @@ impl Histogram {
         let _ = self.0.record_n(us.clamp(1, MAX_US), count);
     }
 
+    /// Empty it, keeping its memory (a worker reuses its histograms every
+    /// second instead of allocating new ones: see the engine's collector).
+    pub fn clear(&mut self) {
+        self.0.reset();
+    }
+
     /// Add every value of `other` (same bounds: never fails).
     pub fn merge(&mut self, other: &Histogram) {
         let _ = self.0.add(&other.0);
