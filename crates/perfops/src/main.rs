@@ -17,6 +17,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod compare;
+mod conclude;
 mod demo;
 mod launch;
 mod limit;
@@ -25,6 +26,7 @@ mod quick;
 mod report;
 mod run;
 mod session;
+mod shard;
 mod sweep;
 mod watching;
 
@@ -49,6 +51,8 @@ enum Command {
     Limit(limit::LimitArgs),
     /// Closed-model sweep over concurrency levels, with a Universal Scalability Law fit.
     Sweep(sweep::SweepArgs),
+    /// Run a scenario's setup once and write what it saved (for `run --setup-values` on every shard).
+    Setup(shard::SetupArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
@@ -81,6 +85,7 @@ fn main() -> ExitCode {
         Command::Limit(args) => limit::run(args),
         Command::Sweep(args) => sweep::run(args),
         Command::Check(args) => run::check(args),
+        Command::Setup(args) => shard::setup(args),
         Command::Quick(args) => quick::run(args),
         Command::Report(args) => report::report(args),
         Command::Runs(args) => report::list(args),
