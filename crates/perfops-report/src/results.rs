@@ -93,6 +93,27 @@ impl RunDir {
             path = base.join(format!("{stamp}-{safe}-{n}"));
             n += 1;
         }
+        RunDir::open(path, started)
+    }
+
+    /// Create the directory `path` itself (`merge --out DIR`); one that
+    /// exists must be empty, so no run's results are mixed with another's.
+    pub fn create_at(path: &Path, started: SystemTime) -> io::Result<RunDir> {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if fs::read_dir(path)?.next().is_some() {
+                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "it exists and is not empty"));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(path)?,
+            Err(e) => return Err(e),
+        }
+        RunDir::open(path.to_path_buf(), started)
+    }
+
+    /// Open the streams of the new directory `path`.
+    fn open(path: PathBuf, started: SystemTime) -> io::Result<RunDir> {
         let open = |file: &str| OpenOptions::new().create_new(true).append(true).open(path.join(file));
         let series = BufWriter::new(open("series.jsonl")?);
         let mut hlog = BufWriter::new(open("latency.hlog")?);

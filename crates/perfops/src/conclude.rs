@@ -254,7 +254,6 @@ impl Judging<'_> {
 /// directory can be merged again), then `extra` (a live line, an exporter),
 /// each second placed in `stages` from 0 on. Returns what the pipeline
 /// measured, as a local load would; `workers` is how many generated it.
-#[allow(dead_code)] // `merge` (next) and the coordinator
 pub(crate) fn replay(
     seconds: impl IntoIterator<Item = Interval>,
     stages: &[StagePlan],

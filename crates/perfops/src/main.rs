@@ -21,6 +21,7 @@ mod conclude;
 mod demo;
 mod launch;
 mod limit;
+mod merge;
 mod metrics;
 mod quick;
 mod report;
@@ -63,6 +64,8 @@ enum Command {
     Runs(report::RunsArgs),
     /// Runs side by side, the first as baseline: capacity, throughput at equal p95, per-stage deltas; HTML with overlaid charts.
     Compare(compare::CompareArgs),
+    /// Merge the results of `run --shard I/N` on several machines into one results directory, exactly.
+    Merge(merge::MergeArgs),
     /// The built-in target server (what `target: demo:threads` starts).
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of scenario files (for editor completion).
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::report(args),
         Command::Runs(args) => report::list(args),
         Command::Compare(args) => compare::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Schema => {
             out(SCENARIO_SCHEMA);

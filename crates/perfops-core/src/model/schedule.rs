@@ -329,11 +329,11 @@ mod tests {
     fn shares_of_units_are_exact_and_compose() {
         // (shard, units, share)
         let cases = [
-            (Shard::WHOLE, 10, 10),                   // alone: everything
-            (Shard::WHOLE.split(0, 3), 10, 4),        // 10 users over 3 machines: 4 + 3 + 3
-            (Shard::WHOLE.split(1, 3), 10, 3),        //
-            (Shard::WHOLE.split(2, 3), 10, 3),        //
-            (Shard::WHOLE.split(2, 3), 2, 0),         // fewer units than shards: the last has none
+            (Shard::WHOLE, 10, 10),                        // alone: everything
+            (Shard::WHOLE.split(0, 3), 10, 4),             // 10 users over 3 machines: 4 + 3 + 3
+            (Shard::WHOLE.split(1, 3), 10, 3),             //
+            (Shard::WHOLE.split(2, 3), 10, 3),             //
+            (Shard::WHOLE.split(2, 3), 2, 0),              // fewer units than shards: the last has none
             (Shard::WHOLE.split(1, 3).split(1, 2), 10, 1), // machine 1's users 1, 4, 7: worker 1 has 4
         ];
         for (i, (shard, n, want)) in cases.into_iter().enumerate() {
