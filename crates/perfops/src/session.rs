@@ -386,12 +386,14 @@ impl Session {
         stages: &[StagePlan],
         abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
-        // A whole second of the session clock; the first load starts at 0
-        // (the clock was set a little ahead for it).
+        // A whole second of the session clock.
         let first = self.loads == 0;
         self.loads += 1;
         let keep_start = first && self.keep_start;
-        let offset = if keep_start || Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
+        // The first load is second 0 of the session clock: if opening took
+        // longer than the clock's lead (a slow disk's fsyncs), the engine
+        // starts it as soon as it can, unless the instant is shared.
+        let offset = if first || Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
         let ledger = StageLedger::new(stages, offset);
         let mut plan = self.base.plan(self.work.clone(), model);
         plan.stage_ends = ledger.ends().to_vec();
