@@ -404,7 +404,7 @@ impl Session {
             let now = Instant::now();
             if now > self.t0 {
                 eprintln!(
-                    "perfops: the start at {} has passed: starting {} ms late, what is due is sent at once",
+                    "perfops: the start at {} has passed: started {} ms late, what was due is sent at once",
                     utc_rfc3339_ms(self.started),
                     now.duration_since(self.t0).as_millis()
                 );
