@@ -72,8 +72,13 @@ pub struct Plan {
     /// This machine's share of the schedule.
     pub shard: Shard,
     /// When arrival 0 is due (default: as soon as the workers are ready), so a
-    /// caller can put the run on its own clock. Never earlier than "now".
+    /// caller can put the run on its own clock. An instant already past when
+    /// the workers are ready is moved to "now", unless `keep_start`.
     pub start_at: Option<std::time::Instant>,
+    /// `start_at` is shared with other generators (`--start-at`, #13): keep
+    /// it even when it has passed. That is a late start: what was due is sent
+    /// at once, its latency counted from when it was due ([`Outcome::late`]).
+    pub keep_start: bool,
 }
 
 /// Why a run could not start.
@@ -110,6 +115,9 @@ pub struct Outcome {
     /// The longest such nap: a response read after a nap may have waited
     /// this long in its socket, so its latency is over-stated by at most this.
     pub longest_nap: Duration,
+    /// How long after the planned start the workers were let go (a kept
+    /// `start_at` already past: [`Plan::keep_start`]); zero when on time.
+    pub late: Duration,
 }
 
 /// The collector's view of one second being assembled.
@@ -128,7 +136,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut workers = if plan.workers == 0 { cores } else { plan.workers };
     if let LoadModel::Closed { connections, .. } = plan.load {
-        workers = workers.min(connections.max(1) as usize);
+        // This machine's users (its shard's share), at least one worker even with none.
+        workers = workers.min(plan.shard.share(u64::from(connections)).max(1) as usize);
     }
     let shared = shared(plan, stop.clone())?;
     let (schedule, closed) = match &plan.load {
@@ -144,11 +153,12 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut handles = Vec::with_capacity(workers);
     let pools: Vec<record::Pool> = (0..workers).map(|_| record::Pool::default()).collect();
     for (id, start_rx) in start_rx.into_iter().enumerate() {
-        let shard = Shard::WHOLE.split(id as u32, workers as u32);
+        // Machines, then workers: arrival, user and unit numbers stay global (#13).
+        let shard = plan.shard.split(id as u32, workers as u32);
         let load = match &plan.load {
             LoadModel::Open { max_in_flight, .. } => WorkerLoad::Open {
                 schedule: schedule.clone().ok_or(EngineError::Empty("no schedule"))?,
-                shard: plan.shard.split(id as u32, workers as u32),
+                shard,
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
             LoadModel::Closed { connections, max_requests, .. } => WorkerLoad::Closed {
@@ -172,7 +182,12 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     drop(tx);
     ready.wait();
     let soon = Instant::now() + Duration::from_millis(5);
-    let start = plan.start_at.map_or(soon, |s| Instant::from_std(s).max(Instant::now()));
+    let start = match plan.start_at.map(Instant::from_std) {
+        Some(s) if plan.keep_start => s,
+        Some(s) => s.max(Instant::now()),
+        None => soon,
+    };
+    let late = Instant::now().saturating_duration_since(start);
     for s in &start_tx {
         let _ = s.send(start);
     }
@@ -271,7 +286,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap })
+    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late })
 }
 
 /// What workers share, built once per run.

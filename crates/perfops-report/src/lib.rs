@@ -16,6 +16,7 @@ pub mod html;
 pub mod junit;
 pub mod live;
 pub mod lttb;
+pub mod parts;
 pub mod quick;
 pub mod results;
 pub mod run;

@@ -93,6 +93,27 @@ impl RunDir {
             path = base.join(format!("{stamp}-{safe}-{n}"));
             n += 1;
         }
+        RunDir::open(path, started)
+    }
+
+    /// Create the directory `path` itself (`merge --out DIR`); one that
+    /// exists must be empty, so no run's results are mixed with another's.
+    pub fn create_at(path: &Path, started: SystemTime) -> io::Result<RunDir> {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                if fs::read_dir(path)?.next().is_some() {
+                    return Err(io::Error::new(io::ErrorKind::AlreadyExists, "it exists and is not empty"));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir_all(path)?,
+            Err(e) => return Err(e),
+        }
+        RunDir::open(path.to_path_buf(), started)
+    }
+
+    /// Open the streams of the new directory `path`.
+    fn open(path: PathBuf, started: SystemTime) -> io::Result<RunDir> {
         let open = |file: &str| OpenOptions::new().create_new(true).append(true).open(path.join(file));
         let series = BufWriter::new(open("series.jsonl")?);
         let mut hlog = BufWriter::new(open("latency.hlog")?);
@@ -170,6 +191,71 @@ pub fn utc_rfc3339(t: SystemTime) -> String {
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
+/// `2026-11-22T04:30:00.250Z`: to the millisecond, for instants that several
+/// generators share (`--start-at`, a shard's start in `meta.json`).
+pub fn utc_rfc3339_ms(t: SystemTime) -> String {
+    let (y, mo, d, h, mi, s) = civil(t);
+    let ms = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_millis());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{ms:03}Z")
+}
+
+/// An instant written as RFC 3339 (`2026-11-22T04:30:00Z`, with fractions
+/// and an offset `+02:00` if need be) or as seconds since the Unix epoch
+/// (`1795321800.25`). `None`: neither, or before the epoch.
+pub fn parse_time(text: &str) -> Option<SystemTime> {
+    let text = text.trim();
+    if let Ok(secs) = text.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| UNIX_EPOCH + Duration::from_secs_f64(secs));
+    }
+    let b = text.as_bytes();
+    let num = |from: usize, len: usize| -> Option<i64> {
+        let part = text.get(from..from + len)?;
+        part.bytes().all(|c| c.is_ascii_digit()).then(|| part.parse().ok())?
+    };
+    let sep = |i: usize, c: &[u8]| b.get(i).is_some_and(|x| c.contains(&x.to_ascii_uppercase()));
+    if !(sep(4, b"-") && sep(7, b"-") && sep(10, b"T ") && sep(13, b":") && sep(16, b":")) {
+        return None;
+    }
+    let (y, mo, d, h, mi, s) = (num(0, 4)?, num(5, 2)?, num(8, 2)?, num(11, 2)?, num(14, 2)?, num(17, 2)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let mut i = 19;
+    let mut nanos = 0u64;
+    if sep(i, b".") {
+        let digits = b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if digits == 0 {
+            return None;
+        }
+        let frac = &text[i + 1..i + 1 + digits.min(9)];
+        nanos = frac.parse::<u64>().ok()? * 10u64.pow(9 - frac.len() as u32);
+        i += 1 + digits;
+    }
+    let offset_s = match text.get(i..)? {
+        "Z" | "z" => 0,
+        tz if tz.len() == 6 && (tz.starts_with('+') || tz.starts_with('-')) && sep(i + 3, b":") => {
+            let (oh, om) = (num(i + 1, 2)?, num(i + 4, 2)?);
+            let sign = if tz.starts_with('-') { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+        _ => return None,
+    };
+    let secs = days_from_civil(y, mo as u32, d as u32) * 86_400 + h * 3600 + mi * 60 + s - offset_s;
+    let secs = u64::try_from(secs).ok()?;
+    Some(UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_nanos(nanos))
+}
+
+/// Days since the epoch of a UTC calendar date (Howard Hinnant's days-from-civil).
+fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((m + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// UTC calendar fields of `t` (Howard Hinnant's civil-from-days).
 fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32) {
     let secs = t.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()) as i64;
@@ -201,6 +287,33 @@ mod tests {
             assert_eq!(utc_rfc3339(UNIX_EPOCH + Duration::from_secs(secs)), want);
         }
         assert_eq!(utc_stamp(UNIX_EPOCH + Duration::from_secs(1_795_321_800)), "20261122T043000Z");
+    }
+
+    #[test]
+    fn times_are_read_as_rfc_3339_or_unix_seconds() {
+        let at = |secs: f64| Some(UNIX_EPOCH + Duration::from_secs_f64(secs));
+        // (text, instant)
+        let cases = [
+            ("2026-11-22T04:30:00Z", at(1_795_321_800.0)),      // plain UTC
+            ("2026-11-22T04:30:00.250Z", at(1_795_321_800.25)), // milliseconds, as meta.json writes
+            ("2026-11-22 04:30:00.5z", at(1_795_321_800.5)),    // a space and a lower-case z
+            ("2026-11-22T06:30:00+02:00", at(1_795_321_800.0)), // an offset east of UTC
+            ("2026-11-22T00:30:00-04:00", at(1_795_321_800.0)), // and west
+            ("2000-02-29T00:00:00Z", at(951_782_400.0)),        // a leap day
+            ("1795321800", at(1_795_321_800.0)),                // unix seconds
+            ("1795321800.125", at(1_795_321_800.125)),          // with fractions
+            ("2026-11-22T04:30:00", None),                      // no offset: ambiguous
+            ("2026-13-22T04:30:00Z", None),                     // month 13
+            ("2026-11-22T04:30:00.Z", None),                    // a point without digits
+            ("tomorrow", None),                                 // not a time
+            ("-5", None),                                       // before the epoch
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_time(text), want, "{text}");
+        }
+        let t = UNIX_EPOCH + Duration::from_millis(1_795_321_800_250);
+        assert_eq!(utc_rfc3339_ms(t), "2026-11-22T04:30:00.250Z");
+        assert_eq!(parse_time(&utc_rfc3339_ms(t)), Some(t), "what is written reads back");
     }
 
     #[test]

@@ -87,6 +87,11 @@ pub struct SeriesLine {
     pub bytes_out: u64,
     /// By step name.
     pub steps: BTreeMap<String, StepSecond>,
+    /// Shards and merges only (#13): the second by (stage, step) key, its
+    /// histograms in `latency.hlog` (see [`crate::parts`]), so that seconds
+    /// of several generators add up exactly. Absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub parts: Vec<crate::parts::PartLine>,
 }
 
 fn one_second() -> f64 {
@@ -150,6 +155,18 @@ pub struct RunMeta {
     pub steps: Vec<String>,
     /// This generator's share of a distributed run (`I/N`); none when alone.
     pub shard: Option<String>,
+    /// The wall clock of second 0 (`t = 0` in `series.jsonl` and `latency.hlog`),
+    /// RFC 3339 UTC to the millisecond: the `--start-at` instant shared by
+    /// shards, which `merge` aligns them on (absent before #13).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start: Option<String>,
+    /// A hash of the redacted scenario text and its `--set` overrides: shards
+    /// of different scenarios are refused by `merge` (absent before #13).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario_fingerprint: Option<String>,
+    /// Written by `merge`: the shard directories it merged, in shard order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<String>,
 }
 
 /// A planned stage in `meta.json`.

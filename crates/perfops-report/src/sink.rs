@@ -21,12 +21,20 @@ use crate::run::{SeriesLine, StepSecond, failures};
 pub struct ResultsWriter<'a> {
     dir: &'a mut RunDir,
     failed: &'a mut bool,
+    parts: bool,
 }
 
 impl<'a> ResultsWriter<'a> {
     /// Write to `dir`, unless `failed` already.
     pub fn new(dir: &'a mut RunDir, failed: &'a mut bool) -> Self {
-        ResultsWriter { dir, failed }
+        ResultsWriter { dir, failed, parts: false }
+    }
+
+    /// Also write each second's parts by (stage, step) key ([`crate::parts`]):
+    /// a shard's seconds, which `merge` adds exactly.
+    pub fn with_parts(mut self, parts: bool) -> Self {
+        self.parts = parts;
+        self
     }
 }
 
@@ -37,8 +45,14 @@ impl Sink for ResultsWriter<'_> {
         }
         let iv = s.interval;
         let st = &iv.stats;
-        let histograms = [("latency", &st.latency), ("service", &st.service), ("latency_ok", &st.latency_ok)];
-        if let Err(e) = self.dir.append_second(&series_line(s), s.start, iv.length, &histograms) {
+        let mut line = series_line(s);
+        let by_key = if self.parts { crate::parts::part_histograms(iv) } else { Vec::new() };
+        let mut histograms = vec![("latency", &st.latency), ("service", &st.service), ("latency_ok", &st.latency_ok)];
+        if self.parts {
+            line.parts = crate::parts::part_lines(iv);
+            histograms.extend(by_key.iter().map(|(tag, h)| (tag.as_str(), *h)));
+        }
+        if let Err(e) = self.dir.append_second(&line, s.start, iv.length, &histograms) {
             *self.failed = true;
             return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
         }
@@ -86,5 +100,6 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         bytes_in: st.bytes_in,
         bytes_out: st.bytes_out,
         steps,
+        parts: Vec::new(),
     }
 }

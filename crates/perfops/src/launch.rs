@@ -51,6 +51,7 @@ impl PlanBase {
             workers: self.workers,
             shard: Shard::WHOLE,
             start_at: None,
+            keep_start: false,
         }
     }
 }

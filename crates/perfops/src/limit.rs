@@ -23,7 +23,9 @@ use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
 use perfops_report::run::{LimitAttempt, LimitSearch};
 
+use crate::conclude::Ending;
 use crate::session::{Session, SessionArgs, StagePlan};
+use crate::shard::{Placement, RefusedShardArgs};
 use crate::{Exit, UsageError};
 
 /// Flags of `perfops limit`.
@@ -31,6 +33,8 @@ use crate::{Exit, UsageError};
 pub(crate) struct LimitArgs {
     #[command(flatten)]
     session: SessionArgs,
+    #[command(flatten)]
+    refused: RefusedShardArgs,
     /// First rate tried, arrivals/s (default: the scenario's first stage).
     #[arg(long)]
     from: Option<f64>,
@@ -63,7 +67,8 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     {
         bail!(UsageError("--factor must be > 1, --precision > 0 and --hold > 0s".into()));
     }
-    let Some(mut s) = Session::open(&args.session, "limit")? else { return Ok(Exit::Usage) };
+    args.refused.refuse("limit")?;
+    let Some(mut s) = Session::open(&args.session, "limit", &Placement::default())? else { return Ok(Exit::Usage) };
     let Load::Open { stages, max_in_flight } = &s.scenario.load else {
         bail!(UsageError("`limit` searches arrival rates: the scenario's load must be the open model".into()));
     };
@@ -137,7 +142,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     // One summary over every attempt, in the order tried; diagnostics look
     // at the failing attempt closest above the capacity.
     let merged = crate::session::Loaded::merged(&results);
-    let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
+    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped, None));
     if let Some(v) = summary.verdict.as_mut() {
         v.verdict.capacity_rps = lo;
         v.verdict.breaks_at_rps = hi;
@@ -205,7 +210,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     }
     summary.limit =
         Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
-    crate::run::finish(&mut s, &summary, args.session.junit.as_deref())
+    crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
 }
 
 /// Wait until `url` answers quickly again (3 fast answers in a row), at most

@@ -17,14 +17,17 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod compare;
+mod conclude;
 mod demo;
 mod launch;
 mod limit;
+mod merge;
 mod metrics;
 mod quick;
 mod report;
 mod run;
 mod session;
+mod shard;
 mod sweep;
 mod watching;
 
@@ -49,6 +52,8 @@ enum Command {
     Limit(limit::LimitArgs),
     /// Closed-model sweep over concurrency levels, with a Universal Scalability Law fit.
     Sweep(sweep::SweepArgs),
+    /// Run a scenario's setup once and write what it saved (for `run --setup-values` on every shard).
+    Setup(shard::SetupArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
@@ -59,6 +64,8 @@ enum Command {
     Runs(report::RunsArgs),
     /// Runs side by side, the first as baseline: capacity, throughput at equal p95, per-stage deltas; HTML with overlaid charts.
     Compare(compare::CompareArgs),
+    /// Merge the results of `run --shard I/N` on several machines into one results directory, exactly.
+    Merge(merge::MergeArgs),
     /// The built-in target server (what `target: demo:threads` starts).
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of scenario files (for editor completion).
@@ -81,10 +88,12 @@ fn main() -> ExitCode {
         Command::Limit(args) => limit::run(args),
         Command::Sweep(args) => sweep::run(args),
         Command::Check(args) => run::check(args),
+        Command::Setup(args) => shard::setup(args),
         Command::Quick(args) => quick::run(args),
         Command::Report(args) => report::report(args),
         Command::Runs(args) => report::list(args),
         Command::Compare(args) => compare::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Schema => {
             out(SCENARIO_SCHEMA);

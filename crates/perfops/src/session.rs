@@ -27,25 +27,26 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
-use perfops_core::analysis::modes::{self, StallInputs};
-use perfops_core::analysis::verdict::{self, Judged, StageFacts};
+use perfops_core::analysis::diagnose::Diagnostic;
+use perfops_core::analysis::verdict::Judged;
 use perfops_core::measure::Stats;
-use perfops_core::model::LoadModel;
+use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
 use perfops_core::scenario::redact::{redact, redact_arg};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
 use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Target, Work};
 use perfops_report::live::LiveLine;
-use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339};
+use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
 use perfops_report::run::{MetaStage, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::UsageError;
+use crate::conclude::Judging;
 use crate::demo::DemoChild;
 use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
+use crate::shard::Placement;
 use crate::watching::{self, Judge, Store};
 
 /// Stages as planned and measured: the pipeline's per-stage accounting.
@@ -139,6 +140,8 @@ pub(crate) struct Loaded {
     pub(crate) stopped: bool,
     /// Closed loops: naps taken to coalesce wake-ups, and the longest.
     pub(crate) naps: (u64, Duration),
+    /// How late the load started (`--start-at` already past), if it was.
+    pub(crate) late: Option<Duration>,
 }
 
 impl Loaded {
@@ -153,6 +156,7 @@ impl Loaded {
             dropped: Vec::new(),
             stopped: false,
             naps: (0, Duration::ZERO),
+            late: None,
         };
         for l in loads {
             m.stages.extend(l.stages.iter().cloned());
@@ -165,6 +169,7 @@ impl Loaded {
             m.dropped.extend(l.dropped.iter().copied());
             m.stopped |= l.stopped;
             m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
+            m.late = m.late.max(l.late);
         }
         m
     }
@@ -190,13 +195,25 @@ pub(crate) struct Session {
     terminal: Terminal,
     /// A write of `series.jsonl` failed: said once, nothing more written.
     write_error: bool,
+    /// This generator's part of each load.
+    shard: Shard,
+    /// Write each second's parts by key, for `merge` (a shard).
+    parts: bool,
+    /// The first load starts at `t0` even if that has passed (`--start-at`).
+    keep_start: bool,
+    /// Loads run so far.
+    loads: u32,
 }
 
 impl Session {
     /// Validate the scenario, start the target if it is the demo, run the
     /// setup, create the results directory and start watching. `None`: the
     /// scenario had errors, already printed.
-    pub(crate) fn open(args: &SessionArgs, command: &str) -> Result<Option<Session>> {
+    ///
+    /// `placement` says where this load sits among generators: its shard,
+    /// its start instant, the setup values to use instead of running the
+    /// setup (a generator alone: [`Placement::default`]).
+    pub(crate) fn open(args: &SessionArgs, command: &str, placement: &Placement) -> Result<Option<Session>> {
         let mut overrides = args.set.clone();
         if let Some(t) = &args.target {
             overrides.push(Override { path: "target".into(), value: t.clone() });
@@ -204,14 +221,17 @@ impl Session {
         let Some((scenario, text)) = load_scenario(&args.scenario, &overrides)? else { return Ok(None) };
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 
-        let Inputs { env, feeders, target: resolved } = inputs(&scenario, &args.scenario)?;
+        let inputs = inputs(&scenario, &args.scenario)?;
+        if let Some(start) = placement.start_at {
+            crate::shard::check_start(start, SystemTime::now(), scenario.load.duration())?;
+        }
 
         // Bound before anything starts, so a busy address is a usage error
         // that costs nothing; the steps are known after the setup.
         let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &[])).transpose()?;
 
         // The demo target lives as long as the session.
-        let (demo, url) = match &resolved {
+        let (demo, url) = match &inputs.target {
             TargetSpec::Url(u) => (None, u.clone()),
             TargetSpec::Demo(model, options) => {
                 let name = demo_name(model);
@@ -238,21 +258,17 @@ impl Session {
             workers: args.workers,
             wait_in_flight: args.wait_in_flight,
         };
-        let mut globals = HashMap::new();
-        if !scenario.setup.is_empty() {
-            let setup = vec![("setup".to_string(), 1, scenario.setup.clone())];
-            let work = Work::new(&target, setup, scenario.defaults.headers.clone(), env.clone(), feeders.clone());
-            let one = LoadModel::Closed {
-                connections: 1,
-                think: Duration::ZERO,
-                profile: None,
-                duration: None,
-                max_requests: None,
-            };
-            globals = perfops_engine::run_setup(&base.plan(Arc::new(work), one))?;
-        }
+        // Setup once: here, or (shards) once for all and handed to each.
+        let globals = match &placement.setup_values {
+            Some(values) => {
+                crate::shard::check_setup_values(&scenario, values, "--setup-values")?;
+                values.clone()
+            }
+            None => crate::shard::run_setup(&scenario, &inputs, &target, &base)?,
+        };
         let flows: Vec<(String, u32, Vec<Step>)> =
             scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
+        let Inputs { env, feeders, .. } = inputs;
         let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
         work.globals = globals;
         let step_names = work.step_names.clone();
@@ -260,9 +276,24 @@ impl Session {
             m.declare(&step_names);
         }
 
-        let started = SystemTime::now();
+        // Second 0 of the session clock, on the wall clock and on this
+        // machine's monotonic clock: a little ahead, so the watchers and the
+        // first load begin on it together; or the instant every shard shares,
+        // which may have passed (a late start).
+        let (started, t0) = match placement.start_at {
+            Some(at) => {
+                let (wall, mono) = (SystemTime::now(), Instant::now());
+                let t0 = match at.duration_since(wall) {
+                    Ok(ahead) => mono + ahead,
+                    Err(e) => mono.checked_sub(e.duration()).unwrap_or(mono),
+                };
+                (at, t0)
+            }
+            None => (SystemTime::now() + Duration::from_millis(100), Instant::now() + Duration::from_millis(100)),
+        };
         let dir = RunDir::create(&args.out, &scenario.name, started)
             .with_context(|| format!("creating a results directory under {}", args.out.display()))?;
+        let redacted = redact(&text);
         let meta = RunMeta {
             format: "perfops.meta".into(),
             version: RESULTS_VERSION,
@@ -286,14 +317,13 @@ impl Session {
                 })
                 .collect(),
             steps: step_names.clone(),
-            shard: None,
+            shard: placement.shard.map(crate::shard::shard_text),
+            start: Some(utc_rfc3339_ms(started)),
+            scenario_fingerprint: Some(crate::shard::fingerprint(&redacted, &overrides)),
+            merged: Vec::new(),
         };
         dir.write_json("meta.json", &meta)?;
-        dir.write_file("scenario.yaml", redact(&text).as_bytes())?;
-
-        // The session clock starts a little ahead, so the watchers and the
-        // first load begin on it together.
-        let t0 = Instant::now() + Duration::from_millis(100);
+        dir.write_file("scenario.yaml", redacted.as_bytes())?;
         let (tx, events) = mpsc::channel();
         let demo_watch = demo.as_ref().map(|d| (d.pid(), d.metrics_url.clone()));
         let plan = watching::plan(&scenario, &url, demo_watch, args.insecure);
@@ -318,6 +348,10 @@ impl Session {
             metrics,
             terminal: Terminal::new(args.quiet),
             write_error: false,
+            shard: placement.shard(),
+            parts: placement.shard.is_some(),
+            keep_start: placement.start_at.is_some(),
+            loads: 0,
         }))
     }
 
@@ -352,16 +386,39 @@ impl Session {
         stages: &[StagePlan],
         abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
-        // A whole second of the session clock; the first load starts at 0
-        // (the clock was set a little ahead for it).
-        let offset = if Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
+        // A whole second of the session clock.
+        let first = self.loads == 0;
+        self.loads += 1;
+        let keep_start = first && self.keep_start;
+        // The first load is second 0 of the session clock: if opening took
+        // longer than the clock's lead (a slow disk's fsyncs), the engine
+        // starts it as soon as it can, unless the instant is shared.
+        let offset = if first || Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
         let ledger = StageLedger::new(stages, offset);
         let mut plan = self.base.plan(self.work.clone(), model);
         plan.stage_ends = ledger.ends().to_vec();
         plan.start_at = Some(self.t0 + Duration::from_secs_f64(offset));
+        plan.keep_start = keep_start;
+        plan.shard = self.shard;
+        if keep_start {
+            let now = Instant::now();
+            if now > self.t0 {
+                eprintln!(
+                    "perfops: the start at {} has passed: started {} ms late, what was due is sent at once",
+                    utc_rfc3339_ms(self.started),
+                    now.duration_since(self.t0).as_millis()
+                );
+            } else if self.t0 - now > Duration::from_secs(1) {
+                eprintln!(
+                    "perfops: waiting {:.1} s for the start at {}",
+                    (self.t0 - now).as_secs_f64(),
+                    utc_rfc3339_ms(self.started)
+                );
+            }
+        }
 
         let mut judge = Judge::new(&mut self.store, &self.events, abort);
-        let mut results = ResultsWriter::new(&mut self.dir, &mut self.write_error);
+        let mut results = ResultsWriter::new(&mut self.dir, &mut self.write_error).with_parts(self.parts);
         let mut live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
         let mut pipeline = Pipeline::new(ledger, offset as u32, &self.step_names, self.stop.clone()).to(&mut judge);
         if let Some(m) = &mut self.metrics {
@@ -382,37 +439,25 @@ impl Session {
             dropped: measured.dropped,
             stopped: measured.stopped || outcome.interrupted,
             naps: (outcome.naps, outcome.longest_nap),
+            // Lateness worth a word: a few ms are the cost of starting threads.
+            late: (outcome.late > Duration::from_millis(20)).then_some(outcome.late),
         })
     }
 
-    /// Judge each stage of `loaded` against the scenario's SLO.
+    /// What judging this session's loads needs besides their seconds.
+    pub(crate) fn judging(&self) -> Judging<'_> {
+        Judging {
+            scenario: &self.scenario,
+            store: &self.store,
+            step_names: &self.step_names,
+            target_label: &self.target_label,
+            started: self.started,
+        }
+    }
+
+    /// Judge each stage of `stages` against the scenario's SLO.
     pub(crate) fn judge(&self, stages: &[StageResult]) -> Vec<Judged> {
-        stages
-            .iter()
-            .map(|s| {
-                // Samples are read at `t`; a stage owns those within it, and
-                // a watched metric seen a little after its end (the queue it
-                // left behind) still belongs to it.
-                let watched = self.store.ranges(s.from_s, s.to_s);
-                let generator_cpu = watched.get("generator_cpu_share").map(|r| r.max);
-                let restarts = self.store.trips_in(s.from_s, s.to_s, "liveness");
-                let unready = self.store.trips_in(s.from_s, s.to_s, "readiness");
-                verdict::judge(
-                    &self.scenario.slo,
-                    &StageFacts {
-                        ran_s: s.ran_s,
-                        stats: &s.stats,
-                        steps: &s.steps,
-                        target_rate: s.plan.target_rate,
-                        achieved_rate: s.achieved_rate,
-                        watched: &watched,
-                        restarts: &restarts,
-                        unready: &unready,
-                        generator_cpu,
-                    },
-                )
-            })
-            .collect()
+        self.judging().judge(stages)
     }
 
     /// Why it broke: the diagnostics over `stages` and their verdicts.
@@ -422,28 +467,7 @@ impl Session {
         judged: &[Judged],
         dropped: &[(f64, u64)],
     ) -> Vec<Diagnostic> {
-        let windows: Vec<Window> = stages
-            .iter()
-            .zip(judged)
-            .map(|(s, j)| Window { name: s.plan.name.clone(), from: s.from_s, to: s.to_s, verdict: j.verdict })
-            .collect();
-        let pool = watching::pool(&self.scenario, &self.store);
-        // Per stage (a sweep's level is one): its in-flight count is one figure there, and the
-        // modes of several levels together are no stall of anyone's (#11).
-        let stalls = stages.iter().find_map(|s| {
-            let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
-            // Answered successes only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
-            let inputs = StallInputs::answered(&s.stats, throughput);
-            modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
-        });
-        diagnose::diagnose(&diagnose::Inputs {
-            stages: &windows,
-            watched: &self.store.series,
-            pool: pool.as_ref(),
-            trips: &self.store.trips,
-            dropped,
-            stalls: stalls.as_ref(),
-        })
+        self.judging().diagnose(stages, judged, dropped)
     }
 
     /// Stop the watchers, the metrics endpoint and the demo target; keep the

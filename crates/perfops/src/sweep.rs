@@ -19,7 +19,9 @@ use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
 use perfops_report::run::{SweepLevel, SweepResult};
 
+use crate::conclude::Ending;
 use crate::session::{Loaded, Session, SessionArgs, StagePlan};
+use crate::shard::{Placement, RefusedShardArgs};
 use crate::{Exit, UsageError};
 
 /// Flags of `perfops sweep`.
@@ -27,6 +29,8 @@ use crate::{Exit, UsageError};
 pub(crate) struct SweepArgs {
     #[command(flatten)]
     session: SessionArgs,
+    #[command(flatten)]
+    refused: RefusedShardArgs,
     /// Concurrency levels (users looping request -> response), in order.
     #[arg(long, value_delimiter = ',', default_value = "1,2,5,10,20,50")]
     concurrency: Vec<u32>,
@@ -39,7 +43,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.hold.is_zero() {
         bail!(UsageError("--concurrency takes levels of 1 or more, --hold more than 0s".into()));
     }
-    let Some(mut s) = Session::open(&args.session, "sweep")? else { return Ok(Exit::Usage) };
+    args.refused.refuse("sweep")?;
+    let Some(mut s) = Session::open(&args.session, "sweep", &Placement::default())? else { return Ok(Exit::Usage) };
     let think = match &s.scenario.load {
         Load::Closed { think, .. } => *think,
         Load::Open { .. } => Duration::ZERO,
@@ -91,7 +96,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     };
 
     let merged = Loaded::merged(&loads);
-    let mut summary = crate::run::summarize(&s, &merged, merged.stopped, None);
+    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped, None));
     let mut text = String::from("\nusers   throughput/s   x vs first p50 ok ms    p99 ms   p50 x first   errors\n");
     for l in &result.levels {
         text.push_str(&format!(
@@ -147,7 +152,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     }
     summary.sweep = Some(result);
     crate::out(&text);
-    crate::run::finish(&mut s, &summary, args.session.junit.as_deref())
+    crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
 }
 
 fn levels(concurrency: &[u32], loads: &[Loaded]) -> Vec<SweepLevel> {

@@ -148,6 +148,13 @@ impl Histogram {
         }
     }
 
+    /// Add every value of `other`, a histogram read back from a log (any
+    /// bounds): `false` if a value did not fit this one's range, which a
+    /// histogram that perfops wrote never has.
+    pub fn merge_hdr(&mut self, other: &hdrhistogram::Histogram<u64>) -> bool {
+        self.0.add(other).is_ok()
+    }
+
     /// The underlying HdrHistogram, for serialisation.
     pub fn inner(&self) -> &hdrhistogram::Histogram<u64> {
         &self.0

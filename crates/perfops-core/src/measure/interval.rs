@@ -38,6 +38,38 @@ pub struct Interval {
 }
 
 impl Interval {
+    /// An empty second number `index`, to merge others into.
+    pub fn empty(index: u32) -> Interval {
+        Interval {
+            index,
+            length: Duration::ZERO,
+            in_flight: 0,
+            target: None,
+            stats: Stats::default(),
+            parts: Vec::new(),
+        }
+    }
+
+    /// Add `other`, the same second as another generator measured it (a
+    /// shard, an agent): parts by key, totals, in-flight counts and targets
+    /// added; the length is the longer one (a last second cut shorter on one
+    /// machine). Associative and order-free, like [`Stats::merge`], so
+    /// shards merged in any order or grouping give the same second.
+    pub fn merge(&mut self, other: &Interval) {
+        self.length = self.length.max(other.length);
+        self.in_flight += other.in_flight;
+        self.target = match (self.target, other.target) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.stats.merge(&other.stats);
+        let mut parts: BTreeMap<Key, Stats> = std::mem::take(&mut self.parts).into_iter().collect();
+        for (key, st) in &other.parts {
+            parts.entry(*key).or_default().merge(st);
+        }
+        self.parts = parts.into_iter().collect();
+    }
+
     /// The parts merged by step index, whatever stage their arrivals were due
     /// in. A step with one part (within a stage, every step) is borrowed, not
     /// copied: a copy is ~1.3 MB of histograms, every second.
@@ -64,7 +96,76 @@ pub fn step_name(names: &[String], step: u16) -> String {
 mod tests {
     use std::borrow::Cow;
 
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// A second with a part per (key, latency in µs) given.
+    fn second(index: u32, length_ms: u64, values: &[(u16, u16, u16)]) -> Interval {
+        let mut iv = Interval::empty(index);
+        iv.length = Duration::from_millis(length_ms);
+        iv.target = Some(values.len() as f64 / 2.0);
+        let mut parts: BTreeMap<Key, Stats> = BTreeMap::new();
+        for &(stage, step, us) in values {
+            let st = parts.entry(Key { stage: stage % 2, step: step % 3 }).or_default();
+            st.sent += 1;
+            st.completed += 1;
+            st.iterations += u64::from(us % 2);
+            st.latency.record(Duration::from_micros(u64::from(us) + 1));
+            st.service.record(Duration::from_micros(u64::from(us) / 2 + 1));
+        }
+        for st in parts.values() {
+            iv.stats.merge(st);
+        }
+        iv.in_flight = values.len() as u64 % 5;
+        iv.parts = parts.into_iter().collect();
+        iv
+    }
+
+    fn merged(seconds: &[&Interval]) -> Interval {
+        let mut out = Interval::empty(0);
+        for s in seconds {
+            out.merge(s);
+        }
+        out
+    }
+
+    fn same(a: &Interval, b: &Interval) -> bool {
+        // Targets are sums of floats: equal to the last bits is not promised.
+        let targets = match (a.target, b.target) {
+            (Some(x), Some(y)) => (x - y).abs() < 1e-9,
+            (x, y) => x == y,
+        };
+        a.length == b.length && a.in_flight == b.in_flight && a.stats == b.stats && a.parts == b.parts && targets
+    }
+
+    proptest! {
+        /// #13: shards' seconds merge associatively and in any order, and
+        /// the merged histograms count every value of every shard.
+        #[test]
+        fn seconds_merge_associatively_and_in_any_order(
+            a in prop::collection::vec((0u16..4, 0u16..6, 1u16..60000), 0..30),
+            b in prop::collection::vec((0u16..4, 0u16..6, 1u16..60000), 0..30),
+            c in prop::collection::vec((0u16..4, 0u16..6, 1u16..60000), 0..30),
+            lengths in (1u64..1000, 1u64..1000, 1u64..1000),
+        ) {
+            let (a, b, c) = (second(3, lengths.0, &a), second(3, lengths.1, &b), second(3, lengths.2, &c));
+            let mut ab = a.clone();
+            ab.merge(&b);
+            let mut bc = b.clone();
+            bc.merge(&c);
+            let left = merged(&[&ab, &c]);
+            let right = merged(&[&a, &bc]);
+            prop_assert!(same(&left, &right), "(a + b) + c == a + (b + c)");
+            prop_assert!(same(&left, &merged(&[&c, &a, &b])), "order-free");
+            prop_assert!(same(&left, &merged(&[&b, &c, &a])), "order-free");
+            let count = a.stats.latency.len() + b.stats.latency.len() + c.stats.latency.len();
+            prop_assert_eq!(left.stats.latency.len(), count);
+            let by_parts: u64 = left.parts.iter().map(|(_, s)| s.latency.len()).sum();
+            prop_assert_eq!(by_parts, count, "the parts add up to the total");
+            prop_assert_eq!(left.length, a.length.max(b.length).max(c.length));
+        }
+    }
 
     fn part(stage: u16, step: u16, completed: u64) -> (Key, Stats) {
         (Key { stage, step }, Stats { completed, ..Stats::default() })

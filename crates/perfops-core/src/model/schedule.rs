@@ -196,11 +196,16 @@ impl Shard {
         (u64::from(self.index)..total).step_by(self.count as usize)
     }
 
-    /// This shard's share of `n` indivisible units (requests of `-n`,
-    /// connections of `-c`): the shares of all shards add up to `n`.
+    /// This shard's share of `n` indivisible units (closed-model users,
+    /// `max_requests`, `max_in_flight`): how many of the numbers `0..n` are
+    /// its own (`u % count == index`), as with arrivals. The shares of all
+    /// shards add up to `n`, the remainder going to the first shards (10
+    /// users over 3 shards: 4 + 3 + 3), and they compose: a machine's share
+    /// split over its workers is exactly the machine's, and its users' global
+    /// numbers are those its arrivals would have.
     pub fn share(self, n: u64) -> u64 {
         let (i, c) = (u64::from(self.index), u64::from(self.count));
-        n * (i + 1) / c - n * i / c
+        if n > i { (n - i - 1) / c + 1 } else { 0 }
     }
 }
 
@@ -315,6 +320,37 @@ mod tests {
         assert_eq!(union, whole, "every arrival once, across machines and workers");
         let shares: u64 = (0..3).map(|i| Shard::WHOLE.split(i, 3).share(50)).sum();
         assert_eq!(shares, 50);
-        assert_eq!(Shard::WHOLE.split(0, 3).share(50), 16);
+        assert_eq!(Shard::WHOLE.split(0, 3).share(50), 17);
+    }
+
+    /// #13: units (users, requests, in-flight slots) divide exactly over
+    /// machines and then workers, the remainder placed on the first shards.
+    #[test]
+    fn shares_of_units_are_exact_and_compose() {
+        // (shard, units, share)
+        let cases = [
+            (Shard::WHOLE, 10, 10),                        // alone: everything
+            (Shard::WHOLE.split(0, 3), 10, 4),             // 10 users over 3 machines: 4 + 3 + 3
+            (Shard::WHOLE.split(1, 3), 10, 3),             //
+            (Shard::WHOLE.split(2, 3), 10, 3),             //
+            (Shard::WHOLE.split(2, 3), 2, 0),              // fewer units than shards: the last has none
+            (Shard::WHOLE.split(1, 3).split(1, 2), 10, 1), // machine 1's users 1, 4, 7: worker 1 has 4
+        ];
+        for (i, (shard, n, want)) in cases.into_iter().enumerate() {
+            assert_eq!(shard.share(n), want, "case {i}");
+            assert_eq!(shard.share(n), shard.arrivals(n).count() as u64, "case {i}: as its arrivals");
+        }
+        for n in 0..40u64 {
+            for machines in 1..5u32 {
+                let mut total = 0;
+                for m in 0..machines {
+                    let machine = Shard::WHOLE.split(m, machines);
+                    let workers: u64 = (0..3).map(|w| machine.split(w, 3).share(n)).sum();
+                    assert_eq!(workers, machine.share(n), "{n} over {machines}: workers add up to their machine");
+                    total += workers;
+                }
+                assert_eq!(total, n, "{n} over {machines} machines");
+            }
+        }
     }
 }

@@ -33,7 +33,7 @@ use crate::run::{RunMeta, RunSummary, SeriesLine};
 /// as the engine's `watch::Sample` writes it (perfops-report does not
 /// depend on the engine, so the reader's type is declared here).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct WatchLine {
+pub struct WatchLine {
     /// Seconds since the run's start.
     pub t: f64,
     /// `process`, `generator`, `prometheus <url>`, ...
@@ -51,7 +51,7 @@ fn watch_source() -> String {
 /// One line of `probe.jsonl`: one probe check, as the engine's
 /// `watch::ProbeResult` writes it.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-pub(crate) struct ProbeLine {
+pub struct ProbeLine {
     /// Seconds since the run's start.
     pub t: f64,
     /// `liveness` or `readiness`.

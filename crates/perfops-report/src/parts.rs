@@ -1,0 +1,259 @@
+//! A second by key, written so that seconds of several generators add up
+//! exactly (#13): `perfops run --shard I/N` (and `merge`) write, beside each
+//! `series.jsonl` line's totals, its parts by (stage, step) key — counters in
+//! the line's `parts`, every histogram of each part in `latency.hlog` under a
+//! tag `<histogram>@<stage>.<step>` — and [`read_seconds`] turns a directory
+//! back into the [`Interval`]s the engine produced, with nothing rounded.
+//!
+//! ```text
+//!   series.jsonl  {"t":3, ..., "parts":[{"stage":0,"step":1,"sent":120,...}]}
+//!   latency.hlog  latency      (totals, for HdrHistogram's own tools)
+//!                 latency@0.1  service@0.1  latency_ok@0.1  service_ok@0.1
+//!                 connect@0.1  tls@0.1  ttfb@0.1
+//! ```
+//!
+//! Percentiles are never added: a merged second's p99 is read from the sum
+//! of the shards' histograms. It owns the format of the parts and reading a
+//! directory back; what to do with the seconds (merging shards, judging) is
+//! the caller's.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use perfops_core::measure::{FailureKind, Histogram, Interval, Key, Stats};
+use serde::{Deserialize, Serialize};
+
+use crate::html::ReportError;
+pub use crate::html::read::{ProbeLine, WatchLine};
+use crate::html::read::{RunFiles, for_each_interval};
+use crate::run::{RunMeta, RunSummary, SeriesLine, failures};
+
+/// One (stage, step) part of a second: its counters (histograms are in
+/// `latency.hlog`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct PartLine {
+    /// Stage index of the arrivals.
+    pub stage: u16,
+    /// Step index (`meta.json`'s `steps` name them).
+    pub step: u16,
+    /// Requests started.
+    pub sent: u64,
+    /// Arrivals whose last step was answered.
+    pub iterations: u64,
+    /// Responses received.
+    pub completed: u64,
+    /// Arrivals dropped at the in-flight cap.
+    pub dropped: u64,
+    /// Failures by kind name.
+    pub failures: BTreeMap<String, u64>,
+    /// Response bytes.
+    pub bytes_in: u64,
+    /// Request bytes.
+    pub bytes_out: u64,
+    /// Connections opened.
+    pub connects: u64,
+}
+
+/// The histograms of a part, by the name its tag starts with.
+pub const PART_HISTOGRAMS: [&str; 7] = ["latency", "service", "latency_ok", "service_ok", "connect", "tls", "ttfb"];
+
+fn histogram<'a>(st: &'a Stats, name: &str) -> Option<&'a Histogram> {
+    Some(match name {
+        "latency" => &st.latency,
+        "service" => &st.service,
+        "latency_ok" => &st.latency_ok,
+        "service_ok" => &st.service_ok,
+        "connect" => &st.connect,
+        "tls" => &st.tls,
+        "ttfb" => &st.ttfb,
+        _ => return None,
+    })
+}
+
+fn histogram_mut<'a>(st: &'a mut Stats, name: &str) -> Option<&'a mut Histogram> {
+    Some(match name {
+        "latency" => &mut st.latency,
+        "service" => &mut st.service,
+        "latency_ok" => &mut st.latency_ok,
+        "service_ok" => &mut st.service_ok,
+        "connect" => &mut st.connect,
+        "tls" => &mut st.tls,
+        "ttfb" => &mut st.ttfb,
+        _ => return None,
+    })
+}
+
+/// The `latency.hlog` tag of histogram `name` of the part `key`.
+pub fn part_tag(name: &str, key: Key) -> String {
+    format!("{name}@{}.{}", key.stage, key.step)
+}
+
+/// The histogram name and key of a part's tag; `None` for the totals' tags.
+pub fn parse_part_tag(tag: &str) -> Option<(&str, Key)> {
+    let (name, key) = tag.split_once('@')?;
+    let (stage, step) = key.split_once('.')?;
+    Some((name, Key { stage: stage.parse().ok()?, step: step.parse().ok()? }))
+}
+
+/// The counters of each part of `iv`, for its `series.jsonl` line.
+pub fn part_lines(iv: &Interval) -> Vec<PartLine> {
+    iv.parts
+        .iter()
+        .map(|(key, st)| PartLine {
+            stage: key.stage,
+            step: key.step,
+            sent: st.sent,
+            iterations: st.iterations,
+            completed: st.completed,
+            dropped: st.dropped,
+            failures: failures(st),
+            bytes_in: st.bytes_in,
+            bytes_out: st.bytes_out,
+            connects: st.connects,
+        })
+        .collect()
+}
+
+/// Every non-empty histogram of every part of `iv`, tagged.
+pub fn part_histograms(iv: &Interval) -> Vec<(String, &Histogram)> {
+    let mut out = Vec::new();
+    for (key, st) in &iv.parts {
+        for name in PART_HISTOGRAMS {
+            if let Some(h) = histogram(st, name).filter(|h| !h.is_empty()) {
+                out.push((part_tag(name, *key), h));
+            }
+        }
+    }
+    out
+}
+
+/// A results directory read back as the seconds that made it.
+#[derive(Debug)]
+pub struct ReadBack {
+    /// `meta.json` (default when missing: the caller decides what that means).
+    pub meta: RunMeta,
+    /// `summary.json`, if the run finished.
+    pub summary: Option<RunSummary>,
+    /// Each second, in order, as the engine produced it.
+    pub seconds: Vec<Interval>,
+    /// `watch.jsonl`.
+    pub watch: Vec<WatchLine>,
+    /// `probe.jsonl`.
+    pub probe: Vec<ProbeLine>,
+    /// `scenario.yaml`, redacted.
+    pub scenario: Option<String>,
+    /// What could not be read.
+    pub notes: Vec<String>,
+}
+
+/// Why a directory cannot be read back as seconds.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadBackError {
+    /// The directory itself.
+    #[error(transparent)]
+    Dir(#[from] ReportError),
+    /// A run written without its parts (not a shard): its seconds can only be
+    /// added approximately, so they are not.
+    #[error("{0}: its seconds have no parts by step (it was not run with --shard), so they cannot be merged exactly")]
+    NoParts(String),
+    /// A histogram that does not fit perfops' range, or that is not in the log.
+    #[error("{dir}: latency.hlog {problem}")]
+    Hlog {
+        /// The directory.
+        dir: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Read `dir` back: each `series.jsonl` line with its parts, their
+/// histograms from `latency.hlog` (aligned on the second their interval
+/// starts in).
+pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
+    let files = RunFiles::read(dir)?;
+    let name = dir.display().to_string();
+    if files.series.iter().any(|l| l.parts.is_empty() && (l.sent > 0 || l.dropped > 0 || l.completed > 0)) {
+        return Err(ReadBackError::NoParts(name));
+    }
+    let mut notes = files.notes.clone();
+    let mut by_t: BTreeMap<u32, (SeriesLine, BTreeMap<Key, Stats>)> = BTreeMap::new();
+    for line in files.series {
+        let mut parts = BTreeMap::new();
+        for p in &line.parts {
+            let mut st = Stats {
+                sent: p.sent,
+                iterations: p.iterations,
+                completed: p.completed,
+                dropped: p.dropped,
+                bytes_in: p.bytes_in,
+                bytes_out: p.bytes_out,
+                connects: p.connects,
+                ..Stats::default()
+            };
+            for (kind, n) in &p.failures {
+                match FailureKind::from_name(kind) {
+                    Some(k) => st.failures.add_n(k, *n),
+                    None => notes.push(format!("second {}: unknown failure kind `{kind}` left out", line.t)),
+                }
+            }
+            parts.insert(Key { stage: p.stage, step: p.step }, st);
+        }
+        by_t.insert(line.t, (line, parts));
+    }
+    let mut problem = None;
+    if let Some(log) = &files.hlog {
+        let bad = for_each_interval(log, |iv| {
+            let Some((hname, key)) = iv.tag.as_deref().and_then(parse_part_tag) else { return };
+            let t = iv.start_s.round().max(0.0) as u32;
+            let target =
+                by_t.get_mut(&t).and_then(|(_, parts)| parts.get_mut(&key)).and_then(|st| histogram_mut(st, hname));
+            match target.map(|h| h.merge_hdr(&iv.histogram)) {
+                Some(true) => {}
+                Some(false) => {
+                    problem.get_or_insert_with(|| format!("has a histogram out of range at t={t} ({hname})"));
+                }
+                None => {
+                    problem.get_or_insert_with(|| {
+                        format!("has {hname}@{}.{} at t={t}, which series.jsonl lacks", key.stage, key.step)
+                    });
+                }
+            }
+        });
+        if bad > 0 {
+            notes.push(format!("latency.hlog: {bad} histogram(s) could not be decoded"));
+        }
+    } else if !by_t.is_empty() {
+        problem = Some("is missing".into());
+    }
+    if let Some(problem) = problem {
+        return Err(ReadBackError::Hlog { dir: name, problem });
+    }
+    let seconds = by_t
+        .into_iter()
+        .map(|(t, (line, parts))| {
+            let mut stats = Stats::default();
+            for st in parts.values() {
+                stats.merge(st);
+            }
+            Interval {
+                index: t,
+                length: Duration::from_secs_f64(line.length_s.max(0.0)),
+                in_flight: line.in_flight,
+                target: line.target_rate.map(|r| r * line.length_s),
+                stats,
+                parts: parts.into_iter().collect(),
+            }
+        })
+        .collect();
+    Ok(ReadBack {
+        meta: files.meta.unwrap_or_default(),
+        summary: files.summary,
+        seconds,
+        watch: files.watch,
+        probe: files.probe,
+        scenario: files.scenario,
+        notes,
+    })
+}

@@ -1,0 +1,380 @@
+//! From a finished load's seconds to what a run concludes: each stage
+//! judged against the SLO, the diagnostics, the run's verdict and headline,
+//! `summary.json` (and JUnit), `report.html` and the end-of-run text.
+//!
+//! One path whatever produced the seconds: `run`, `limit` and `sweep` (this
+//! machine's engine), `merge` (shards read back from their directories) and
+//! a coordinator (agents' seconds merged live) all hand their seconds to a
+//! pipeline ([`replay`] for seconds from elsewhere), get a [`Loaded`], and
+//! conclude here with [`Judging::summarize`] and [`finish`]. The decisions
+//! themselves are pure functions in `perfops_core::analysis`; this module
+//! gathers their inputs (the scenario, the watched metrics) and writes what
+//! they decided.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, SystemTime};
+
+use anyhow::{Context, Result};
+use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
+use perfops_core::analysis::modes::{self, StallInputs};
+use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
+use perfops_core::measure::{Interval, Stats};
+use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, StageResult};
+use perfops_core::scenario::Scenario;
+use perfops_report::quick::GeneratorUse;
+use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
+use perfops_report::run::{Figures, RunSummary, StageSummary, VerdictSummary, stage_table};
+use perfops_report::sink::ResultsWriter;
+
+use crate::Exit;
+use crate::session::Loaded;
+use crate::watching::{self, Store};
+
+/// What judging a finished load needs besides its seconds.
+pub(crate) struct Judging<'a> {
+    /// Its SLO, `watch:` (the pool) and load model.
+    pub(crate) scenario: &'a Scenario,
+    /// What was watched (samples, probe checks), on the load's clock.
+    pub(crate) store: &'a Store,
+    /// Step names, by the index in the seconds' keys.
+    pub(crate) step_names: &'a [String],
+    /// The target as the summary names it.
+    pub(crate) target_label: &'a str,
+    /// The wall clock of second 0.
+    pub(crate) started: SystemTime,
+}
+
+/// How a load ended, beyond its seconds.
+pub(crate) struct Ending {
+    /// Stopped before its end (a signal).
+    pub(crate) interrupted: bool,
+    /// Stopped by an `abort_when` rule: which, and when.
+    pub(crate) aborted: Option<String>,
+    /// The generator's (or generators') own use.
+    pub(crate) generator: GeneratorUse,
+    /// What the seconds lack (shards or seconds missing from a merge), each
+    /// named: the verdict is inconclusive.
+    pub(crate) gaps: Vec<String>,
+    /// Other doubts to pass on as warnings (a late start).
+    pub(crate) notes: Vec<String>,
+}
+
+impl Ending {
+    /// A load on this machine: its generator's use, no gap.
+    pub(crate) fn local(loaded: &Loaded, interrupted: bool, aborted: Option<String>) -> Ending {
+        let mut notes = Vec::new();
+        if let Some(late) = loaded.late {
+            notes.push(late_note(late));
+        }
+        Ending {
+            interrupted,
+            aborted,
+            generator: crate::quick::generator_use(loaded.workers, loaded.naps),
+            gaps: Vec::new(),
+            notes,
+        }
+    }
+}
+
+/// What a late start (`--start-at` already past) is said as.
+pub(crate) fn late_note(late: Duration) -> String {
+    format!(
+        "started {} ms late: the arrivals due before were sent at once, their latency counted from when they were due",
+        late.as_millis()
+    )
+}
+
+impl Judging<'_> {
+    /// Judge each stage of `loaded` against the scenario's SLO.
+    pub(crate) fn judge(&self, stages: &[StageResult]) -> Vec<Judged> {
+        stages
+            .iter()
+            .map(|s| {
+                // Samples are read at `t`; a stage owns those within it, and
+                // a watched metric seen a little after its end (the queue it
+                // left behind) still belongs to it.
+                let watched = self.store.ranges(s.from_s, s.to_s);
+                let generator_cpu = watched.get("generator_cpu_share").map(|r| r.max);
+                let restarts = self.store.trips_in(s.from_s, s.to_s, "liveness");
+                let unready = self.store.trips_in(s.from_s, s.to_s, "readiness");
+                verdict::judge(
+                    &self.scenario.slo,
+                    &StageFacts {
+                        ran_s: s.ran_s,
+                        stats: &s.stats,
+                        steps: &s.steps,
+                        target_rate: s.plan.target_rate,
+                        achieved_rate: s.achieved_rate,
+                        watched: &watched,
+                        restarts: &restarts,
+                        unready: &unready,
+                        generator_cpu,
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Why it broke: the diagnostics over `stages` and their verdicts.
+    pub(crate) fn diagnose(
+        &self,
+        stages: &[StageResult],
+        judged: &[Judged],
+        dropped: &[(f64, u64)],
+    ) -> Vec<Diagnostic> {
+        let windows: Vec<Window> = stages
+            .iter()
+            .zip(judged)
+            .map(|(s, j)| Window { name: s.plan.name.clone(), from: s.from_s, to: s.to_s, verdict: j.verdict })
+            .collect();
+        let pool = watching::pool(self.scenario, self.store);
+        // Per stage (a sweep's level is one): its in-flight count is one figure there, and the
+        // modes of several levels together are no stall of anyone's (#11).
+        let stalls = stages.iter().find_map(|s| {
+            let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
+            // Answered successes only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
+            let inputs = StallInputs::answered(&s.stats, throughput);
+            modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
+        });
+        diagnose::diagnose(&diagnose::Inputs {
+            stages: &windows,
+            watched: &self.store.series,
+            pool: pool.as_ref(),
+            trips: &self.store.trips,
+            dropped,
+            stalls: stalls.as_ref(),
+        })
+    }
+
+    /// The summary of `loaded`: figures, verdicts, diagnostics.
+    pub(crate) fn summarize(&self, loaded: &Loaded, ending: Ending) -> RunSummary {
+        let s = self;
+        let Ending { interrupted, aborted, generator, gaps, notes } = ending;
+        let judged = s.judge(&loaded.stages);
+        let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
+        let stages: Vec<StageSummary> = loaded
+            .stages
+            .iter()
+            .zip(&judged)
+            .map(|(st, j)| StageSummary {
+                figures: Figures::new(&st.plan.name, &st.stats, st.ran_s, st.plan.target_rate, st.achieved_rate),
+                from_s: st.from_s,
+                verdict: Some(j.verdict),
+                reasons: j.reasons.clone(),
+                slo: j.slo.clone(),
+            })
+            .collect();
+        let mut run_verdict = verdict::run_verdict(
+            &loaded
+                .stages
+                .iter()
+                .zip(&judged)
+                .map(|(st, j)| (j.verdict, st.plan.target_rate.unwrap_or(st.achieved_rate), st.plan.name.as_str()))
+                .collect::<Vec<_>>(),
+        );
+        // A run stopped before its end proved nothing about what it did not run:
+        // the stages that ran may all have held, but "passed" would claim the profile.
+        if interrupted && run_verdict.result == RunResult::Passed {
+            run_verdict.result = RunResult::Inconclusive;
+        }
+        // Seconds or shards missing from a merge: what is there judges nothing
+        // about the whole (a missing shard's share looks like a rate not achieved).
+        if !gaps.is_empty() {
+            run_verdict.result = RunResult::Inconclusive;
+        }
+        let mut headline = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
+        if !gaps.is_empty() {
+            headline = format!("INCONCLUSIVE: {}; {headline}", gaps.join("; "));
+        }
+        let elapsed = loaded.elapsed.as_secs_f64();
+        let per_second = |n: u64| if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
+        // A step's achieved rate is its responses per second; the run's, its arrivals answered.
+        let step_figures: Vec<Figures> = s
+            .step_names
+            .iter()
+            .map(|n| {
+                let st = loaded.steps.get(n).cloned().unwrap_or_default();
+                Figures::new(n, &st, elapsed, None, per_second(st.completed))
+            })
+            .collect();
+        let total = Figures::new("total", &loaded.total, elapsed, None, per_second(loaded.total.iterations));
+        // The SLO over the whole run, for k6 habits; the verdict judges stages.
+        let whole_share = {
+            let (t, a) = loaded
+                .stages
+                .iter()
+                .filter_map(|st| st.plan.target_rate.map(|r| (r * st.ran_s, st.achieved_rate * st.ran_s)))
+                .fold((0.0, 0.0), |x, y| (x.0 + y.0, x.1 + y.1));
+            (t > 0.0).then(|| a / t)
+        };
+        let watched = s.store.ranges(f64::NEG_INFINITY, f64::INFINITY);
+        let slo = s
+            .scenario
+            .slo
+            .iter()
+            .map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, &watched))
+            .collect();
+        let mut warnings: Vec<String> = gaps.into_iter().chain(notes).collect();
+        if loaded.total.dropped > 0 {
+            warnings.push(format!(
+                "{} arrivals were dropped at max_in_flight: the generator, not the server, was the limit in those seconds",
+                loaded.total.dropped
+            ));
+        }
+        RunSummary {
+            format: "perfops.summary".into(),
+            version: RESULTS_VERSION,
+            name: s.scenario.name.clone(),
+            target: s.target_label.to_string(),
+            model: if s.scenario.load.is_open() { "open" } else { "closed" }.into(),
+            started_at: utc_rfc3339(s.started),
+            elapsed_s: elapsed,
+            interrupted,
+            aborted,
+            verdict: Some(VerdictSummary { verdict: run_verdict, headline }),
+            stages,
+            steps: step_figures,
+            total,
+            slo,
+            diagnostics,
+            probes: s.store.probes.clone(),
+            limit: None,
+            sweep: None,
+            generator,
+            warnings,
+        }
+    }
+}
+
+/// Seconds from elsewhere (shards read back by `merge`, agents' seconds
+/// merged live by a coordinator) through the sinks a `run` writes with: the
+/// results writer (with each second's parts by key when `parts`, so the
+/// directory can be merged again), then `extra` (a live line, an exporter),
+/// each second placed in `stages` from 0 on. Returns what the pipeline
+/// measured, as a local load would; `workers` is how many generated it.
+pub(crate) fn replay(
+    seconds: impl IntoIterator<Item = Interval>,
+    stages: &[StagePlan],
+    step_names: &[String],
+    dir: &mut RunDir,
+    parts: bool,
+    extra: Vec<&mut dyn Sink>,
+    workers: usize,
+) -> Result<Loaded> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut write_error = false;
+    let mut results = ResultsWriter::new(dir, &mut write_error).with_parts(parts);
+    let mut pipeline = Pipeline::new(StageLedger::new(stages, 0.0), 0, step_names, stop).to(&mut results);
+    for sink in extra {
+        pipeline = pipeline.to(sink);
+    }
+    let (mut total, mut elapsed, mut failed) = (Stats::default(), Duration::ZERO, None);
+    for iv in seconds {
+        total.merge(&iv.stats);
+        elapsed = elapsed.max(Duration::from_secs(u64::from(iv.index)) + iv.length);
+        pipeline.second(&iv, &mut |n| match n {
+            Notice::Failed(e) => {
+                failed.get_or_insert_with(|| e.clone());
+            }
+            Notice::Abort(_) => eprintln!("perfops: {n}"),
+        });
+    }
+    let measured = pipeline.finish();
+    if let Some(e) = failed {
+        anyhow::bail!("{e}");
+    }
+    Ok(Loaded {
+        stages: measured.stages,
+        total,
+        steps: measured.steps,
+        elapsed,
+        workers,
+        dropped: measured.dropped,
+        stopped: measured.stopped,
+        naps: (0, Duration::ZERO),
+        late: None,
+    })
+}
+
+/// Write the summary (and JUnit) and the report into `dir`, print the
+/// end-of-run text, and say the exit code.
+pub(crate) fn finish(dir: &RunDir, summary: &RunSummary, junit: Option<&Path>) -> Result<Exit> {
+    if let Err(e) = dir.write_json("summary.json", summary) {
+        eprintln!("perfops: cannot write summary.json ({e})");
+    }
+    if let Some(path) = junit {
+        std::fs::write(path, perfops_report::junit::render(summary))
+            .with_context(|| format!("writing the JUnit report {}", path.display()))?;
+    }
+    // The report is made from the files just written, as `perfops report` would.
+    let report = match perfops_report::html::render(dir.path()) {
+        Ok(page) => match dir.write_file("report.html", page.as_bytes()) {
+            Ok(()) => format!("report:  {}\n", dir.path().join("report.html").display()),
+            Err(e) => format!("report:  not written ({e})\n"),
+        },
+        Err(e) => format!("report:  not made ({e})\n"),
+    };
+    crate::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
+    // An abort rule is a threshold too: a run it stopped did not pass; nor did
+    // an inconclusive one, which proves nothing about the server.
+    let passed =
+        summary.verdict.as_ref().is_some_and(|v| v.verdict.result == RunResult::Passed) && summary.aborted.is_none();
+    Ok(if passed { Exit::Passed } else { Exit::ThresholdsFailed })
+}
+
+/// One sentence: what held, where it broke, and the top diagnostic.
+fn headline(
+    v: &RunVerdict,
+    judged: &[Judged],
+    diagnostics: &[Diagnostic],
+    loaded: &Loaded,
+    interrupted: bool,
+) -> String {
+    let rate = |r: f64| format!("{}/s", trim(r));
+    let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
+    let mut text = match (v.result, interrupted, first_not_run) {
+        (RunResult::Failed, ..) => "FAILED".into(),
+        (_, true, _) => format!(
+            "INCONCLUSIVE: interrupted at t={:.0}s, {}: the stages that ran {}",
+            loaded.elapsed.as_secs_f64(),
+            first_not_run
+                .and_then(|i| loaded.stages.get(i))
+                .map_or("in its last stage".to_string(), |s| format!("before stage {}", s.plan.name)),
+            if v.result == RunResult::Inconclusive && judged.iter().any(|j| j.verdict == StageVerdict::Inconclusive) {
+                "judge nothing where the generator was the limit"
+            } else {
+                "held"
+            }
+        ),
+        (RunResult::Passed, ..) => "PASSED: every stage held".to_string(),
+        (RunResult::Inconclusive, ..) => {
+            "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into()
+        }
+    };
+    if let Some(c) = v.capacity_rps {
+        text.push_str(&format!("; holds {}", rate(c)));
+    } else if v.breaks_at_rps.is_some() {
+        text.push_str("; no stage held");
+    }
+    if let (Some(b), Some(stage)) = (v.breaks_at_rps, &v.breaks_at_stage) {
+        let named = if *stage == rate(b) { String::new() } else { format!(" ({stage})") };
+        text.push_str(&format!("; breaks at {}{named}", rate(b)));
+        let i = loaded.stages.iter().position(|s| &s.plan.name == stage).unwrap_or(0);
+        if let Some(reason) = judged.get(i).and_then(|j| j.reasons.first()) {
+            text.push_str(&format!(": {reason}"));
+        }
+    }
+    if let Some(d) = diagnostics.first() {
+        text.push_str(&format!(" — why: {}", d.title));
+    }
+    if first_not_run.is_some() && !interrupted {
+        text.push_str(" (some stages did not run)");
+    }
+    text
+}
+
+fn trim(v: f64) -> String {
+    if (v - v.round()).abs() < 0.05 { format!("{:.0}", v) } else { format!("{v:.1}") }
+}

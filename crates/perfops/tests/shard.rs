@@ -1,0 +1,427 @@
+//! Shards and merge end to end (#13): the real binary, several `perfops run
+//! --shard I/N --start-at T` processes at once against one demo target that
+//! the test starts on a free loopback port, `perfops setup` once, and
+//! `perfops merge` of their directories. The demo's own `/metrics` counters
+//! are the independent witness of what was sent.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use common::{Finished, Workdir, shared, spawn_perfops};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use serde_json::Value;
+
+/// The demo target, started by the test on a free port, stopped by its PID.
+struct Demo {
+    child: Child,
+    url: String,
+}
+
+impl Demo {
+    /// `perfops demo --model async` with `io_wait` per /orders request.
+    fn start(io_wait: &str) -> Demo {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
+            .args(["demo", "--model", "async", "--listen", "127.0.0.1:0", "--io-wait", io_wait, "--cpu-work", "0s"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the demo target");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("demo stdout")).read_line(&mut line).expect("demo address");
+        let url = line.split_whitespace().last().expect("an address").to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        Demo { child, url }
+    }
+
+    /// The demo's `demo_requests_total` for `path` with status 200.
+    fn answered(&self, path: &str) -> u64 {
+        let addr = self.url.trim_start_matches("http://");
+        let mut s = TcpStream::connect(addr).expect("connect to the demo");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n").expect("ask /metrics");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("read /metrics");
+        let want = format!("demo_requests_total{{path=\"{path}\",code=\"200\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&want)).map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A start instant `ahead` from now, as unix seconds with fractions.
+fn start_in(ahead: Duration) -> String {
+    let t = SystemTime::now().duration_since(UNIX_EPOCH).expect("after 1970") + ahead;
+    format!("{:.3}", t.as_secs_f64())
+}
+
+fn json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The one results directory under `base`.
+fn only_dir(base: &Path) -> PathBuf {
+    let dirs: Vec<PathBuf> =
+        std::fs::read_dir(base).map(|d| d.map(|e| e.expect("entry").path()).collect()).unwrap_or_default();
+    assert_eq!(dirs.len(), 1, "{}: {dirs:?}", base.display());
+    dirs[0].clone()
+}
+
+/// Run `count` shards of `scenario` at one instant, concurrently, each into
+/// its own `runs-I/`; returns each one's finish and results directory.
+fn shards(w: &Workdir, scenario: &Path, count: u32, extra: &[&str]) -> Vec<(Finished, PathBuf)> {
+    let start = start_in(Duration::from_millis(1500));
+    let running: Vec<_> = (0..count)
+        .map(|i| {
+            let (shard, out) = (format!("{i}/{count}"), w.path.join(format!("runs-{i}")).display().to_string());
+            let mut args = vec!["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard];
+            args.extend_from_slice(&["--start-at", &start, "--workers", "1"]);
+            args.extend_from_slice(extra);
+            spawn_perfops(&args, |_| {})
+        })
+        .collect();
+    running
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let f = r.wait(Duration::from_secs(30));
+            let dir = only_dir(&w.path.join(format!("runs-{i}")));
+            (f, dir)
+        })
+        .collect()
+}
+
+fn merge(dirs: &[&Path], out: &Path) -> Finished {
+    let mut args: Vec<&str> = vec!["merge"];
+    args.extend(dirs.iter().map(|d| d.to_str().unwrap()));
+    args.extend_from_slice(&["--out", out.to_str().unwrap()]);
+    spawn_perfops(&args, |_| {}).wait(Duration::from_secs(30))
+}
+
+/// Histogram counts of `latency.hlog` by tag, read with HdrHistogram's own
+/// interval log reader and decoder.
+fn hlog_counts(path: &Path) -> BTreeMap<String, u64> {
+    let bytes = std::fs::read(path).expect("latency.hlog");
+    let mut decoder = Deserializer::new();
+    let mut counts = BTreeMap::new();
+    for entry in IntervalLogIterator::new(&bytes) {
+        match entry.expect("a well-formed interval log") {
+            LogEntry::Interval(iv) => {
+                let raw = base64::engine::general_purpose::STANDARD.decode(iv.encoded_histogram()).expect("base64");
+                let h: hdrhistogram::Histogram<u64> =
+                    decoder.deserialize(&mut std::io::Cursor::new(raw)).expect("a V2 histogram");
+                *counts.entry(iv.tag().map_or("", |t| t.as_str()).to_string()).or_default() += h.len();
+            }
+            LogEntry::StartTime(_) | LogEntry::BaseTime(_) => {}
+        }
+    }
+    counts
+}
+
+const JWT: &str = r#"
+defaults: { timeout: 2s }
+setup:
+  - { name: login, request: POST /auth, json: { user: "load-test" }, expect: { status: 200 }, save: { token: $.token } }
+flows:
+  refresh:
+    weight: 1
+    steps:
+      - { name: auth, request: POST /auth, json: { user: "u-${seq}" }, save: { token: $.token } }
+  list:
+    weight: 9
+    steps:
+      - { name: orders, request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } }
+load:
+  model: open
+  stages: [ { rate: 60, hold: 3s } ]
+slo: [ "p99 < 1s", "errors < 1%" ]
+"#;
+
+/// #13: setup once, three shards at one instant, and their merge: exactly
+/// the single-node schedule (180 arrivals, flows 1:9 exact), one setup
+/// login in all, and a merged directory that counts what the demo counted.
+#[test]
+fn three_shards_and_their_merge_are_the_single_node_run() {
+    let _cpu = shared();
+    let w = Workdir::new("shards");
+    let demo = Demo::start("5ms");
+    let scenario = w.scenario("s.yaml", &format!("name: shards\ntarget: {}\n{JWT}", demo.url));
+
+    // Setup once: its values in a file only its owner reads.
+    let values = w.path.join("values.json");
+    spawn_perfops(&["setup", scenario.to_str().unwrap(), "--out", values.to_str().unwrap()], |_| {})
+        .wait(Duration::from_secs(30))
+        .assert_exit(0);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&values).expect("setup values").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "setup values hold tokens");
+    assert!(json(&values)["token"].as_str().is_some_and(|t| !t.is_empty()), "the token saved");
+    assert_eq!(demo.answered("/auth"), 1, "one setup login");
+
+    let runs = shards(&w, &scenario, 3, &["--setup-values", values.to_str().unwrap()]);
+    let mut sent = 0;
+    let mut latency_count = 0;
+    let mut starts = Vec::new();
+    for (i, (f, dir)) in runs.iter().enumerate() {
+        f.assert_exit(0);
+        let s = json(&dir.join("summary.json"));
+        let meta = json(&dir.join("meta.json"));
+        assert_eq!(meta["shard"], format!("{i}/3"));
+        starts.push(meta["start"].as_str().expect("a start instant").to_string());
+        // Arrival k is shard k mod 3's: 60 of the 180 each.
+        assert_eq!(s["total"]["sent"], 60, "shard {i}: {}", f.stderr);
+        assert_eq!(s["stages"][0]["target_rate"], 20.0, "shard {i} is judged on its share of the rate");
+        sent += s["total"]["sent"].as_u64().unwrap();
+        latency_count += s["total"]["latency_ms"]["count"].as_u64().unwrap();
+    }
+    assert!(starts.iter().all(|s| *s == starts[0]), "one start instant: {starts:?}");
+    assert_eq!(sent, 180, "the shards' arrivals are the single-node schedule's 3 s x 60/s");
+    // One login in setup, and the flows' 1:9 exact over the union: 18 + 162.
+    assert_eq!(demo.answered("/auth"), 1 + 18, "one setup login in all, 18 refreshes");
+    assert_eq!(demo.answered("/orders"), 162);
+
+    let merged = w.path.join("merged");
+    let dirs: Vec<&Path> = runs.iter().map(|(_, d)| d.as_path()).collect();
+    let f = merge(&dirs, &merged);
+    f.assert_exit(0);
+    let s = json(&merged.join("summary.json"));
+    assert_eq!(s["total"]["sent"], 180, "{}", f.stderr);
+    assert_eq!(s["total"]["latency_ms"]["count"].as_u64(), Some(latency_count), "merged count = the shards' sum");
+    assert_eq!(s["stages"][0]["target_rate"], 60.0, "judged as one generator");
+    let steps: BTreeMap<&str, u64> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap(), x["sent"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, BTreeMap::from([("auth", 18), ("orders", 162)]));
+    assert!(s["verdict"]["headline"].as_str().unwrap().starts_with("PASSED"), "{s:#}");
+    let meta = json(&merged.join("meta.json"));
+    assert_eq!(meta["merged"].as_array().map(Vec::len), Some(3), "{meta:#}");
+    assert_eq!(meta["shard"], Value::Null);
+
+    // The merged log is a standard HdrHistogram interval log: totals and parts count every request.
+    let counts = hlog_counts(&merged.join("latency.hlog"));
+    assert_eq!(counts.get("latency").copied(), Some(latency_count), "{counts:?}");
+    let parts: u64 = counts.iter().filter(|(t, _)| t.starts_with("latency@")).map(|(_, n)| n).sum();
+    assert_eq!(parts, latency_count, "{counts:?}");
+
+    // The other commands read it as any run.
+    let report = spawn_perfops(&["report", merged.to_str().unwrap()], |_| {}).wait(Duration::from_secs(30));
+    report.assert_exit(0);
+    let html = w.path.join("compare.html");
+    let compare = spawn_perfops(
+        &["compare", merged.to_str().unwrap(), dirs[0].to_str().unwrap(), "-o", html.to_str().unwrap()],
+        |_| {},
+    )
+    .wait(Duration::from_secs(30));
+    compare.assert_exit(0);
+    let runs_list = spawn_perfops(&["runs", "--dir", w.path.to_str().unwrap()], |_| {}).wait(Duration::from_secs(30));
+    runs_list.assert_exit(0);
+    assert!(runs_list.stdout.contains("merged"), "{}", runs_list.stdout);
+
+    // A merge of 2 of the 3 names the missing shard and judges nothing (exit 1).
+    let partial = w.path.join("partial");
+    let f = merge(&[dirs[0], dirs[2]], &partial);
+    f.assert_exit(1);
+    assert!(f.stderr.contains("shard 1/3 is missing"), "{}", f.stderr);
+    let s = json(&partial.join("summary.json"));
+    let headline = s["verdict"]["headline"].as_str().unwrap();
+    assert!(headline.starts_with("INCONCLUSIVE: shard 1/3 is missing"), "{headline}");
+    assert_eq!(s["verdict"]["result"], "inconclusive");
+
+    // Shards of another scenario or another start are refused (exit 2), naming the directories.
+    for (field, value, word) in [
+        ("scenario_fingerprint", "fnv1a64:0000000000000000", "different scenarios"),
+        ("start", "2026-01-01T00:00:00.000Z", "one instant"),
+    ] {
+        let other = w.path.join(format!("other-{field}"));
+        copy_dir(dirs[1], &other);
+        let mut meta = json(&other.join("meta.json"));
+        meta[field] = Value::String(value.into());
+        std::fs::write(other.join("meta.json"), serde_json::to_vec(&meta).unwrap()).unwrap();
+        let out = w.path.join(format!("refused-{field}"));
+        let f = merge(&[dirs[0], &other, dirs[2]], &out);
+        f.assert_exit(2);
+        assert!(f.stderr.contains(word) && f.stderr.contains(&*other.to_string_lossy()), "{}", f.stderr);
+        assert!(!out.join("summary.json").exists(), "nothing merged");
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+/// #13: closed-model users divide exactly, the remainder on the first
+/// shards: 10 users over 3 shards are 4 + 3 + 3. Each user is in flight
+/// nearly all the time (100 ms per request, no think time), so a shard's
+/// most requests in flight at a second's end is its users.
+#[test]
+fn closed_users_divide_exactly_over_shards() {
+    let _cpu = shared();
+    let w = Workdir::new("closed");
+    let demo = Demo::start("100ms");
+    let scenario = w.scenario(
+        "c.yaml",
+        &format!(
+            "name: closed\ntarget: {}\nsetup:\n  - {{ request: POST /auth, json: {{ user: t }}, save: {{ token: $.token }} }}\n\
+             flows:\n  list:\n    steps:\n      - {{ request: GET /orders, headers: {{ Authorization: \"Bearer ${{token}}\" }} }}\n\
+             load: {{ model: closed, stages: [ {{ users: 10, hold: 2s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let values = w.path.join("values.json");
+    spawn_perfops(&["setup", scenario.to_str().unwrap(), "--out", values.to_str().unwrap()], |_| {})
+        .wait(Duration::from_secs(30))
+        .assert_exit(0);
+    let runs = shards(&w, &scenario, 3, &["--setup-values", values.to_str().unwrap()]);
+    let users: Vec<u64> = runs
+        .iter()
+        .map(|(f, dir)| {
+            let series = std::fs::read_to_string(dir.join("series.jsonl")).expect("series.jsonl");
+            let most = series
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line")["in_flight"].as_u64().unwrap_or(0))
+                .max();
+            most.unwrap_or_else(|| panic!("no seconds: {}", f.stderr))
+        })
+        .collect();
+    assert_eq!(users, vec![4, 3, 3]);
+    let merged = w.path.join("merged");
+    let dirs: Vec<&Path> = runs.iter().map(|(_, d)| d.as_path()).collect();
+    let f = merge(&dirs, &merged);
+    assert!(f.code == Some(0) || f.code == Some(1), "{}", f.stderr);
+    let most = std::fs::read_to_string(merged.join("series.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["in_flight"].as_u64().unwrap_or(0))
+        .max();
+    assert_eq!(most, Some(10), "the merged run had the scenario's 10 users");
+    assert_eq!(demo.answered("/auth"), 1, "one setup login");
+}
+
+/// #13: `${seq}` is the global arrival number, so a `once` feeder hands each
+/// row to one arrival of one shard: 10 rows for 30 arrivals over 3 shards
+/// are 10 sent (4 + 3 + 3) and 20 dropped, not 10 per shard.
+#[test]
+fn a_once_feeder_gives_disjoint_rows_across_shards() {
+    let _cpu = shared();
+    let w = Workdir::new("once");
+    let demo = Demo::start("1ms");
+    let rows: String = (0..10).map(|i| format!("user-{i}\n")).collect();
+    std::fs::write(w.path.join("users.csv"), format!("name\n{rows}")).unwrap();
+    let scenario = w.scenario(
+        "o.yaml",
+        &format!(
+            "name: once\ntarget: {}\ndata: {{ users: {{ csv: users.csv, mode: once }} }}\n\
+             flows:\n  login:\n    steps:\n      - {{ request: POST /auth, json: {{ user: \"${{users.name}}\" }} }}\n\
+             load: {{ stages: [ {{ rate: 10, hold: 3s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let runs = shards(&w, &scenario, 3, &[]);
+    let sent: Vec<u64> =
+        runs.iter().map(|(_, d)| json(&d.join("summary.json"))["total"]["sent"].as_u64().unwrap()).collect();
+    assert_eq!(sent, vec![4, 3, 3], "rows 0..10 go to arrivals 0..10, wherever they run");
+    let dropped: u64 =
+        runs.iter().map(|(_, d)| json(&d.join("summary.json"))["total"]["dropped"].as_u64().unwrap()).sum();
+    assert_eq!(dropped, 20);
+    assert_eq!(demo.answered("/auth"), 10, "each row sent once");
+}
+
+/// #13: the merge of 3 shards at 50/s each reads as one generator at 150/s:
+/// the same latency distribution, from histograms added, never percentiles
+/// averaged. The demo's fixed 100 ms wait dominates both, so a difference
+/// would be the merge's, not the server's; the first second (new
+/// connections, three processes starting at once) is a warm-up stage of its
+/// own, and the steady stage is compared. The median within 5%, and the
+/// merged p99 between the shards' own (a quantile of an exact union is).
+#[test]
+fn merged_percentiles_match_one_generator_at_the_same_rate() {
+    attempts(&["p50"]);
+}
+
+/// The same for p99 within 5%: measured on this 2-core machine shared with
+/// other builds, a stall of the whole machine in one run and not the other
+/// moves a p99 of 450 requests by 6-30% (seen: 104.5 vs 111.7 ms, 106.6 vs
+/// 136.4 ms), whatever the merge does. Run it on a quiet machine.
+#[test]
+#[ignore = "timing: p99 of two separate runs within 5% needs a quiet machine (cargo test -- --ignored)"]
+fn merged_p99_matches_one_generator_on_a_quiet_machine() {
+    attempts(&["p50", "p99"]);
+}
+
+/// Up to three measured pairs (a machine-wide stall in one run and not the
+/// other is no fault of the merge); fails with what each attempt saw.
+fn attempts(quantiles: &[&str]) {
+    let _cpu = common::exclusive();
+    let demo = Demo::start("100ms");
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        match percentiles_pair(&demo, quantiles) {
+            Ok(()) => return,
+            Err(e) => seen.push(e),
+        }
+    }
+    panic!("merged percentiles off in every attempt:\n{}", seen.join("\n"));
+}
+
+/// One run at 150/s and 3 shards at 50/s each, merged: `Err` says which of
+/// the steady stage's `quantiles` differ by more than 5%.
+fn percentiles_pair(demo: &Demo, quantiles: &[&str]) -> Result<(), String> {
+    let w = Workdir::new("percentiles");
+    // Each run logs in for itself: logins are not what this test counts.
+    let one = w.scenario(
+        "one.yaml",
+        &format!(
+            "name: p\ntarget: {}\nsetup:\n  - {{ request: POST /auth, json: {{ user: t }}, save: {{ token: $.token }} }}\n\
+             flows:\n  list:\n    steps:\n      - {{ request: GET /orders, headers: {{ Authorization: \"Bearer ${{token}}\" }} }}\n\
+             load: {{ stages: [ {{ name: warm, rate: 150, hold: 1s }}, {{ name: steady, rate: 150, hold: 3s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let out = w.path.join("runs-one");
+    // Verdicts are not this test's business (at 100 ms each, the last
+    // arrivals' answers fall after the stage): the distributions are.
+    spawn_perfops(&["run", one.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+        .wait(Duration::from_secs(30));
+    let single = json(&only_dir(&out).join("summary.json"));
+    let runs = shards(&w, &one, 3, &[]);
+    let merged = w.path.join("merged");
+    let dirs: Vec<&Path> = runs.iter().map(|(_, d)| d.as_path()).collect();
+    let f = merge(&dirs, &merged);
+    let m = json(&merged.join("summary.json"));
+    assert!(!m["verdict"]["headline"].as_str().unwrap().contains("missing"), "{}", f.stderr);
+    assert_eq!(m["total"]["sent"], single["total"]["sent"], "the same schedule");
+    assert_eq!(m["stages"][1]["name"], "steady");
+    let at = |s: &Value, q: &str| s["stages"][1]["latency_ms"][q].as_f64().unwrap();
+    // Deterministic, whatever the machine: a quantile of the union of the
+    // shards' values lies between the shards' own.
+    let shard_p99: Vec<f64> = dirs.iter().map(|d| at(&json(&d.join("summary.json")), "p99")).collect();
+    let (lo, hi) = shard_p99.iter().fold((f64::MAX, 0.0f64), |(l, h), &v| (l.min(v), h.max(v)));
+    assert!((lo..=hi).contains(&at(&m, "p99")), "merged p99 {} outside the shards' {shard_p99:?}", at(&m, "p99"));
+    let off: Vec<String> = quantiles
+        .iter()
+        .copied()
+        .filter(|q| (at(&single, q) - at(&m, q)).abs() > 0.05 * at(&single, q))
+        .map(|q| format!("{q}: one generator {} ms, merged shards {} ms", at(&single, q), at(&m, q)))
+        .collect();
+    if off.is_empty() { Ok(()) } else { Err(off.join("; ")) }
+}
