@@ -146,6 +146,10 @@ pub struct ReadBack {
     pub scenario: Option<String>,
     /// What could not be read.
     pub notes: Vec<String>,
+    /// Seconds whose line says requests ended but whose histograms are not
+    /// in `latency.hlog` (a generator killed between the two writes): their
+    /// latency is unknown, so a merge names them.
+    pub without_histograms: Vec<u32>,
 }
 
 /// Why a directory cannot be read back as seconds.
@@ -230,6 +234,14 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
     if let Some(problem) = problem {
         return Err(ReadBackError::Hlog { dir: name, problem });
     }
+    let without_histograms = by_t
+        .iter()
+        .filter(|(_, (_, parts))| {
+            let ended: u64 = parts.values().map(|st| st.completed + st.failures.total()).sum();
+            ended > 0 && parts.values().all(|st| st.latency.is_empty())
+        })
+        .map(|(t, _)| *t)
+        .collect();
     let seconds = by_t
         .into_iter()
         .map(|(t, (line, parts))| {
@@ -255,5 +267,6 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
         probe: files.probe,
         scenario: files.scenario,
         notes,
+        without_histograms,
     })
 }

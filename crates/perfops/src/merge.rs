@@ -126,6 +126,14 @@ fn check(parts: &[Part]) -> Result<(u32, Vec<String>)> {
         if !missing.is_empty() {
             gaps.push(format!("shard {} ({}) lacks second(s) {}", shard_text(p.shard), name(p), spans(&missing)));
         }
+        if !p.read.without_histograms.is_empty() {
+            gaps.push(format!(
+                "shard {} ({}) has no latency histograms for second(s) {}",
+                shard_text(p.shard),
+                name(p),
+                spans(&p.read.without_histograms)
+            ));
+        }
     }
     Ok((count, gaps))
 }
@@ -351,6 +359,7 @@ mod tests {
             probe: Vec::new(),
             scenario: None,
             notes: Vec::new(),
+            without_histograms: Vec::new(),
         };
         Part { dir: dir.into(), shard: parse_shard(shard).unwrap(), read }
     }

@@ -243,6 +243,27 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
     assert!(headline.starts_with("INCONCLUSIVE: shard 1/3 is missing"), "{headline}");
     assert_eq!(s["verdict"]["result"], "inconclusive");
 
+    // A shard killed after writing second 0's line and before its
+    // histograms: the seconds it lacks and the one without latency are named.
+    let killed = w.path.join("killed");
+    copy_dir(dirs[1], &killed);
+    let series = std::fs::read_to_string(killed.join("series.jsonl")).unwrap();
+    std::fs::write(killed.join("series.jsonl"), format!("{}\n", series.lines().next().unwrap())).unwrap();
+    let hlog = std::fs::read_to_string(killed.join("latency.hlog")).unwrap();
+    let header: String = hlog.lines().take_while(|l| !l.starts_with("Tag=")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(killed.join("latency.hlog"), header).unwrap();
+    std::fs::remove_file(killed.join("summary.json")).unwrap();
+    let out = w.path.join("with-killed");
+    let f = merge(&[dirs[0], &killed, dirs[2]], &out);
+    f.assert_exit(1);
+    for said in ["lacks second(s) 1-2", "has no latency histograms for second(s) 0", "has no summary.json"] {
+        assert!(
+            f.stderr.contains(said) || json(&out.join("summary.json")).to_string().contains(said),
+            "{said}\n{}",
+            f.stderr
+        );
+    }
+
     // Shards of another scenario or another start are refused (exit 2), naming the directories.
     for (field, value, word) in [
         ("scenario_fingerprint", "fnv1a64:0000000000000000", "different scenarios"),
