@@ -90,7 +90,7 @@ pub(crate) struct Spec {
     /// The scenario file's text, as written.
     pub(crate) scenario: String,
     /// The CSV files its feeders read: path relative to the scenario (checked
-    /// by [`csv_path`]) and content.
+    /// by `check::csv_path`) and content.
     pub(crate) csv: Vec<(String, String)>,
     /// The fleet token (goes into the Secret only).
     pub(crate) token: String,
@@ -537,106 +537,8 @@ pub(crate) fn commands(spec: &Spec, out: &str) -> String {
         names.fetch
     ));
     s.push_str("# Delete everything, the results volume included:\n");
-    s.push_str(&format!("kubectl delete -f {out}/{FETCH_DIR} -f {out}\n"));
+    s.push_str(&format!("kubectl delete --ignore-not-found -f {out}/{FETCH_DIR} -f {out}\n"));
     s
-}
-
-/// Checks of what the user gives, each an input error's message.
-pub(crate) mod check {
-    use super::MAX_NAME;
-
-    /// A DNS label (RFC 1123): lowercase letters, digits and `-`, starting and
-    /// ending with a letter or digit, at most `max` bytes.
-    pub(crate) fn dns_label(what: &str, s: &str, max: usize) -> Result<(), String> {
-        let ok = !s.is_empty()
-            && s.len() <= max
-            && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            && !s.starts_with('-')
-            && !s.ends_with('-');
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "{what} `{s}` must be lowercase letters, digits and '-', start and end with a letter or digit, at most {max} characters"
-            ))
-        }
-    }
-
-    /// An object name prefix: a DNS label starting with a letter (Service
-    /// names must).
-    pub(crate) fn name(s: &str) -> Result<(), String> {
-        dns_label("--name", s, MAX_NAME)?;
-        if s.starts_with(|c: char| c.is_ascii_lowercase()) {
-            Ok(())
-        } else {
-            Err(format!("--name `{s}` must start with a letter"))
-        }
-    }
-
-    /// The default name prefix: `perfops-` and the scenario's name made a
-    /// DNS label (anything else becomes `-`), cut to fit.
-    pub(crate) fn default_name(scenario: &str) -> String {
-        let mut slug = String::new();
-        for c in scenario.chars().map(|c| c.to_ascii_lowercase()) {
-            if c.is_ascii_lowercase() || c.is_ascii_digit() {
-                slug.push(c);
-            } else if !slug.is_empty() && !slug.ends_with('-') {
-                slug.push('-');
-            }
-        }
-        slug.truncate(MAX_NAME - "perfops-".len());
-        let slug = slug.trim_end_matches('-');
-        if slug.is_empty() { "perfops".to_string() } else { format!("perfops-{slug}") }
-    }
-
-    /// A Kubernetes quantity as a user writes one: a decimal number and an
-    /// optional suffix (`500m`, `1`, `1.5`, `512Mi`, `2G`).
-    pub(crate) fn quantity(flag: &str, s: &str) -> Result<(), String> {
-        const SUFFIXES: &[&str] = &["", "m", "k", "M", "G", "T", "P", "E", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
-        let digits_end = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
-        let (number, suffix) = s.split_at(digits_end);
-        let mut parts = number.split('.');
-        let whole = parts.next().unwrap_or("");
-        let frac = parts.next();
-        let ok = parts.next().is_none()
-            && !whole.is_empty()
-            && frac.is_none_or(|f| !f.is_empty())
-            && SUFFIXES.contains(&suffix)
-            && number.bytes().any(|b| b.is_ascii_digit() && b != b'0');
-        if ok {
-            Ok(())
-        } else {
-            Err(format!("{flag} `{s}` is not a positive quantity like 500m, 1, 1.5, 512Mi or 2Gi"))
-        }
-    }
-
-    /// A feeder's CSV path as it will sit under the ConfigMap's mount: made
-    /// relative (`./` dropped), and refused when it leaves the scenario's
-    /// folder or takes the scenario's own name.
-    pub(crate) fn csv_path(data: &str, path: &str) -> Result<String, String> {
-        use std::path::{Component, Path};
-        let mut parts = Vec::new();
-        for c in Path::new(path).components() {
-            match c {
-                Component::CurDir => {}
-                Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-                Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                    return Err(format!(
-                        "data `{data}`: perfops k8s puts the CSV files in a ConfigMap at their paths relative to the \
-                         scenario, so `{path}` must be inside the scenario's folder"
-                    ));
-                }
-            }
-        }
-        let rel = parts.join("/");
-        if rel.is_empty() {
-            return Err(format!("data `{data}`: `{path}` is not a file name"));
-        }
-        if rel == super::SCENARIO_KEY {
-            return Err(format!("data `{data}`: `{path}` is where perfops k8s puts the scenario itself; rename it"));
-        }
-        Ok(rel)
-    }
 }
 
 #[cfg(test)]
@@ -738,97 +640,6 @@ mod tests {
         assert!(k.len() <= 253 && k.ends_with("x.csv"), "{k}");
     }
 
-    /// Feeder paths: what is accepted, as what, and what is refused.
-    #[test]
-    fn csv_paths() {
-        let cases: &[(&str, Result<&str, &str>)] = &[
-            // A file beside the scenario.
-            ("users.csv", Ok("users.csv")),
-            // In a subfolder, `./` dropped.
-            ("./data/pages.csv", Ok("data/pages.csv")),
-            // Outside the scenario's folder.
-            ("../shared/users.csv", Err("must be inside the scenario's folder")),
-            // Absolute.
-            ("/srv/users.csv", Err("must be inside the scenario's folder")),
-            // The scenario's own file name.
-            ("./scenario.yaml", Err("is where perfops k8s puts the scenario")),
-            // Nothing.
-            (".", Err("is not a file name")),
-        ];
-        for (path, want) in cases {
-            match (check::csv_path("users", path), want) {
-                (Ok(got), Ok(w)) => assert_eq!(got, *w, "{path}"),
-                (Err(got), Err(w)) => assert!(got.contains(w), "{path}: {got}"),
-                (got, w) => panic!("{path}: got {got:?}, want {w:?}"),
-            }
-        }
-    }
-
-    /// Quantities: what a user writes, and mistakes.
-    #[test]
-    fn quantities() {
-        let cases: &[(&str, bool)] = &[
-            ("1", true),      // whole CPUs
-            ("500m", true),   // millicores
-            ("1.5", true),    // a decimal
-            ("512Mi", true),  // binary suffix
-            ("2G", true),     // decimal suffix
-            ("0", false),     // nothing: no container runs on it
-            ("0.0m", false),  // still nothing
-            ("", false),      // empty
-            ("1.", false),    // dangling point
-            (".5", false),    // no whole part
-            ("1.2.3", false), // two points
-            ("2GB", false),   // not a Kubernetes suffix
-            ("1_000", false), // YAML 1.1 would read a number
-            ("-1", false),    // negative
-            ("1 Gi", false),  // a space
-        ];
-        for (q, ok) in cases {
-            assert_eq!(check::quantity("--agent-cpu", q).is_ok(), *ok, "{q}");
-        }
-    }
-
-    /// Default name prefixes from scenario names.
-    #[test]
-    fn default_names() {
-        let cases: &[(&str, &str)] = &[
-            ("orders", "perfops-orders"),
-            // Case and punctuation: lowercased, runs of others become one '-'.
-            ("Checkout API (v2)!", "perfops-checkout-api-v2"),
-            // Nothing usable: the bare prefix.
-            ("???", "perfops"),
-            // Too long: cut to 40 in all.
-            ("a-very-long-scenario-name-that-goes-on-and-on", "perfops-a-very-long-scenario-name-that-g"),
-            // Cut just after a '-': without it.
-            ("abcdefghij-abcdefghij-abcdefghi-xyz", "perfops-abcdefghij-abcdefghij-abcdefghi"),
-        ];
-        for (scenario, want) in cases {
-            let got = check::default_name(scenario);
-            assert_eq!(got, *want, "{scenario}");
-            check::name(&got).unwrap();
-        }
-    }
-
-    /// DNS labels and name prefixes.
-    #[test]
-    fn labels_and_names() {
-        let cases: &[(&str, bool)] = &[
-            ("load", true),       // a namespace
-            ("perf-ops-1", true), // digits and dashes inside
-            ("Load", false),      // uppercase
-            ("-load", false),     // leading dash
-            ("load-", false),     // trailing dash
-            ("lo_ad", false),     // underscore
-            ("", false),          // empty
-        ];
-        for (s, ok) in cases {
-            assert_eq!(check::dns_label("--namespace", s, 63).is_ok(), *ok, "{s}");
-        }
-        assert!(check::name("1perf").is_err(), "a Service name starts with a letter");
-        assert!(check::name(&"a".repeat(MAX_NAME + 1)).is_err(), "too long");
-    }
-
     /// The printed commands name the folder, the namespace and the objects.
     #[test]
     fn printed_commands() {
@@ -837,7 +648,7 @@ mod tests {
         assert!(text.contains("kubectl -n load logs -f job/perfops-orders-coordinator"), "{text}");
         assert!(text.contains("kubectl -n load describe pods -l app.kubernetes.io/instance=perfops-orders\n"));
         assert!(text.contains("exec perfops-orders-fetch -- perfops tar /results | tar -x -C results\n"));
-        assert!(text.contains("kubectl delete -f k8s/orders/fetch -f k8s/orders\n"));
+        assert!(text.contains("kubectl delete --ignore-not-found -f k8s/orders/fetch -f k8s/orders\n"));
         // Every command line is one kubectl (or mkdir) call: nothing shell-specific but the pipe.
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("kubectl ") || line.starts_with("mkdir -p results && kubectl "), "{line}");

@@ -7,10 +7,12 @@
 //! This file is the glue: it reads the scenario and the CSV files it names,
 //! reads the scenario's `${env.X}` values from the environment, makes a token,
 //! writes the files and prints the commands. What the objects hold is
-//! [`manifest`]'s (pure, typed, table-tested); how they become YAML is
-//! [`yaml`]'s; [`tar`] is `perfops tar`, which copies the results out of the
-//! shell-less image. The pods run `perfops coordinator` and `perfops agent`.
+//! [`manifest`]'s (pure, typed, table-tested), after [`check`] accepted the
+//! user's names and sizes; how they become YAML is [`yaml`]'s; [`tar`] is
+//! `perfops tar`, which copies the results out of the shell-less image. The
+//! pods run `perfops coordinator` and `perfops agent`.
 
+mod check;
 pub(crate) mod manifest;
 pub(crate) mod tar;
 mod yaml;
@@ -26,7 +28,7 @@ use serde::Serialize;
 
 use crate::session::{inputs, load_scenario};
 use crate::{Exit, UsageError};
-use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec, check};
+use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
 
 /// Flags of `perfops k8s`.
 #[derive(Debug, Args)]
