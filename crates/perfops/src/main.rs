@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod compare;
 mod conclude;
 mod demo;
+mod k8s;
 mod launch;
 mod limit;
 mod merge;
@@ -70,6 +71,11 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Print the JSON Schema of scenario files (for editor completion).
     Schema,
+    /// Kubernetes manifests for a distributed run (coordinator + N agents), and the kubectl commands to drive it.
+    K8s(k8s::K8sArgs),
+    /// A folder as a tar archive on stdout (results out of the shell-less image, through `kubectl exec`).
+    #[command(hide = true)]
+    Tar(k8s::tar::TarArgs),
 }
 
 /// The documented exit codes.
@@ -95,6 +101,8 @@ fn main() -> ExitCode {
         Command::Compare(args) => compare::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::K8s(args) => k8s::run(args),
+        Command::Tar(args) => k8s::tar::run(args),
         Command::Schema => {
             out(SCENARIO_SCHEMA);
             Ok(Exit::Passed)

@@ -1,0 +1,248 @@
+//! `perfops k8s SCENARIO --agents N --image IMAGE [--namespace NS] --out DIR`:
+//! the Kubernetes objects of a distributed run, written as YAML files, and the
+//! `kubectl` commands that start it, follow it, copy its results out and clean
+//! up. Kubernetes places and starts the generators; perfops never schedules
+//! machines itself.
+//!
+//! This file is the glue: it reads the scenario and the CSV files it names,
+//! reads the scenario's `${env.X}` values from the environment, makes a token,
+//! writes the files and prints the commands. What the objects hold is
+//! [`manifest`]'s (pure, typed, table-tested), after [`check`] accepted the
+//! user's names and sizes; how they become YAML is [`yaml`]'s; [`tar`] is
+//! `perfops tar`, which copies the results out of the shell-less image. The
+//! pods run `perfops coordinator` and `perfops agent`.
+
+mod check;
+pub(crate) mod manifest;
+pub(crate) mod tar;
+mod yaml;
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use perfops_core::scenario::sources;
+use serde::Serialize;
+
+use crate::session::{inputs, load_scenario};
+use crate::{Exit, UsageError};
+use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
+
+/// Flags of `perfops k8s`.
+#[derive(Debug, Args)]
+pub(crate) struct K8sArgs {
+    /// The scenario file; its CSV files go into the ConfigMap beside it.
+    scenario: PathBuf,
+    /// How many agents: one pod each, each running 1/N of the load.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    agents: u32,
+    /// The container image, with `perfops` on its PATH (see the Dockerfile).
+    #[arg(long)]
+    image: String,
+    /// The namespace of every object (it must exist).
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// The folder to write the manifests into (created; files of ours are replaced).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+    /// Prefix of the objects' names [default: perfops-<scenario name>].
+    #[arg(long)]
+    name: Option<String>,
+    /// CPU of each agent, request and limit.
+    #[arg(long, default_value = "1")]
+    agent_cpu: String,
+    /// Memory of each agent, request and limit.
+    #[arg(long, default_value = "512Mi")]
+    agent_memory: String,
+    /// CPU of the coordinator, request and limit.
+    #[arg(long, default_value = "1")]
+    coordinator_cpu: String,
+    /// Memory of the coordinator, request and limit.
+    #[arg(long, default_value = "512Mi")]
+    coordinator_memory: String,
+    /// Size of the results volume (the cluster's default StorageClass).
+    #[arg(long, default_value = "1Gi")]
+    results_size: String,
+}
+
+/// The most a ConfigMap holds (the API server refuses more).
+const CONFIG_MAP_MAX_BYTES: usize = 1024 * 1024;
+
+fn usage(message: String) -> anyhow::Error {
+    anyhow::Error::new(UsageError(message))
+}
+
+pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
+    let Some((scenario, text)) = load_scenario(&args.scenario, &[])? else { return Ok(Exit::Usage) };
+    // Where each CSV file goes in the ConfigMap, before reading any.
+    let rels = scenario
+        .data
+        .iter()
+        .map(|f| check::csv_path(&f.name, &f.csv))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
+    // What `run` would read besides the file (CSV files, environment, target), checked alike.
+    if let Err(e) = inputs(&scenario, &args.scenario) {
+        return Err(e.context(args.scenario.display().to_string()));
+    }
+    let env: BTreeMap<String, String> = sources::env(&scenario, |name| std::env::var(name).ok())
+        .map_err(|e| usage(e.to_string()))?
+        .into_iter()
+        .collect();
+    let folder = args.scenario.parent().unwrap_or(Path::new("."));
+    let mut csv: Vec<(String, String)> = Vec::new();
+    for (feeder, rel) in scenario.data.iter().zip(rels) {
+        if csv.iter().any(|(p, _)| *p == rel) {
+            continue;
+        }
+        let file = folder.join(&feeder.csv);
+        let content =
+            std::fs::read_to_string(&file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+        csv.push((rel, content));
+    }
+    let bytes = text.len() + csv.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
+    if bytes > CONFIG_MAP_MAX_BYTES {
+        return Err(usage(format!(
+            "the scenario and its CSV files are {:.2} MiB; a ConfigMap holds at most 1 MiB",
+            bytes as f64 / 1048576.0
+        )));
+    }
+    let name = match args.name {
+        Some(n) => {
+            check::name(&n).map_err(usage)?;
+            n
+        }
+        None => check::default_name(&scenario.name),
+    };
+    check::dns_label("--namespace", &args.namespace, 63).map_err(usage)?;
+    for (flag, q) in [
+        ("--agent-cpu", &args.agent_cpu),
+        ("--agent-memory", &args.agent_memory),
+        ("--coordinator-cpu", &args.coordinator_cpu),
+        ("--coordinator-memory", &args.coordinator_memory),
+        ("--results-size", &args.results_size),
+    ] {
+        check::quantity(flag, q).map_err(usage)?;
+    }
+    if args.image.is_empty() || args.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(usage(format!("--image `{}` is not an image reference", args.image)));
+    }
+    let spec = Spec {
+        name,
+        namespace: args.namespace,
+        image: args.image,
+        agents: args.agents,
+        scenario: text,
+        csv,
+        token: token()?,
+        env,
+        agent: Size { cpu: args.agent_cpu, memory: args.agent_memory },
+        coordinator: Size { cpu: args.coordinator_cpu, memory: args.coordinator_memory },
+        results_size: args.results_size,
+    };
+    write(&args.out, &manifest::bundle(&spec))?;
+    let secrets: Vec<&str> = spec.env.keys().map(String::as_str).collect();
+    eprintln!(
+        "perfops: wrote {} objects for {} agents to {} (namespace {}); the Secret holds the fleet token{}",
+        FILES.len(),
+        spec.agents,
+        args.out.display(),
+        spec.namespace,
+        if secrets.is_empty() { String::new() } else { format!(" and, from your environment, {}", secrets.join(", ")) }
+    );
+    crate::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
+    Ok(Exit::Passed)
+}
+
+/// A fresh fleet token: 32 random bytes, in hex.
+fn token() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .context("reading /dev/urandom for the fleet token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The objects as YAML files under `out` (the fetch pod in `out/fetch`).
+/// Anything else in those folders is refused: `kubectl apply -f DIR` would
+/// apply it too.
+fn write(out: &Path, b: &Bundle) -> Result<()> {
+    let fetch_dir = out.join(FETCH_DIR);
+    for (dir, ours) in [(out, &FILES[..]), (&fetch_dir, &[FETCH_FILE][..])] {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        for entry in entries {
+            let entry = entry.with_context(|| format!("reading {}", dir.display()))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ok = ours.contains(&name.as_str()) || (dir == out && name == FETCH_DIR);
+            if !ok {
+                return Err(usage(format!(
+                    "{} holds {name}, which `kubectl apply -f` would apply too; give --out a folder of its own",
+                    dir.display()
+                )));
+            }
+        }
+    }
+    std::fs::create_dir_all(&fetch_dir).with_context(|| format!("creating {}", fetch_dir.display()))?;
+    let docs: [(&str, String); 6] = [
+        (FILES[0], doc(&b.secret)?),
+        (FILES[1], doc(&b.config_map)?),
+        (FILES[2], doc(&b.results)?),
+        (FILES[3], doc(&b.service)?),
+        (FILES[4], doc(&b.coordinator)?),
+        (FILES[5], doc(&b.agents)?),
+    ];
+    for (file, text) in docs {
+        // The Secret's file is readable by its owner only, like the token it holds.
+        let private = file == FILES[0];
+        write_file(&out.join(file), &text, private)?;
+    }
+    write_file(&fetch_dir.join(FETCH_FILE), &doc(&b.fetch)?, false)
+}
+
+fn doc(object: &impl Serialize) -> Result<String> {
+    Ok(yaml::to_yaml(&serde_json::to_value(object).context("serializing a Kubernetes object")?))
+}
+
+fn write_file(path: &Path, text: &str, private: bool) -> Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let mode = if private { 0o600 } else { 0o644 };
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(path)
+        .with_context(|| format!("writing {}", path.display()))?;
+    // A file that existed keeps its mode through `open`: set it.
+    f.set_permissions(std::fs::Permissions::from_mode(mode)).with_context(|| format!("chmod {}", path.display()))?;
+    std::io::Write::write_all(&mut f, text.as_bytes()).with_context(|| format!("writing {}", path.display()))
+}
+
+/// `s` as one word for a POSIX shell: as it is when it is made of safe
+/// characters, else single-quoted.
+fn shell_word(s: &str) -> String {
+    let safe = !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._/-+=:,@%".contains(c));
+    if safe { s.to_string() } else { format!("'{}'", s.replace('\'', r"'\''")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    /// Paths in the printed commands, quoted only when needed.
+    #[test]
+    fn shell_words() {
+        let cases: &[(&str, &str)] = &[
+            ("k8s/orders", "k8s/orders"), // the usual: as it is
+            ("/tmp/a b", "'/tmp/a b'"),   // a space: quoted
+            ("it's", r"'it'\''s'"),       // a quote: closed, escaped, reopened
+            ("$HOME/x", "'$HOME/x'"),     // no expansion
+            ("", "''"),                   // empty: still one word
+        ];
+        for (s, want) in cases {
+            assert_eq!(shell_word(s), *want, "{s}");
+        }
+    }
+}
