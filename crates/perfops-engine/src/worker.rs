@@ -208,10 +208,23 @@ struct Spares {
 const IDLE_CLOSE: Duration = Duration::from_secs(4);
 
 impl Spares {
-    /// Close the kept connections idle since before `cutoff`.
+    /// Close the kept connections idle since before `cutoff`, and let go of
+    /// the request timers and buffers a stall left beyond what the kept
+    /// connections can use: each arrival takes one of each with a connection,
+    /// so after a stall's hundreds of arrivals in flight, hundreds of them
+    /// would otherwise be kept for the rest of the run (the soak's RSS stayed
+    /// 3 MiB up after a 115 ms stall at 5,000/s).
     fn close_idle(&mut self, cutoff: Instant) {
         while self.conns.front().is_some_and(|(since, _)| *since < cutoff) {
             self.conns.pop_front();
+        }
+        let keep = self.conns.len() + 16;
+        if self.timers.len() > keep || self.buffers.len() > keep {
+            self.timers.truncate(keep);
+            self.buffers.truncate(keep);
+            self.timers.shrink_to(keep);
+            self.buffers.shrink_to(keep);
+            self.conns.shrink_to(keep);
         }
     }
 }
