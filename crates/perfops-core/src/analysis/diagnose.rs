@@ -608,14 +608,22 @@ mod tests {
         type Case<'a> = (&'a [(&'a str, &'a [(f64, f64)])], Option<&'a str>);
         let cases: [Case; 5] = [
             // A PromQL sum that steps from 0 to 1 at t=12: restarted at 12, in the failing stage.
-            (&[("restarts", &[(2.0, 0.0), (10.0, 0.0), (12.0, 1.0), (14.0, 1.0)])], Some("the pod restarted at t=12s: restarts went from 0 to 1")),
+            (
+                &[("restarts", &[(2.0, 0.0), (10.0, 0.0), (12.0, 1.0), (14.0, 1.0)])],
+                Some("the pod restarted at t=12s: restarts went from 0 to 1"),
+            ),
             // Already restarted 3 times before the run, no change: nothing.
             (&[("restarts", &[(2.0, 3.0), (12.0, 3.0)])], None),
             // Per pod: the labelled series is named, not the sum the store adds.
-            (&[("restarts", &[(2.0, 0.0), (6.0, 1.0)]), (r#"restarts{pod="a"}"#, &[(2.0, 0.0), (6.0, 1.0)])],
-             Some(r#"the pod restarted at t=6s: restarts{pod="a"} went from 0 to 1"#)),
+            (
+                &[("restarts", &[(2.0, 0.0), (6.0, 1.0)]), (r#"restarts{pod="a"}"#, &[(2.0, 0.0), (6.0, 1.0)])],
+                Some(r#"the pod restarted at t=6s: restarts{pod="a"} went from 0 to 1"#),
+            ),
             // The cluster's own counter by its name.
-            (&[("kube_pod_container_status_restarts_total", &[(0.0, 5.0), (3.0, 7.0)])], Some("the pod restarted at t=3s")),
+            (
+                &[("kube_pod_container_status_restarts_total", &[(0.0, 5.0), (3.0, 7.0)])],
+                Some("the pod restarted at t=3s"),
+            ),
             // A counter that went down (a new pod) is not a restart of this one; other names are not restarts.
             (&[("restarts", &[(0.0, 2.0), (3.0, 0.0)]), ("busy", &[(0.0, 1.0), (3.0, 9.0)])], None),
         ];

@@ -331,10 +331,10 @@ mod tests {
     #[test]
     fn aggregates_of_watched_metrics() {
         let cases = [
-            ("metric(busy) < 10", "busy", Agg::Worst),            // bare: at its worst
-            ("max(metric(busy)) < 10", "busy", Agg::Max),         // #15: the highest sample
-            ("min( metric( up ) ) >= 1", "up", Agg::Min),         // spacing is free
-            ("last(metric(queue)) < 5", "queue", Agg::Last),      // the latest sample
+            ("metric(busy) < 10", "busy", Agg::Worst),       // bare: at its worst
+            ("max(metric(busy)) < 10", "busy", Agg::Max),    // #15: the highest sample
+            ("min( metric( up ) ) >= 1", "up", Agg::Min),    // spacing is free
+            ("last(metric(queue)) < 5", "queue", Agg::Last), // the latest sample
             ("increase(metric(restarts)) > 0", "restarts", Agg::Increase), // a counter that went up
         ];
         for (text, name, agg) in cases {
@@ -342,9 +342,9 @@ mod tests {
             assert_eq!((c.metric, c.agg), (Metric::Watched(name.into()), agg), "{text}");
         }
         let bad = [
-            ("avg(metric(busy)) < 1", "unknown aggregate"),   // not one of ours
-            ("max(metric()) < 1", "unbalanced or empty"),     // no name
-            ("max(metric(busy) < 1", "unbalanced or empty"),  // a parenthesis short
+            ("avg(metric(busy)) < 1", "unknown aggregate"),  // not one of ours
+            ("max(metric()) < 1", "unbalanced or empty"),    // no name
+            ("max(metric(busy) < 1", "unbalanced or empty"), // a parenthesis short
         ];
         for (text, needle) in bad {
             let e = Condition::parse(text).expect_err(text);

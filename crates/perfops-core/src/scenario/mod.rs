@@ -24,9 +24,9 @@ mod watch;
 use std::time::Duration;
 
 pub use condition::{AbortRule, Agg, Condition, Metric};
-pub use watch::chart_picks;
 pub use decode::{Override, parse};
 pub use diag::{Diagnostic, Diagnostics};
+pub use watch::chart_picks;
 
 use crate::model::Segment;
 use extract::{Expect, Extractor};

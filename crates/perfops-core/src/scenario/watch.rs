@@ -26,9 +26,7 @@ use marked_yaml::Node;
 
 use super::decode::{Dec, join};
 use super::extract::Extractor;
-use super::{
-    JsonWatch, PoolMax, PoolMetrics, ProbeSettings, Probes, ProcessWatch, PromqlAuth, PromqlWatch, Watch,
-};
+use super::{JsonWatch, PoolMax, PoolMetrics, ProbeSettings, Probes, ProcessWatch, PromqlAuth, PromqlWatch, Watch};
 
 pub(super) const WATCH: &[&str] = &["prometheus", "json", "process", "pool", "promql", "chart", "every"];
 pub(super) const PROMQL: &[&str] =
@@ -193,7 +191,12 @@ impl Dec<'_> {
                     let Some(q) = self.scalar(v, &qp, "a PromQL expression") else { continue };
                     let name = k.as_str();
                     if name.is_empty() || name.contains(['{', '}', '"']) {
-                        self.at(k.span(), &qp, format!("`{name}` cannot name a series"), Some("a plain name: busy".into()));
+                        self.at(
+                            k.span(),
+                            &qp,
+                            format!("`{name}` cannot name a series"),
+                            Some("a plain name: busy".into()),
+                        );
                     } else if q.as_str().trim().is_empty() {
                         self.at(q.span(), &qp, "an empty query", Some(hint.into()));
                     } else {

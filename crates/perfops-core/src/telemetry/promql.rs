@@ -179,24 +179,40 @@ mod tests {
     fn answers_become_series() {
         let cases: &[(&str, &str, &[(&str, f64)])] = &[
             // one series without labels (sum(...)): the query's name alone
-            ("sum", r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"3"]}]}}"#,
-             &[("q", 3.0)]),
+            (
+                "sum",
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1.5,"3"]}]}}"#,
+                &[("q", 3.0)],
+            ),
             // several pods kept apart, __name__ dropped, labels sorted
-            ("pods", r#"{"status":"success","data":{"resultType":"vector","result":[
+            (
+                "pods",
+                r#"{"status":"success","data":{"resultType":"vector","result":[
                 {"metric":{"__name__":"x","pod":"b","ns":"p"},"value":[1,"1"]},
                 {"metric":{"__name__":"x","pod":"a","ns":"p"},"value":[1,"2.5"]}]}}"#,
-             &[(r#"q{ns="p",pod="b"}"#, 1.0), (r#"q{ns="p",pod="a"}"#, 2.5)]),
+                &[(r#"q{ns="p",pod="b"}"#, 1.0), (r#"q{ns="p",pod="a"}"#, 2.5)],
+            ),
             // an empty vector: nothing, not an error
             ("empty", r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#, &[]),
             // a scalar (`time()`, `scalar(...)`)
-            ("scalar", r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000.1,"42"]}}"#,
-             &[("q", 42.0)]),
+            (
+                "scalar",
+                r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000.1,"42"]}}"#,
+                &[("q", 42.0)],
+            ),
             // a range selector: the last point of each series
-            ("matrix", r#"{"status":"success","data":{"resultType":"matrix","result":[
-                {"metric":{"job":"j"},"values":[[1,"1"],[2,"7"]]}]}}"#, &[(r#"q{job="j"}"#, 7.0)]),
+            (
+                "matrix",
+                r#"{"status":"success","data":{"resultType":"matrix","result":[
+                {"metric":{"job":"j"},"values":[[1,"1"],[2,"7"]]}]}}"#,
+                &[(r#"q{job="j"}"#, 7.0)],
+            ),
             // Go's exponent form and extra fields (stats, infos) ignored
-            ("exp", r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1e+06"]}],"stats":{}},"infos":[]}"#,
-             &[("q", 1e6)]),
+            (
+                "exp",
+                r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1e+06"]}],"stats":{}},"infos":[]}"#,
+                &[("q", 1e6)],
+            ),
         ];
         for (what, body, want) in cases {
             let got = one(body).unwrap_or_else(|e| panic!("{what}: {e}"));
