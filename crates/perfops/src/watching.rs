@@ -286,7 +286,9 @@ mod tests {
 
     #[test]
     fn busy_and_max_pairs_from_the_names_given() {
-        let cases: [(&[&str], Option<(&str, &str)>); 5] = [
+        // (the names given, the pair wanted: busy and max)
+        type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>);
+        let cases: [Case; 5] = [
             (&["busy", "max", "restarts"], Some(("busy", "max"))), // the plain pair
             (&["puma_busy", "heap", "puma_max"], Some(("puma_busy", "puma_max"))), // a prefix
             (&["busy_threads", "max_threads"], Some(("busy_threads", "max_threads"))), // a suffix

@@ -430,7 +430,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
 }
 
 /// Watched series that name a restart counter: labelled ones (one per pod) rather than their sum.
-fn restart_series<'a>(watched: &'a BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(&'a String, &'a Vec<(f64, f64)>)> {
+fn restart_series(watched: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(&String, &Vec<(f64, f64)>)> {
     let is_restart = |n: &str| n.split('{').next().is_some_and(|b| b.to_ascii_lowercase().contains("restart"));
     watched
         .iter()

@@ -177,7 +177,9 @@ mod tests {
 
     #[test]
     fn answers_become_series() {
-        let cases: &[(&str, &str, &[(&str, f64)])] = &[
+        // (what, body, the series wanted: key and value)
+        type Case<'a> = (&'a str, &'a str, &'a [(&'a str, f64)]);
+        let cases: &[Case] = &[
             // one series without labels (sum(...)): the query's name alone
             (
                 "sum",

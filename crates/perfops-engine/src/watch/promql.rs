@@ -121,20 +121,17 @@ pub(super) fn run(ctx: &Ctx, r: &Run) {
                     Err(e) => Some(e.to_string()),
                 },
             };
-            match failure {
+            let listened = match failure {
                 Some(message) => {
                     errors += 1;
                     failing.insert(name.clone());
-                    if !ctx.problem(t, &source, format!("query `{name}` failed: {message}")) {
-                        return;
-                    }
+                    ctx.problem(t, &source, format!("query `{name}` failed: {message}"))
                 }
-                None if failing.remove(name) => {
-                    if !ctx.problem(t, &source, format!("query `{name}` answers again")) {
-                        return;
-                    }
-                }
-                None => {}
+                None if failing.remove(name) => ctx.problem(t, &source, format!("query `{name}` answers again")),
+                None => true,
+            };
+            if !listened {
+                return;
             }
         }
         values.push((ERRORS.to_string(), f64::from(errors)));
