@@ -330,3 +330,99 @@ load:
     assert!(empty.is_empty(), "dashboard queries without data:\n{}", empty.join("\n"));
     assert!(out.code.is_some(), "{}", out.stderr);
 }
+
+/// Every file under `dir`, read as text (lossy).
+fn all_text(dir: &Path) -> String {
+    let mut out = String::new();
+    for entry in std::fs::read_dir(dir).expect("read the results dir") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            out.push_str(&all_text(&path));
+        } else {
+            out.push_str(&String::from_utf8_lossy(&std::fs::read(&path).expect("a results file")));
+        }
+    }
+    out
+}
+
+#[test]
+fn credentials_come_from_the_environment_over_tls_and_are_never_written() {
+    let _cpu = shared();
+    let server = perfops_testkit::fixed_delay(Duration::ZERO);
+    let prom = prometheus(&[ScrapeTarget::new("app", server.addr())]);
+    prom.wait_for_data("up", Duration::from_secs(15)).expect("Prometheus scrapes the target");
+    let guard = perfops_testkit::Guard {
+        token: "t0ken-s3cret-4141".into(),
+        user: "perfops".into(),
+        password: "pa55-s3cret-4242".into(),
+    };
+    // A team's Prometheus behind a TLS proxy that wants credentials, with its own CA.
+    let proxy = perfops_testkit::nginx_guarding(prom.addr(), &guard);
+    let ca = proxy.dir().join("cert.pem");
+    let target = server.url();
+    let scenario = |w: &Workdir, prefix: &str, auth: &str| {
+        w.scenario(
+            "auth.yaml",
+            &format!(
+                r#"name: promql-auth
+target: {target}
+flows: {{ root: {{ steps: [ {{ request: GET / }} ] }} }}
+load: {{ stages: [ {{ rate: 10, hold: 2s }} ] }}
+watch:
+  promql:
+    url: https://{proxy}/{prefix}
+    every: 500ms
+    queries: {{ up: 'up' }}
+    ca_file: {ca}
+    {auth}
+"#,
+                target = target.trim_end_matches('/'),
+                proxy = proxy.addr(),
+                ca = ca.display()
+            ),
+        )
+    };
+    // (path on the proxy, the scenario's credentials, the variable and its value)
+    let cases = [
+        ("bearer", "bearer_env: PROM_TOKEN", "PROM_TOKEN", guard.token.as_str()),
+        ("basic", "user: perfops\n    password_env: PROM_PASSWORD", "PROM_PASSWORD", guard.password.as_str()),
+    ];
+    for (prefix, auth, var, secret) in cases {
+        let w = Workdir::new("promql-auth");
+        let file = scenario(&w, prefix, auth);
+        let out = w.spawn("run", &file, &[], |c| {
+            c.env(var, secret);
+        });
+        let out = out.wait(RUN_LIMIT);
+        out.assert_exit(0);
+        let dir = w.result_dir(&out);
+        let lines = watch_lines(&dir);
+        let up = points(&lines, "promql ", &format!(r#"up{{instance="{}",job="app"}}"#, server.addr()));
+        assert!(up.len() >= 3 && up.iter().all(|&(_, v)| v == 0.0 || v == 1.0), "{prefix}: {lines:?}");
+        let errors = points(&lines, "promql ", "promql_errors");
+        assert!(errors.iter().all(|&(_, v)| v == 0.0), "{prefix}: {errors:?}\n{}", out.stderr);
+        let written = all_text(&dir);
+        assert!(!written.contains(secret), "{prefix}: the secret is in the results");
+        assert!(!out.stderr.contains(secret) && !out.stdout.contains(secret), "{prefix}: the secret was printed");
+    }
+    // A wrong token: the proxy's 401, said once and counted each period; the run completes.
+    let w = Workdir::new("promql-auth-wrong");
+    let file = scenario(&w, "bearer", "bearer_env: PROM_TOKEN");
+    let out = w.spawn("run", &file, &[], |c| {
+        c.env("PROM_TOKEN", "wrong");
+    });
+    let out = out.wait(RUN_LIMIT);
+    out.assert_exit(0);
+    assert_eq!(out.stderr.matches("query `up` failed: HTTP 401").count(), 1, "{}", out.stderr);
+    let errors = points(&watch_lines(&w.result_dir(&out)), "promql ", "promql_errors");
+    assert!(errors.len() >= 3 && errors.iter().all(|&(_, v)| v == 1.0), "{errors:?}");
+    // The variable unset: a usage error before any load, naming it.
+    let w = Workdir::new("promql-auth-unset");
+    let file = scenario(&w, "bearer", "bearer_env: PERFOPS_TEST_UNSET_TOKEN");
+    let out = w.spawn("run", &file, &[], |c| {
+        c.env_remove("PERFOPS_TEST_UNSET_TOKEN");
+    });
+    let out = out.wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains("PERFOPS_TEST_UNSET_TOKEN"), "{}", out.stderr);
+}
