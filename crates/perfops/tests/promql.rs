@@ -144,6 +144,12 @@ slo:
     let summary = w.summary(&out);
     let slo = summary.to_string();
     assert!(slo.contains("max(metric(max)) < 5"), "{slo}");
+    // The pool is the busy/max pair the scenario named, ahead of the demo's own gauges: all 4
+    // threads busy is pool-bound (the target's CPU is not watched: it is not ours to see).
+    let diagnostics = summary["diagnostics"].as_array().cloned().unwrap_or_default();
+    let pool = diagnostics.iter().find(|d| d["kind"] == "pool_bound").unwrap_or_else(|| panic!("{summary}"));
+    assert_eq!(pool["evidence"][0]["metric"], "busy", "{pool}");
+    assert!(pool["title"].as_str().unwrap_or_default().starts_with("pool-bound: 4 of 4 workers busy"), "{pool}");
     // No query failed: the errors count is there and 0.
     let errors = points(&lines, "promql ", "promql_errors");
     assert!(!errors.is_empty() && errors.iter().all(|&(_, v)| v == 0.0), "{errors:?}");

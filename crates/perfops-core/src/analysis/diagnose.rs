@@ -17,8 +17,9 @@
 //!                         real restart, beside the simulated probe
 //!   memory_growth         RSS grew by half and >= 32 MiB over the run; or a watched heap or
 //!                         memory metric (`heap`, `memory` in its name) grew by half
-//!   gc_growth             a watched GC metric (`gc` in its name) doubled from the first third of
-//!                         the run to the last
+//!   gc_growth             a watched GC time or pause metric (`gc` in its name, not a count of
+//!                         objects or collections) doubled from the first third of the run to the
+//!                         last, to 1% (or 10 ms) or more when in seconds
 //!   quantized_stalls      in a stage, a narrow mode ~40 ms / ~200 ms above the main one, or every
 //!                         request ~40 / ~200 ms after its first byte, and no queue to explain it
 //!                         (Nagle + delayed ACK; see `modes`)
@@ -495,12 +496,18 @@ fn heap_and_gc(i: &Inputs<'_>) -> Vec<Diagnostic> {
                 ],
             });
         }
+        // GC time or pauses, not the objects a collector counts (Python's
+        // `python_gc_objects_collected_total` rises with any load): those say nothing of time lost.
         let words: Vec<&str> = b.split(|c: char| !c.is_ascii_alphanumeric()).collect();
-        if words.contains(&"gc") && points.len() >= 6 {
+        let counts = ["objects", "collected", "uncollectable", "collections", "count"];
+        let gc = words.contains(&"gc") && !words.iter().any(|w| counts.contains(w));
+        // In seconds (a share of time, or a pause), below 1% or 10 ms it costs nothing worth naming.
+        let floor = if words.contains(&"seconds") { 0.01 } else { 0.0 };
+        if gc && points.len() >= 6 {
             let third = points.len() / 3;
             let mean = |p: &[(f64, f64)]| p.iter().map(|x| x.1).sum::<f64>() / p.len() as f64;
             let (early, late) = (mean(&points[..third]), mean(&points[points.len() - third..]));
-            if late > 0.0 && late >= 2.0 * early {
+            if late > floor && late >= 2.0 * early {
                 let peak = points.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(points[0]);
                 out.push(Diagnostic {
                     kind: "gc_growth".into(),
@@ -651,7 +658,7 @@ mod tests {
     fn watched_heap_and_gc_growth() {
         let mib = 1048576.0;
         // (name, values at t = 0, 1, 2, ..., want kind)
-        let cases: [(&str, &[f64], Option<&str>); 6] = [
+        let cases: [(&str, &[f64], Option<&str>); 8] = [
             // A Node heap in bytes doubling by 64 MiB: memory growth.
             ("nodejs_heap_size_used_bytes", &[64.0 * mib, 80.0 * mib, 128.0 * mib], Some("memory_growth")),
             // Half again, but only 3 MiB: noise.
@@ -664,6 +671,10 @@ mod tests {
             ("gc_seconds", &[0.01, 0.02, 0.01, 0.02, 0.01, 0.02], None),
             // `gc` inside a word is not GC.
             ("bgcolor_count", &[1.0, 1.0, 1.0, 5.0, 5.0, 5.0], None),
+            // Objects collected rise with any load: not time lost to GC.
+            (r#"python_gc_objects_collected_total{generation="0"}"#, &[1.0, 1.0, 9.0, 9.0, 9.0, 9.0], None),
+            // Pauses tripled, but at 3 ms: nothing worth naming.
+            (r#"go_gc_duration_seconds{quantile="0.5"}"#, &[0.001, 0.001, 0.002, 0.003, 0.003, 0.003], None),
         ];
         for (name, values, want) in cases {
             let points: Vec<(f64, f64)> = values.iter().enumerate().map(|(i, v)| (i as f64, *v)).collect();
