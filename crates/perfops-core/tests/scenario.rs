@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use perfops_core::scenario::{Body, DemoModel, Load, Override, PoolMax, ProcessWatch, TargetSpec, parse};
+use perfops_core::scenario::{Body, DemoModel, Load, Override, PoolMax, ProcessWatch, PromqlAuth, TargetSpec, parse};
 use proptest::prelude::*;
 
 const SEED_A: &str = include_str!("../../../examples/orders.yaml");
@@ -134,6 +134,18 @@ fn every_error_at_once_with_its_position() {
                 "5:32: unknown field `failure_treshold`",
             ],
         ),
+        // #15: watch.promql is checked like the rest: a URL, queries by plain names, one way to
+        // authenticate, an aggregate this version knows
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nwatch: { promql: { url: prometheus:9090, queries: { 'a{b}': up, c: '' }, bearer_env: T, user: u } }\nslo: [ \"avg(metric(c)) < 1\" ]\n",
+            &[
+                "4:18: give either `bearer_env`, or `user` with `password_env`",
+                "4:25: `prometheus:9090` is not an absolute http(s) URL",
+                "4:53: `a{b}` cannot name a series",
+                "4:68: an empty query",
+                "5:9: `avg(metric(...))`: unknown aggregate",
+            ],
+        ),
         // bodies are exclusive
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: POST /, json: {a: 1}, body: x } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
@@ -181,6 +193,37 @@ probe:
         (Duration::from_secs(10), Duration::from_secs(2), 3, 1)
     );
     assert!(s.probe.readiness.is_none());
+}
+
+#[test]
+fn promql_watch_decodes() {
+    let text = r#"
+target: http://127.0.0.1:8080
+flows: { home: { steps: [ { request: GET / } ] } }
+load: { stages: [ { rate: 10, hold: 10s } ] }
+slo: [ "max(metric(busy)) < 10" ]
+abort_when: [ "increase(metric(restarts)) > 0 for 1s" ]
+watch:
+  promql:
+    url: https://prometheus.example:9090/
+    every: 5s
+    queries: { busy: 'sum(puma_busy_threads)', restarts: 'sum(kube_pod_container_status_restarts_total{pod=~"orders-.*"})' }
+    user: perfops
+    password_env: PROM_PASSWORD
+    ca_file: ca.pem
+  chart: busy
+"#;
+    let s = parse("p.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let w = s.watch.expect("watch");
+    let p = w.promql.expect("promql");
+    assert_eq!(p.url, "https://prometheus.example:9090", "the trailing slash is dropped");
+    assert_eq!((p.every, p.timeout), (Some(Duration::from_secs(5)), None));
+    assert_eq!(p.queries[1].0, "restarts");
+    assert!(p.queries[1].1.contains(r#"pod=~"orders-.*""#));
+    assert_eq!(p.auth, PromqlAuth::Basic { user: "perfops".into(), password_env: "PROM_PASSWORD".into() });
+    assert_eq!(p.ca_file.as_deref(), Some("ca.pem"));
+    assert_eq!(w.chart, ["busy"], "one name without a list");
+    assert_eq!(perfops_core::scenario::chart_picks(text), ["busy"], "the report reads the same");
 }
 
 #[test]

@@ -2,10 +2,12 @@
 //! `--insecure`, a verifier that accepts any certificate (signatures are still
 //! checked, so the handshake itself is real).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
@@ -15,10 +17,33 @@ pub enum TlsSetupError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Rustls(#[from] rustls::Error),
+    /// A CA file that cannot be read or holds no certificate.
+    #[error("CA file {path}: {message}")]
+    CaFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        message: String,
+    },
 }
 
 /// A client configuration for HTTP/1.1 over TLS.
 pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    client_config_with(insecure, None)
+}
+
+/// [`client_config`], also trusting the certificates of a PEM file (a cluster's own CA).
+pub fn client_config_with(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let mut extra = Vec::new();
+    if let Some(path) = ca_file {
+        let ca_error = |message: String| TlsSetupError::CaFile { path: path.display().to_string(), message };
+        for cert in CertificateDer::pem_file_iter(path).map_err(|e| ca_error(e.to_string()))? {
+            extra.push(cert.map_err(|e| ca_error(e.to_string()))?);
+        }
+        if extra.is_empty() {
+            return Err(ca_error("no certificate in it".into()));
+        }
+    }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
     let mut config = if insecure {
@@ -30,6 +55,9 @@ pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError>
         // `tls` failure: the run still says what happened.
         let found = rustls_native_certs::load_native_certs();
         roots.add_parsable_certificates(found.certs);
+        for cert in extra {
+            roots.add(cert)?;
+        }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];

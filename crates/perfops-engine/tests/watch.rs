@@ -133,6 +133,7 @@ fn plan(every: Duration) -> WatchPlan {
         process: None,
         generator: false,
         probes: Vec::new(),
+        promql: None,
         insecure: false,
     }
 }

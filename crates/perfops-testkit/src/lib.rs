@@ -10,10 +10,13 @@
 //! constructor serves over TLS with a self-signed certificate. Where a test
 //! needs a server faster than the generator, [`nginx`] starts Debian's; where
 //! it needs the shape of a real server (pre-forked workers, a thread pool
-//! with Puma's metrics, a response in two packets), [`python`] starts one.
+//! with Puma's metrics, a response in two packets), [`python`] starts one;
+//! where it needs a real Prometheus to scrape and query, [`prometheus`] starts
+//! Debian's.
 
 mod http;
 mod nginx;
+pub mod prometheus;
 pub mod python;
 pub mod schema;
 mod serve;
@@ -27,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
-pub use crate::nginx::{Nginx, nginx, nginx_holding};
+pub use crate::nginx::{Guard, Nginx, nginx, nginx_guarding, nginx_holding};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.
@@ -246,6 +249,14 @@ pub fn stall_some_connections(every: u64, stall: Duration) -> Server {
 /// recorded) during the window.
 pub fn freeze_once(delay: Duration, freeze_after: Duration, freeze_for: Duration) -> Server {
     Server::start(Behaviour::Freeze { delay, after: freeze_after, length: freeze_for }, None)
+}
+
+/// Keep-alive server that answers every request, whatever its path, with a Prometheus
+/// exposition of one counter, `test_restarts_total`: 0 until `step_at` after the server started,
+/// then 1. A pod's restart counter as the cluster's Prometheus sees it, stepping up mid-run (#15):
+/// Prometheus scrapes it at `/metrics` while the load gets the same `200`.
+pub fn restart_counter(step_at: Duration) -> Server {
+    Server::start(Behaviour::Restarts { step_at }, None)
 }
 
 /// Reads a request, writes `HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n`

@@ -2,6 +2,9 @@
 //! the generator (the testkit's servers spend a thread per connection; the
 //! demo shares the test's CPU): one process, keep-alive without a request
 //! limit, `200 ok\n` for every request. `.ci/run` installs it (Debian's `nginx`).
+//!
+//! [`nginx_guarding`] is the other use: the reverse proxy with TLS and
+//! credentials that stands in front of a team's Prometheus (#15).
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -45,6 +48,46 @@ pub fn nginx() -> Nginx {
 /// many file descriptors: its soft limit is raised to them, which the hard
 /// limit must allow).
 pub fn nginx_holding(connections: u32) -> Nginx {
+    start(|port| config(port, connections), &[])
+}
+
+/// The credentials [`nginx_guarding`] asks for.
+#[derive(Debug, Clone)]
+pub struct Guard {
+    /// `/bearer/...` wants `Authorization: Bearer TOKEN`.
+    pub token: String,
+    /// `/basic/...` wants basic auth as this user ...
+    pub user: String,
+    /// ... with this password.
+    pub password: String,
+}
+
+/// nginx as a reverse proxy to `upstream`, over TLS with a fresh self-signed certificate for
+/// `127.0.0.1` (its PEM is `cert.pem` in [`Nginx::dir`]), asking for `guard`'s credentials:
+/// `https://127.0.0.1:PORT/bearer/X` and `/basic/X` are `http://upstream/X` once let through,
+/// `401` otherwise.
+pub fn nginx_guarding(upstream: SocketAddr, guard: &Guard) -> Nginx {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("rcgen: self-signed certificate");
+    let files = [
+        ("cert.pem", certified.cert.pem()),
+        ("key.pem", certified.key_pair.serialize_pem()),
+        // nginx reads `{PLAIN}` passwords as they are: no crypt(3) needed in a test.
+        ("users", format!("{}:{{PLAIN}}{}\n", guard.user, guard.password)),
+    ];
+    let token = guard.token.clone();
+    start(move |port| guarding_config(port, upstream, &token), &files)
+}
+
+impl Nginx {
+    /// Its prefix directory: `cert.pem` of [`nginx_guarding`] is there.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+}
+
+/// Start nginx with the configuration `config` gives for a free port, `files` beside it.
+fn start(config: impl Fn(u16) -> String, files: &[(&str, String)]) -> Nginx {
     // The port is free when asked and taken by nginx a moment later; another
     // process may take it in between, so try a few ports.
     let mut last = String::new();
@@ -53,7 +96,10 @@ pub fn nginx_holding(connections: u32) -> Nginx {
             TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).and_then(|l| l.local_addr()).expect("a free port").port();
         let dir = std::env::temp_dir().join(format!("perfops-nginx-{}-{port}-{attempt}", std::process::id()));
         std::fs::create_dir_all(dir.join("tmp")).expect("nginx prefix dir");
-        std::fs::write(dir.join("nginx.conf"), config(port, connections)).expect("nginx.conf");
+        std::fs::write(dir.join("nginx.conf"), config(port)).expect("nginx.conf");
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).expect("a file beside nginx.conf");
+        }
         let child = Command::new("nginx")
             .arg("-p")
             .arg(format!("{}/", dir.display()))
@@ -77,6 +123,40 @@ pub fn nginx_holding(connections: u32) -> Nginx {
         last = std::fs::read_to_string(n.dir.join("error.log")).unwrap_or_default();
     }
     panic!("nginx did not start on 127.0.0.1; its error log:\n{last}");
+}
+
+fn guarding_config(port: u16, upstream: SocketAddr, token: &str) -> String {
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate cert.pem;
+        ssl_certificate_key key.pem;
+        location /bearer/ {{
+            if ($http_authorization != \"Bearer {token}\") {{ return 401; }}
+            proxy_pass http://{upstream}/;
+        }}
+        location /basic/ {{
+            auth_basic \"prometheus\";
+            auth_basic_user_file users;
+            proxy_pass http://{upstream}/;
+        }}
+    }}
+}}
+"
+    )
 }
 
 fn config(port: u16, connections: u32) -> String {

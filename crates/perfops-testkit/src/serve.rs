@@ -62,6 +62,8 @@ pub(crate) enum Behaviour {
     EndlessChunked,
     /// A `200` with a long `Content-Length` body sent one byte per `every`.
     Drip { every: Duration },
+    /// A `200` whose body is the exposition `test_restarts_total 0`, `1` from `step_at` on.
+    Restarts { step_at: Duration },
 }
 
 impl Behaviour {
@@ -127,6 +129,13 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
             }
             Behaviour::Status(code) => {
                 if !respond(&mut conn, &http::response(code, b"status\n", request.close)) {
+                    return;
+                }
+            }
+            Behaviour::Restarts { step_at } => {
+                let n = u8::from(shared.start.elapsed() >= step_at);
+                let body = format!("# TYPE test_restarts_total counter\ntest_restarts_total {n}\n");
+                if !respond(&mut conn, &http::response(200, body.as_bytes(), request.close)) {
                     return;
                 }
             }

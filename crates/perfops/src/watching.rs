@@ -11,8 +11,10 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
 use perfops_core::analysis::verdict::Range;
 use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError};
-use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
-use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, WatchEvent, WatchPlan};
+use perfops_core::scenario::{PoolMax, ProcessWatch, PromqlAuth, Scenario, TargetSpec};
+use perfops_engine::watch::{
+    JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlAuth as Auth, PromqlSource, WatchEvent, WatchPlan,
+};
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProbeSummary;
 
@@ -70,6 +72,23 @@ pub(crate) fn plan(scenario: &Scenario, url: &str, demo: Option<(u32, Option<Str
             });
         }
     }
+    let promql = w.promql.as_ref().map(|p| {
+        let every = p.every.unwrap_or(every);
+        PromqlSource {
+            url: p.url.clone(),
+            every,
+            timeout: p.timeout.unwrap_or_else(|| every.min(Duration::from_secs(5))),
+            queries: p.queries.clone(),
+            auth: match &p.auth {
+                PromqlAuth::None => Auth::None,
+                PromqlAuth::Bearer { token_env } => Auth::Bearer { token_env: token_env.clone() },
+                PromqlAuth::Basic { user, password_env } => {
+                    Auth::Basic { user: user.clone(), password_env: password_env.clone() }
+                }
+            },
+            ca_file: p.ca_file.as_ref().map(Into::into),
+        }
+    });
     WatchPlan {
         every,
         timeout: every.min(Duration::from_secs(5)),
@@ -78,11 +97,14 @@ pub(crate) fn plan(scenario: &Scenario, url: &str, demo: Option<(u32, Option<Str
         process,
         generator: true,
         probes,
+        promql,
         insecure,
     }
 }
 
-/// The pool gauges to judge "pool-bound" by: the scenario's, or a known pair seen in the samples.
+/// The pool gauges to judge "pool-bound" by: the scenario's `pool:`, or a busy/max pair of names
+/// the scenario gives its PromQL queries or JSON fields (`busy` and `max`, `puma_busy` and
+/// `puma_max`: "busy" and "max" in the same place), or a known pair seen in the samples.
 pub(crate) fn pool(scenario: &Scenario, store: &Store) -> Option<Pool> {
     if let Some(p) = scenario.watch.as_ref().and_then(|w| w.pool.as_ref()) {
         return Some(match &p.max {
@@ -90,10 +112,29 @@ pub(crate) fn pool(scenario: &Scenario, store: &Store) -> Option<Pool> {
             PoolMax::Value(v) => Pool { busy: p.busy.clone(), max_metric: None, size: Some(*v) },
         });
     }
+    if let Some(w) = &scenario.watch {
+        let named: Vec<&str> = w
+            .promql
+            .iter()
+            .flat_map(|p| p.queries.iter().map(|(n, _)| n.as_str()))
+            .chain(w.json.iter().flat_map(|j| j.fields.iter().map(|(n, _)| n.as_str())))
+            .collect();
+        if let Some((busy, max)) = busy_max_pair(&named) {
+            return Some(Pool { busy: busy.to_string(), max_metric: Some(max), size: None });
+        }
+    }
     KNOWN_POOLS
         .iter()
         .find(|(b, m)| store.series.contains_key(*b) && store.series.contains_key(*m))
         .map(|(b, m)| Pool { busy: b.to_string(), max_metric: Some(m.to_string()), size: None })
+}
+
+/// The first name with `busy` in it whose `max` twin is named too.
+fn busy_max_pair<'a>(names: &[&'a str]) -> Option<(&'a str, String)> {
+    names.iter().find_map(|n| {
+        let max = n.replacen("busy", "max", 1);
+        (n.contains("busy") && names.contains(&max.as_str())).then_some((*n, max))
+    })
 }
 
 /// Everything watched so far.
@@ -186,9 +227,12 @@ impl Store {
         }
     }
 
-    /// A metric's latest sample.
-    pub(crate) fn latest(&self, name: &str) -> Option<f64> {
-        self.series.get(name).and_then(|p| p.last()).map(|&(_, v)| v)
+    /// A metric's samples so far, as a range (lowest, highest, first, latest).
+    pub(crate) fn range(&self, name: &str) -> Option<Range> {
+        let mut points = self.series.get(name)?.iter();
+        let mut r = Range::of(points.next()?.1);
+        points.for_each(|&(_, v)| r.include(v));
+        Some(r)
     }
 
     /// Each metric's range over `[from, to]` (seconds).
@@ -232,6 +276,28 @@ impl Sink for Judge<'_> {
         self.store.drain(self.events);
         let Some(abort) = self.abort.as_deref_mut() else { return Ok(Flow::Continue) };
         let store = &*self.store;
-        Ok(abort.second(s.interval, &|name| store.latest(name)).map_or(Flow::Continue, Flow::Stop))
+        Ok(abort.second_over(s.interval, &|name| store.range(name)).map_or(Flow::Continue, Flow::Stop))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_and_max_pairs_from_the_names_given() {
+        // (the names given, the pair wanted: busy and max)
+        type Case<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>);
+        let cases: [Case; 5] = [
+            (&["busy", "max", "restarts"], Some(("busy", "max"))), // the plain pair
+            (&["puma_busy", "heap", "puma_max"], Some(("puma_busy", "puma_max"))), // a prefix
+            (&["busy_threads", "max_threads"], Some(("busy_threads", "max_threads"))), // a suffix
+            (&["busy", "pool_size"], None),                        // no twin named `max`
+            (&["heap", "gc"], None),                               // nothing busy
+        ];
+        for (names, want) in cases {
+            let got = busy_max_pair(names);
+            assert_eq!(got.as_ref().map(|(b, m)| (*b, m.as_str())), want, "{names:?}");
+        }
     }
 }

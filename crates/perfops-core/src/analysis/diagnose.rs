@@ -12,7 +12,14 @@
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
 //!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
 //!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
-//!   memory_growth         RSS grew by half and >= 32 MiB over the run
+//!   pod_restarted         a watched restart counter (a name with `restart` in it, such as a PromQL
+//!                         query over kube_pod_container_status_restarts_total) went up at t: a
+//!                         real restart, beside the simulated probe
+//!   memory_growth         RSS grew by half and >= 32 MiB over the run; or a watched heap or
+//!                         memory metric (`heap`, `memory` in its name) grew by half
+//!   gc_growth             a watched GC time or pause metric (`gc` in its name, not a count of
+//!                         objects or collections) doubled from the first third of the run to the
+//!                         last, to 1% (or 10 ms) or more when in seconds
 //!   quantized_stalls      in a stage, a narrow mode ~40 ms / ~200 ms above the main one, or every
 //!                         request ~40 / ~200 ms after its first byte, and no queue to explain it
 //!                         (Nagle + delayed ACK; see `modes`)
@@ -388,6 +395,8 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         });
     }
 
+    out.extend(restarts(i));
+
     if let Some(rss) = i.watched.get("process_rss_bytes")
         && let (Some(first), Some(last)) = (rss.first(), rss.last())
         && last.1 >= first.1 * 1.5
@@ -402,6 +411,8 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         });
     }
 
+    out.extend(heap_and_gc(i));
+
     if let Some(s) = i.stalls {
         let t = s.stage.as_ref().and_then(|n| i.stages.iter().find(|w| &w.name == n)).map_or(0.0, |w| w.from);
         out.push(Diagnostic {
@@ -415,6 +426,100 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
                 Evidence { metric: "in_flight".into(), value: s.in_flight, t },
             ],
         });
+    }
+    out
+}
+
+/// Watched series that name a restart counter: labelled ones (one per pod) rather than their sum.
+fn restart_series(watched: &BTreeMap<String, Vec<(f64, f64)>>) -> Vec<(&String, &Vec<(f64, f64)>)> {
+    let is_restart = |n: &str| n.split('{').next().is_some_and(|b| b.to_ascii_lowercase().contains("restart"));
+    watched
+        .iter()
+        .filter(|(n, _)| is_restart(n))
+        .filter(|(n, _)| n.contains('{') || !watched.keys().any(|k| k.starts_with(&format!("{n}{{"))))
+        .collect()
+}
+
+/// "The pod restarted at t": each restart counter that went up, at the first sample above the one
+/// before it (#15). A counter that goes down (a new pod's own count) is no restart of this one.
+fn restarts(i: &Inputs<'_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (name, points) in restart_series(i.watched) {
+        let ups: Vec<(f64, f64, f64)> =
+            points.windows(2).filter(|w| w[1].1 > w[0].1).map(|w| (w[1].0, w[0].1, w[1].1)).collect();
+        let Some(&(t, from, to)) = ups.first() else { continue };
+        let again = match ups.len() {
+            1 => String::new(),
+            n => format!(" (and {} more time{} after)", n - 1, if n == 2 { "" } else { "s" }),
+        };
+        out.push(Diagnostic {
+            kind: "pod_restarted".into(),
+            title: format!("the pod restarted at t={t:.0}s: {name} went from {from} to {to}{again}"),
+            detail: "a real restart, counted by the cluster (not the simulated probe): the container was killed \
+                     (liveness probe, OOM kill, a crash) while the load ran, and the requests in flight on it \
+                     failed; look at the pod's events and its last state"
+                .into(),
+            stage: i.stages.iter().find(|s| t >= s.from && t < s.to).map(|s| s.name.clone()),
+            evidence: ups.iter().map(|&(t, _, v)| Evidence { metric: name.clone(), value: v, t }).collect(),
+        });
+    }
+    out
+}
+
+/// A watched heap or memory metric that grew by half, and a GC metric that doubled (#15: a Node
+/// service's heap and GC beside the concurrency). RSS is the process watch's, judged above.
+fn heap_and_gc(i: &Inputs<'_>) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let base = |n: &str| n.split('{').next().unwrap_or(n).to_ascii_lowercase();
+    for (name, points) in i.watched {
+        let b = base(name);
+        if name == "process_rss_bytes" || name.starts_with("process_") || name.starts_with("generator_") {
+            continue;
+        }
+        if (b.contains("heap") || b.contains("memory"))
+            && let (Some(&first), Some(&last)) = (points.first(), points.last())
+            && first.1 > 0.0
+            && last.1 >= first.1 * 1.5
+            && (!b.contains("bytes") || last.1 - first.1 >= 32.0 * 1024.0 * 1024.0)
+        {
+            let v = |x: f64| if b.contains("bytes") { format!("{:.0} MiB", x / 1048576.0) } else { format!("{x}") };
+            out.push(Diagnostic {
+                kind: "memory_growth".into(),
+                title: format!("{name} grew from {} to {}", v(first.1), v(last.1)),
+                detail: "a leak, a growing cache or queued work: check whether it levels off in a longer run, \
+                         and whether the GC works harder as it grows"
+                    .into(),
+                stage: None,
+                evidence: vec![
+                    Evidence { metric: name.clone(), value: first.1, t: first.0 },
+                    Evidence { metric: name.clone(), value: last.1, t: last.0 },
+                ],
+            });
+        }
+        // GC time or pauses, not the objects a collector counts (Python's
+        // `python_gc_objects_collected_total` rises with any load): those say nothing of time lost.
+        let words: Vec<&str> = b.split(|c: char| !c.is_ascii_alphanumeric()).collect();
+        let counts = ["objects", "collected", "uncollectable", "collections", "count"];
+        let gc = words.contains(&"gc") && !words.iter().any(|w| counts.contains(w));
+        // In seconds (a share of time, or a pause), below 1% or 10 ms it costs nothing worth naming.
+        let floor = if words.contains(&"seconds") { 0.01 } else { 0.0 };
+        if gc && points.len() >= 6 {
+            let third = points.len() / 3;
+            let mean = |p: &[(f64, f64)]| p.iter().map(|x| x.1).sum::<f64>() / p.len() as f64;
+            let (early, late) = (mean(&points[..third]), mean(&points[points.len() - third..]));
+            if late > floor && late >= 2.0 * early {
+                let peak = points.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1)).unwrap_or(points[0]);
+                out.push(Diagnostic {
+                    kind: "gc_growth".into(),
+                    title: format!("{name} grew from {early:.3} to {late:.3} (mean of the first and last third)"),
+                    detail: "the garbage collector worked harder as the run went on: time in GC is time not \
+                             serving; a growing heap or allocation rate is the usual cause"
+                        .into(),
+                    stage: None,
+                    evidence: vec![Evidence { metric: name.clone(), value: peak.1, t: peak.0 }],
+                });
+            }
+        }
     }
     out
 }
@@ -501,6 +606,82 @@ mod tests {
                 (None, None) => {}
                 _ => panic!("{depths:?} of {max}: {d:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn a_watched_restart_counter_that_went_up_is_a_pod_restart() {
+        // #15: (series, points, want the title to start with, or no diagnostic)
+        type Case<'a> = (&'a [(&'a str, &'a [(f64, f64)])], Option<&'a str>);
+        let cases: [Case; 5] = [
+            // A PromQL sum that steps from 0 to 1 at t=12: restarted at 12, in the failing stage.
+            (
+                &[("restarts", &[(2.0, 0.0), (10.0, 0.0), (12.0, 1.0), (14.0, 1.0)])],
+                Some("the pod restarted at t=12s: restarts went from 0 to 1"),
+            ),
+            // Already restarted 3 times before the run, no change: nothing.
+            (&[("restarts", &[(2.0, 3.0), (12.0, 3.0)])], None),
+            // Per pod: the labelled series is named, not the sum the store adds.
+            (
+                &[("restarts", &[(2.0, 0.0), (6.0, 1.0)]), (r#"restarts{pod="a"}"#, &[(2.0, 0.0), (6.0, 1.0)])],
+                Some(r#"the pod restarted at t=6s: restarts{pod="a"} went from 0 to 1"#),
+            ),
+            // The cluster's own counter by its name.
+            (
+                &[("kube_pod_container_status_restarts_total", &[(0.0, 5.0), (3.0, 7.0)])],
+                Some("the pod restarted at t=3s"),
+            ),
+            // A counter that went down (a new pod) is not a restart of this one; other names are not restarts.
+            (&[("restarts", &[(0.0, 2.0), (3.0, 0.0)]), ("busy", &[(0.0, 1.0), (3.0, 9.0)])], None),
+        ];
+        for (input, want) in cases {
+            let w: BTreeMap<String, Vec<(f64, f64)>> = input.iter().map(|(n, p)| (n.to_string(), p.to_vec())).collect();
+            let st = stages();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            match want {
+                Some(t) => {
+                    assert_eq!(kinds(&d), ["pod_restarted"], "{input:?}");
+                    assert!(d[0].title.starts_with(t), "{}", d[0].title);
+                }
+                None => assert!(d.is_empty(), "{input:?}: {d:?}"),
+            }
+        }
+        let w: BTreeMap<String, Vec<(f64, f64)>> =
+            [("restarts".to_string(), vec![(2.0, 0.0), (12.0, 1.0)])].into_iter().collect();
+        let st = stages();
+        let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+        assert_eq!(d[0].stage.as_deref(), Some("200/s"), "the stage it happened in");
+        assert_eq!(d[0].evidence, [Evidence { metric: "restarts".into(), value: 1.0, t: 12.0 }]);
+    }
+
+    #[test]
+    fn watched_heap_and_gc_growth() {
+        let mib = 1048576.0;
+        // (name, values at t = 0, 1, 2, ..., want kind)
+        let cases: [(&str, &[f64], Option<&str>); 8] = [
+            // A Node heap in bytes doubling by 64 MiB: memory growth.
+            ("nodejs_heap_size_used_bytes", &[64.0 * mib, 80.0 * mib, 128.0 * mib], Some("memory_growth")),
+            // Half again, but only 3 MiB: noise.
+            ("heap_bytes", &[6.0 * mib, 9.0 * mib], None),
+            // A query named without a unit: growth by half is enough.
+            ("heap", &[100.0, 120.0, 160.0], Some("memory_growth")),
+            // GC time per second doubling from the first third to the last.
+            ("gc_seconds", &[0.01, 0.01, 0.02, 0.03, 0.04, 0.05], Some("gc_growth")),
+            // GC steady: nothing.
+            ("gc_seconds", &[0.01, 0.02, 0.01, 0.02, 0.01, 0.02], None),
+            // `gc` inside a word is not GC.
+            ("bgcolor_count", &[1.0, 1.0, 1.0, 5.0, 5.0, 5.0], None),
+            // Objects collected rise with any load: not time lost to GC.
+            (r#"python_gc_objects_collected_total{generation="0"}"#, &[1.0, 1.0, 9.0, 9.0, 9.0, 9.0], None),
+            // Pauses tripled, but at 3 ms: nothing worth naming.
+            (r#"go_gc_duration_seconds{quantile="0.5"}"#, &[0.001, 0.001, 0.002, 0.003, 0.003, 0.003], None),
+        ];
+        for (name, values, want) in cases {
+            let points: Vec<(f64, f64)> = values.iter().enumerate().map(|(i, v)| (i as f64, *v)).collect();
+            let w: BTreeMap<String, Vec<(f64, f64)>> = [(name.to_string(), points)].into_iter().collect();
+            let st = stages();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            assert_eq!(d.first().map(|d| d.kind.as_str()), want, "{name} {values:?}: {d:?}");
         }
     }
 

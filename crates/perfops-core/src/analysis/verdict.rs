@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::measure::Stats;
-use crate::scenario::condition::Op;
+use crate::scenario::condition::{Agg, Op};
 use crate::scenario::{Condition, Metric};
 
 /// Achieved / target below this fails a stage of the open model.
@@ -71,25 +71,42 @@ pub struct SloCheck {
     pub passed: bool,
 }
 
-/// The lowest and highest value a watched metric took during a stage.
+/// The lowest, highest, first and last value a watched metric took during a stage (or a run).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Range {
     /// Lowest sample.
     pub min: f64,
     /// Highest sample.
     pub max: f64,
+    /// The first sample.
+    pub first: f64,
+    /// The latest sample.
+    pub last: f64,
 }
 
 impl Range {
     /// A range of one value.
     pub fn of(v: f64) -> Range {
-        Range { min: v, max: v }
+        Range { min: v, max: v, first: v, last: v }
     }
 
-    /// Widen to include `v`.
+    /// Widen to include `v`, the latest sample (samples come in time order).
     pub fn include(&mut self, v: f64) {
         self.min = self.min.min(v);
         self.max = self.max.max(v);
+        self.last = v;
+    }
+
+    /// The value `agg` takes of this range, compared by `op`.
+    pub fn pick(&self, agg: Agg, op: Op) -> f64 {
+        match agg {
+            Agg::Worst if matches!(op, Op::Lt | Op::Le) => self.max,
+            Agg::Worst => self.min,
+            Agg::Max => self.max,
+            Agg::Min => self.min,
+            Agg::Last => self.last,
+            Agg::Increase => (self.last - self.first).max(0.0),
+        }
     }
 }
 
@@ -150,10 +167,7 @@ pub fn measure(
         Metric::Errors if stats.completed + stats.failures.total() > 0 => stats.error_ratio(),
         Metric::Errors => return None,
         Metric::Rate => achieved_share?,
-        Metric::Watched(name) => {
-            let r = watched.get(name)?;
-            if matches!(c.op, Op::Lt | Op::Le) { r.max } else { r.min }
-        }
+        Metric::Watched(name) => watched.get(name)?.pick(c.agg, c.op),
     })
 }
 
@@ -373,7 +387,7 @@ mod tests {
         let none = BTreeMap::new();
         let steps = BTreeMap::new();
         let mut backlog = BTreeMap::new();
-        backlog.insert("puma_backlog".to_string(), Range { min: 3.0, max: 140.0 });
+        backlog.insert("puma_backlog".to_string(), Range { min: 3.0, max: 140.0, first: 3.0, last: 140.0 });
         let rules: &[&str] = &["p95 < 500ms", "errors < 1%"];
         let fast = stats(20, 1000, 0, 0);
         let slow = stats(900, 1000, 0, 0);

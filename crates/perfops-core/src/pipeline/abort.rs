@@ -1,5 +1,6 @@
 //! `abort_when`: rules checked every second, each on that second's figures
-//! (a watched metric on its latest sample); one that holds for its window
+//! (a watched metric on its latest sample; an aggregate of one, `max(metric(busy))` or
+//! `increase(metric(restarts))`, over the run so far); one that holds for its window
 //! stops the load. The rules and their arithmetic are here; where the
 //! watched samples come from is the caller's.
 
@@ -7,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::analysis::verdict::{self, Range};
 use crate::measure::{Interval, Stats};
-use crate::scenario::{AbortRule, Metric};
+use crate::scenario::{AbortRule, Agg, Metric};
 
 /// The scenario's `abort_when` rules and how long each has held.
 #[derive(Debug, Clone, Default)]
@@ -31,20 +32,27 @@ impl AbortWhen {
     /// for its window (said once: later seconds return `None`). `latest`
     /// gives a watched metric's latest sample.
     pub fn second(&mut self, iv: &Interval, latest: &dyn Fn(&str) -> Option<f64>) -> Option<String> {
+        self.second_over(iv, &|name| latest(name).map(Range::of))
+    }
+
+    /// [`AbortWhen::second`], with each watched metric's samples over the run so far: a bare
+    /// `metric(x)` is judged on the latest of them, an aggregate on all of them.
+    pub fn second_over(&mut self, iv: &Interval, watched: &dyn Fn(&str) -> Option<Range>) -> Option<String> {
         if self.reason.is_some() {
             return None;
         }
         for (rule, held) in &mut self.rules {
             let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.iterations as f64 / t);
             // A watched metric is judged by its latest sample.
-            let mut watched = BTreeMap::new();
+            let mut values = BTreeMap::new();
             if let Metric::Watched(name) = &rule.condition.metric
-                && let Some(v) = latest(name)
+                && let Some(r) = watched(name)
             {
-                watched.insert(name.clone(), Range::of(v));
+                let r = if rule.condition.agg == Agg::Worst { Range::of(r.last) } else { r };
+                values.insert(name.clone(), r);
             }
             let steps = BTreeMap::<String, Stats>::new();
-            let holds = verdict::check(&rule.condition, &iv.stats, &steps, share, &watched).passed;
+            let holds = verdict::check(&rule.condition, &iv.stats, &steps, share, &values).passed;
             *held = if holds { *held + 1 } else { 0 };
             if u64::from(*held) >= rule.window.as_secs().max(1) {
                 let from = iv.index + 1 - *held;

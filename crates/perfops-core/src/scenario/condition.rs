@@ -9,7 +9,10 @@
 //!   p99(orders, ok) < 1s   ... of one step's successes
 //!   errors < 1%            failed / finished
 //!   rate >= 97%            achieved / target arrival rate
-//!   metric(puma_backlog) < 100    a watched metric
+//!   metric(puma_backlog) < 100    a watched metric, at its worst (the SLO: over the stage,
+//!                                 highest against `<`, lowest against `>`; abort_when: its latest)
+//!   max(metric(busy)) < 10        ... its highest; also min(...), last(...)
+//!   increase(metric(restarts)) > 0  ... its last sample less its first (a counter that went up)
 //!   errors > 50% for 10s   (abort_when only) held for 10 consecutive seconds
 //! ```
 
@@ -42,6 +45,22 @@ impl Metric {
     }
 }
 
+/// How a watched metric's samples become the one value a condition compares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Agg {
+    /// `metric(x)`: at its worst for the comparison (highest against `<`, lowest against `>`).
+    #[default]
+    Worst,
+    /// `max(metric(x))`: the highest sample.
+    Max,
+    /// `min(metric(x))`: the lowest sample.
+    Min,
+    /// `last(metric(x))`: the latest sample.
+    Last,
+    /// `increase(metric(x))`: the latest sample less the first (0 when it went down).
+    Increase,
+}
+
 /// A comparison.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -67,6 +86,8 @@ pub struct Condition {
     /// Latency metrics: only the successes (`p99(ok)`, `p99(orders, ok)`);
     /// otherwise every request that ended, failures included.
     pub ok: bool,
+    /// Watched metrics: how the samples are taken ([`Agg::Worst`] for the others).
+    pub agg: Agg,
     /// The comparison.
     pub op: Op,
     /// Seconds for latency metrics, a ratio (0..1) for errors and rate, the
@@ -94,7 +115,7 @@ pub struct ConditionError {
     pub hint: Option<String>,
 }
 
-const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `p99(ok) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%` or `metric(name) < 100`";
+const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `p99(ok) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%`, `metric(name) < 100` or `max(metric(name)) < 100`";
 
 impl Condition {
     /// Parse `metric op threshold`.
@@ -126,6 +147,30 @@ impl Condition {
                 _ => return Err(err(lead, format!("`{left}`: unbalanced or empty parentheses"), Some(FORMS))),
             },
             None => (left, None),
+        };
+        // `max(metric(busy))`: an aggregate of a watched metric's samples (#15).
+        let mut agg = Agg::Worst;
+        let (name, arg) = match arg.as_deref().and_then(|a| a.strip_prefix("metric(")) {
+            Some(inner) => {
+                agg = match name {
+                    "max" => Agg::Max,
+                    "min" => Agg::Min,
+                    "last" => Agg::Last,
+                    "increase" => Agg::Increase,
+                    other => {
+                        return Err(err(
+                            lead,
+                            format!("`{other}(metric(...))`: unknown aggregate"),
+                            Some("max, min, last or increase: `max(metric(busy)) < 10`"),
+                        ));
+                    }
+                };
+                match inner.strip_suffix(')').map(str::trim) {
+                    Some(n) if !n.is_empty() && !n.contains(['(', ')']) => ("metric", Some(n.to_string())),
+                    _ => return Err(err(lead, format!("`{left}`: unbalanced or empty parentheses"), Some(FORMS))),
+                }
+            }
+            None => (name, arg),
         };
         let metric = match name {
             "mean" | "avg" => Metric::Mean,
@@ -208,7 +253,7 @@ impl Condition {
                 _ => return Err(err(right_off, format!("`{right}` is not a number"), None)),
             }
         };
-        Ok(Condition { text: t.trim().to_string(), metric, step, ok, op, threshold })
+        Ok(Condition { text: t.trim().to_string(), metric, step, ok, agg, op, threshold })
     }
 
     /// Does `value` (same units as the threshold) satisfy the condition?
@@ -281,6 +326,32 @@ mod tests {
             assert_eq!((c.metric, c.step.as_deref(), c.ok, c.op), (metric, step, ok, op), "{text}");
             assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
         }
+    }
+
+    #[test]
+    fn aggregates_of_watched_metrics() {
+        let cases = [
+            ("metric(busy) < 10", "busy", Agg::Worst),       // bare: at its worst
+            ("max(metric(busy)) < 10", "busy", Agg::Max),    // #15: the highest sample
+            ("min( metric( up ) ) >= 1", "up", Agg::Min),    // spacing is free
+            ("last(metric(queue)) < 5", "queue", Agg::Last), // the latest sample
+            ("increase(metric(restarts)) > 0", "restarts", Agg::Increase), // a counter that went up
+        ];
+        for (text, name, agg) in cases {
+            let c = Condition::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!((c.metric, c.agg), (Metric::Watched(name.into()), agg), "{text}");
+        }
+        let bad = [
+            ("avg(metric(busy)) < 1", "unknown aggregate"),  // not one of ours
+            ("max(metric()) < 1", "unbalanced or empty"),    // no name
+            ("max(metric(busy) < 1", "unbalanced or empty"), // a parenthesis short
+        ];
+        for (text, needle) in bad {
+            let e = Condition::parse(text).expect_err(text);
+            assert!(e.message.contains(needle), "{text}: {}", e.message);
+        }
+        // `max` alone is still the latency maximum.
+        assert_eq!(Condition::parse("max < 2s").unwrap().metric, Metric::Max);
     }
 
     #[test]

@@ -572,7 +572,7 @@ fn measurable(c: Condition, watched: bool) -> Result<Condition, ConditionError> 
 mod tests {
     use super::super::flow::{EXPECT, FLOW, STEP};
     use super::super::load::{CLOSED_STAGE, LOAD, OPEN_STAGE, STEPS};
-    use super::super::watch::{JSON_SOURCE, POOL, PROBE, PROBE_SPEC, PROCESS, WATCH};
+    use super::super::watch::{JSON_SOURCE, POOL, PROBE, PROBE_SPEC, PROCESS, PROMQL, WATCH};
     use super::*;
 
     /// The committed JSON Schema (what editors complete) names exactly the
@@ -594,7 +594,7 @@ mod tests {
         let defs = &schema["$defs"];
         let mut stage: Vec<&str> = OPEN_STAGE.to_vec();
         stage.extend(CLOSED_STAGE.iter().filter(|k| !OPEN_STAGE.contains(k)));
-        let cases: [(&str, &serde_json::Value, &[&str]); 15] = [
+        let cases: [(&str, &serde_json::Value, &[&str]); 16] = [
             ("top level", &schema, TOP),
             ("defaults", &defs["defaults"], DEFAULTS),
             ("flow", &defs["flow"], FLOW),
@@ -608,6 +608,7 @@ mod tests {
             ("json source", &defs["json_source"], JSON_SOURCE),
             ("process", &defs["process"], PROCESS),
             ("pool", &defs["pool"], POOL),
+            ("promql", &defs["promql"], PROMQL),
             ("probe", &defs["probe"], PROBE),
             ("probe spec", &defs["probe_spec"], PROBE_SPEC),
         ];

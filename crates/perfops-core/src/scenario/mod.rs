@@ -23,9 +23,10 @@ mod watch;
 
 use std::time::Duration;
 
-pub use condition::{AbortRule, Condition, Metric};
+pub use condition::{AbortRule, Agg, Condition, Metric};
 pub use decode::{Override, parse};
 pub use diag::{Diagnostic, Diagnostics};
+pub use watch::chart_picks;
 
 use crate::model::Segment;
 use extract::{Expect, Extractor};
@@ -213,6 +214,47 @@ pub struct Watch {
     pub process: Option<ProcessWatch>,
     /// Which watched metrics say how busy the server's worker pool is.
     pub pool: Option<PoolMetrics>,
+    /// PromQL queries against the team's Prometheus.
+    pub promql: Option<PromqlWatch>,
+    /// Watched metrics the report charts first, in this order.
+    pub chart: Vec<String>,
+}
+
+/// Instant PromQL queries against a Prometheus server, each `every` (`watch.promql`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromqlWatch {
+    /// The server's base URL (`http://prometheus:9090`); `/api/v1/query` is appended.
+    pub url: String,
+    /// How often the queries run (the watch's `every` when not given).
+    pub every: Option<Duration>,
+    /// Per query; `every` capped at 5 s when not given.
+    pub timeout: Option<Duration>,
+    /// (name in `watch.jsonl`, PromQL expression), in the order written.
+    pub queries: Vec<(String, String)>,
+    /// How to authenticate: secrets are named by environment variable, never written.
+    pub auth: PromqlAuth,
+    /// A PEM file of CA certificates to trust for an `https` URL (besides the system's).
+    pub ca_file: Option<String>,
+}
+
+/// Credentials for a Prometheus behind a proxy, read from the environment when the run starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PromqlAuth {
+    /// None.
+    #[default]
+    None,
+    /// `Authorization: Bearer $VAR` (`bearer_env: VAR`).
+    Bearer {
+        /// The environment variable holding the token.
+        token_env: String,
+    },
+    /// `Authorization: Basic` (`user: NAME, password_env: VAR`).
+    Basic {
+        /// The user name (not a secret).
+        user: String,
+        /// The environment variable holding the password.
+        password_env: String,
+    },
 }
 
 /// A JSON stats endpoint (`{ url: /stats, fields: { gvl: $.avg_gvl_vs_running } }`).

@@ -8,6 +8,13 @@
 //!   json: [ { url: /stats, fields: { gvl: $.avg_gvl_vs_running } } ]
 //!   process: { port: 8080 }            # or { pid: 1234 }
 //!   pool: { busy: puma_busy_threads, max: puma_max_threads }   # max may be a number
+//!   promql:                            # instant queries against the team's Prometheus
+//!     url: https://prometheus.example:9090
+//!     every: 5s                        # default: watch.every
+//!     queries: { busy: 'sum(puma_busy_threads)', restarts: 'sum(kube_pod_container_status_restarts_total)' }
+//!     bearer_env: PROM_TOKEN           # or user: alice + password_env: PROM_PASSWORD
+//!     ca_file: ca.pem
+//!   chart: [ busy, restarts ]          # what the report charts first
 //!   every: 2s
 //! probe:
 //!   liveness: { path: /health, period: 10s, timeout: 1s, failure_threshold: 3 }
@@ -19,9 +26,11 @@ use marked_yaml::Node;
 
 use super::decode::{Dec, join};
 use super::extract::Extractor;
-use super::{JsonWatch, PoolMax, PoolMetrics, ProbeSettings, Probes, ProcessWatch, Watch};
+use super::{JsonWatch, PoolMax, PoolMetrics, ProbeSettings, Probes, ProcessWatch, PromqlAuth, PromqlWatch, Watch};
 
-pub(super) const WATCH: &[&str] = &["prometheus", "json", "process", "pool", "every"];
+pub(super) const WATCH: &[&str] = &["prometheus", "json", "process", "pool", "promql", "chart", "every"];
+pub(super) const PROMQL: &[&str] =
+    &["url", "every", "timeout", "queries", "bearer_env", "user", "password_env", "ca_file"];
 pub(super) const JSON_SOURCE: &[&str] = &["url", "fields"];
 pub(super) const PROCESS: &[&str] = &["pid", "port"];
 pub(super) const POOL: &[&str] = &["busy", "max"];
@@ -32,6 +41,21 @@ pub(super) const PROBE_SPEC: &[&str] =
 /// The default sampling period: often enough to see a stage of 30 s change,
 /// rare enough that scraping costs the target nothing.
 const EVERY: Duration = Duration::from_secs(2);
+
+/// The names of `watch.chart` in a scenario's text, without validating the rest: for the report,
+/// which reads the `scenario.yaml` of a results directory (redacted, perhaps of another version).
+/// Nothing when the text is not YAML or has no such list.
+pub fn chart_picks(yaml: &str) -> Vec<String> {
+    let Ok(root) = marked_yaml::parse_yaml(0, yaml) else { return Vec::new() };
+    let Some(chart) = root.as_mapping().and_then(|m| m.get_mapping("watch")).and_then(|w| w.get_node("chart")) else {
+        return Vec::new();
+    };
+    match chart {
+        Node::Sequence(s) => s.iter().filter_map(|n| n.as_scalar()).map(|n| n.as_str().to_string()).collect(),
+        Node::Scalar(n) => vec![n.as_str().to_string()],
+        Node::Mapping(_) => Vec::new(),
+    }
+}
 
 impl Dec<'_> {
     pub(super) fn watch(&mut self, node: &Node) -> Option<Watch> {
@@ -110,7 +134,102 @@ impl Dec<'_> {
                 out.pool = Some(PoolMetrics { busy, max });
             }
         }
+        if let Some(n) = m.get_node("promql") {
+            out.promql = self.promql(n);
+        }
+        if let Some(n) = m.get_node("chart") {
+            let items: Vec<&Node> = match n {
+                Node::Sequence(s) => s.iter().collect(),
+                other => vec![other],
+            };
+            for (i, item) in items.into_iter().enumerate() {
+                if let Some(name) = self.string(item, &format!("watch.chart[{i}]")) {
+                    out.chart.push(name);
+                }
+            }
+        }
         Some(out)
+    }
+
+    /// `watch.promql`: the server, the queries by name, and how to reach it.
+    fn promql(&mut self, node: &Node) -> Option<PromqlWatch> {
+        let p = "watch.promql";
+        let m = self.map(node, p, PROMQL)?;
+        let url = self.required(m, "url", p, "url: http://prometheus:9090").and_then(|n| {
+            let s = self.scalar(n, "watch.promql.url", "the Prometheus server's URL")?;
+            let t = s.as_str().trim().trim_end_matches('/');
+            if (t.starts_with("http://") || t.starts_with("https://")) && t.len() > "https://".len() {
+                Some(t.to_string())
+            } else {
+                self.at(
+                    s.span(),
+                    "watch.promql.url",
+                    format!("`{t}` is not an absolute http(s) URL"),
+                    Some("the server's base URL, such as http://prometheus:9090".into()),
+                );
+                None
+            }
+        });
+        let every = m.get_node("every").and_then(|n| self.duration(n, "watch.promql.every"));
+        if let (Some(e), Some(n)) = (every, m.get_node("every"))
+            && e < Duration::from_millis(100)
+        {
+            self.at(n.span(), "watch.promql.every", "querying faster than every 100ms would load Prometheus", None);
+        }
+        let timeout = m.get_node("timeout").and_then(|n| self.duration(n, "watch.promql.timeout"));
+        if let (Some(t), Some(n)) = (timeout, m.get_node("timeout"))
+            && t.is_zero()
+        {
+            self.at(n.span(), "watch.promql.timeout", "the timeout must be longer than 0s", None);
+        }
+        let mut queries = Vec::new();
+        let hint = "queries: { busy: 'sum(puma_busy_threads)' }";
+        match self.required(m, "queries", p, hint).map(|q| (q, q.as_mapping())) {
+            Some((_, Some(qm))) => {
+                for (k, v) in qm.iter() {
+                    let qp = join("watch.promql.queries", k.as_str());
+                    let Some(q) = self.scalar(v, &qp, "a PromQL expression") else { continue };
+                    let name = k.as_str();
+                    if name.is_empty() || name.contains(['{', '}', '"']) {
+                        self.at(
+                            k.span(),
+                            &qp,
+                            format!("`{name}` cannot name a series"),
+                            Some("a plain name: busy".into()),
+                        );
+                    } else if q.as_str().trim().is_empty() {
+                        self.at(q.span(), &qp, "an empty query", Some(hint.into()));
+                    } else {
+                        queries.push((name.to_string(), q.as_str().trim().to_string()));
+                    }
+                }
+                if qm.is_empty() {
+                    self.at(node.span(), "watch.promql.queries", "no queries", Some(hint.into()));
+                }
+            }
+            Some((q, None)) => {
+                self.at(q.span(), "watch.promql.queries", "expected a mapping of names to PromQL", Some(hint.into()))
+            }
+            None => {}
+        }
+        let text = |d: &mut Self, key: &str| m.get_node(key).and_then(|n| d.string(n, &join(p, key)));
+        let (bearer, user, password) = (text(self, "bearer_env"), text(self, "user"), text(self, "password_env"));
+        let auth = match (bearer, user, password) {
+            (None, None, None) => PromqlAuth::None,
+            (Some(token_env), None, None) => PromqlAuth::Bearer { token_env },
+            (None, Some(user), Some(password_env)) => PromqlAuth::Basic { user, password_env },
+            _ => {
+                self.at(
+                    node.span(),
+                    p,
+                    "give either `bearer_env`, or `user` with `password_env`",
+                    Some("bearer_env: PROM_TOKEN (the name of an environment variable, not the token)".into()),
+                );
+                PromqlAuth::None
+            }
+        };
+        let ca_file = text(self, "ca_file");
+        Some(PromqlWatch { url: url?, every, timeout, queries, auth, ca_file })
     }
 
     /// An absolute http(s) URL, or a path on the target.

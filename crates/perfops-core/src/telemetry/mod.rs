@@ -1,7 +1,8 @@
 //! What perfops reads about the target while it runs, as pure parsers: text in, values out.
 //!
 //! This module owns the *meaning* of the texts the engine collects: a Prometheus exposition
-//! ([`prometheus`]), the kernel's view of a local process and its listen socket ([`procfs`]), and
+//! ([`prometheus`]), a Prometheus server's answer to a PromQL query ([`promql`]), the kernel's view
+//! of a local process and its listen socket ([`procfs`]), and
 //! the sock_diag netlink answer that is the only place the kernel reports a listen socket's
 //! accept-queue maximum ([`sockdiag`]). It does not own reading them: no file is opened, no socket
 //! is made and no clock is read here; the engine fetches the bytes on its own schedule and passes
@@ -11,4 +12,5 @@
 
 pub mod procfs;
 pub mod prometheus;
+pub mod promql;
 pub mod sockdiag;

@@ -1,6 +1,7 @@
-//! Watching the target while the load runs: its Prometheus metrics, a JSON stats endpoint, its
-//! process (CPU, memory, threads, descriptors, cgroup throttling, listen queue), the generator's own
-//! process, and simulated Kubernetes probes.
+//! Watching the target while the load runs: its Prometheus metrics, a JSON stats endpoint, PromQL
+//! queries against the team's Prometheus (a target in a cluster), its process (CPU, memory,
+//! threads, descriptors, cgroup throttling, listen queue), the generator's own process, and
+//! simulated Kubernetes probes.
 //!
 //! This module owns the [`WatchPlan`] (what to watch, already validated by the caller), the
 //! [`Watcher`] that runs it on plain std threads of its own, off the load's hot path, and the
@@ -26,7 +27,10 @@ mod fetch;
 mod netlink;
 mod probe;
 mod process;
+mod promql;
 mod scrape;
+
+pub use promql::ERRORS as PROMQL_ERRORS;
 
 use std::io;
 use std::sync::Arc;
@@ -58,8 +62,48 @@ pub struct WatchPlan {
     pub generator: bool,
     /// Simulated Kubernetes probes.
     pub probes: Vec<ProbeSpec>,
+    /// PromQL queries against a Prometheus server.
+    pub promql: Option<PromqlSource>,
     /// `https`: accept any certificate.
     pub insecure: bool,
+}
+
+/// Instant PromQL queries against a Prometheus server, all of them each `every`.
+#[derive(Debug, Clone)]
+pub struct PromqlSource {
+    /// The server's base URL, absolute `http(s)` (`http://prometheus:9090`).
+    pub url: String,
+    /// Query period.
+    pub every: Duration,
+    /// Per query (connect and whole answer).
+    pub timeout: Duration,
+    /// (name in the samples, PromQL expression).
+    pub queries: Vec<(String, String)>,
+    /// Credentials, by the environment variables that hold them.
+    pub auth: PromqlAuth,
+    /// A PEM file of CA certificates trusted besides the system's (`https`).
+    pub ca_file: Option<std::path::PathBuf>,
+}
+
+/// Where a [`PromqlSource`]'s credentials are: environment variables read once, when the watch
+/// starts, and sent in an `Authorization` header; never written anywhere else.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PromqlAuth {
+    /// No credentials.
+    #[default]
+    None,
+    /// `Authorization: Bearer` with the token in this variable.
+    Bearer {
+        /// The variable's name.
+        token_env: String,
+    },
+    /// `Authorization: Basic` as `user`, with the password in this variable.
+    Basic {
+        /// The user name.
+        user: String,
+        /// The variable's name.
+        password_env: String,
+    },
 }
 
 /// A JSON endpoint and the numbers to take from it.
@@ -220,6 +264,7 @@ impl Watcher {
             true => Some(crate::tls::client_config(plan.insecure).map_err(io::Error::other)?),
             false => None,
         };
+        let promql = plan.promql.as_ref().map(|p| promql_run(p, plan.insecure)).transpose()?;
 
         let stop = Arc::new(AtomicBool::new(false));
         let ctx = Ctx { start, stop: Arc::clone(&stop), tx };
@@ -241,6 +286,10 @@ impl Watcher {
         if plan.generator {
             let (ctx, every) = (ctx.clone(), plan.every);
             watcher.spawn("perfops-watch-self", move || process::run(&ctx, every, process::Which::Generator))?;
+        }
+        if let Some(run) = promql {
+            let ctx = ctx.clone();
+            watcher.spawn("perfops-watch-promql", move || promql::run(&ctx, &run))?;
         }
         for (url, spec) in probes.into_iter().zip(plan.probes) {
             let (ctx, tls) = (ctx.clone(), tls.clone());
@@ -288,6 +337,35 @@ pub fn check(url: &str, timeout: Duration, insecure: bool) -> Result<Duration, S
         Ok(r) => Err(format!("HTTP {}", r.status)),
         Err(e) => Err(e.to_string()),
     }
+}
+
+/// A PromQL source checked and its credentials read: an unset variable is an error now, not a
+/// run of 401s.
+fn promql_run(p: &PromqlSource, insecure: bool) -> io::Result<promql::Run> {
+    let invalid = |m: String| io::Error::new(io::ErrorKind::InvalidInput, m);
+    let base = parse_url(&p.url)?;
+    if p.every.is_zero() || p.timeout.is_zero() {
+        return Err(invalid("promql: the period and the timeout must be more than 0".into()));
+    }
+    if p.queries.is_empty() {
+        return Err(invalid("promql: no queries".into()));
+    }
+    let var = |name: &str| match std::env::var(name) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        _ => Err(invalid(format!("promql: the environment variable {name} (credentials) is not set"))),
+    };
+    let authorization = match &p.auth {
+        PromqlAuth::None => None,
+        PromqlAuth::Bearer { token_env } => Some(format!("Bearer {}", var(token_env)?.trim())),
+        PromqlAuth::Basic { user, password_env } => Some(promql::basic(user, &var(password_env)?)),
+    };
+    let tls = match (base.scheme(), &p.ca_file) {
+        ("https", ca) => {
+            Some(crate::tls::client_config_with(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?)
+        }
+        _ => None,
+    };
+    Ok(promql::Run { base, every: p.every, timeout: p.timeout, queries: p.queries.clone(), authorization, tls })
 }
 
 fn parse_url(text: &str) -> io::Result<Url> {

@@ -368,10 +368,25 @@ fn watch(m: &Model) -> Value {
     if groups.is_empty() {
         return Value::Null;
     }
-    // The top diagnostic's first watched metric is what a reader wants first.
+    // The metrics the scenario picks (`watch.chart`, #15), in its order: a name is the series of
+    // that name, or every series of it by label set (`busy` is `busy{pod="a"}`, `busy{pod="b"}`).
+    let picks = m.files.scenario.as_deref().map(perfops_core::scenario::chart_picks).unwrap_or_default();
+    let mut picked: Vec<Value> = Vec::new();
+    for name in &picks {
+        for (gi, (_, metrics)) in groups.iter().enumerate() {
+            for (mi, k) in metrics.keys().enumerate() {
+                let of_it = k == name || k.strip_prefix(name.as_str()).is_some_and(|rest| rest.starts_with('{'));
+                let entry = json!({"group": gi, "metric": mi});
+                if of_it && !picked.contains(&entry) {
+                    picked.push(entry);
+                }
+            }
+        }
+    }
+    // Else the top diagnostic's first watched metric is what a reader wants first.
     let cited: Vec<&str> = m.diagnostics.iter().flat_map(|d| d.evidence.iter().map(|e| e.metric.as_str())).collect();
-    let mut default = json!({"group": 0, "metric": 0});
-    'find: for c in cited {
+    let mut default = picked.first().cloned().unwrap_or_else(|| json!({"group": 0, "metric": 0}));
+    'find: for c in cited.into_iter().filter(|_| picked.is_empty()) {
         for (gi, (_, metrics)) in groups.iter().enumerate() {
             if let Some(mi) = metrics.keys().position(|k| k == c) {
                 default = json!({"group": gi, "metric": mi});
@@ -398,7 +413,7 @@ fn watch(m: &Model) -> Value {
             json!({"source": source, "metrics": metrics})
         })
         .collect();
-    json!({"groups": groups, "default": default})
+    json!({"groups": groups, "default": default, "picked": picked})
 }
 
 /// Indices of `ys` without the inside of runs of equal values: a gauge that

@@ -254,6 +254,18 @@
   function watch() {
     var w = data.watch, el = frame("watch"), sel = document.getElementById("watch-select");
     if (!w || !el || !sel) return;
+    // The scenario's `watch.chart` picks come first, in its order.
+    if (w.picked && w.picked.length) {
+      var pg = document.createElement("optgroup");
+      pg.label = "chart (scenario)";
+      w.picked.forEach(function (p) {
+        var opt = document.createElement("option");
+        opt.value = p.group + ":" + p.metric;
+        opt.textContent = w.groups[p.group].metrics[p.metric].name;
+        pg.appendChild(opt);
+      });
+      sel.appendChild(pg);
+    }
     w.groups.forEach(function (g, gi) {
       var og = document.createElement("optgroup");
       og.label = g.source;
