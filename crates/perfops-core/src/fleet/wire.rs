@@ -1,0 +1,501 @@
+//! What travels between a coordinator and its agents: length-prefixed frames,
+//! each either a control message (JSON: small, rare, readable in a capture)
+//! or one second of measurements (binary: every second from every agent, so
+//! it must be small and cheap to merge).
+//!
+//! ```text
+//!  frame   = len:u32be  kind:u8  body[len-1]
+//!  kind 1  = control: JSON of [`Control`]
+//!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
+//!                     parts:u16 { stage:u16 step:u16 stats }*
+//!  stats   = 8 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects -)
+//!            11 failure counts:u64 (FailureKind::ALL order)
+//!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
+//! ```
+//!
+//! All integers little-endian but the frame length (network order, as a
+//! reader sees it first). The histograms are HdrHistogram's own
+//! interchange encoding (the one `latency.hlog` holds), so nothing is
+//! rounded on the way: a merged second is exactly the sum of the agents'.
+//! A frame larger than [`MAX_FRAME`] is refused before it is read, so a
+//! peer cannot make the other side allocate without bound.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
+
+/// Version of this protocol; a coordinator refuses an agent of another.
+pub const PROTOCOL: u32 = 1;
+
+/// The largest frame either side accepts (a second with many steps and
+/// stages stays far below it).
+pub const MAX_FRAME: usize = 16 << 20;
+
+const KIND_CONTROL: u8 = 1;
+const KIND_SECOND: u8 = 2;
+
+/// A frame's body could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    /// The frame ended before its fields did.
+    #[error("truncated frame")]
+    Truncated,
+    /// A kind this side does not know.
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    /// A frame longer than [`MAX_FRAME`], or of length 0.
+    #[error("frame of {0} bytes refused")]
+    Size(usize),
+    /// The control message is not what this version sends.
+    #[error("bad control message: {0}")]
+    Control(String),
+    /// A histogram that HdrHistogram cannot read, or out of perfops' range.
+    #[error("bad histogram: {0}")]
+    Histogram(String),
+}
+
+/// What one frame carries.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// A control message.
+    Control(Control),
+    /// One second of an agent's load.
+    Second(Interval),
+}
+
+/// The control messages, in the order a run uses them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Control {
+    /// Agent -> coordinator, first: who it is, the shard it claims, a fresh nonce (hex).
+    Hello {
+        /// [`PROTOCOL`] of the agent.
+        protocol: u32,
+        /// The agent's nonce, hex.
+        nonce: String,
+        /// The shard index it claims (`--index`, `JOB_COMPLETION_INDEX`), or any free one.
+        index: Option<u32>,
+        /// A name for logs and results (its host name).
+        name: String,
+    },
+    /// Coordinator -> agent: its nonce and its proof that it knows the token.
+    Challenge {
+        /// The coordinator's nonce, hex.
+        nonce: String,
+        /// HMAC proof over both nonces, hex.
+        proof: String,
+    },
+    /// Agent -> coordinator: the agent's proof that it knows the token.
+    Proof {
+        /// HMAC proof over both nonces, hex.
+        proof: String,
+    },
+    /// Coordinator -> agent: a clock probe, the coordinator's wall clock at sending (ns since the epoch).
+    Ping {
+        /// Coordinator's send time.
+        t0: i64,
+    },
+    /// Agent -> coordinator: the probe's answer, with the agent's wall clock at receipt and reply.
+    Pong {
+        /// The ping's `t0`.
+        t0: i64,
+        /// Agent's receive time.
+        t1: i64,
+        /// Agent's reply time.
+        t2: i64,
+    },
+    /// Coordinator -> agent: you are in, with this shard; wait for your assignment.
+    Welcome {
+        /// The shard index given.
+        index: u32,
+        /// How many shards.
+        count: u32,
+        /// The agent's clock minus the coordinator's, as measured (ns).
+        offset_ns: i64,
+    },
+    /// Coordinator -> agent: what to run.
+    Assign(Box<Assignment>),
+    /// Agent -> coordinator: the plan is built, ready to start.
+    Ready,
+    /// Coordinator -> agent: start arrival 0 at this instant of the agent's own wall clock (ns since the epoch).
+    Start {
+        /// The start, on the agent's clock.
+        at: i64,
+    },
+    /// Either way: nothing else to say for a while, but alive.
+    Heartbeat,
+    /// Coordinator -> agent: stop the arrivals now (a rule tripped, Ctrl-C).
+    Stop {
+        /// Why.
+        reason: String,
+    },
+    /// Agent -> coordinator: the load ended; every second was sent before this.
+    Done {
+        /// From the start to the last response (ns).
+        elapsed_ns: u64,
+        /// Worker threads that ran.
+        workers: u64,
+        /// Closed model's naps to coalesce wake-ups, and the longest (ns).
+        naps: u64,
+        /// The longest nap (ns).
+        longest_nap_ns: u64,
+        /// Stopped before its end.
+        interrupted: bool,
+    },
+    /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
+    Refused {
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Agent -> coordinator: it cannot run the assignment.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Coordinator -> agent: the run is over; leave.
+    Bye,
+}
+
+/// Everything an agent needs to run its shard exactly as the coordinator
+/// would have run the whole: the scenario as written, what the coordinator
+/// resolved (target URL, `${env.X}` values, CSV files, setup values) and the
+/// plan's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The scenario file's name, for error messages.
+    pub path: String,
+    /// The scenario file's text.
+    pub scenario: String,
+    /// `--set` overrides, as `path=value`.
+    pub overrides: Vec<(String, String)>,
+    /// The target's URL (the demo's, when the coordinator started it).
+    pub target: String,
+    /// `${env.X}` values, as the coordinator read them.
+    pub env: BTreeMap<String, String>,
+    /// CSV feeder files by the path the scenario gives (relative to its folder).
+    pub files: BTreeMap<String, String>,
+    /// What `setup` saved: every agent starts with these.
+    pub globals: BTreeMap<String, String>,
+    /// End of each stage from the load's start (ns).
+    pub stage_ends_ns: Vec<u64>,
+    /// Accept any TLS certificate of the target.
+    pub insecure: bool,
+    /// At the end, wait for requests in flight instead of cutting them.
+    pub wait_in_flight: bool,
+    /// Worker threads per agent (0: one per core).
+    pub workers: u64,
+}
+
+/// The body of `msg` as a frame (length prefix included).
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let mut out = vec![0u8; 4];
+    match msg {
+        Message::Control(c) => {
+            out.push(KIND_CONTROL);
+            // A derive of plain data: serialising cannot fail.
+            out.extend(serde_json::to_vec(c).unwrap_or_default());
+        }
+        Message::Second(iv) => {
+            out.push(KIND_SECOND);
+            encode_interval(iv, &mut out);
+        }
+    }
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// The length of the frame whose 4-byte prefix is `prefix`, if acceptable.
+pub fn frame_len(prefix: [u8; 4]) -> Result<usize, WireError> {
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(WireError::Size(len));
+    }
+    Ok(len)
+}
+
+/// Split complete frames off the front of `buf`: what they carry, in order.
+/// A partial frame stays in `buf` for the next read.
+pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>, WireError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 4 {
+        let len = frame_len([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])?;
+        if buf.len() - at - 4 < len {
+            break;
+        }
+        out.push(decode(&buf[at + 4..at + 4 + len])?);
+        at += 4 + len;
+    }
+    buf.drain(..at);
+    Ok(out)
+}
+
+/// Read one frame's body (without its length prefix).
+pub fn decode(body: &[u8]) -> Result<Message, WireError> {
+    let (&kind, rest) = body.split_first().ok_or(WireError::Truncated)?;
+    match kind {
+        KIND_CONTROL => {
+            serde_json::from_slice(rest).map(Message::Control).map_err(|e| WireError::Control(e.to_string()))
+        }
+        KIND_SECOND => decode_interval(&mut Reader(rest)).map(Message::Second),
+        k => Err(WireError::Kind(k)),
+    }
+}
+
+fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
+    out.extend(iv.index.to_le_bytes());
+    out.extend((iv.length.as_nanos() as u64).to_le_bytes());
+    out.extend(iv.in_flight.to_le_bytes());
+    match iv.target {
+        Some(t) => {
+            out.push(1);
+            out.extend(t.to_le_bytes());
+        }
+        None => out.push(0),
+    }
+    // More than 65535 (stage, step) keys cannot be: both are u16 and a scenario has few.
+    out.extend((iv.parts.len().min(usize::from(u16::MAX)) as u16).to_le_bytes());
+    let mut ser = V2DeflateSerializer::new();
+    for (key, stats) in iv.parts.iter().take(usize::from(u16::MAX)) {
+        out.extend(key.stage.to_le_bytes());
+        out.extend(key.step.to_le_bytes());
+        encode_stats(stats, &mut ser, out);
+    }
+}
+
+fn counters(s: &Stats) -> [u64; 8] {
+    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects, 0]
+}
+
+fn histograms(s: &Stats) -> [&Histogram; 7] {
+    [&s.latency, &s.service, &s.latency_ok, &s.service_ok, &s.connect, &s.tls, &s.ttfb]
+}
+
+fn encode_stats(s: &Stats, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
+    for c in counters(s) {
+        out.extend(c.to_le_bytes());
+    }
+    for k in FailureKind::ALL {
+        out.extend(s.failures[k].to_le_bytes());
+    }
+    for h in histograms(s) {
+        let at = out.len();
+        out.extend(0u32.to_le_bytes());
+        if h.is_empty() {
+            continue;
+        }
+        // Into a Vec: cannot fail for lack of room; a histogram perfops made always encodes.
+        if let Ok(n) = ser.serialize(h.inner(), out) {
+            out[at..at + 4].copy_from_slice(&(n as u32).to_le_bytes());
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.0.len() < n {
+            return Err(WireError::Truncated);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+fn decode_interval(r: &mut Reader<'_>) -> Result<Interval, WireError> {
+    let index = r.u32()?;
+    let length = Duration::from_nanos(r.u64()?);
+    let in_flight = r.u64()?;
+    let target = match r.u8()? {
+        0 => None,
+        _ => Some(f64::from_bits(r.u64()?)),
+    };
+    let n = r.u16()?;
+    let mut de = Deserializer::new();
+    let mut parts = Vec::with_capacity(usize::from(n));
+    let mut stats = Stats::default();
+    for _ in 0..n {
+        let key = Key { stage: r.u16()?, step: r.u16()? };
+        let s = decode_stats(r, &mut de)?;
+        stats.merge(&s);
+        parts.push((key, s));
+    }
+    if !r.0.is_empty() {
+        return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
+    }
+    Ok(Interval { index, length, in_flight, target, stats, parts })
+}
+
+fn decode_stats(r: &mut Reader<'_>, de: &mut Deserializer) -> Result<Stats, WireError> {
+    let mut s = Stats::default();
+    let mut c = [0u64; 8];
+    for v in &mut c {
+        *v = r.u64()?;
+    }
+    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects] =
+        [c[0], c[1], c[2], c[3], c[4], c[5], c[6]];
+    for k in FailureKind::ALL {
+        s.failures.add_n(k, r.u64()?);
+    }
+    for h in [
+        &mut s.latency,
+        &mut s.service,
+        &mut s.latency_ok,
+        &mut s.service_ok,
+        &mut s.connect,
+        &mut s.tls,
+        &mut s.ttfb,
+    ] {
+        let len = r.u32()? as usize;
+        if len == 0 {
+            continue;
+        }
+        let mut bytes = r.take(len)?;
+        let decoded: hdrhistogram::Histogram<u64> =
+            de.deserialize(&mut bytes).map_err(|e| WireError::Histogram(format!("{e:?}")))?;
+        // Recorded bucket by bucket at each bucket's value: the same buckets
+        // and counts in perfops' own bounds (a foreign histogram's values
+        // beyond them are clamped, as a local recording would be).
+        for v in decoded.iter_recorded() {
+            h.record_us(v.value_iterated_to(), v.count_at_value());
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(seed: u64) -> Stats {
+        let mut s = Stats { sent: 10 + seed, completed: 9, iterations: 8, dropped: seed, ..Stats::default() };
+        s.bytes_in = 1234;
+        s.bytes_out = 567;
+        s.connects = 2;
+        s.failures.add_n(FailureKind::Http5xx, 1);
+        s.failures.add_n(FailureKind::Cut, seed);
+        for us in [150, 900, 12_000, 2_000_000 + seed] {
+            s.latency.record(Duration::from_micros(us));
+            s.service.record(Duration::from_micros(us / 2));
+        }
+        s.latency_ok.record(Duration::from_micros(150));
+        s.ttfb.record(Duration::from_micros(80));
+        s
+    }
+
+    fn interval(index: u32) -> Interval {
+        let parts = vec![(Key { stage: 0, step: 0 }, stats(1)), (Key { stage: 1, step: 2 }, stats(2))];
+        let mut all = Stats::default();
+        for (_, s) in &parts {
+            all.merge(s);
+        }
+        Interval { index, length: Duration::from_millis(1000), in_flight: 7, target: Some(33.5), stats: all, parts }
+    }
+
+    #[test]
+    fn a_second_round_trips_exactly() {
+        let iv = interval(4);
+        let mut buf = encode(&Message::Second(iv.clone()));
+        let got = take_frames(&mut buf).unwrap();
+        assert!(buf.is_empty());
+        let [Message::Second(back)] = &got[..] else { panic!("{got:?}") };
+        assert_eq!((back.index, back.length, back.in_flight, back.target), (4, iv.length, 7, Some(33.5)));
+        assert_eq!(back.parts, iv.parts, "every counter and every histogram bucket");
+        assert_eq!(back.stats, iv.stats, "the total is the merge of the parts");
+    }
+
+    #[test]
+    fn frames_split_anywhere_are_reassembled() {
+        let mut stream = encode(&Message::Control(Control::Heartbeat));
+        stream.extend(encode(&Message::Second(interval(0))));
+        stream.extend(encode(&Message::Control(Control::Stop { reason: "p99".into() })));
+        // Every cut point: what is complete comes out, the rest waits.
+        for cut in 0..stream.len() {
+            let mut buf = stream[..cut].to_vec();
+            let mut got = take_frames(&mut buf).unwrap();
+            buf.extend_from_slice(&stream[cut..]);
+            got.extend(take_frames(&mut buf).unwrap());
+            assert_eq!(got.len(), 3, "cut at {cut}");
+            assert!(buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        // (bytes, expected error): each a way a peer can send garbage.
+        let cases: Vec<(Vec<u8>, WireError)> = vec![
+            // A zero-length frame.
+            (vec![0, 0, 0, 0], WireError::Size(0)),
+            // A frame claiming 1 GiB: refused before anything is allocated.
+            (vec![0x40, 0, 0, 0], WireError::Size(1 << 30)),
+            // An unknown kind.
+            (vec![0, 0, 0, 1, 9], WireError::Kind(9)),
+            // A second cut short.
+            (vec![0, 0, 0, 3, KIND_SECOND, 1, 2], WireError::Truncated),
+        ];
+        for (bytes, want) in cases {
+            let mut buf = bytes.clone();
+            assert_eq!(take_frames(&mut buf).err(), Some(want), "{bytes:?}");
+        }
+        // JSON that is no control message.
+        let mut buf = vec![0, 0, 0, 3, KIND_CONTROL, b'{', b'}'];
+        assert!(matches!(take_frames(&mut buf), Err(WireError::Control(_))));
+        // A histogram that is not HdrHistogram's encoding.
+        let mut body = vec![KIND_SECOND];
+        encode_interval(&interval(0), &mut body);
+        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + 11 * 8 + 4;
+        body[first_hist] ^= 0xff;
+        assert!(matches!(decode(&body), Err(WireError::Histogram(_))));
+    }
+
+    #[test]
+    fn control_messages_round_trip() {
+        let a = Assignment {
+            path: "s.yaml".into(),
+            scenario: "name: x".into(),
+            overrides: vec![("load.max_in_flight".into(), "10".into())],
+            target: "http://127.0.0.1:1".into(),
+            env: BTreeMap::from([("A".into(), "b".into())]),
+            files: BTreeMap::new(),
+            globals: BTreeMap::from([("token".into(), "t".into())]),
+            stage_ends_ns: vec![1_000_000_000],
+            insecure: false,
+            wait_in_flight: true,
+            workers: 1,
+        };
+        for c in [
+            Control::Hello { protocol: PROTOCOL, nonce: "00ff".into(), index: Some(2), name: "h".into() },
+            Control::Pong { t0: -1, t1: 2, t2: i64::MAX },
+            Control::Assign(Box::new(a)),
+            Control::Bye,
+        ] {
+            let mut buf = encode(&Message::Control(c.clone()));
+            let got = take_frames(&mut buf).unwrap();
+            assert!(matches!(&got[..], [Message::Control(back)] if *back == c), "{c:?}");
+        }
+    }
+}
