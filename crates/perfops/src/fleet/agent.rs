@@ -1,0 +1,392 @@
+//! `perfops agent --join URL`: one generator of a coordinated run. It
+//! connects (retrying for a bounded time: the coordinator's Service may come
+//! up after the agent's pod), proves it knows the token and checks that the
+//! coordinator does too, answers the clock probes, claims its shard
+//! (`--index`, or `JOB_COMPLETION_INDEX` in a Kubernetes Indexed Job, or
+//! the first free one), builds its plan from the assignment, starts at the
+//! instant given, and sends every second as it completes. A Stop from the
+//! coordinator, or losing it, stops the arrivals at once: nobody drives a
+//! generator without the token, and nobody leaves one running unwatched.
+//!
+//! It writes no results of its own: the coordinator writes the run's.
+
+use std::collections::HashMap;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
+use perfops_core::model::{LoadModel, Shard};
+use perfops_core::scenario::{Override, Step, sources};
+use perfops_core::units::parse_duration;
+use perfops_engine::{Plan, Target, Work};
+
+use super::auth::{self, Role};
+use super::conn::{self, Conn, Event};
+use crate::Exit;
+use crate::launch::{self, PlanBase};
+
+/// Flags of `perfops agent`.
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    /// The coordinator: `http://HOST:PORT` (plain TCP), `https://HOST:PORT` (TLS) or `HOST:PORT`.
+    #[arg(long, value_name = "URL")]
+    join: String,
+    /// The shared secret (else the environment variable PERFOPS_TOKEN); never sent, only proved.
+    #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The shard this agent claims (else JOB_COMPLETION_INDEX; else the first free one).
+    #[arg(long, env = "JOB_COMPLETION_INDEX")]
+    index: Option<u32>,
+    /// Keep trying to reach the coordinator this long.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    connect_timeout: Duration,
+    /// With an https:// coordinator: trust this CA (PEM) instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// A name for the coordinator's logs and results (default: the host name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Tests only: pretend this machine's wall clock is off by this many milliseconds.
+    #[arg(long, hide = true, allow_negative_numbers = true)]
+    clock_offset_for_tests: Option<i64>,
+}
+
+/// This agent's wall clock in ns since the epoch (shifted for tests).
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    shift_ns: i64,
+}
+
+impl Clock {
+    fn now(self) -> i64 {
+        wall_ns() + self.shift_ns
+    }
+
+    /// The local instant at which this clock will read `at`.
+    fn instant_at(self, at: i64) -> Instant {
+        let (now_i, now) = (Instant::now(), self.now());
+        let ahead = at - now;
+        if ahead >= 0 { now_i + Duration::from_nanos(ahead as u64) } else { now_i }
+    }
+}
+
+/// Nanoseconds since the epoch on the system's wall clock.
+pub(crate) fn wall_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Why an agent ends without having run its part: said on stderr, exit 3.
+fn refused(message: String) -> Result<Exit> {
+    eprintln!("perfops: agent: {message}");
+    Ok(Exit::Runtime)
+}
+
+pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
+    let token = super::token(args.token.as_deref())?;
+    let clock = Clock { shift_ns: args.clock_offset_for_tests.unwrap_or(0) * 1_000_000 };
+    let name = args.name.clone().unwrap_or_else(|| {
+        nix::unistd::gethostname().ok().map_or_else(|| "agent".into(), |h| h.to_string_lossy().into_owned())
+    });
+    let (host, port, tls) = parse_join(&args.join)?;
+    let tls = if tls { Some(conn::client_tls(args.tls_ca.as_deref())?) } else { None };
+    let stop = launch::stop_flag()?;
+
+    let Some(tcp) = connect(&host, port, args.connect_timeout, &stop)? else {
+        return refused(format!("could not reach the coordinator at {} within {:?}", args.join, args.connect_timeout));
+    };
+    let mut c = match tls {
+        Some(config) => Conn::tls_client(tcp, config, &host)?,
+        None => Conn::plain(tcp)?,
+    };
+
+    // The token, both ways.
+    let own = auth::nonce()?;
+    c.control(Control::Hello { protocol: PROTOCOL, nonce: own.clone(), index: args.index, name: name.clone() })?;
+    let wait = Duration::from_secs(30);
+    let (their, proof) = match c.expect(wait, "challenge")? {
+        Control::Challenge { nonce, proof } => (nonce, proof),
+        Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
+        other => bail!("the coordinator said {other:?} instead of its challenge"),
+    };
+    if !auth::check(&token, Role::Coordinator, &own, &their, &proof) {
+        let _ = c.control(Control::Refused { reason: "the coordinator's token proof is wrong".into() });
+        return refused(format!(
+            "the coordinator at {} does not know the token: refusing to take load orders from it",
+            args.join
+        ));
+    }
+    c.control(Control::Proof { proof: auth::prove(&token, Role::Agent, &their, &own) })?;
+
+    // Clock probes until the coordinator decides.
+    let (index, count) = loop {
+        match c.expect(wait, "clock probe or welcome")? {
+            Control::Ping { t0 } => {
+                let t1 = clock.now();
+                c.control(Control::Pong { t0, t1, t2: clock.now() })?;
+            }
+            Control::Welcome { index, count, offset_ns } => {
+                eprintln!(
+                    "perfops: agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
+                    args.join,
+                    offset_ns as f64 / 1e6
+                );
+                break (index, count);
+            }
+            Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
+            other => bail!("the coordinator said {other:?} during the clock probes"),
+        }
+    };
+
+    let (events_tx, events) = mpsc::channel();
+    let out = c.pump(0, events_tx);
+    let assignment = match next(&events, &stop)? {
+        Some(Control::Assign(a)) => a,
+        Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
+        Some(other) => bail!("the coordinator said {other:?} instead of an assignment"),
+        None => return refused("lost the coordinator before the assignment".into()),
+    };
+    let mut plan = match build(&assignment, Shard { index, count }) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = out.send(Message::Control(Control::Failed { reason: format!("{e:#}") }));
+            return Err(e);
+        }
+    };
+    let _ = out.send(Message::Control(Control::Ready));
+    let at = match next(&events, &stop)? {
+        Some(Control::Start { at }) => at,
+        Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
+        Some(other) => bail!("the coordinator said {other:?} instead of the start"),
+        None => return refused("lost the coordinator before the start".into()),
+    };
+    plan.start_at = Some(clock.instant_at(at));
+
+    // Stop orders and the coordinator's loss stop the arrivals while the engine runs.
+    let lost = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, lost) = (stop.clone(), lost.clone());
+        std::thread::spawn(move || {
+            loop {
+                match events.recv() {
+                    Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
+                        eprintln!("perfops: agent: stopped by the coordinator: {reason}");
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    Ok(Event::Frame(_, Message::Control(Control::Bye))) => return events,
+                    Ok(Event::Frame(..)) => {}
+                    Ok(Event::Closed(..)) | Err(_) => {
+                        lost.store(true, Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
+                        return events;
+                    }
+                }
+            }
+        })
+    };
+    launch::check_fd_room(&plan.load)?;
+    let outcome = perfops_engine::run(&plan, stop.clone(), |iv| {
+        let _ = out.send(Message::Second(iv.clone()));
+    })?;
+    let _ = out.send(Message::Control(Control::Done {
+        elapsed_ns: outcome.elapsed.as_nanos() as u64,
+        workers: outcome.workers as u64,
+        naps: outcome.naps,
+        longest_nap_ns: outcome.longest_nap.as_nanos() as u64,
+        interrupted: outcome.interrupted,
+    }));
+    if lost.load(Ordering::Relaxed) {
+        return refused("lost the coordinator during the run: stopped the load".into());
+    }
+    // The coordinator says Bye once every agent is done; wait for it a while.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !watcher.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(out);
+    if lost.load(Ordering::Relaxed) {
+        // Done was queued before: the coordinator may have it. Nothing more to do either way.
+        eprintln!("perfops: agent {name}: the coordinator closed the connection after the load");
+    }
+    eprintln!(
+        "perfops: agent {name}: shard {index}/{count} done: {} requests sent in {:.1} s",
+        outcome.total.sent,
+        outcome.elapsed.as_secs_f64()
+    );
+    Ok(Exit::Passed)
+}
+
+/// The next control message from the pump (heartbeats skipped), `None` if
+/// the connection closed; a local Ctrl-C ends the wait as an error.
+fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted before the start");
+        }
+        match events.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Frame(_, Message::Control(Control::Heartbeat))) => {}
+            Ok(Event::Frame(_, Message::Control(c))) => return Ok(Some(c)),
+            Ok(Event::Frame(_, Message::Second(_))) => bail!("the coordinator sent a second"),
+            Ok(Event::Closed(..)) | Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// `http://host:port`, `https://host:port` or `host:port` (default port 7070).
+fn parse_join(url: &str) -> Result<(String, u16, bool)> {
+    let usage = |m: String| anyhow::Error::new(crate::UsageError(m));
+    let (tls, rest) = match url.split_once("://") {
+        Some(("http" | "tcp", r)) => (false, r),
+        Some(("https" | "tls", r)) => (true, r),
+        Some((s, _)) => return Err(usage(format!("--join {url}: scheme `{s}` is not http or https"))),
+        None => (false, url),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            (h, p.parse::<u16>().map_err(|_| usage(format!("--join {url}: bad port `{p}`")))?)
+        }
+        _ => (rest, 7070),
+    };
+    if host.is_empty() {
+        return Err(usage(format!("--join {url}: no host")));
+    }
+    Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), port, tls))
+}
+
+/// Connect to `host:port`, retrying every half second until `within` passed
+/// (name resolution included: a Service's DNS name may not exist yet).
+fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result<Option<TcpStream>> {
+    let deadline = Instant::now() + within;
+    let mut said = false;
+    loop {
+        let attempt = (host, port)
+            .to_socket_addrs()
+            .map_err(|e| e.to_string())
+            .and_then(|addrs| {
+                let mut last = "no address".to_string();
+                for a in addrs {
+                    match TcpStream::connect_timeout(&a, Duration::from_secs(3)) {
+                        Ok(s) => return Ok(s),
+                        Err(e) => last = e.to_string(),
+                    }
+                }
+                Err(last)
+            });
+        match attempt {
+            Ok(s) => return Ok(Some(s)),
+            Err(e) => {
+                if !said {
+                    eprintln!("perfops: agent: waiting for the coordinator at {host}:{port} ({e})");
+                    said = true;
+                }
+            }
+        }
+        if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// This agent's plan: the scenario as the coordinator read it, its resolved
+/// values, and this shard of the load.
+fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
+    let overrides: Vec<Override> =
+        a.overrides.iter().map(|(p, v)| Override { path: p.clone(), value: v.clone() }).collect();
+    let scenario = perfops_core::scenario::parse(&a.path, &a.scenario, &overrides)
+        .map_err(|d| anyhow!("the scenario does not validate here:\n{}", d.render(&a.scenario)))?;
+    let env: HashMap<String, String> = a.env.clone().into_iter().collect();
+    let feeders = sources::feeders(&scenario, Path::new(""), |p| {
+        a.files.get(&p.display().to_string()).cloned().ok_or_else(|| std::io::ErrorKind::NotFound.into())
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    let target = Target::parse(&a.target).map_err(|e| anyhow!("target `{}`: {e}", a.target))?;
+    let flows: Vec<(String, u32, Vec<Step>)> =
+        scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
+    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
+    work.globals = a.globals.clone().into_iter().collect();
+    let timeout = scenario.defaults.timeout;
+    let base = PlanBase {
+        target,
+        timeout,
+        connect_timeout: timeout.min(Duration::from_secs(5)),
+        insecure: a.insecure,
+        workers: a.workers as usize,
+        wait_in_flight: a.wait_in_flight,
+    };
+    let model = share(crate::run::load_model(&scenario.load).context("the load profile")?, shard);
+    let mut plan = base.plan(Arc::new(work), model);
+    plan.stage_ends = a.stage_ends_ns.iter().map(|&n| Duration::from_nanos(n)).collect();
+    plan.shard = shard;
+    Ok(plan)
+}
+
+/// This shard's part of what the engine divides among its workers but not
+/// among machines: the open model's `max_in_flight`, the closed model's
+/// users and request count. (The arrivals themselves are divided by
+/// `Plan::shard`.)
+fn share(model: LoadModel, shard: Shard) -> LoadModel {
+    match model {
+        LoadModel::Open { schedule, max_in_flight } => LoadModel::Open {
+            schedule,
+            max_in_flight: (shard.share(u64::from(max_in_flight)) as u32).max(1),
+        },
+        LoadModel::Closed { connections, think, profile, duration, max_requests } => LoadModel::Closed {
+            connections: (shard.share(u64::from(connections)) as u32).max(1),
+            think,
+            profile,
+            duration,
+            max_requests: max_requests.map(|n| shard.share(n)),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_urls() {
+        // (--join, host, port, tls): the forms a user or a manifest writes.
+        let cases = [
+            ("http://perfops-coordinator.load.svc:7070", "perfops-coordinator.load.svc", 7070, false),
+            ("https://10.0.0.5:9000/", "10.0.0.5", 9000, true),
+            ("127.0.0.1:7171", "127.0.0.1", 7171, false),
+            ("coordinator", "coordinator", 7070, false),
+            ("http://[::1]:7070", "::1", 7070, false),
+        ];
+        for (url, host, port, tls) in cases {
+            assert_eq!(parse_join(url).unwrap(), (host.to_string(), port, tls), "{url}");
+        }
+        for bad in ["ftp://x:1", "http://:7070", "http://x:notaport"] {
+            assert!(parse_join(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shares_of_caps_add_up_to_the_whole() {
+        let closed = |c| LoadModel::Closed {
+            connections: c,
+            think: Duration::ZERO,
+            profile: None,
+            duration: None,
+            max_requests: Some(10),
+        };
+        // 1000 users and 10 requests over 3 agents: 333 + 333 + 334 and 3 + 3 + 4.
+        let (got, requests) = (0..3)
+            .map(|i| match share(closed(1000), Shard { index: i, count: 3 }) {
+                LoadModel::Closed { connections, max_requests, .. } => (connections, max_requests.unwrap_or(0)),
+                LoadModel::Open { .. } => (0, 0),
+            })
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        assert_eq!(requests, 10);
+        assert_eq!(got, 1000);
+    }
+}
