@@ -106,21 +106,9 @@ mod tests {
                 2 * ms,
             ),
             // Quick but asymmetric samples disagree by a little: their median.
-            (
-                vec![
-                    trip(0, 0, 2 * ms, 0, 0),
-                    trip(10 * ms, 0, 0, 0, 2 * ms),
-                    trip(20 * ms, 0, ms, 0, ms),
-                ],
-                0,
-                2 * ms,
-            ),
+            (vec![trip(0, 0, 2 * ms, 0, 0), trip(10 * ms, 0, 0, 0, 2 * ms), trip(20 * ms, 0, ms, 0, ms)], 0, 2 * ms),
             // A clock stepped back mid-sample (negative round trip): not used.
-            (
-                vec![Sample { t0: 0, t1: 5, t2: 100 * ms, t3: 10 }, trip(0, 3 * ms, ms, 0, ms)],
-                3 * ms,
-                2 * ms,
-            ),
+            (vec![Sample { t0: 0, t1: 5, t2: 100 * ms, t3: 10 }, trip(0, 3 * ms, ms, 0, ms)], 3 * ms, 2 * ms),
         ];
         for (i, (samples, offset, rtt)) in cases.into_iter().enumerate() {
             let e = estimate(&samples).unwrap();

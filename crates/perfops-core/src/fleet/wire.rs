@@ -64,7 +64,7 @@ pub enum Message {
     /// A control message.
     Control(Control),
     /// One second of an agent's load.
-    Second(Interval),
+    Second(Box<Interval>),
 }
 
 /// The control messages, in the order a run uses them.
@@ -242,7 +242,7 @@ pub fn decode(body: &[u8]) -> Result<Message, WireError> {
         KIND_CONTROL => {
             serde_json::from_slice(rest).map(Message::Control).map_err(|e| WireError::Control(e.to_string()))
         }
-        KIND_SECOND => decode_interval(&mut Reader(rest)).map(Message::Second),
+        KIND_SECOND => decode_interval(&mut Reader(rest)).map(|iv| Message::Second(Box::new(iv))),
         k => Err(WireError::Kind(k)),
     }
 }
@@ -361,15 +361,9 @@ fn decode_stats(r: &mut Reader<'_>, de: &mut Deserializer) -> Result<Stats, Wire
     for k in FailureKind::ALL {
         s.failures.add_n(k, r.u64()?);
     }
-    for h in [
-        &mut s.latency,
-        &mut s.service,
-        &mut s.latency_ok,
-        &mut s.service_ok,
-        &mut s.connect,
-        &mut s.tls,
-        &mut s.ttfb,
-    ] {
+    for h in
+        [&mut s.latency, &mut s.service, &mut s.latency_ok, &mut s.service_ok, &mut s.connect, &mut s.tls, &mut s.ttfb]
+    {
         let len = r.u32()? as usize;
         if len == 0 {
             continue;
@@ -419,7 +413,7 @@ mod tests {
     #[test]
     fn a_second_round_trips_exactly() {
         let iv = interval(4);
-        let mut buf = encode(&Message::Second(iv.clone()));
+        let mut buf = encode(&Message::Second(Box::new(iv.clone())));
         let got = take_frames(&mut buf).unwrap();
         assert!(buf.is_empty());
         let [Message::Second(back)] = &got[..] else { panic!("{got:?}") };
@@ -431,7 +425,7 @@ mod tests {
     #[test]
     fn frames_split_anywhere_are_reassembled() {
         let mut stream = encode(&Message::Control(Control::Heartbeat));
-        stream.extend(encode(&Message::Second(interval(0))));
+        stream.extend(encode(&Message::Second(Box::new(interval(0)))));
         stream.extend(encode(&Message::Control(Control::Stop { reason: "p99".into() })));
         // Every cut point: what is complete comes out, the rest waits.
         for cut in 0..stream.len() {

@@ -191,7 +191,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     };
     launch::check_fd_room(&plan.load)?;
     let outcome = perfops_engine::run(&plan, stop.clone(), |iv| {
-        let _ = out.send(Message::Second(iv.clone()));
+        let _ = out.send(Message::Second(Box::new(iv.clone())));
     })?;
     let _ = out.send(Message::Control(Control::Done {
         elapsed_ns: outcome.elapsed.as_nanos() as u64,
@@ -266,19 +266,16 @@ fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result
     let deadline = Instant::now() + within;
     let mut said = false;
     loop {
-        let attempt = (host, port)
-            .to_socket_addrs()
-            .map_err(|e| e.to_string())
-            .and_then(|addrs| {
-                let mut last = "no address".to_string();
-                for a in addrs {
-                    match TcpStream::connect_timeout(&a, Duration::from_secs(3)) {
-                        Ok(s) => return Ok(s),
-                        Err(e) => last = e.to_string(),
-                    }
+        let attempt = (host, port).to_socket_addrs().map_err(|e| e.to_string()).and_then(|addrs| {
+            let mut last = "no address".to_string();
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, Duration::from_secs(3)) {
+                    Ok(s) => return Ok(s),
+                    Err(e) => last = e.to_string(),
                 }
-                Err(last)
-            });
+            }
+            Err(last)
+        });
         match attempt {
             Ok(s) => return Ok(Some(s)),
             Err(e) => {
@@ -334,10 +331,9 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
 /// `Plan::shard`.)
 fn share(model: LoadModel, shard: Shard) -> LoadModel {
     match model {
-        LoadModel::Open { schedule, max_in_flight } => LoadModel::Open {
-            schedule,
-            max_in_flight: (shard.share(u64::from(max_in_flight)) as u32).max(1),
-        },
+        LoadModel::Open { schedule, max_in_flight } => {
+            LoadModel::Open { schedule, max_in_flight: (shard.share(u64::from(max_in_flight)) as u32).max(1) }
+        }
         LoadModel::Closed { connections, think, profile, duration, max_requests } => LoadModel::Closed {
             connections: (shard.share(u64::from(connections)) as u32).max(1),
             think,

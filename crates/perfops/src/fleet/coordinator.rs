@@ -406,9 +406,9 @@ fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>)
         let placed = match a.claim {
             Some(i) if i as usize >= n => Err(format!("shard index {i} is out of range: this run has {n} agents")),
             Some(i) => match taken(i as usize) {
-                Some(by) => Err(format!(
-                    "shard index {i} is already taken by {by}: refused, so that no shard runs twice"
-                )),
+                Some(by) => {
+                    Err(format!("shard index {i} is already taken by {by}: refused, so that no shard runs twice"))
+                }
                 None => Ok(i as usize),
             },
             None => slots.iter().position(Option::is_none).ok_or_else(|| "every shard is taken".to_string()),
@@ -570,11 +570,7 @@ fn drive(
                     }
                     Message::Control(Control::Done { elapsed_ns, interrupted, workers, naps, longest_nap_ns }) => {
                         join.done(i);
-                        fleet.log(AgentLine::Done {
-                            agent: i as u32,
-                            elapsed_s: elapsed_ns as f64 / 1e9,
-                            interrupted,
-                        });
+                        fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
                         if interrupted && !stop_sent {
                             eprintln!("perfops: agent {} (shard {i}) stopped on its own", fleet.members[i].name);
                         }
@@ -646,7 +642,11 @@ fn drive(
     let done: Vec<&Done> = fleet.members.iter().filter_map(|m| m.done.as_ref()).collect();
     let outcome = Outcome {
         total,
-        elapsed: done.iter().map(|d| d.elapsed).max().unwrap_or_else(|| Instant::now().saturating_duration_since(start)),
+        elapsed: done
+            .iter()
+            .map(|d| d.elapsed)
+            .max()
+            .unwrap_or_else(|| Instant::now().saturating_duration_since(start)),
         workers: done.iter().map(|d| d.workers as usize).sum(),
         interrupted: stop.load(Ordering::Relaxed),
         naps: done.iter().map(|d| d.naps).sum(),
@@ -673,26 +673,38 @@ fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
 }
 
 /// A run that lost agents proves nothing about the load it planned: the
-/// losses are named, and a verdict that would have passed is inconclusive.
+/// losses are named, every stage that ran after the first loss is
+/// inconclusive (its rate and figures lack a generator's share: neither a
+/// pass nor a failure of the target), and so is the run.
 fn lost_agents(summary: &mut RunSummary, members: &[Member]) {
-    let lost: Vec<String> = members
+    use perfops_core::analysis::verdict::{RunResult, StageVerdict};
+    let lost: Vec<(u32, String)> = members
         .iter()
         .enumerate()
-        .filter_map(|(i, m)| m.lost.as_ref().map(|(t, why)| format!("agent {} (shard {i}) lost at t={t}s: {why}", m.name)))
+        .filter_map(|(i, m)| {
+            m.lost.as_ref().map(|(t, why)| (*t, format!("agent {} (shard {i}) lost at t={t}s: {why}", m.name)))
+        })
         .collect();
-    if lost.is_empty() {
-        return;
-    }
-    for l in &lost {
+    let Some(first) = lost.iter().map(|(t, _)| *t).min() else { return };
+    let names: Vec<&str> = lost.iter().map(|(_, l)| l.as_str()).collect();
+    for l in &names {
         summary.warnings.push(format!(
             "{l}; its seconds from then on are missing (agents.jsonl marks them): the figures after it hold the \
              other agents' share only"
         ));
     }
-    if let Some(v) = &mut summary.verdict
-        && v.verdict.result != perfops_core::analysis::verdict::RunResult::Failed
-    {
-        v.verdict.result = perfops_core::analysis::verdict::RunResult::Inconclusive;
-        v.headline = format!("INCONCLUSIVE: {} — {}", lost.join("; "), v.headline);
+    for st in &mut summary.stages {
+        let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(first);
+        if ran_past_loss && matches!(st.verdict, Some(StageVerdict::Holds | StageVerdict::Fails)) {
+            st.verdict = Some(StageVerdict::Inconclusive);
+            st.reasons.insert(0, format!("a generator was lost at t={first}s: this stage lacks its share"));
+        }
+    }
+    if let Some(v) = &mut summary.verdict {
+        v.verdict.result = RunResult::Inconclusive;
+        v.headline = format!(
+            "INCONCLUSIVE: {}; the seconds after it lack that generator's share, so they judge nothing",
+            names.join("; ")
+        );
     }
 }
