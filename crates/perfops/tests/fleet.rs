@@ -359,11 +359,21 @@ fn a_global_slo_fails_on_merged_data_that_two_shards_alone_pass() {
     );
     let scenario = wd.scenario("slo.yaml", &yaml);
     let (coord, url) = coordinator(&wd, &scenario, 3, &["--join-timeout", "20s"]);
-    let agents: Vec<Running> = (0..3).map(|i| agent(&url, TOKEN, &["--index", &i.to_string()])).collect();
+    // The shard from JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job gives it.
+    let agents: Vec<Running> = (0..3)
+        .map(|i| {
+            spawn_perfops(&["agent", "--join", &url], |c| {
+                c.env("PERFOPS_TOKEN", TOKEN).env("JOB_COMPLETION_INDEX", i.to_string());
+            })
+        })
+        .collect();
     let out = coord.wait(RUN_LIMIT);
     let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
     let ctx = context(&out, &agents.iter().collect::<Vec<_>>());
     assert_eq!(out.code, Some(1), "the merged p90 fails the SLO\n{ctx}");
+    for (i, a) in agents.iter().enumerate() {
+        assert!(a.stderr.contains(&format!("as shard {i}/3")), "{ctx}");
+    }
     let dir = wd.result_dir(&out);
     let s = summary(&dir);
     assert_eq!(s["verdict"]["result"], "failed", "{ctx}");
@@ -546,4 +556,35 @@ fn raw_wrong_proof(url: &str) -> String {
     assert!(challenge.contains("challenge"), "{challenge}");
     send(&mut s, &format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)));
     recv(&mut s)
+}
+
+/// Issue #13: with `--tls-cert/--tls-key` the coordinator speaks TLS; an
+/// agent joins with `https://` and trusts the certificate through
+/// `--tls-ca`. The run goes as over plain TCP.
+#[test]
+fn agents_join_a_tls_coordinator() {
+    let _cpu = shared();
+    let server = perfops_testkit::fixed_delay(Duration::from_millis(1));
+    let wd = Workdir::new("fleet-tls");
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).expect("a certificate");
+    let (cert_pem, key_pem) = (wd.path.join("cert.pem"), wd.path.join("key.pem"));
+    std::fs::write(&cert_pem, cert.cert.pem()).expect("write cert");
+    std::fs::write(&key_pem, cert.key_pair.serialize_pem()).expect("write key");
+    let yaml = format!(
+        "name: fleet-tls\ntarget: {}\nflows:\n  r:\n    steps:\n      - {{ name: r, request: GET /r }}\n\
+         load:\n  model: open\n  stages:\n    - {{ rate: 20, hold: 2s }}\n",
+        server.url()
+    );
+    let scenario = wd.scenario("tls.yaml", &yaml);
+    let (c, k) = (cert_pem.display().to_string(), key_pem.display().to_string());
+    let (coord, url) = coordinator(&wd, &scenario, 2, &["--join-timeout", "20s", "--tls-cert", &c, "--tls-key", &k]);
+    let url = url.replace("http://", "https://");
+    let agents: Vec<Running> = (0..2).map(|_| agent(&url, TOKEN, &["--tls-ca", &c])).collect();
+    let out = coord.wait(RUN_LIMIT);
+    let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
+    let ctx = context(&out, &agents.iter().collect::<Vec<_>>());
+    assert_eq!(out.code, Some(0), "{ctx}");
+    assert!(out.stderr.contains("(TLS)"), "{ctx}");
+    let s = summary(&wd.result_dir(&out));
+    assert_eq!(s["total"]["sent"].as_u64(), Some(40), "{ctx}");
 }
