@@ -11,6 +11,7 @@
 //! It writes no results of its own: the coordinator writes the run's.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,11 +21,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
+use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL};
+use perfops_core::measure::{Interval, Stats};
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::scenario::{Override, Step, sources};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Plan, Target, Work};
+use perfops_engine::{Outcome, Plan, Target, Work};
 
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
@@ -55,6 +57,13 @@ pub(crate) struct AgentArgs {
     /// Tests only: pretend this machine's wall clock is off by this many milliseconds.
     #[arg(long, hide = true, allow_negative_numbers = true)]
     clock_offset_for_tests: Option<i64>,
+    /// Benchmarks only (bench/fleet.sh): also append every second sent to FILE, as wire frames.
+    #[arg(long, hide = true, value_name = "FILE")]
+    record_seconds: Option<PathBuf>,
+    /// Benchmarks only (bench/fleet.sh): send no request; replay the seconds of FILE (made
+    /// with --record-seconds), one per second and in a loop, for the load's duration.
+    #[arg(long, hide = true, value_name = "FILE")]
+    replay_seconds: Option<PathBuf>,
 }
 
 /// This agent's wall clock in ns since the epoch (shifted for tests).
@@ -144,7 +153,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     };
 
     let (events_tx, events) = mpsc::channel();
-    let out = c.pump(0, events_tx);
+    let out = c.pump(0, events_tx, conn::AGENT_POLL);
     let assignment = match next(&events, &stop)? {
         Some(Control::Assign(a)) => a,
         Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
@@ -189,10 +198,20 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
             }
         })
     };
-    launch::check_fd_room(&plan.load)?;
-    let outcome = perfops_engine::run(&plan, stop.clone(), |iv| {
-        let _ = out.send(Message::Second(Box::new(iv.clone())));
-    })?;
+    let outcome = match &args.replay_seconds {
+        Some(file) => replay(file, &plan, &stop, &out)?,
+        None => {
+            launch::check_fd_room(&plan.load)?;
+            let mut record = args.record_seconds.as_ref().map(std::fs::File::create).transpose()?;
+            perfops_engine::run(&plan, stop.clone(), |iv| {
+                let msg = Message::Second(Box::new(iv.clone()));
+                if let Some(f) = &mut record {
+                    let _ = f.write_all(&wire::encode(&msg));
+                }
+                let _ = out.send(msg);
+            })?
+        }
+    };
     let _ = out.send(Message::Control(Control::Done {
         elapsed_ns: outcome.elapsed.as_nanos() as u64,
         workers: outcome.workers as u64,
@@ -236,6 +255,49 @@ fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> 
             Err(RecvTimeoutError::Timeout) => {}
         }
     }
+}
+
+/// Send the seconds recorded in `file` as if they were measured now: one
+/// per second from the plan's start, renumbered, the recording looped, for
+/// the load's duration (bench/fleet.sh's simulated agents: what a
+/// coordinator receives, without the load that made it).
+fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &std::sync::mpsc::Sender<Message>) -> Result<Outcome> {
+    let mut bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let recorded: Vec<Interval> = wire::take_frames(&mut bytes)
+        .map_err(|e| anyhow!("{}: {e}", file.display()))?
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Second(iv) if iv.length == Duration::from_secs(1) => Some(*iv),
+            _ => None,
+        })
+        .collect();
+    if recorded.is_empty() {
+        bail!("{}: no whole second recorded", file.display());
+    }
+    let start = plan.start_at.unwrap_or_else(Instant::now);
+    let seconds = plan.end.map_or(10, |d| d.as_secs().max(1)) as u32;
+    let mut total = Stats::default();
+    for k in 0..seconds {
+        let due = start + Duration::from_secs(u64::from(k) + 1);
+        while Instant::now() < due && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut iv = recorded[k as usize % recorded.len()].clone();
+        iv.index = k;
+        total.merge(&iv.stats);
+        let _ = out.send(Message::Second(Box::new(iv)));
+    }
+    Ok(Outcome {
+        total,
+        elapsed: Instant::now().saturating_duration_since(start),
+        workers: 0,
+        interrupted: stop.load(Ordering::Relaxed),
+        naps: 0,
+        longest_nap: Duration::ZERO,
+    })
 }
 
 /// `http://host:port`, `https://host:port` or `host:port` (default port 7070).

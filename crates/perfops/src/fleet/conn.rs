@@ -8,7 +8,10 @@
 //! has been quiet for a second, and reports the close. One thread per
 //! connection and a short read timeout, rather than a reader and a writer
 //! thread, because a rustls stream cannot be read and written from two
-//! threads; a second's frame waits at most [`POLL`] to go out.
+//! threads; what is queued waits at most the pump's poll interval to go
+//! out: [`AGENT_POLL`] on an agent (its seconds), [`COORDINATOR_POLL`] on
+//! the coordinator, whose rare orders (start, stop) can wait that long and
+//! whose hundreds of pumps must not keep a core awake.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -24,8 +27,11 @@ use perfops_core::fleet::wire::{self, Control, Message};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// How long a pump waits for a frame before it looks at its outbox.
-pub(crate) const POLL: Duration = Duration::from_millis(20);
+/// How long an agent's pump waits for a frame before it looks at its outbox.
+pub(crate) const AGENT_POLL: Duration = Duration::from_millis(20);
+
+/// How long a coordinator's pump waits for a frame before it looks at its outbox.
+pub(crate) const COORDINATOR_POLL: Duration = Duration::from_millis(100);
 
 /// Quiet this long, a pump sends a heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -139,9 +145,10 @@ impl Conn {
     }
 
     /// Hand the connection to a thread of its own: frames go to `events`
-    /// tagged `id`, messages queued on the returned sender go out in order.
+    /// tagged `id`, messages queued on the returned sender go out in order,
+    /// at the latest `poll` after they were queued.
     /// Dropping the sender closes the connection once its queue is sent.
-    pub(crate) fn pump(mut self, id: usize, events: Sender<Event>) -> Sender<Message> {
+    pub(crate) fn pump(mut self, id: usize, events: Sender<Event>, poll: Duration) -> Sender<Message> {
         let (tx, rx) = mpsc::channel::<Message>();
         std::thread::spawn(move || {
             let mut sent = Instant::now();
@@ -169,7 +176,7 @@ impl Conn {
                     }
                     sent = Instant::now();
                 }
-                match self.recv(POLL) {
+                match self.recv(poll) {
                     Ok(Some(m)) => {
                         if events.send(Event::Frame(id, m)).is_err() {
                             return;

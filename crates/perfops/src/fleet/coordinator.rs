@@ -439,7 +439,7 @@ fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>)
             rtt_ms,
         });
         let addr = a.conn.peer;
-        let out = a.conn.pump(next_conn, events.clone());
+        let out = a.conn.pump(next_conn, events.clone(), conn::COORDINATOR_POLL);
         slots[i] = Some(Member { name: a.name, addr, conn: next_conn, estimate: e, out, done: None, lost: None });
         next_conn += 1;
     }
