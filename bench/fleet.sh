@@ -56,21 +56,40 @@ trap cleanup EXIT
 status=0
 
 # ---------------------------------------------------------------- 1. start spread
+# One thread, one selector, no per-connection thread to start: a request head is stamped
+# (time.time(), the wall clock all processes here share) the moment it is read.
 cat >"$OUT/arrivals.py" <<'PY'
-import sys, time, threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import selectors, socket, sys, time
+sel = selectors.DefaultSelector()
 log = open(sys.argv[2], "a", buffering=1)
-lock = threading.Lock()
-class H(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_GET(self):
+srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("127.0.0.1", int(sys.argv[1]))); srv.listen(1024); srv.setblocking(False)
+sel.register(srv, selectors.EVENT_READ, None)
+bufs = {}
+while True:
+    for key, _ in sel.select():
+        if key.data is None:
+            c, _ = srv.accept(); c.setblocking(False)
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sel.register(c, selectors.EVENT_READ, True); bufs[c] = b""
+            continue
+        c = key.fileobj
+        try:
+            data = c.recv(65536)
+        except OSError:
+            data = b""
         t = time.time()
-        with lock:
-            log.write(f"{t:.6f} {self.path}\n")
-        self.send_response(200); self.send_header("Content-Length", "3"); self.end_headers()
-        self.wfile.write(b"ok\n")
-    def log_message(self, *a): pass
-ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+        if not data:
+            sel.unregister(c); c.close(); bufs.pop(c, None); continue
+        bufs[c] += data
+        while b"\r\n\r\n" in bufs[c]:
+            head, bufs[c] = bufs[c].split(b"\r\n\r\n", 1)
+            path = head.split(b" ", 2)[1].decode()
+            log.write(f"{t:.6f} {path}\n")
+            try:
+                c.send(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
+            except OSError:
+                pass
 PY
 APORT=$((PORT + 1))
 python3 "$OUT/arrivals.py" "$APORT" "$OUT/arrivals.log" 2>"$OUT/arrivals.err" & PIDS+=($!)

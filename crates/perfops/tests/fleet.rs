@@ -444,6 +444,7 @@ fn abort_when_stops_every_agent_within_two_seconds() {
 
 /// Issue #13: `kill -9` of one agent mid-run: it is named, what it sent is
 /// kept, its missed seconds are marked, the verdict is inconclusive, exit 1.
+/// Meanwhile the coordinator's `--metrics-listen` serves the merged seconds.
 #[test]
 fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
     let _cpu = shared();
@@ -451,7 +452,8 @@ fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
     let wd = Workdir::new("fleet-kill");
     let yaml = LONG.replace("@URL@", &demo.url).replace("hold: 12s", "hold: 5s");
     let scenario = wd.scenario("kill.yaml", &yaml);
-    let (coord, url) = coordinator(&wd, &scenario, 3, &["--join-timeout", "20s"]);
+    let metrics = format!("127.0.0.1:{}", free_port());
+    let (coord, url) = coordinator(&wd, &scenario, 3, &["--join-timeout", "20s", "--metrics-listen", &metrics]);
     let agents: Vec<Running> = (0..3).map(|i| agent(&url, TOKEN, &["--index", &i.to_string()])).collect();
     // Kill shard 1 once the coordinator has its first seconds.
     let runs = wd.runs();
@@ -467,6 +469,14 @@ fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The coordinator's --metrics-listen serves the merged seconds while the fleet runs.
+    let exposed = http_get(&format!("http://{metrics}/metrics"));
+    let sent: f64 = exposed
+        .lines()
+        .filter(|l| l.starts_with("perfops_requests_sent_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(sent >= 60.0, "two merged seconds of 60/s exposed, got {sent}:\n{exposed}");
     send_signal("-KILL", agents[1].pid());
     let out = coord.wait(RUN_LIMIT);
     let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();

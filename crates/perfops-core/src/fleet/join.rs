@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::wire::{Counts, RawSecond, WireError};
 use crate::measure::{Interval, Key, Stats};
 
 /// Where an agent is.
@@ -56,6 +57,17 @@ struct Pending {
     in_flight: u64,
     target: Option<f64>,
     length: Duration,
+}
+
+impl Pending {
+    fn add_head(&mut self, in_flight: u64, target: Option<f64>, length: Duration) {
+        self.in_flight += in_flight;
+        self.target = match (self.target, target) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
+        self.length = self.length.max(length);
+    }
 }
 
 /// The join state machine of one run.
@@ -97,26 +109,48 @@ impl Join {
 
     /// Agent `agent` sent second `iv` at `now`. Seconds of one agent come in order.
     pub fn second(&mut self, agent: usize, iv: &Interval, now: Duration) -> Taken {
-        let Some(a) = self.agents.get_mut(agent) else { return Taken::Ignored("no such agent") };
-        if a.state != AgentState::Live {
-            return Taken::Ignored("not live");
-        }
-        if iv.index < a.next || iv.index < self.emitted {
-            return Taken::Ignored("already had");
-        }
-        a.heard = a.heard.max(now);
-        a.next = iv.index + 1;
-        let p = self.pending.entry(iv.index).or_default();
+        let p = match self.admit(agent, iv.index, now) {
+            Ok(p) => p,
+            Err(t) => return t,
+        };
         for (key, stats) in &iv.parts {
             p.parts.entry(*key).or_default().merge(stats);
         }
-        p.in_flight += iv.in_flight;
-        p.target = match (p.target, iv.target) {
-            (Some(a), Some(b)) => Some(a + b),
-            (a, b) => a.or(b),
-        };
-        p.length = p.length.max(iv.length);
+        p.add_head(iv.in_flight, iv.target, iv.length);
         Taken::Added
+    }
+
+    /// Agent `agent` sent `raw` at `now`: its parts are added straight into
+    /// the second being assembled (`scratch`: reused inflate space). A
+    /// second that does not decode is an error: drop that agent.
+    pub fn received(
+        &mut self,
+        agent: usize,
+        raw: &RawSecond,
+        now: Duration,
+        scratch: &mut Vec<u8>,
+    ) -> Result<(Taken, Counts), WireError> {
+        let p = match self.admit(agent, raw.index, now) {
+            Ok(p) => p,
+            Err(t) => return Ok((t, Counts::default())),
+        };
+        let counts = raw.merge_into(&mut p.parts, scratch)?;
+        p.add_head(raw.in_flight, raw.target, raw.length);
+        Ok((Taken::Added, counts))
+    }
+
+    /// The pending second `index`, if agent `agent` may add to it now.
+    fn admit(&mut self, agent: usize, index: u32, now: Duration) -> Result<&mut Pending, Taken> {
+        let Some(a) = self.agents.get_mut(agent) else { return Err(Taken::Ignored("no such agent")) };
+        if a.state != AgentState::Live {
+            return Err(Taken::Ignored("not live"));
+        }
+        if index < a.next || index < self.emitted {
+            return Err(Taken::Ignored("already had"));
+        }
+        a.heard = a.heard.max(now);
+        a.next = index + 1;
+        Ok(self.pending.entry(index).or_default())
     }
 
     /// Agent `agent` finished: everything it had to send was sent.
@@ -329,6 +363,28 @@ mod tests {
         assert_eq!(indices(&r), vec![(3, vec![])]);
         assert_eq!(j.second(0, &iv(4, 1), s(4)), Taken::Ignored("not live"));
         assert_eq!(j.tick(s(100)), Vec::<usize>::new(), "done agents are never lost");
+    }
+
+    /// The coordinator's path: encoded seconds added without a copy per agent give what
+    /// decoded seconds merged give, and each agent's counts.
+    #[test]
+    fn received_seconds_merge_as_decoded_ones() {
+        use crate::fleet::wire::{Message, encode, take_frames};
+        let (mut raw, mut decoded) = (Join::new(2, s(5), s(0)), Join::new(2, s(5), s(0)));
+        let mut scratch = Vec::new();
+        for (agent, sent) in [(0, 3), (1, 5)] {
+            let mut bytes = encode(&Message::Second(Box::new(iv(0, sent))));
+            let Ok(msgs) = take_frames(&mut bytes) else { panic!("frames") };
+            let [Message::Received(r)] = &msgs[..] else { panic!("one second") };
+            let (taken, counts) = raw.received(agent, r, s(0), &mut scratch).unwrap();
+            assert_eq!(taken, Taken::Added);
+            assert_eq!((counts.sent, counts.latency_count, counts.failed), (sent, sent, 1));
+            decoded.second(agent, &iv(0, sent), s(0));
+        }
+        let (a, b) = (raw.ready(), decoded.ready());
+        assert_eq!(a[0].interval.stats, b[0].interval.stats);
+        assert_eq!(a[0].interval.parts, b[0].interval.parts);
+        assert_eq!((a[0].interval.target, a[0].interval.in_flight), (Some(8.0), 2));
     }
 
     #[test]

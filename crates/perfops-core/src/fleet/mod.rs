@@ -14,5 +14,6 @@
 //! merged from agents is the second one generator would have measured.
 
 pub mod clock;
+mod hdr;
 pub mod join;
 pub mod wire;

@@ -23,9 +23,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use hdrhistogram::serialization::{Deserializer, Serializer, V2DeflateSerializer};
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
+use super::hdr;
 use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
@@ -63,8 +64,10 @@ pub enum WireError {
 pub enum Message {
     /// A control message.
     Control(Control),
-    /// One second of an agent's load.
+    /// One second of an agent's load, to send.
     Second(Box<Interval>),
+    /// One second of an agent's load, as received (see [`RawSecond`]).
+    Received(RawSecond),
 }
 
 /// The control messages, in the order a run uses them.
@@ -203,6 +206,21 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             out.push(KIND_SECOND);
             encode_interval(iv, &mut out);
         }
+        Message::Received(raw) => {
+            out.push(KIND_SECOND);
+            out.extend(raw.index.to_le_bytes());
+            out.extend((raw.length.as_nanos() as u64).to_le_bytes());
+            out.extend(raw.in_flight.to_le_bytes());
+            match raw.target {
+                Some(t) => {
+                    out.push(1);
+                    out.extend(t.to_le_bytes());
+                }
+                None => out.push(0),
+            }
+            out.extend(raw.parts.to_le_bytes());
+            out.extend_from_slice(&raw.body);
+        }
     }
     let len = (out.len() - 4) as u32;
     out[..4].copy_from_slice(&len.to_be_bytes());
@@ -242,7 +260,7 @@ pub fn decode(body: &[u8]) -> Result<Message, WireError> {
         KIND_CONTROL => {
             serde_json::from_slice(rest).map(Message::Control).map_err(|e| WireError::Control(e.to_string()))
         }
-        KIND_SECOND => decode_interval(&mut Reader(rest)).map(|iv| Message::Second(Box::new(iv))),
+        KIND_SECOND => RawSecond::parse(&mut Reader(rest)).map(Message::Received),
         k => Err(WireError::Kind(k)),
     }
 }
@@ -326,59 +344,146 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn decode_interval(r: &mut Reader<'_>) -> Result<Interval, WireError> {
-    let index = r.u32()?;
-    let length = Duration::from_nanos(r.u64()?);
-    let in_flight = r.u64()?;
-    let target = match r.u8()? {
-        0 => None,
-        _ => Some(f64::from_bits(r.u64()?)),
-    };
-    let n = r.u16()?;
-    let mut de = Deserializer::new();
-    let mut parts = Vec::with_capacity(usize::from(n));
-    let mut stats = Stats::default();
-    for _ in 0..n {
-        let key = Key { stage: r.u16()?, step: r.u16()? };
-        let s = decode_stats(r, &mut de)?;
-        stats.merge(&s);
-        parts.push((key, s));
-    }
-    if !r.0.is_empty() {
-        return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
-    }
-    Ok(Interval { index, length, in_flight, target, stats, parts })
+/// A second as received: its head read, its parts checked for shape and
+/// kept encoded until they are merged (see [`RawSecond::merge_into`]): the
+/// coordinator adds each agent's histograms straight into the second it
+/// assembles, never building an agent's own copy first.
+#[derive(Debug, Clone)]
+pub struct RawSecond {
+    /// Second number, from 0.
+    pub index: u32,
+    /// Its length (1 s but the last).
+    pub length: Duration,
+    /// Requests in flight at its end.
+    pub in_flight: u64,
+    /// This agent's scheduled arrivals in it (open model).
+    pub target: Option<f64>,
+    parts: u16,
+    body: Vec<u8>,
 }
 
-fn decode_stats(r: &mut Reader<'_>, de: &mut Deserializer) -> Result<Stats, WireError> {
-    let mut s = Stats::default();
-    let mut c = [0u64; 8];
-    for v in &mut c {
-        *v = r.u64()?;
-    }
-    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects] =
-        [c[0], c[1], c[2], c[3], c[4], c[5], c[6]];
-    for k in FailureKind::ALL {
-        s.failures.add_n(k, r.u64()?);
-    }
-    for h in
-        [&mut s.latency, &mut s.service, &mut s.latency_ok, &mut s.service_ok, &mut s.connect, &mut s.tls, &mut s.ttfb]
-    {
-        let len = r.u32()? as usize;
-        if len == 0 {
-            continue;
+/// What one agent's second counted, for `agents.jsonl`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests started.
+    pub sent: u64,
+    /// Responses received.
+    pub completed: u64,
+    /// Failures of the target (not `cut`).
+    pub failed: u64,
+    /// Arrivals dropped at `max_in_flight`.
+    pub dropped: u64,
+    /// Values in its latency histograms.
+    pub latency_count: u64,
+}
+
+const COUNTERS: usize = 8;
+const STATS_FIXED: usize = 8 * (COUNTERS + FailureKind::ALL.len());
+const HISTOGRAMS: usize = 7;
+
+impl RawSecond {
+    fn parse(r: &mut Reader<'_>) -> Result<RawSecond, WireError> {
+        let index = r.u32()?;
+        let length = Duration::from_nanos(r.u64()?);
+        let in_flight = r.u64()?;
+        let target = match r.u8()? {
+            0 => None,
+            _ => Some(f64::from_bits(r.u64()?)),
+        };
+        let parts = r.u16()?;
+        let body = r.0.to_vec();
+        // Walk the parts once: every length is in bounds, nothing trails.
+        for _ in 0..parts {
+            r.take(4 + STATS_FIXED)?;
+            for _ in 0..HISTOGRAMS {
+                let len = r.u32()? as usize;
+                r.take(len)?;
+            }
         }
-        let mut bytes = r.take(len)?;
-        let decoded: hdrhistogram::Histogram<u64> =
-            de.deserialize(&mut bytes).map_err(|e| WireError::Histogram(format!("{e:?}")))?;
-        // Recorded bucket by bucket at each bucket's value: the same buckets
-        // and counts in perfops' own bounds (a foreign histogram's values
-        // beyond them are clamped, as a local recording would be).
-        for v in decoded.iter_recorded() {
-            h.record_us(v.value_iterated_to(), v.count_at_value());
+        if !r.0.is_empty() {
+            return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
         }
+        Ok(RawSecond { index, length, in_flight, target, parts, body })
     }
-    Ok(s)
+
+    /// Add every part to `parts` (by key), histograms bucket by bucket;
+    /// `scratch` is reused for inflating. On a histogram that does not
+    /// decode, what came before it is added already: the sender is broken
+    /// and should be dropped.
+    pub fn merge_into(&self, parts: &mut BTreeMap<Key, Stats>, scratch: &mut Vec<u8>) -> Result<Counts, WireError> {
+        let mut r = Reader(&self.body);
+        let mut counts = Counts::default();
+        for _ in 0..self.parts {
+            let key = Key { stage: r.u16()?, step: r.u16()? };
+            let s = parts.entry(key).or_default();
+            let mut c = [0u64; COUNTERS];
+            for v in &mut c {
+                *v = r.u64()?;
+            }
+            for (field, add) in [
+                &mut s.sent,
+                &mut s.iterations,
+                &mut s.completed,
+                &mut s.dropped,
+                &mut s.bytes_in,
+                &mut s.bytes_out,
+                &mut s.connects,
+            ]
+            .into_iter()
+            .zip(c)
+            {
+                *field += add;
+            }
+            let mut failed = 0;
+            for k in FailureKind::ALL {
+                let n = r.u64()?;
+                s.failures.add_n(k, n);
+                if k != FailureKind::Cut {
+                    failed += n;
+                }
+            }
+            let latency_before = s.latency.len();
+            for h in [
+                &mut s.latency,
+                &mut s.service,
+                &mut s.latency_ok,
+                &mut s.service_ok,
+                &mut s.connect,
+                &mut s.tls,
+                &mut s.ttfb,
+            ] {
+                let len = r.u32()? as usize;
+                let bytes = r.take(len)?;
+                if len > 0 {
+                    hdr::add_encoded(bytes, h, scratch).map_err(WireError::Histogram)?;
+                }
+            }
+            counts.sent += c[0];
+            counts.completed += c[2];
+            counts.dropped += c[3];
+            counts.failed += failed;
+            counts.latency_count += s.latency.len() - latency_before;
+        }
+        Ok(counts)
+    }
+
+    /// The whole second, as the agent had it.
+    pub fn decode(&self) -> Result<Interval, WireError> {
+        let mut map = BTreeMap::new();
+        self.merge_into(&mut map, &mut Vec::new())?;
+        let mut stats = Stats::default();
+        for s in map.values() {
+            stats.merge(s);
+        }
+        Ok(Interval {
+            index: self.index,
+            length: self.length,
+            in_flight: self.in_flight,
+            target: self.target,
+            stats,
+            parts: map.into_iter().collect(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -416,7 +521,8 @@ mod tests {
         let mut buf = encode(&Message::Second(Box::new(iv.clone())));
         let got = take_frames(&mut buf).unwrap();
         assert!(buf.is_empty());
-        let [Message::Second(back)] = &got[..] else { panic!("{got:?}") };
+        let [Message::Received(raw)] = &got[..] else { panic!("{got:?}") };
+        let back = raw.decode().unwrap();
         assert_eq!((back.index, back.length, back.in_flight, back.target), (4, iv.length, 7, Some(33.5)));
         assert_eq!(back.parts, iv.parts, "every counter and every histogram bucket");
         assert_eq!(back.stats, iv.stats, "the total is the merge of the parts");
@@ -463,7 +569,8 @@ mod tests {
         encode_interval(&interval(0), &mut body);
         let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + 11 * 8 + 4;
         body[first_hist] ^= 0xff;
-        assert!(matches!(decode(&body), Err(WireError::Histogram(_))));
+        let Ok(Message::Received(raw)) = decode(&body) else { panic!("the shape is right") };
+        assert!(matches!(raw.decode(), Err(WireError::Histogram(_))));
     }
 
     #[test]

@@ -137,7 +137,7 @@ impl Conn {
             match self.recv(left)? {
                 Some(Message::Control(Control::Heartbeat)) | None => {}
                 Some(Message::Control(c)) => return Ok(c),
-                Some(Message::Second(_)) => {
+                Some(Message::Second(_) | Message::Received(_)) => {
                     return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a second instead of {what}")));
                 }
             }

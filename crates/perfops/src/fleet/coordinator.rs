@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::fleet::clock::{self, Estimate, Sample};
-use perfops_core::fleet::join::Join;
+use perfops_core::fleet::join::{Join, Taken};
 use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
 use perfops_core::measure::Stats;
 use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline, StagePlan};
@@ -547,6 +547,7 @@ fn drive(
     // An agent still live this long after the planned end (plus its requests' timeout) is lost.
     let overdue = plan.end.map(|e| e + plan.timeout + Duration::from_secs(10) + fleet.silence);
     let (mut total, mut failed, mut reason, mut stop_sent) = (Stats::default(), None, None, false);
+    let mut scratch = Vec::new();
     loop {
         let received = fleet.events.recv_timeout(Duration::from_millis(50));
         let now = began.elapsed();
@@ -555,19 +556,24 @@ fn drive(
                 let Some(i) = fleet.index_of(id) else { continue };
                 join.heard(i, now);
                 match msg {
-                    Message::Second(iv) => {
-                        let s = &iv.stats;
-                        fleet.log(AgentLine::Second {
+                    Message::Received(raw) => match join.received(i, &raw, now, &mut scratch) {
+                        Ok((Taken::Added, c)) => fleet.log(AgentLine::Second {
                             agent: i as u32,
-                            t: offset + iv.index,
-                            sent: s.sent,
-                            completed: s.completed,
-                            failed: s.failures.total(),
-                            dropped: s.dropped,
-                            latency_count: s.latency.len(),
-                        });
-                        join.second(i, &iv, now);
-                    }
+                            t: offset + raw.index,
+                            sent: c.sent,
+                            completed: c.completed,
+                            failed: c.failed,
+                            dropped: c.dropped,
+                            latency_count: c.latency_count,
+                        }),
+                        Ok((Taken::Ignored(_), _)) => {}
+                        Err(e) => {
+                            if join.lost(i) {
+                                lose(fleet, &join, i, offset, format!("sent a second that does not decode ({e})"));
+                            }
+                        }
+                    },
+                    Message::Second(_) => {}
                     Message::Control(Control::Done { elapsed_ns, interrupted, workers, naps, longest_nap_ns }) => {
                         join.done(i);
                         fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
