@@ -23,7 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL, RawSecond};
 use perfops_core::measure::Stats;
-use perfops_core::model::{LoadModel, Shard};
+use perfops_core::model::{LoadModel, Rate, Schedule, Segment, Shard};
 use perfops_core::scenario::{Override, Step, sources};
 use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan, Target, Work};
@@ -396,14 +396,32 @@ fn share(model: LoadModel, shard: Shard) -> LoadModel {
         LoadModel::Open { schedule, max_in_flight } => {
             LoadModel::Open { schedule, max_in_flight: (shard.share(u64::from(max_in_flight)) as u32).max(1) }
         }
-        LoadModel::Closed { connections, think, profile, duration, max_requests } => LoadModel::Closed {
-            connections: (shard.share(u64::from(connections)) as u32).max(1),
-            think,
-            profile,
-            duration,
-            max_requests: max_requests.map(|n| shard.share(n)),
-        },
+        LoadModel::Closed { connections, think, profile, duration, max_requests } => {
+            let mine = (shard.share(u64::from(connections)) as u32).max(1);
+            // The profile counts users over time for the whole run: this agent's part of it
+            // is its share of the users (the engine numbers users per machine).
+            let fraction = f64::from(mine) / f64::from(connections.max(1));
+            let profile = profile.map(|p| scaled(&p, fraction).unwrap_or(p));
+            LoadModel::Closed {
+                connections: mine,
+                think,
+                profile,
+                duration,
+                max_requests: max_requests.map(|n| shard.share(n)),
+            }
+        }
     }
+}
+
+/// `schedule` with every rate multiplied by `fraction`.
+fn scaled(schedule: &Schedule, fraction: f64) -> Option<Schedule> {
+    let rate = |r: Rate| Rate::per_second(r.as_f64() * fraction).ok();
+    let segments = schedule
+        .segments()
+        .iter()
+        .map(|s| Some(Segment { duration: s.duration, from: rate(s.from)?, to: rate(s.to)? }))
+        .collect::<Option<Vec<_>>>()?;
+    Schedule::new(segments).ok()
 }
 
 #[cfg(test)]
@@ -430,21 +448,27 @@ mod tests {
 
     #[test]
     fn shares_of_caps_add_up_to_the_whole() {
+        let users = Rate::per_second(1000.0).unwrap();
         let closed = |c| LoadModel::Closed {
             connections: c,
             think: Duration::ZERO,
-            profile: None,
+            profile: Some(Schedule::constant(users, Duration::from_secs(10)).unwrap()),
             duration: None,
             max_requests: Some(10),
         };
-        // 1000 users and 10 requests over 3 agents: 333 + 333 + 334 and 3 + 3 + 4.
-        let (got, requests) = (0..3)
+        // 1000 users (a profile of 1000 over 10 s) and 10 requests over 3 agents:
+        // 333 + 333 + 334 users, profiles of 333 + 333 + 334, and 3 + 3 + 4 requests.
+        let (got, requests, profiled) = (0..3)
             .map(|i| match share(closed(1000), Shard { index: i, count: 3 }) {
-                LoadModel::Closed { connections, max_requests, .. } => (connections, max_requests.unwrap_or(0)),
-                LoadModel::Open { .. } => (0, 0),
+                LoadModel::Closed { connections, max_requests, profile, .. } => {
+                    let p = profile.map_or(0.0, |p| p.segments()[0].from.as_f64());
+                    (connections, max_requests.unwrap_or(0), p)
+                }
+                LoadModel::Open { .. } => (0, 0, 0.0),
             })
-            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            .fold((0, 0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
         assert_eq!(requests, 10);
+        assert!((profiled - 1000.0).abs() < 1e-9, "{profiled}");
         assert_eq!(got, 1000);
     }
 }

@@ -578,7 +578,14 @@ fn drive(
                         join.done(i);
                         fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
                         if interrupted && !stop_sent {
-                            eprintln!("perfops: agent {} (shard {i}) stopped on its own", fleet.members[i].name);
+                            // Its seconds after this one lack its share as a lost agent's do.
+                            let t = offset + join.next_of(i).unwrap_or(0);
+                            let m = &mut fleet.members[i];
+                            let why = "stopped on its own (a signal on the agent)".to_string();
+                            eprintln!("perfops: agent {} (shard {i}, {}) {why} at t={t}s", m.name, m.addr);
+                            m.lost = Some((t, why.clone()));
+                            let name = m.name.clone();
+                            fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
                         }
                         fleet.members[i].done = Some(Done {
                             elapsed: Duration::from_nanos(elapsed_ns),
