@@ -428,17 +428,18 @@ fn abort_when_stops_every_agent_within_two_seconds() {
         assert_eq!(a.code, Some(0), "{ctx}");
         assert!(a.stderr.contains("stopped by the coordinator"), "{ctx}");
     }
-    // The rule holds from the first second, so it trips at t=0 or t=1; no
-    // agent sends anything 2 s after that.
+    // The rule holds from the load's first second, so it trips in its first
+    // or second; no agent sends anything 2 s after that.
     let series = lines(&dir, "series.jsonl");
+    let first = series.first().and_then(|l| l["t"].as_u64()).expect("a second");
     let last_sending = series.iter().filter(|l| l["sent"].as_u64() > Some(0)).map(|l| l["t"].as_u64().unwrap()).max();
-    assert!(last_sending.is_some_and(|t| t <= 3), "last second with arrivals: {last_sending:?}\n{ctx}");
+    assert!(last_sending.is_some_and(|t| t <= first + 3), "last second with arrivals: {last_sending:?}\n{ctx}");
     let per_agent_last = lines(&dir, "agents.jsonl")
         .iter()
         .filter(|l| l["event"] == "second" && l["sent"].as_u64() > Some(0))
         .map(|l| l["t"].as_u64().unwrap())
         .max();
-    assert!(per_agent_last <= Some(3), "{ctx}");
+    assert!(per_agent_last <= Some(first + 3), "{ctx}");
     assert!(out.wall < Duration::from_secs(10), "the 12 s stage ended early: {:?}\n{ctx}", out.wall);
 }
 
@@ -597,4 +598,44 @@ fn agents_join_a_tls_coordinator() {
     assert!(out.stderr.contains("(TLS)"), "{ctx}");
     let s = summary(&wd.result_dir(&out));
     assert_eq!(s["total"]["sent"].as_u64(), Some(40), "{ctx}");
+}
+
+/// Issue #13: `kill -9` of the coordinator: its results directory keeps
+/// every second it wrote (as `run`'s does), and the agents, cut off from
+/// whoever was driving them, stop their load at once and exit 3.
+#[test]
+fn agents_stop_when_their_coordinator_is_killed() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("fleet-coordinator-kill");
+    let scenario = wd.scenario("k.yaml", &LONG.replace("@URL@", &demo.url));
+    let (coord, url) = coordinator(&wd, &scenario, 2, &["--join-timeout", "20s"]);
+    let agents: Vec<Running> = (0..2).map(|_| agent(&url, TOKEN, &[])).collect();
+    let runs = wd.runs();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let series = loop {
+        let path = std::fs::read_dir(&runs).ok().and_then(|mut d| d.next()).and_then(|e| Some(e.ok()?.path()));
+        let n = path.as_ref().and_then(|p| std::fs::read_to_string(p.join("series.jsonl")).ok()).map_or(0, |t| {
+            t.lines().count()
+        });
+        if n >= 2 || Instant::now() > deadline {
+            break path.expect("a results directory").join("series.jsonl");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    send_signal("-KILL", coord.pid());
+    let killed = Instant::now();
+    let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
+    let out = coord.wait(RUN_LIMIT);
+    let ctx = context(&out, &agents.iter().collect::<Vec<_>>());
+    assert!(killed.elapsed() < Duration::from_secs(5), "the agents stopped soon: {:?}\n{ctx}", killed.elapsed());
+    for a in &agents {
+        assert_eq!(a.code, Some(3), "{ctx}");
+        assert!(a.stderr.contains("lost the coordinator"), "{ctx}");
+    }
+    let kept = std::fs::read_to_string(&series).expect("series.jsonl");
+    assert!(kept.lines().count() >= 2, "{ctx}");
+    for l in kept.lines() {
+        serde_json::from_str::<Value>(l).expect("every kept line is whole");
+    }
 }

@@ -251,8 +251,12 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
         s.scenario.load.duration().as_secs_f64(),
         s.dir.path().display()
     );
-    // The load starts on the next whole second of the session clock: make it
-    // at least half a second away, so every agent hears the start in time.
+    // The load starts on the next whole second of the session clock (its
+    // first, if that is still ahead): make it at least half a second away,
+    // so that every agent hears the start in time.
+    while s.now() <= 0.0 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     let frac = s.now().fract();
     if frac > 0.45 {
         std::thread::sleep(Duration::from_secs_f64(1.0 - frac + 0.01));
