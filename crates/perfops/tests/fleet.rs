@@ -615,9 +615,10 @@ fn agents_stop_when_their_coordinator_is_killed() {
     let deadline = Instant::now() + Duration::from_secs(20);
     let series = loop {
         let path = std::fs::read_dir(&runs).ok().and_then(|mut d| d.next()).and_then(|e| Some(e.ok()?.path()));
-        let n = path.as_ref().and_then(|p| std::fs::read_to_string(p.join("series.jsonl")).ok()).map_or(0, |t| {
-            t.lines().count()
-        });
+        let n = path
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p.join("series.jsonl")).ok())
+            .map_or(0, |t| t.lines().count());
         if n >= 2 || Instant::now() > deadline {
             break path.expect("a results directory").join("series.jsonl");
         }

@@ -148,6 +148,9 @@ pub enum Control {
         longest_nap_ns: u64,
         /// Stopped before its end.
         interrupted: bool,
+        /// How late its first arrival could go out after the start (ns; 0: on time).
+        #[serde(default)]
+        late_ns: u64,
     },
     /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
     Refused {

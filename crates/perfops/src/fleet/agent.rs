@@ -23,7 +23,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
 use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL, RawSecond};
 use perfops_core::measure::Stats;
-use perfops_core::model::{LoadModel, Rate, Schedule, Segment, Shard};
+use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Step, sources};
 use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan, Target, Work};
@@ -218,6 +218,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
         naps: outcome.naps,
         longest_nap_ns: outcome.longest_nap.as_nanos() as u64,
         interrupted: outcome.interrupted,
+        late_ns: outcome.late.as_nanos() as u64,
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());
@@ -297,6 +298,7 @@ fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &std::sync::mpsc::Se
         interrupted: stop.load(Ordering::Relaxed),
         naps: 0,
         longest_nap: Duration::ZERO,
+        late: Duration::ZERO,
     })
 }
 
@@ -370,7 +372,9 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
     let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
-    work.globals = a.globals.clone().into_iter().collect();
+    let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
+    crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
+    work.globals = globals;
     let timeout = scenario.defaults.timeout;
     let base = PlanBase {
         target,
@@ -380,48 +384,14 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
         workers: a.workers as usize,
         wait_in_flight: a.wait_in_flight,
     };
-    let model = share(crate::run::load_model(&scenario.load).context("the load profile")?, shard);
+    // The engine divides the arrivals (k mod N), max_in_flight and the closed model's users by the shard.
+    let model = crate::run::load_model(&scenario.load).context("the load profile")?;
     let mut plan = base.plan(Arc::new(work), model);
     plan.stage_ends = a.stage_ends_ns.iter().map(|&n| Duration::from_nanos(n)).collect();
     plan.shard = shard;
+    // Every agent on one schedule: a start heard late sends what is due at once, as `--start-at` does.
+    plan.keep_start = true;
     Ok(plan)
-}
-
-/// This shard's part of what the engine divides among its workers but not
-/// among machines: the open model's `max_in_flight`, the closed model's
-/// users and request count. (The arrivals themselves are divided by
-/// `Plan::shard`.)
-fn share(model: LoadModel, shard: Shard) -> LoadModel {
-    match model {
-        LoadModel::Open { schedule, max_in_flight } => {
-            LoadModel::Open { schedule, max_in_flight: (shard.share(u64::from(max_in_flight)) as u32).max(1) }
-        }
-        LoadModel::Closed { connections, think, profile, duration, max_requests } => {
-            let mine = (shard.share(u64::from(connections)) as u32).max(1);
-            // The profile counts users over time for the whole run: this agent's part of it
-            // is its share of the users (the engine numbers users per machine).
-            let fraction = f64::from(mine) / f64::from(connections.max(1));
-            let profile = profile.map(|p| scaled(&p, fraction).unwrap_or(p));
-            LoadModel::Closed {
-                connections: mine,
-                think,
-                profile,
-                duration,
-                max_requests: max_requests.map(|n| shard.share(n)),
-            }
-        }
-    }
-}
-
-/// `schedule` with every rate multiplied by `fraction`.
-fn scaled(schedule: &Schedule, fraction: f64) -> Option<Schedule> {
-    let rate = |r: Rate| Rate::per_second(r.as_f64() * fraction).ok();
-    let segments = schedule
-        .segments()
-        .iter()
-        .map(|s| Some(Segment { duration: s.duration, from: rate(s.from)?, to: rate(s.to)? }))
-        .collect::<Option<Vec<_>>>()?;
-    Schedule::new(segments).ok()
 }
 
 #[cfg(test)]
@@ -444,31 +414,5 @@ mod tests {
         for bad in ["ftp://x:1", "http://:7070", "http://x:notaport"] {
             assert!(parse_join(bad).is_err(), "{bad}");
         }
-    }
-
-    #[test]
-    fn shares_of_caps_add_up_to_the_whole() {
-        let users = Rate::per_second(1000.0).unwrap();
-        let closed = |c| LoadModel::Closed {
-            connections: c,
-            think: Duration::ZERO,
-            profile: Some(Schedule::constant(users, Duration::from_secs(10)).unwrap()),
-            duration: None,
-            max_requests: Some(10),
-        };
-        // 1000 users (a profile of 1000 over 10 s) and 10 requests over 3 agents:
-        // 333 + 333 + 334 users, profiles of 333 + 333 + 334, and 3 + 3 + 4 requests.
-        let (got, requests, profiled) = (0..3)
-            .map(|i| match share(closed(1000), Shard { index: i, count: 3 }) {
-                LoadModel::Closed { connections, max_requests, profile, .. } => {
-                    let p = profile.map_or(0.0, |p| p.segments()[0].from.as_f64());
-                    (connections, max_requests.unwrap_or(0), p)
-                }
-                LoadModel::Open { .. } => (0, 0, 0.0),
-            })
-            .fold((0, 0, 0.0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
-        assert_eq!(requests, 10);
-        assert!((profiled - 1000.0).abs() < 1e-9, "{profiled}");
-        assert_eq!(got, 1000);
     }
 }

@@ -32,7 +32,8 @@ use perfops_core::fleet::clock::{self, Estimate, Sample};
 use perfops_core::fleet::join::{Join, Taken};
 use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
 use perfops_core::measure::Stats;
-use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline, StagePlan};
+use perfops_core::model::Shard;
+use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline};
 use perfops_core::scenario::Override;
 use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan};
@@ -43,7 +44,9 @@ use serde::Serialize;
 use super::agent::wall_ns;
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
+use crate::conclude::{self, Ending};
 use crate::session::{Session, SessionArgs, load_scenario};
+use crate::shard::Placement;
 use crate::{Exit, UsageError};
 
 /// Flags of `perfops coordinator`.
@@ -107,6 +110,7 @@ struct Done {
     workers: u64,
     naps: u64,
     longest_nap: Duration,
+    late: Duration,
 }
 
 /// One line of `agents.jsonl`.
@@ -227,13 +231,13 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     fleet.members = members;
 
     // The setup runs once, here; its values go to every agent.
-    let Some(mut s) = Session::open(&args.session, "coordinator")? else {
+    let Some(mut s) = Session::open(&args.session, "coordinator", &Placement::default())? else {
         fleet.say_all(&Control::Bye);
         linger(fleet.members);
         return Ok(Exit::Usage);
     };
     fleet.open(s.dir.path());
-    let stages = stage_plans(&s);
+    let stages = crate::run::stage_plans(&s.scenario.load, Shard::WHOLE);
     let model = crate::run::load_model(&s.scenario.load)?;
     let ends = perfops_core::pipeline::StageLedger::new(&stages, 0.0).ends().to_vec();
     let assignment = assignment(&s, &args, text, overrides, &ends)?;
@@ -251,27 +255,24 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
         s.scenario.load.duration().as_secs_f64(),
         s.dir.path().display()
     );
-    // The load starts on the next whole second of the session clock (its
-    // first, if that is still ahead): make it at least half a second away,
-    // so that every agent hears the start in time.
-    while s.now() <= 0.0 {
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let frac = s.now().fract();
-    if frac > 0.45 {
-        std::thread::sleep(Duration::from_secs_f64(1.0 - frac + 0.01));
-    }
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
-    let loaded = s.load_with(model, &stages, Some(&mut abort), |plan, offset, (stop, pipeline)| {
+    // The start goes to every agent: on the first whole second at least this far ahead.
+    let lead = Duration::from_millis(500);
+    let loaded = s.load_with(model, &stages, Some(&mut abort), lead, |plan, offset, (stop, pipeline)| {
         drive(&mut fleet, plan, offset, stop, pipeline)
     });
     fleet.say_all(&Control::Bye);
     let loaded = loaded?;
     s.close();
     let interrupted = loaded.stopped && abort.reason().is_none();
-    let mut summary = crate::run::summarize(&s, &loaded, interrupted, abort.reason().map(str::to_string));
-    lost_agents(&mut summary, &fleet.members);
-    let exit = crate::run::finish(&mut s, &summary, args.session.junit.as_deref());
+    let mut ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
+    let (gaps, first_loss) = losses(&fleet.members);
+    ending.gaps = gaps;
+    let mut summary = s.judging().summarize(&loaded, ending);
+    if let Some(t) = first_loss {
+        inconclusive_after(&mut summary, t);
+    }
+    let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
     linger(fleet.members);
     exit
 }
@@ -450,21 +451,6 @@ fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>)
     Ok(Some(slots.into_iter().flatten().collect()))
 }
 
-/// The stages as planned, as `run` plans them.
-fn stage_plans(s: &Session) -> Vec<StagePlan> {
-    let open = s.scenario.load.is_open();
-    s.scenario
-        .load
-        .stages()
-        .iter()
-        .map(|st| StagePlan {
-            name: st.name.clone(),
-            target_rate: open.then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0),
-            duration: st.segment.duration,
-        })
-        .collect()
-}
-
 /// What every agent gets: the scenario as written and what this side resolved.
 fn assignment(
     s: &Session,
@@ -578,7 +564,14 @@ fn drive(
                         }
                     },
                     Message::Second(_) => {}
-                    Message::Control(Control::Done { elapsed_ns, interrupted, workers, naps, longest_nap_ns }) => {
+                    Message::Control(Control::Done {
+                        elapsed_ns,
+                        interrupted,
+                        workers,
+                        naps,
+                        longest_nap_ns,
+                        late_ns,
+                    }) => {
                         join.done(i);
                         fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
                         if interrupted && !stop_sent {
@@ -596,6 +589,7 @@ fn drive(
                             workers,
                             naps,
                             longest_nap: Duration::from_nanos(longest_nap_ns),
+                            late: Duration::from_nanos(late_ns),
                         });
                     }
                     Message::Control(Control::Failed { reason }) => {
@@ -657,6 +651,7 @@ fn drive(
         anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
     }
     let done: Vec<&Done> = fleet.members.iter().filter_map(|m| m.done.as_ref()).collect();
+    // The latest agent's lateness: the fleet's start is as late as its last generator's.
     let outcome = Outcome {
         total,
         elapsed: done
@@ -668,6 +663,7 @@ fn drive(
         interrupted: stop.load(Ordering::Relaxed),
         naps: done.iter().map(|d| d.naps).sum(),
         longest_nap: done.iter().map(|d| d.longest_nap).max().unwrap_or_default(),
+        late: done.iter().map(|d| d.late).max().unwrap_or_default(),
     };
     Ok((outcome, measured))
 }
@@ -689,39 +685,36 @@ fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
     fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
 }
 
-/// A run that lost agents proves nothing about the load it planned: the
-/// losses are named, every stage that ran after the first loss is
-/// inconclusive (its rate and figures lack a generator's share: neither a
-/// pass nor a failure of the target), and so is the run.
-fn lost_agents(summary: &mut RunSummary, members: &[Member]) {
-    use perfops_core::analysis::verdict::{RunResult, StageVerdict};
+/// The agents lost, each named with when and why (the summary's gaps: the
+/// verdict is inconclusive), and the first loss on the session clock.
+fn losses(members: &[Member]) -> (Vec<String>, Option<u32>) {
     let lost: Vec<(u32, String)> = members
         .iter()
         .enumerate()
         .filter_map(|(i, m)| {
-            m.lost.as_ref().map(|(t, why)| (*t, format!("agent {} (shard {i}) lost at t={t}s: {why}", m.name)))
+            m.lost.as_ref().map(|(t, why)| {
+                let gap = format!(
+                    "agent {} (shard {i}) lost at t={t}s: {why}; its seconds from then on are missing (agents.jsonl \
+                     marks them), the figures after it hold the other agents' share only",
+                    m.name
+                );
+                (*t, gap)
+            })
         })
         .collect();
-    let Some(first) = lost.iter().map(|(t, _)| *t).min() else { return };
-    let names: Vec<&str> = lost.iter().map(|(_, l)| l.as_str()).collect();
-    for l in &names {
-        summary.warnings.push(format!(
-            "{l}; its seconds from then on are missing (agents.jsonl marks them): the figures after it hold the \
-             other agents' share only"
-        ));
-    }
+    let first = lost.iter().map(|(t, _)| *t).min();
+    (lost.into_iter().map(|(_, g)| g).collect(), first)
+}
+
+/// A stage that ran past a loss lacks a generator's share: its rate and
+/// figures judge the target neither way.
+fn inconclusive_after(summary: &mut RunSummary, t: u32) {
+    use perfops_core::analysis::verdict::StageVerdict;
     for st in &mut summary.stages {
-        let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(first);
+        let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(t);
         if ran_past_loss && matches!(st.verdict, Some(StageVerdict::Holds | StageVerdict::Fails)) {
             st.verdict = Some(StageVerdict::Inconclusive);
-            st.reasons.insert(0, format!("a generator was lost at t={first}s: this stage lacks its share"));
+            st.reasons.insert(0, format!("a generator was lost at t={t}s: this stage lacks its share"));
         }
-    }
-    if let Some(v) = &mut summary.verdict {
-        v.verdict.result = RunResult::Inconclusive;
-        v.headline = format!(
-            "INCONCLUSIVE: {}; the seconds after it lack that generator's share, so they judge nothing",
-            names.join("; ")
-        );
     }
 }
