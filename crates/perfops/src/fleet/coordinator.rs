@@ -14,7 +14,7 @@
 //! ```
 //!
 //! The coordinator is an interval source for [`Session::load_with`]: what
-//! comes after the merge (files, verdict, report) is `run`'s own code.
+//! comes after the merge (files, verdict, report) is `conclude`'s, as for `run`.
 //! `agents.jsonl` in the results adds the fleet's own lines: joins with
 //! clock offsets, each agent's counts per second, losses and missed seconds.
 
