@@ -66,6 +66,9 @@ pub(crate) struct AgentArgs {
     replay_seconds: Option<PathBuf>,
 }
 
+/// A coordinator silent this long during the load is taken for lost.
+const SILENCE: Duration = Duration::from_secs(5);
+
 /// This agent's wall clock in ns since the epoch (shifted for tests).
 #[derive(Debug, Clone, Copy)]
 struct Clock {
@@ -182,7 +185,9 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
         let (stop, lost) = (stop.clone(), lost.clone());
         std::thread::spawn(move || {
             loop {
-                match events.recv() {
+                // The coordinator says something at least every second (a heartbeat):
+                // silent for longer than SILENCE, it hangs or is cut off, and nobody watches this load.
+                match events.recv_timeout(SILENCE) {
                     Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
                         eprintln!("perfops: agent: stopped by the coordinator: {reason}");
                         stop.store(true, Ordering::Relaxed);

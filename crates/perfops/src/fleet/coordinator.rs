@@ -539,7 +539,7 @@ fn drive(
     let (mut total, mut failed, mut reason, mut stop_sent) = (Stats::default(), None, None, false);
     let mut scratch = Vec::new();
     loop {
-        let received = fleet.events.recv_timeout(Duration::from_millis(50));
+        let received = fleet.events.recv_timeout(Duration::from_millis(200));
         let now = began.elapsed();
         match received {
             Ok(Event::Frame(id, msg)) => {
