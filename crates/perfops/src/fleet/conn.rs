@@ -6,9 +6,9 @@
 //! the run: what the owner queues is written, every frame read is handed on
 //! as an [`Event`], a heartbeat goes out after a second of quiet, and the
 //! close is reported. Over plain TCP a reader blocks in `read` and a writer
-//! on its queue: an idle connection wakes nobody, and the generator's
-//! workers keep the cores (measured: agents whose pumps polled every 20 ms
-//! had a visibly longer p99 on a loaded 2-core machine). A rustls stream
+//! on its queue: an idle connection wakes nobody but for its heartbeat, and
+//! the generator's workers keep the cores (a 20 ms poll is 50 wake-ups a
+//! second per agent beside its workers; not measured apart). A rustls stream
 //! cannot be read and written from two threads, so over TLS one thread
 //! reads with a short timeout and writes between reads: what is queued
 //! waits at most [`AGENT_POLL`] on an agent (its seconds) or
