@@ -532,6 +532,8 @@ fn refusals_and_a_bounded_wait_that_names_the_missing() {
     let twice = agent(&url, TOKEN, &["--index", "0"]);
     let skewed = agent(&url, TOKEN, &["--clock-offset-for-tests", "50"]);
     let raw = raw_wrong_proof(&url);
+    // A readiness probe: connects, says nothing, closes. Not logged as a refused peer.
+    TcpStream::connect(url.trim_start_matches("http://")).expect("probe connect");
     let out = coord.wait(RUN_LIMIT);
     let [good, wrong_token, twice, skewed] = [good, wrong_token, twice, skewed].map(|a| a.wait(RUN_LIMIT));
     let ctx = context(&out, &[&good, &wrong_token, &twice, &skewed]);
@@ -544,6 +546,9 @@ fn refusals_and_a_bounded_wait_that_names_the_missing() {
     // A peer that cannot prove the token is told so (this one skips checking the coordinator).
     assert!(raw.contains("wrong token"), "raw peer got {raw:?}\n{ctx}");
     assert!(out.stderr.contains("wrong token"), "{ctx}");
+    // Refused peers: the raw one, the skewed clock, the agent that refused the coordinator; not the probe.
+    assert_eq!(out.stderr.matches("refused a peer").count(), 3, "{ctx}");
+    assert!(!out.stderr.contains("connection closed"), "the probe is not logged\n{ctx}");
     assert_eq!(twice.code, Some(3));
     assert!(twice.stderr.contains("shard index 0 is already taken"), "{ctx}");
     assert_eq!(skewed.code, Some(3));

@@ -19,6 +19,7 @@
 //! clock offsets, each agent's counts per second, losses and missed seconds.
 
 use std::collections::BTreeMap;
+use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -307,6 +308,9 @@ fn accept(
                     .map_err(|e| e.to_string())
                     .and_then(|c| handshake(c, &token, max_offset))
                     .map_err(|reason| (addr, reason));
+                if matches!(&result, Err((_, reason)) if reason.is_empty()) {
+                    return;
+                }
                 let _ = arrivals.send(result);
             });
         }
@@ -318,7 +322,15 @@ fn accept(
 fn handshake(mut c: Conn, token: &str, max_offset: Duration) -> Result<Arrival, String> {
     let wait = Duration::from_secs(10);
     let e = |e: std::io::Error| e.to_string();
-    let (their, claim, name) = match c.expect(wait, "hello").map_err(e)? {
+    // A probe (Kubernetes' tcpSocket readiness check) connects and closes without a word:
+    // not a peer worth a log line every two seconds.
+    let hello = match c.expect(wait, "hello") {
+        Err(err) if matches!(err.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset) => {
+            return Err(String::new());
+        }
+        other => other.map_err(e)?,
+    };
+    let (their, claim, name) = match hello {
         Control::Hello { protocol, nonce, index, name } if protocol == PROTOCOL => (nonce, index, name),
         Control::Hello { protocol, .. } => {
             let reason = format!("protocol {protocol}, this coordinator speaks {PROTOCOL}: use the same perfops");
