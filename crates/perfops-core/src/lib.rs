@@ -7,6 +7,7 @@
 //!   their merge (associative and order-free, so per-worker shards combine exactly).
 //! - [`analysis`]: conclusions from finished measurements: verdicts, capacity, diagnostics, a
 //!   sweep's scalability, latency modes.
+//! - [`fleet`]: one run over many generators: the wire, clock offsets, the join of agents' seconds.
 //! - [`pipeline`]: each second of a load handed to one ordered list of sinks
 //!   (results, judge, live line, exporter), with the per-stage accounting.
 //!
@@ -14,6 +15,7 @@
 //! from the start of a run.
 
 pub mod analysis;
+pub mod fleet;
 pub mod measure;
 pub mod model;
 pub mod pipeline;

@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod compare;
 mod conclude;
 mod demo;
+mod fleet;
 mod k8s;
 mod launch;
 mod limit;
@@ -55,6 +56,10 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// Run a scenario's setup once and write what it saved (for `run --setup-values` on every shard).
     Setup(shard::SetupArgs),
+    /// One run over N agents: live merge of their seconds, global SLO and abort, one results directory.
+    Coordinator(fleet::coordinator::CoordinatorArgs),
+    /// A generator of a coordinated run: `perfops agent --join http://COORDINATOR:7070`.
+    Agent(fleet::agent::AgentArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
@@ -93,6 +98,8 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args),
         Command::Limit(args) => limit::run(args),
         Command::Sweep(args) => sweep::run(args),
+        Command::Coordinator(args) => fleet::coordinator::run(args),
+        Command::Agent(args) => fleet::agent::run(args),
         Command::Check(args) => run::check(args),
         Command::Setup(args) => shard::setup(args),
         Command::Quick(args) => quick::run(args),

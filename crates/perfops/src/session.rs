@@ -31,11 +31,12 @@ use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
 use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Shard};
+use perfops_core::pipeline::Measured;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
 use perfops_core::scenario::redact::{redact, redact_arg};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Target, Work};
+use perfops_engine::{Outcome, Plan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
 use perfops_report::run::{MetaStage, RunMeta};
@@ -355,6 +356,11 @@ impl Session {
         }))
     }
 
+    /// What the scenario's `setup` saved, every load's starting values.
+    pub(crate) fn globals(&self) -> &HashMap<String, String> {
+        &self.work.globals
+    }
+
     /// Seconds on the session clock.
     pub(crate) fn now(&self) -> f64 {
         Instant::now().saturating_duration_since(self.t0).as_secs_f64()
@@ -386,6 +392,25 @@ impl Session {
         stages: &[StagePlan],
         abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
+        self.load_with(model, stages, abort, Duration::ZERO, |plan, _, (stop, pipeline)| {
+            launch::run(plan, stop, pipeline)
+        })
+    }
+
+    /// [`Session::load`] with another interval source than this machine's
+    /// engine (the coordinator's agents): `source` gets the plan (its
+    /// `start_at` the load's first second), that second on the session clock,
+    /// and the stop flag with the pipeline its seconds must go through. A
+    /// source that needs `lead` to pass the start on starts on the first whole
+    /// second of the session clock at least that far ahead.
+    pub(crate) fn load_with(
+        &mut self,
+        model: LoadModel,
+        stages: &[StagePlan],
+        abort: Option<&mut AbortWhen>,
+        lead: Duration,
+        source: impl FnOnce(&Plan, u32, (Arc<AtomicBool>, Pipeline<'_>)) -> Result<(Outcome, Measured)>,
+    ) -> Result<Loaded> {
         // A whole second of the session clock.
         let first = self.loads == 0;
         self.loads += 1;
@@ -393,7 +418,11 @@ impl Session {
         // The first load is second 0 of the session clock: if opening took
         // longer than the clock's lead (a slow disk's fsyncs), the engine
         // starts it as soon as it can, unless the instant is shared.
-        let offset = if first || Instant::now() < self.t0 { 0.0 } else { (self.now() + 0.05).ceil() };
+        let offset = if lead.is_zero() && (first || Instant::now() < self.t0) {
+            0.0
+        } else {
+            (self.now() + 0.05 + lead.as_secs_f64()).ceil()
+        };
         let ledger = StageLedger::new(stages, offset);
         let mut plan = self.base.plan(self.work.clone(), model);
         plan.stage_ends = ledger.ends().to_vec();
@@ -428,7 +457,7 @@ impl Session {
         if let Some(l) = &mut live {
             pipeline = pipeline.to(l);
         }
-        let (outcome, measured) = launch::run(&plan, self.stop.clone(), pipeline)?;
+        let (outcome, measured) = source(&plan, offset as u32, (self.stop.clone(), pipeline))?;
         self.drain();
         Ok(Loaded {
             stages: measured.stages,

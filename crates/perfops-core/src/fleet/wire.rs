@@ -1,0 +1,605 @@
+//! What travels between a coordinator and its agents: length-prefixed frames,
+//! each either a control message (JSON: small, rare, readable in a capture)
+//! or one second of measurements (binary: every second from every agent, so
+//! it must be small and cheap to merge).
+//!
+//! ```text
+//!  frame   = len:u32be  kind:u8  body[len-1]
+//!  kind 1  = control: JSON of [`Control`]
+//!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
+//!                     parts:u16 { stage:u16 step:u16 stats }*
+//!  stats   = 8 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects -)
+//!            11 failure counts:u64 (FailureKind::ALL order)
+//!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
+//! ```
+//!
+//! All integers little-endian but the frame length (network order, as a
+//! reader sees it first). The histograms are HdrHistogram's own
+//! interchange encoding (the one `latency.hlog` holds), so nothing is
+//! rounded on the way: a merged second is exactly the sum of the agents'.
+//! A frame larger than [`MAX_FRAME`] is refused before it is read, so a
+//! peer cannot make the other side allocate without bound.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+use super::hdr;
+use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
+
+/// Version of this protocol; a coordinator refuses an agent of another.
+pub const PROTOCOL: u32 = 1;
+
+/// The largest frame either side accepts (a second with many steps and
+/// stages stays far below it).
+pub const MAX_FRAME: usize = 16 << 20;
+
+const KIND_CONTROL: u8 = 1;
+const KIND_SECOND: u8 = 2;
+
+/// A frame's body could not be read.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    /// The frame ended before its fields did.
+    #[error("truncated frame")]
+    Truncated,
+    /// A kind this side does not know.
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    /// A frame longer than [`MAX_FRAME`], or of length 0.
+    #[error("frame of {0} bytes refused")]
+    Size(usize),
+    /// The control message is not what this version sends.
+    #[error("bad control message: {0}")]
+    Control(String),
+    /// A histogram that HdrHistogram cannot read, or out of perfops' range.
+    #[error("bad histogram: {0}")]
+    Histogram(String),
+}
+
+/// What one frame carries.
+#[derive(Debug, Clone)]
+pub enum Message {
+    /// A control message.
+    Control(Control),
+    /// One second of an agent's load, to send.
+    Second(Box<Interval>),
+    /// One second of an agent's load, as received (see [`RawSecond`]).
+    Received(RawSecond),
+}
+
+/// The control messages, in the order a run uses them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Control {
+    /// Agent -> coordinator, first: who it is, the shard it claims, a fresh nonce (hex).
+    Hello {
+        /// [`PROTOCOL`] of the agent.
+        protocol: u32,
+        /// The agent's nonce, hex.
+        nonce: String,
+        /// The shard index it claims (`--index`, `JOB_COMPLETION_INDEX`), or any free one.
+        index: Option<u32>,
+        /// A name for logs and results (its host name).
+        name: String,
+    },
+    /// Coordinator -> agent: its nonce and its proof that it knows the token.
+    Challenge {
+        /// The coordinator's nonce, hex.
+        nonce: String,
+        /// HMAC proof over both nonces, hex.
+        proof: String,
+    },
+    /// Agent -> coordinator: the agent's proof that it knows the token.
+    Proof {
+        /// HMAC proof over both nonces, hex.
+        proof: String,
+    },
+    /// Coordinator -> agent: a clock probe, the coordinator's wall clock at sending (ns since the epoch).
+    Ping {
+        /// Coordinator's send time.
+        t0: i64,
+    },
+    /// Agent -> coordinator: the probe's answer, with the agent's wall clock at receipt and reply.
+    Pong {
+        /// The ping's `t0`.
+        t0: i64,
+        /// Agent's receive time.
+        t1: i64,
+        /// Agent's reply time.
+        t2: i64,
+    },
+    /// Coordinator -> agent: you are in, with this shard; wait for your assignment.
+    Welcome {
+        /// The shard index given.
+        index: u32,
+        /// How many shards.
+        count: u32,
+        /// The agent's clock minus the coordinator's, as measured (ns).
+        offset_ns: i64,
+    },
+    /// Coordinator -> agent: what to run.
+    Assign(Box<Assignment>),
+    /// Agent -> coordinator: the plan is built, ready to start.
+    Ready,
+    /// Coordinator -> agent: start arrival 0 at this instant of the agent's own wall clock (ns since the epoch).
+    Start {
+        /// The start, on the agent's clock.
+        at: i64,
+    },
+    /// Either way: nothing else to say for a while, but alive.
+    Heartbeat,
+    /// Coordinator -> agent: stop the arrivals now (a rule tripped, Ctrl-C).
+    Stop {
+        /// Why.
+        reason: String,
+    },
+    /// Agent -> coordinator: the load ended; every second was sent before this.
+    Done {
+        /// From the start to the last response (ns).
+        elapsed_ns: u64,
+        /// Worker threads that ran.
+        workers: u64,
+        /// Closed model's naps to coalesce wake-ups, and the longest (ns).
+        naps: u64,
+        /// The longest nap (ns).
+        longest_nap_ns: u64,
+        /// Stopped before its end.
+        interrupted: bool,
+        /// How late its first arrival could go out after the start (ns; 0: on time).
+        #[serde(default)]
+        late_ns: u64,
+    },
+    /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
+    Refused {
+        /// Why, for the log.
+        reason: String,
+    },
+    /// Agent -> coordinator: it cannot run the assignment.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+    /// Coordinator -> agent: the run is over; leave.
+    Bye,
+}
+
+/// Everything an agent needs to run its shard exactly as the coordinator
+/// would have run the whole: the scenario as written, what the coordinator
+/// resolved (target URL, `${env.X}` values, CSV files, setup values) and the
+/// plan's settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Assignment {
+    /// The scenario file's name, for error messages.
+    pub path: String,
+    /// The scenario file's text.
+    pub scenario: String,
+    /// `--set` overrides, as `path=value`.
+    pub overrides: Vec<(String, String)>,
+    /// The target's URL (the demo's, when the coordinator started it).
+    pub target: String,
+    /// `${env.X}` values, as the coordinator read them.
+    pub env: BTreeMap<String, String>,
+    /// CSV feeder files by the path the scenario gives (relative to its folder).
+    pub files: BTreeMap<String, String>,
+    /// What `setup` saved: every agent starts with these.
+    pub globals: BTreeMap<String, String>,
+    /// End of each stage from the load's start (ns).
+    pub stage_ends_ns: Vec<u64>,
+    /// Accept any TLS certificate of the target.
+    pub insecure: bool,
+    /// At the end, wait for requests in flight instead of cutting them.
+    pub wait_in_flight: bool,
+    /// Worker threads per agent (0: one per core).
+    pub workers: u64,
+}
+
+/// The body of `msg` as a frame (length prefix included).
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let mut out = vec![0u8; 4];
+    match msg {
+        Message::Control(c) => {
+            out.push(KIND_CONTROL);
+            // A derive of plain data: serialising cannot fail.
+            out.extend(serde_json::to_vec(c).unwrap_or_default());
+        }
+        Message::Second(iv) => {
+            out.push(KIND_SECOND);
+            encode_interval(iv, &mut out);
+        }
+        Message::Received(raw) => {
+            out.push(KIND_SECOND);
+            out.extend(raw.index.to_le_bytes());
+            out.extend((raw.length.as_nanos() as u64).to_le_bytes());
+            out.extend(raw.in_flight.to_le_bytes());
+            match raw.target {
+                Some(t) => {
+                    out.push(1);
+                    out.extend(t.to_le_bytes());
+                }
+                None => out.push(0),
+            }
+            out.extend(raw.parts.to_le_bytes());
+            out.extend_from_slice(&raw.body);
+        }
+    }
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// The length of the frame whose 4-byte prefix is `prefix`, if acceptable.
+pub fn frame_len(prefix: [u8; 4]) -> Result<usize, WireError> {
+    let len = u32::from_be_bytes(prefix) as usize;
+    if len == 0 || len > MAX_FRAME {
+        return Err(WireError::Size(len));
+    }
+    Ok(len)
+}
+
+/// Split complete frames off the front of `buf`: what they carry, in order.
+/// A partial frame stays in `buf` for the next read.
+pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>, WireError> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while buf.len() - at >= 4 {
+        let len = frame_len([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])?;
+        if buf.len() - at - 4 < len {
+            break;
+        }
+        out.push(decode(&buf[at + 4..at + 4 + len])?);
+        at += 4 + len;
+    }
+    buf.drain(..at);
+    Ok(out)
+}
+
+/// Read one frame's body (without its length prefix).
+pub fn decode(body: &[u8]) -> Result<Message, WireError> {
+    let (&kind, rest) = body.split_first().ok_or(WireError::Truncated)?;
+    match kind {
+        KIND_CONTROL => {
+            serde_json::from_slice(rest).map(Message::Control).map_err(|e| WireError::Control(e.to_string()))
+        }
+        KIND_SECOND => RawSecond::parse(&mut Reader(rest)).map(Message::Received),
+        k => Err(WireError::Kind(k)),
+    }
+}
+
+fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
+    out.extend(iv.index.to_le_bytes());
+    out.extend((iv.length.as_nanos() as u64).to_le_bytes());
+    out.extend(iv.in_flight.to_le_bytes());
+    match iv.target {
+        Some(t) => {
+            out.push(1);
+            out.extend(t.to_le_bytes());
+        }
+        None => out.push(0),
+    }
+    // More than 65535 (stage, step) keys cannot be: both are u16 and a scenario has few.
+    out.extend((iv.parts.len().min(usize::from(u16::MAX)) as u16).to_le_bytes());
+    let mut ser = V2DeflateSerializer::new();
+    for (key, stats) in iv.parts.iter().take(usize::from(u16::MAX)) {
+        out.extend(key.stage.to_le_bytes());
+        out.extend(key.step.to_le_bytes());
+        encode_stats(stats, &mut ser, out);
+    }
+}
+
+fn counters(s: &Stats) -> [u64; 8] {
+    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects, 0]
+}
+
+fn histograms(s: &Stats) -> [&Histogram; 7] {
+    [&s.latency, &s.service, &s.latency_ok, &s.service_ok, &s.connect, &s.tls, &s.ttfb]
+}
+
+fn encode_stats(s: &Stats, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
+    for c in counters(s) {
+        out.extend(c.to_le_bytes());
+    }
+    for k in FailureKind::ALL {
+        out.extend(s.failures[k].to_le_bytes());
+    }
+    for h in histograms(s) {
+        let at = out.len();
+        out.extend(0u32.to_le_bytes());
+        if h.is_empty() {
+            continue;
+        }
+        // Into a Vec: cannot fail for lack of room; a histogram perfops made always encodes.
+        if let Ok(n) = ser.serialize(h.inner(), out) {
+            out[at..at + 4].copy_from_slice(&(n as u32).to_le_bytes());
+        }
+    }
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], WireError> {
+        if self.0.len() < n {
+            return Err(WireError::Truncated);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, WireError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u16(&mut self) -> Result<u16, WireError> {
+        let b = self.take(2)?;
+        Ok(u16::from_le_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, WireError> {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(a))
+    }
+    fn u64(&mut self) -> Result<u64, WireError> {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(a))
+    }
+}
+
+/// A second as received: its head read, its parts checked for shape and
+/// kept encoded until they are merged (see [`RawSecond::merge_into`]): the
+/// coordinator adds each agent's histograms straight into the second it
+/// assembles, never building an agent's own copy first.
+#[derive(Debug, Clone)]
+pub struct RawSecond {
+    /// Second number, from 0.
+    pub index: u32,
+    /// Its length (1 s but the last).
+    pub length: Duration,
+    /// Requests in flight at its end.
+    pub in_flight: u64,
+    /// This agent's scheduled arrivals in it (open model).
+    pub target: Option<f64>,
+    parts: u16,
+    body: Vec<u8>,
+}
+
+/// What one agent's second counted, for `agents.jsonl`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Requests started.
+    pub sent: u64,
+    /// Responses received.
+    pub completed: u64,
+    /// Failures of the target (not `cut`).
+    pub failed: u64,
+    /// Arrivals dropped at `max_in_flight`.
+    pub dropped: u64,
+    /// Values in its latency histograms.
+    pub latency_count: u64,
+}
+
+const COUNTERS: usize = 8;
+const STATS_FIXED: usize = 8 * (COUNTERS + FailureKind::ALL.len());
+const HISTOGRAMS: usize = 7;
+
+impl RawSecond {
+    fn parse(r: &mut Reader<'_>) -> Result<RawSecond, WireError> {
+        let index = r.u32()?;
+        let length = Duration::from_nanos(r.u64()?);
+        let in_flight = r.u64()?;
+        let target = match r.u8()? {
+            0 => None,
+            _ => Some(f64::from_bits(r.u64()?)),
+        };
+        let parts = r.u16()?;
+        let body = r.0.to_vec();
+        // Walk the parts once: every length is in bounds, nothing trails.
+        for _ in 0..parts {
+            r.take(4 + STATS_FIXED)?;
+            for _ in 0..HISTOGRAMS {
+                let len = r.u32()? as usize;
+                r.take(len)?;
+            }
+        }
+        if !r.0.is_empty() {
+            return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
+        }
+        Ok(RawSecond { index, length, in_flight, target, parts, body })
+    }
+
+    /// Add every part to `parts` (by key), histograms bucket by bucket;
+    /// `scratch` is reused for inflating. On a histogram that does not
+    /// decode, what came before it is added already: the sender is broken
+    /// and should be dropped.
+    pub fn merge_into(&self, parts: &mut BTreeMap<Key, Stats>, scratch: &mut Vec<u8>) -> Result<Counts, WireError> {
+        let mut r = Reader(&self.body);
+        let mut counts = Counts::default();
+        for _ in 0..self.parts {
+            let key = Key { stage: r.u16()?, step: r.u16()? };
+            let s = parts.entry(key).or_default();
+            let mut c = [0u64; COUNTERS];
+            for v in &mut c {
+                *v = r.u64()?;
+            }
+            for (field, add) in [
+                &mut s.sent,
+                &mut s.iterations,
+                &mut s.completed,
+                &mut s.dropped,
+                &mut s.bytes_in,
+                &mut s.bytes_out,
+                &mut s.connects,
+            ]
+            .into_iter()
+            .zip(c)
+            {
+                *field += add;
+            }
+            let mut failed = 0;
+            for k in FailureKind::ALL {
+                let n = r.u64()?;
+                s.failures.add_n(k, n);
+                if k != FailureKind::Cut {
+                    failed += n;
+                }
+            }
+            let latency_before = s.latency.len();
+            for h in [
+                &mut s.latency,
+                &mut s.service,
+                &mut s.latency_ok,
+                &mut s.service_ok,
+                &mut s.connect,
+                &mut s.tls,
+                &mut s.ttfb,
+            ] {
+                let len = r.u32()? as usize;
+                let bytes = r.take(len)?;
+                if len > 0 {
+                    hdr::add_encoded(bytes, h, scratch).map_err(WireError::Histogram)?;
+                }
+            }
+            counts.sent += c[0];
+            counts.completed += c[2];
+            counts.dropped += c[3];
+            counts.failed += failed;
+            counts.latency_count += s.latency.len() - latency_before;
+        }
+        Ok(counts)
+    }
+
+    /// The whole second, as the agent had it.
+    pub fn decode(&self) -> Result<Interval, WireError> {
+        let mut map = BTreeMap::new();
+        self.merge_into(&mut map, &mut Vec::new())?;
+        let mut stats = Stats::default();
+        for s in map.values() {
+            stats.merge(s);
+        }
+        Ok(Interval {
+            index: self.index,
+            length: self.length,
+            in_flight: self.in_flight,
+            target: self.target,
+            stats,
+            parts: map.into_iter().collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(seed: u64) -> Stats {
+        let mut s = Stats { sent: 10 + seed, completed: 9, iterations: 8, dropped: seed, ..Stats::default() };
+        s.bytes_in = 1234;
+        s.bytes_out = 567;
+        s.connects = 2;
+        s.failures.add_n(FailureKind::Http5xx, 1);
+        s.failures.add_n(FailureKind::Cut, seed);
+        for us in [150, 900, 12_000, 2_000_000 + seed] {
+            s.latency.record(Duration::from_micros(us));
+            s.service.record(Duration::from_micros(us / 2));
+        }
+        s.latency_ok.record(Duration::from_micros(150));
+        s.ttfb.record(Duration::from_micros(80));
+        s
+    }
+
+    fn interval(index: u32) -> Interval {
+        let parts = vec![(Key { stage: 0, step: 0 }, stats(1)), (Key { stage: 1, step: 2 }, stats(2))];
+        let mut all = Stats::default();
+        for (_, s) in &parts {
+            all.merge(s);
+        }
+        Interval { index, length: Duration::from_millis(1000), in_flight: 7, target: Some(33.5), stats: all, parts }
+    }
+
+    #[test]
+    fn a_second_round_trips_exactly() {
+        let iv = interval(4);
+        let mut buf = encode(&Message::Second(Box::new(iv.clone())));
+        let got = take_frames(&mut buf).unwrap();
+        assert!(buf.is_empty());
+        let [Message::Received(raw)] = &got[..] else { panic!("{got:?}") };
+        let back = raw.decode().unwrap();
+        assert_eq!((back.index, back.length, back.in_flight, back.target), (4, iv.length, 7, Some(33.5)));
+        assert_eq!(back.parts, iv.parts, "every counter and every histogram bucket");
+        assert_eq!(back.stats, iv.stats, "the total is the merge of the parts");
+    }
+
+    #[test]
+    fn frames_split_anywhere_are_reassembled() {
+        let mut stream = encode(&Message::Control(Control::Heartbeat));
+        stream.extend(encode(&Message::Second(Box::new(interval(0)))));
+        stream.extend(encode(&Message::Control(Control::Stop { reason: "p99".into() })));
+        // Every cut point: what is complete comes out, the rest waits.
+        for cut in 0..stream.len() {
+            let mut buf = stream[..cut].to_vec();
+            let mut got = take_frames(&mut buf).unwrap();
+            buf.extend_from_slice(&stream[cut..]);
+            got.extend(take_frames(&mut buf).unwrap());
+            assert_eq!(got.len(), 3, "cut at {cut}");
+            assert!(buf.is_empty());
+        }
+    }
+
+    #[test]
+    fn bad_frames_are_errors_not_panics() {
+        // (bytes, expected error): each a way a peer can send garbage.
+        let cases: Vec<(Vec<u8>, WireError)> = vec![
+            // A zero-length frame.
+            (vec![0, 0, 0, 0], WireError::Size(0)),
+            // A frame claiming 1 GiB: refused before anything is allocated.
+            (vec![0x40, 0, 0, 0], WireError::Size(1 << 30)),
+            // An unknown kind.
+            (vec![0, 0, 0, 1, 9], WireError::Kind(9)),
+            // A second cut short.
+            (vec![0, 0, 0, 3, KIND_SECOND, 1, 2], WireError::Truncated),
+        ];
+        for (bytes, want) in cases {
+            let mut buf = bytes.clone();
+            assert_eq!(take_frames(&mut buf).err(), Some(want), "{bytes:?}");
+        }
+        // JSON that is no control message.
+        let mut buf = vec![0, 0, 0, 3, KIND_CONTROL, b'{', b'}'];
+        assert!(matches!(take_frames(&mut buf), Err(WireError::Control(_))));
+        // A histogram that is not HdrHistogram's encoding.
+        let mut body = vec![KIND_SECOND];
+        encode_interval(&interval(0), &mut body);
+        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + 11 * 8 + 4;
+        body[first_hist] ^= 0xff;
+        let Ok(Message::Received(raw)) = decode(&body) else { panic!("the shape is right") };
+        assert!(matches!(raw.decode(), Err(WireError::Histogram(_))));
+    }
+
+    #[test]
+    fn control_messages_round_trip() {
+        let a = Assignment {
+            path: "s.yaml".into(),
+            scenario: "name: x".into(),
+            overrides: vec![("load.max_in_flight".into(), "10".into())],
+            target: "http://127.0.0.1:1".into(),
+            env: BTreeMap::from([("A".into(), "b".into())]),
+            files: BTreeMap::new(),
+            globals: BTreeMap::from([("token".into(), "t".into())]),
+            stage_ends_ns: vec![1_000_000_000],
+            insecure: false,
+            wait_in_flight: true,
+            workers: 1,
+        };
+        for c in [
+            Control::Hello { protocol: PROTOCOL, nonce: "00ff".into(), index: Some(2), name: "h".into() },
+            Control::Pong { t0: -1, t1: 2, t2: i64::MAX },
+            Control::Assign(Box::new(a)),
+            Control::Bye,
+        ] {
+            let mut buf = encode(&Message::Control(c.clone()));
+            let got = take_frames(&mut buf).unwrap();
+            assert!(matches!(&got[..], [Message::Control(back)] if *back == c), "{c:?}");
+        }
+    }
+}

@@ -1,0 +1,423 @@
+//! `perfops agent --join URL`: one generator of a coordinated run. It
+//! connects (retrying for a bounded time: the coordinator's Service may come
+//! up after the agent's pod), proves it knows the token and checks that the
+//! coordinator does too, answers the clock probes, claims its shard
+//! (`--index`, or `JOB_COMPLETION_INDEX` in a Kubernetes Indexed Job, or
+//! the first free one), builds its plan from the assignment, starts at the
+//! instant given, and sends every second as it completes. A Stop from the
+//! coordinator, or losing it, stops the arrivals at once: nobody drives a
+//! generator without the token, and nobody leaves one running unwatched.
+//!
+//! It writes no results of its own: the coordinator writes the run's.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Args;
+use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL, RawSecond};
+use perfops_core::measure::Stats;
+use perfops_core::model::Shard;
+use perfops_core::scenario::{Override, Step, sources};
+use perfops_core::units::parse_duration;
+use perfops_engine::{Outcome, Plan, Target, Work};
+
+use super::auth::{self, Role};
+use super::conn::{self, Conn, Event};
+use crate::Exit;
+use crate::launch::{self, PlanBase};
+
+/// Flags of `perfops agent`.
+#[derive(Debug, Args)]
+pub(crate) struct AgentArgs {
+    /// The coordinator: `http://HOST:PORT` (plain TCP), `https://HOST:PORT` (TLS) or `HOST:PORT`.
+    #[arg(long, value_name = "URL")]
+    join: String,
+    /// The shared secret (else the environment variable PERFOPS_TOKEN); never sent, only proved.
+    #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The shard this agent claims (else JOB_COMPLETION_INDEX; else the first free one).
+    #[arg(long, env = "JOB_COMPLETION_INDEX")]
+    index: Option<u32>,
+    /// Keep trying to reach the coordinator this long.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    connect_timeout: Duration,
+    /// With an https:// coordinator: trust this CA (PEM) instead of the system's roots.
+    #[arg(long, value_name = "FILE")]
+    tls_ca: Option<PathBuf>,
+    /// A name for the coordinator's logs and results (default: the host name).
+    #[arg(long)]
+    name: Option<String>,
+    /// Tests only: pretend this machine's wall clock is off by this many milliseconds.
+    #[arg(long, hide = true, allow_negative_numbers = true)]
+    clock_offset_for_tests: Option<i64>,
+    /// Benchmarks only (bench/fleet.sh): also append every second sent to FILE, as wire frames.
+    #[arg(long, hide = true, value_name = "FILE")]
+    record_seconds: Option<PathBuf>,
+    /// Benchmarks only (bench/fleet.sh): send no request; replay the seconds of FILE (made
+    /// with --record-seconds), one per second and in a loop, for the load's duration.
+    #[arg(long, hide = true, value_name = "FILE")]
+    replay_seconds: Option<PathBuf>,
+}
+
+/// A coordinator silent this long during the load is taken for lost.
+const SILENCE: Duration = Duration::from_secs(5);
+
+/// This agent's wall clock in ns since the epoch (shifted for tests).
+#[derive(Debug, Clone, Copy)]
+struct Clock {
+    shift_ns: i64,
+}
+
+impl Clock {
+    fn now(self) -> i64 {
+        wall_ns() + self.shift_ns
+    }
+
+    /// The local instant at which this clock will read `at`.
+    fn instant_at(self, at: i64) -> Instant {
+        let (now_i, now) = (Instant::now(), self.now());
+        let ahead = at - now;
+        if ahead >= 0 { now_i + Duration::from_nanos(ahead as u64) } else { now_i }
+    }
+}
+
+/// Nanoseconds since the epoch on the system's wall clock.
+pub(crate) fn wall_ns() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// Why an agent ends without having run its part: said on stderr, exit 3.
+fn refused(message: String) -> Result<Exit> {
+    eprintln!("perfops: agent: {message}");
+    Ok(Exit::Runtime)
+}
+
+pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
+    let token = super::token(args.token.as_deref())?;
+    let clock = Clock { shift_ns: args.clock_offset_for_tests.unwrap_or(0) * 1_000_000 };
+    let name = args.name.clone().unwrap_or_else(|| {
+        nix::unistd::gethostname().ok().map_or_else(|| "agent".into(), |h| h.to_string_lossy().into_owned())
+    });
+    let (host, port, tls) = parse_join(&args.join)?;
+    let tls = if tls { Some(conn::client_tls(args.tls_ca.as_deref())?) } else { None };
+    let stop = launch::stop_flag()?;
+
+    let Some(tcp) = connect(&host, port, args.connect_timeout, &stop)? else {
+        return refused(format!("could not reach the coordinator at {} within {:?}", args.join, args.connect_timeout));
+    };
+    let mut c = match tls {
+        Some(config) => Conn::tls_client(tcp, config, &host)?,
+        None => Conn::plain(tcp)?,
+    };
+
+    // The token, both ways.
+    let own = auth::nonce()?;
+    c.control(Control::Hello { protocol: PROTOCOL, nonce: own.clone(), index: args.index, name: name.clone() })?;
+    let wait = Duration::from_secs(30);
+    let (their, proof) = match c.expect(wait, "challenge")? {
+        Control::Challenge { nonce, proof } => (nonce, proof),
+        Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
+        other => bail!("the coordinator said {other:?} instead of its challenge"),
+    };
+    if !auth::check(&token, Role::Coordinator, &own, &their, &proof) {
+        let _ = c.control(Control::Refused { reason: "the coordinator's token proof is wrong".into() });
+        return refused(format!(
+            "the coordinator at {} does not know the token: refusing to take load orders from it",
+            args.join
+        ));
+    }
+    c.control(Control::Proof { proof: auth::prove(&token, Role::Agent, &their, &own) })?;
+
+    // Clock probes until the coordinator decides.
+    let (index, count) = loop {
+        match c.expect(wait, "clock probe or welcome")? {
+            Control::Ping { t0 } => {
+                let t1 = clock.now();
+                c.control(Control::Pong { t0, t1, t2: clock.now() })?;
+            }
+            Control::Welcome { index, count, offset_ns } => {
+                eprintln!(
+                    "perfops: agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
+                    args.join,
+                    offset_ns as f64 / 1e6
+                );
+                break (index, count);
+            }
+            Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
+            other => bail!("the coordinator said {other:?} during the clock probes"),
+        }
+    };
+
+    let (events_tx, events) = mpsc::channel();
+    let out = c.pump(0, events_tx, conn::AGENT_POLL);
+    let assignment = match next(&events, &stop)? {
+        Some(Control::Assign(a)) => a,
+        Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
+        Some(other) => bail!("the coordinator said {other:?} instead of an assignment"),
+        None => return refused("lost the coordinator before the assignment".into()),
+    };
+    let mut plan = match build(&assignment, Shard { index, count }) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = out.send(Message::Control(Control::Failed { reason: format!("{e:#}") }));
+            return Err(e);
+        }
+    };
+    let _ = out.send(Message::Control(Control::Ready));
+    let at = match next(&events, &stop)? {
+        Some(Control::Start { at }) => at,
+        Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
+        Some(other) => bail!("the coordinator said {other:?} instead of the start"),
+        None => return refused("lost the coordinator before the start".into()),
+    };
+    plan.start_at = Some(clock.instant_at(at));
+
+    // Stop orders and the coordinator's loss stop the arrivals while the engine runs.
+    let lost = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, lost) = (stop.clone(), lost.clone());
+        std::thread::spawn(move || {
+            loop {
+                // The coordinator says something at least every second (a heartbeat):
+                // silent for longer than SILENCE, it hangs or is cut off, and nobody watches this load.
+                match events.recv_timeout(SILENCE) {
+                    Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
+                        eprintln!("perfops: agent: stopped by the coordinator: {reason}");
+                        stop.store(true, Ordering::Relaxed);
+                    }
+                    Ok(Event::Frame(_, Message::Control(Control::Bye))) => return events,
+                    Ok(Event::Frame(..)) => {}
+                    Ok(Event::Closed(..)) | Err(_) => {
+                        lost.store(true, Ordering::Relaxed);
+                        stop.store(true, Ordering::Relaxed);
+                        return events;
+                    }
+                }
+            }
+        })
+    };
+    let outcome = match &args.replay_seconds {
+        Some(file) => replay(file, &plan, &stop, &out)?,
+        None => {
+            launch::check_fd_room(&plan.load)?;
+            let mut record = args.record_seconds.as_ref().map(std::fs::File::create).transpose()?;
+            perfops_engine::run(&plan, stop.clone(), |iv| {
+                let msg = Message::Second(Box::new(iv.clone()));
+                if let Some(f) = &mut record {
+                    let _ = f.write_all(&wire::encode(&msg));
+                }
+                let _ = out.send(msg);
+            })?
+        }
+    };
+    let _ = out.send(Message::Control(Control::Done {
+        elapsed_ns: outcome.elapsed.as_nanos() as u64,
+        workers: outcome.workers as u64,
+        naps: outcome.naps,
+        longest_nap_ns: outcome.longest_nap.as_nanos() as u64,
+        interrupted: outcome.interrupted,
+        late_ns: outcome.late.as_nanos() as u64,
+    }));
+    if lost.load(Ordering::Relaxed) {
+        return refused("lost the coordinator during the run: stopped the load".into());
+    }
+    // The coordinator says Bye once every agent is done; wait for it a while.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !watcher.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(out);
+    if lost.load(Ordering::Relaxed) {
+        // Done was queued before: the coordinator may have it. Nothing more to do either way.
+        eprintln!("perfops: agent {name}: the coordinator closed the connection after the load");
+    }
+    eprintln!(
+        "perfops: agent {name}: shard {index}/{count} done: {} requests sent in {:.1} s",
+        outcome.total.sent,
+        outcome.elapsed.as_secs_f64()
+    );
+    Ok(Exit::Passed)
+}
+
+/// The next control message from the pump (heartbeats skipped), `None` if
+/// the connection closed; a local Ctrl-C ends the wait as an error.
+fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> {
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            bail!("interrupted before the start");
+        }
+        match events.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Frame(_, Message::Control(Control::Heartbeat))) => {}
+            Ok(Event::Frame(_, Message::Control(c))) => return Ok(Some(c)),
+            Ok(Event::Frame(_, Message::Second(_) | Message::Received(_))) => bail!("the coordinator sent a second"),
+            Ok(Event::Closed(..)) | Err(RecvTimeoutError::Disconnected) => return Ok(None),
+            Err(RecvTimeoutError::Timeout) => {}
+        }
+    }
+}
+
+/// Send the seconds recorded in `file` as if they were measured now: one
+/// per second from the plan's start, renumbered, the recording looped, for
+/// the load's duration (bench/fleet.sh's simulated agents: what a
+/// coordinator receives, without the load that made it).
+fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &std::sync::mpsc::Sender<Message>) -> Result<Outcome> {
+    let mut bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let recorded: Vec<RawSecond> = wire::take_frames(&mut bytes)
+        .map_err(|e| anyhow!("{}: {e}", file.display()))?
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Received(raw) if raw.length == Duration::from_secs(1) => Some(raw),
+            _ => None,
+        })
+        .collect();
+    if recorded.is_empty() {
+        bail!("{}: no whole second recorded", file.display());
+    }
+    let start = plan.start_at.unwrap_or_else(Instant::now);
+    let seconds = plan.end.map_or(10, |d| d.as_secs().max(1)) as u32;
+    let total = Stats::default();
+    for k in 0..seconds {
+        let due = start + Duration::from_secs(u64::from(k) + 1);
+        while Instant::now() < due && !stop.load(Ordering::Relaxed) {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()).min(Duration::from_millis(50)));
+        }
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // Sent as recorded, renumbered: the coordinator does all the work it would do.
+        let mut raw = recorded[k as usize % recorded.len()].clone();
+        raw.index = k;
+        let _ = out.send(Message::Received(raw));
+    }
+    Ok(Outcome {
+        total,
+        elapsed: Instant::now().saturating_duration_since(start),
+        workers: 0,
+        interrupted: stop.load(Ordering::Relaxed),
+        naps: 0,
+        longest_nap: Duration::ZERO,
+        late: Duration::ZERO,
+    })
+}
+
+/// `http://host:port`, `https://host:port` or `host:port` (default port 7070).
+fn parse_join(url: &str) -> Result<(String, u16, bool)> {
+    let usage = |m: String| anyhow::Error::new(crate::UsageError(m));
+    let (tls, rest) = match url.split_once("://") {
+        Some(("http" | "tcp", r)) => (false, r),
+        Some(("https" | "tls", r)) => (true, r),
+        Some((s, _)) => return Err(usage(format!("--join {url}: scheme `{s}` is not http or https"))),
+        None => (false, url),
+    };
+    let rest = rest.trim_end_matches('/');
+    let (host, port) = match rest.rsplit_once(':') {
+        Some((h, p)) if !h.ends_with(']') || h.starts_with('[') => {
+            (h, p.parse::<u16>().map_err(|_| usage(format!("--join {url}: bad port `{p}`")))?)
+        }
+        _ => (rest, 7070),
+    };
+    if host.is_empty() {
+        return Err(usage(format!("--join {url}: no host")));
+    }
+    Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), port, tls))
+}
+
+/// Connect to `host:port`, retrying every half second until `within` passed
+/// (name resolution included: a Service's DNS name may not exist yet).
+fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result<Option<TcpStream>> {
+    let deadline = Instant::now() + within;
+    let mut said = false;
+    loop {
+        let attempt = (host, port).to_socket_addrs().map_err(|e| e.to_string()).and_then(|addrs| {
+            let mut last = "no address".to_string();
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, Duration::from_secs(3)) {
+                    Ok(s) => return Ok(s),
+                    Err(e) => last = e.to_string(),
+                }
+            }
+            Err(last)
+        });
+        match attempt {
+            Ok(s) => return Ok(Some(s)),
+            Err(e) => {
+                if !said {
+                    eprintln!("perfops: agent: waiting for the coordinator at {host}:{port} ({e})");
+                    said = true;
+                }
+            }
+        }
+        if Instant::now() >= deadline || stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// This agent's plan: the scenario as the coordinator read it, its resolved
+/// values, and this shard of the load.
+fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
+    let overrides: Vec<Override> =
+        a.overrides.iter().map(|(p, v)| Override { path: p.clone(), value: v.clone() }).collect();
+    let scenario = perfops_core::scenario::parse(&a.path, &a.scenario, &overrides)
+        .map_err(|d| anyhow!("the scenario does not validate here:\n{}", d.render(&a.scenario)))?;
+    let env: HashMap<String, String> = a.env.clone().into_iter().collect();
+    let feeders = sources::feeders(&scenario, Path::new(""), |p| {
+        a.files.get(&p.display().to_string()).cloned().ok_or_else(|| std::io::ErrorKind::NotFound.into())
+    })
+    .map_err(|e| anyhow!("{e}"))?;
+    let target = Target::parse(&a.target).map_err(|e| anyhow!("target `{}`: {e}", a.target))?;
+    let flows: Vec<(String, u32, Vec<Step>)> =
+        scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
+    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
+    let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
+    crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
+    work.globals = globals;
+    let timeout = scenario.defaults.timeout;
+    let base = PlanBase {
+        target,
+        timeout,
+        connect_timeout: timeout.min(Duration::from_secs(5)),
+        insecure: a.insecure,
+        workers: a.workers as usize,
+        wait_in_flight: a.wait_in_flight,
+    };
+    // The engine divides the arrivals (k mod N), max_in_flight and the closed model's users by the shard.
+    let model = crate::run::load_model(&scenario.load).context("the load profile")?;
+    let mut plan = base.plan(Arc::new(work), model);
+    plan.stage_ends = a.stage_ends_ns.iter().map(|&n| Duration::from_nanos(n)).collect();
+    plan.shard = shard;
+    // Every agent on one schedule: a start heard late sends what is due at once, as `--start-at` does.
+    plan.keep_start = true;
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_urls() {
+        // (--join, host, port, tls): the forms a user or a manifest writes.
+        let cases = [
+            ("http://perfops-coordinator.load.svc:7070", "perfops-coordinator.load.svc", 7070, false),
+            ("https://10.0.0.5:9000/", "10.0.0.5", 9000, true),
+            ("127.0.0.1:7171", "127.0.0.1", 7171, false),
+            ("coordinator", "coordinator", 7070, false),
+            ("http://[::1]:7070", "::1", 7070, false),
+        ];
+        for (url, host, port, tls) in cases {
+            assert_eq!(parse_join(url).unwrap(), (host.to_string(), port, tls), "{url}");
+        }
+        for bad in ["ftp://x:1", "http://:7070", "http://x:notaport"] {
+            assert!(parse_join(bad).is_err(), "{bad}");
+        }
+    }
+}

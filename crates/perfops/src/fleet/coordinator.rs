@@ -1,0 +1,732 @@
+//! `perfops coordinator SCENARIO --agents N`: one run over N agents, as if
+//! one generator had run it.
+//!
+//! ```text
+//!  listen ── agents join: token proved both ways, clock offset measured (refused above the
+//!  │         bound), shard claimed (a taken one refused); --join-timeout: exit 3 naming who is missing
+//!  session ─ setup runs ONCE here, results directory, watchers, --metrics-listen
+//!  assign ── scenario, shard, setup values, target ──> every agent builds its plan, says Ready
+//!  start ─── one instant, sent to each agent on its own clock (the offset corrected)
+//!  load ──── agents' seconds ──> Join (second k whole when every live agent sent it)
+//!            ──> the session's Pipeline: judge (SLO watch, abort_when), exporter, results, live line
+//!            a rule trips or Ctrl-C: Stop to every agent at once; an agent lost: named, marked
+//!  summary ─ the same judging and files as `run`; a lost agent makes the verdict inconclusive
+//! ```
+//!
+//! The coordinator is an interval source for [`Session::load_with`]: what
+//! comes after the merge (files, verdict, report) is `conclude`'s, as for `run`.
+//! `agents.jsonl` in the results adds the fleet's own lines: joins with
+//! clock offsets, each agent's counts per second, losses and missed seconds.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use perfops_core::fleet::clock::{self, Estimate, Sample};
+use perfops_core::fleet::join::{Join, Taken};
+use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
+use perfops_core::measure::Stats;
+use perfops_core::model::Shard;
+use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline};
+use perfops_core::scenario::Override;
+use perfops_core::units::parse_duration;
+use perfops_engine::{Outcome, Plan};
+use perfops_report::results::JsonLines;
+use perfops_report::run::RunSummary;
+use serde::Serialize;
+
+use super::agent::wall_ns;
+use super::auth::{self, Role};
+use super::conn::{self, Conn, Event};
+use crate::conclude::{self, Ending};
+use crate::session::{Session, SessionArgs, load_scenario};
+use crate::shard::Placement;
+use crate::{Exit, UsageError};
+
+/// Flags of `perfops coordinator`.
+#[derive(Debug, Args)]
+pub(crate) struct CoordinatorArgs {
+    #[command(flatten)]
+    session: SessionArgs,
+    /// How many agents run the load; each runs 1/N of it.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    agents: u32,
+    /// Where agents join (`perfops agent --join http://THIS`).
+    #[arg(long, default_value = "0.0.0.0:7070", value_name = "ADDR")]
+    listen: String,
+    /// The shared secret (else the environment variable PERFOPS_TOKEN); never sent, only proved.
+    #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Refuse an agent whose clock is further off than this.
+    #[arg(long, value_parser = parse_duration, default_value = "20ms")]
+    max_clock_offset: Duration,
+    /// Wait this long for every agent; then exit 3 naming the missing shards.
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    join_timeout: Duration,
+    /// An agent silent this long during the load is lost.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    agent_timeout: Duration,
+    /// Serve agents over TLS with this certificate chain (PEM); agents join with https://.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The TLS certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+/// Clock probes per agent; the quickest [`clock::KEEP`] decide.
+const PROBES: usize = 8;
+
+/// An agent that passed the handshake, not yet placed.
+struct Arrival {
+    conn: Conn,
+    name: String,
+    claim: Option<u32>,
+    estimate: Estimate,
+}
+
+/// A placed agent.
+struct Member {
+    name: String,
+    addr: SocketAddr,
+    /// Its pump's connection id.
+    conn: usize,
+    estimate: Estimate,
+    out: Sender<Message>,
+    done: Option<Done>,
+    /// Lost: at which second of the session clock, and why.
+    lost: Option<(u32, String)>,
+}
+
+/// What an agent said when it finished.
+struct Done {
+    elapsed: Duration,
+    workers: u64,
+    naps: u64,
+    longest_nap: Duration,
+    late: Duration,
+}
+
+/// One line of `agents.jsonl`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+enum AgentLine {
+    /// Agent `agent` joined, with its clock offset (its clock minus the coordinator's).
+    Joined { agent: u32, name: String, addr: String, clock_offset_ms: f64, rtt_ms: f64 },
+    /// A peer was refused.
+    Refused { addr: String, reason: String },
+    /// Agent `agent`'s second `t` (session clock), as it sent it.
+    Second { agent: u32, t: u32, sent: u64, completed: u64, failed: u64, dropped: u64, latency_count: u64 },
+    /// Agent `agent` was lost at second `t`: its seconds from `t` on are missing.
+    Lost { agent: u32, name: String, t: u32, reason: String },
+    /// The run's second `t` lacks agent `agent`'s share.
+    Missed { agent: u32, t: u32 },
+    /// Agent `agent` finished.
+    Done { agent: u32, elapsed_s: f64, interrupted: bool },
+}
+
+/// The fleet during a run.
+struct Fleet {
+    members: Vec<Member>,
+    events: Receiver<Event>,
+    arrivals: Receiver<Result<Arrival, (SocketAddr, String)>>,
+    lines: Vec<AgentLine>,
+    out: Option<JsonLines>,
+    silence: Duration,
+}
+
+impl Fleet {
+    fn log(&mut self, line: AgentLine) {
+        match &mut self.out {
+            Some(out) => {
+                if let Err(e) = out.append("agents.jsonl", &line) {
+                    eprintln!("perfops: cannot write agents.jsonl ({e})");
+                    self.out = None;
+                }
+            }
+            None => self.lines.push(line),
+        }
+    }
+
+    /// Write what was said before the results directory existed, then write as it comes.
+    fn open(&mut self, dir: &Path) {
+        let mut out = JsonLines::new(dir);
+        for line in self.lines.drain(..) {
+            if let Err(e) = out.append("agents.jsonl", &line) {
+                eprintln!("perfops: cannot write agents.jsonl ({e})");
+                return;
+            }
+        }
+        self.out = Some(out);
+    }
+
+    fn index_of(&self, conn: usize) -> Option<usize> {
+        self.members.iter().position(|m| m.conn == conn)
+    }
+
+    fn say_all(&self, c: &Control) {
+        for m in &self.members {
+            let _ = m.out.send(Message::Control(c.clone()));
+        }
+    }
+
+    /// Late comers are refused, each with a line saying why.
+    fn refuse_late(&mut self) {
+        while let Ok(a) = self.arrivals.try_recv() {
+            match a {
+                Ok(mut a) => {
+                    let reason = match a.claim {
+                        Some(i) => format!("the run has started: shard {i} is already running (not run twice)"),
+                        None => "the run has started with every shard taken".to_string(),
+                    };
+                    eprintln!("perfops: refused agent {} ({}): {reason}", a.name, a.conn.peer);
+                    let _ = a.conn.control(Control::Refused { reason: reason.clone() });
+                    self.log(AgentLine::Refused { addr: a.conn.peer.to_string(), reason });
+                }
+                Err((addr, reason)) => self.refused(addr, reason),
+            }
+        }
+    }
+
+    fn refused(&mut self, addr: SocketAddr, reason: String) {
+        eprintln!("perfops: refused a peer from {addr}: {reason}");
+        self.log(AgentLine::Refused { addr: addr.to_string(), reason });
+    }
+}
+
+pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
+    let token = super::token(args.token.as_deref())?;
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    // Checked before anyone joins: a scenario with errors costs no agent its time.
+    let mut overrides = args.session.set.clone();
+    if let Some(t) = &args.session.target {
+        overrides.push(Override { path: "target".into(), value: t.clone() });
+    }
+    let Some((_, text)) = load_scenario(&args.session.scenario, &overrides)? else { return Ok(Exit::Usage) };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => Some(conn::server_tls(c, k).map_err(|e| usage(format!("{e:#}")))?),
+        _ => None,
+    };
+    let listener = TcpListener::bind(&args.listen).map_err(|e| usage(format!("--listen {}: {e}", args.listen)))?;
+    let addr = listener.local_addr()?;
+    let n = args.agents as usize;
+    eprintln!(
+        "perfops: coordinator listening on {addr}{}: waiting up to {:?} for {n} agent(s)",
+        if tls.is_some() { " (TLS)" } else { "" },
+        args.join_timeout
+    );
+
+    let (arrive_tx, arrivals) = mpsc::channel();
+    accept(listener, token.clone(), tls, args.max_clock_offset, arrive_tx);
+    let (events_tx, events) = mpsc::channel();
+    let mut fleet =
+        Fleet { members: Vec::new(), events, arrivals, lines: Vec::new(), out: None, silence: args.agent_timeout };
+    let Some(members) = gather(&mut fleet, n, args.join_timeout, &events_tx)? else { return Ok(Exit::Runtime) };
+    fleet.members = members;
+
+    // The setup runs once, here; its values go to every agent.
+    let Some(mut s) = Session::open(&args.session, "coordinator", &Placement::default())? else {
+        fleet.say_all(&Control::Bye);
+        linger(fleet.members);
+        return Ok(Exit::Usage);
+    };
+    fleet.open(s.dir.path());
+    let stages = crate::run::stage_plans(&s.scenario.load, Shard::WHOLE);
+    let model = crate::run::load_model(&s.scenario.load)?;
+    let ends = perfops_core::pipeline::StageLedger::new(&stages, 0.0).ends().to_vec();
+    let assignment = assignment(&s, &args, text, overrides, &ends)?;
+    fleet.say_all(&Control::Assign(Box::new(assignment)));
+    if let Err(e) = ready(&mut fleet) {
+        fleet.say_all(&Control::Bye);
+        eprintln!("perfops: {e:#}");
+        linger(fleet.members);
+        return Ok(Exit::Runtime);
+    }
+    eprintln!(
+        "perfops: {} — {} stage(s), {:.0} s on {n} agent(s); results in {}",
+        s.scenario.name,
+        stages.len(),
+        s.scenario.load.duration().as_secs_f64(),
+        s.dir.path().display()
+    );
+    let mut abort = AbortWhen::new(&s.scenario.abort_when);
+    // The start goes to every agent: on the first whole second at least this far ahead.
+    let lead = Duration::from_millis(500);
+    let loaded = s.load_with(model, &stages, Some(&mut abort), lead, |plan, offset, (stop, pipeline)| {
+        drive(&mut fleet, plan, offset, stop, pipeline)
+    });
+    fleet.say_all(&Control::Bye);
+    let loaded = loaded?;
+    s.close();
+    let interrupted = loaded.stopped && abort.reason().is_none();
+    let mut ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
+    let (gaps, first_loss) = losses(&fleet.members);
+    ending.gaps = gaps;
+    let mut summary = s.judging().summarize(&loaded, ending);
+    if let Some(t) = first_loss {
+        inconclusive_after(&mut summary, t);
+    }
+    let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
+    linger(fleet.members);
+    exit
+}
+
+/// Close the agents' connections and give their pumps a moment to send
+/// what is queued (a Bye) before the process exits under them.
+fn linger<T>(members: T) {
+    drop(members);
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// Accept connections on a thread of their own; each handshake on its own
+/// thread too, so a slow or hostile peer holds up nobody.
+fn accept(
+    listener: TcpListener,
+    token: String,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    max_offset: Duration,
+    arrivals: Sender<Result<Arrival, (SocketAddr, String)>>,
+) {
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { continue };
+            let (token, tls, arrivals) = (token.clone(), tls.clone(), arrivals.clone());
+            std::thread::spawn(move || {
+                let Ok(addr) = tcp.peer_addr() else { return };
+                let conn = match tls {
+                    Some(config) => Conn::tls_server(tcp, config),
+                    None => Conn::plain(tcp),
+                };
+                let result = conn
+                    .map_err(|e| e.to_string())
+                    .and_then(|c| handshake(c, &token, max_offset))
+                    .map_err(|reason| (addr, reason));
+                if matches!(&result, Err((_, reason)) if reason.is_empty()) {
+                    return;
+                }
+                let _ = arrivals.send(result);
+            });
+        }
+    });
+}
+
+/// The token both ways, then the clock: an agent that fails either is
+/// refused (and told why) before it can be given anything.
+fn handshake(mut c: Conn, token: &str, max_offset: Duration) -> Result<Arrival, String> {
+    let wait = Duration::from_secs(10);
+    let e = |e: std::io::Error| e.to_string();
+    // A probe (Kubernetes' tcpSocket readiness check) connects and closes without a word:
+    // not a peer worth a log line every two seconds.
+    let hello = match c.expect(wait, "hello") {
+        Err(err) if matches!(err.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset) => {
+            return Err(String::new());
+        }
+        other => other.map_err(e)?,
+    };
+    let (their, claim, name) = match hello {
+        Control::Hello { protocol, nonce, index, name } if protocol == PROTOCOL => (nonce, index, name),
+        Control::Hello { protocol, .. } => {
+            let reason = format!("protocol {protocol}, this coordinator speaks {PROTOCOL}: use the same perfops");
+            let _ = c.control(Control::Refused { reason: reason.clone() });
+            return Err(reason);
+        }
+        other => return Err(format!("said {other:?} instead of hello")),
+    };
+    let own = auth::nonce().map_err(|e| e.to_string())?;
+    let proof = auth::prove(token, Role::Coordinator, &their, &own);
+    c.control(Control::Challenge { nonce: own.clone(), proof }).map_err(e)?;
+    match c.expect(wait, "proof").map_err(e)? {
+        Control::Proof { proof } if auth::check(token, Role::Agent, &own, &their, &proof) => {}
+        Control::Proof { .. } => {
+            let reason = "wrong token".to_string();
+            let _ = c.control(Control::Refused { reason: reason.clone() });
+            return Err(format!("agent {name}: {reason}"));
+        }
+        Control::Refused { reason } => return Err(format!("agent {name} refused this coordinator: {reason}")),
+        other => return Err(format!("said {other:?} instead of its proof")),
+    }
+    let mut samples = Vec::with_capacity(PROBES);
+    for _ in 0..PROBES {
+        let t0 = wall_ns();
+        c.control(Control::Ping { t0 }).map_err(e)?;
+        match c.expect(wait, "clock probe").map_err(e)? {
+            Control::Pong { t0: back, t1, t2 } if back == t0 => samples.push(Sample { t0, t1, t2, t3: wall_ns() }),
+            other => return Err(format!("said {other:?} to a clock probe")),
+        }
+    }
+    let estimate = clock::estimate(&samples).ok_or("no usable clock probe (the clock moved while probing)")?;
+    if estimate.offset_ns.unsigned_abs() > max_offset.as_nanos() as u64 {
+        let reason = format!(
+            "clock offset {:+.1} ms (round trip {:.1} ms) is above the bound of {:?}: synchronise the clocks \
+             (NTP, chrony) or raise --max-clock-offset",
+            estimate.offset_ns as f64 / 1e6,
+            estimate.rtt_ns as f64 / 1e6,
+            max_offset
+        );
+        let _ = c.control(Control::Refused { reason: reason.clone() });
+        return Err(format!("agent {name}: {reason}"));
+    }
+    Ok(Arrival { conn: c, name, claim, estimate })
+}
+
+/// Place agents in shards as they arrive, until all `n` are in or
+/// `within` passed (`None`: said who is missing; the joined were sent away).
+fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>) -> Result<Option<Vec<Member>>> {
+    let deadline = Instant::now() + within;
+    let mut slots: Vec<Option<Member>> = (0..n).map(|_| None).collect();
+    let mut next_conn = 0usize;
+    while slots.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let missing: Vec<String> =
+                slots.iter().enumerate().filter(|(_, m)| m.is_none()).map(|(i, _)| i.to_string()).collect();
+            eprintln!(
+                "perfops: {} of {n} agent(s) did not join within {within:?}: shard(s) {} missing",
+                missing.len(),
+                missing.join(", ")
+            );
+            for m in slots.iter().flatten() {
+                let _ = m.out.send(Message::Control(Control::Bye));
+            }
+            linger(slots);
+            return Ok(None);
+        }
+        // An agent gone before the start frees its shard for a replacement.
+        while let Ok(ev) = fleet.events.try_recv() {
+            if let Event::Closed(id, why) = ev
+                && let Some(i) = slots.iter().position(|m| m.as_ref().is_some_and(|m| m.conn == id))
+                && let Some(m) = slots[i].take()
+            {
+                eprintln!("perfops: agent {} (shard {i}) left before the start ({why}); shard {i} is free", m.name);
+            }
+        }
+        let arrival = match fleet.arrivals.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok(a) => a,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the listener stopped"),
+        };
+        let mut a = match arrival {
+            Ok(a) => a,
+            Err((addr, reason)) => {
+                fleet.refused(addr, reason);
+                continue;
+            }
+        };
+        let taken = |i: usize| slots[i].as_ref().map(|m| format!("{} ({})", m.name, m.addr));
+        let placed = match a.claim {
+            Some(i) if i as usize >= n => Err(format!("shard index {i} is out of range: this run has {n} agents")),
+            Some(i) => match taken(i as usize) {
+                Some(by) => {
+                    Err(format!("shard index {i} is already taken by {by}: refused, so that no shard runs twice"))
+                }
+                None => Ok(i as usize),
+            },
+            None => slots.iter().position(Option::is_none).ok_or_else(|| "every shard is taken".to_string()),
+        };
+        let i = match placed {
+            Ok(i) => i,
+            Err(reason) => {
+                eprintln!("perfops: refused agent {} ({}): {reason}", a.name, a.conn.peer);
+                let _ = a.conn.control(Control::Refused { reason: reason.clone() });
+                fleet.log(AgentLine::Refused { addr: a.conn.peer.to_string(), reason });
+                continue;
+            }
+        };
+        let e = a.estimate;
+        if a.conn.control(Control::Welcome { index: i as u32, count: n as u32, offset_ns: e.offset_ns }).is_err() {
+            continue;
+        }
+        let (offset_ms, rtt_ms) = (e.offset_ns as f64 / 1e6, e.rtt_ns as f64 / 1e6);
+        eprintln!(
+            "perfops: agent {} ({}) joined as shard {i}/{n}: clock offset {offset_ms:+.2} ms, round trip {rtt_ms:.2} ms",
+            a.name, a.conn.peer
+        );
+        fleet.log(AgentLine::Joined {
+            agent: i as u32,
+            name: a.name.clone(),
+            addr: a.conn.peer.to_string(),
+            clock_offset_ms: offset_ms,
+            rtt_ms,
+        });
+        let addr = a.conn.peer;
+        let out = a.conn.pump(next_conn, events.clone(), conn::COORDINATOR_POLL);
+        slots[i] = Some(Member { name: a.name, addr, conn: next_conn, estimate: e, out, done: None, lost: None });
+        next_conn += 1;
+    }
+    Ok(Some(slots.into_iter().flatten().collect()))
+}
+
+/// What every agent gets: the scenario as written and what this side resolved.
+fn assignment(
+    s: &Session,
+    args: &CoordinatorArgs,
+    text: String,
+    overrides: Vec<Override>,
+    ends: &[Duration],
+) -> Result<Assignment> {
+    let path = &args.session.scenario;
+    let inputs = crate::session::inputs(&s.scenario, path)?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let mut files = BTreeMap::new();
+    for spec in &s.scenario.data {
+        let file = folder.join(&spec.csv);
+        let csv = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        files.insert(spec.csv.clone(), csv);
+    }
+    Ok(Assignment {
+        path: path.display().to_string(),
+        scenario: text,
+        overrides: overrides.into_iter().map(|o| (o.path, o.value)).collect(),
+        target: s.url.clone(),
+        env: inputs.env.into_iter().collect(),
+        files,
+        globals: s.globals().clone().into_iter().collect(),
+        stage_ends_ns: ends.iter().map(|d| d.as_nanos() as u64).collect(),
+        insecure: s.insecure(),
+        wait_in_flight: args.session.wait_in_flight,
+        workers: args.session.workers as u64,
+    })
+}
+
+/// Wait until every agent built its plan.
+fn ready(fleet: &mut Fleet) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut ready = vec![false; fleet.members.len()];
+    while ready.iter().any(|r| !r) {
+        fleet.refuse_late();
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let slow: Vec<&str> =
+                fleet.members.iter().zip(&ready).filter(|(_, r)| !**r).map(|(m, _)| m.name.as_str()).collect();
+            anyhow::bail!("agent(s) {} did not get ready within 60 s", slow.join(", "));
+        }
+        match fleet.events.recv_timeout(left.min(Duration::from_millis(200))) {
+            Ok(Event::Frame(id, Message::Control(c))) => {
+                let Some(i) = fleet.index_of(id) else { continue };
+                let name = &fleet.members[i].name;
+                match c {
+                    Control::Ready => ready[i] = true,
+                    Control::Failed { reason } => anyhow::bail!("agent {name} (shard {i}) cannot run: {reason}"),
+                    _ => {}
+                }
+            }
+            Ok(Event::Closed(id, why)) => {
+                if let Some(i) = fleet.index_of(id) {
+                    anyhow::bail!("agent {} (shard {i}) left before the start: {why}", fleet.members[i].name);
+                }
+            }
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("every agent is gone"),
+        }
+    }
+    Ok(())
+}
+
+/// The load as the agents run it: start them at `plan.start_at`, join their
+/// seconds, hand each whole second to `pipeline`, stop them all when it (or
+/// Ctrl-C) says so.
+fn drive(
+    fleet: &mut Fleet,
+    plan: &Plan,
+    offset: u32,
+    stop: Arc<AtomicBool>,
+    mut pipeline: Pipeline<'_>,
+) -> Result<(Outcome, Measured)> {
+    let start = plan.start_at.unwrap_or_else(Instant::now);
+    let start_wall = wall_ns() + start.saturating_duration_since(Instant::now()).as_nanos() as i64;
+    for m in &fleet.members {
+        let _ = m.out.send(Message::Control(Control::Start { at: start_wall + m.estimate.offset_ns }));
+    }
+    let began = Instant::now();
+    let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO);
+    // An agent still live this long after the planned end (plus its requests' timeout) is lost.
+    let overdue = plan.end.map(|e| e + plan.timeout + Duration::from_secs(10) + fleet.silence);
+    let (mut total, mut failed, mut reason, mut stop_sent) = (Stats::default(), None, None, false);
+    let mut scratch = Vec::new();
+    loop {
+        let received = fleet.events.recv_timeout(Duration::from_millis(200));
+        let now = began.elapsed();
+        match received {
+            Ok(Event::Frame(id, msg)) => {
+                let Some(i) = fleet.index_of(id) else { continue };
+                join.heard(i, now);
+                match msg {
+                    Message::Received(raw) => match join.received(i, &raw, now, &mut scratch) {
+                        Ok((Taken::Added, c)) => fleet.log(AgentLine::Second {
+                            agent: i as u32,
+                            t: offset + raw.index,
+                            sent: c.sent,
+                            completed: c.completed,
+                            failed: c.failed,
+                            dropped: c.dropped,
+                            latency_count: c.latency_count,
+                        }),
+                        Ok((Taken::Ignored(_), _)) => {}
+                        Err(e) => {
+                            if join.lost(i) {
+                                lose(fleet, &join, i, offset, format!("sent a second that does not decode ({e})"));
+                            }
+                        }
+                    },
+                    Message::Second(_) => {}
+                    Message::Control(Control::Done {
+                        elapsed_ns,
+                        interrupted,
+                        workers,
+                        naps,
+                        longest_nap_ns,
+                        late_ns,
+                    }) => {
+                        join.done(i);
+                        fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
+                        if interrupted && !stop_sent {
+                            // Its seconds after this one lack its share as a lost agent's do.
+                            let t = offset + join.next_of(i).unwrap_or(0);
+                            let m = &mut fleet.members[i];
+                            let why = "stopped on its own (a signal on the agent)".to_string();
+                            eprintln!("perfops: agent {} (shard {i}, {}) {why} at t={t}s", m.name, m.addr);
+                            m.lost = Some((t, why.clone()));
+                            let name = m.name.clone();
+                            fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
+                        }
+                        fleet.members[i].done = Some(Done {
+                            elapsed: Duration::from_nanos(elapsed_ns),
+                            workers,
+                            naps,
+                            longest_nap: Duration::from_nanos(longest_nap_ns),
+                            late: Duration::from_nanos(late_ns),
+                        });
+                    }
+                    Message::Control(Control::Failed { reason }) => {
+                        if join.lost(i) {
+                            lose(fleet, &join, i, offset, format!("failed: {reason}"));
+                        }
+                    }
+                    Message::Control(_) => {}
+                }
+            }
+            Ok(Event::Closed(id, why)) => {
+                if let Some(i) = fleet.index_of(id)
+                    && join.lost(i)
+                {
+                    lose(fleet, &join, i, offset, format!("connection closed ({why})"));
+                }
+            }
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => anyhow::bail!("every agent's connection is gone"),
+        }
+        for i in join.tick(now) {
+            lose(fleet, &join, i, offset, format!("silent for more than {:?}", fleet.silence));
+        }
+        if overdue.is_some_and(|o| now > o) {
+            for i in 0..fleet.members.len() {
+                if join.lost(i) {
+                    lose(fleet, &join, i, offset, "still running long after the planned end".into());
+                }
+            }
+        }
+        for r in join.ready() {
+            for &i in &r.missing {
+                fleet.log(AgentLine::Missed { agent: i as u32, t: offset + r.interval.index });
+            }
+            total.merge(&r.interval.stats);
+            pipeline.second(&r.interval, &mut |n| match n {
+                Notice::Failed(e) => {
+                    failed.get_or_insert_with(|| e.clone());
+                }
+                Notice::Abort(why) => {
+                    eprintln!("perfops: {n}");
+                    reason.get_or_insert_with(|| why.clone());
+                }
+            });
+        }
+        if stop.load(Ordering::Relaxed) && !stop_sent {
+            let why = reason.clone().unwrap_or_else(|| "interrupted on the coordinator".into());
+            eprintln!("perfops: stopping every agent ({why})");
+            fleet.say_all(&Control::Stop { reason: why });
+            stop_sent = true;
+        }
+        fleet.refuse_late();
+        if join.finished() {
+            break;
+        }
+    }
+    let measured = pipeline.finish();
+    if let Some(e) = failed {
+        anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
+    }
+    let done: Vec<&Done> = fleet.members.iter().filter_map(|m| m.done.as_ref()).collect();
+    // The latest agent's lateness: the fleet's start is as late as its last generator's.
+    let outcome = Outcome {
+        total,
+        elapsed: done
+            .iter()
+            .map(|d| d.elapsed)
+            .max()
+            .unwrap_or_else(|| Instant::now().saturating_duration_since(start)),
+        workers: done.iter().map(|d| d.workers as usize).sum(),
+        interrupted: stop.load(Ordering::Relaxed),
+        naps: done.iter().map(|d| d.naps).sum(),
+        longest_nap: done.iter().map(|d| d.longest_nap).max().unwrap_or_default(),
+        late: done.iter().map(|d| d.late).max().unwrap_or_default(),
+    };
+    Ok((outcome, measured))
+}
+
+/// Agent `i` is lost: say so, note it, close its connection.
+fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
+    let t = offset + join.next_of(i).unwrap_or(0);
+    let m = &mut fleet.members[i];
+    eprintln!(
+        "perfops: agent {} (shard {i}, {}) lost at t={t}s: {why}; what it sent is kept, its seconds from t={t}s \
+         on are missing",
+        m.name, m.addr
+    );
+    m.lost = Some((t, why.clone()));
+    let name = m.name.clone();
+    // Dropping the sender closes the connection: a silent agent that wakes up finds it gone and stops.
+    let (tx, _) = mpsc::channel();
+    m.out = tx;
+    fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
+}
+
+/// The agents lost, each named with when and why (the summary's gaps: the
+/// verdict is inconclusive), and the first loss on the session clock.
+fn losses(members: &[Member]) -> (Vec<String>, Option<u32>) {
+    let lost: Vec<(u32, String)> = members
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| {
+            m.lost.as_ref().map(|(t, why)| {
+                let gap = format!(
+                    "agent {} (shard {i}) lost at t={t}s: {why}; its seconds from then on are missing (agents.jsonl \
+                     marks them), the figures after it hold the other agents' share only",
+                    m.name
+                );
+                (*t, gap)
+            })
+        })
+        .collect();
+    let first = lost.iter().map(|(t, _)| *t).min();
+    (lost.into_iter().map(|(_, g)| g).collect(), first)
+}
+
+/// A stage that ran past a loss lacks a generator's share: its rate and
+/// figures judge the target neither way.
+fn inconclusive_after(summary: &mut RunSummary, t: u32) {
+    use perfops_core::analysis::verdict::StageVerdict;
+    for st in &mut summary.stages {
+        let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(t);
+        if ran_past_loss && matches!(st.verdict, Some(StageVerdict::Holds | StageVerdict::Fails)) {
+            st.verdict = Some(StageVerdict::Inconclusive);
+            st.reasons.insert(0, format!("a generator was lost at t={t}s: this stage lacks its share"));
+        }
+    }
+}
