@@ -209,12 +209,22 @@ impl Recorder {
 
     /// This second's statistics, leaving the recorder empty for the next,
     /// with what the collector has handed back ready to be filled.
+    ///
+    /// Subtleness ahead: it keeps as many emptied `Stats` as this second
+    /// used keys, and lets the others go. When the collector is late to hand
+    /// a second's back, the next second makes new ones; kept as well, every
+    /// such delay added its `Stats` for good (the soak's RSS went 42 -> 60 MiB
+    /// in steps of 4-8 MiB over the hour).
     pub(crate) fn take(&mut self) -> Vec<(Key, Stats)> {
         if let Some(pool) = &self.pool {
+            let want = self.parts.len();
+            self.spare.truncate(want);
             let mut returned = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let room = POOL_MAX.saturating_sub(self.spare.len());
-            let n = returned.len().min(room);
+            let n = want.saturating_sub(self.spare.len()).min(returned.len());
             self.spare.extend(returned.drain(..n));
+            let surplus = std::mem::take(&mut *returned);
+            drop(returned);
+            drop(surplus); // freed outside the lock the collector takes
         }
         std::mem::take(&mut self.parts)
     }
