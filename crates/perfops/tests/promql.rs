@@ -132,14 +132,19 @@ slo:
     // Before 1.5 s that scrape may predate perfops' first one (the idle demo before the run).
     let judged: Vec<(f64, f64)> = busy.iter().copied().filter(|(t, _)| *t >= 1.5).collect();
     assert!(judged.len() >= 5, "{busy:?}");
+    // A gauge read at two instants can differ: Prometheus' scrape may find the
+    // two users between requests (busy 0) where perfops' found them busy
+    // (seen once in a full test run). One such sample is allowed, not two.
+    let mut outside = Vec::new();
     for &(t, v) in &judged {
         let around: Vec<f64> = own.iter().filter(|(ot, _)| (t - 2.1..=t + 1.1).contains(ot)).map(|p| p.1).collect();
         let (lo, hi) = around.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
-        assert!(
-            !around.is_empty() && (lo..=hi).contains(&v),
-            "PromQL busy={v} at t={t:.1}s, the demo's own in [{lo}, {hi}] around it\npromql {busy:?}\nown {own:?}"
-        );
+        assert!(!around.is_empty(), "no own scrape around t={t:.1}s\nown {own:?}");
+        if !(lo..=hi).contains(&v) {
+            outside.push(format!("busy={v} at t={t:.1}s, the demo's own in [{lo}, {hi}]"));
+        }
     }
+    assert!(outside.len() <= 1, "PromQL values off the demo's own: {outside:?}\npromql {busy:?}\nown {own:?}");
     // Watched values are judged in the SLO: `max(metric(max)) < 5` held (4 threads).
     let summary = w.summary(&out);
     let slo = summary.to_string();
