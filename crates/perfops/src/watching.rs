@@ -11,10 +11,8 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
 use perfops_core::analysis::verdict::Range;
 use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError};
-use perfops_core::scenario::{PoolMax, ProcessWatch, PromqlAuth, Scenario, TargetSpec};
-use perfops_engine::watch::{
-    JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlAuth as Auth, PromqlSource, WatchEvent, WatchPlan,
-};
+use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
+use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlSource, WatchEvent, WatchPlan};
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProbeSummary;
 
@@ -79,13 +77,7 @@ pub(crate) fn plan(scenario: &Scenario, url: &str, demo: Option<(u32, Option<Str
             every,
             timeout: p.timeout.unwrap_or_else(|| every.min(Duration::from_secs(5))),
             queries: p.queries.clone(),
-            auth: match &p.auth {
-                PromqlAuth::None => Auth::None,
-                PromqlAuth::Bearer { token_env } => Auth::Bearer { token_env: token_env.clone() },
-                PromqlAuth::Basic { user, password_env } => {
-                    Auth::Basic { user: user.clone(), password_env: password_env.clone() }
-                }
-            },
+            auth: p.auth.clone(),
             ca_file: p.ca_file.as_ref().map(Into::into),
         }
     });

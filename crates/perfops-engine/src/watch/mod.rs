@@ -86,25 +86,9 @@ pub struct PromqlSource {
 }
 
 /// Where a [`PromqlSource`]'s credentials are: environment variables read once, when the watch
-/// starts, and sent in an `Authorization` header; never written anywhere else.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum PromqlAuth {
-    /// No credentials.
-    #[default]
-    None,
-    /// `Authorization: Bearer` with the token in this variable.
-    Bearer {
-        /// The variable's name.
-        token_env: String,
-    },
-    /// `Authorization: Basic` as `user`, with the password in this variable.
-    Basic {
-        /// The user name.
-        user: String,
-        /// The variable's name.
-        password_env: String,
-    },
-}
+/// starts, and sent in an `Authorization` header; never written anywhere else. The scenario's own
+/// type, taken as the scenario says it.
+pub use perfops_core::scenario::PromqlAuth;
 
 /// A JSON endpoint and the numbers to take from it.
 #[derive(Debug, Clone)]
