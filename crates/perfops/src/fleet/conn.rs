@@ -186,17 +186,8 @@ impl Conn {
                     }
                     sent = Instant::now();
                 }
-                match self.recv(poll) {
-                    Ok(Some(m)) => {
-                        if events.send(Event::Frame(id, m)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let _ = events.send(Event::Closed(id, e.to_string()));
-                        return;
-                    }
+                if !forward(self.recv(poll), id, &events) {
+                    return;
                 }
             }
         });
@@ -234,17 +225,8 @@ impl Conn {
         });
         std::thread::spawn(move || {
             loop {
-                match self.recv(Duration::from_secs(24 * 3600)) {
-                    Ok(Some(m)) => {
-                        if events.send(Event::Frame(id, m)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        let _ = events.send(Event::Closed(id, e.to_string()));
-                        return;
-                    }
+                if !forward(self.recv(Duration::from_secs(24 * 3600)), id, &events) {
+                    return;
                 }
             }
         });
@@ -287,4 +269,17 @@ pub(crate) fn client_tls(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>>
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+/// Hand what one `recv` got to the coordinator's event queue: a frame, or
+/// the connection's end. `false`: this connection's reading is over.
+fn forward(got: io::Result<Option<Message>>, id: usize, events: &Sender<Event>) -> bool {
+    match got {
+        Ok(Some(m)) => events.send(Event::Frame(id, m)).is_ok(),
+        Ok(None) => true,
+        Err(e) => {
+            let _ = events.send(Event::Closed(id, e.to_string()));
+            false
+        }
+    }
 }
