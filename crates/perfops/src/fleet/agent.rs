@@ -156,7 +156,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     };
 
     let (events_tx, events) = mpsc::channel();
-    let out = c.pump(0, events_tx, conn::AGENT_POLL);
+    let out = conn::Hub::start()?.pump(c, 0, events_tx);
     let assignment = match next(&events, &stop)? {
         Some(Control::Assign(a)) => a,
         Some(Control::Bye) => return refused("the coordinator ended the run before it started".into()),
@@ -267,7 +267,7 @@ fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> 
 /// per second from the plan's start, renumbered, the recording looped, for
 /// the load's duration (bench/fleet.sh's simulated agents: what a
 /// coordinator receives, without the load that made it).
-fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &std::sync::mpsc::Sender<Message>) -> Result<Outcome> {
+fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Result<Outcome> {
     let mut bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let recorded: Vec<RawSecond> = wire::take_frames(&mut bytes)
         .map_err(|e| anyhow!("{}: {e}", file.display()))?

@@ -2,17 +2,20 @@
 //! `--tls-cert/--tls-key`) carrying the frames of `perfops_core::fleet::wire`.
 //!
 //! Used two ways: step by step during the handshake ([`Conn::recv`] with a
-//! deadline), then by threads of its own ([`Conn::pump`]) for the rest of
-//! the run: what the owner queues is written, every frame read is handed on
-//! as an [`Event`], a heartbeat goes out after a second of quiet, and the
-//! close is reported. Over plain TCP a reader blocks in `read` and a writer
-//! on its queue: an idle connection wakes nobody but for its heartbeat, and
-//! the generator's workers keep the cores (a 20 ms poll is 50 wake-ups a
-//! second per agent beside its workers; not measured apart). A rustls stream
-//! cannot be read and written from two threads, so over TLS one thread
-//! reads with a short timeout and writes between reads: what is queued
-//! waits at most [`AGENT_POLL`] on an agent (its seconds) or
-//! [`COORDINATOR_POLL`] on the coordinator (rare orders: start, stop).
+//! deadline, on a blocking socket), then handed to a [`Hub`] for the rest of
+//! the run: what the owner queues on the connection's [`Outbox`] is written,
+//! every frame read is handed on as an [`Event`], a heartbeat goes out after
+//! a second of quiet, and the close is reported.
+//!
+//! A hub is one thread with one event loop (a current-thread tokio runtime,
+//! each connection a task woken by its socket's readiness), whatever the
+//! number of connections. It replaced a reader and a writer thread per
+//! connection: with 200 agents those 400 threads each grew a heap of their
+//! own in the allocator (mimalloc keeps per-thread pages), and the
+//! coordinator peaked at 231 MiB; with the hub, see bench/README.md
+//! ("fleet"). rustls is driven over the non-blocking socket as it is: a
+//! read that finds no whole record says `WouldBlock`, and what it could not
+//! flush stays queued in the session until the socket is writable.
 
 use std::collections::VecDeque;
 use std::fs;
@@ -20,7 +23,7 @@ use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Sender, TryRecvError};
+use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -28,14 +31,16 @@ use perfops_core::fleet::wire::{self, Control, Message};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
-/// How long an agent's pump waits for a frame before it looks at its outbox.
-pub(crate) const AGENT_POLL: Duration = Duration::from_millis(20);
-
-/// How long a coordinator's pump waits for a frame before it looks at its outbox.
-pub(crate) const COORDINATOR_POLL: Duration = Duration::from_millis(100);
-
-/// Quiet this long, a pump sends a heartbeat.
+/// Quiet this long, a connection sends a heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(1);
+
+/// Output the peer has not taken for this long: it stopped reading, and the
+/// connection is given up (a blocking write used to time out the same way).
+const STUCK: Duration = Duration::from_secs(10);
+
+/// What one read asks of the socket at most. On the stack: a connection
+/// costs no buffer of its own but what its unread frames need.
+const READ_CHUNK: usize = 16 << 10;
 
 trait Stream: Read + Write + Send {}
 impl<T: Read + Write + Send> Stream for T {}
@@ -43,18 +48,19 @@ impl<T: Read + Write + Send> Stream for T {}
 /// A framed connection.
 pub(crate) struct Conn {
     stream: Box<dyn Stream>,
-    /// The socket under the stream, for its timeouts.
+    /// The socket under the stream, for its timeouts and readiness.
     tcp: TcpStream,
+    /// Bytes read and not yet a whole frame.
     buf: Vec<u8>,
-    chunk: Vec<u8>,
+    /// Frames read and not yet handed on.
     inbox: VecDeque<Message>,
-    /// Over rustls (one thread must do both the reading and the writing).
-    tls: bool,
+    /// Encoded frames the stream has not taken yet (non-blocking use only).
+    out: Vec<u8>,
     /// The peer's address.
     pub(crate) peer: SocketAddr,
 }
 
-/// What a pump hands its owner.
+/// What a hub hands its owner.
 pub(crate) enum Event {
     /// Connection `id` sent a frame.
     Frame(usize, Message),
@@ -65,36 +71,28 @@ pub(crate) enum Event {
 impl Conn {
     /// A plain connection over `tcp`.
     pub(crate) fn plain(tcp: TcpStream) -> io::Result<Conn> {
-        Conn::over(tcp.try_clone()?, tcp, false)
+        Conn::over(tcp.try_clone()?, tcp)
     }
 
     /// The server side of TLS over `tcp` (the handshake happens on first use).
     pub(crate) fn tls_server(tcp: TcpStream, config: Arc<rustls::ServerConfig>) -> io::Result<Conn> {
         let session = rustls::ServerConnection::new(config).map_err(io::Error::other)?;
-        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp), true)
+        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp))
     }
 
     /// The client side of TLS over `tcp` to `host`.
     pub(crate) fn tls_client(tcp: TcpStream, config: Arc<rustls::ClientConfig>, host: &str) -> io::Result<Conn> {
         let name = ServerName::try_from(host.to_string()).map_err(io::Error::other)?;
         let session = rustls::ClientConnection::new(config, name).map_err(io::Error::other)?;
-        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp), true)
+        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp))
     }
 
-    fn over(tcp: TcpStream, stream: impl Stream + 'static, tls: bool) -> io::Result<Conn> {
+    fn over(tcp: TcpStream, stream: impl Stream + 'static) -> io::Result<Conn> {
         tcp.set_nodelay(true)?;
         // A peer that stops reading must not hang its other side for ever.
-        tcp.set_write_timeout(Some(Duration::from_secs(10)))?;
+        tcp.set_write_timeout(Some(STUCK))?;
         let peer = tcp.peer_addr()?;
-        Ok(Conn {
-            stream: Box::new(stream),
-            tcp,
-            buf: Vec::new(),
-            chunk: vec![0; 64 << 10],
-            inbox: VecDeque::new(),
-            tls,
-            peer,
-        })
+        Ok(Conn { stream: Box::new(stream), tcp, buf: Vec::new(), inbox: VecDeque::new(), out: Vec::new(), peer })
     }
 
     /// Send one message.
@@ -114,19 +112,29 @@ impl Conn {
             return Ok(Some(m));
         }
         self.tcp.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
-        match self.stream.read(&mut self.chunk) {
-            Ok(0) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed")),
-            Ok(n) => {
-                self.buf.extend_from_slice(&self.chunk[..n]);
-                let frames =
-                    wire::take_frames(&mut self.buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                self.inbox.extend(frames);
-                Ok(self.inbox.pop_front())
-            }
+        match self.fill() {
+            Ok(()) => Ok(self.inbox.pop_front()),
             Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => Ok(None),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// One read from the stream, its whole frames to the inbox. A close is an error.
+    fn fill(&mut self) -> io::Result<()> {
+        let mut chunk = [0u8; READ_CHUNK];
+        let n = self.stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
+        }
+        self.buf.extend_from_slice(&chunk[..n]);
+        let frames = wire::take_frames(&mut self.buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        self.inbox.extend(frames);
+        if self.buf.is_empty() && self.buf.capacity() > READ_CHUNK {
+            // A large frame passed: its room is not kept for the quiet seconds after it.
+            self.buf = Vec::new();
+        }
+        Ok(())
     }
 
     /// The next control message within `wait` (heartbeats skipped); a
@@ -148,88 +156,155 @@ impl Conn {
         }
     }
 
-    /// Hand the connection to a thread of its own: frames go to `events`
-    /// tagged `id`, messages queued on the returned sender go out in order,
-    /// at the latest `poll` after they were queued.
-    /// Dropping the sender closes the connection once its queue is sent.
-    pub(crate) fn pump(mut self, id: usize, events: Sender<Event>, poll: Duration) -> Sender<Message> {
-        let (tx, rx) = mpsc::channel::<Message>();
-        if !self.tls
-            && let Ok(writer) = self.tcp.try_clone()
-        {
-            self.split(id, events, writer, rx);
-            return tx;
-        }
-        std::thread::spawn(move || {
-            let mut sent = Instant::now();
-            loop {
-                loop {
-                    match rx.try_recv() {
-                        Ok(m) => {
-                            if let Err(e) = self.send(&m) {
-                                let _ = events.send(Event::Closed(id, e.to_string()));
-                                return;
-                            }
-                            sent = Instant::now();
-                        }
-                        Err(TryRecvError::Empty) => break,
-                        Err(TryRecvError::Disconnected) => {
-                            let _ = self.tcp.shutdown(std::net::Shutdown::Both);
-                            return;
-                        }
-                    }
+    /// Write what is queued until the stream takes no more: `true` once all
+    /// of it is on the socket (rustls' own queue flushed too).
+    fn push(&mut self) -> io::Result<bool> {
+        while !self.out.is_empty() {
+            match self.stream.write(&self.out) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => {
+                    self.out.drain(..n);
                 }
-                if sent.elapsed() >= HEARTBEAT {
-                    if let Err(e) = self.control(Control::Heartbeat) {
-                        let _ = events.send(Event::Closed(id, e.to_string()));
-                        return;
-                    }
-                    sent = Instant::now();
-                }
-                if !forward(self.recv(poll), id, &events) {
-                    return;
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
-        });
-        tx
+        }
+        if self.out.capacity() > READ_CHUNK {
+            self.out = Vec::new();
+        }
+        match self.stream.flush() {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }
 
-impl Conn {
-    /// Plain TCP: a reader blocked in `read` and a writer blocked on its
-    /// queue, so that an idle connection wakes nobody but for the heartbeat
-    /// (a generator's workers share the machine's cores with these threads).
-    fn split(mut self, id: usize, events: Sender<Event>, mut writer: TcpStream, rx: mpsc::Receiver<Message>) {
-        let closed = events.clone();
-        std::thread::spawn(move || {
-            loop {
-                match rx.recv_timeout(HEARTBEAT) {
-                    Ok(m) => {
-                        if let Err(e) = writer.write_all(&wire::encode(&m)) {
-                            let _ = closed.send(Event::Closed(id, e.to_string()));
-                            return;
-                        }
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {
-                        if let Err(e) = writer.write_all(&wire::encode(&Message::Control(Control::Heartbeat))) {
-                            let _ = closed.send(Event::Closed(id, e.to_string()));
-                            return;
-                        }
-                    }
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        let _ = writer.shutdown(std::net::Shutdown::Both);
-                        return;
+/// Where the owner of a pumped connection queues what it sends. Dropping
+/// every clone closes the connection once its queue is written.
+#[derive(Clone)]
+pub(crate) struct Outbox(tokio::sync::mpsc::UnboundedSender<Message>);
+
+impl Outbox {
+    /// An outbox with no connection behind it: what is sent to it is dropped.
+    pub(crate) fn gone() -> Outbox {
+        Outbox(tokio::sync::mpsc::unbounded_channel().0)
+    }
+
+    /// Queue `m`; an error if the connection is gone.
+    pub(crate) fn send(&self, m: Message) -> Result<(), Message> {
+        self.0.send(m).map_err(|e| e.0)
+    }
+}
+
+/// One thread that runs every pumped connection of this process.
+pub(crate) struct Hub {
+    runtime: tokio::runtime::Handle,
+}
+
+impl Hub {
+    /// Start the hub's thread.
+    pub(crate) fn start() -> io::Result<Hub> {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let handle = runtime.handle().clone();
+        std::thread::Builder::new().name("perfops-fleet-io".into()).spawn(move || {
+            // Tasks run while this thread is in `block_on`: for as long as the process lives.
+            runtime.block_on(std::future::pending::<()>());
+        })?;
+        Ok(Hub { runtime: handle })
+    }
+
+    /// Hand `conn` to the hub: its frames go to `events` tagged `id`, and
+    /// what is queued on the returned outbox goes out in order.
+    pub(crate) fn pump(&self, conn: Conn, id: usize, events: Sender<Event>) -> Outbox {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        self.runtime.spawn(async move {
+            let why = match serve(conn, id, &events, rx).await {
+                Ok(()) => return,
+                Err(e) => e.to_string(),
+            };
+            let _ = events.send(Event::Closed(id, why));
+        });
+        Outbox(tx)
+    }
+}
+
+/// The life of a pumped connection; `Ok` when its owner closed it, an
+/// error (reported as [`Event::Closed`]) when the peer or the socket did.
+async fn serve(
+    mut c: Conn,
+    id: usize,
+    events: &Sender<Event>,
+    mut outbox: tokio::sync::mpsc::UnboundedReceiver<Message>,
+) -> io::Result<()> {
+    use tokio::io::Interest;
+    use tokio::time::{Instant as TokioInstant, sleep_until};
+
+    let hand_on = |c: &mut Conn| -> io::Result<()> {
+        while let Some(m) = c.inbox.pop_front() {
+            events.send(Event::Frame(id, m)).map_err(|_| io::Error::other("nobody listens"))?;
+        }
+        Ok(())
+    };
+    // Frames that came with the handshake's last read go first.
+    hand_on(&mut c)?;
+    c.tcp.set_nonblocking(true)?;
+    // Tokio watches the socket's readiness; the reads and writes are
+    // `Conn`'s own (rustls over the same socket), through `try_io` so that
+    // a `WouldBlock` clears the readiness it consumed.
+    let sock = tokio::net::TcpStream::from_std(c.tcp.try_clone()?)?;
+    let mut quiet = TokioInstant::now() + HEARTBEAT;
+    let mut stuck: Option<TokioInstant> = None;
+    let mut closing = false;
+    loop {
+        let pending = stuck.is_some();
+        let wake = stuck.map_or(quiet, |s| s + STUCK);
+        tokio::select! {
+            ready = sock.readable(), if !closing => {
+                ready?;
+                loop {
+                    match sock.try_io(Interest::READABLE, || c.fill()) {
+                        Ok(()) => hand_on(&mut c)?,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(e),
                     }
                 }
             }
-        });
-        std::thread::spawn(move || {
-            loop {
-                if !forward(self.recv(Duration::from_secs(24 * 3600)), id, &events) {
-                    return;
+            m = outbox.recv(), if !closing => match m {
+                Some(m) => {
+                    c.out.extend_from_slice(&wire::encode(&m));
+                    while let Ok(m) = outbox.try_recv() {
+                        c.out.extend_from_slice(&wire::encode(&m));
+                    }
+                    stuck = if c.push()? { None } else { stuck.or(Some(TokioInstant::now())) };
+                    quiet = TokioInstant::now() + HEARTBEAT;
+                }
+                None => closing = true,
+            },
+            ready = sock.writable(), if pending => {
+                ready?;
+                let all_out = || if c.push()? { Ok(()) } else { Err(io::Error::from(io::ErrorKind::WouldBlock)) };
+                match sock.try_io(Interest::WRITABLE, all_out) {
+                    Ok(()) => stuck = None,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Err(e),
                 }
             }
-        });
+            () = sleep_until(wake) => {
+                if pending {
+                    return Err(io::Error::new(io::ErrorKind::TimedOut, format!("the peer took nothing for {STUCK:?}")));
+                }
+                c.out.extend_from_slice(&wire::encode(&Message::Control(Control::Heartbeat)));
+                stuck = if c.push()? { None } else { Some(TokioInstant::now()) };
+                quiet = TokioInstant::now() + HEARTBEAT;
+            }
+        }
+        if closing && stuck.is_none() {
+            let _ = c.tcp.shutdown(std::net::Shutdown::Both);
+            return Ok(());
+        }
     }
 }
 
@@ -269,17 +344,4 @@ pub(crate) fn client_tls(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>>
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
-}
-
-/// Hand what one `recv` got to the coordinator's event queue: a frame, or
-/// the connection's end. `false`: this connection's reading is over.
-fn forward(got: io::Result<Option<Message>>, id: usize, events: &Sender<Event>) -> bool {
-    match got {
-        Ok(Some(m)) => events.send(Event::Frame(id, m)).is_ok(),
-        Ok(None) => true,
-        Err(e) => {
-            let _ = events.send(Event::Closed(id, e.to_string()));
-            false
-        }
-    }
 }

@@ -44,7 +44,7 @@ use serde::Serialize;
 
 use super::agent::wall_ns;
 use super::auth::{self, Role};
-use super::conn::{self, Conn, Event};
+use super::conn::{self, Conn, Event, Hub, Outbox};
 use crate::conclude::{self, Ending};
 use crate::session::{Session, SessionArgs, load_scenario};
 use crate::shard::Placement;
@@ -99,7 +99,7 @@ struct Member {
     /// Its pump's connection id.
     conn: usize,
     estimate: Estimate,
-    out: Sender<Message>,
+    out: Outbox,
     done: Option<Done>,
     /// Lost: at which second of the session clock, and why.
     lost: Option<(u32, String)>,
@@ -228,7 +228,8 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     let (events_tx, events) = mpsc::channel();
     let mut fleet =
         Fleet { members: Vec::new(), events, arrivals, lines: Vec::new(), out: None, silence: args.agent_timeout };
-    let Some(members) = gather(&mut fleet, n, args.join_timeout, &events_tx)? else { return Ok(Exit::Runtime) };
+    let hub = Hub::start()?;
+    let Some(members) = gather(&mut fleet, &hub, n, args.join_timeout, &events_tx)? else { return Ok(Exit::Runtime) };
     fleet.members = members;
 
     // The setup runs once, here; its values go to every agent.
@@ -378,7 +379,7 @@ fn handshake(mut c: Conn, token: &str, max_offset: Duration) -> Result<Arrival, 
 
 /// Place agents in shards as they arrive, until all `n` are in or
 /// `within` passed (`None`: said who is missing; the joined were sent away).
-fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>) -> Result<Option<Vec<Member>>> {
+fn gather(fleet: &mut Fleet, hub: &Hub, n: usize, within: Duration, events: &Sender<Event>) -> Result<Option<Vec<Member>>> {
     let deadline = Instant::now() + within;
     let mut slots: Vec<Option<Member>> = (0..n).map(|_| None).collect();
     let mut next_conn = 0usize;
@@ -456,7 +457,7 @@ fn gather(fleet: &mut Fleet, n: usize, within: Duration, events: &Sender<Event>)
             rtt_ms,
         });
         let addr = a.conn.peer;
-        let out = a.conn.pump(next_conn, events.clone(), conn::COORDINATOR_POLL);
+        let out = hub.pump(a.conn, next_conn, events.clone());
         slots[i] = Some(Member { name: a.name, addr, conn: next_conn, estimate: e, out, done: None, lost: None });
         next_conn += 1;
     }
@@ -692,8 +693,7 @@ fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
     m.lost = Some((t, why.clone()));
     let name = m.name.clone();
     // Dropping the sender closes the connection: a silent agent that wakes up finds it gone and stops.
-    let (tx, _) = mpsc::channel();
-    m.out = tx;
+    m.out = Outbox::gone();
     fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
 }
 
