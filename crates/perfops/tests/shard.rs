@@ -219,6 +219,11 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
     let parts: u64 = counts.iter().filter(|(t, _)| t.starts_with("latency@")).map(|(_, n)| n).sum();
     assert_eq!(parts, latency_count, "{counts:?}");
 
+    // The coordinator's live merge of the same seconds (3 agents replaying
+    // the shards' directories) is `perfops merge`'s, second by second.
+    let live = coordinated_replay(&w, &scenario, &dirs);
+    same_seconds(&merged, &live);
+
     // The other commands read it as any run.
     let report = spawn_perfops(&["report", merged.to_str().unwrap()], |_| {}).wait(Duration::from_secs(30));
     report.assert_exit(0);
@@ -280,6 +285,76 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
         assert!(f.stderr.contains(word) && f.stderr.contains(&*other.to_string_lossy()), "{}", f.stderr);
         assert!(!out.join("summary.json").exists(), "nothing merged");
     }
+}
+
+/// A coordinator whose 3 agents send no request but replay the seconds of
+/// the shards' directories (`--replay-seconds DIR`, shard i as agent i);
+/// returns its results directory.
+fn coordinated_replay(w: &Workdir, scenario: &Path, dirs: &[&Path]) -> PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let listen = format!("127.0.0.1:{port}");
+    let out = w.path.join("live");
+    let (n, out_s) = (dirs.len().to_string(), out.display().to_string());
+    let args = ["coordinator", scenario.to_str().unwrap(), "--agents", &n, "--listen", &listen, "-q", "--out", &out_s];
+    let coordinator = spawn_perfops(&args, |c| {
+        c.env("PERFOPS_TOKEN", "replay-token");
+    });
+    let url = format!("http://{listen}");
+    let agents: Vec<_> = dirs
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let index = i.to_string();
+            let args = ["agent", "--join", &url, "--index", &index, "--connect-timeout", "20s", "--replay-seconds"];
+            let mut args = args.to_vec();
+            args.push(d.to_str().unwrap());
+            spawn_perfops(&args, |c| {
+                c.env("PERFOPS_TOKEN", "replay-token").env_remove("JOB_COMPLETION_INDEX");
+            })
+        })
+        .collect();
+    let f = coordinator.wait(Duration::from_secs(60));
+    let said: Vec<String> = agents.into_iter().map(|a| a.wait(Duration::from_secs(30)).stderr).collect();
+    assert_eq!(f.code, Some(0), "{}\n{said:#?}", f.stderr);
+    only_dir(&out)
+}
+
+/// Two results directories hold the same seconds and the same stages:
+/// counters, failures and every percentile of every histogram, in order.
+fn same_seconds(a: &Path, b: &Path) {
+    let lines = |d: &Path| -> Vec<Value> {
+        let text = std::fs::read_to_string(d.join("series.jsonl")).expect("series.jsonl");
+        text.lines().map(|l| serde_json::from_str(l).expect("a series line")).collect()
+    };
+    const SECOND: [&str; 12] = [
+        "length_s",
+        "stage",
+        "sent",
+        "completed",
+        "succeeded",
+        "failed",
+        "dropped",
+        "failures",
+        "latency_ms",
+        "latency_ok_ms",
+        "service_ms",
+        "steps",
+    ];
+    let (la, lb) = (lines(a), lines(b));
+    assert_eq!(la.len(), lb.len(), "as many seconds in {} as in {}", a.display(), b.display());
+    assert!(la.iter().map(|l| l["sent"].as_u64().unwrap()).sum::<u64>() > 0, "seconds with requests");
+    for (x, y) in la.iter().zip(&lb) {
+        for k in SECOND {
+            assert_eq!(x[k], y[k], "second t={} vs t={}: {k}", x["t"], y["t"]);
+        }
+    }
+    let (sa, sb) = (json(&a.join("summary.json")), json(&b.join("summary.json")));
+    for k in ["sent", "completed", "failed", "dropped", "failures", "latency_ms", "service_ms"] {
+        assert_eq!(sa["total"][k], sb["total"][k], "total: {k}");
+        assert_eq!(sa["stages"][0][k], sb["stages"][0][k], "stage 0: {k}");
+    }
+    assert_eq!(sa["steps"], sb["steps"], "steps");
+    assert_eq!(sa["verdict"]["result"], sb["verdict"]["result"], "verdict");
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use clap::Args;
-use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL, RawSecond};
+use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Step, sources};
@@ -60,9 +60,10 @@ pub(crate) struct AgentArgs {
     /// Benchmarks only (bench/fleet.sh): also append every second sent to FILE, as wire frames.
     #[arg(long, hide = true, value_name = "FILE")]
     record_seconds: Option<PathBuf>,
-    /// Benchmarks only (bench/fleet.sh): send no request; replay the seconds of FILE (made
-    /// with --record-seconds), one per second and in a loop, for the load's duration.
-    #[arg(long, hide = true, value_name = "FILE")]
+    /// Benchmarks and tests only: send no request; replay the seconds of FILE (made with
+    /// --record-seconds; one per second, in a loop, for the load's duration) or of a shard's
+    /// results directory (each once).
+    #[arg(long, hide = true, value_name = "FILE|DIR")]
     replay_seconds: Option<PathBuf>,
 }
 
@@ -263,25 +264,31 @@ fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> 
     }
 }
 
-/// Send the seconds recorded in `file` as if they were measured now: one
-/// per second from the plan's start, renumbered, the recording looped, for
-/// the load's duration (bench/fleet.sh's simulated agents: what a
-/// coordinator receives, without the load that made it).
-fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Result<Outcome> {
-    let mut bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let recorded: Vec<RawSecond> = wire::take_frames(&mut bytes)
-        .map_err(|e| anyhow!("{}: {e}", file.display()))?
-        .into_iter()
-        .filter_map(|m| match m {
-            Message::Received(raw) if raw.length == Duration::from_secs(1) => Some(raw),
-            _ => None,
-        })
-        .collect();
+/// Send recorded seconds as if they were measured now, one per second
+/// from the plan's start, and make no request.
+///
+/// `path` is either a file of wire frames (`--record-seconds`): its whole
+/// seconds renumbered and looped for the load's duration (bench/fleet.sh's
+/// simulated agents: what a coordinator receives, without the load that
+/// made it); or a shard's results directory (`run --shard`): its seconds
+/// as they are, each once, partial ones too (a test compares the
+/// coordinator's merge of them with `perfops merge`'s).
+fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Result<Outcome> {
+    let (recorded, looped): (Vec<Message>, bool) = if path.is_dir() {
+        let read = perfops_report::parts::read_seconds(path).map_err(|e| anyhow!("{e}"))?;
+        (read.seconds.into_iter().map(|iv| Message::Second(Box::new(iv))).collect(), false)
+    } else {
+        let mut bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        let frames = wire::take_frames(&mut bytes).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let whole =
+            frames.into_iter().filter(|m| matches!(m, Message::Received(raw) if raw.length == Duration::from_secs(1)));
+        (whole.collect(), true)
+    };
     if recorded.is_empty() {
-        bail!("{}: no whole second recorded", file.display());
+        bail!("{}: no whole second recorded", path.display());
     }
     let start = plan.start_at.unwrap_or_else(Instant::now);
-    let seconds = plan.end.map_or(10, |d| d.as_secs().max(1)) as u32;
+    let seconds = if looped { plan.end.map_or(10, |d| d.as_secs().max(1)) as u32 } else { recorded.len() as u32 };
     let total = Stats::default();
     for k in 0..seconds {
         let due = start + Duration::from_secs(u64::from(k) + 1);
@@ -291,14 +298,22 @@ fn replay(file: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        // Sent as recorded, renumbered: the coordinator does all the work it would do.
-        let mut raw = recorded[k as usize % recorded.len()].clone();
-        raw.index = k;
-        let _ = out.send(Message::Received(raw));
+        // Sent as recorded (a loop renumbered): the coordinator does all the work it would do.
+        let mut m = recorded[k as usize % recorded.len()].clone();
+        if let Message::Received(raw) = &mut m {
+            raw.index = k;
+        }
+        let _ = out.send(m);
     }
+    // A directory's load lasted what its seconds say, not how long they took to replay.
+    let elapsed = if looped {
+        Instant::now().saturating_duration_since(start)
+    } else {
+        recorded.iter().map(|m| if let Message::Second(iv) = m { iv.length } else { Duration::ZERO }).sum()
+    };
     Ok(Outcome {
         total,
-        elapsed: Instant::now().saturating_duration_since(start),
+        elapsed,
         workers: 0,
         interrupted: stop.load(Ordering::Relaxed),
         naps: 0,

@@ -379,7 +379,13 @@ fn handshake(mut c: Conn, token: &str, max_offset: Duration) -> Result<Arrival, 
 
 /// Place agents in shards as they arrive, until all `n` are in or
 /// `within` passed (`None`: said who is missing; the joined were sent away).
-fn gather(fleet: &mut Fleet, hub: &Hub, n: usize, within: Duration, events: &Sender<Event>) -> Result<Option<Vec<Member>>> {
+fn gather(
+    fleet: &mut Fleet,
+    hub: &Hub,
+    n: usize,
+    within: Duration,
+    events: &Sender<Event>,
+) -> Result<Option<Vec<Member>>> {
     let deadline = Instant::now() + within;
     let mut slots: Vec<Option<Member>> = (0..n).map(|_| None).collect();
     let mut next_conn = 0usize;
