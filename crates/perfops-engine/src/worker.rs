@@ -307,7 +307,10 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));
         let watcher = tokio::task::spawn_local(w.clone().watch_stop());
-        sleep_until(start).await;
+        // To the microsecond, as every arrival after it: tokio's timer would
+        // start the load up to a millisecond late, and differently on every
+        // generator of a fleet sharing one start instant (timer.rs).
+        let _ = PreciseTimer::new().sleep_until(start).await;
         // The load ends by itself (every arrival sent and answered, every
         // user done), or its requests in flight are cut: at the run's end, or
         // a grace after a stop.
