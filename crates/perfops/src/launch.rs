@@ -103,11 +103,15 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
             ))))
         }
         LoadModel::Open { max_in_flight, .. } if u64::from(max_in_flight) > room => {
-            eprintln!(
-                "perfops: warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
+            // Said once: a command checks before its results directory and again per load.
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "perfops: warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
                  {room} requests in flight, new connections will fail (connect_error), before max_in_flight \
                  ({max_in_flight}) drops arrivals"
-            );
+                )
+            });
             Ok(())
         }
         _ => Ok(()),

@@ -292,6 +292,13 @@ impl Session {
             }
             None => (SystemTime::now() + Duration::from_millis(100), Instant::now() + Duration::from_millis(100)),
         };
+        // Before the results directory exists: a run refused for the file
+        // limit leaves nothing behind.
+        let mut model = crate::run::load_model(&scenario.load)?;
+        if let (LoadModel::Closed { connections, .. }, Some(shard)) = (&mut model, placement.shard) {
+            *connections = shard.share(u64::from(*connections)) as u32;
+        }
+        launch::check_fd_room(&model)?;
         let dir = RunDir::create(&args.out, &scenario.name, started)
             .with_context(|| format!("creating a results directory under {}", args.out.display()))?;
         let redacted = redact(&text);

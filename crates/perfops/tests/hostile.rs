@@ -100,6 +100,30 @@ fn more_connections_than_files_is_a_usage_error() {
     assert_eq!(server.connections(), 0, "nothing was sent");
 }
 
+/// #12: the same refusal for `run`, before anything is made: no setup
+/// request, no results directory left empty behind it.
+#[test]
+fn a_run_whose_users_do_not_fit_leaves_no_results_directory() {
+    let _cpu = common::shared();
+    let Ok(too_many) = u32::try_from(fd_hard_limit() + 1) else {
+        eprintln!("SKIPPED a_run_whose_users_do_not_fit_leaves_no_results_directory: no finite open-files hard limit");
+        return;
+    };
+    let server = kit::fixed_delay(Duration::ZERO);
+    let w = common::Workdir::new("fd-room");
+    let yaml = format!(
+        "name: too-many\ntarget: {}\nflows:\n  r:\n    steps:\n      - {{ name: r, request: GET /r }}\n\
+         load: {{ model: closed, stages: [ {{ users: {too_many}, hold: 1s }} ] }}\n",
+        server.url()
+    );
+    let scenario = w.scenario("s.yaml", &yaml);
+    let run = w.spawn("run", &scenario, &[], |_| {}).wait(Duration::from_secs(30));
+    run.assert_exit(2);
+    assert!(run.stderr.contains("do not fit"), "{}", run.stderr);
+    assert!(w.result_dirs().is_empty(), "a results directory was left: {:?}", w.result_dirs());
+    assert_eq!(server.connections(), 0, "nothing was sent");
+}
+
 /// #12, the soak's finding: a stall of the target makes the open model open
 /// a connection for every arrival during it, and nothing closed them: two
 /// stalls at 5,000/s left 2,000 connections and 30 MiB behind for the rest
