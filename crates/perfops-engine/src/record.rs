@@ -195,10 +195,11 @@ impl Recorder {
     /// in an overloaded open model the requests in flight at the end are the
     /// slowest, and leaving them out would make the percentiles lie (the
     /// coordinated omission a cut would otherwise reintroduce). No service
-    /// time: it was never answered.
-    pub(crate) fn cut(&mut self, key: Key, waited: Duration) {
+    /// time: it was never answered. The bytes it wrote were sent, and count.
+    pub(crate) fn cut(&mut self, key: Key, waited: Duration, bytes_out: u64) {
         let st = self.at(key);
         st.failures.add(FailureKind::Cut);
+        st.bytes_out += bytes_out;
         st.latency.record(waited);
     }
 

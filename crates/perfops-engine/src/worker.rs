@@ -139,19 +139,21 @@ const GRACE: Duration = Duration::from_millis(500);
 
 /// A request in flight, for the worker's recorder: dropped before it was
 /// answered or failed (its task dropped at the run's end, see [`run`]), it
-/// records itself as cut, with the latency it had reached (from `due`).
-/// Costs a flag per request, and a clock read per cut request.
+/// records itself as cut, with the latency it had reached (from `due`) and
+/// the bytes it had written. Costs a flag per request, and a clock read per
+/// cut request.
 struct InFlight<'w> {
     rec: &'w RefCell<Recorder>,
     key: Key,
     due: Instant,
+    bytes_out: u64,
     done: bool,
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.rec.borrow_mut().cut(self.key, self.due.elapsed());
+            self.rec.borrow_mut().cut(self.key, self.due.elapsed(), self.bytes_out);
         }
     }
 }
@@ -637,12 +639,11 @@ impl Worker {
             Due::At(due) => due,
             Due::OnSend => req.start,
         };
-        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, done: false };
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
         // Later than the previous request's deadline on this timer, except after
         // a longer pause: then tokio re-registers it, correct either way.
         timer.as_mut().reset(req.start + shared.timeout);
-        let mut bytes_out = 0;
-        let mut outcome = self.exchange(conn, timer.as_mut(), request, &req, &mut bytes_out).await;
+        let mut outcome = self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out).await;
         // Redirects, only when asked and only within the target: one request,
         // measured to the final response, from its first send.
         let mut hops = shared.work.redirects;
@@ -656,7 +657,7 @@ impl Worker {
             }
             let (earlier_bytes, sent) = (resp.bytes_in, *sent);
             outcome = self
-                .exchange(conn, timer.as_mut(), &next, &req, &mut bytes_out)
+                .exchange(conn, timer.as_mut(), &next, &req, &mut in_flight.bytes_out)
                 .await
                 .map(|(mut r, _)| {
                     r.bytes_in += earlier_bytes;
@@ -666,6 +667,7 @@ impl Worker {
         }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
         in_flight.done = true;
+        let bytes_out = in_flight.bytes_out;
         match outcome {
             Ok((response, sent)) => {
                 let mut failure = FailureKind::of_status(response.status);

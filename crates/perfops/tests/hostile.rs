@@ -212,6 +212,8 @@ fn requests_in_flight_at_the_end_are_cut_not_failed() {
     // slowest requests of a run must not vanish from its percentiles.
     let max = run.f64("/latency_ms/max");
     assert!((2400.0..2800.0).contains(&max), "latency of the cut requests: {max} ms\n{}", run.dump());
+    // What they wrote went out: counted (it was left out before).
+    assert!(run.u64("/bytes_out") >= 2 * 30, "the two requests' bytes\n{}", run.dump());
 }
 
 /// #12, point 1: `--wait-in-flight` (oha's
