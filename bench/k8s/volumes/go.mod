@@ -1,0 +1,3 @@
+module local.invalid/perfops-k8s-volumes
+
+go 1.22
