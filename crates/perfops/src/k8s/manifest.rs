@@ -103,6 +103,8 @@ pub(crate) struct Spec {
     pub(crate) coordinator: Size,
     /// The results volume's size (`1Gi`).
     pub(crate) results_size: String,
+    /// The coordinator's `--join-timeout`, as the user wrote it (else its default).
+    pub(crate) join_timeout: Option<String>,
 }
 
 /// The longest name prefix: `<name>-coordinator` must stay a DNS label
@@ -410,7 +412,7 @@ fn template(spec: &Spec, component: &str, pod: PodSpec) -> PodTemplateSpec {
 }
 
 fn coordinator(spec: &Spec, names: &Names) -> Job {
-    let args = vec![
+    let mut args: Vec<String> = vec![
         "coordinator".into(),
         format!("{CONFIG_DIR}/{SCENARIO_KEY}"),
         "--agents".into(),
@@ -420,6 +422,9 @@ fn coordinator(spec: &Spec, names: &Names) -> Job {
         "--out".into(),
         RESULTS_DIR.into(),
     ];
+    if let Some(t) = &spec.join_timeout {
+        args.extend(["--join-timeout".into(), t.clone()]);
+    }
     let mounts =
         vec![mount("scenario", CONFIG_DIR, true), mount("results", RESULTS_DIR, false), mount("tmp", "/tmp", false)];
     let mut c = container("coordinator", spec, args, env(spec, names), mounts);
@@ -523,9 +528,19 @@ pub(crate) fn commands(spec: &Spec, out: &str) -> String {
     let mut s = String::new();
     s.push_str(&format!("# Start (the namespace must exist: kubectl create namespace {ns}):\n"));
     s.push_str(&format!("kubectl apply -f {out}\n"));
-    s.push_str("# Follow the coordinator: its live line, then the summary; returns when the run ends:\n");
-    s.push_str(&format!("kubectl -n {ns} logs -f job/{} --pod-running-timeout=10m\n", names.coordinator));
-    s.push_str("# Pods not running? Why (image pull, resources, scheduling), and how the Jobs ended:\n");
+    // `logs -f` fails at once on a container not started yet (it waits only for
+    // the pod to exist): wait for the coordinator to listen first.
+    s.push_str(
+        "# Follow the coordinator once it listens: its live line, then the summary; returns when the run ends:\n",
+    );
+    s.push_str(&format!(
+        "kubectl -n {ns} wait --for=jsonpath='{{.status.ready}}'=1 job/{} --timeout=10m\n",
+        names.coordinator
+    ));
+    s.push_str(&format!("kubectl -n {ns} logs -f job/{}\n", names.coordinator));
+    s.push_str(
+        "# Pods not running? Why (image pull, resources, scheduling: the Events at the end), and how the Jobs ended:\n",
+    );
     s.push_str(&format!("kubectl -n {ns} get pods -l {sel} -o wide\n"));
     s.push_str(&format!("kubectl -n {ns} describe pods -l {sel}\n"));
     s.push_str(&format!("kubectl -n {ns} get jobs -l {sel}\n"));
@@ -558,6 +573,7 @@ mod tests {
             agent: Size { cpu: "2".into(), memory: "1Gi".into() },
             coordinator: Size { cpu: "1".into(), memory: "512Mi".into() },
             results_size: "1Gi".into(),
+            join_timeout: None,
         }
     }
 
@@ -645,7 +661,10 @@ mod tests {
     fn printed_commands() {
         let text = commands(&spec(), "k8s/orders");
         assert!(text.contains("kubectl apply -f k8s/orders\n"), "{text}");
-        assert!(text.contains("kubectl -n load logs -f job/perfops-orders-coordinator"), "{text}");
+        assert!(text.contains("kubectl -n load logs -f job/perfops-orders-coordinator\n"), "{text}");
+        // The wait comes first: `logs -f` fails on a container not started yet.
+        let wait = text.find("wait --for=jsonpath='{.status.ready}'=1 job/perfops-orders-coordinator").unwrap();
+        assert!(wait < text.find("logs -f").unwrap(), "{text}");
         assert!(text.contains("kubectl -n load describe pods -l app.kubernetes.io/instance=perfops-orders\n"));
         assert!(text.contains("exec perfops-orders-fetch -- perfops tar /results | tar -x -C results\n"));
         assert!(text.contains("kubectl delete --ignore-not-found -f k8s/orders/fetch -f k8s/orders\n"));

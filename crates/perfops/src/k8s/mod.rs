@@ -23,10 +23,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use perfops_core::scenario::sources;
+use perfops_core::scenario::{TargetSpec, sources};
+use perfops_engine::{Target, TargetError};
 use serde::Serialize;
 
-use crate::session::{inputs, load_scenario};
+use crate::session::load_scenario;
 use crate::{Exit, UsageError};
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
 
@@ -65,6 +66,10 @@ pub(crate) struct K8sArgs {
     /// Size of the results volume (the cluster's default StorageClass).
     #[arg(long, default_value = "1Gi")]
     results_size: String,
+    /// How long the coordinator waits for every agent before it gives up
+    /// (exit 3, naming the missing shards) [default: the coordinator's, 120s].
+    #[arg(long, value_name = "DURATION")]
+    join_timeout: Option<String>,
 }
 
 /// The most a ConfigMap holds (the API server refuses more).
@@ -83,15 +88,18 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         .map(|f| check::csv_path(&f.name, &f.csv))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
-    // What `run` would read besides the file (CSV files, environment, target), checked alike.
-    if let Err(e) = inputs(&scenario, &args.scenario) {
-        return Err(e.context(args.scenario.display().to_string()));
-    }
+    // What `run` would read besides the file (CSV files, environment), checked alike;
+    // the target as the pods will see it.
     let env: BTreeMap<String, String> = sources::env(&scenario, |name| std::env::var(name).ok())
         .map_err(|e| usage(e.to_string()))?
         .into_iter()
         .collect();
     let folder = args.scenario.parent().unwrap_or(Path::new("."));
+    sources::feeders(&scenario, folder, |p| std::fs::read_to_string(p))
+        .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
+    let in_env = env.clone().into_iter().collect();
+    target_for_pods(&sources::target(&scenario, &in_env))
+        .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
     let mut csv: Vec<(String, String)> = Vec::new();
     for (feeder, rel) in scenario.data.iter().zip(rels) {
         if csv.iter().any(|(p, _)| *p == rel) {
@@ -126,6 +134,9 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     ] {
         check::quantity(flag, q).map_err(usage)?;
     }
+    if let Some(t) = &args.join_timeout {
+        perfops_core::units::parse_duration(t).map_err(|e| usage(format!("--join-timeout `{t}`: {e}")))?;
+    }
     if args.image.is_empty() || args.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(usage(format!("--image `{}` is not an image reference", args.image)));
     }
@@ -141,6 +152,7 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         agent: Size { cpu: args.agent_cpu, memory: args.agent_memory },
         coordinator: Size { cpu: args.coordinator_cpu, memory: args.coordinator_memory },
         results_size: args.results_size,
+        join_timeout: args.join_timeout,
     };
     write(&args.out, &manifest::bundle(&spec))?;
     let secrets: Vec<&str> = spec.env.keys().map(String::as_str).collect();
@@ -154,6 +166,25 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     );
     crate::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
     Ok(Exit::Passed)
+}
+
+/// The target as the agents will reach it: a URL whose host is looked up in
+/// the pods, where a Service's name resolves (`http://perfops-demo:8080`),
+/// so a name this machine cannot resolve is fine; the demo target is refused,
+/// since the coordinator would start it on its own pod's loopback, out of the
+/// agents' reach.
+fn target_for_pods(target: &TargetSpec) -> Result<(), String> {
+    match target {
+        TargetSpec::Demo(..) => Err("a `demo:` target would start the demo inside the coordinator's pod, on its \
+                                     loopback, where the agents cannot reach it: run the demo in a pod of its own \
+                                     (examples/k8s/demo.yaml) and give its Service's URL as the target \
+                                     (examples/k8s/orders.yaml)"
+            .into()),
+        TargetSpec::Url(url) => match Target::parse(url) {
+            Ok(_) | Err(TargetError::Resolve { .. }) => Ok(()),
+            Err(e) => Err(format!("target `{url}`: {e}")),
+        },
+    }
 }
 
 /// A fresh fleet token: 32 random bytes, in hex.
@@ -229,7 +260,41 @@ fn shell_word(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::shell_word;
+    use super::{TargetSpec, shell_word, target_for_pods};
+
+    /// Targets as the pods will see them: names this machine cannot resolve
+    /// pass, the demo and broken URLs do not.
+    #[test]
+    fn targets_for_pods() {
+        let cases: &[(&str, Result<(), &str>)] = &[
+            // A Service in the same namespace: resolved in the pods only.
+            ("http://perfops-demo:8080", Ok(())),
+            // A cluster DNS name (`.invalid` never resolves here either).
+            ("http://orders.shop.svc.cluster.invalid", Ok(())),
+            // An address.
+            ("https://127.0.0.1:8443/api", Ok(())),
+            // Not http(s).
+            ("ftp://orders:21", Err("only http:// and https://")),
+            // Not a URL.
+            ("http://", Err("is not a valid URL")),
+        ];
+        for (url, want) in cases {
+            let got = target_for_pods(&TargetSpec::Url(url.to_string()));
+            match (got, want) {
+                (Ok(()), Ok(())) => {}
+                (Err(e), Err(w)) => assert!(e.contains(w), "{url}: {e}"),
+                (got, want) => panic!("{url}: got {got:?}, want {want:?}"),
+            }
+        }
+        let demo = perfops_core::scenario::parse(
+            "s.yaml",
+            "name: x\ntarget: demo:async\nflows: { f: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &[],
+        );
+        let demo = demo.unwrap_or_else(|_| panic!("a valid scenario"));
+        let e = target_for_pods(&demo.target).unwrap_err();
+        assert!(e.contains("the agents cannot reach it") && e.contains("examples/k8s/demo.yaml"), "{e}");
+    }
 
     /// Paths in the printed commands, quoted only when needed.
     #[test]
