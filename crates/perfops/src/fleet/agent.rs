@@ -182,8 +182,9 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
 
     // Stop orders and the coordinator's loss stop the arrivals while the engine runs.
     let lost = Arc::new(AtomicBool::new(false));
+    let ordered = Arc::new(AtomicBool::new(false));
     let watcher = {
-        let (stop, lost) = (stop.clone(), lost.clone());
+        let (stop, lost, ordered) = (stop.clone(), lost.clone(), ordered.clone());
         std::thread::spawn(move || {
             loop {
                 // The coordinator says something at least every second (a heartbeat):
@@ -191,6 +192,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
                 match events.recv_timeout(SILENCE) {
                     Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
                         eprintln!("perfops: agent: stopped by the coordinator: {reason}");
+                        ordered.store(true, Ordering::Relaxed);
                         stop.store(true, Ordering::Relaxed);
                     }
                     Ok(Event::Frame(_, Message::Control(Control::Bye))) => return events,
@@ -228,6 +230,21 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());
+    }
+    if outcome.interrupted && !ordered.load(Ordering::Relaxed) {
+        // A signal here (a pod deleted or evicted: SIGTERM): the coordinator has our
+        // Done and marks the rest of this shard as missing. Waiting for its Bye would
+        // hold the pod in Terminating until the run's end; and a shard not run to its
+        // end is no success.
+        drop(out);
+        std::thread::sleep(Duration::from_millis(100));
+        eprintln!(
+            "perfops: agent {name}: interrupted: shard {index}/{count} stopped after {:.1} s ({} requests sent); \
+             the coordinator marks its seconds from then on as missing",
+            outcome.elapsed.as_secs_f64(),
+            outcome.total.sent
+        );
+        return Ok(Exit::ThresholdsFailed);
     }
     // The coordinator says Bye once every agent is done; wait for it a while.
     let deadline = Instant::now() + Duration::from_secs(60);
