@@ -591,7 +591,13 @@ fn drive(
                         longest_nap_ns,
                         late_ns,
                     }) => {
-                        join.done(i);
+                        // Stopped on its own (a signal: a pod deleted or evicted): lost, so that
+                        // the seconds after its last lack its share, marked as a closed one's are.
+                        if interrupted && !stop_sent {
+                            join.lost(i);
+                        } else {
+                            join.done(i);
+                        }
                         fleet.log(AgentLine::Done { agent: i as u32, elapsed_s: elapsed_ns as f64 / 1e9, interrupted });
                         if interrupted && !stop_sent {
                             // Its seconds after this one lack its share as a lost agent's do.
