@@ -404,17 +404,21 @@ fn readme_shows_the_printed_commands() {
     let _cpu = shared();
     let wd = Workdir::new("k8s-readme");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    std::fs::create_dir_all(wd.path.join("examples")).unwrap();
-    std::fs::copy(root.join("examples/orders.yaml"), wd.path.join("examples/orders.yaml")).unwrap();
+    std::fs::create_dir_all(wd.path.join("examples/k8s")).unwrap();
+    std::fs::copy(root.join("examples/k8s/orders.yaml"), wd.path.join("examples/k8s/orders.yaml")).unwrap();
     let args = [
         "k8s",
-        "examples/orders.yaml",
+        "examples/k8s/orders.yaml",
         "--agents",
         "3",
         "--image",
         "registry.example.com/perfops:0.1.0",
         "--namespace",
         "perfops",
+        "--agent-cpu",
+        "250m",
+        "--coordinator-cpu",
+        "250m",
         "--out",
         "k8s/orders",
     ];
