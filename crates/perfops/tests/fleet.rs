@@ -516,6 +516,60 @@ fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
     }
 }
 
+/// Issue #19: SIGTERM to one agent mid-run (what `kubectl delete pod` and an
+/// eviction send): the agent stops its load, says so and exits 1 at once
+/// (its pod does not linger in Terminating until the run's end); the
+/// coordinator names it and its shard, keeps what it sent, marks every later
+/// second as missing its share, and the run is inconclusive (exit 1).
+#[test]
+fn an_agent_stopped_by_a_signal_exits_at_once_and_its_missed_seconds_are_marked() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("fleet-term");
+    let yaml = LONG.replace("@URL@", &demo.url).replace("hold: 12s", "hold: 6s");
+    let scenario = wd.scenario("term.yaml", &yaml);
+    let (coord, url) = coordinator(&wd, &scenario, 3, &["--join-timeout", "20s"]);
+    let agents: Vec<Running> = (0..3).map(|i| agent(&url, TOKEN, &["--index", &i.to_string()])).collect();
+    // Signal shard 1 once the coordinator has its first seconds.
+    let runs = wd.runs();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let seconds = std::fs::read_dir(&runs)
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(|e| std::fs::read_to_string(e.ok()?.path().join("series.jsonl")).ok())
+            .map_or(0, |t| t.lines().count());
+        if seconds >= 2 || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut agents: Vec<Option<Running>> = agents.into_iter().map(Some).collect();
+    let signalled = agents[1].take().unwrap();
+    let t = Instant::now();
+    send_signal("-TERM", signalled.pid());
+    let stopped = signalled.wait(Duration::from_secs(5));
+    let took = t.elapsed();
+    let out = coord.wait(RUN_LIMIT);
+    let others: Vec<Finished> = agents.into_iter().flatten().map(|a| a.wait(RUN_LIMIT)).collect();
+    let ctx = context(&out, &[&stopped, &others[0], &others[1]]);
+    assert_eq!(stopped.code, Some(1), "a shard not run to its end\n{ctx}");
+    assert!(took < Duration::from_secs(2), "the agent ended {took:?} after SIGTERM\n{ctx}");
+    assert!(stopped.stderr.contains("interrupted: shard 1/3 stopped"), "{ctx}");
+    assert_eq!(out.code, Some(1), "{ctx}");
+    assert!(out.stderr.contains("(shard 1, 127.0.0.1:") && out.stderr.contains("stopped on its own"), "{ctx}");
+    let dir = wd.result_dir(&out);
+    assert_eq!(summary(&dir)["verdict"]["result"], "inconclusive", "{ctx}");
+    let agent_lines = lines(&dir, "agents.jsonl");
+    let of = |event: &str| agent_lines.iter().filter(|l| l["event"] == event && l["agent"] == 1).count();
+    assert!(of("second") >= 2, "what it sent before the signal is kept\n{ctx}");
+    assert_eq!(of("lost"), 1, "{ctx}");
+    assert!(of("missed") >= 2, "the seconds it missed are marked\n{ctx}");
+    for a in &others {
+        assert_eq!(a.code, Some(0), "{ctx}");
+    }
+}
+
 /// Issue #13: nobody joins without the token, nobody gets an agent to run
 /// its load without it, an agent whose clock is off beyond the bound is
 /// refused, so is a second claim on a shard; the coordinator waits a
