@@ -9,7 +9,7 @@ use clap::Args;
 use perfops_core::model::{LoadModel, Rate, Schedule};
 use perfops_core::pipeline::{Pipeline, StageLedger};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Target, Work};
+use perfops_engine::{Http2, Protocol, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
@@ -20,11 +20,24 @@ use crate::{Exit, UsageError};
 /// Flags of `perfops quick`.
 #[derive(Debug, Args)]
 pub(crate) struct QuickArgs {
-    /// The URL to load (http:// or https://).
+    /// The URL to load (http://, https:// where ALPN picks h2 or http/1.1, or
+    /// h2c:// for HTTP/2 in clear text).
     url: String,
-    /// Closed model: this many connections, each looping request -> response.
+    /// Closed model: this many connections, each looping request -> response
+    /// (with HTTP/2, each carrying -p streams).
     #[arg(short = 'c', long = "connections", conflicts_with = "rate")]
     connections: Option<u32>,
+    /// Speak HTTP/2 whatever the scheme says: h2c with prior knowledge over
+    /// http://, ALPN h2 alone over https://.
+    #[arg(long, conflicts_with = "http1")]
+    http2: bool,
+    /// Speak HTTP/1.1 even where ALPN would pick h2.
+    #[arg(long)]
+    http1: bool,
+    /// HTTP/2: streams in flight per connection (oha's -p). Closed model:
+    /// -c connections x -p streams users. Default 1 closed (as oha), 100 open.
+    #[arg(short = 'p', long = "parallel", value_name = "STREAMS")]
+    parallel: Option<u32>,
     /// Open model: this many requests per second, whatever the server does (e.g. 500, 30000/m, 2k).
     #[arg(short = 'r', long = "rate")]
     rate: Option<Rate>,
@@ -82,7 +95,15 @@ pub(crate) struct QuickArgs {
 
 pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
-    let target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    let mut target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    if args.http2 {
+        target = target.force(Protocol::H2);
+    } else if args.http1 {
+        target = target.force(Protocol::Http1);
+    }
+    if args.parallel == Some(0) {
+        return Err(usage("-p must be at least 1".into()));
+    }
     let body = match &args.body {
         Some(b) if b.starts_with('@') => {
             std::fs::read(&b[1..]).map_err(|e| usage(format!("cannot read body file `{}`: {e}", &b[1..])))?
@@ -117,7 +138,9 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
                 return Err(usage("-c must be at least 1".into()));
             }
             LoadModel::Closed {
-                connections: c,
+                // Users: -p streams on each of the -c connections (HTTP/2;
+                // HTTP/1.1 has one request in flight per connection).
+                connections: c.saturating_mul(args.parallel.unwrap_or(1)),
                 think: Duration::ZERO,
                 profile: None,
                 duration,
@@ -135,6 +158,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: args.workers,
         wait_in_flight: args.wait_in_flight,
+        http2: match (open, args.parallel) {
+            (true, p) => Http2 { streams: p.unwrap_or(Http2::default().streams), ..Http2::default() },
+            // -c connections x -p streams: users fill the connections in turn.
+            (false, p) => {
+                Http2 { streams: p.unwrap_or(1), connections: args.connections.unwrap_or(50), ..Http2::default() }
+            }
+        },
     };
     let mut plan = base.plan(Arc::new(work), load);
     if args.requests.is_some() {
@@ -165,6 +195,10 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         connections: if open { None } else { args.connections.or(Some(50)) },
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
+        protocol: match outcome.protocol {
+            Protocol::H2 => format!("h2 ({} streams per connection at most)", plan.http2.streams),
+            p => p.name().to_string(),
+        },
     };
     let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
 

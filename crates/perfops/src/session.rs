@@ -258,7 +258,9 @@ impl Session {
             insecure: args.insecure,
             workers: args.workers,
             wait_in_flight: args.wait_in_flight,
-        };
+            http2: perfops_engine::Http2::default(),
+        }
+        .with_http(&scenario.defaults);
         // Setup once: here, or (shards) once for all and handed to each.
         let globals = match &placement.setup_values {
             Some(values) => {

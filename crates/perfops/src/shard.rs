@@ -307,7 +307,9 @@ pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: 1,
         wait_in_flight: false,
-    };
+        http2: perfops_engine::Http2::default(),
+    }
+    .with_http(&scenario.defaults);
     let values = run_setup(&scenario, &inputs, &target, &base)?;
     write_setup_values(&args.out, &values)?;
     let mut names: Vec<&String> = values.keys().collect();

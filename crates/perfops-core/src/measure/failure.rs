@@ -21,8 +21,21 @@ pub enum FailureKind {
     Reset,
     /// No complete response within the request timeout.
     Timeout,
-    /// The peer answered something that is not valid HTTP/1.x.
+    /// The peer answered something that is not valid HTTP (HTTP/1.x framing,
+    /// an HTTP/2 protocol error).
     Protocol,
+    /// HTTP/2: the server refused the stream (`RST_STREAM` with
+    /// `REFUSED_STREAM`): it did not process the request.
+    RefusedStream,
+    /// HTTP/2: the server reset the stream (`RST_STREAM` with any other code)
+    /// before the response was complete.
+    ResetStream,
+    /// HTTP/2: the connection went away (`GOAWAY`) with the request on it,
+    /// and it could not be sent again on another (an error code, or the
+    /// retries were used up). A graceful `GOAWAY` is no failure: the
+    /// requests it did not process are sent again, and it is counted in
+    /// `goaways`.
+    GoAway,
     /// A response with status 400-499.
     Http4xx,
     /// A response with status 500-599.
@@ -38,7 +51,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 11] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -46,6 +59,9 @@ impl FailureKind {
         FailureKind::Reset,
         FailureKind::Timeout,
         FailureKind::Protocol,
+        FailureKind::RefusedStream,
+        FailureKind::ResetStream,
+        FailureKind::GoAway,
         FailureKind::Http4xx,
         FailureKind::Http5xx,
         FailureKind::CheckFailed,
@@ -62,6 +78,9 @@ impl FailureKind {
             FailureKind::Reset => "reset",
             FailureKind::Timeout => "timeout",
             FailureKind::Protocol => "protocol",
+            FailureKind::RefusedStream => "refused_stream",
+            FailureKind::ResetStream => "reset_stream",
+            FailureKind::GoAway => "goaway",
             FailureKind::Http4xx => "http_4xx",
             FailureKind::Http5xx => "http_5xx",
             FailureKind::CheckFailed => "check_failed",

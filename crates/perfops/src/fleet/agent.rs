@@ -336,6 +336,7 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
         naps: 0,
         longest_nap: Duration::ZERO,
         late: Duration::ZERO,
+        protocol: perfops_engine::Protocol::Http1,
     })
 }
 
@@ -420,7 +421,9 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
         insecure: a.insecure,
         workers: a.workers as usize,
         wait_in_flight: a.wait_in_flight,
-    };
+        http2: perfops_engine::Http2::default(),
+    }
+    .with_http(&scenario.defaults);
     // The engine divides the arrivals (k mod N), max_in_flight and the closed model's users by the shard.
     let model = crate::run::load_model(&scenario.load).context("the load profile")?;
     let mut plan = base.plan(Arc::new(work), model);
