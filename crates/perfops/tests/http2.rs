@@ -115,6 +115,26 @@ fn a_server_allowing_one_stream_is_sent_one_at_a_time() {
     assert!(run.stdout.contains("Waited for a stream:"), "{}", run.stdout);
 }
 
+/// The open model over HTTP/2: arrivals at their rate, each on a stream
+/// of the worker's connections (opened as the requests in flight need,
+/// `-p` streams to each), latency from the due time as for HTTP/1.1.
+#[test]
+fn the_open_model_paces_arrivals_over_streams() {
+    let _cpu = shared();
+    let server = kit::nginx_h2(&H2Config::default());
+    let url = format!("h2c://{}/", server.addr());
+    let run = quick(&["-r", "400", "-d", "2s", "-p", "4", "--workers", "1", &url]);
+    run.assert_exit(0);
+    let completed = run.u64("/completed");
+    assert!((780..=800).contains(&completed), "400/s for 2 s: {completed}\n{}", run.dump());
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!(run.u64("/dropped"), 0, "{}", run.dump());
+    assert!(run.f64("/target_rate") > 399.0, "{}", run.dump());
+    let conns = by_connection(&server);
+    assert!(!conns.is_empty() && conns.len() as u64 == run.u64("/connects"), "{conns:?}");
+    assert!(conns.iter().all(|(_, _, p)| p == &vec!["HTTP/2.0".to_string()]));
+}
+
 /// A scenario in HTTP/2 (`defaults: { protocol: h2 }` over `http://`),
 /// with `save` and `expect` on its answers and the open model: its
 /// results directory counts the GOAWAYs per second, and the run passes.
