@@ -155,6 +155,19 @@ pub(crate) struct State {
     gone: Cell<bool>,
     /// It was the server that ended it (`GOAWAY`, graceful or not).
     goaway: Cell<bool>,
+    /// The pool's flag that some connection is gone: [`Pool::prune`] looks
+    /// only then, not per request.
+    pool_ended: Rc<Cell<bool>>,
+}
+
+impl State {
+    fn end(&self, goaway: bool) {
+        self.gone.set(true);
+        if goaway {
+            self.goaway.set(true);
+        }
+        self.pool_ended.set(true);
+    }
 }
 
 /// One HTTP/2 connection of a worker.
@@ -183,14 +196,15 @@ impl H2Conn {
         self.streams.min(u32::try_from(server).unwrap_or(u32::MAX))
     }
 
+    /// The cheap tests first: the server's limit takes h2's lock.
     fn has_room(&self) -> bool {
-        !self.state.gone.get() && self.busy.get() < self.capacity()
+        let busy = self.busy.get();
+        !self.state.gone.get() && busy < self.streams && busy < self.capacity()
     }
 
     /// A request on this connection saw it go away.
     fn went_away(&self) {
-        self.state.gone.set(true);
-        self.state.goaway.set(true);
+        self.state.end(true);
     }
 }
 
@@ -201,12 +215,9 @@ where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let ended = conn.await;
-    state.gone.set(true);
     // Ok: the server ended it gracefully (a GOAWAY, every stream done); a
     // connection this side closes is out of the pool before it ends.
-    if ended.as_ref().map_or_else(|e| e.is_go_away() && e.is_remote(), |()| true) {
-        state.goaway.set(true);
-    }
+    state.end(ended.as_ref().map_or_else(|e| e.is_go_away() && e.is_remote(), |()| true));
     freed.notify_waiters();
 }
 
@@ -243,6 +254,8 @@ pub(crate) struct Pool {
     waiting_on_open: Cell<u32>,
     /// A stream was given back, or a connection opened or ended.
     freed: Rc<Notify>,
+    /// Some connection is gone since the last [`Pool::prune`].
+    ended: Rc<Cell<bool>>,
     /// Connections this worker may hold (0: no limit).
     limit: u32,
     pub(crate) settings: Http2,
@@ -293,6 +306,7 @@ impl Pool {
             opening: Cell::new(0),
             waiting_on_open: Cell::new(0),
             freed: Rc::new(Notify::new()),
+            ended: Rc::default(),
             limit,
             settings,
         }
@@ -300,6 +314,9 @@ impl Pool {
 
     /// Remove the connections that ended; returns how many the server sent away.
     pub(crate) fn prune(&self) -> u64 {
+        if !self.ended.replace(false) {
+            return 0;
+        }
         let mut goaways = 0;
         self.conns.borrow_mut().retain(|c| {
             if c.state.gone.get() {
@@ -359,6 +376,11 @@ impl Pool {
         self.freed.clone()
     }
 
+    /// A new connection's state, tied to this pool.
+    pub(crate) fn new_state(&self) -> Rc<State> {
+        Rc::new(State { pool_ended: self.ended.clone(), ..State::default() })
+    }
+
     /// Close the connections idle since before `cutoff` (as HTTP/1.1's
     /// idle connections are, see the worker's `IDLE_CLOSE`).
     pub(crate) fn close_idle(&self, cutoff: Instant) {
@@ -374,6 +396,7 @@ pub(crate) async fn handshake<T>(
     io: T,
     settings: &Http2,
     freed: Rc<Notify>,
+    state: Rc<State>,
 ) -> Result<(SendRequest<Bytes>, Rc<State>), FailureKind>
 where
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
@@ -386,7 +409,6 @@ where
         .await
         .map_err(|e| classify(&e))?;
     let ping = conn.ping_pong();
-    let state = Rc::new(State::default());
     tokio::task::spawn_local(drive(conn, state.clone(), freed));
     if let Some(mut ping) = ping {
         ping.ping(h2::Ping::opaque()).await.map_err(|e| classify(&e))?;
@@ -616,7 +638,8 @@ mod tests {
                         let _ = respond.send_response(http::Response::new(()), true);
                     }
                 });
-                let (send, state) = handshake(client, &settings, pool.notifier()).await.expect("handshake");
+                let (send, state) =
+                    handshake(client, &settings, pool.notifier(), pool.new_state()).await.expect("handshake");
                 let first = pool.add(send, state);
                 let Take::Stream(second) = pool.take() else { panic!("a second stream on the same connection") };
                 assert!(matches!(pool.take(), Take::Full), "two streams busy, one connection allowed");

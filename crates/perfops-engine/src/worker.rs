@@ -649,7 +649,11 @@ impl Worker {
     /// connection in `conn` when it can be reused.
     async fn perform(&self, conn: &mut Option<Box<Conn>>, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
         if let Some(pool) = &self.h2 {
-            return self.perform_h2(pool, timer, req).await;
+            // Boxed: inline, HTTP/2's future (its connect, handshake and
+            // stream) would make every HTTP/1.1 request's future as large,
+            // and the #12 budget of 10,000 connections in 100 MiB is per
+            // task. One allocation per HTTP/2 request, beside h2's own.
+            return Box::pin(self.perform_h2(pool, timer, req)).await;
         }
         let shared = &*self.shared;
         let step = req.step;
@@ -925,7 +929,7 @@ impl Worker {
                         // Asked for h2 alone, and the server would not speak it.
                         return Err(FailureKind::Protocol);
                     }
-                    let handshake = http2::handshake(stream, &pool.settings, pool.notifier());
+                    let handshake = http2::handshake(stream, &pool.settings, pool.notifier(), pool.new_state());
                     let (send, state) = match timeout_at(deadline, handshake).await {
                         Ok(Ok(pair)) => pair,
                         Ok(Err(kind)) => return Err(kind),
