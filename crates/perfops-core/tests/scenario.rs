@@ -183,6 +183,16 @@ fn every_error_at_once_with_its_position() {
                 "2:67: unknown field `conections`",
             ],
         ),
+        // #14: gRPC steps: a method that is not package.Service/Method, HTTP fields in a gRPC
+        // step, an unknown status, gRPC fields in an HTTP step
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo, headers: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:32: `bench.Echo` is not `package.Service/Method`", "2:44: `headers` is not part of a gRPC step"],
+        ),
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, message: { t: \"${seq}\" }, expect: { grpc_status: UNAVAILABL } }, { request: GET /, metadata: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:97: unknown gRPC status `UNAVAILABL`", "2:131: `metadata` belongs to a gRPC step"],
+        ),
         // bodies are exclusive
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: POST /, json: {a: 1}, body: x } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",

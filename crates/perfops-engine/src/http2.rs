@@ -38,6 +38,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::Reason;
@@ -47,6 +48,7 @@ use perfops_core::measure::FailureKind;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::grpc::{self, GrpcMethod};
 use crate::http1::Response;
 
 /// HTTP/2 knobs of a run (`defaults.http2`, `quick -p`).
@@ -95,6 +97,19 @@ const CONNECTION_SPECIFIC: [&str; 6] =
     ["host", "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade"];
 
 impl H2Request {
+    /// As a gRPC call of `method`: the body (the message as JSON) encoded
+    /// and framed, `grpc-timeout` from the request's `timeout`.
+    pub(crate) fn into_grpc(mut self, method: &GrpcMethod, timeout: Duration) -> Result<H2Request, ConvertError> {
+        let body = method.encode(&self.body).map_err(ConvertError)?;
+        let headers = self.head.headers_mut();
+        headers.remove(http::header::CONTENT_LENGTH);
+        let value = HeaderValue::from_str(&grpc::timeout_header(timeout)).map_err(|e| ConvertError(e.to_string()))?;
+        headers.insert("grpc-timeout", value);
+        self.bytes_out = self.bytes_out - self.body.len() as u64 + body.len() as u64 + 16;
+        self.body = body;
+        Ok(self)
+    }
+
     /// The HTTP/1.1 request `bytes` (as `work.rs` renders it) as an HTTP/2
     /// one on `scheme`: one renderer for both protocols, so a step means the
     /// same whatever the server speaks. Literal steps are converted once,
@@ -467,7 +482,7 @@ pub(crate) async fn exchange(
     lease: &Lease,
     req: &H2Request,
     mut capture: Option<&mut Captured>,
-) -> Result<Response, StreamError> {
+) -> Result<(Response, Option<u32>), StreamError> {
     let conn = lease.conn();
     let fail = |e: h2::Error| {
         let err = classify_stream(&e);
@@ -541,11 +556,12 @@ pub(crate) async fn exchange(
     if let Some(t) = &trailers {
         bytes_in += t.iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum::<usize>() as u64;
     }
+    let grpc_status = grpc::status(&parts.headers, trailers.as_ref());
     if let Some(c) = capture {
         c.headers = parts.headers;
         c.trailers = trailers.unwrap_or_default();
     }
-    Ok(Response { status, bytes_in, sent_at, first_byte, last_byte })
+    Ok((Response { status, bytes_in, sent_at, first_byte, last_byte }, grpc_status))
 }
 
 #[cfg(test)]
@@ -646,7 +662,7 @@ mod tests {
                 drop(first);
                 let Take::Stream(third) = pool.take() else { panic!("a stream was given back") };
                 let req = H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http").unwrap();
-                let resp = exchange(&third, &req, None).await.expect("an answer");
+                let (resp, _) = exchange(&third, &req, None).await.expect("an answer");
                 assert_eq!(resp.status, 200);
                 drop((second, third));
             })

@@ -12,6 +12,7 @@ mod chunked;
 mod coalesce;
 pub mod exporter;
 mod framing;
+mod grpc;
 mod http1;
 mod http2;
 mod record;
@@ -34,13 +35,14 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+pub use grpc::{GrpcError, GrpcMethod};
 pub use http2::{Http2, LARGE_WINDOW};
 /// One second of a run and where its measurements belong: pure data, in
 /// perfops-core, so that what reads a second does not depend on this engine.
 pub use perfops_core::measure::{Interval, Key};
 pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
-pub use work::{FlowPlan, StepPlan, Work};
+pub use work::{FlowPlan, StepPlan, Work, check_grpc};
 
 use worker::{Msg, Shared, WorkerLoad};
 
@@ -101,6 +103,12 @@ pub enum EngineError {
     /// The plan asks for nothing.
     #[error("nothing to run: {0}")]
     Empty(&'static str),
+    /// gRPC steps against a target that does not speak HTTP/2.
+    #[error("gRPC needs HTTP/2, and {0} speaks HTTP/1.1: use grpc:// or grpcs:// (or defaults.protocol: h2)")]
+    GrpcOverHttp1(String),
+    /// A gRPC step whose method was not resolved (`Work::resolve_grpc`).
+    #[error("gRPC step `{0}`: its method was not resolved from a .proto file")]
+    GrpcUnresolved(String),
 }
 
 /// What a finished run measured.
@@ -324,13 +332,26 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     } else {
         None
     };
+    let steps = || plan.work.flows.iter().flat_map(|f| f.steps.iter());
+    if let Some(step) = steps().find(|s| s.step.grpc.is_some()) {
+        if protocol != Protocol::H2 {
+            return Err(EngineError::GrpcOverHttp1(plan.target.url.to_string()));
+        }
+        if step.grpc.is_none() || steps().any(|s| s.step.grpc.is_some() && s.grpc.is_none()) {
+            return Err(EngineError::GrpcUnresolved(step.step.name.clone()));
+        }
+    }
     let h2_requests = if protocol == Protocol::H2 {
         let mut by_step = vec![None; plan.work.step_names.len()];
-        for step in plan.work.flows.iter().flat_map(|f| f.steps.iter()) {
+        for step in steps() {
             if let Some(bytes) = &step.cached {
                 // A request that cannot be HTTP/2 is rendered per request
                 // instead, and fails there as a protocol error.
-                by_step[usize::from(step.index)] = http2::H2Request::from_http1(bytes, plan.target.scheme()).ok();
+                by_step[usize::from(step.index)] =
+                    http2::H2Request::from_http1(bytes, plan.target.scheme()).ok().and_then(|r| match &step.grpc {
+                        Some(m) => r.into_grpc(m, plan.timeout).ok(),
+                        None => Some(r),
+                    });
             }
         }
         by_step

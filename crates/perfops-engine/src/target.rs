@@ -18,8 +18,8 @@ pub enum TargetError {
         /// What the parser said.
         reason: String,
     },
-    /// A scheme other than http, https or h2c.
-    #[error("`{0}`: only http://, https:// and h2c:// URLs are supported")]
+    /// A scheme other than http, https, h2c, grpc or grpcs.
+    #[error("`{0}`: only http://, https://, h2c://, grpc:// and grpcs:// URLs are supported")]
     Scheme(String),
     /// The host name does not resolve.
     #[error("cannot resolve `{host}`: {reason}")]
@@ -85,12 +85,14 @@ impl Target {
         let (tls, protocol) = match parsed.scheme() {
             "http" => (false, Protocol::Http1),
             "https" => (true, Protocol::Alpn),
-            "h2c" => (false, Protocol::H2),
+            "h2c" | "grpc" => (false, Protocol::H2),
+            "grpcs" => (true, Protocol::H2),
             _ => return Err(TargetError::Scheme(url.into())),
         };
         let host =
             parsed.host_str().ok_or_else(|| TargetError::BadUrl { url: url.into(), reason: "no host".into() })?;
         let port = parsed.port_or_known_default().unwrap_or(if tls { 443 } else { 80 });
+        // `Target::grpc_method` reads the path of a `grpc://` URL.
         let bare = host.trim_start_matches('[').trim_end_matches(']').to_string();
         let addr = (bare.as_str(), port)
             .to_socket_addrs()
@@ -118,6 +120,11 @@ impl Target {
         self
     }
 
+    /// A `grpc://host:port/package.Service/Method` URL's method (`quick`).
+    pub fn grpc_method(&self) -> Option<&str> {
+        matches!(self.url.scheme(), "grpc" | "grpcs").then(|| self.path.trim_start_matches('/'))
+    }
+
     /// The `:scheme` of its HTTP/2 requests.
     pub(crate) fn scheme(&self) -> &'static str {
         if self.tls { "https" } else { "http" }
@@ -141,6 +148,8 @@ mod tests {
             ("http://127.0.0.1:1/", false, Protocol::Http1), // HTTP/1.1 in clear
             ("https://127.0.0.1:1/", true, Protocol::Alpn),  // ALPN decides
             ("h2c://127.0.0.1:1/", false, Protocol::H2),     // HTTP/2 with prior knowledge
+            ("grpc://127.0.0.1:1/", false, Protocol::H2),    // gRPC in clear text: h2c
+            ("grpcs://127.0.0.1:1/", true, Protocol::H2),    // gRPC over TLS: ALPN h2 alone
         ];
         for (url, tls, protocol) in cases {
             let t = Target::parse(url).unwrap();

@@ -41,6 +41,7 @@ use std::time::Duration;
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_core::model::{LoadModel, Schedule, Shard, Turn};
 use perfops_core::scenario::extract::ParsedBody;
+use perfops_core::scenario::grpc::GrpcCode;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -170,6 +171,20 @@ impl Drop for InFlight<'_> {
         if !self.done {
             self.rec.borrow_mut().cut(self.key, self.due.elapsed(), self.bytes_out);
         }
+    }
+}
+
+/// The failure of a gRPC answer (HTTP 200) with status `code` (`None`: no
+/// `grpc-status` at all, not a gRPC answer), given the codes the step's
+/// `expect: { grpc_status }` lets pass (`None`: OK alone).
+fn grpc_failure(code: Option<u32>, expected: Option<&[GrpcCode]>) -> Option<FailureKind> {
+    let Some(code) = code else { return Some(FailureKind::Protocol) };
+    match expected {
+        None => FailureKind::of_grpc_status(code),
+        Some(codes) if codes.iter().any(|c| c.0 == code) => None,
+        // Not what was expected: an error status counts as itself, an
+        // unexpected OK as a failed check.
+        Some(_) => FailureKind::of_grpc_status(code).or(Some(FailureKind::CheckFailed)),
     }
 }
 
@@ -806,7 +821,11 @@ impl Worker {
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 }
-                rendered_request = H2Request::from_http1(&rendered, shared.target.scheme()).ok();
+                rendered_request =
+                    H2Request::from_http1(&rendered, shared.target.scheme()).ok().and_then(|r| match &step.grpc {
+                        Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                        None => Some(r),
+                    });
                 self.spares.borrow_mut().buffers.push((body_buf, rendered));
                 rendered_request.as_ref()
             }
@@ -831,8 +850,18 @@ impl Worker {
         let bytes_out = in_flight.bytes_out;
         in_flight.done = true;
         match outcome {
-            Ok((response, sent)) => {
+            Ok((response, grpc_status, sent)) => {
                 let mut failure = FailureKind::of_status(response.status);
+                if failure.is_none()
+                    && let Some(m) = &step.grpc
+                {
+                    failure =
+                        grpc_failure(grpc_status, step.step.expect.as_ref().and_then(|e| e.grpc_status.as_deref()));
+                    if let Some(c) = captured.as_mut() {
+                        // `save` and `expect` read the answer's first message as JSON.
+                        c.body = m.first_as_json(&c.body).unwrap_or_default();
+                    }
+                }
                 if failure.is_none()
                     && let Some(c) = &captured
                 {
@@ -870,7 +899,7 @@ impl Worker {
         req: &Request<'_>,
         mut captured: Option<&mut Captured>,
         bytes_out: &mut u64,
-    ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
+    ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
         let mut sent = req.start;
         let mut again = 0;
         loop {
@@ -889,7 +918,7 @@ impl Worker {
                 c.body.clear();
             }
             match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut())).await {
-                Some(Ok(response)) => return Ok((response, sent)),
+                Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
                 Some(Err(e)) if e.again && again < 2 => again += 1,
                 Some(Err(e)) => return Err((e.kind, Some(sent))),
                 None => return Err((FailureKind::Timeout, Some(sent))),
@@ -1045,6 +1074,27 @@ mod tests {
         timer.as_mut().reset(Instant::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(within(timer.as_mut(), std::future::ready(7)).await, Some(7));
+    }
+
+    /// A gRPC answer's status against what the step expects.
+    #[test]
+    fn grpc_statuses_fail_as_their_kind_unless_expected() {
+        use FailureKind::*;
+        let (ok, unavailable) = (GrpcCode(0), GrpcCode(14));
+        // (grpc-status, expected codes, failure)
+        type Case<'a> = (Option<u32>, Option<&'a [GrpcCode]>, Option<FailureKind>);
+        let cases: [Case<'_>; 7] = [
+            (Some(0), None, None),                              // OK, nothing said: passes
+            (Some(14), None, Some(GrpcUnavailable)),            // an error status counts as itself
+            (Some(99), None, Some(GrpcUnknown)),                // an unknown code, as gRPC reads it
+            (None, None, Some(Protocol)),                       // no grpc-status: not a gRPC answer
+            (Some(14), Some(&[ok, unavailable]), None),         // expected: passes
+            (Some(5), Some(&[ok]), Some(GrpcNotFound)),         // not expected: its own kind
+            (Some(0), Some(&[unavailable]), Some(CheckFailed)), // an unexpected OK: a failed check
+        ];
+        for (i, (code, expected, want)) in cases.into_iter().enumerate() {
+            assert_eq!(grpc_failure(code, expected), want, "case {i}");
+        }
     }
 
     /// #12: a request whose every read is ready at once (an endless body

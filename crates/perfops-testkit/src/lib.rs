@@ -14,6 +14,7 @@
 //! where it needs a real Prometheus to scrape and query, [`prometheus`] starts
 //! Debian's.
 
+pub mod grpc;
 mod http;
 mod nginx;
 pub mod prometheus;

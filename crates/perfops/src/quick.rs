@@ -8,6 +8,9 @@ use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::model::{LoadModel, Rate, Schedule};
 use perfops_core::pipeline::{Pipeline, StageLedger};
+use perfops_core::scenario::grpc::GrpcCall;
+use perfops_core::scenario::template::Template;
+use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_core::units::parse_duration;
 use perfops_engine::{Http2, Protocol, Target, Work};
 use perfops_report::live::LiveLine;
@@ -53,9 +56,13 @@ pub(crate) struct QuickArgs {
     /// A request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header")]
     headers: Vec<String>,
-    /// Request body, or @FILE to read it from a file.
+    /// Request body, or @FILE to read it from a file (gRPC: the message as JSON).
     #[arg(short = 'b', long = "body")]
     body: Option<String>,
+    /// gRPC (grpc:// or grpcs://host:port/package.Service/Method): a .proto
+    /// file that defines the method (repeatable), compiled at run time.
+    #[arg(long = "proto", value_name = "FILE")]
+    protos: Vec<PathBuf>,
     /// Whole-request timeout (connect included), however the body arrives.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     timeout: Duration,
@@ -112,9 +119,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         None => Vec::new(),
     };
     let method = args.method.to_ascii_uppercase();
-    let work = Work::single(&target, &method, &args.headers, &body)
-        .map_err(|e| usage(e.to_string()))?
-        .with_redirects(args.redirects);
+    let work = match target.grpc_method() {
+        Some(call) => grpc_work(&target, call, &args, &body).map_err(|e| usage(e.to_string()))?,
+        None => Work::single(&target, &method, &args.headers, &body)
+            .map_err(|e| usage(e.to_string()))?
+            .with_redirects(args.redirects),
+    };
+    let method = if target.grpc_method().is_some() { "gRPC".to_string() } else { method };
     let duration = match (args.duration, args.requests) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
@@ -217,6 +228,40 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         return Ok(Exit::ThresholdsFailed);
     }
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
+}
+
+/// `quick grpc://host:port/package.Service/Method --proto FILE -b JSON`:
+/// one call, its metadata from `-H`, its message `-b` (`{}` when none).
+fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Result<Work> {
+    let call = GrpcCall::parse(call, Vec::new())
+        .map_err(|e| anyhow::anyhow!("{e}: a gRPC URL is grpc://host:port/package.Service/Method"))?;
+    let mut headers = vec![
+        ("content-type".to_string(), Template::literal("application/grpc")),
+        ("te".to_string(), Template::literal("trailers")),
+    ];
+    for h in &args.headers {
+        let Some((name, value)) = h.split_once(':') else { anyhow::bail!("header `{h}` is not `Name: value`") };
+        if name.trim().is_empty() || h.contains(['\r', '\n']) {
+            anyhow::bail!("header `{h}` is not `Name: value` or contains a line break");
+        }
+        headers.push((name.trim().to_ascii_lowercase(), Template::literal(value.trim())));
+    }
+    let message = if body.is_empty() { "{}".to_string() } else { String::from_utf8_lossy(body).into_owned() };
+    let step = Step {
+        name: format!("{}/{}", call.service, call.method),
+        method: "POST".into(),
+        path: Template::literal(&call.path()),
+        headers,
+        body: Body::Json(vec![JsonPart::Literal(message)]),
+        expect: None,
+        save: Vec::new(),
+        pause: Duration::ZERO,
+        grpc: Some(call),
+    };
+    let mut work =
+        Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());
+    work.resolve_grpc(std::path::Path::new("."), &args.protos)?;
+    Ok(work)
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its

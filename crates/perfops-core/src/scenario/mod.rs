@@ -15,6 +15,7 @@ pub mod diag;
 pub mod extract;
 pub mod feeder;
 mod flow;
+pub mod grpc;
 mod load;
 pub mod redact;
 pub mod sources;
@@ -146,6 +147,9 @@ pub struct Step {
     pub save: Vec<(String, Extractor)>,
     /// Think time after this step.
     pub pause: Duration,
+    /// A gRPC call (`grpc:`): the body is its message as JSON, sent as
+    /// protobuf; its headers carry the metadata.
+    pub grpc: Option<grpc::GrpcCall>,
 }
 
 /// A request body.

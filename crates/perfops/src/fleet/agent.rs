@@ -410,6 +410,8 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
     let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
+    // An agent has no scenario folder: gRPC's .proto files resolve from its working directory.
+    work.resolve_grpc(Path::new("."), &[]).map_err(|e| anyhow!("{e}"))?;
     let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
     crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
     work.globals = globals;
