@@ -75,7 +75,11 @@ server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
 server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler('bench.Echo', {
     'Say': handler(say), 'Count': handler(count, True), 'Private': handler(private),
     'Deadline': handler(deadline)}),))
-port = server.add_insecure_port('127.0.0.1:0')
+if len(sys.argv) > 4:
+    key, cert = open(sys.argv[3], 'rb').read(), open(sys.argv[4], 'rb').read()
+    port = server.add_secure_port('127.0.0.1:0', grpc.ssl_server_credentials([(key, cert)]))
+else:
+    port = server.add_insecure_port('127.0.0.1:0')
 server.start()
 print(port, flush=True)
 server.wait_for_termination()
@@ -84,11 +88,28 @@ server.wait_for_termination()
 /// Start the grpcio server on 127.0.0.1 (h2c). Panics, saying how to
 /// install it, when Debian's python3-grpcio is missing.
 pub fn grpcio_echo(unavailable_every: u32, delay: Duration) -> Python {
+    start(unavailable_every, delay, &[])
+}
+
+/// [`grpcio_echo`] over TLS (grpcs: ALPN h2), with a fresh self-signed
+/// certificate for `127.0.0.1` and `localhost` written beside it in `dir`.
+pub fn grpcio_echo_tls(unavailable_every: u32, delay: Duration, dir: &std::path::Path) -> Python {
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("rcgen: self-signed certificate");
+    let (key, cert) = (dir.join("grpc-key.pem"), dir.join("grpc-cert.pem"));
+    std::fs::write(&key, certified.key_pair.serialize_pem()).expect("write the key");
+    std::fs::write(&cert, certified.cert.pem()).expect("write the certificate");
+    start(unavailable_every, delay, &[key.display().to_string(), cert.display().to_string()])
+}
+
+fn start(unavailable_every: u32, delay: Duration, tls: &[String]) -> Python {
     let ok = std::process::Command::new("/usr/bin/python3")
         .args(["-c", "import grpc"])
         .stderr(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "no grpcio for /usr/bin/python3: install it (apt-get install python3-grpcio)");
-    start_with("/usr/bin/python3", SERVER, &[unavailable_every.to_string(), delay.as_secs_f64().to_string()])
+    let mut args = vec![unavailable_every.to_string(), delay.as_secs_f64().to_string()];
+    args.extend_from_slice(tls);
+    start_with("/usr/bin/python3", SERVER, &args)
 }

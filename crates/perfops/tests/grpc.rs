@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use common::{RUN_LIMIT, Workdir, quick, shared};
-use perfops_testkit::grpc::{ECHO_PROTO, grpcio_echo};
+use perfops_testkit::grpc::{ECHO_PROTO, grpcio_echo, grpcio_echo_tls};
 
 /// The test service's `.proto`, written into `dir`.
 fn proto(dir: &Workdir) -> PathBuf {
@@ -78,6 +78,23 @@ fn server_streams_and_metadata() {
             None => assert_eq!(run.u64("/failed"), 0, "{method} {extra:?}\n{}", run.dump()),
         }
     }
+}
+
+/// gRPC over TLS (`grpcs://`): ALPN h2 with grpcio's TLS, the certificate
+/// accepted with `-k`, refused without it (a `tls` failure).
+#[test]
+fn grpcs_speaks_h2_over_tls() {
+    let _cpu = shared();
+    let dir = Workdir::new("grpcs");
+    let server = grpcio_echo_tls(0, Duration::ZERO, &dir.path);
+    let proto = proto(&dir).display().to_string();
+    let url = format!("grpcs://127.0.0.1:{}/bench.Echo/Say", server.port(0));
+    let run = quick(&["-k", "--proto", &proto, "-b", r#"{"text": "tls"}"#, "-c", "2", "-n", "100", &url]);
+    run.assert_exit(0);
+    assert_eq!((run.u64("/completed"), run.u64("/failed")), (100, 0), "{}", run.dump());
+    assert!(run.json()["protocol"].as_str().unwrap_or_default().starts_with("h2"), "{}", run.dump());
+    let refused = quick(&["--proto", &proto, "-n", "3", "--max-errors", "100", &url]);
+    assert_eq!(refused.failures("tls"), 3, "an unknown certificate\n{}", refused.dump());
 }
 
 /// What cannot be called is a usage error before any load: a method the
