@@ -121,6 +121,24 @@ fn bad_methods_and_messages_are_usage_errors() {
     }
 }
 
+/// `check` compiles a scenario's `.proto` files as `run` does: the example
+/// passes; a method its `.proto` lacks is an input error (exit 2) that names it.
+#[test]
+fn check_compiles_the_proto_files() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/grpc.yaml");
+    let out = common::spawn_perfops(&["check", example], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let dir = Workdir::new("grpc-check");
+    proto(&dir);
+    let scenario = dir.scenario(
+        "bad.yaml",
+        "target: grpc://127.0.0.1:1\nflows: { a: { steps: [ { grpc: bench.Echo/Shout, proto: echo.proto } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+    );
+    let out = common::spawn_perfops(&["check", &scenario.display().to_string()], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains("has no method `Shout`"), "{}", out.stderr);
+}
+
 /// A scenario of gRPC steps: setup saves from an answer's message, a flow
 /// sends it as metadata, checks `grpc_status` and a field of the answer
 /// that says the deadline the server saw (`grpc-timeout` from
