@@ -93,7 +93,8 @@ pub struct H2Config {
     pub keepalive_requests: Option<u32>,
 }
 
-/// nginx speaking HTTP/2 as `config` says, `200 ok\n` for every request,
+/// nginx speaking HTTP/2 as `config` says, `200 ok\n` for every request
+/// but `/reset`, whose streams it resets (`return 444`: `RST_STREAM`),
 /// its access log (`access.log` in [`Nginx::dir`]) one line per request:
 /// `CONNECTION REQUESTS_ON_IT PROTOCOL STATUS` (`$connection
 /// $connection_requests $server_protocol $status`), so that a test sees
@@ -154,6 +155,7 @@ http {{
         {listen}
         default_type text/plain;
         location / {{ return 200 \"ok\\n\"; }}
+        location /reset {{ return 444; }}
     }}
 }}
 "

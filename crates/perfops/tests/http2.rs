@@ -115,6 +115,19 @@ fn a_server_allowing_one_stream_is_sent_one_at_a_time() {
     assert!(run.stdout.contains("Waited for a stream:"), "{}", run.stdout);
 }
 
+/// A stream the server resets (`RST_STREAM`: nginx's `return 444` over
+/// HTTP/2) is a failure of its own kind, and the connection carries on.
+#[test]
+fn a_reset_stream_is_its_own_failure_kind() {
+    let _cpu = shared();
+    let server = kit::nginx_h2(&H2Config::default());
+    let url = format!("h2c://{}/reset", server.addr());
+    let run = quick(&["-c", "1", "-p", "4", "-n", "40", "--workers", "1", "--max-errors", "100", &url]);
+    run.assert_exit(0);
+    assert_eq!(run.failures("reset_stream"), 40, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), 1, "a reset stream leaves its connection up\n{}", run.dump());
+}
+
 /// The open model over HTTP/2: arrivals at their rate, each on a stream
 /// of the worker's connections (opened as the requests in flight need,
 /// `-p` streams to each), latency from the due time as for HTTP/1.1.
