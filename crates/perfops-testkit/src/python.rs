@@ -50,13 +50,14 @@ impl Drop for Python {
 /// Run `script` with `args`; returns once it printed its ports. Panics,
 /// saying how to install it, when there is no python3.
 fn start(script: &str, args: &[String]) -> Python {
-    start_with("python3", script, args)
+    start_with("python3", script, args, &[])
 }
 
 /// [`start`] with the interpreter `python` (Debian's `/usr/bin/python3`,
-/// where Debian's Python packages are).
-pub(crate) fn start_with(python: &str, script: &str, args: &[String]) -> Python {
+/// where Debian's Python packages are) and environment variables `envs`.
+pub(crate) fn start_with(python: &str, script: &str, args: &[String], envs: &[(&str, &str)]) -> Python {
     let mut child = Command::new(python)
+        .envs(envs.iter().copied())
         .arg("-c")
         .arg(script)
         .args(args)
