@@ -4,7 +4,9 @@
 
 use std::time::Duration;
 
-use perfops_core::scenario::{Body, DemoModel, Load, Override, PoolMax, ProcessWatch, PromqlAuth, TargetSpec, parse};
+use perfops_core::scenario::{
+    Body, DemoModel, HttpVersion, Load, Override, PoolMax, ProcessWatch, PromqlAuth, TargetSpec, parse,
+};
 use proptest::prelude::*;
 
 const SEED_A: &str = include_str!("../../../examples/orders.yaml");
@@ -34,6 +36,31 @@ fn seed_scenario_a_decodes() {
     assert_eq!(s.load.duration(), Duration::from_secs(30));
     assert_eq!(s.slo.len(), 3);
     assert_eq!(s.abort_when[0].window, Duration::from_secs(5));
+}
+
+/// #14: `target: h2c://`, `defaults.protocol` and `defaults.http2` decode.
+#[test]
+fn http2_defaults_decode() {
+    let text = r#"
+target: h2c://127.0.0.1:8080
+defaults:
+  protocol: h2
+  http2: { streams: 10, connections: 50, stream_window: 1048576, connection_window: 16777216 }
+flows: { home: { steps: [ { request: GET / } ] } }
+load: { stages: [ { rate: 10, hold: 1s } ] }
+"#;
+    let s = parse("h2.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    assert_eq!(s.target, TargetSpec::Url("h2c://127.0.0.1:8080".into()));
+    assert_eq!(s.defaults.protocol, Some(HttpVersion::H2));
+    let h = s.defaults.http2;
+    assert_eq!(
+        (h.streams, h.connections, h.stream_window, h.connection_window),
+        (Some(10), Some(50), Some(1 << 20), Some(16 << 20))
+    );
+    let plain = "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let s = parse("p.yaml", plain, &[]).unwrap_or_else(|d| panic!("{}", d.render(plain)));
+    assert_eq!(s.defaults.protocol, None, "the scheme decides when nothing is said");
+    assert_eq!(s.defaults.http2.streams, None);
 }
 
 #[test]
@@ -145,6 +172,26 @@ fn every_error_at_once_with_its_position() {
                 "4:68: an empty query",
                 "5:9: `avg(metric(...))`: unknown aggregate",
             ],
+        ),
+        // #14: the HTTP knobs: a protocol this version knows, streams and windows in HTTP/2's bounds
+        (
+            "target: h2c://h:1\ndefaults: { protocol: h3, http2: { streams: 0, stream_window: 10, conections: 5 } }\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &[
+                "2:23: unknown protocol `h3`",
+                "2:45: 0 is out of range",
+                "2:63: 10 is out of range (65535",
+                "2:67: unknown field `conections`",
+            ],
+        ),
+        // #14: gRPC steps: a method that is not package.Service/Method, HTTP fields in a gRPC
+        // step, an unknown status, gRPC fields in an HTTP step
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo, headers: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:32: `bench.Echo` is not `package.Service/Method`", "2:44: `headers` is not part of a gRPC step"],
+        ),
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, message: { t: \"${seq}\" }, expect: { grpc_status: UNAVAILABL } }, { request: GET /, metadata: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:97: unknown gRPC status `UNAVAILABL`", "2:131: `metadata` belongs to a gRPC step"],
         ),
         // bodies are exclusive
         (

@@ -12,7 +12,9 @@ mod chunked;
 mod coalesce;
 pub mod exporter;
 mod framing;
+mod grpc;
 mod http1;
+mod http2;
 mod record;
 mod target;
 mod timer;
@@ -33,12 +35,14 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+pub use grpc::{GrpcError, GrpcMethod};
+pub use http2::{Http2, LARGE_WINDOW};
 /// One second of a run and where its measurements belong: pure data, in
 /// perfops-core, so that what reads a second does not depend on this engine.
 pub use perfops_core::measure::{Interval, Key};
-pub use target::{Target, TargetError};
+pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
-pub use work::{FlowPlan, StepPlan, Work};
+pub use work::{FlowPlan, StepPlan, Work, check_grpc};
 
 use worker::{Msg, Shared, WorkerLoad};
 
@@ -79,6 +83,9 @@ pub struct Plan {
     /// it even when it has passed. That is a late start: what was due is sent
     /// at once, its latency counted from when it was due ([`Outcome::late`]).
     pub keep_start: bool,
+    /// HTTP/2: streams per connection, connections, windows (used when the
+    /// target speaks it).
+    pub http2: Http2,
 }
 
 /// Why a run could not start.
@@ -96,6 +103,12 @@ pub enum EngineError {
     /// The plan asks for nothing.
     #[error("nothing to run: {0}")]
     Empty(&'static str),
+    /// gRPC steps against a target that does not speak HTTP/2.
+    #[error("gRPC needs HTTP/2, and {0} speaks HTTP/1.1: use grpc:// or grpcs:// (or defaults.protocol: h2)")]
+    GrpcOverHttp1(String),
+    /// A gRPC step whose method was not resolved (`Work::resolve_grpc`).
+    #[error("gRPC step `{0}`: its method was not resolved from a .proto file")]
+    GrpcUnresolved(String),
 }
 
 /// What a finished run measured.
@@ -118,6 +131,9 @@ pub struct Outcome {
     /// How long after the planned start the workers were let go (a kept
     /// `start_at` already past: [`Plan::keep_start`]); zero when on time.
     pub late: Duration,
+    /// The HTTP the requests went out in: [`Protocol::Http1`] or
+    /// [`Protocol::H2`] (`https://` is decided by ALPN before the run).
+    pub protocol: Protocol,
 }
 
 /// The collector's view of one second being assembled.
@@ -140,6 +156,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         workers = workers.min(plan.shard.share(u64::from(connections)).max(1) as usize);
     }
     let shared = shared(plan, stop.clone())?;
+    let protocol = shared.protocol;
     let (schedule, closed) = match &plan.load {
         LoadModel::Open { schedule, .. } => (Some(Arc::new(schedule.clone())), None),
         LoadModel::Closed { .. } => (None, Some(Arc::new(plan.load.clone()))),
@@ -168,13 +185,18 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 model: closed.clone().ok_or(EngineError::Empty("no closed model"))?,
             },
         };
+        // HTTP/2: this worker's share of the connections (0: as many as needed).
+        let h2_connections = match plan.http2.connections {
+            0 => 0,
+            n => shard.share(u64::from(n)).max(1) as u32,
+        };
         let (shared, tx, ready, pool) = (shared.clone(), tx.clone(), ready.clone(), pools[id].clone());
         let handle = std::thread::Builder::new()
             .name(format!("perfops-worker-{id}"))
             .spawn(move || {
                 ready.wait();
                 let Ok(start) = start_rx.recv() else { return };
-                worker::run(id, shared, load, start, tx, pool);
+                worker::run(id, shared, load, start, tx, pool, h2_connections);
             })
             .map_err(EngineError::Thread)?;
         handles.push(handle);
@@ -286,19 +308,60 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late })
+    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol })
 }
 
-/// What workers share, built once per run.
+/// What workers share, built once per run: the protocol decided (ALPN asked
+/// once, before the run, for `https://`), the TLS set up for it, and the
+/// literal steps' requests ready in that protocol.
 fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError> {
+    let name = || {
+        ServerName::try_from(plan.target.host.clone()).map_err(|_| EngineError::ServerName(plan.target.host.clone()))
+    };
+    let protocol = match plan.target.protocol {
+        Protocol::Alpn if plan.target.tls => {
+            let offer = TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H2_OR_H1)?);
+            negotiate(&plan.target, offer, name()?, plan.connect_timeout.min(plan.timeout))
+        }
+        Protocol::Alpn => Protocol::Http1,
+        p => p,
+    };
     let tls = if plan.target.tls {
-        let name = ServerName::try_from(plan.target.host.clone())
-            .map_err(|_| EngineError::ServerName(plan.target.host.clone()))?;
-        Some((TlsConnector::from(tls::client_config(plan.insecure)?), name))
+        let alpn = if protocol == Protocol::H2 { tls::ALPN_H2 } else { tls::ALPN_H1 };
+        Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, alpn)?), name()?))
     } else {
         None
     };
+    let steps = || plan.work.flows.iter().flat_map(|f| f.steps.iter());
+    if let Some(step) = steps().find(|s| s.step.grpc.is_some()) {
+        if protocol != Protocol::H2 {
+            return Err(EngineError::GrpcOverHttp1(plan.target.url.to_string()));
+        }
+        if step.grpc.is_none() || steps().any(|s| s.step.grpc.is_some() && s.grpc.is_none()) {
+            return Err(EngineError::GrpcUnresolved(step.step.name.clone()));
+        }
+    }
+    let h2_requests = if protocol == Protocol::H2 {
+        let mut by_step = vec![None; plan.work.step_names.len()];
+        for step in steps() {
+            if let Some(bytes) = &step.cached {
+                // A request that cannot be HTTP/2 is rendered per request
+                // instead, and fails there as a protocol error.
+                by_step[usize::from(step.index)] =
+                    http2::H2Request::from_http1(bytes, plan.target.scheme()).ok().and_then(|r| match &step.grpc {
+                        Some(m) => r.into_grpc(m, plan.timeout).ok(),
+                        None => Some(r),
+                    });
+            }
+        }
+        by_step
+    } else {
+        Vec::new()
+    };
     Ok(Arc::new(Shared {
+        protocol,
+        http2: plan.http2,
+        h2_requests,
         target: plan.target.clone(),
         work: plan.work.clone(),
         tls,
@@ -308,6 +371,26 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         stop,
         stage_ends: plan.stage_ends.clone(),
     }))
+}
+
+/// Which protocol a TLS server picks by ALPN among `h2` and `http/1.1`: one
+/// handshake before the run, so that every connection of the run speaks the
+/// same (a server's choice does not change between connections). A server
+/// that cannot be reached is HTTP/1.1's: the run's own connects will say
+/// what is wrong with it.
+fn negotiate(target: &Target, connector: TlsConnector, name: ServerName<'static>, within: Duration) -> Protocol {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Protocol::Http1 };
+    rt.block_on(async {
+        let handshake = async {
+            let tcp = tokio::net::TcpStream::connect(target.addr).await.ok()?;
+            let tls = connector.connect(name, tcp).await.ok()?;
+            Some(tls.get_ref().1.alpn_protocol() == Some(b"h2"))
+        };
+        match tokio::time::timeout(within, handshake).await {
+            Ok(Some(true)) => Protocol::H2,
+            _ => Protocol::Http1,
+        }
+    })
 }
 
 /// Run the steps of `plan.work`'s first flow once, in order, on one

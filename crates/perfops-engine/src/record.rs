@@ -137,6 +137,17 @@ impl Recorder {
         st.connect.record(took);
     }
 
+    /// HTTP/2: `n` connections the server sent away (`GOAWAY`), seen by a
+    /// request of `key`.
+    pub(crate) fn goaways(&mut self, key: Key, n: u64) {
+        self.at(key).goaways += n;
+    }
+
+    /// HTTP/2: a request found every stream busy and waited for one.
+    pub(crate) fn stream_wait(&mut self, key: Key) {
+        self.at(key).stream_waits += 1;
+    }
+
     /// A TLS handshake that `took` this long.
     pub(crate) fn handshake(&mut self, key: Key, took: Duration) {
         self.at(key).tls.record(took);

@@ -1,4 +1,7 @@
-//! The target of a run: a URL resolved once, before the run.
+//! The target of a run: a URL resolved once, before the run, and the
+//! protocol its scheme asks for (`http://` HTTP/1.1, `https://` HTTP/2 or
+//! HTTP/1.1 as ALPN decides, `h2c://` HTTP/2 in clear text with prior
+//! knowledge), which `defaults.protocol` or `quick --http2` may force.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
@@ -15,8 +18,8 @@ pub enum TargetError {
         /// What the parser said.
         reason: String,
     },
-    /// A scheme other than http or https.
-    #[error("`{0}`: only http:// and https:// URLs are supported")]
+    /// A scheme other than http, https, h2c, grpc or grpcs.
+    #[error("`{0}`: only http://, https://, h2c://, grpc:// and grpcs:// URLs are supported")]
     Scheme(String),
     /// The host name does not resolve.
     #[error("cannot resolve `{host}`: {reason}")]
@@ -29,6 +32,30 @@ pub enum TargetError {
     /// A header that would break the request framing.
     #[error("header `{0}` is not `Name: value` or contains a line break")]
     BadHeader(String),
+}
+
+/// Which HTTP a target speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1 (`http://`, or forced).
+    Http1,
+    /// HTTPS: HTTP/2 if the server's ALPN picks `h2`, else HTTP/1.1.
+    Alpn,
+    /// HTTP/2: over TLS (ALPN `h2` alone), or in clear text with prior
+    /// knowledge (`h2c://`).
+    H2,
+}
+
+impl Protocol {
+    /// The name results and summaries give it: `http/1.1`, `h2`, or
+    /// `h2 or http/1.1` before ALPN has decided.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http/1.1",
+            Protocol::Alpn => "h2 or http/1.1",
+            Protocol::H2 => "h2",
+        }
+    }
 }
 
 /// Where requests go: a resolved address, and what the request line and
@@ -47,20 +74,25 @@ pub struct Target {
     pub authority: String,
     /// Path and query of the request line.
     pub path: String,
+    /// The HTTP it speaks, from its scheme (see [`Target::force`]).
+    pub protocol: Protocol,
 }
 
 impl Target {
     /// Parse and resolve `url` (resolution happens once, before the run).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
         let parsed = Url::parse(url).map_err(|e| TargetError::BadUrl { url: url.into(), reason: e.to_string() })?;
-        let tls = match parsed.scheme() {
-            "http" => false,
-            "https" => true,
+        let (tls, protocol) = match parsed.scheme() {
+            "http" => (false, Protocol::Http1),
+            "https" => (true, Protocol::Alpn),
+            "h2c" | "grpc" => (false, Protocol::H2),
+            "grpcs" => (true, Protocol::H2),
             _ => return Err(TargetError::Scheme(url.into())),
         };
         let host =
             parsed.host_str().ok_or_else(|| TargetError::BadUrl { url: url.into(), reason: "no host".into() })?;
         let port = parsed.port_or_known_default().unwrap_or(if tls { 443 } else { 80 });
+        // `Target::grpc_method` reads the path of a `grpc://` URL.
         let bare = host.trim_start_matches('[').trim_end_matches(']').to_string();
         let addr = (bare.as_str(), port)
             .to_socket_addrs()
@@ -76,7 +108,26 @@ impl Target {
             path.push('?');
             path.push_str(q);
         }
-        Ok(Target { addr, tls, host: bare, authority, path, url: parsed })
+        Ok(Target { addr, tls, host: bare, authority, path, url: parsed, protocol })
+    }
+
+    /// The same target in `protocol` (`defaults.protocol`, `quick
+    /// --http2`): HTTP/2 over `http://` is h2c with prior knowledge, over
+    /// `https://` ALPN offers `h2` alone; HTTP/1.1 over `https://` offers
+    /// `http/1.1` alone.
+    pub fn force(mut self, protocol: Protocol) -> Target {
+        self.protocol = protocol;
+        self
+    }
+
+    /// A `grpc://host:port/package.Service/Method` URL's method (`quick`).
+    pub fn grpc_method(&self) -> Option<&str> {
+        matches!(self.url.scheme(), "grpc" | "grpcs").then(|| self.path.trim_start_matches('/'))
+    }
+
+    /// The `:scheme` of its HTTP/2 requests.
+    pub(crate) fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
     }
 }
 
@@ -92,6 +143,19 @@ mod tests {
         assert_eq!(t.authority, "[::1]");
         assert_eq!(t.host, "::1");
         assert!(matches!(Target::parse("ftp://x/"), Err(TargetError::Scheme(_))));
+        // (URL, TLS, protocol): the scheme says both
+        let cases = [
+            ("http://127.0.0.1:1/", false, Protocol::Http1), // HTTP/1.1 in clear
+            ("https://127.0.0.1:1/", true, Protocol::Alpn),  // ALPN decides
+            ("h2c://127.0.0.1:1/", false, Protocol::H2),     // HTTP/2 with prior knowledge
+            ("grpc://127.0.0.1:1/", false, Protocol::H2),    // gRPC in clear text: h2c
+            ("grpcs://127.0.0.1:1/", true, Protocol::H2),    // gRPC over TLS: ALPN h2 alone
+        ];
+        for (url, tls, protocol) in cases {
+            let t = Target::parse(url).unwrap();
+            assert_eq!((t.tls, t.protocol), (tls, protocol), "{url}");
+        }
+        assert_eq!(Target::parse("h2c://127.0.0.1/").unwrap().addr.port(), 80, "h2c's default port is 80");
         assert!(matches!(Target::parse("nope"), Err(TargetError::BadUrl { .. })));
     }
 }

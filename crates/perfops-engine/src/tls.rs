@@ -32,6 +32,21 @@ pub fn client_config(insecure: bool) -> Result<Arc<ClientConfig>, TlsSetupError>
     client_config_with(insecure, None)
 }
 
+/// ALPN: HTTP/2 first, HTTP/1.1 if the server prefers it (`https://`).
+pub(crate) const ALPN_H2_OR_H1: &[&[u8]] = &[b"h2", b"http/1.1"];
+/// ALPN: HTTP/2 alone (`defaults.protocol: h2` over `https://`).
+pub(crate) const ALPN_H2: &[&[u8]] = &[b"h2"];
+/// ALPN: HTTP/1.1 alone.
+pub(crate) const ALPN_H1: &[&[u8]] = &[b"http/1.1"];
+
+/// [`client_config`] offering the protocols of `alpn`, in that order of preference.
+pub(crate) fn client_config_alpn(insecure: bool, alpn: &[&[u8]]) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let config = client_config_with(insecure, None)?;
+    let mut config = Arc::unwrap_or_clone(config);
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(Arc::new(config))
+}
+
 /// [`client_config`], also trusting the certificates of a PEM file (a cluster's own CA).
 pub fn client_config_with(insecure: bool, ca_file: Option<&Path>) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let mut extra = Vec::new();

@@ -7,11 +7,14 @@
 //! nothing.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use perfops_core::scenario::feeder::Feeder;
 use perfops_core::scenario::template::{Escape, MissingVar, Template, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step};
 
+use crate::grpc::{GrpcError, GrpcMethod, Resolver};
 use crate::target::{Target, TargetError};
 
 /// Everything an arrival may do.
@@ -61,6 +64,8 @@ pub struct StepPlan {
     pub head: bool,
     /// The response's head and body are needed (`save`, `expect`).
     pub capture: bool,
+    /// A gRPC step's method, once resolved ([`Work::resolve_grpc`]).
+    pub grpc: Option<Arc<GrpcMethod>>,
 }
 
 /// The values visible to one arrival's templates.
@@ -141,7 +146,7 @@ impl Work {
                     step_names.push(step.name.clone());
                     let capture = !step.save.is_empty() || step.expect.is_some();
                     let head = step.method.eq_ignore_ascii_case("HEAD");
-                    StepPlan { index, step, cached: None, head, capture }
+                    StepPlan { index, step, cached: None, head, capture, grpc: None }
                 })
                 .collect();
             plans.push(FlowPlan { name, steps });
@@ -196,8 +201,29 @@ impl Work {
             expect: None,
             save: Vec::new(),
             pause: std::time::Duration::ZERO,
+            grpc: None,
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
+    }
+
+    /// Resolve the gRPC steps' methods: each step's `proto` files (relative
+    /// to `base`, the scenario's folder) and `extra` ones (`--proto`),
+    /// compiled once per set; a literal message is checked against its
+    /// method's input type here, before the run.
+    pub fn resolve_grpc(&mut self, base: &Path, extra: &[PathBuf]) -> Result<(), GrpcError> {
+        let mut resolver = Resolver::default();
+        for step in self.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
+            let Some(call) = &step.step.grpc else { continue };
+            let mut protos: Vec<PathBuf> = call.protos.iter().map(|p| base.join(p)).collect();
+            protos.extend(extra.iter().cloned());
+            let method = resolver.resolve(protos, &call.service, &call.method)?;
+            if let Some(bytes) = &step.cached {
+                let body = bytes.windows(4).position(|w| w == b"\r\n\r\n").map_or(&[][..], |i| &bytes[i + 4..]);
+                method.check(body)?;
+            }
+            step.grpc = Some(method);
+        }
+        Ok(())
     }
 
     /// Follow up to `hops` redirects within the target (responses are then
@@ -338,6 +364,21 @@ impl Work {
         out.extend_from_slice(body);
         missing
     }
+}
+
+/// Check a gRPC `step` as [`Work::resolve_grpc`] would (its `.proto` files
+/// relative to `base`, the method, a literal message), without a plan:
+/// `check` says what `run` would refuse.
+pub fn check_grpc(base: &Path, step: &Step) -> Result<(), GrpcError> {
+    let Some(call) = &step.grpc else { return Ok(()) };
+    let protos: Vec<PathBuf> = call.protos.iter().map(|p| base.join(p)).collect();
+    let method = Resolver::default().resolve(protos, &call.service, &call.method)?;
+    if let Body::Json(parts) = &step.body
+        && let [JsonPart::Literal(json)] = parts.as_slice()
+    {
+        method.check(json.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// A stride near 7919 that visits every slot of a cycle of `n` (coprime with `n`).

@@ -18,6 +18,14 @@
 //! its task starts: the send time of a request on a kept connection. A new
 //! connection's send time is when its connect (and TLS handshake) ended, an
 //! instant [`Worker::connect`] reads anyway to time them.
+//!
+//! HTTP/2 (`http2`) takes another road from [`Worker::perform`]: its
+//! connections are the worker's, shared by every request in flight on it
+//! (a `Pool`), not a slot of the caller's; a request takes a stream on one
+//! of them. What it hands the [`Recorder`] is the same `Answer` or
+//! `Failure`, so latency, service time and every sink mean the same. The
+//! choice is one branch per request on the run's protocol, decided before
+//! the run: the HTTP/1.1 path is as it was.
 
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, VecDeque};
@@ -33,6 +41,7 @@ use std::time::Duration;
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_core::model::{LoadModel, Schedule, Shard, Turn};
 use perfops_core::scenario::extract::ParsedBody;
+use perfops_core::scenario::grpc::GrpcCode;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio::sync::Notify;
@@ -42,8 +51,9 @@ use tokio_rustls::TlsConnector;
 
 use crate::coalesce;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
+use crate::http2::{self, Captured, H2Request, Http2, Lease, Pool as H2Pool, Take};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
-use crate::target::Target;
+use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;
 use crate::work::{ArrivalVars, FlowPlan, StepPlan, Work};
 
@@ -89,6 +99,12 @@ pub(crate) struct Shared {
     pub(crate) stop: Arc<AtomicBool>,
     /// End offset of each stage (empty: one stage).
     pub(crate) stage_ends: Vec<Duration>,
+    /// The protocol of every connection: [`Protocol::Http1`] or [`Protocol::H2`].
+    pub(crate) protocol: Protocol,
+    /// HTTP/2's knobs.
+    pub(crate) http2: Http2,
+    /// HTTP/2: the literal steps' requests, by step index (empty for HTTP/1.1).
+    pub(crate) h2_requests: Vec<Option<H2Request>>,
 }
 
 impl Shared {
@@ -158,6 +174,20 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The failure of a gRPC answer (HTTP 200) with status `code` (`None`: no
+/// `grpc-status` at all, not a gRPC answer), given the codes the step's
+/// `expect: { grpc_status }` lets pass (`None`: OK alone).
+fn grpc_failure(code: Option<u32>, expected: Option<&[GrpcCode]>) -> Option<FailureKind> {
+    let Some(code) = code else { return Some(FailureKind::Protocol) };
+    match expected {
+        None => FailureKind::of_grpc_status(code),
+        Some(codes) if codes.iter().any(|c| c.0 == code) => None,
+        // Not what was expected: an error status counts as itself, an
+        // unexpected OK as a failed check.
+        Some(_) => FailureKind::of_grpc_status(code).or(Some(FailureKind::CheckFailed)),
+    }
+}
+
 /// A timer for [`within`], its deadline to be set before use.
 fn new_timer() -> Sleep {
     sleep_until(Instant::now() + Duration::from_secs(86_400))
@@ -178,6 +208,8 @@ struct Worker {
     drained: Notify,
     /// The interval the ticker is filling.
     interval: Cell<u32>,
+    /// HTTP/2: this worker's connections (`None` for HTTP/1.1).
+    h2: Option<H2Pool>,
 }
 
 /// What finished requests leave for the next ones, so that the hot path
@@ -290,7 +322,15 @@ struct Ended {
 }
 
 /// Run one worker to completion on the current thread.
-pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Instant, tx: Sender<Msg>, pool: Pool) {
+pub(crate) fn run(
+    id: usize,
+    shared: Arc<Shared>,
+    load: WorkerLoad,
+    start: Instant,
+    tx: Sender<Msg>,
+    pool: Pool,
+    h2_connections: u32,
+) {
     // Lower this thread's timer slack (default 50 µs) so the kernel does not
     // stretch the open-model pacer's timer or a closed loop's naps. A failure
     // only costs precision.
@@ -303,7 +343,7 @@ pub(crate) fn run(id: usize, shared: Arc<Shared>, load: WorkerLoad, start: Insta
         return;
     };
     let local = tokio::task::LocalSet::new();
-    let w = Rc::new(Worker::new(id, start, shared));
+    let w = Rc::new(Worker::new(id, start, shared, h2_connections));
     *w.rec.borrow_mut() = Recorder::with_pool(pool);
     let closed = matches!(load, WorkerLoad::Closed { .. });
     local.block_on(&rt, async {
@@ -389,7 +429,7 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
-        let w = Rc::new(Worker::new(0, Instant::now(), shared.clone()));
+        let w = Rc::new(Worker::new(0, Instant::now(), shared.clone(), 1));
         let mut conn = None;
         let mut timer = std::pin::pin!(new_timer());
         let rows = w.rows(0);
@@ -411,8 +451,9 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
 }
 
 impl Worker {
-    fn new(id: usize, start: Instant, shared: Arc<Shared>) -> Worker {
+    fn new(id: usize, start: Instant, shared: Arc<Shared>, h2_connections: u32) -> Worker {
         Worker {
+            h2: (shared.protocol == Protocol::H2).then(|| H2Pool::new(shared.http2, h2_connections)),
             id,
             start,
             vars: RefCell::new(shared.work.globals.clone()),
@@ -438,6 +479,9 @@ impl Worker {
             self.interval.set(k + 1);
             if let Some(cutoff) = Instant::now().checked_sub(IDLE_CLOSE) {
                 self.spares.borrow_mut().close_idle(cutoff);
+                if let Some(h2) = &self.h2 {
+                    h2.close_idle(cutoff);
+                }
             }
             if closed {
                 coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
@@ -619,6 +663,13 @@ impl Worker {
     /// is its flow's last step or failed with an answer). Leaves the
     /// connection in `conn` when it can be reused.
     async fn perform(&self, conn: &mut Option<Box<Conn>>, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        if let Some(pool) = &self.h2 {
+            // Boxed: inline, HTTP/2's future (its connect, handshake and
+            // stream) would make every HTTP/1.1 request's future as large,
+            // and the #12 budget of 10,000 connections in 100 MiB is per
+            // task. One allocation per HTTP/2 request, beside h2's own.
+            return Box::pin(self.perform_h2(pool, timer, req)).await;
+        }
         let shared = &*self.shared;
         let step = req.step;
         let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
@@ -673,7 +724,7 @@ impl Worker {
                 let mut failure = FailureKind::of_status(response.status);
                 if failure.is_none()
                     && step.capture
-                    && !conn.as_deref().is_some_and(|c| self.check_and_save(step, response.status, c))
+                    && !conn.as_deref().is_some_and(|c| self.check_and_save_h1(step, response.status, c))
                 {
                     failure = Some(FailureKind::CheckFailed);
                 }
@@ -747,21 +798,200 @@ impl Worker {
         }
     }
 
-    /// Run the step's `expect` and `save` on the captured response.
-    fn check_and_save(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
+    /// [`Worker::perform`] over HTTP/2: the request goes out on a stream of
+    /// one of the worker's connections (`pool`), whoever opened it.
+    async fn perform_h2(&self, pool: &H2Pool, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        let shared = &*self.shared;
+        let step = req.step;
+        let rendered_request;
+        let request = match shared.h2_requests.get(usize::from(step.index)).and_then(Option::as_ref) {
+            Some(r) => Some(r),
+            None => {
+                let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
+                let work = &*shared.work;
+                {
+                    let vars = self.vars.borrow();
+                    let av = ArrivalVars {
+                        saved: &vars,
+                        env: &work.env,
+                        seq: req.seq,
+                        feeders: &work.feeders,
+                        rows: req.rows,
+                    };
+                    // A missing value renders empty; the server's answer says the rest.
+                    let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                }
+                rendered_request =
+                    H2Request::from_http1(&rendered, shared.target.scheme()).ok().and_then(|r| match &step.grpc {
+                        Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                        None => Some(r),
+                    });
+                self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                rendered_request.as_ref()
+            }
+        };
+        self.rec.borrow_mut().sent(req.key);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        // Counts the bytes written as it goes: a request cut at the run's end counts them too.
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
+        timer.as_mut().reset(req.start + shared.timeout);
+        let mut captured = step.capture.then(Captured::default);
+        let outcome = match request {
+            Some(request) => {
+                let bytes_out = &mut in_flight.bytes_out;
+                self.exchange_h2(pool, timer.as_mut(), request, &req, captured.as_mut(), bytes_out).await
+            }
+            // A header HTTP/2 cannot carry (a templated value that renders badly).
+            None => Err((FailureKind::Protocol, None)),
+        };
+        let bytes_out = in_flight.bytes_out;
+        in_flight.done = true;
+        match outcome {
+            Ok((response, grpc_status, sent)) => {
+                let mut failure = FailureKind::of_status(response.status);
+                if failure.is_none()
+                    && let Some(m) = &step.grpc
+                {
+                    failure =
+                        grpc_failure(grpc_status, step.step.expect.as_ref().and_then(|e| e.grpc_status.as_deref()));
+                    if let Some(c) = captured.as_mut() {
+                        // `save` and `expect` read the answer's first message as JSON.
+                        c.body = m.first_as_json(&c.body).unwrap_or_default();
+                    }
+                }
+                if failure.is_none()
+                    && let Some(c) = &captured
+                {
+                    let pairs: Vec<(&str, &[u8])> =
+                        c.headers.iter().chain(c.trailers.iter()).map(|(n, v)| (n.as_str(), v.as_bytes())).collect();
+                    if !self.check_and_save(step, response.status, &pairs, &c.body) {
+                        failure = Some(FailureKind::CheckFailed);
+                    }
+                }
+                let ends_iteration = req.last || failure.is_some();
+                let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
+                self.rec.borrow_mut().answered(req.key, &answer);
+                Ended { at: response.last_byte, failed: failure.is_some() }
+            }
+            Err((kind, sent)) => {
+                let at = Instant::now();
+                let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+                self.rec.borrow_mut().failed(req.key, &failure);
+                Ended { at, failed: true }
+            }
+        }
+    }
+
+    /// Send `request` on a stream (see [`Worker::h2_stream`]) and read the
+    /// response before `timer` fires. A request the server did not process
+    /// (its connection went away first) goes again on another connection,
+    /// twice at most. Returns the response and when the request was sent:
+    /// `req.start`, or when its stream was ready if it waited for one or for
+    /// a new connection (connect, TLS and the wait are not service time).
+    async fn exchange_h2(
+        &self,
+        pool: &H2Pool,
+        mut timer: Pin<&mut Sleep>,
+        request: &H2Request,
+        req: &Request<'_>,
+        mut captured: Option<&mut Captured>,
+        bytes_out: &mut u64,
+    ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
+        let mut sent = req.start;
+        let mut again = 0;
+        loop {
+            let lease = match within(timer.as_mut(), self.h2_stream(pool, req.key)).await {
+                Some(Ok((lease, ready))) => {
+                    if let Some(ready) = ready {
+                        sent = ready;
+                    }
+                    lease
+                }
+                Some(Err(kind)) => return Err((kind, None)),
+                None => return Err((FailureKind::Timeout, None)),
+            };
+            *bytes_out += request.bytes_out();
+            if let Some(c) = captured.as_deref_mut() {
+                c.body.clear();
+            }
+            match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut())).await {
+                Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
+                Some(Err(e)) if e.again && again < 2 => again += 1,
+                Some(Err(e)) => return Err((e.kind, Some(sent))),
+                None => return Err((FailureKind::Timeout, Some(sent))),
+            }
+        }
+    }
+
+    /// A stream for a request of `key`: on a connection with room, on a new
+    /// one, or after waiting for one (see `http2`'s sketch). Returns when it
+    /// was ready, if it was not at once.
+    async fn h2_stream(&self, pool: &H2Pool, key: Key) -> Result<(Lease, Option<Instant>), FailureKind> {
+        let mut waited = false;
+        loop {
+            let goaways = pool.prune();
+            if goaways > 0 {
+                self.rec.borrow_mut().goaways(key, goaways);
+            }
+            match pool.take() {
+                Take::Stream(lease) => return Ok((lease, waited.then(Instant::now))),
+                Take::AwaitOpening => {
+                    let _waiting = pool.awaiting_open();
+                    pool.changed().await;
+                }
+                Take::Full => {
+                    if !waited {
+                        waited = true;
+                        self.rec.borrow_mut().stream_wait(key);
+                    }
+                    pool.changed().await;
+                }
+                Take::Open => {
+                    let opening = pool.opening();
+                    let (stream, _, deadline) = self.connect_stream(key).await?;
+                    if let Stream::Tls(tls) = &stream
+                        && tls.get_ref().1.alpn_protocol() != Some(b"h2")
+                    {
+                        // Asked for h2 alone, and the server would not speak it.
+                        return Err(FailureKind::Protocol);
+                    }
+                    let handshake = http2::handshake(stream, &pool.settings, pool.notifier(), pool.new_state());
+                    let (send, state) = match timeout_at(deadline, handshake).await {
+                        Ok(Ok(pair)) => pair,
+                        Ok(Err(kind)) => return Err(kind),
+                        Err(_) => return Err(FailureKind::ConnectTimeout),
+                    };
+                    drop(opening);
+                    return Ok((pool.add(send, state), Some(Instant::now())));
+                }
+            }
+        }
+    }
+
+    /// Run the step's `expect` and `save` on the response captured on `c`.
+    fn check_and_save_h1(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut resp = httparse::Response::new(&mut headers);
         let _ = resp.parse(&c.head);
         let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
-        let body = ParsedBody::new(&c.body);
+        self.check_and_save(step, status, &pairs, &c.body)
+    }
+
+    /// Run the step's `expect` and `save` on a response's header fields
+    /// (`pairs`) and body.
+    fn check_and_save(&self, step: &StepPlan, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) -> bool {
+        let body = ParsedBody::new(body);
         if let Some(expect) = &step.step.expect
-            && expect.check_from(status, &pairs, &body).is_some()
+            && expect.check_from(status, pairs, &body).is_some()
         {
             return false;
         }
         let mut ok = true;
         for (name, extractor) in &step.step.save {
-            match extractor.extract_from(&pairs, &body) {
+            match extractor.extract_from(pairs, &body) {
                 Some(v) => {
                     self.vars.borrow_mut().insert(name.clone(), v);
                 }
@@ -776,6 +1006,13 @@ impl Worker {
     /// Boxed: a connection moves through every request's futures and their
     /// results, and a pointer is cheaper to move than the whole `Conn`.
     async fn connect(&self, key: Key) -> Result<(Box<Conn>, Instant), FailureKind> {
+        let (stream, ready, _) = self.connect_stream(key).await?;
+        Ok((Box::new(Conn::new(stream)), ready))
+    }
+
+    /// Open a TCP connection (and TLS session), recording how long each
+    /// took; returns it, when it was ready and the connect's deadline.
+    async fn connect_stream(&self, key: Key) -> Result<(Stream, Instant, Instant), FailureKind> {
         let shared = &*self.shared;
         let t0 = Instant::now();
         let deadline = t0 + shared.connect_timeout;
@@ -802,7 +1039,7 @@ impl Worker {
                 }
             }
         };
-        Ok((Box::new(Conn::new(stream)), ready))
+        Ok((stream, ready, deadline))
     }
 }
 
@@ -837,6 +1074,27 @@ mod tests {
         timer.as_mut().reset(Instant::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(within(timer.as_mut(), std::future::ready(7)).await, Some(7));
+    }
+
+    /// A gRPC answer's status against what the step expects.
+    #[test]
+    fn grpc_statuses_fail_as_their_kind_unless_expected() {
+        use FailureKind::*;
+        let (ok, unavailable) = (GrpcCode(0), GrpcCode(14));
+        // (grpc-status, expected codes, failure)
+        type Case<'a> = (Option<u32>, Option<&'a [GrpcCode]>, Option<FailureKind>);
+        let cases: [Case<'_>; 7] = [
+            (Some(0), None, None),                              // OK, nothing said: passes
+            (Some(14), None, Some(GrpcUnavailable)),            // an error status counts as itself
+            (Some(99), None, Some(GrpcUnknown)),                // an unknown code, as gRPC reads it
+            (None, None, Some(Protocol)),                       // no grpc-status: not a gRPC answer
+            (Some(14), Some(&[ok, unavailable]), None),         // expected: passes
+            (Some(5), Some(&[ok]), Some(GrpcNotFound)),         // not expected: its own kind
+            (Some(0), Some(&[unavailable]), Some(CheckFailed)), // an unexpected OK: a failed check
+        ];
+        for (i, (code, expected, want)) in cases.into_iter().enumerate() {
+            assert_eq!(grpc_failure(code, expected), want, "case {i}");
+        }
     }
 
     /// #12: a request whose every read is ready at once (an endless body

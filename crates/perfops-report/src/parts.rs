@@ -54,6 +54,12 @@ pub struct PartLine {
     pub bytes_out: u64,
     /// Connections opened.
     pub connects: u64,
+    /// HTTP/2: connections sent away by the server (absent when none).
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub goaways: u64,
+    /// HTTP/2: requests that waited for a free stream (absent when none).
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub stream_waits: u64,
 }
 
 /// The histograms of a part, by the name its tag starts with.
@@ -112,6 +118,8 @@ pub fn part_lines(iv: &Interval) -> Vec<PartLine> {
             bytes_in: st.bytes_in,
             bytes_out: st.bytes_out,
             connects: st.connects,
+            goaways: st.goaways,
+            stream_waits: st.stream_waits,
         })
         .collect()
 }
@@ -194,6 +202,8 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
                 bytes_in: p.bytes_in,
                 bytes_out: p.bytes_out,
                 connects: p.connects,
+                goaways: p.goaways,
+                stream_waits: p.stream_waits,
                 ..Stats::default()
             };
             for (kind, n) in &p.failures {

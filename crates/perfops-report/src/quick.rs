@@ -31,6 +31,9 @@ pub struct QuickSetup {
     pub target_rate: Option<f64>,
     /// Open model: in-flight cap.
     pub max_in_flight: Option<u32>,
+    /// The protocol the requests went out in (`http/1.1`, `h2`), with the
+    /// streams per connection for HTTP/2.
+    pub protocol: String,
 }
 
 /// The generator's own resource use.
@@ -102,6 +105,12 @@ pub struct QuickSummary {
     pub bytes_out: u64,
     /// Connections opened.
     pub connects: u64,
+    /// HTTP/2: connections the server sent away (`GOAWAY`) and that were replaced.
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub goaways: u64,
+    /// HTTP/2: requests that waited for a free stream.
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub stream_waits: u64,
     /// Latency from the intended start of every request that ended
     /// (failures at the time they took), ms.
     pub latency_ms: HistogramSummary,
@@ -161,6 +170,8 @@ impl QuickSummary {
             bytes_in: total.bytes_in,
             bytes_out: total.bytes_out,
             connects: total.connects,
+            goaways: total.goaways,
+            stream_waits: total.stream_waits,
             latency_ms: total.latency.summary(),
             service_ms: total.service.summary(),
             latency_ok_ms: total.latency_ok.summary(),
@@ -247,6 +258,9 @@ impl QuickSummary {
         let row = |o: &mut String, k: &str, v: String| {
             let _ = writeln!(o, "{k:<24}{v}");
         };
+        if !self.setup.protocol.is_empty() {
+            row(&mut o, "Protocol:", self.setup.protocol.clone());
+        }
         row(&mut o, "Time taken for tests:", format!("{:.3} seconds", self.elapsed_s));
         row(&mut o, "Complete requests:", self.completed.to_string());
         row(&mut o, "Failed requests:", self.failed.to_string());
@@ -283,6 +297,16 @@ impl QuickSummary {
         row(&mut o, "Transfer rate:", format!("{:.2} [Kbytes/sec] received", self.bytes_in as f64 / 1024.0 / secs));
         row(&mut o, "", format!("{:.2} kb/s sent", self.bytes_out as f64 / 1024.0 / secs));
         row(&mut o, "Connections opened:", self.connects.to_string());
+        if self.goaways > 0 {
+            row(&mut o, "GOAWAY received:", format!("{} (connections the server ended, replaced)", self.goaways));
+        }
+        if self.stream_waits > 0 {
+            row(
+                &mut o,
+                "Waited for a stream:",
+                format!("{} (every stream busy: the wait is latency, not service time)", self.stream_waits),
+            );
+        }
 
         let _ = writeln!(o, "\nConnection Times (ms)");
         let _ = writeln!(o, "                min    mean[+/-sd]  median      max");
@@ -426,6 +450,7 @@ mod tests {
             connections: Some(users),
             target_rate: None,
             max_in_flight: None,
+            protocol: String::new(),
         };
         let generator = GeneratorUse {
             workers: 1,
@@ -484,6 +509,7 @@ mod tests {
             connections: Some(4),
             target_rate: None,
             max_in_flight: None,
+            protocol: String::new(),
         };
         let q = QuickSummary::new(
             setup,
@@ -536,6 +562,7 @@ mod tests {
             connections: None,
             target_rate: Some(500.0),
             max_in_flight: Some(10),
+            protocol: String::new(),
         };
         let q = QuickSummary::new(setup, &stats, Duration::from_secs(2), GeneratorUse::default(), false);
         let t = q.text();

@@ -85,6 +85,13 @@ pub struct SeriesLine {
     pub bytes_in: u64,
     /// Request bytes.
     pub bytes_out: u64,
+    /// HTTP/2: connections the server sent away (`GOAWAY`) and replaced
+    /// (absent when none, and before HTTP/2).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub goaways: u64,
+    /// HTTP/2: requests that waited for a free stream (absent when none).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub stream_waits: u64,
     /// By step name.
     pub steps: BTreeMap<String, StepSecond>,
     /// Shards and merges only (#13): the second by (stage, step) key, its
@@ -92,6 +99,10 @@ pub struct SeriesLine {
     /// of several generators add up exactly. Absent otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub parts: Vec<crate::parts::PartLine>,
+}
+
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn one_second() -> f64 {

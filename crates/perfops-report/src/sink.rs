@@ -99,6 +99,8 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         service_ms: st.service.summary(),
         bytes_in: st.bytes_in,
         bytes_out: st.bytes_out,
+        goaways: st.goaways,
+        stream_waits: st.stream_waits,
         steps,
         parts: Vec::new(),
     }

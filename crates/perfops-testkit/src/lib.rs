@@ -14,6 +14,7 @@
 //! where it needs a real Prometheus to scrape and query, [`prometheus`] starts
 //! Debian's.
 
+pub mod grpc;
 mod http;
 mod nginx;
 pub mod prometheus;
@@ -30,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
-pub use crate::nginx::{Guard, Nginx, nginx, nginx_guarding, nginx_holding};
+pub use crate::nginx::{Guard, H2Config, Nginx, access_log, nginx, nginx_guarding, nginx_h2, nginx_holding};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.

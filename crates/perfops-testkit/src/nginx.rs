@@ -79,6 +79,89 @@ pub fn nginx_guarding(upstream: SocketAddr, guard: &Guard) -> Nginx {
     start(move |port| guarding_config(port, upstream, &token), &files)
 }
 
+/// How [`nginx_h2`] serves HTTP/2.
+#[derive(Debug, Clone, Default)]
+pub struct H2Config {
+    /// Over TLS (ALPN `h2` and `http/1.1`, a fresh self-signed certificate
+    /// for `127.0.0.1`, `cert.pem` in [`Nginx::dir`]); else in clear text
+    /// (h2c with prior knowledge: nginx 1.22's `listen ... http2` without `ssl`).
+    pub tls: bool,
+    /// `http2_max_concurrent_streams` (nginx's default: 128).
+    pub max_concurrent_streams: Option<u32>,
+    /// `keepalive_requests`: after this many requests on a connection nginx
+    /// sends `GOAWAY` (it applies to HTTP/2 since 1.19.7).
+    pub keepalive_requests: Option<u32>,
+}
+
+/// nginx speaking HTTP/2 as `config` says, `200 ok\n` for every request
+/// but `/reset`, whose streams it resets (`return 444`: `RST_STREAM`),
+/// its access log (`access.log` in [`Nginx::dir`]) one line per request:
+/// `CONNECTION REQUESTS_ON_IT PROTOCOL STATUS` (`$connection
+/// $connection_requests $server_protocol $status`), so that a test sees
+/// which requests shared a connection.
+pub fn nginx_h2(config: &H2Config) -> Nginx {
+    let mut files = Vec::new();
+    if config.tls {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("rcgen: self-signed certificate");
+        files.push(("cert.pem", certified.cert.pem()));
+        files.push(("key.pem", certified.key_pair.serialize_pem()));
+    }
+    let c = config.clone();
+    start(move |port| h2_config(port, &c), &files)
+}
+
+/// The lines of an [`nginx_h2`]'s access log: (connection, requests on it so far, protocol, status).
+pub fn access_log(n: &Nginx) -> Vec<(u64, u64, String, u16)> {
+    let text = std::fs::read_to_string(n.dir.join("access.log")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.to_string(), f.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn h2_config(port: u16, c: &H2Config) -> String {
+    let listen = if c.tls {
+        format!(
+            "listen 127.0.0.1:{port} ssl http2 backlog=4096;\n        ssl_certificate cert.pem;\n        ssl_certificate_key key.pem;"
+        )
+    } else {
+        format!("listen 127.0.0.1:{port} http2 backlog=4096;")
+    };
+    let streams = c.max_concurrent_streams.map_or(String::new(), |n| format!("http2_max_concurrent_streams {n};"));
+    let requests = c.keepalive_requests.unwrap_or(100_000_000);
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+worker_rlimit_nofile 8192;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    log_format conn '$connection $connection_requests $server_protocol $status';
+    access_log access.log conn;
+    keepalive_timeout 65s;
+    keepalive_requests {requests};
+    {streams}
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    server {{
+        {listen}
+        default_type text/plain;
+        location / {{ return 200 \"ok\\n\"; }}
+        location /reset {{ return 444; }}
+    }}
+}}
+"
+    )
+}
+
 impl Nginx {
     /// Its prefix directory: `cert.pem` of [`nginx_guarding`] is there.
     pub fn dir(&self) -> &std::path::Path {

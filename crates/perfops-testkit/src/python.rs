@@ -50,7 +50,14 @@ impl Drop for Python {
 /// Run `script` with `args`; returns once it printed its ports. Panics,
 /// saying how to install it, when there is no python3.
 fn start(script: &str, args: &[String]) -> Python {
-    let mut child = Command::new("python3")
+    start_with("python3", script, args, &[])
+}
+
+/// [`start`] with the interpreter `python` (Debian's `/usr/bin/python3`,
+/// where Debian's Python packages are) and environment variables `envs`.
+pub(crate) fn start_with(python: &str, script: &str, args: &[String], envs: &[(&str, &str)]) -> Python {
+    let mut child = Command::new(python)
+        .envs(envs.iter().copied())
         .arg("-c")
         .arg(script)
         .args(args)
@@ -58,7 +65,7 @@ fn start(script: &str, args: &[String]) -> Python {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot run python3 ({e}): install it (apt-get install python3)"));
+        .unwrap_or_else(|e| panic!("cannot run {python} ({e}): install it (apt-get install python3)"));
     let mut line = String::new();
     let read = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
     let ports: Vec<u16> = line.split_whitespace().filter_map(|p| p.parse().ok()).collect();

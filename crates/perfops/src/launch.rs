@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{Measured, Notice, Pipeline};
-use perfops_engine::{Outcome, Plan, Target, Work};
+use perfops_core::scenario::{Defaults, HttpVersion};
+use perfops_engine::{Http2, Outcome, Plan, Protocol, Target, Work};
 
 /// What every load of one command shares.
 #[derive(Debug, Clone)]
@@ -28,6 +29,8 @@ pub(crate) struct PlanBase {
     pub(crate) workers: usize,
     /// At the load's end, wait for the requests in flight instead of cutting them.
     pub(crate) wait_in_flight: bool,
+    /// HTTP/2's knobs (used when the target speaks it).
+    pub(crate) http2: Http2,
 }
 
 impl PlanBase {
@@ -52,7 +55,29 @@ impl PlanBase {
             shard: Shard::WHOLE,
             start_at: None,
             keep_start: false,
+            http2: self.http2,
         }
+    }
+
+    /// With a scenario's `defaults.protocol` (forcing the target's) and
+    /// `defaults.http2` (each knob given replacing the default).
+    pub(crate) fn with_http(mut self, defaults: &Defaults) -> PlanBase {
+        if let Some(p) = defaults.protocol {
+            let forced = match p {
+                HttpVersion::Http1 => Protocol::Http1,
+                HttpVersion::H2 => Protocol::H2,
+            };
+            self.target = self.target.force(forced);
+        }
+        let o = &defaults.http2;
+        let d = Http2::default();
+        self.http2 = Http2 {
+            streams: o.streams.unwrap_or(d.streams),
+            connections: o.connections.unwrap_or(d.connections),
+            stream_window: o.stream_window.unwrap_or(d.stream_window),
+            connection_window: o.connection_window.unwrap_or(d.connection_window),
+        };
+        self
     }
 }
 

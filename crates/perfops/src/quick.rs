@@ -8,8 +8,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::model::{LoadModel, Rate, Schedule};
 use perfops_core::pipeline::{Pipeline, StageLedger};
+use perfops_core::scenario::grpc::GrpcCall;
+use perfops_core::scenario::template::Template;
+use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Target, Work};
+use perfops_engine::{Http2, Protocol, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
@@ -20,11 +23,24 @@ use crate::{Exit, UsageError};
 /// Flags of `perfops quick`.
 #[derive(Debug, Args)]
 pub(crate) struct QuickArgs {
-    /// The URL to load (http:// or https://).
+    /// The URL to load (http://, https:// where ALPN picks h2 or http/1.1, or
+    /// h2c:// for HTTP/2 in clear text).
     url: String,
-    /// Closed model: this many connections, each looping request -> response.
+    /// Closed model: this many connections, each looping request -> response
+    /// (with HTTP/2, each carrying -p streams).
     #[arg(short = 'c', long = "connections", conflicts_with = "rate")]
     connections: Option<u32>,
+    /// Speak HTTP/2 whatever the scheme says: h2c with prior knowledge over
+    /// http://, ALPN h2 alone over https://.
+    #[arg(long, conflicts_with = "http1")]
+    http2: bool,
+    /// Speak HTTP/1.1 even where ALPN would pick h2.
+    #[arg(long)]
+    http1: bool,
+    /// HTTP/2: streams in flight per connection (oha's -p). Closed model:
+    /// -c connections x -p streams users. Default 1 closed (as oha), 100 open.
+    #[arg(short = 'p', long = "parallel", value_name = "STREAMS")]
+    parallel: Option<u32>,
     /// Open model: this many requests per second, whatever the server does (e.g. 500, 30000/m, 2k).
     #[arg(short = 'r', long = "rate")]
     rate: Option<Rate>,
@@ -40,9 +56,13 @@ pub(crate) struct QuickArgs {
     /// A request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header")]
     headers: Vec<String>,
-    /// Request body, or @FILE to read it from a file.
+    /// Request body, or @FILE to read it from a file (gRPC: the message as JSON).
     #[arg(short = 'b', long = "body")]
     body: Option<String>,
+    /// gRPC (grpc:// or grpcs://host:port/package.Service/Method): a .proto
+    /// file that defines the method (repeatable), compiled at run time.
+    #[arg(long = "proto", value_name = "FILE")]
+    protos: Vec<PathBuf>,
     /// Whole-request timeout (connect included), however the body arrives.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     timeout: Duration,
@@ -82,7 +102,15 @@ pub(crate) struct QuickArgs {
 
 pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
-    let target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    let mut target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    if args.http2 {
+        target = target.force(Protocol::H2);
+    } else if args.http1 {
+        target = target.force(Protocol::Http1);
+    }
+    if args.parallel == Some(0) {
+        return Err(usage("-p must be at least 1".into()));
+    }
     let body = match &args.body {
         Some(b) if b.starts_with('@') => {
             std::fs::read(&b[1..]).map_err(|e| usage(format!("cannot read body file `{}`: {e}", &b[1..])))?
@@ -91,9 +119,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         None => Vec::new(),
     };
     let method = args.method.to_ascii_uppercase();
-    let work = Work::single(&target, &method, &args.headers, &body)
-        .map_err(|e| usage(e.to_string()))?
-        .with_redirects(args.redirects);
+    let work = match target.grpc_method() {
+        Some(call) => grpc_work(&target, call, &args, &body).map_err(|e| usage(e.to_string()))?,
+        None => Work::single(&target, &method, &args.headers, &body)
+            .map_err(|e| usage(e.to_string()))?
+            .with_redirects(args.redirects),
+    };
+    let method = if target.grpc_method().is_some() { "gRPC".to_string() } else { method };
     let duration = match (args.duration, args.requests) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
@@ -117,7 +149,9 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
                 return Err(usage("-c must be at least 1".into()));
             }
             LoadModel::Closed {
-                connections: c,
+                // Users: -p streams on each of the -c connections (HTTP/2;
+                // HTTP/1.1 has one request in flight per connection).
+                connections: c.saturating_mul(args.parallel.unwrap_or(1)),
                 think: Duration::ZERO,
                 profile: None,
                 duration,
@@ -135,6 +169,13 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: args.workers,
         wait_in_flight: args.wait_in_flight,
+        http2: match (open, args.parallel) {
+            (true, p) => Http2 { streams: p.unwrap_or(Http2::default().streams), ..Http2::default() },
+            // -c connections x -p streams: users fill the connections in turn.
+            (false, p) => {
+                Http2 { streams: p.unwrap_or(1), connections: args.connections.unwrap_or(50), ..Http2::default() }
+            }
+        },
     };
     let mut plan = base.plan(Arc::new(work), load);
     if args.requests.is_some() {
@@ -165,6 +206,10 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         connections: if open { None } else { args.connections.or(Some(50)) },
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
+        protocol: match outcome.protocol {
+            Protocol::H2 => format!("h2 ({} streams per connection at most)", plan.http2.streams),
+            p => p.name().to_string(),
+        },
     };
     let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
 
@@ -183,6 +228,40 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         return Ok(Exit::ThresholdsFailed);
     }
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
+}
+
+/// `quick grpc://host:port/package.Service/Method --proto FILE -b JSON`:
+/// one call, its metadata from `-H`, its message `-b` (`{}` when none).
+fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Result<Work> {
+    let call = GrpcCall::parse(call, Vec::new())
+        .map_err(|e| anyhow::anyhow!("{e}: a gRPC URL is grpc://host:port/package.Service/Method"))?;
+    let mut headers = vec![
+        ("content-type".to_string(), Template::literal("application/grpc")),
+        ("te".to_string(), Template::literal("trailers")),
+    ];
+    for h in &args.headers {
+        let Some((name, value)) = h.split_once(':') else { anyhow::bail!("header `{h}` is not `Name: value`") };
+        if name.trim().is_empty() || h.contains(['\r', '\n']) {
+            anyhow::bail!("header `{h}` is not `Name: value` or contains a line break");
+        }
+        headers.push((name.trim().to_ascii_lowercase(), Template::literal(value.trim())));
+    }
+    let message = if body.is_empty() { "{}".to_string() } else { String::from_utf8_lossy(body).into_owned() };
+    let step = Step {
+        name: format!("{}/{}", call.service, call.method),
+        method: "POST".into(),
+        path: Template::literal(&call.path()),
+        headers,
+        body: Body::Json(vec![JsonPart::Literal(message)]),
+        expect: None,
+        save: Vec::new(),
+        pause: Duration::ZERO,
+        grpc: Some(call),
+    };
+    let mut work =
+        Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());
+    work.resolve_grpc(std::path::Path::new("."), &args.protos)?;
+    Ok(work)
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its

@@ -96,6 +96,8 @@ pub(crate) struct Inputs {
     pub(crate) env: HashMap<String, String>,
     pub(crate) feeders: Vec<perfops_core::scenario::feeder::Feeder>,
     pub(crate) target: TargetSpec,
+    /// The scenario's folder: CSV and `.proto` files are relative to it.
+    pub(crate) folder: std::path::PathBuf,
 }
 
 /// Read the inputs of `scenario` (from the file at `path`) as a session
@@ -112,7 +114,13 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     if let TargetSpec::Url(url) = &target {
         Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?;
     }
-    Ok(Inputs { env, feeders, target })
+    // gRPC steps: their .proto files compile and define the method, and a
+    // literal message fits it (#14), for `check` as for `run`.
+    let steps = scenario.setup.iter().chain(scenario.flows.iter().flat_map(|f| f.steps.iter()));
+    for step in steps.filter(|s| s.grpc.is_some()) {
+        perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
+    }
+    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf() })
 }
 
 pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
@@ -258,7 +266,9 @@ impl Session {
             insecure: args.insecure,
             workers: args.workers,
             wait_in_flight: args.wait_in_flight,
-        };
+            http2: perfops_engine::Http2::default(),
+        }
+        .with_http(&scenario.defaults);
         // Setup once: here, or (shards) once for all and handed to each.
         let globals = match &placement.setup_values {
             Some(values) => {
@@ -269,8 +279,9 @@ impl Session {
         };
         let flows: Vec<(String, u32, Vec<Step>)> =
             scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
-        let Inputs { env, feeders, .. } = inputs;
+        let Inputs { env, feeders, folder, .. } = inputs;
         let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
+        work.resolve_grpc(&folder, &[]).map_err(|e| usage(e.to_string()))?;
         work.globals = globals;
         let step_names = work.step_names.clone();
         if let Some(m) = &mut metrics {

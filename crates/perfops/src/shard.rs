@@ -219,7 +219,9 @@ pub(crate) fn run_setup(
         return Ok(HashMap::new());
     }
     let setup: Vec<(String, u32, Vec<Step>)> = vec![("setup".to_string(), 1, scenario.setup.clone())];
-    let work = Work::new(target, setup, scenario.defaults.headers.clone(), inputs.env.clone(), inputs.feeders.clone());
+    let mut work =
+        Work::new(target, setup, scenario.defaults.headers.clone(), inputs.env.clone(), inputs.feeders.clone());
+    work.resolve_grpc(&inputs.folder, &[]).map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
     let one = perfops_core::model::LoadModel::Closed {
         connections: 1,
         think: Duration::ZERO,
@@ -307,7 +309,9 @@ pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
         insecure: args.insecure,
         workers: 1,
         wait_in_flight: false,
-    };
+        http2: perfops_engine::Http2::default(),
+    }
+    .with_http(&scenario.defaults);
     let values = run_setup(&scenario, &inputs, &target, &base)?;
     write_setup_values(&args.out, &values)?;
     let mut names: Vec<&String> = values.keys().collect();

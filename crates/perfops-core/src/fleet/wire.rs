@@ -8,8 +8,9 @@
 //!  kind 1  = control: JSON of [`Control`]
 //!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
 //!                     parts:u16 { stage:u16 step:u16 stats }*
-//!  stats   = 8 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects -)
-//!            11 failure counts:u64 (FailureKind::ALL order)
+//!  stats   = 9 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
+//!                             goaways stream_waits)
+//!            30 failure counts:u64 (FailureKind::ALL order)
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
 //!
@@ -30,7 +31,8 @@ use super::hdr;
 use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
-pub const PROTOCOL: u32 = 1;
+/// 2: the HTTP/2 and gRPC failure kinds, and HTTP/2's counters (`goaways`, `stream_waits`).
+pub const PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts (a second with many steps and
 /// stages stays far below it).
@@ -289,8 +291,8 @@ fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
     }
 }
 
-fn counters(s: &Stats) -> [u64; 8] {
-    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects, 0]
+fn counters(s: &Stats) -> [u64; COUNTERS] {
+    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects, s.goaways, s.stream_waits]
 }
 
 fn histograms(s: &Stats) -> [&Histogram; 7] {
@@ -380,7 +382,7 @@ pub struct Counts {
     pub latency_count: u64,
 }
 
-const COUNTERS: usize = 8;
+const COUNTERS: usize = 9;
 const STATS_FIXED: usize = 8 * (COUNTERS + FailureKind::ALL.len());
 const HISTOGRAMS: usize = 7;
 
@@ -431,6 +433,8 @@ impl RawSecond {
                 &mut s.bytes_in,
                 &mut s.bytes_out,
                 &mut s.connects,
+                &mut s.goaways,
+                &mut s.stream_waits,
             ]
             .into_iter()
             .zip(c)
@@ -498,6 +502,8 @@ mod tests {
         s.bytes_in = 1234;
         s.bytes_out = 567;
         s.connects = 2;
+        s.goaways = seed;
+        s.stream_waits = 3 * seed;
         s.failures.add_n(FailureKind::Http5xx, 1);
         s.failures.add_n(FailureKind::Cut, seed);
         for us in [150, 900, 12_000, 2_000_000 + seed] {
@@ -570,7 +576,7 @@ mod tests {
         // A histogram that is not HdrHistogram's encoding.
         let mut body = vec![KIND_SECOND];
         encode_interval(&interval(0), &mut body);
-        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + 11 * 8 + 4;
+        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * COUNTERS + 8 * FailureKind::ALL.len() + 4;
         body[first_hist] ^= 0xff;
         let Ok(Message::Received(raw)) = decode(&body) else { panic!("the shape is right") };
         assert!(matches!(raw.decode(), Err(WireError::Histogram(_))));

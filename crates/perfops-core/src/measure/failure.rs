@@ -21,14 +21,59 @@ pub enum FailureKind {
     Reset,
     /// No complete response within the request timeout.
     Timeout,
-    /// The peer answered something that is not valid HTTP/1.x.
+    /// The peer answered something that is not valid HTTP (HTTP/1.x framing,
+    /// an HTTP/2 protocol error).
     Protocol,
+    /// HTTP/2: the server refused the stream (`RST_STREAM` with
+    /// `REFUSED_STREAM`): it did not process the request.
+    RefusedStream,
+    /// HTTP/2: the server reset the stream (`RST_STREAM` with any other code)
+    /// before the response was complete.
+    ResetStream,
+    /// HTTP/2: the connection went away (`GOAWAY`) with the request on it,
+    /// and it could not be sent again on another (an error code, or the
+    /// retries were used up). A graceful `GOAWAY` is no failure: the
+    /// requests it did not process are sent again, and it is counted in
+    /// `goaways`.
+    GoAway,
     /// A response with status 400-499.
     Http4xx,
     /// A response with status 500-599.
     Http5xx,
     /// A response arrived but a check on it failed (status, body, extraction).
     CheckFailed,
+    /// gRPC status 1 (`CANCELLED`) in the response's trailers.
+    GrpcCancelled,
+    /// gRPC status 2 (`UNKNOWN`) in the response's trailers.
+    GrpcUnknown,
+    /// gRPC status 3 (`INVALID_ARGUMENT`) in the response's trailers.
+    GrpcInvalidArgument,
+    /// gRPC status 4 (`DEADLINE_EXCEEDED`) in the response's trailers.
+    GrpcDeadlineExceeded,
+    /// gRPC status 5 (`NOT_FOUND`) in the response's trailers.
+    GrpcNotFound,
+    /// gRPC status 6 (`ALREADY_EXISTS`) in the response's trailers.
+    GrpcAlreadyExists,
+    /// gRPC status 7 (`PERMISSION_DENIED`) in the response's trailers.
+    GrpcPermissionDenied,
+    /// gRPC status 8 (`RESOURCE_EXHAUSTED`) in the response's trailers.
+    GrpcResourceExhausted,
+    /// gRPC status 9 (`FAILED_PRECONDITION`) in the response's trailers.
+    GrpcFailedPrecondition,
+    /// gRPC status 10 (`ABORTED`) in the response's trailers.
+    GrpcAborted,
+    /// gRPC status 11 (`OUT_OF_RANGE`) in the response's trailers.
+    GrpcOutOfRange,
+    /// gRPC status 12 (`UNIMPLEMENTED`) in the response's trailers.
+    GrpcUnimplemented,
+    /// gRPC status 13 (`INTERNAL`) in the response's trailers.
+    GrpcInternal,
+    /// gRPC status 14 (`UNAVAILABLE`) in the response's trailers.
+    GrpcUnavailable,
+    /// gRPC status 15 (`DATA_LOSS`) in the response's trailers.
+    GrpcDataLoss,
+    /// gRPC status 16 (`UNAUTHENTICATED`) in the response's trailers.
+    GrpcUnauthenticated,
     /// Still in flight when the run ended (its duration, or a stop): cut by
     /// the generator, not failed by the target, so not among the failures
     /// of [`FailureCounts::total`] (oha's default; #12). Its latency so far
@@ -38,7 +83,7 @@ pub enum FailureKind {
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 11] = [
+    pub const ALL: [FailureKind; 30] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -46,9 +91,28 @@ impl FailureKind {
         FailureKind::Reset,
         FailureKind::Timeout,
         FailureKind::Protocol,
+        FailureKind::RefusedStream,
+        FailureKind::ResetStream,
+        FailureKind::GoAway,
         FailureKind::Http4xx,
         FailureKind::Http5xx,
         FailureKind::CheckFailed,
+        FailureKind::GrpcCancelled,
+        FailureKind::GrpcUnknown,
+        FailureKind::GrpcInvalidArgument,
+        FailureKind::GrpcDeadlineExceeded,
+        FailureKind::GrpcNotFound,
+        FailureKind::GrpcAlreadyExists,
+        FailureKind::GrpcPermissionDenied,
+        FailureKind::GrpcResourceExhausted,
+        FailureKind::GrpcFailedPrecondition,
+        FailureKind::GrpcAborted,
+        FailureKind::GrpcOutOfRange,
+        FailureKind::GrpcUnimplemented,
+        FailureKind::GrpcInternal,
+        FailureKind::GrpcUnavailable,
+        FailureKind::GrpcDataLoss,
+        FailureKind::GrpcUnauthenticated,
         FailureKind::Cut,
     ];
 
@@ -62,9 +126,28 @@ impl FailureKind {
             FailureKind::Reset => "reset",
             FailureKind::Timeout => "timeout",
             FailureKind::Protocol => "protocol",
+            FailureKind::RefusedStream => "refused_stream",
+            FailureKind::ResetStream => "reset_stream",
+            FailureKind::GoAway => "goaway",
             FailureKind::Http4xx => "http_4xx",
             FailureKind::Http5xx => "http_5xx",
             FailureKind::CheckFailed => "check_failed",
+            FailureKind::GrpcCancelled => "grpc_cancelled",
+            FailureKind::GrpcUnknown => "grpc_unknown",
+            FailureKind::GrpcInvalidArgument => "grpc_invalid_argument",
+            FailureKind::GrpcDeadlineExceeded => "grpc_deadline_exceeded",
+            FailureKind::GrpcNotFound => "grpc_not_found",
+            FailureKind::GrpcAlreadyExists => "grpc_already_exists",
+            FailureKind::GrpcPermissionDenied => "grpc_permission_denied",
+            FailureKind::GrpcResourceExhausted => "grpc_resource_exhausted",
+            FailureKind::GrpcFailedPrecondition => "grpc_failed_precondition",
+            FailureKind::GrpcAborted => "grpc_aborted",
+            FailureKind::GrpcOutOfRange => "grpc_out_of_range",
+            FailureKind::GrpcUnimplemented => "grpc_unimplemented",
+            FailureKind::GrpcInternal => "grpc_internal",
+            FailureKind::GrpcUnavailable => "grpc_unavailable",
+            FailureKind::GrpcDataLoss => "grpc_data_loss",
+            FailureKind::GrpcUnauthenticated => "grpc_unauthenticated",
             FailureKind::Cut => "cut",
         }
     }
@@ -76,7 +159,40 @@ impl FailureKind {
 
     /// True for kinds where a response arrived (its latency is recorded).
     pub fn has_response(self) -> bool {
-        matches!(self, FailureKind::Http4xx | FailureKind::Http5xx | FailureKind::CheckFailed)
+        matches!(self, FailureKind::Http4xx | FailureKind::Http5xx | FailureKind::CheckFailed) || self.is_grpc()
+    }
+
+    /// A gRPC status other than OK.
+    pub fn is_grpc(self) -> bool {
+        (FailureKind::GrpcCancelled..=FailureKind::GrpcUnauthenticated).contains(&self)
+    }
+
+    /// The failure kind of a gRPC status code (`grpc-status`), if it is one
+    /// (0 is OK; a code past 16 is `grpc_unknown`, as gRPC reads it).
+    pub fn of_grpc_status(code: u32) -> Option<FailureKind> {
+        const GRPC: [FailureKind; 16] = [
+            FailureKind::GrpcCancelled,
+            FailureKind::GrpcUnknown,
+            FailureKind::GrpcInvalidArgument,
+            FailureKind::GrpcDeadlineExceeded,
+            FailureKind::GrpcNotFound,
+            FailureKind::GrpcAlreadyExists,
+            FailureKind::GrpcPermissionDenied,
+            FailureKind::GrpcResourceExhausted,
+            FailureKind::GrpcFailedPrecondition,
+            FailureKind::GrpcAborted,
+            FailureKind::GrpcOutOfRange,
+            FailureKind::GrpcUnimplemented,
+            FailureKind::GrpcInternal,
+            FailureKind::GrpcUnavailable,
+            FailureKind::GrpcDataLoss,
+            FailureKind::GrpcUnauthenticated,
+        ];
+        match code {
+            0 => None,
+            1..=16 => Some(GRPC[code as usize - 1]),
+            _ => Some(FailureKind::GrpcUnknown),
+        }
     }
 
     /// The failure kind of an HTTP status, if it is one.
@@ -167,5 +283,19 @@ mod tests {
         );
         assert_eq!(FailureKind::of_status(404), Some(FailureKind::Http4xx));
         assert_eq!(FailureKind::of_status(302), None);
+        // (gRPC status, kind)
+        let grpc = [
+            (0, None),                                    // OK
+            (1, Some(FailureKind::GrpcCancelled)),        // the first
+            (14, Some(FailureKind::GrpcUnavailable)),     // the one servers shed load with
+            (16, Some(FailureKind::GrpcUnauthenticated)), // the last
+            (99, Some(FailureKind::GrpcUnknown)),         // past the table: unknown, as gRPC reads it
+        ];
+        for (code, want) in grpc {
+            assert_eq!(FailureKind::of_grpc_status(code), want, "{code}");
+        }
+        assert!(FailureKind::GrpcUnavailable.has_response() && FailureKind::GrpcUnavailable.is_grpc());
+        assert!(!FailureKind::Http5xx.is_grpc() && !FailureKind::Cut.is_grpc());
+        assert_eq!(FailureKind::GrpcUnavailable.name(), "grpc_unavailable");
     }
 }

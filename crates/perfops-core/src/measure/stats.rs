@@ -44,6 +44,13 @@ pub struct Stats {
     pub bytes_out: u64,
     /// Connections opened.
     pub connects: u64,
+    /// HTTP/2: connections the server sent away (`GOAWAY`), replaced by new ones.
+    pub goaways: u64,
+    /// HTTP/2: requests that found every stream of every connection they
+    /// may use busy (the `streams` per connection, or fewer if the server's
+    /// SETTINGS said so) and waited for one. The wait is in their latency,
+    /// not their service time.
+    pub stream_waits: u64,
     /// Intended start to the end of every request that ended, failures included.
     pub latency: Histogram,
     /// Actual send (on a ready connection) to the end, for every request sent.
@@ -71,6 +78,8 @@ impl Stats {
         self.bytes_in += other.bytes_in;
         self.bytes_out += other.bytes_out;
         self.connects += other.connects;
+        self.goaways += other.goaways;
+        self.stream_waits += other.stream_waits;
         self.latency.merge(&other.latency);
         self.service.merge(&other.service);
         self.latency_ok.merge(&other.latency_ok);
@@ -94,6 +103,8 @@ impl Stats {
             bytes_in,
             bytes_out,
             connects,
+            goaways,
+            stream_waits,
             latency,
             service,
             latency_ok,
@@ -102,7 +113,7 @@ impl Stats {
             tls,
             ttfb,
         } = self;
-        for n in [sent, iterations, completed, dropped, bytes_in, bytes_out, connects] {
+        for n in [sent, iterations, completed, dropped, bytes_in, bytes_out, connects, goaways, stream_waits] {
             *n = 0;
         }
         *failures = FailureCounts::default();
@@ -155,6 +166,8 @@ mod tests {
             }
             s.dropped += u64::from(us % 2);
             s.iterations += u64::from(us % 7 == 0);
+            s.goaways += u64::from(us % 11 == 0);
+            s.stream_waits += u64::from(us % 13 == 0);
         }
         s
     }

@@ -22,7 +22,7 @@ use super::condition::{AbortRule, Condition, ConditionError};
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
 use super::feeder::FeedMode;
 use super::template::{Template, VarRef};
-use super::{Defaults, DemoModel, FeederSpec, Scenario, Step, TargetSpec};
+use super::{Defaults, DemoModel, FeederSpec, Http2Options, HttpVersion, Scenario, Step, TargetSpec};
 use crate::model::Rate;
 use crate::units::parse_duration;
 
@@ -55,7 +55,8 @@ impl FromStr for Override {
 
 const TOP: &[&str] =
     &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe"];
-const DEFAULTS: &[&str] = &["timeout", "headers"];
+const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2"];
+pub(super) const HTTP2: &[&str] = &["streams", "connections", "stream_window", "connection_window"];
 const FEEDER: &[&str] = &["csv", "mode"];
 const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
 
@@ -446,20 +447,25 @@ impl Dec<'_> {
                 }
             }
         }
-        if t.starts_with("http://") || t.starts_with("https://") || t.starts_with("${") {
+        if ["http://", "https://", "h2c://", "grpc://", "grpcs://", "${"].iter().any(|p| t.starts_with(p)) {
             return Some(TargetSpec::Url(t.trim_end_matches('/').to_string()));
         }
         self.at(
             s.span(),
             "target",
             format!("`{t}` is not a target"),
-            Some("use http://host:port, https://host:port, demo:threads or demo:async".into()),
+            Some("use http://, https://, h2c://, grpc:// or grpcs://host:port, demo:threads or demo:async".into()),
         );
         None
     }
 
     fn defaults(&mut self, node: Option<&Node>, feeders: &[&str]) -> Defaults {
-        let mut out = Defaults { timeout: Duration::from_secs(10), headers: Vec::new() };
+        let mut out = Defaults {
+            timeout: Duration::from_secs(10),
+            headers: Vec::new(),
+            protocol: None,
+            http2: Http2Options::default(),
+        };
         let Some(m) = node.and_then(|n| self.map(n, "defaults", DEFAULTS)) else { return out };
         if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
             out.timeout = t;
@@ -467,6 +473,44 @@ impl Dec<'_> {
         if let Some(h) = m.get_node("headers") {
             out.headers = self.headers(h, "defaults.headers", feeders);
         }
+        if let Some(p) = m.get_node("protocol").and_then(|n| self.scalar(n, "defaults.protocol", "http1 or h2")) {
+            out.protocol = match p.as_str() {
+                "http1" => Some(HttpVersion::Http1),
+                "h2" => Some(HttpVersion::H2),
+                other => {
+                    let hint = did_you_mean(other, &["http1", "h2"])
+                        .map_or_else(|| "http1 or h2".to_string(), |d| format!("did you mean `{d}`?"));
+                    self.at(p.span(), "defaults.protocol", format!("unknown protocol `{other}`"), Some(hint));
+                    None
+                }
+            };
+        }
+        if let Some(h) = m.get_node("http2") {
+            out.http2 = self.http2(h);
+        }
+        out
+    }
+
+    /// `defaults.http2`: streams and connections (at least 1), windows
+    /// (HTTP/2's bounds: 65,535 to 2^31-1 bytes).
+    fn http2(&mut self, node: &Node) -> Http2Options {
+        let mut out = Http2Options::default();
+        let Some(m) = self.map(node, "defaults.http2", HTTP2) else { return out };
+        let mut field = |key: &str, min: u32, max: u32, hint: &str| -> Option<u32> {
+            let n = m.get_node(key)?;
+            let path = join("defaults.http2", key);
+            let v = self.number::<u32>(n, &path, "a whole number")?;
+            if !(min..=max).contains(&v) {
+                self.at(n.span(), &path, format!("{v} is out of range ({min} to {max})"), Some(hint.to_string()));
+                return None;
+            }
+            Some(v)
+        };
+        out.streams = field("streams", 1, u32::MAX, "streams in flight per connection, e.g. 100");
+        out.connections = field("connections", 1, u32::MAX, "connections over the run, e.g. 50");
+        let window = "bytes, from 65535 (HTTP/2's default) to 2147483647";
+        out.stream_window = field("stream_window", 65_535, i32::MAX as u32, window);
+        out.connection_window = field("connection_window", 65_535, i32::MAX as u32, window);
         out
     }
 
@@ -594,9 +638,10 @@ mod tests {
         let defs = &schema["$defs"];
         let mut stage: Vec<&str> = OPEN_STAGE.to_vec();
         stage.extend(CLOSED_STAGE.iter().filter(|k| !OPEN_STAGE.contains(k)));
-        let cases: [(&str, &serde_json::Value, &[&str]); 16] = [
+        let cases: [(&str, &serde_json::Value, &[&str]); 17] = [
             ("top level", &schema, TOP),
             ("defaults", &defs["defaults"], DEFAULTS),
+            ("http2", &defs["http2"], HTTP2),
             ("flow", &defs["flow"], FLOW),
             ("step", &defs["step"], STEP),
             ("expect", &defs["expect"], EXPECT),

@@ -263,6 +263,10 @@ pub struct Expect {
     /// (numbers by value: `1` equals `1.0`); a header or regex compares its text with a string, or with
     /// the JSON text of any other value.
     pub json: Vec<(Extractor, Value)>,
+    /// gRPC: the status codes that pass (`grpc_status: OK`); the engine
+    /// reads the status from the trailers. `None`: OK passes, any other
+    /// code fails as its kind.
+    pub grpc_status: Option<Vec<super::grpc::GrpcCode>>,
 }
 
 impl Expect {

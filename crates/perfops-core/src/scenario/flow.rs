@@ -9,12 +9,16 @@ use marked_yaml::Node;
 use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
 use super::extract::{Expect, Extractor, StatusRange};
+use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step};
 
 pub(super) const FLOW: &[&str] = &["weight", "steps"];
-pub(super) const STEP: &[&str] = &["name", "request", "headers", "json", "body", "form", "expect", "save", "pause"];
-pub(super) const EXPECT: &[&str] = &["status", "body_contains", "json"];
+pub(super) const STEP: &[&str] = &[
+    "name", "request", "headers", "json", "body", "form", "expect", "save", "pause", "grpc", "message", "metadata",
+    "proto",
+];
+pub(super) const EXPECT: &[&str] = &["status", "body_contains", "json", "grpc_status"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 impl Dec<'_> {
@@ -70,6 +74,19 @@ impl Dec<'_> {
 
     pub(super) fn step(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
         let m = self.map(node, path, STEP)?;
+        if m.get_node("grpc").is_some() {
+            return self.grpc_step(m, path, feeders);
+        }
+        for key in ["message", "metadata", "proto"] {
+            if let Some(k) = m.keys().find(|k| k.as_str() == key) {
+                self.at(
+                    k.span(),
+                    &join(path, key),
+                    format!("`{key}` belongs to a gRPC step"),
+                    Some("add `grpc: package.Service/Method`, or use `json`/`headers` for HTTP".into()),
+                );
+            }
+        }
         let request = self.required(m, "request", path, "request: GET /path")?;
         let rp = join(path, "request");
         let s = self.scalar(request, &rp, "`METHOD /path`")?;
@@ -141,7 +158,70 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
-        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause })
+        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause, grpc: None })
+    }
+
+    /// A gRPC step: `grpc: package.Service/Method`, its `proto` file(s),
+    /// `message` (templated JSON, the request message), `metadata`
+    /// (templated headers), `expect` (with `grpc_status`), `save` (from the
+    /// response message as JSON) and `pause`. It becomes a POST of the
+    /// message to `/package.Service/Method` with gRPC's headers; the engine
+    /// encodes the message with the method's descriptor.
+    fn grpc_step(&mut self, m: &marked_yaml::types::MarkedMappingNode, path: &str, feeders: &[&str]) -> Option<Step> {
+        for key in ["request", "json", "body", "form", "headers"] {
+            if let Some(k) = m.keys().find(|k| k.as_str() == key) {
+                let hint = match key {
+                    "headers" => "gRPC metadata goes in `metadata:`",
+                    "request" => "a step is either `request:` (HTTP) or `grpc:`",
+                    _ => "the request message goes in `message:`",
+                };
+                self.at(k.span(), &join(path, key), format!("`{key}` is not part of a gRPC step"), Some(hint.into()));
+            }
+        }
+        let gp = join(path, "grpc");
+        let g = m.get_node("grpc").and_then(|n| self.scalar(n, &gp, "`package.Service/Method`"))?;
+        let protos: Vec<String> = match m.get_node("proto") {
+            None => Vec::new(),
+            Some(n) => match n.as_sequence() {
+                Some(items) => items.iter().filter_map(|i| self.string(i, &join(path, "proto"))).collect(),
+                None => self.string(n, &join(path, "proto")).into_iter().collect(),
+            },
+        };
+        let call = match GrpcCall::parse(g.as_str(), protos) {
+            Ok(c) => c,
+            Err(e) => {
+                self.at(g.span(), &gp, e, Some("e.g. `grpc: bench.Echo/Say`".into()));
+                return None;
+            }
+        };
+        let mut headers = vec![
+            ("content-type".to_string(), Template::literal("application/grpc")),
+            ("te".to_string(), Template::literal("trailers")),
+        ];
+        if let Some(md) = m.get_node("metadata") {
+            headers.extend(self.headers(md, &join(path, "metadata"), feeders));
+        }
+        let mut parts = Vec::new();
+        match m.get_node("message") {
+            Some(j) => self.json(j, &join(path, "message"), feeders, &mut parts),
+            None => parts.push(JsonPart::Literal("{}".into())),
+        }
+        let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
+        let text = g.as_str().trim().trim_start_matches('/').to_string();
+        let name = m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or(text);
+        Some(Step {
+            name,
+            method: "POST".into(),
+            path: Template::literal(&call.path()),
+            headers,
+            body: Body::Json(parts),
+            expect,
+            save,
+            pause,
+            grpc: Some(call),
+        })
     }
 
     /// A YAML value as JSON text, with templated strings left as holes.
@@ -240,7 +320,29 @@ impl Dec<'_> {
                 );
             }
         }
-        Some(Expect { status, body_contains, json })
+        let grpc_status = m.get_node("grpc_status").and_then(|g| {
+            let gp = join(path, "grpc_status");
+            let items: Vec<&Node> = match g {
+                Node::Sequence(seq) => seq.iter().collect(),
+                other => vec![other],
+            };
+            let mut codes = Vec::new();
+            for item in items {
+                let sc = self.scalar(item, &gp, "a gRPC status such as OK or UNAVAILABLE")?;
+                match GrpcCode::parse(sc.as_str()) {
+                    Some(c) => codes.push(c),
+                    None => {
+                        let hint = did_you_mean(&sc.as_str().to_ascii_uppercase(), &GRPC_CODES).map_or_else(
+                            || format!("one of {}", GRPC_CODES.join(", ")),
+                            |d| format!("did you mean `{d}`?"),
+                        );
+                        self.at(sc.span(), &gp, format!("unknown gRPC status `{}`", sc.as_str()), Some(hint));
+                    }
+                }
+            }
+            Some(codes)
+        });
+        Some(Expect { status, body_contains, json, grpc_status })
     }
 
     fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {

@@ -15,6 +15,7 @@ pub mod diag;
 pub mod extract;
 pub mod feeder;
 mod flow;
+pub mod grpc;
 mod load;
 pub mod redact;
 pub mod sources;
@@ -86,6 +87,34 @@ pub struct Defaults {
     pub timeout: Duration,
     /// Headers sent with every request (a step's own headers override them).
     pub headers: Vec<(String, Template)>,
+    /// The HTTP to speak whatever the target's scheme says (`None`: the
+    /// scheme decides: `http://` HTTP/1.1, `https://` ALPN, `h2c://` HTTP/2).
+    pub protocol: Option<HttpVersion>,
+    /// HTTP/2's knobs (`defaults.http2`), each `None` when not given.
+    pub http2: Http2Options,
+}
+
+/// `defaults.protocol`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// `http1`: HTTP/1.1 (over TLS, ALPN offers `http/1.1` alone).
+    Http1,
+    /// `h2`: HTTP/2 (in clear text with prior knowledge, or ALPN `h2` alone).
+    H2,
+}
+
+/// `defaults.http2`: how HTTP/2 connections are used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Http2Options {
+    /// Streams in flight per connection, at most (the server's SETTINGS may allow fewer).
+    pub streams: Option<u32>,
+    /// Connections over the whole run, at most (default: as many as the
+    /// requests in flight need, `streams` to each).
+    pub connections: Option<u32>,
+    /// Each stream's receive window, bytes.
+    pub stream_window: Option<u32>,
+    /// The connection's receive window, bytes.
+    pub connection_window: Option<u32>,
 }
 
 /// A flow: steps run in order by one arrival.
@@ -118,6 +147,9 @@ pub struct Step {
     pub save: Vec<(String, Extractor)>,
     /// Think time after this step.
     pub pause: Duration,
+    /// A gRPC call (`grpc:`): the body is its message as JSON, sent as
+    /// protobuf; its headers carry the metadata.
+    pub grpc: Option<grpc::GrpcCall>,
 }
 
 /// A request body.

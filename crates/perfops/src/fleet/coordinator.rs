@@ -689,6 +689,8 @@ fn drive(
         naps: done.iter().map(|d| d.naps).sum(),
         longest_nap: done.iter().map(|d| d.longest_nap).max().unwrap_or_default(),
         late: done.iter().map(|d| d.late).max().unwrap_or_default(),
+        // Each agent decides (ALPN) for itself; the fleet reports no one protocol.
+        protocol: perfops_engine::Protocol::Alpn,
     };
     Ok((outcome, measured))
 }

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# perfops vs ghz (#14): gRPC unary calls against a Go gRPC echo server, side by side in one run.
+#
+#   bench/grpc.sh [PERFOPS_BIN]             # default: <repo>/target/release/perfops
+#   ROUNDS=1 DURATION=2 bench/grpc.sh       # quick check
+#
+# Knobs (env): DURATION=10 (s per run)  CONC=50  RATE=2000 (open model, calls/s)  DELAY=10ms
+#              ROUNDS=3  GHZ=ghz (or ~/go/bin/ghz)  TARGET_CPU=0  TOOL_CPU=1  and common.sh's
+#              LOCK, LOCK_WAIT_S, QUIET_MAX_S, NOISE_MAX_S, NOISE_RETRIES, NO_BUILD, BUILD_TIMEOUT_S
+#
+# Target: ../shared/bench/peers/targets/grpcecho (grpc-go; built here into bench/out/ with
+# `go build`), pinned to TARGET_CPU: every call echoes its message (`bench.Echo/Say`,
+# echo.proto beside it); calls counted at http://127.0.0.1:18096/__stats.
+# 1. Throughput, CONC calls in flight on one connection (ghz's default), no delay,
+#    alternated per round, each tool pinned to TOOL_CPU under `/usr/bin/time`:
+#      ghz --insecure --cpus 1 -c CONC --connections 1 -z DURATION --proto echo.proto --call bench.Echo/Say
+#      perfops quick --workers 1 -c 1 -p CONC -d DURATION grpc://127.0.0.1:18095/bench.Echo/Say
+#    rps = calls / the tool's elapsed time; CPU s per 100k = (user + sys) / calls * 1e5.
+# 2. Open model at RATE calls/s against the server with -delay DELAY (restarted for it):
+#      perfops quick --workers 1 -r RATE -d DURATION  (latency from the intended start)
+#      ghz --rps RATE -c CONC (ghz paces its workers; its latency counts from the send)
+#    p50/p99 minus DELAY: what the tool adds to the server's own time (the issue's bound:
+#    perfops within +0.3 / +0.5 ms).
+# Only 127.0.0.1 is ever contacted; the server is stopped by its PID.
+#
+# Output: markdown on stdout and bench/out/grpc-<UTC stamp>.md; raw outputs in bench/out/grpc-<stamp>/.
+# Exit status: 0 every run worked, 3 some run failed, 1 setup error.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+BENCH=grpc
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$HERE/lib/common.sh"
+
+CONC=${CONC:-50}
+RATE=${RATE:-2000}
+DELAY=${DELAY:-10ms}
+GHZ=${GHZ:-$(command -v ghz || echo "$HOME/go/bin/ghz")}
+need_ints DURATION CONC RATE ROUNDS TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES
+need_positive DURATION ROUNDS CONC RATE
+need_tools go taskset timeout curl python3
+need_numbers NOISE_MAX_S
+[ -x "$GHZ" ] || die "no ghz at $GHZ (go install github.com/bojand/ghz/cmd/ghz@latest, or GHZ=...)"
+
+SRC="$ROOT/../shared/bench/peers/targets/grpcecho"
+[ -f "$SRC/main.go" ] || die "$SRC is missing (../shared/bench/peers)"
+PROTO="$SRC/echo.proto"
+ADDR=127.0.0.1:18095
+STATS_URL="http://127.0.0.1:18096/__stats"
+URL="grpc://$ADDR/bench.Echo/Say"
+MSG='{"text":"hello"}'
+RUN_TIMEOUT_S=$((DURATION + 30))
+
+perfops_path "${1:-}"
+out_dirs
+cleanup_at_exit
+
+if [ ! -x "$PERFOPS" ] && [ "$PERFOPS" = "$PERFOPS_DEFAULT" ] && [ "$NO_BUILD" != 1 ]; then
+  build_perfops missing
+  [ "$BUILD_RC" -eq 0 ] || die "cargo build --release -p perfops failed: $BUILD_ERR"
+fi
+[ -x "$PERFOPS" ] || die "no perfops binary at $PERFOPS"
+[ -x "$OUTDIR/grpcecho" ] || (cd "$SRC" && go build -o "$OUTDIR/grpcecho" .) >"$RAW/go-build.log" 2>&1 \
+  || die "go build of grpcecho failed: $(tail -n 2 "$RAW/go-build.log")"
+
+start_server() { # DELAY: the echo server pinned to TARGET_CPU (TARGET_PID, TARGET_WORK)
+  refuse_if_answering "$STATS_URL" "$STATS_URL" "stop it first"
+  taskset -c "$TARGET_CPU" "$OUTDIR/grpcecho" -listen "$ADDR" -delay "$1" >"$RAW/server-$1.log" 2>&1 </dev/null &
+  TARGET_PID=$!
+  TARGET_WORK=$TARGET_PID
+  wait_up "$STATS_URL" || die "grpcecho did not come up: $(tail -n 2 "$RAW/server-$1.log")"
+  log "grpcecho $TARGET_PID, delay $1, CPU $TARGET_CPU"
+}
+stop_server() {
+  kill "$TARGET_PID" 2>/dev/null || true
+  wait "$TARGET_PID" 2>/dev/null || true
+  TARGET_PID=""
+}
+
+{
+  echo "{"
+  echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"conc\": $CONC, \"rate\": $RATE, \"delay\": \"$DELAY\", \"rounds\": $ROUNDS,"
+  echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK,"
+  echo "  \"ghz_version\": $( ("$GHZ" --version 2>&1 || true) | head -n1 | json_str),"
+  echo "  \"go_version\": $(go version | json_str),"
+  echo "  \"perfops_git\": \"$(perfops_git)\","
+  echo "  \"cpu\": $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | json_str)"
+  echo "}"
+} >"$RAW/env.json"
+
+RUN_EXTS="out err time meta.json json"
+TOOL_EXTS="json"
+TICKS_KEY=server_ticks
+CALLS=("" "")
+probe_target() { CALLS[$1]=$(curl -s --max-time 2 "$STATS_URL" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["calls"])' 2>/dev/null || true); }
+meta_fields() {
+  printf '"server_calls": %s, ' "$( [ -n "${CALLS[0]}" ] && [ -n "${CALLS[1]}" ] && echo $((CALLS[1] - CALLS[0])) || echo null)"
+}
+
+ghz_run() { # NAME EXTRA...: ghz writing its JSON report to NAME.json
+  local name=$1; shift
+  measure "$name" "$GHZ" --insecure --cpus 1 --proto "$PROTO" --call bench.Echo/Say -d "$MSG" \
+    -z "${DURATION}s" --format json -o "$RAW/$name.json" "$@" "$ADDR"
+}
+
+start_server 0s
+log "warm-up: ghz -c$CONC -z2s (not recorded)"
+warm_up ghz 30 "$GHZ" --insecure --cpus 1 --proto "$PROTO" --call bench.Echo/Say -d "$MSG" -c "$CONC" -z 2s "$ADDR"
+for i in $(seq 1 "$ROUNDS"); do
+  log "round $i/$ROUNDS: ghz -c $CONC (1 connection)"
+  ghz_run "closed.ghz.$i" -c "$CONC" --connections 1
+  sleep 1
+  log "round $i/$ROUNDS: perfops quick -c 1 -p $CONC"
+  measure "closed.perfops.$i" "$PERFOPS" quick -q --workers 1 -c 1 -p "$CONC" -d "${DURATION}s" \
+    --proto "$PROTO" -b "$MSG" --json "$RAW/closed.perfops.$i.json" "$URL"
+  sleep 1
+done
+stop_server
+
+start_server "$DELAY"
+for i in $(seq 1 "$ROUNDS"); do
+  log "open model $i/$ROUNDS: perfops quick -r $RATE against a $DELAY method"
+  measure "open.perfops.$i" "$PERFOPS" quick -q --workers 1 -r "$RATE" -d "${DURATION}s" \
+    --proto "$PROTO" -b "$MSG" --json "$RAW/open.perfops.$i.json" "$URL"
+  sleep 1
+  log "open model $i/$ROUNDS: ghz --rps $RATE -c $CONC"
+  ghz_run "open.ghz.$i" --rps "$RATE" -c "$CONC"
+  sleep 1
+done
+
+report_and_exit "$HERE/lib/grpc_report.py"

@@ -1,0 +1,269 @@
+//! gRPC over the HTTP/2 client (#14): descriptors compiled from `.proto`
+//! files at run time (`protox`: no `protoc` on the user's machine), a step's
+//! message turned from JSON into protobuf (`prost-reflect`), framed, and the
+//! status read from the answer.
+//!
+//! ```text
+//!   request  POST /package.Service/Method   content-type: application/grpc
+//!            te: trailers   grpc-timeout: <timeout>m
+//!            body: 0 (uncompressed) | length u32 big-endian | protobuf message
+//!   answer   :status 200, the messages framed the same way, then trailers
+//!            grpc-status (0 = OK), grpc-message; or a "trailers-only" answer
+//!            whose headers carry grpc-status and no body
+//! ```
+//!
+//! A step renders its message as JSON with the same renderer as an HTTP
+//! body (templates and all); this module encodes it with the method's input
+//! descriptor: once before the run for a literal step, per request for a
+//! templated one. The answer's first message is decoded to JSON only when
+//! the step saves or checks something. A unary call and a server-streaming
+//! one are read the same way: to the end of the stream (latency is to its
+//! last message). Not here: client and bidirectional streaming, compression,
+//! server reflection.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+
+/// A method to call, resolved from its `.proto` files.
+#[derive(Debug, Clone)]
+pub struct GrpcMethod {
+    /// `package.Service/Method`, as the step names it.
+    pub name: String,
+    input: MessageDescriptor,
+    output: MessageDescriptor,
+    /// The server answers with a stream of messages.
+    pub server_streaming: bool,
+}
+
+/// Why a gRPC method could not be made ready.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpcError {
+    /// No `.proto` file was given for a step that calls `method`.
+    #[error("`{0}`: no .proto file given (`proto:` in the step, or --proto)")]
+    NoProto(String),
+    /// The `.proto` files do not compile.
+    #[error("{file}: {message}")]
+    Compile {
+        /// The file, as given.
+        file: String,
+        /// What protox said (with line and column).
+        message: String,
+    },
+    /// The service is not in the files.
+    #[error("no service `{service}` in {files}")]
+    NoService {
+        /// `package.Service`.
+        service: String,
+        /// The files searched.
+        files: String,
+    },
+    /// The service has no such method.
+    #[error("service `{service}` has no method `{method}` (it has: {has})")]
+    NoMethod {
+        /// `package.Service`.
+        service: String,
+        /// The method asked for.
+        method: String,
+        /// The methods it has.
+        has: String,
+    },
+    /// Client or bidirectional streaming: not supported.
+    #[error("`{0}` streams from the client: only unary and server-streaming calls are supported")]
+    ClientStreaming(String),
+    /// A literal message that does not fit the method's input type.
+    #[error("`{method}`: the message does not fit {input}: {message}")]
+    Message {
+        /// The method.
+        method: String,
+        /// Its input type.
+        input: String,
+        /// What did not fit.
+        message: String,
+    },
+}
+
+/// Compile `protos` (each with its own folder as an include path) into a pool.
+pub fn compile(protos: &[PathBuf]) -> Result<DescriptorPool, GrpcError> {
+    let first = protos.first().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut includes: Vec<PathBuf> = Vec::new();
+    for p in protos {
+        let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+        if !includes.contains(&dir) {
+            includes.push(dir);
+        }
+    }
+    let set = protox::compile(protos, &includes)
+        .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
+    DescriptorPool::from_file_descriptor_set(set)
+        .map_err(|e| GrpcError::Compile { file: first, message: e.to_string() })
+}
+
+/// `service`'s `method` in `pool`.
+pub fn method(pool: &DescriptorPool, service: &str, method: &str, files: &str) -> Result<GrpcMethod, GrpcError> {
+    let svc = pool
+        .get_service_by_name(service)
+        .ok_or_else(|| GrpcError::NoService { service: service.into(), files: files.into() })?;
+    let Some(m) = svc.methods().find(|m| m.name() == method) else {
+        let has: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
+        return Err(GrpcError::NoMethod { service: service.into(), method: method.into(), has: has.join(", ") });
+    };
+    let name = format!("{service}/{method}");
+    if m.is_client_streaming() {
+        return Err(GrpcError::ClientStreaming(name));
+    }
+    Ok(GrpcMethod { name, input: m.input(), output: m.output(), server_streaming: m.is_server_streaming() })
+}
+
+/// Resolves the methods of a plan's steps, compiling each set of files once.
+#[derive(Default)]
+pub(crate) struct Resolver {
+    pools: HashMap<Vec<PathBuf>, DescriptorPool>,
+}
+
+impl Resolver {
+    /// The method `service/method` from `protos`.
+    pub(crate) fn resolve(
+        &mut self,
+        protos: Vec<PathBuf>,
+        service: &str,
+        name: &str,
+    ) -> Result<Arc<GrpcMethod>, GrpcError> {
+        if protos.is_empty() {
+            return Err(GrpcError::NoProto(format!("{service}/{name}")));
+        }
+        let files: Vec<String> = protos.iter().map(|p| p.display().to_string()).collect();
+        let pool = match self.pools.get(&protos) {
+            Some(p) => p.clone(),
+            None => {
+                let p = compile(&protos)?;
+                self.pools.insert(protos, p.clone());
+                p
+            }
+        };
+        method(&pool, service, name, &files.join(", ")).map(Arc::new)
+    }
+}
+
+impl GrpcMethod {
+    /// The request body of the message `json`: its protobuf encoding, framed.
+    pub(crate) fn encode(&self, json: &[u8]) -> Result<Bytes, String> {
+        let mut de = serde_json::Deserializer::from_slice(json);
+        let msg = DynamicMessage::deserialize(self.input.clone(), &mut de).map_err(|e| e.to_string())?;
+        de.end().map_err(|e| e.to_string())?;
+        let len = msg.encoded_len();
+        let mut out = BytesMut::with_capacity(5 + len);
+        out.put_u8(0);
+        out.put_u32(u32::try_from(len).map_err(|_| "a message over 4 GiB".to_string())?);
+        msg.encode(&mut out).map_err(|e| e.to_string())?;
+        Ok(out.freeze())
+    }
+
+    /// Check that a literal message fits (before the run, for a clear error).
+    pub(crate) fn check(&self, json: &[u8]) -> Result<(), GrpcError> {
+        self.encode(json).map(|_| ()).map_err(|message| GrpcError::Message {
+            method: self.name.clone(),
+            input: self.input.full_name().to_string(),
+            message,
+        })
+    }
+
+    /// The first message of a response `body` as JSON (for `save` and
+    /// `expect`); `None` when there is none or it does not decode.
+    pub(crate) fn first_as_json(&self, body: &[u8]) -> Option<Vec<u8>> {
+        let (flags, rest) = (body.first()?, body.get(1..)?);
+        if *flags != 0 {
+            return None; // compressed: not asked for, so not expected
+        }
+        let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+        let msg = DynamicMessage::decode(self.output.clone(), rest.get(4..4 + len)?).ok()?;
+        serde_json::to_vec(&msg).ok()
+    }
+}
+
+/// `grpc-timeout` for a deadline of `timeout`: milliseconds, as gRPC
+/// clients send it (at most 8 digits).
+pub(crate) fn timeout_header(timeout: Duration) -> String {
+    let ms = timeout.as_millis().clamp(1, 99_999_999);
+    format!("{ms}m")
+}
+
+/// The `grpc-status` of an answer: in its trailers, or in its headers for a
+/// trailers-only answer. `None`: there is none (not a gRPC answer).
+pub(crate) fn status(headers: &http::HeaderMap, trailers: Option<&http::HeaderMap>) -> Option<u32> {
+    trailers
+        .and_then(|t| t.get("grpc-status"))
+        .or_else(|| headers.get("grpc-status"))
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ECHO: &str = r#"syntax = "proto3";
+package bench;
+service Echo {
+  rpc Say (Msg) returns (Msg);
+  rpc Count (Msg) returns (stream Msg);
+  rpc Upload (stream Msg) returns (Msg);
+}
+message Msg { string text = 1; int64 n = 2; }
+"#;
+
+    fn pool() -> (PathBuf, DescriptorPool) {
+        let dir = std::env::temp_dir().join(format!("perfops-grpc-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("echo.proto");
+        std::fs::write(&file, ECHO).unwrap();
+        let pool = compile(std::slice::from_ref(&file)).expect("compiles");
+        (dir, pool)
+    }
+
+    /// Methods resolve from a .proto compiled at run time; what cannot be
+    /// called says why.
+    #[test]
+    fn methods_resolve_from_proto_files() {
+        let (dir, pool) = pool();
+        let say = method(&pool, "bench.Echo", "Say", "echo.proto").expect("Say");
+        assert!(!say.server_streaming);
+        assert!(method(&pool, "bench.Echo", "Count", "echo.proto").expect("Count").server_streaming);
+        // (service, method, error starts with)
+        let cases = [
+            ("bench.Nope", "Say", "no service `bench.Nope`"), // unknown service
+            ("bench.Echo", "Shout", "service `bench.Echo` has no method"), // unknown method, with the list
+            ("bench.Echo", "Upload", "`bench.Echo/Upload` streams from the client"), // not supported
+        ];
+        for (service, m, want) in cases {
+            let e = method(&pool, service, m, "echo.proto").expect_err(m).to_string();
+            assert!(e.starts_with(want), "{e}");
+        }
+        std::fs::write(dir.join("bad.proto"), "syntax = \"proto3\";\nmessage {").unwrap();
+        let e = compile(&[dir.join("bad.proto")]).expect_err("a syntax error").to_string();
+        assert!(e.contains("bad.proto"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A message goes out as protobuf in gRPC's frame, and comes back as JSON.
+    #[test]
+    fn messages_round_trip_through_frames() {
+        let (dir, pool) = pool();
+        let say = method(&pool, "bench.Echo", "Say", "echo.proto").unwrap();
+        let framed = say.encode(br#"{"text":"hi","n":"7"}"#).expect("fits");
+        // text (field 1): 0a 02 'h' 'i'; n (field 2): 10 07
+        assert_eq!(&framed[..], &[0, 0, 0, 0, 6, 0x0a, 2, b'h', b'i', 0x10, 7]);
+        let json: serde_json::Value = serde_json::from_slice(&say.first_as_json(&framed).unwrap()).unwrap();
+        assert_eq!(json, serde_json::json!({"text": "hi", "n": "7"}));
+        assert!(say.encode(br#"{"nope": 1}"#).is_err(), "an unknown field");
+        assert!(say.check(br#"{"text": 5}"#).is_err(), "a number for a string");
+        assert_eq!(say.first_as_json(&[0, 0, 0]), None, "a cut frame");
+        assert_eq!(timeout_header(Duration::from_secs(5)), "5000m");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

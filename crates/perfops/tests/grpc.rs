@@ -1,0 +1,193 @@
+//! gRPC end to end (#14): the real binary against a gRPC server of another
+//! implementation (Debian's python3-grpcio, gRPC's C core), the `.proto`
+//! compiled at run time. Each run is a few hundred calls on loopback.
+
+mod common;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::{RUN_LIMIT, Workdir, quick, shared};
+use perfops_testkit::grpc::{ECHO_PROTO, grpcio_echo, grpcio_echo_tls};
+
+/// The test service's `.proto`, written into `dir`.
+fn proto(dir: &Workdir) -> PathBuf {
+    let path = dir.path.join("echo.proto");
+    std::fs::write(&path, ECHO_PROTO).expect("write echo.proto");
+    path
+}
+
+/// A unary method that answers `UNAVAILABLE` to every 10th call: 10% of the
+/// calls fail, counted by their gRPC status, the rest succeed; in the open
+/// model against a 10 ms method the latency is at least the method's.
+#[test]
+fn unavailable_for_one_call_in_ten_is_counted_by_status() {
+    let _cpu = shared();
+    let server = grpcio_echo(10, Duration::from_millis(10));
+    let dir = Workdir::new("grpc-unavailable");
+    let proto = proto(&dir).display().to_string();
+    let url = format!("grpc://127.0.0.1:{}/bench.Echo/Say", server.port(0));
+    // (model flags, calls)
+    let cases: [(&[&str], u64); 2] = [
+        (&["-c", "4", "-n", "300"], 300),   // closed: 4 users
+        (&["-r", "100", "-n", "200"], 200), // open: 100/s
+    ];
+    for (model, calls) in cases {
+        let mut args =
+            vec!["--proto", proto.as_str(), "-b", r#"{"text": "hi"}"#, "--max-errors", "15", "--workers", "1"];
+        args.extend_from_slice(model);
+        args.push(&url);
+        let run = quick(&args);
+        run.assert_exit(0);
+        assert_eq!(run.u64("/completed"), calls, "{model:?}: every call answered\n{}", run.dump());
+        assert_eq!(run.failures("grpc_unavailable"), calls / 10, "{model:?}: one in ten\n{}", run.dump());
+        assert_eq!(run.u64("/failed"), calls / 10, "{model:?}: nothing else failed\n{}", run.dump());
+        assert_eq!(run.u64("/succeeded"), calls - calls / 10, "{model:?}");
+        assert!(run.f64("/latency_ok_ms/p50") >= 10.0, "{model:?}: a 10 ms method\n{}", run.dump());
+        assert!(run.stdout.contains("(grpc_unavailable: "), "{model:?}: {}", run.stdout);
+    }
+}
+
+/// A server-streaming method is read to its end (three messages); a call
+/// the server refuses for want of metadata is `grpc_unauthenticated`, and
+/// succeeds with it (`-H` carries metadata).
+#[test]
+fn server_streams_and_metadata() {
+    let _cpu = shared();
+    let server = grpcio_echo(0, Duration::ZERO);
+    let dir = Workdir::new("grpc-stream");
+    let proto = proto(&dir).display().to_string();
+    let base = format!("grpc://127.0.0.1:{}/bench.Echo", server.port(0));
+    // (method, extra flags, failure kind expected on every call, or none)
+    let cases: [(&str, &[&str], Option<&str>); 3] = [
+        ("Count", &[], None),                                    // a stream of 3, to its end
+        ("Private", &[], Some("grpc_unauthenticated")),          // no token
+        ("Private", &["-H", "authorization: Bearer t0k"], None), // metadata from -H
+    ];
+    for (method, extra, failing) in cases {
+        let url = format!("{base}/{method}");
+        let mut args =
+            vec!["--proto", proto.as_str(), "-b", r#"{"text": "x"}"#, "-c", "2", "-n", "60", "--max-errors", "100"];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let run = quick(&args);
+        run.assert_exit(0);
+        assert_eq!(run.u64("/completed"), 60, "{method} {extra:?}\n{}", run.dump());
+        match failing {
+            Some(kind) => assert_eq!(run.failures(kind), 60, "{method} {extra:?}\n{}", run.dump()),
+            None => assert_eq!(run.u64("/failed"), 0, "{method} {extra:?}\n{}", run.dump()),
+        }
+    }
+}
+
+/// gRPC over TLS (`grpcs://`): ALPN h2 with grpcio's TLS, the certificate
+/// accepted with `-k`, refused without it (a `tls` failure).
+#[test]
+fn grpcs_speaks_h2_over_tls() {
+    let _cpu = shared();
+    let dir = Workdir::new("grpcs");
+    let server = grpcio_echo_tls(0, Duration::ZERO, &dir.path);
+    let proto = proto(&dir).display().to_string();
+    let url = format!("grpcs://127.0.0.1:{}/bench.Echo/Say", server.port(0));
+    let run = quick(&["-k", "--proto", &proto, "-b", r#"{"text": "tls"}"#, "-c", "2", "-n", "100", &url]);
+    run.assert_exit(0);
+    assert_eq!((run.u64("/completed"), run.u64("/failed")), (100, 0), "{}", run.dump());
+    assert!(run.json()["protocol"].as_str().unwrap_or_default().starts_with("h2"), "{}", run.dump());
+    let refused = quick(&["--proto", &proto, "-n", "3", "--max-errors", "100", &url]);
+    assert_eq!(refused.failures("tls"), 3, "an unknown certificate\n{}", refused.dump());
+}
+
+/// What cannot be called is a usage error before any load: a method the
+/// `.proto` lacks, a message that does not fit its type, no `.proto`.
+#[test]
+fn bad_methods_and_messages_are_usage_errors() {
+    let _cpu = shared();
+    let dir = Workdir::new("grpc-usage");
+    let proto = proto(&dir).display().to_string();
+    // (URL path, flags, stderr contains)
+    let cases: [(&str, Vec<&str>, &str); 3] = [
+        ("bench.Echo/Shout", vec!["--proto", &proto], "has no method `Shout`"),
+        ("bench.Echo/Say", vec!["--proto", &proto, "-b", r#"{"text": 5}"#], "does not fit bench.Msg"),
+        ("bench.Echo/Say", vec![], "no .proto file given"),
+    ];
+    for (path, flags, want) in cases {
+        let url = format!("grpc://127.0.0.1:9/{path}");
+        let mut args = flags.clone();
+        args.extend(["-n", "1"]);
+        args.push(&url);
+        let run = quick(&args);
+        run.assert_exit(2);
+        assert!(run.stderr.contains(want), "{path} {flags:?}: {}", run.stderr);
+    }
+}
+
+/// `check` compiles a scenario's `.proto` files as `run` does: the example
+/// passes; a method its `.proto` lacks is an input error (exit 2) that names it.
+#[test]
+fn check_compiles_the_proto_files() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/grpc.yaml");
+    let out = common::spawn_perfops(&["check", example], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let dir = Workdir::new("grpc-check");
+    proto(&dir);
+    let scenario = dir.scenario(
+        "bad.yaml",
+        "target: grpc://127.0.0.1:1\nflows: { a: { steps: [ { grpc: bench.Echo/Shout, proto: echo.proto } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+    );
+    let out = common::spawn_perfops(&["check", &scenario.display().to_string()], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains("has no method `Shout`"), "{}", out.stderr);
+}
+
+/// A scenario of gRPC steps: setup saves from an answer's message, a flow
+/// sends it as metadata, checks `grpc_status` and a field of the answer
+/// that says the deadline the server saw (`grpc-timeout` from
+/// `defaults.timeout`).
+#[test]
+fn a_scenario_of_grpc_steps_saves_sends_metadata_and_checks() {
+    let _cpu = shared();
+    let server = grpcio_echo(0, Duration::ZERO);
+    let dir = Workdir::new("grpc-scenario");
+    proto(&dir);
+    let scenario = dir.scenario(
+        "grpc.yaml",
+        &format!(
+            r#"name: grpc
+target: grpc://127.0.0.1:{}
+defaults: {{ timeout: 5s }}
+setup:
+  - {{ name: token, grpc: bench.Echo/Say, proto: echo.proto, message: {{ text: "Bearer t0k" }}, save: {{ token: $.text }} }}
+flows:
+  main:
+    steps:
+      - name: private
+        grpc: bench.Echo/Private
+        proto: echo.proto
+        message: {{ text: "call ${{seq}}" }}
+        metadata: {{ authorization: "${{token}}" }}
+        expect: {{ grpc_status: OK }}
+      - name: deadline
+        grpc: bench.Echo/Deadline
+        proto: [ echo.proto ]
+        message: {{ text: d }}
+        expect: {{ grpc_status: [OK], json: {{ "$.n": "4" }} }}
+load:
+  stages: [ {{ rate: 50, hold: 2s }} ]
+slo: [ "errors < 1%" ]
+"#,
+            server.port(0)
+        ),
+    );
+    let out = dir.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let summary = dir.summary(&out);
+    let text = summary.to_string();
+    assert!(!text.contains("grpc_unauthenticated") && !text.contains("check_failed"), "{summary:#}");
+    let series = std::fs::read_to_string(dir.result_dir(&out).join("series.jsonl")).expect("series.jsonl");
+    let completed: u64 = series
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["completed"].as_u64())
+        .sum();
+    assert_eq!(completed, 200, "100 arrivals of two calls each\n{series}");
+}
