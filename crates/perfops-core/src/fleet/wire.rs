@@ -9,7 +9,7 @@
 //!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
 //!                     parts:u16 { stage:u16 step:u16 stats }*
 //!  stats   = 8 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects -)
-//!            11 failure counts:u64 (FailureKind::ALL order)
+//!            13 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
 //!
@@ -570,7 +570,7 @@ mod tests {
         // A histogram that is not HdrHistogram's encoding.
         let mut body = vec![KIND_SECOND];
         encode_interval(&interval(0), &mut body);
-        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + 11 * 8 + 4;
+        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * 8 + FailureKind::ALL.len() * 8 + 4;
         body[first_hist] ^= 0xff;
         let Ok(Message::Received(raw)) = decode(&body) else { panic!("the shape is right") };
         assert!(matches!(raw.decode(), Err(WireError::Histogram(_))));

@@ -34,11 +34,19 @@ pub enum FailureKind {
     /// of [`FailureCounts::total`] (oha's default; #12). Its latency so far
     /// is recorded, a lower bound: the slowest requests must not vanish.
     Cut,
+    /// A WebSocket connection ended without a close frame (close code 1006:
+    /// the peer dropped or reset the TCP connection), while a reply was
+    /// awaited or while the connection was held.
+    WsAbnormalClose,
+    /// A WebSocket peer sent a close frame: with a code other than 1000
+    /// (normal) or 1001 (going away), e.g. 1011 (server error), or with any
+    /// code while a reply was still awaited.
+    WsClose,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 11] = [
+    pub const ALL: [FailureKind; 13] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -50,6 +58,8 @@ impl FailureKind {
         FailureKind::Http5xx,
         FailureKind::CheckFailed,
         FailureKind::Cut,
+        FailureKind::WsAbnormalClose,
+        FailureKind::WsClose,
     ];
 
     /// The stable snake_case name used in results files and the terminal.
@@ -66,6 +76,8 @@ impl FailureKind {
             FailureKind::Http5xx => "http_5xx",
             FailureKind::CheckFailed => "check_failed",
             FailureKind::Cut => "cut",
+            FailureKind::WsAbnormalClose => "ws_abnormal_close",
+            FailureKind::WsClose => "ws_close",
         }
     }
 

@@ -446,14 +446,15 @@ impl Dec<'_> {
                 }
             }
         }
-        if t.starts_with("http://") || t.starts_with("https://") || t.starts_with("${") {
+        let schemes = ["http://", "https://", "ws://", "wss://", "${"];
+        if schemes.iter().any(|p| t.starts_with(p)) {
             return Some(TargetSpec::Url(t.trim_end_matches('/').to_string()));
         }
         self.at(
             s.span(),
             "target",
             format!("`{t}` is not a target"),
-            Some("use http://host:port, https://host:port, demo:threads or demo:async".into()),
+            Some("use http://host:port, https://host:port, ws:// or wss://, demo:threads or demo:async".into()),
         );
         None
     }
