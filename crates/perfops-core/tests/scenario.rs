@@ -192,10 +192,7 @@ fn websocket_steps_decode_and_their_mistakes_are_placed() {
         ("{ websocket: ws }", &["3:37: `ws`: the path must start with `/`"]),
         // WebSocket fields on an HTTP step, and an HTTP check on a WebSocket step
         ("{ request: GET /, hold: 5s }", &["3:42: `hold` belongs to a `websocket:` step"]),
-        (
-            "{ websocket: /ws, send: x, expect: { status: 200 } }",
-            &["3:61: `status` does not fit this step"],
-        ),
+        ("{ websocket: /ws, send: x, expect: { status: 200 } }", &["3:61: `status` does not fit this step"]),
         // an expectation with nothing to expect it of
         ("{ websocket: /ws, expect: { message_contains: x } }", &["3:42: `expect` looks at the replies"]),
     ];

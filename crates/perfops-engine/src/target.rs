@@ -15,8 +15,8 @@ pub enum TargetError {
         /// What the parser said.
         reason: String,
     },
-    /// A scheme other than http or https.
-    #[error("`{0}`: only http:// and https:// URLs are supported")]
+    /// A scheme other than http, https, ws or wss.
+    #[error("`{0}`: only http://, https://, ws:// and wss:// URLs are supported")]
     Scheme(String),
     /// The host name does not resolve.
     #[error("cannot resolve `{host}`: {reason}")]
@@ -39,8 +39,10 @@ pub struct Target {
     pub url: Url,
     /// The resolved address connections go to.
     pub addr: SocketAddr,
-    /// True for https.
+    /// True for https and wss.
     pub tls: bool,
+    /// True for ws and wss: `quick` opens WebSocket sessions.
+    pub websocket: bool,
     /// Host name for SNI and certificate checks.
     pub host: String,
     /// `host[:port]` for the Host header (port only when not the default).
@@ -53,9 +55,11 @@ impl Target {
     /// Parse and resolve `url` (resolution happens once, before the run).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
         let parsed = Url::parse(url).map_err(|e| TargetError::BadUrl { url: url.into(), reason: e.to_string() })?;
-        let tls = match parsed.scheme() {
-            "http" => false,
-            "https" => true,
+        let (tls, websocket) = match parsed.scheme() {
+            "http" => (false, false),
+            "https" => (true, false),
+            "ws" => (false, true),
+            "wss" => (true, true),
             _ => return Err(TargetError::Scheme(url.into())),
         };
         let host =
@@ -76,7 +80,7 @@ impl Target {
             path.push('?');
             path.push_str(q);
         }
-        Ok(Target { addr, tls, host: bare, authority, path, url: parsed })
+        Ok(Target { addr, tls, websocket, host: bare, authority, path, url: parsed })
     }
 }
 
@@ -92,6 +96,13 @@ mod tests {
         assert_eq!(t.authority, "[::1]");
         assert_eq!(t.host, "::1");
         assert!(matches!(Target::parse("ftp://x/"), Err(TargetError::Scheme(_))));
+        // WebSocket URLs: their default ports, TLS for wss.
+        let ws = Target::parse("ws://127.0.0.1/chat?room=1").unwrap();
+        assert!(ws.websocket && !ws.tls);
+        assert_eq!((ws.addr.port(), ws.path.as_str()), (80, "/chat?room=1"));
+        let wss = Target::parse("wss://127.0.0.1/").unwrap();
+        assert!(wss.websocket && wss.tls);
+        assert_eq!(wss.addr.port(), 443);
         assert!(matches!(Target::parse("nope"), Err(TargetError::BadUrl { .. })));
     }
 }

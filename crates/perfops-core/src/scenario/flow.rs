@@ -95,7 +95,12 @@ impl Dec<'_> {
             return self.websocket_step(m, ws, path, feeders);
         }
         self.misplaced(m, path, WS_ONLY, "belongs to a `websocket:` step", "an HTTP step is `request: METHOD /path`");
-        self.misplaced_expect(m, path, "message_contains", "checks a WebSocket reply; for a response use `body_contains`");
+        self.misplaced_expect(
+            m,
+            path,
+            "message_contains",
+            "checks a WebSocket reply; for a response use `body_contains`",
+        );
         let request = self.required(m, "request", path, "request: GET /path (or websocket: /path)")?;
         let rp = join(path, "request");
         let s = self.scalar(request, &rp, "`METHOD /path`")?;
@@ -172,13 +177,7 @@ impl Dec<'_> {
 
     /// A `websocket: /path` step: its path, the messages it sends, how long
     /// it holds the connection and how often it sends again.
-    fn websocket_step(
-        &mut self,
-        m: &MarkedMappingNode,
-        ws: &Node,
-        path: &str,
-        feeders: &[&str],
-    ) -> Option<Step> {
+    fn websocket_step(&mut self, m: &MarkedMappingNode, ws: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
         self.misplaced(m, path, HTTP_ONLY, "does not belong to a `websocket:` step", "it sends its `send:` messages");
         self.misplaced_expect(m, path, "status", "a WebSocket step is upgraded (101) or failed: expect checks replies");
         self.misplaced_expect(m, path, "body_contains", "use `message_contains` for a WebSocket reply");
