@@ -3,19 +3,20 @@
 //! [`FailureKind`] each way of ending is. The session a `websocket:` step
 //! runs on it, and what it records, is the worker's (`worker/websocket.rs`).
 //!
-//! Framing is tungstenite's (`tokio-tungstenite`, its handshake feature only)
-//! over the worker's own [`Stream`]: the TCP connect and the TLS handshake
-//! stay the worker's (timed as for HTTP/1.1, with the same `TCP_NODELAY`
-//! socket), and this module only speaks WebSocket on what they produced.
+//! Framing is tungstenite's (`tokio-tungstenite`) over the worker's own
+//! [`Stream`]: the TCP connect and the TLS handshake stay the worker's (timed
+//! as for HTTP/1.1, on the same `TCP_NODELAY` socket); the upgrade handshake
+//! is this module's (see [`upgrade`]), and tungstenite frames what follows.
 //!
 //! What a held connection costs is what lets a generator hold 10,000 of them
-//! (#14, the same figure as #12's for HTTP/1.1). tungstenite's defaults read
-//! into a 128 KiB buffer allocated when the connection is made and kept for
-//! its life: 1.25 GiB for 10,000 connections. Here its read buffer is 1 KiB
-//! (a frame larger than that still arrives whole: the buffer reserves the
-//! frame's length as its header announces it, as http1.rs's buffer grows for
-//! a large body), and frames are written when sent (`write_buffer_size: 0`),
-//! not gathered in a 128 KiB write buffer.
+//! (#14, the figure #12 set for HTTP/1.1). tungstenite's defaults read into a
+//! 128 KiB buffer allocated with the connection and kept for its life
+//! (1.25 GiB for 10,000 connections), and its handshake leaves a 4 KiB one.
+//! Here the read buffer is 512 bytes (a frame announced larger still arrives
+//! whole: the buffer reserves the frame's length, as http1.rs's grows for a
+//! large body; it is not shrunk afterwards, so a connection that once read a
+//! large message keeps that much), and frames are written when sent
+//! (`write_buffer_size: 0`), never gathered in a 128 KiB write buffer.
 
 use std::io;
 use std::pin::Pin;
@@ -24,20 +25,23 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use perfops_core::measure::FailureKind;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::{Instant, Sleep};
 use tokio_tungstenite::WebSocketStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::http::{HeaderName, HeaderValue};
+use tokio_tungstenite::tungstenite::handshake::client::generate_key;
+use tokio_tungstenite::tungstenite::handshake::derive_accept_key;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Bytes, Error, Message};
 
 use crate::http1::Stream;
 
-/// The read buffer a connection starts with and keeps while idle.
-const READ_BUF: usize = 1024;
+/// The read buffer a connection starts with and keeps while idle (a frame
+/// announced larger reserves its length).
+const READ_BUF: usize = 512;
+/// An upgrade response head larger than this is a protocol error.
+const MAX_HEAD: usize = 64 * 1024;
 /// The largest message accepted (as http1.rs's `CAPTURE_MAX` for a body kept
 /// for `expect`): a larger one is a protocol failure, not a reason for memory.
 const MAX_MESSAGE: usize = 1024 * 1024;
@@ -52,12 +56,6 @@ pub(crate) struct Counted {
     inner: Stream,
     pub(crate) read: u64,
     pub(crate) written: u64,
-}
-
-impl Counted {
-    pub(crate) fn new(inner: Stream) -> Counted {
-        Counted { inner, read: 0, written: 0 }
-    }
 }
 
 impl AsyncRead for Counted {
@@ -110,6 +108,17 @@ impl Refused {
     }
 }
 
+/// What an upgrade measured, whether it succeeded or not.
+#[derive(Debug, Default)]
+pub(crate) struct Handshake {
+    /// Bytes of the upgrade request written.
+    pub(crate) bytes_out: u64,
+    /// Bytes of the response read (its head, and any frame that came with it).
+    pub(crate) bytes_in: u64,
+    /// When the response's first bytes were read.
+    pub(crate) first_byte: Option<Instant>,
+}
+
 fn config() -> WebSocketConfig {
     WebSocketConfig::default()
         .read_buffer_size(READ_BUF)
@@ -118,37 +127,124 @@ fn config() -> WebSocketConfig {
         .max_frame_size(Some(MAX_MESSAGE))
 }
 
-/// Upgrade `stream` to a WebSocket connection to `url` (`ws://host/path`;
-/// for a TLS stream, `wss://`), sending `headers` (name, value) with the
-/// request beside the handshake's own.
-pub(crate) async fn upgrade(stream: Stream, url: &str, headers: &[(String, Vec<u8>)]) -> Result<Ws, Refused> {
-    let mut request = url.into_client_request().map_err(|_| Refused::Failed(FailureKind::Protocol))?;
+/// Headers the handshake sets itself: a step's are not sent twice.
+const OWN_HEADERS: &[&str] = &["upgrade", "connection", "sec-websocket-key", "sec-websocket-version"];
+
+/// The upgrade request of `path` on `authority` with the step's `headers`
+/// and `key`; `None` when a rendered path or header would break its framing.
+fn upgrade_request(authority: &str, path: &[u8], headers: &[(String, Vec<u8>)], key: &str) -> Option<Vec<u8>> {
+    if path.iter().any(|&b| b == b' ' || b == b'\r' || b == b'\n') {
+        return None;
+    }
+    let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(b"GET ");
+    out.extend_from_slice(path);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if !has("host") {
+        out.extend_from_slice(format!("Host: {authority}\r\n").as_bytes());
+    }
+    if !has("user-agent") {
+        out.extend_from_slice(concat!("User-Agent: perfops/", env!("CARGO_PKG_VERSION"), "\r\n").as_bytes());
+    }
+    out.extend_from_slice(b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n");
+    out.extend_from_slice(format!("Sec-WebSocket-Key: {key}\r\n").as_bytes());
     for (name, value) in headers {
-        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_bytes(value)) else {
-            // A header that cannot be sent (a line break rendered into it):
-            // the request is refused before it leaves, as a protocol error.
-            return Err(Refused::Failed(FailureKind::Protocol));
-        };
-        request.headers_mut().insert(name, value);
+        if OWN_HEADERS.iter().any(|own| name.eq_ignore_ascii_case(own)) {
+            continue;
+        }
+        // A line break rendered into a header would forge another: refused.
+        if name.contains(['\r', '\n', ':']) || value.iter().any(|&b| b == b'\r' || b == b'\n') {
+            return None;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
     }
-    if !request.headers().contains_key("user-agent") {
-        request
-            .headers_mut()
-            .insert("user-agent", HeaderValue::from_static(concat!("perfops/", env!("CARGO_PKG_VERSION"))));
-    }
-    match tokio_tungstenite::client_async_with_config(request, Counted::new(stream), Some(config())).await {
-        Ok((ws, _response)) => Ok(ws),
-        Err(Error::Http(response)) => Err(Refused::Status(response.status().as_u16())),
-        Err(e) => Err(Refused::Failed(upgrade_failure(&e))),
-    }
+    out.extend_from_slice(b"\r\n");
+    Some(out)
 }
 
-/// The failure kind of an error before the upgrade was answered: HTTP's.
-fn upgrade_failure(e: &Error) -> FailureKind {
-    match e {
-        Error::Io(e) if e.kind() == io::ErrorKind::InvalidData => FailureKind::Protocol,
-        Error::Io(_) | Error::ConnectionClosed | Error::AlreadyClosed => FailureKind::Reset,
-        _ => FailureKind::Protocol,
+/// Does response head `resp` accept the upgrade asked with `key` (RFC 6455
+/// §4.1: `Upgrade: websocket`, `Connection: upgrade`, the right
+/// `Sec-WebSocket-Accept`)?
+fn accepts(resp: &httparse::Response<'_, '_>, key: &str) -> bool {
+    let value = |name: &str| resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value);
+    let has_token = |v: Option<&[u8]>, token: &[u8]| {
+        v.is_some_and(|v| v.split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(token)))
+    };
+    has_token(value("upgrade"), b"websocket")
+        && has_token(value("connection"), b"upgrade")
+        && value("sec-websocket-accept").is_some_and(|v| v.trim_ascii() == derive_accept_key(key.as_bytes()).as_bytes())
+}
+
+/// Upgrade `stream` to a WebSocket connection (RFC 6455 §4): send the
+/// request for `path` on `authority` with `headers`, read the answer, and
+/// check that it accepts this key. What it measured goes to `hs`, also when
+/// it fails.
+///
+/// The handshake is ours, not tungstenite's: tungstenite's reads into a
+/// 4 KiB buffer that the connection then keeps as its read buffer for its
+/// life (4 KiB of every held connection), and it does not say when the
+/// answer's first byte came. Here the head is read into a buffer dropped
+/// once it is parsed, and the connection's own starts at [`READ_BUF`].
+pub(crate) async fn upgrade(
+    mut stream: Stream,
+    authority: &str,
+    path: &[u8],
+    headers: &[(String, Vec<u8>)],
+    hs: &mut Handshake,
+) -> Result<Ws, Refused> {
+    let key = generate_key();
+    let request = upgrade_request(authority, path, headers, &key).ok_or(Refused::Failed(FailureKind::Protocol))?;
+    let io = |e: &io::Error| match e.kind() {
+        io::ErrorKind::InvalidData => Refused::Failed(FailureKind::Protocol),
+        _ => Refused::Failed(FailureKind::Reset),
+    };
+    stream.write_all(&request).await.map_err(|e| io(&e))?;
+    stream.flush().await.map_err(|e| io(&e))?;
+    hs.bytes_out = request.len() as u64;
+    drop(request);
+    let mut buf = vec![0; 1024];
+    let mut end = 0;
+    loop {
+        if end == buf.len() {
+            if buf.len() >= MAX_HEAD {
+                return Err(Refused::Failed(FailureKind::Protocol));
+            }
+            buf.resize(buf.len() * 2, 0);
+        }
+        let n = match stream.read(&mut buf[end..]).await {
+            Ok(0) => return Err(Refused::Failed(FailureKind::Reset)),
+            Ok(n) => n,
+            Err(e) => return Err(io(&e)),
+        };
+        hs.first_byte.get_or_insert_with(Instant::now);
+        end += n;
+        hs.bytes_in += n as u64;
+        let mut fields = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut fields);
+        let len = match resp.parse(&buf[..end]) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => continue,
+            Err(_) => return Err(Refused::Failed(FailureKind::Protocol)),
+        };
+        match resp.code {
+            Some(101) if accepts(&resp, &key) => {}
+            Some(101) | None => return Err(Refused::Failed(FailureKind::Protocol)),
+            Some(status) => return Err(Refused::Status(status)),
+        }
+        let counted = Counted { inner: stream, read: hs.bytes_in, written: hs.bytes_out };
+        // A frame the server sent at once, read with the head, is the
+        // connection's first bytes.
+        let ws = if len == end {
+            WebSocketStream::from_raw_socket(counted, Role::Client, Some(config())).await
+        } else {
+            let rest = buf[len..end].to_vec();
+            WebSocketStream::from_partially_read(counted, rest, Role::Client, Some(config())).await
+        };
+        return Ok(ws);
     }
 }
 
@@ -280,12 +376,6 @@ mod tests {
         for (i, (e, kind)) in cases.iter().enumerate() {
             assert_eq!(failure(e), *kind, "case {i}: {e}");
         }
-        // Before the upgrade was answered, HTTP's kinds.
-        assert_eq!(upgrade_failure(&io(io::ErrorKind::ConnectionReset)), FailureKind::Reset);
-        assert_eq!(
-            upgrade_failure(&Error::Protocol(ProtocolError::SecWebSocketAcceptKeyMismatch)),
-            FailureKind::Protocol
-        );
         // (close code, failure): normal endings are none
         let codes = [
             (None, None),
@@ -302,6 +392,57 @@ mod tests {
         let refused = [(404, FailureKind::Http4xx), (503, FailureKind::Http5xx), (200, FailureKind::Protocol)];
         for (status, kind) in refused {
             assert_eq!(Refused::Status(status).kind(), kind, "{status}");
+        }
+    }
+
+    /// The upgrade request carries the handshake's fields and the step's
+    /// headers (never a second copy of the handshake's own), and refuses
+    /// what would break its framing.
+    #[test]
+    fn upgrade_requests_are_framed() {
+        let key = "dGhlIHNhbXBsZSBub25jZQ==";
+        let headers = vec![("Authorization".to_string(), b"Bearer t".to_vec()), ("Upgrade".into(), b"h2c".to_vec())];
+        let req = String::from_utf8(upgrade_request("127.0.0.1:9", b"/chat?r=1", &headers, key).unwrap()).unwrap();
+        assert!(req.starts_with("GET /chat?r=1 HTTP/1.1\r\nHost: 127.0.0.1:9\r\nUser-Agent: perfops/"), "{req}");
+        assert!(req.contains("\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"));
+        assert!(
+            req.contains(&format!("Sec-WebSocket-Key: {key}\r\n")) && req.ends_with("Authorization: Bearer t\r\n\r\n")
+        );
+        assert_eq!(req.matches("Upgrade:").count(), 1, "the step's Upgrade is not sent: {req}");
+        // (path, headers): a rendered line break or space would forge the request
+        let bad: [(&[u8], Vec<(String, Vec<u8>)>); 3] = [
+            (b"/a b", Vec::new()),
+            (b"/", vec![("X".into(), b"1\r\nEvil: 2".to_vec())]),
+            (b"/", vec![("X: y".into(), b"1".to_vec())]),
+        ];
+        for (i, (path, headers)) in bad.iter().enumerate() {
+            assert!(upgrade_request("h", path, headers, key).is_none(), "case {i}");
+        }
+    }
+
+    /// RFC 6455 §1.3's example key and accept value, and what a 101 must say.
+    #[test]
+    fn upgrade_answers_are_checked() {
+        let key = "dGhlIHNhbXBsZSBub25jZQ==";
+        let answer = |upgrade: &str, connection: &str, accept: &str| {
+            format!(
+                "HTTP/1.1 101 Switching Protocols\r\nUpgrade: {upgrade}\r\nConnection: {connection}\r\nSec-WebSocket-Accept: {accept}\r\n\r\n"
+            )
+        };
+        let good = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+        // (response head, accepted)
+        let cases = [
+            (answer("websocket", "Upgrade", good), true),
+            (answer("WebSocket", "keep-alive, upgrade", good), true), // tokens, any case
+            (answer("websocket", "Upgrade", "AAAA"), false),          // another key's accept
+            (answer("h2c", "Upgrade", good), false),                  // another protocol
+            (answer("websocket", "close", good), false),              // no Connection: upgrade
+        ];
+        for (i, (head, want)) in cases.iter().enumerate() {
+            let mut fields = [httparse::EMPTY_HEADER; 16];
+            let mut resp = httparse::Response::new(&mut fields);
+            assert!(resp.parse(head.as_bytes()).unwrap().is_complete());
+            assert_eq!(accepts(&resp, key), *want, "case {i}");
         }
     }
 }

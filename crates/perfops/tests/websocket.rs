@@ -112,7 +112,8 @@ fn a_delayed_reply_counts_its_delay() {
         "a 20 ms echo took {} ms at the median\n{ctx}",
         num(&msgs, "/latency_ms/p50")
     );
-    assert!(num(&up, "/latency_ms/max") < 20.0, "the upgrade waits for no message\n{ctx}");
+    // Its service time: its latency also holds the generator's lateness, on a busy machine.
+    assert!(num(&up, "/service_ms/max") < 20.0, "the upgrade waits for no message\n{ctx}");
 }
 
 /// Each way a session can end badly is a failure kind of its own: the

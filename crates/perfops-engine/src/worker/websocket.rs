@@ -81,52 +81,16 @@ impl Worker {
         let Some(spec) = step.step.websocket.as_ref() else {
             return Ended { at: Instant::now(), failed: true };
         };
-        let up = req.key;
-        let msgs = Key { stage: up.stage, step: step.messages.unwrap_or(up.step) };
-        let (url, headers) = self.upgrade_request(step, &req);
-
-        // The upgrade: one request of the step's row.
-        self.rec.borrow_mut().sent(up);
-        let due = match req.due {
-            Due::At(due) => due,
-            Due::OnSend => req.start,
+        let msgs = Key { stage: req.key.stage, step: step.messages.unwrap_or(req.key.step) };
+        // Boxed, and apart: what the upgrade needs (its request, the
+        // handshake's state, its result) is gone before the hold starts, so a
+        // held session's future carries the connection and the message loop
+        // alone (#14: 10,000 held connections in < 100 MiB).
+        let (mut ws, t0) = match Box::pin(self.upgrade(timer.as_mut(), &req)).await {
+            Ok(upgraded) => upgraded,
+            Err(ended) => return ended,
         };
-        let mut in_flight = InFlight { rec: &self.rec, key: up, due, done: false };
-        timer.as_mut().reset(req.start + shared.timeout);
-        let (stream, ready) = match within(timer.as_mut(), Box::pin(self.open_stream(up))).await {
-            Some(Ok(opened)) => opened,
-            Some(Err(kind)) => {
-                in_flight.done = true;
-                return self.session_failed(up, &req, None, kind, 0);
-            }
-            None => {
-                in_flight.done = true;
-                return self.session_failed(up, &req, None, FailureKind::Timeout, 0);
-            }
-        };
-        let upgraded = within(timer.as_mut(), ws::upgrade(stream, &url, &headers)).await;
-        let t0 = Instant::now();
-        in_flight.done = true;
-        let mut ws = match upgraded {
-            Some(Ok(ws)) => ws,
-            Some(Err(Refused::Status(status))) if FailureKind::of_status(status).is_some() => {
-                // Answered, with an error status: counted as HTTP counts it
-                // (its bytes are not: the stream went down with the handshake).
-                let response = Response { status, bytes_in: 0, sent_at: ready, first_byte: t0, last_byte: t0 };
-                let failure = FailureKind::of_status(status);
-                let answer =
-                    Answer { due: req.due, sent: ready, response, bytes_out: 0, failure, ends_iteration: true };
-                self.rec.borrow_mut().answered(up, &answer);
-                return Ended { at: t0, failed: true };
-            }
-            Some(Err(refused)) => return self.session_failed(up, &req, Some(ready), refused.kind(), 0),
-            None => return self.session_failed(up, &req, Some(ready), FailureKind::Timeout, 0),
-        };
-        let mut marks = Marks { read: 0, written: 0 };
-        let (bytes_in, bytes_out) = marks.take(&ws);
-        let response = Response { status: 101, bytes_in, sent_at: ready, first_byte: t0, last_byte: t0 };
-        let answer = Answer { due: req.due, sent: ready, response, bytes_out, failure: None, ends_iteration: req.last };
-        self.rec.borrow_mut().answered(up, &answer);
+        let mut marks = Marks { read: ws.get_ref().read, written: ws.get_ref().written };
 
         // The messages, round after round, then the rest of the hold.
         let hold_end = t0 + spec.hold;
@@ -212,7 +176,7 @@ impl Worker {
                 let answer = Answer { due, sent: start, response, bytes_out, failure, ends_iteration: false };
                 self.rec.borrow_mut().answered(msgs, &answer);
                 if failure.is_some() {
-                    ws::close(ws).await;
+                    Box::pin(ws::close(ws)).await;
                     return Ended { at: rt.reply_at, failed: true };
                 }
                 due = match due {
@@ -236,13 +200,67 @@ impl Worker {
                 }
             }
         }
-        ws::close(ws).await;
+        Box::pin(ws::close(ws)).await;
         Ended { at: Instant::now(), failed: false }
     }
 
-    /// The upgrade's URL (`ws://` or `wss://`, the target's authority, the
-    /// step's path) and headers, rendered for this arrival.
-    fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> (String, Vec<(String, Vec<u8>)>) {
+    /// The upgrade of `req`'s session: one request of the step's row,
+    /// recorded here. Returns the connection and when its `101` was read,
+    /// or how the flow ends.
+    async fn upgrade(&self, mut timer: Pin<&mut Sleep>, req: &Request<'_>) -> Result<(ws::Ws, Instant), Ended> {
+        let shared = &*self.shared;
+        let up = req.key;
+        let (path, headers) = self.upgrade_request(req.step, req);
+        self.rec.borrow_mut().sent(up);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        let mut in_flight = InFlight { rec: &self.rec, key: up, due, done: false };
+        timer.as_mut().reset(req.start + shared.timeout);
+        let (stream, ready) = match within(timer.as_mut(), Box::pin(self.open_stream(up))).await {
+            Some(Ok(opened)) => opened,
+            Some(Err(kind)) => {
+                in_flight.done = true;
+                return Err(self.session_failed(up, req, None, kind, 0));
+            }
+            None => {
+                in_flight.done = true;
+                return Err(self.session_failed(up, req, None, FailureKind::Timeout, 0));
+            }
+        };
+        let authority = &shared.target.authority;
+        let mut hs = ws::Handshake::default();
+        let upgraded = within(timer.as_mut(), ws::upgrade(stream, authority, &path, &headers, &mut hs)).await;
+        let t0 = Instant::now();
+        in_flight.done = true;
+        let first_byte = hs.first_byte.unwrap_or(t0);
+        let (response, failure) = match upgraded {
+            Some(Ok(ws)) => {
+                let c = ws.get_ref();
+                let response = Response { status: 101, bytes_in: c.read, sent_at: ready, first_byte, last_byte: t0 };
+                let ends_iteration = req.last;
+                let answer =
+                    Answer { due: req.due, sent: ready, response, bytes_out: c.written, failure: None, ends_iteration };
+                self.rec.borrow_mut().answered(up, &answer);
+                return Ok((ws, t0));
+            }
+            // Answered, with an error status: counted as HTTP counts it.
+            Some(Err(Refused::Status(status))) if FailureKind::of_status(status).is_some() => (
+                Response { status, bytes_in: hs.bytes_in, sent_at: ready, first_byte, last_byte: t0 },
+                FailureKind::of_status(status),
+            ),
+            Some(Err(refused)) => return Err(self.session_failed(up, req, Some(ready), refused.kind(), hs.bytes_out)),
+            None => return Err(self.session_failed(up, req, Some(ready), FailureKind::Timeout, hs.bytes_out)),
+        };
+        let answer =
+            Answer { due: req.due, sent: ready, response, bytes_out: hs.bytes_out, failure, ends_iteration: true };
+        self.rec.borrow_mut().answered(up, &answer);
+        Err(Ended { at: t0, failed: true })
+    }
+
+    /// The upgrade's path and headers, rendered for this arrival.
+    fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
         let shared = &*self.shared;
         let work = &*shared.work;
         let vars = self.vars.borrow();
@@ -251,8 +269,6 @@ impl Worker {
         let mut path = Vec::new();
         // A missing value renders empty; the server's answer says the rest.
         let _ = step.step.path.render(&av, &mut rng, &mut path);
-        let scheme = if shared.target.tls { "wss" } else { "ws" };
-        let url = format!("{scheme}://{}{}", shared.target.authority, String::from_utf8_lossy(&path));
         let headers = work
             .headers_of(&step.step)
             .map(|(name, value)| {
@@ -261,7 +277,7 @@ impl Worker {
                 (name.clone(), v)
             })
             .collect();
-        (url, headers)
+        (path, headers)
     }
 
     /// Record a session's upgrade that got no answer, and end the flow.
