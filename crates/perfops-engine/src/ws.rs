@@ -410,7 +410,8 @@ mod tests {
         );
         assert_eq!(req.matches("Upgrade:").count(), 1, "the step's Upgrade is not sent: {req}");
         // (path, headers): a rendered line break or space would forge the request
-        let bad: [(&[u8], Vec<(String, Vec<u8>)>); 3] = [
+        type Headers = Vec<(String, Vec<u8>)>;
+        let bad: [(&[u8], Headers); 3] = [
             (b"/a b", Vec::new()),
             (b"/", vec![("X".into(), b"1\r\nEvil: 2".to_vec())]),
             (b"/", vec![("X: y".into(), b"1".to_vec())]),
