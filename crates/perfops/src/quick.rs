@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Rate, Schedule};
-use perfops_core::pipeline::{Pipeline, StageLedger};
+use perfops_core::pipeline::{Flow, Pipeline, Second, Sink, SinkError, StageLedger};
 use perfops_core::units::parse_duration;
 use perfops_engine::{Target, Work};
 use perfops_report::live::LiveLine;
@@ -83,6 +84,7 @@ pub(crate) struct QuickArgs {
 pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     let target = Target::parse(&args.url).map_err(|e| usage(e.to_string()))?;
+    let target_is_websocket = target.websocket;
     let body = match &args.body {
         Some(b) if b.starts_with('@') => {
             std::fs::read(&b[1..]).map_err(|e| usage(format!("cannot read body file `{}`: {e}", &b[1..])))?
@@ -154,6 +156,11 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     if let Some(l) = &mut live {
         pipeline = pipeline.to(l);
     }
+    // `quick ws://`: its sessions and messages are two steps, told apart.
+    let mut by_step = ByStep::default();
+    if target_is_websocket {
+        pipeline = pipeline.to(&mut by_step);
+    }
     let (outcome, _) = launch::run(&plan, stop, pipeline)?;
     // The endpoint stops with the load.
     drop(metrics);
@@ -166,7 +173,12 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
     };
-    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    let mut summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    if target_is_websocket {
+        // Its one step's rows: the upgrade, then its messages (if it sends one).
+        let empty = Stats::default();
+        summary = summary.with_websocket(by_step.0.first().unwrap_or(&empty), by_step.0.get(1));
+    }
 
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&summary)?;
@@ -183,6 +195,24 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         return Ok(Exit::ThresholdsFailed);
     }
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })
+}
+
+/// Totals by step index over the whole load (a quick run has no stages to
+/// count them by).
+#[derive(Default)]
+struct ByStep(Vec<Stats>);
+
+impl Sink for ByStep {
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+        for (key, stats) in &second.interval.parts {
+            let i = usize::from(key.step);
+            if self.0.len() <= i {
+                self.0.resize_with(i + 1, Stats::default);
+            }
+            self.0[i].merge(stats);
+        }
+        Ok(Flow::Continue)
+    }
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its

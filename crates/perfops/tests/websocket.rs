@@ -200,6 +200,10 @@ fn quick_takes_a_websocket_url() {
     // 30 upgrades and 30 round trips.
     assert_eq!(run.u64("/completed"), 60, "{}", run.dump());
     assert_eq!(run.u64("/connects"), 30, "{}", run.dump());
+    // ... told apart in the summary
+    let ws = (run.u64("/websocket/sessions"), run.u64("/websocket/messages"), run.u64("/websocket/messages_failed"));
+    assert_eq!(ws, (30, 30, 0), "{}", run.dump());
+    assert!(run.stdout.contains("WebSocket messages:     30 answered, 0 failed"), "{}", run.stdout);
 }
 
 /// `perfops check` places a WebSocket step's mistakes at their line and
