@@ -5,7 +5,8 @@
 //! (an abnormal closure, 1006 at the client), or closes with a code
 //! (1011, a server error). It counts connections (accepted, open now, the
 //! most open at once) and messages, so a test can compare what the
-//! generator reports with what the server saw.
+//! generator reports with what the server saw. [`WsServer::start_tls`]
+//! serves `wss://` with the testkit's self-signed certificate.
 //!
 //! One thread runs a single-threaded tokio runtime; every connection is a
 //! task on it, so thousands of held connections cost a few KiB each, not a
@@ -20,8 +21,10 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tokio_rustls::TlsAcceptor;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, WebSocketConfig};
@@ -61,6 +64,7 @@ struct Counters {
 /// A running WebSocket server; dropping it stops it.
 pub struct WsServer {
     addr: SocketAddr,
+    cert_pem: Option<String>,
     counters: Arc<Counters>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -72,8 +76,22 @@ impl WsServer {
         WsServer::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), behaviour)
     }
 
+    /// Start on 127.0.0.1 and an ephemeral port, over TLS (`wss://`) with a
+    /// self-signed certificate for `localhost` and `127.0.0.1`.
+    pub fn start_tls(behaviour: WsBehaviour) -> WsServer {
+        let identity = crate::tls::self_signed();
+        let acceptor = TlsAcceptor::from(identity.config);
+        let mut server = WsServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), behaviour, Some(acceptor));
+        server.cert_pem = Some(identity.cert_pem);
+        server
+    }
+
     /// Start on `addr` (port 0: an ephemeral one).
     pub fn start_on(addr: SocketAddr, behaviour: WsBehaviour) -> WsServer {
+        WsServer::start_with(addr, behaviour, None)
+    }
+
+    fn start_with(addr: SocketAddr, behaviour: WsBehaviour, tls: Option<TlsAcceptor>) -> WsServer {
         let listener = std::net::TcpListener::bind(addr).expect("bind the WebSocket server");
         let addr = listener.local_addr().expect("listener address");
         listener.set_nonblocking(true).expect("non-blocking listener");
@@ -83,10 +101,10 @@ impl WsServer {
             let counters = Arc::clone(&counters);
             std::thread::Builder::new()
                 .name(format!("testkit-ws-{}", addr.port()))
-                .spawn(move || serve(listener, behaviour, &counters, stopped))
+                .spawn(move || serve(listener, behaviour, tls, &counters, stopped))
                 .expect("spawn the WebSocket server thread")
         };
-        WsServer { addr, counters, stop: Some(stop), thread: Some(thread) }
+        WsServer { addr, cert_pem: None, counters, stop: Some(stop), thread: Some(thread) }
     }
 
     /// Serve on `addr` in this thread until the process is killed.
@@ -94,7 +112,7 @@ impl WsServer {
         let listener = std::net::TcpListener::bind(addr).expect("bind the WebSocket server");
         listener.set_nonblocking(true).expect("non-blocking listener");
         let (_stop, stopped) = oneshot::channel();
-        serve(listener, behaviour, &Arc::new(Counters::default()), stopped);
+        serve(listener, behaviour, None, &Arc::new(Counters::default()), stopped);
     }
 
     /// The address it listens on.
@@ -102,9 +120,15 @@ impl WsServer {
         self.addr
     }
 
-    /// `ws://127.0.0.1:PORT` (no trailing slash).
+    /// `ws://127.0.0.1:PORT`, or `wss://` over TLS (no trailing slash).
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        let scheme = if self.cert_pem.is_some() { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// PEM of the self-signed certificate of a TLS server.
+    pub fn cert_pem(&self) -> Option<&str> {
+        self.cert_pem.as_deref()
     }
 
     /// Connections upgraded so far.
@@ -142,6 +166,7 @@ impl Drop for WsServer {
 fn serve(
     listener: std::net::TcpListener,
     behaviour: WsBehaviour,
+    tls: Option<TlsAcceptor>,
     counters: &Arc<Counters>,
     stopped: oneshot::Receiver<()>,
 ) {
@@ -156,7 +181,21 @@ fn serve(
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 };
-                tokio::task::spawn_local(connection(stream, behaviour, Arc::clone(counters)));
+                let _ = stream.set_nodelay(true);
+                let counters = Arc::clone(counters);
+                match &tls {
+                    None => {
+                        tokio::task::spawn_local(connection(stream, behaviour, counters));
+                    }
+                    Some(acceptor) => {
+                        let accept = acceptor.accept(stream);
+                        tokio::task::spawn_local(async move {
+                            if let Ok(stream) = accept.await {
+                                connection(stream, behaviour, counters).await;
+                            }
+                        });
+                    }
+                }
             }
         };
         tokio::select! {
@@ -184,8 +223,7 @@ impl Drop for Open {
     }
 }
 
-async fn connection(stream: TcpStream, behaviour: WsBehaviour, counters: Arc<Counters>) {
-    let _ = stream.set_nodelay(true);
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, behaviour: WsBehaviour, counters: Arc<Counters>) {
     // Small buffers: the server holds as many connections as the generator.
     let config = WebSocketConfig::default().read_buffer_size(1024).write_buffer_size(0);
     let Ok(mut ws) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else { return };

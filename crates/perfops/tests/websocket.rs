@@ -206,6 +206,24 @@ fn quick_takes_a_websocket_url() {
     assert!(run.stdout.contains("WebSocket messages:     30 answered, 0 failed"), "{}", run.stdout);
 }
 
+/// `wss://`: the worker's TLS handshake (its own phase, its histogram),
+/// then the upgrade and the messages inside the TLS session.
+#[test]
+fn wss_sessions_run_over_tls() {
+    let _cpu = shared();
+    let server = WsServer::start_tls(WsBehaviour::Echo { delay: Duration::ZERO });
+    let url = format!("{}/secure", server.url());
+    let run = common::quick(&[&url, "-k", "-b", "hello", "-n", "12", "-c", "3"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
+    assert_eq!((run.u64("/connects"), run.u64("/tls_ms/count")), (12, 12), "a handshake per session\n{}", run.dump());
+    assert_eq!((run.u64("/websocket/sessions"), run.u64("/websocket/messages")), (12, 12), "{}", run.dump());
+    assert_eq!((server.connections(), server.messages()), (12, 12));
+    // Without -k, the self-signed certificate is refused: a `tls` failure per session.
+    let refused = common::quick(&[&url, "-b", "hello", "-n", "3", "-c", "1"]);
+    assert_eq!(refused.failures("tls"), 3, "{}", refused.dump());
+}
+
 /// `perfops check` places a WebSocket step's mistakes at their line and
 /// column (exit 2).
 #[test]
