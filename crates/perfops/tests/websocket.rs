@@ -237,3 +237,35 @@ fn check_places_websocket_mistakes() {
     assert!(out.stderr.contains("bad.yaml:6:25"), "request placed:\n{}", out.stderr);
     assert!(out.stderr.contains("bad.yaml:6:47"), "hold placed:\n{}", out.stderr);
 }
+
+/// `perfops schema` covers WebSocket steps: one validates, and a step that
+/// is both a request and a WebSocket, or has an unknown field, does not.
+#[test]
+fn the_schema_covers_websocket_steps() {
+    let _cpu = shared();
+    let out = common::spawn_perfops(&["schema"], |_| {}).wait(RUN_LIMIT);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let schema: Value = serde_json::from_str(&out.stdout).expect("the schema is JSON");
+    let scenario = |step: Value| {
+        serde_json::json!({
+            "target": "ws://127.0.0.1:1",
+            "flows": { "chat": { "steps": [step] } },
+            "load": { "stages": [{ "rate": 1, "hold": "1s" }] }
+        })
+    };
+    let good = serde_json::json!({
+        "name": "chat", "websocket": "/ws", "send": ["hello ${seq}"],
+        "expect": { "message_contains": "hello" }, "save": { "n": "$.n" }, "hold": "30s", "every": "10s"
+    });
+    // (step, valid)
+    let cases = [
+        (good, true),
+        (serde_json::json!({ "websocket": "/ws", "send": "one" }), true), // one message, no list
+        (serde_json::json!({ "websocket": "/ws", "request": "GET /" }), false), // both kinds
+        (serde_json::json!({ "websocket": "/ws", "sned": ["x"] }), false), // a typo
+    ];
+    for (i, (step, valid)) in cases.into_iter().enumerate() {
+        let errors = kit::schema::errors(&schema, &scenario(step.clone()));
+        assert_eq!(errors.is_empty(), valid, "case {i}: {step}\n{errors:#?}");
+    }
+}
