@@ -93,17 +93,22 @@ fn messages_counted_equal_what_the_server_saw() {
 
 /// A reply delayed 20 ms by the server counts at least its 20 ms, from the
 /// message's intended send time (latency) and from its actual send
-/// (service time); the upgrade's row is not charged for it.
+/// (service time); the upgrade's row is not charged for it; an SLO names
+/// the messages' row.
 #[test]
 fn a_delayed_reply_counts_its_delay() {
     let _cpu = exclusive();
     let server = WsServer::start(WsBehaviour::Echo { delay: Duration::from_millis(20) });
     let wd = Workdir::new("ws-delay");
-    let run =
-        Run::new(&wd, &scenario(&server.url(), r#"{ name: chat, websocket: /, send: [ping, pong] }"#, 20, 2), &[]);
-    assert_eq!(run.out.code, Some(0), "{}", run.context());
+    // An SLO on the messages' row by its name: a 20 ms echo cannot meet it (exit 1).
+    let mut yaml = scenario(&server.url(), r#"{ name: chat, websocket: /, send: [ping, pong] }"#, 20, 2);
+    yaml.push_str("slo: [ \"p50(chat messages) < 10ms\" ]\n");
+    let run = Run::new(&wd, &yaml, &[]);
+    assert_eq!(run.out.code, Some(1), "{}", run.context());
     let (up, msgs) = (run.step("chat"), run.step("chat messages"));
     let ctx = format!("{up:#}\n{msgs:#}");
+    let slo = &run.summary()["slo"][0];
+    assert_eq!(slo["passed"], false, "{slo}\n{ctx}");
     assert_eq!(count(&msgs, "/completed"), 80, "{ctx}");
     assert!(num(&msgs, "/latency_ms/min") >= 20.0, "a reply came sooner than the server's delay\n{ctx}");
     assert!(num(&msgs, "/service_ms/min") >= 20.0, "{ctx}");
