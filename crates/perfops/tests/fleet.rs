@@ -582,7 +582,8 @@ fn raw_wrong_proof(url: &str) -> String {
         s.read_exact(&mut body).expect("its body");
         String::from_utf8_lossy(&body[1..]).into_owned()
     };
-    send(&mut s, r#"{"type":"hello","protocol":1,"nonce":"00","index":null,"name":"raw"}"#);
+    let protocol = perfops_core::fleet::wire::PROTOCOL;
+    send(&mut s, &format!(r#"{{"type":"hello","protocol":{protocol},"nonce":"00","index":null,"name":"raw"}}"#));
     let challenge = recv(&mut s);
     assert!(challenge.contains("challenge"), "{challenge}");
     send(&mut s, &format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)));

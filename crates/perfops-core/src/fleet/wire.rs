@@ -30,7 +30,8 @@ use super::hdr;
 use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
-pub const PROTOCOL: u32 = 1;
+/// 2 (#14): a second carries 13 failure counts (`ws_abnormal_close`, `ws_close`).
+pub const PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts (a second with many steps and
 /// stages stays far below it).
