@@ -210,6 +210,50 @@ fn every_error_at_once_with_its_position() {
     }
 }
 
+/// #14: a `websocket:` step decodes its path, messages, hold and period;
+/// its mistakes are reported at their line and column, all at once.
+#[test]
+fn websocket_steps_decode_and_their_mistakes_are_placed() {
+    let text = "target: ws://127.0.0.1:9/\nflows:\n  chat:\n    steps:\n      - { name: chat, websocket: /ws, send: [\"hello ${seq}\", bye], expect: { message_contains: hello }, hold: 30s, every: 10s }\n      - { websocket: /one, send: ping }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let s = parse("t.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let chat = &s.flows[0].steps[0];
+    let ws = chat.websocket.as_ref().expect("a websocket step");
+    assert_eq!((chat.name.as_str(), chat.method.as_str(), chat.path.source()), ("chat", "GET", "/ws"));
+    let sent: Vec<&str> = ws.send.iter().map(|t| t.source()).collect();
+    assert_eq!(sent, vec!["hello ${seq}", "bye"]);
+    assert_eq!((ws.hold, ws.every), (Duration::from_secs(30), Some(Duration::from_secs(10))));
+    assert_eq!(chat.expect.as_ref().and_then(|e| e.message_contains.as_deref()), Some("hello"));
+    let one = &s.flows[0].steps[1];
+    assert_eq!(one.name, "websocket /one", "named after its path by default");
+    let ws = one.websocket.as_ref().expect("a websocket step");
+    assert_eq!((ws.send.len(), ws.hold, ws.every), (1, Duration::ZERO, None), "one message, closed once answered");
+
+    let head = "target: ws://h:1/\nload: { stages: [ { rate: 1, hold: 1s } ] }\nflows: { a: { steps: [ ";
+    let cases: &[(&str, &[&str])] = &[
+        // a request and a websocket in one step
+        ("{ websocket: /ws, request: GET / }", &["3:42: `request` does not belong to a `websocket:` step"]),
+        // a bad hold, and an `every` without a hold
+        ("{ websocket: /ws, send: x, hold: soon }", &["3:57: `soon`"]),
+        ("{ websocket: /ws, send: x, every: 1s }", &["3:58: `every` repeats the messages during `hold`"]),
+        // a path that is not one
+        ("{ websocket: ws }", &["3:37: `ws`: the path must start with `/`"]),
+        // WebSocket fields on an HTTP step, and an HTTP check on a WebSocket step
+        ("{ request: GET /, hold: 5s }", &["3:42: `hold` belongs to a `websocket:` step"]),
+        ("{ websocket: /ws, send: x, expect: { status: 200 } }", &["3:61: `status` does not fit this step"]),
+        // an expectation with nothing to expect it of
+        ("{ websocket: /ws, expect: { message_contains: x } }", &["3:42: `expect` looks at the replies"]),
+    ];
+    for (step, want) in cases {
+        let text = format!("{head}{step} ] }} }}\n");
+        let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert_eq!(got.len(), want.len(), "for\n{text}\ngot {got:#?}");
+        for (g, w) in got.iter().zip(want.iter()) {
+            assert!(g.starts_with(w), "for\n{text}\ngot {g:?}, want it to start with {w:?}");
+        }
+    }
+}
+
 #[test]
 fn watch_and_probe_decode_with_kubernetes_defaults() {
     let text = r#"

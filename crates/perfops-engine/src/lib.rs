@@ -22,6 +22,7 @@ mod tls;
 pub mod watch;
 mod work;
 mod worker;
+mod ws;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;

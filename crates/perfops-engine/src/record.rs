@@ -201,6 +201,13 @@ impl Recorder {
         }
     }
 
+    /// A WebSocket connection held open (no message awaiting its reply)
+    /// that ended badly (`kind`: dropped, or closed with an error code):
+    /// counted as a failure with no latency, since no request waited for it.
+    pub(crate) fn closed(&mut self, key: Key, kind: FailureKind) {
+        self.at(key).failures.add(kind);
+    }
+
     /// A request still in flight when the run ended, `waited` after it was
     /// due: cut. Its latency is at least `waited`, and it is recorded so:
     /// in an overloaded open model the requests in flight at the end are the

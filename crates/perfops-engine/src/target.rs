@@ -18,8 +18,8 @@ pub enum TargetError {
         /// What the parser said.
         reason: String,
     },
-    /// A scheme other than http, https, h2c, grpc or grpcs.
-    #[error("`{0}`: only http://, https://, h2c://, grpc:// and grpcs:// URLs are supported")]
+    /// A scheme other than http, https, h2c, grpc, grpcs, ws or wss.
+    #[error("`{0}`: only http://, https://, h2c://, grpc://, grpcs://, ws:// and wss:// URLs are supported")]
     Scheme(String),
     /// The host name does not resolve.
     #[error("cannot resolve `{host}`: {reason}")]
@@ -66,8 +66,10 @@ pub struct Target {
     pub url: Url,
     /// The resolved address connections go to.
     pub addr: SocketAddr,
-    /// True for https.
+    /// True for https and wss.
     pub tls: bool,
+    /// True for ws and wss: `quick` opens WebSocket sessions.
+    pub websocket: bool,
     /// Host name for SNI and certificate checks.
     pub host: String,
     /// `host[:port]` for the Host header (port only when not the default).
@@ -82,11 +84,14 @@ impl Target {
     /// Parse and resolve `url` (resolution happens once, before the run).
     pub fn parse(url: &str) -> Result<Target, TargetError> {
         let parsed = Url::parse(url).map_err(|e| TargetError::BadUrl { url: url.into(), reason: e.to_string() })?;
-        let (tls, protocol) = match parsed.scheme() {
-            "http" => (false, Protocol::Http1),
-            "https" => (true, Protocol::Alpn),
-            "h2c" | "grpc" => (false, Protocol::H2),
-            "grpcs" => (true, Protocol::H2),
+        // WebSocket's upgrade is HTTP/1.1 (over TLS, ALPN offers http/1.1 alone).
+        let (tls, protocol, websocket) = match parsed.scheme() {
+            "http" => (false, Protocol::Http1, false),
+            "https" => (true, Protocol::Alpn, false),
+            "h2c" | "grpc" => (false, Protocol::H2, false),
+            "grpcs" => (true, Protocol::H2, false),
+            "ws" => (false, Protocol::Http1, true),
+            "wss" => (true, Protocol::Http1, true),
             _ => return Err(TargetError::Scheme(url.into())),
         };
         let host =
@@ -108,7 +113,7 @@ impl Target {
             path.push('?');
             path.push_str(q);
         }
-        Ok(Target { addr, tls, host: bare, authority, path, url: parsed, protocol })
+        Ok(Target { addr, tls, websocket, host: bare, authority, path, url: parsed, protocol })
     }
 
     /// The same target in `protocol` (`defaults.protocol`, `quick
@@ -156,6 +161,14 @@ mod tests {
             assert_eq!((t.tls, t.protocol), (tls, protocol), "{url}");
         }
         assert_eq!(Target::parse("h2c://127.0.0.1/").unwrap().addr.port(), 80, "h2c's default port is 80");
+
+        // WebSocket URLs: their default ports, TLS for wss.
+        let ws = Target::parse("ws://127.0.0.1/chat?room=1").unwrap();
+        assert!(ws.websocket && !ws.tls);
+        assert_eq!((ws.addr.port(), ws.path.as_str()), (80, "/chat?room=1"));
+        let wss = Target::parse("wss://127.0.0.1/").unwrap();
+        assert!(wss.websocket && wss.tls);
+        assert_eq!(wss.addr.port(), 443);
         assert!(matches!(Target::parse("nope"), Err(TargetError::BadUrl { .. })));
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use perfops_core::scenario::feeder::Feeder;
 use perfops_core::scenario::template::{Escape, MissingVar, Template, Vars};
-use perfops_core::scenario::{Body, JsonPart, Step};
+use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
 use crate::target::{Target, TargetError};
@@ -66,6 +66,10 @@ pub struct StepPlan {
     pub capture: bool,
     /// A gRPC step's method, once resolved ([`Work::resolve_grpc`]).
     pub grpc: Option<Arc<GrpcMethod>>,
+    /// A WebSocket step's row for its messages' round trips (the step's own
+    /// `index` is its upgrade's): `None` for an HTTP step, and for a
+    /// WebSocket step that sends nothing.
+    pub messages: Option<u16>,
 }
 
 /// The values visible to one arrival's templates.
@@ -144,9 +148,15 @@ impl Work {
                 .map(|step| {
                     let index = step_names.len() as u16;
                     step_names.push(step.name.clone());
+                    // A WebSocket step's messages are measured on a row of
+                    // their own, next to its upgrade's (see `ws`).
+                    let messages = step.websocket.as_ref().filter(|ws| !ws.send.is_empty()).map(|_| {
+                        step_names.push(format!("{} messages", step.name));
+                        index + 1
+                    });
                     let capture = !step.save.is_empty() || step.expect.is_some();
                     let head = step.method.eq_ignore_ascii_case("HEAD");
-                    StepPlan { index, step, cached: None, head, capture, grpc: None }
+                    StepPlan { index, step, cached: None, head, capture, grpc: None, messages }
                 })
                 .collect();
             plans.push(FlowPlan { name, steps });
@@ -166,7 +176,8 @@ impl Work {
         let mut rng = fastrand::Rng::with_seed(0);
         for f in 0..work.flows.len() {
             for s in 0..work.flows[f].steps.len() {
-                if step_is_literal(&work.flows[f].steps[s].step, &work.defaults) {
+                let step = &work.flows[f].steps[s].step;
+                if step.websocket.is_none() && step_is_literal(step, &work.defaults) {
                     let mut out = Vec::new();
                     let mut body = Vec::new();
                     // Literal templates have no variable to miss.
@@ -178,7 +189,9 @@ impl Work {
         work
     }
 
-    /// `perfops quick`: one request, its headers given as `Name: value`.
+    /// `perfops quick`: one request, its headers given as `Name: value`; for
+    /// a `ws://` or `wss://` target, one WebSocket session that sends `body`
+    /// as its one message (none: the upgrade alone is measured).
     pub fn single(target: &Target, method: &str, headers: &[String], body: &[u8]) -> Result<Work, TargetError> {
         let mut parsed = Vec::new();
         for h in headers {
@@ -189,6 +202,29 @@ impl Work {
                 return Err(TargetError::BadHeader(h.clone()));
             }
             parsed.push((name.trim().to_string(), Template::literal(value.trim())));
+        }
+        if target.websocket {
+            let send =
+                if body.is_empty() { Vec::new() } else { vec![Template::literal(&String::from_utf8_lossy(body))] };
+            let step = Step {
+                name: format!("websocket {}", target.path),
+                method: "GET".into(),
+                path: Template::literal(&target.path),
+                headers: parsed,
+                body: Body::None,
+                expect: None,
+                save: Vec::new(),
+                pause: std::time::Duration::ZERO,
+                grpc: None,
+                websocket: Some(WebSocket { send, hold: std::time::Duration::ZERO, every: None }),
+            };
+            return Ok(Work::new(
+                target,
+                vec![("session".into(), 1, vec![step])],
+                Vec::new(),
+                HashMap::new(),
+                Vec::new(),
+            ));
         }
         let body =
             if body.is_empty() { Body::None } else { Body::Raw(Template::literal(&String::from_utf8_lossy(body))) };
@@ -202,6 +238,7 @@ impl Work {
             save: Vec::new(),
             pause: std::time::Duration::ZERO,
             grpc: None,
+            websocket: None,
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
     }
@@ -281,6 +318,13 @@ impl Work {
             return 0;
         }
         self.cycle[(seq.wrapping_mul(self.stride) % n) as usize] as usize
+    }
+
+    /// The headers `step` sends: the defaults it does not set itself, then
+    /// its own (for a WebSocket upgrade, which builds its request itself).
+    pub(crate) fn headers_of<'a>(&'a self, step: &'a Step) -> impl Iterator<Item = &'a (String, Template)> {
+        let has = |name: &str| step.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+        self.defaults.iter().filter(move |(n, _)| !has(n)).chain(step.headers.iter())
     }
 
     /// Render `step`'s request into `out` (`body` is scratch space).

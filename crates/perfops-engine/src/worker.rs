@@ -49,6 +49,8 @@ use tokio::task::{JoinHandle, coop};
 use tokio::time::{Instant, Sleep, sleep_until, timeout, timeout_at};
 use tokio_rustls::TlsConnector;
 
+mod websocket;
+
 use crate::coalesce;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
 use crate::http2::{self, Captured, H2Request, Http2, Lease, Pool as H2Pool, Take};
@@ -436,7 +438,7 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         for step in &shared.work.flows[0].steps {
             let key = Key { stage: 0, step: step.index };
             let req = Request { step, key, due: Due::OnSend, start: Instant::now(), seq: 0, rows: &rows, last: false };
-            if w.perform(&mut conn, timer.as_mut(), req).await.failed {
+            if w.step(&mut conn, timer.as_mut(), req).await.failed {
                 let kind = w.rec.borrow_mut().first_failure(key);
                 return Err(format!("setup step `{}` failed: {}", step.step.name, kind.map_or("?", |k| k.name())));
             }
@@ -627,7 +629,7 @@ impl Worker {
             let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
             let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last };
-            let ended = self.perform(conn, timer.as_mut(), req).await;
+            let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
             if ended.failed {
                 break;
@@ -656,6 +658,17 @@ impl Worker {
     fn rows(&self, seq: u64) -> Vec<Option<&[String]>> {
         let work = &*self.shared.work;
         work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect()
+    }
+
+    /// Run one step: an HTTP request ([`Worker::perform`]) or a WebSocket
+    /// session (`websocket.rs`: boxed, so that the future of every arrival
+    /// does not carry a session's state).
+    async fn step(&self, conn: &mut Option<Box<Conn>>, timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        if req.step.step.websocket.is_some() {
+            Box::pin(self.session(timer, req)).await
+        } else {
+            self.perform(conn, timer, req).await
+        }
     }
 
     /// Send `req` on the connection in `conn` or a new one, timed out by
@@ -1012,6 +1025,8 @@ impl Worker {
 
     /// Open a TCP connection (and TLS session), recording how long each
     /// took; returns it, when it was ready and the connect's deadline.
+    /// HTTP/1.1's [`Conn`], HTTP/2's connections and a WebSocket session
+    /// (`websocket.rs`) start from here.
     async fn connect_stream(&self, key: Key) -> Result<(Stream, Instant, Instant), FailureKind> {
         let shared = &*self.shared;
         let t0 = Instant::now();

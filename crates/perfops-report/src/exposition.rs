@@ -139,13 +139,25 @@ impl Buckets {
 }
 
 /// What one step did so far.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 struct StepCounters {
     /// By outcome: [`OK`] first, then [`FailureKind::ALL`] in order.
     outcomes: [u64; FailureKind::ALL.len() + 1],
     sent: u64,
     latency: Buckets,
     service: Buckets,
+}
+
+// By hand: the standard library derives `Default` for arrays of at most 32.
+impl Default for StepCounters {
+    fn default() -> StepCounters {
+        StepCounters {
+            outcomes: [0; FailureKind::ALL.len() + 1],
+            sent: 0,
+            latency: Buckets::default(),
+            service: Buckets::default(),
+        }
+    }
 }
 
 /// The cumulative state behind the exposition: counters since the exporter

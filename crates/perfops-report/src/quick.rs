@@ -132,6 +132,10 @@ pub struct QuickSummary {
     pub interrupted: bool,
     /// Warnings about the truthfulness of this run (generator limits).
     pub warnings: Vec<String>,
+    /// `quick ws://`: its sessions and its messages apart (the figures
+    /// above count both as requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<WsFigures>,
     /// Requests stalled by a delayed-ACK timer (Nagle's algorithm meeting delayed ACK), when
     /// the service times show it and the requests in flight do not explain it by queueing.
     pub stalls: Option<StallFinding>,
@@ -143,7 +147,48 @@ pub struct QuickSummary {
     latency_ok: Histogram,
 }
 
+/// A WebSocket run's two measures (`quick ws://`): each session's upgrade,
+/// and each message's round trip (see the engine's `worker/websocket.rs`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WsFigures {
+    /// Sessions upgraded (`101`).
+    pub sessions: u64,
+    /// Sessions whose upgrade failed or was refused.
+    pub sessions_failed: u64,
+    /// Upgrades answered per second: the achieved rate of an open model.
+    pub sessions_per_s: f64,
+    /// Upgrade latency (connect, TLS and the `101`, from the intended start), ms.
+    pub upgrade_ms: HistogramSummary,
+    /// Messages answered.
+    pub messages: u64,
+    /// Messages that failed (no reply, a close, a failed check) and held
+    /// connections dropped or closed with an error code.
+    pub messages_failed: u64,
+    /// Messages answered per second.
+    pub messages_per_s: f64,
+    /// Round-trip latency from each message's intended send, ms.
+    pub round_trip_ms: HistogramSummary,
+}
+
 impl QuickSummary {
+    /// Add the sessions' (`upgrades`) and messages' figures of a WebSocket run apart.
+    pub fn with_websocket(mut self, upgrades: &Stats, messages: Option<&Stats>) -> QuickSummary {
+        let empty = Stats::default();
+        let messages = messages.unwrap_or(&empty);
+        let secs = self.elapsed_s;
+        self.websocket = Some(WsFigures {
+            sessions: upgrades.succeeded(),
+            sessions_failed: upgrades.failures.total(),
+            sessions_per_s: if secs > 0.0 { upgrades.completed as f64 / secs } else { 0.0 },
+            upgrade_ms: upgrades.latency.summary(),
+            messages: messages.succeeded(),
+            messages_failed: messages.failures.total(),
+            messages_per_s: if secs > 0.0 { messages.completed as f64 / secs } else { 0.0 },
+            round_trip_ms: messages.latency.summary(),
+        });
+        self
+    }
+
     /// Summarise a finished run.
     pub fn new(
         setup: QuickSetup,
@@ -182,6 +227,7 @@ impl QuickSummary {
             generator,
             interrupted,
             warnings: Vec::new(),
+            websocket: None,
             stalls: None,
             latency: total.latency.clone(),
             service: total.service.clone(),
@@ -281,8 +327,13 @@ impl QuickSummary {
         row(&mut o, "Total transferred:", format!("{} bytes received, {} bytes sent", self.bytes_in, self.bytes_out));
         row(&mut o, "Requests per second:", format!("{:.2} [#/sec] (mean)", self.requests_per_s));
         if let Some(rate) = self.setup.target_rate {
-            let achieved = if rate > 0.0 { self.requests_per_s / rate * 100.0 } else { 0.0 };
-            row(&mut o, "Target rate:", format!("{rate:.2} [#/sec] ({achieved:.1}% achieved)"));
+            // A WebSocket arrival is a session: its rate is the upgrades'.
+            let (per_s, what) = match &self.websocket {
+                Some(ws) => (ws.sessions_per_s, " in sessions"),
+                None => (self.requests_per_s, ""),
+            };
+            let achieved = if rate > 0.0 { per_s / rate * 100.0 } else { 0.0 };
+            row(&mut o, "Target rate:", format!("{rate:.2} [#/sec] ({achieved:.1}% achieved{what})"));
         }
         if self.latency_ms.count > 0 {
             row(&mut o, "Time per request:", format!("{:.3} [ms] (mean)", self.latency_ms.mean));
@@ -306,6 +357,26 @@ impl QuickSummary {
                 "Waited for a stream:",
                 format!("{} (every stream busy: the wait is latency, not service time)", self.stream_waits),
             );
+        }
+        if let Some(ws) = &self.websocket {
+            let (u, m) = (&ws.upgrade_ms, &ws.round_trip_ms);
+            row(
+                &mut o,
+                "WebSocket sessions:",
+                format!(
+                    "{} upgraded, {} failed; upgrade p50 {:.2} ms, p99 {:.2} ms",
+                    ws.sessions, ws.sessions_failed, u.p50, u.p99
+                ),
+            );
+            row(
+                &mut o,
+                "WebSocket messages:",
+                format!(
+                    "{} answered, {} failed, {:.2} [#/sec]; round trip p50 {:.2} ms, p99 {:.2} ms",
+                    ws.messages, ws.messages_failed, ws.messages_per_s, m.p50, m.p99
+                ),
+            );
+            let _ = writeln!(o, "(the figures above and below count each upgrade and each message as a request)");
         }
 
         let _ = writeln!(o, "\nConnection Times (ms)");

@@ -12,7 +12,8 @@
 //! it needs the shape of a real server (pre-forked workers, a thread pool
 //! with Puma's metrics, a response in two packets), [`python`] starts one;
 //! where it needs a real Prometheus to scrape and query, [`prometheus`] starts
-//! Debian's.
+//! Debian's; where it needs a WebSocket server, [`ws`] runs one
+//! (tokio-tungstenite) and [`python::websocket`] Debian's python3-websockets.
 
 pub mod grpc;
 mod http;
@@ -22,6 +23,7 @@ pub mod python;
 pub mod schema;
 mod serve;
 mod tls;
+pub mod ws;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -224,3 +224,32 @@ while True:
 pub fn two_sends() -> Python {
     start(&format!("{READ_REQUEST}{TWO_SENDS}"), &[])
 }
+
+const WEBSOCKET: &str = r#"
+import sys
+# Debian's python3-websockets, also when python3 on PATH is another build.
+sys.path.append('/usr/lib/python3/dist-packages')
+import asyncio, websockets
+close_after = int(sys.argv[1])
+async def serve(ws, path=None):
+    n = 0
+    async for message in ws:
+        n += 1
+        if close_after and n >= close_after:
+            await ws.close(code=1011, reason='python says no')
+            return
+        await ws.send(message)
+async def main():
+    async with websockets.serve(serve, '127.0.0.1', 0) as server:
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"#;
+
+/// Debian's python3-websockets (an implementation independent of the
+/// generator's tungstenite): echoes every message, or, when `close_after`
+/// is not 0, answers that many-th message of a connection with a close
+/// frame of code 1011. `scripts/test` installs python3-websockets.
+pub fn websocket(close_after: u32) -> Python {
+    start(WEBSOCKET, &[close_after.to_string()])
+}

@@ -1,6 +1,7 @@
 //! A JSON Schema (draft 2020-12) validator for the subset of keywords that
 //! perfops' own schemas use, so that tests can check real `summary.json`
-//! files against `schema/summary.schema.json`.
+//! files against `schema/summary.schema.json`, and scenarios against
+//! `schema/scenario.schema.json`.
 //!
 //! Why not a general validator crate: the one we used pulled about fifty
 //! crates (big-number and regex engines among them) into every test build, a
@@ -11,7 +12,9 @@
 //! Supported: `type` (one or a list), `enum`, `const`, `minimum`, `maximum`,
 //! `required`, `properties`, `additionalProperties`, `unevaluatedProperties`
 //! (`false`, seeing through `$ref` and the `oneOf` branch that matched),
-//! `items`, `propertyNames`, `oneOf`, local `$ref` (`#/$defs/NAME`); `format`,
+//! `items`, `minItems`, `minProperties`, `propertyNames`, `pattern` (the
+//! `regex` crate, which perfops-core builds anyway), `oneOf`, local `$ref`
+//! (`#/$defs/NAME`); `format`,
 //! `description`, `title`, `$schema`, `$id` and `$defs` are annotations.
 
 use std::collections::BTreeSet;
@@ -119,6 +122,25 @@ fn check(root: &Value, s: &Value, instance: &Value, path: &str, out: &mut Vec<St
                     }
                 }
             }
+            "pattern" => {
+                let re = regex::Regex::new(arg.as_str().expect("`pattern` is a string")).expect("a valid `pattern`");
+                if let Some(text) = instance.as_str()
+                    && !re.is_match(text)
+                {
+                    fail(out, format!("{instance} does not match {arg}"));
+                }
+            }
+            "minItems" | "minProperties" => {
+                let least = arg.as_u64().expect("a count");
+                let n = match instance {
+                    Value::Array(a) if keyword == "minItems" => Some(a.len()),
+                    Value::Object(o) if keyword == "minProperties" => Some(o.len()),
+                    _ => None,
+                };
+                if n.is_some_and(|n| (n as u64) < least) {
+                    fail(out, format!("{instance} has fewer than {least} {}", &keyword[3..].to_lowercase()));
+                }
+            }
             "oneOf" => {
                 let mut passing = Vec::new();
                 for branch in arg.as_array().expect("`oneOf` is a list") {
@@ -196,6 +218,13 @@ mod tests {
             (json!({ "additionalProperties": { "type": "string" } }), json!({ "k": 3 }), false),
             (json!({ "items": { "type": "string" } }), json!(["a", 2]), false),
             (json!({ "propertyNames": { "enum": ["ok"] } }), json!({ "bad": 1 }), false),
+            // a pattern is searched, not anchored; non-strings pass it
+            (json!({ "pattern": "^[0-9]+(ms|s)$" }), json!("30s"), true),
+            (json!({ "pattern": "^[0-9]+(ms|s)$" }), json!("soon"), false),
+            (json!({ "pattern": "s$" }), json!(3), true),
+            // at least this many items, or properties
+            (json!({ "minItems": 1 }), json!([]), false),
+            (json!({ "minProperties": 1 }), json!({ "a": 1 }), true),
             // exactly one oneOf branch
             (json!({ "oneOf": [{ "type": "number" }, { "type": "integer" }] }), json!(3), false),
             (json!({ "oneOf": [{ "type": "string" }, { "type": "null" }] }), json!(null), true),

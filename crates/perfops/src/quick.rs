@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Rate, Schedule};
-use perfops_core::pipeline::{Pipeline, StageLedger};
+use perfops_core::pipeline::{Flow, Pipeline, Second, Sink, SinkError, StageLedger};
 use perfops_core::scenario::grpc::GrpcCall;
 use perfops_core::scenario::template::Template;
 use perfops_core::scenario::{Body, JsonPart, Step};
@@ -108,6 +109,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     } else if args.http1 {
         target = target.force(Protocol::Http1);
     }
+    let target_is_websocket = target.websocket;
     if args.parallel == Some(0) {
         return Err(usage("-p must be at least 1".into()));
     }
@@ -195,6 +197,11 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     if let Some(l) = &mut live {
         pipeline = pipeline.to(l);
     }
+    // `quick ws://`: its sessions and messages are two steps, told apart.
+    let mut by_step = ByStep::default();
+    if target_is_websocket {
+        pipeline = pipeline.to(&mut by_step);
+    }
     let (outcome, _) = launch::run(&plan, stop, pipeline)?;
     // The endpoint stops with the load.
     drop(metrics);
@@ -211,7 +218,12 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             p => p.name().to_string(),
         },
     };
-    let summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    let mut summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    if target_is_websocket {
+        // Its one step's rows: the upgrade, then its messages (if it sends one).
+        let empty = Stats::default();
+        summary = summary.with_websocket(by_step.0.first().unwrap_or(&empty), by_step.0.get(1));
+    }
 
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&summary)?;
@@ -257,11 +269,30 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
         save: Vec::new(),
         pause: Duration::ZERO,
         grpc: Some(call),
+        websocket: None,
     };
     let mut work =
         Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());
     work.resolve_grpc(std::path::Path::new("."), &args.protos)?;
     Ok(work)
+}
+
+/// Totals by step index over the whole load (a quick run has no stages to
+/// count them by).
+#[derive(Default)]
+struct ByStep(Vec<Stats>);
+
+impl Sink for ByStep {
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+        for (key, stats) in &second.interval.parts {
+            let i = usize::from(key.step);
+            if self.0.len() <= i {
+                self.0.resize_with(i + 1, Stats::default);
+            }
+            self.0[i].merge(stats);
+        }
+        Ok(Flow::Continue)
+    }
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its

@@ -577,7 +577,7 @@ fn usage_errors_exit_2_with_a_clear_message() {
     let missing_body = format!("@{}", temp_path("missing", "bin").display());
     let cases: [(&[&str], &str); 9] = [
         (&["not a url", "-n", "1"], "not a valid URL"),
-        (&["ftp://127.0.0.1/", "-n", "1"], "only http://, https://, h2c://"),
+        (&["ftp://127.0.0.1/", "-n", "1"], "only http://, https://, h2c://, grpc://, grpcs://, ws:// and wss://"),
         (&[&url, "-d", "nonsense"], "is not a duration"),
         (&[&url, "-d", "0s", "-c", "1"], "nothing to do"),
         (&[&url, "-c", "0", "-n", "1"], "-c must be at least 1"),

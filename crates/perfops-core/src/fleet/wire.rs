@@ -10,7 +10,7 @@
 //!                     parts:u16 { stage:u16 step:u16 stats }*
 //!  stats   = 9 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
 //!                             goaways stream_waits)
-//!            30 failure counts:u64 (FailureKind::ALL order)
+//!            32 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
 //!
@@ -31,7 +31,8 @@ use super::hdr;
 use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
-/// 2: the HTTP/2 and gRPC failure kinds, and HTTP/2's counters (`goaways`, `stream_waits`).
+/// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
+/// (`goaways`, `stream_waits`).
 pub const PROTOCOL: u32 = 2;
 
 /// The largest frame either side accepts (a second with many steps and

@@ -79,11 +79,19 @@ pub enum FailureKind {
     /// of [`FailureCounts::total`] (oha's default; #12). Its latency so far
     /// is recorded, a lower bound: the slowest requests must not vanish.
     Cut,
+    /// A WebSocket connection ended without a close frame (close code 1006:
+    /// the peer dropped or reset the TCP connection), while a reply was
+    /// awaited or while the connection was held.
+    WsAbnormalClose,
+    /// A WebSocket peer sent a close frame: with a code other than 1000
+    /// (normal) or 1001 (going away), e.g. 1011 (server error), or with any
+    /// code while a reply was still awaited.
+    WsClose,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 30] = [
+    pub const ALL: [FailureKind; 32] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -114,6 +122,8 @@ impl FailureKind {
         FailureKind::GrpcDataLoss,
         FailureKind::GrpcUnauthenticated,
         FailureKind::Cut,
+        FailureKind::WsAbnormalClose,
+        FailureKind::WsClose,
     ];
 
     /// The stable snake_case name used in results files and the terminal.
@@ -149,6 +159,8 @@ impl FailureKind {
             FailureKind::GrpcDataLoss => "grpc_data_loss",
             FailureKind::GrpcUnauthenticated => "grpc_unauthenticated",
             FailureKind::Cut => "cut",
+            FailureKind::WsAbnormalClose => "ws_abnormal_close",
+            FailureKind::WsClose => "ws_close",
         }
     }
 

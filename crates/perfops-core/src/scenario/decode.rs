@@ -447,14 +447,15 @@ impl Dec<'_> {
                 }
             }
         }
-        if ["http://", "https://", "h2c://", "grpc://", "grpcs://", "${"].iter().any(|p| t.starts_with(p)) {
+        let schemes = ["http://", "https://", "h2c://", "grpc://", "grpcs://", "ws://", "wss://", "${"];
+        if schemes.iter().any(|p| t.starts_with(p)) {
             return Some(TargetSpec::Url(t.trim_end_matches('/').to_string()));
         }
         self.at(
             s.span(),
             "target",
             format!("`{t}` is not a target"),
-            Some("use http://, https://, h2c://, grpc:// or grpcs://host:port, demo:threads or demo:async".into()),
+            Some("use http://, https://, h2c://, grpc://, grpcs://, ws:// or wss://host:port, demo:threads or demo:async".into()),
         );
         None
     }

@@ -259,6 +259,9 @@ pub struct Expect {
     pub status: Option<Vec<StatusRange>>,
     /// The body must contain this text.
     pub body_contains: Option<String>,
+    /// A WebSocket reply must contain this text (checked on the message as
+    /// `body_contains` is on a body).
+    pub message_contains: Option<String>,
     /// Each extractor's value must equal the expected JSON value. A JSONPath compares JSON values
     /// (numbers by value: `1` equals `1.0`); a header or regex compares its text with a string, or with
     /// the JSON text of any other value.
@@ -289,6 +292,11 @@ impl Expect {
         {
             return Some(format!("body does not contain {:?}", shorten(needle)));
         }
+        if let Some(needle) = &self.message_contains
+            && !contains(body.bytes(), needle.as_bytes())
+        {
+            return Some(format!("message does not contain {:?}", shorten(needle)));
+        }
         for (extractor, expected) in &self.json {
             if let Some(reason) = check_value(extractor, expected, headers, body) {
                 return Some(reason);
@@ -299,7 +307,7 @@ impl Expect {
 
     /// True when some check needs the body (so the engine keeps it).
     pub fn needs_body(&self) -> bool {
-        self.body_contains.is_some() || self.json.iter().any(|(e, _)| e.needs_body())
+        self.body_contains.is_some() || self.message_contains.is_some() || self.json.iter().any(|(e, _)| e.needs_body())
     }
 }
 
@@ -486,6 +494,7 @@ mod tests {
         };
         assert!(!header_only.needs_body());
         assert!(Expect { body_contains: Some("x".into()), ..Expect::default() }.needs_body());
+        assert!(Expect { message_contains: Some("x".into()), ..Expect::default() }.needs_body());
     }
 
     #[test]
@@ -546,6 +555,14 @@ mod tests {
                 200,
                 BODY,
                 Some("body does not contain \"welcome\""),
+            ),
+            // A WebSocket reply (given as the body, status 101) contains the text.
+            (Expect { message_contains: Some("\"ok\":true".into()), ..Expect::default() }, 101, BODY, None),
+            (
+                Expect { message_contains: Some("hello".into()), ..Expect::default() },
+                101,
+                BODY,
+                Some("message does not contain \"hello\""),
             ),
             // JSON equality on a string.
             (jsonpath("$.token", json!("abc")), 200, BODY, None),

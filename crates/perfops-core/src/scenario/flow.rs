@@ -1,24 +1,46 @@
 //! Decoding `flows:` and `setup:`: each flow's weight and steps, a step's
 //! request line, headers, body (`json`, `body` or `form`), `expect`, `save`
-//! and `pause`, and the final check that every `${saved}` variable used is
+//! and `pause`, or a WebSocket step's path, `send`, `hold` and `every`
+//! (`websocket: /path`, see the engine's `ws` module for what it measures),
+//! and the final check that every `${saved}` variable used is
 //! saved somewhere. Part of the decoder in `decode.rs`, kept apart like
 //! `load.rs` and `watch.rs`: it is the one place that knows what a request is.
 
 use marked_yaml::Node;
+use marked_yaml::types::MarkedMappingNode;
 
 use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
 use super::extract::{Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::template::Template;
-use super::{Body, Flow, JsonPart, Step};
+use super::{Body, Flow, JsonPart, Step, WebSocket};
 
 pub(super) const FLOW: &[&str] = &["weight", "steps"];
 pub(super) const STEP: &[&str] = &[
-    "name", "request", "headers", "json", "body", "form", "expect", "save", "pause", "grpc", "message", "metadata",
+    "name",
+    "request",
+    "websocket",
+    "send",
+    "hold",
+    "every",
+    "headers",
+    "json",
+    "body",
+    "form",
+    "expect",
+    "save",
+    "pause",
+    "grpc",
+    "message",
+    "metadata",
     "proto",
 ];
-pub(super) const EXPECT: &[&str] = &["status", "body_contains", "json", "grpc_status"];
+pub(super) const EXPECT: &[&str] = &["status", "body_contains", "message_contains", "json", "grpc_status"];
+/// Fields of a `websocket:` step that an HTTP step does not have.
+const WS_ONLY: &[&str] = &["send", "hold", "every"];
+/// Fields of an HTTP step that a `websocket:` step does not have.
+const HTTP_ONLY: &[&str] = &["request", "json", "body", "form"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 impl Dec<'_> {
@@ -77,6 +99,9 @@ impl Dec<'_> {
         if m.get_node("grpc").is_some() {
             return self.grpc_step(m, path, feeders);
         }
+        if let Some(ws) = m.get_node("websocket") {
+            return self.websocket_step(m, ws, path, feeders);
+        }
         for key in ["message", "metadata", "proto"] {
             if let Some(k) = m.keys().find(|k| k.as_str() == key) {
                 self.at(
@@ -87,7 +112,15 @@ impl Dec<'_> {
                 );
             }
         }
-        let request = self.required(m, "request", path, "request: GET /path")?;
+        self.misplaced(m, path, WS_ONLY, "belongs to a `websocket:` step", "an HTTP step is `request: METHOD /path`");
+        self.misplaced_expect(
+            m,
+            path,
+            "message_contains",
+            "checks a WebSocket reply; for a response use `body_contains`",
+        );
+        let request =
+            self.required(m, "request", path, "request: GET /path (or websocket: /path, grpc: pkg.Service/Method)")?;
         let rp = join(path, "request");
         let s = self.scalar(request, &rp, "`METHOD /path`")?;
         let text = s.as_str().trim();
@@ -158,7 +191,7 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
-        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause, grpc: None })
+        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause, grpc: None, websocket: None })
     }
 
     /// A gRPC step: `grpc: package.Service/Method`, its `proto` file(s),
@@ -221,7 +254,106 @@ impl Dec<'_> {
             save,
             pause,
             grpc: Some(call),
+            websocket: None,
         })
+    }
+
+    /// A `websocket: /path` step: its path, the messages it sends, how long
+    /// it holds the connection and how often it sends again.
+    fn websocket_step(&mut self, m: &MarkedMappingNode, ws: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
+        self.misplaced(m, path, HTTP_ONLY, "does not belong to a `websocket:` step", "it sends its `send:` messages");
+        self.misplaced_expect(m, path, "status", "a WebSocket step is upgraded (101) or failed: expect checks replies");
+        self.misplaced_expect(m, path, "body_contains", "use `message_contains` for a WebSocket reply");
+        let wp = join(path, "websocket");
+        let target = self.scalar(ws, &wp, "a path such as /ws")?;
+        let text = target.as_str().trim().to_string();
+        if !text.starts_with('/') {
+            self.at(
+                target.span(),
+                &wp,
+                format!("`{text}`: the path must start with `/`"),
+                Some("the host comes from `target:` (ws:// or wss://, or http:// and https://)".into()),
+            );
+        }
+        let path_t = self.template(ws, &wp, feeders);
+        let sp = join(path, "send");
+        let send: Vec<Template> = match m.get_node("send") {
+            None => Vec::new(),
+            Some(Node::Sequence(items)) => {
+                items.iter().enumerate().filter_map(|(i, n)| self.template(n, &format!("{sp}[{i}]"), feeders)).collect()
+            }
+            Some(one) => self.template(one, &sp, feeders).into_iter().collect(),
+        };
+        let hold = m.get_node("hold").and_then(|h| self.duration(h, &join(path, "hold"))).unwrap_or_default();
+        let every = m.get_node("every").and_then(|e| {
+            let ep = join(path, "every");
+            let d = self.duration(e, &ep)?;
+            if d.is_zero() {
+                self.at(e.span(), &ep, "`every: 0s` would send without pause", Some("e.g. `every: 10s`".into()));
+                return None;
+            }
+            if hold.is_zero() {
+                self.at(
+                    e.span(),
+                    &ep,
+                    "`every` repeats the messages during `hold`, and there is no hold",
+                    Some("add `hold: 60s`, or remove `every`".into()),
+                );
+            }
+            if m.get_node("send").is_none() {
+                self.at(e.span(), &ep, "`every` repeats the `send:` messages, and there are none", None);
+            }
+            Some(d)
+        });
+        let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        for key in ["expect", "save"] {
+            if let Some(k) = m.keys().find(|k| k.as_str() == key)
+                && m.get_node("send").is_none()
+            {
+                self.at(
+                    k.span(),
+                    &join(path, key),
+                    format!("`{key}` looks at the replies to `send:` messages, and there are none"),
+                    Some("send: [\"hello ${seq}\"]".into()),
+                );
+            }
+        }
+        let headers =
+            m.get_node("headers").map(|h| self.headers(h, &join(path, "headers"), feeders)).unwrap_or_default();
+        let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
+        let name = m
+            .get_node("name")
+            .and_then(|n| self.string(n, &join(path, "name")))
+            .unwrap_or_else(|| format!("websocket {text}"));
+        Some(Step {
+            name,
+            method: "GET".into(),
+            path: path_t?,
+            headers,
+            body: Body::None,
+            expect,
+            save,
+            pause,
+            grpc: None,
+            websocket: Some(WebSocket { send, hold, every }),
+        })
+    }
+
+    /// Report each of `fields` present in step `m`: it `what` (`hint`).
+    fn misplaced(&mut self, m: &MarkedMappingNode, path: &str, fields: &[&str], what: &str, hint: &str) {
+        for k in m.keys().filter(|k| fields.contains(&k.as_str())) {
+            self.at(k.span(), &join(path, k.as_str()), format!("`{}` {what}", k.as_str()), Some(hint.to_string()));
+        }
+    }
+
+    /// Report `field` in step `m`'s `expect`, if there: `hint` says why it does not fit.
+    fn misplaced_expect(&mut self, m: &MarkedMappingNode, path: &str, field: &str, hint: &str) {
+        let Some(e) = m.get_node("expect").and_then(Node::as_mapping) else { return };
+        if let Some(k) = e.keys().find(|k| k.as_str() == field) {
+            let p = join(&join(path, "expect"), field);
+            self.at(k.span(), &p, format!("`{field}` does not fit this step"), Some(hint.to_string()));
+        }
     }
 
     /// A YAML value as JSON text, with templated strings left as holes.
@@ -295,6 +427,8 @@ impl Dec<'_> {
             Some(ranges)
         });
         let body_contains = m.get_node("body_contains").and_then(|b| self.string(b, &join(path, "body_contains")));
+        let message_contains =
+            m.get_node("message_contains").and_then(|b| self.string(b, &join(path, "message_contains")));
         let mut json = Vec::new();
         if let Some(j) = m.get_node("json") {
             let jp = join(path, "json");
@@ -342,7 +476,7 @@ impl Dec<'_> {
             }
             Some(codes)
         });
-        Some(Expect { status, body_contains, json, grpc_status })
+        Some(Expect { status, body_contains, message_contains, json, grpc_status })
     }
 
     fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {

@@ -64,7 +64,7 @@ pub struct Scenario {
 /// The target: a URL, or the built-in demo server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TargetSpec {
-    /// `http://...` or `https://...` (checked by the engine when it resolves it).
+    /// `http://`, `https://`, `ws://` or `wss://` (checked by the engine when it resolves it).
     Url(String),
     /// `demo:threads` or `demo:async`, optionally with settings
     /// (`demo:threads?io_wait=50ms&threads=5`): perfops starts its demo target.
@@ -150,6 +150,24 @@ pub struct Step {
     /// A gRPC call (`grpc:`): the body is its message as JSON, sent as
     /// protobuf; its headers carry the metadata.
     pub grpc: Option<grpc::GrpcCall>,
+    /// `websocket: /path`: the step is a WebSocket session, not a request
+    /// (`method` is then `GET`, `path` the upgrade's, `body` none; `expect`
+    /// and `save` look at each reply).
+    pub websocket: Option<WebSocket>,
+}
+
+/// A WebSocket step's session: upgrade, send each message and await its
+/// reply, keep the connection open for `hold` (sending the messages again
+/// every `every`), then close it.
+#[derive(Debug, Clone)]
+pub struct WebSocket {
+    /// Text messages sent in order, each awaiting one reply (templated).
+    pub send: Vec<Template>,
+    /// How long the connection stays open, from the upgrade (zero: closed
+    /// once the messages are answered).
+    pub hold: Duration,
+    /// During the hold, send the messages again at this period.
+    pub every: Option<Duration>,
 }
 
 /// A request body.

@@ -1,0 +1,319 @@
+//! A `websocket:` step's session, as a worker runs and records it: what one
+//! "request" is for a WebSocket, and where each of its times goes.
+//!
+//! The open model's arrival is the session. Its step has two rows in the
+//! results: the step's own (named as the step) measures the **upgrade**,
+//! and `NAME messages` measures each **message round trip**:
+//!
+//! ```text
+//!  due     start   connect  TLS    upgrade written      101 read = t0
+//!   |--late--|-------|-------|------------|----------------|
+//!   |<------------------ step row: latency ------------------>|   connect, tls: their histograms
+//!                                         |<--- service ----->|   ttfb: the upgrade's wait
+//!
+//!  round r is due at t0 + r * every (absolute, never a sum of sleeps):
+//!   round due   m1 written        reply 1   m2 written       reply 2
+//!       |--late--|-----------------|---------|----------------|
+//!       |<-------- latency m1 ----->|<------- latency m2 ----->|   messages row
+//!                |<-- service m1 -->|        |<-- service m2 ->|
+//!  ... rounds while due < t0 + hold; then the connection idles until t0 + hold, and closes (1000).
+//! ```
+//!
+//! - The upgrade is one request of the step's row, due when the arrival
+//!   was: latency from the due time to the `101` read, service time from the
+//!   connection being ready (connect and TLS are phases of their own) to the
+//!   same instant; the session counts as an iteration when it is upgraded
+//!   (the achieved rate is sessions opened per second, comparable with the
+//!   target rate, not sessions that ended their hold).
+//! - Each message sent and the next data message read back is one request
+//!   of the messages row. The first of a round is due at the round's due
+//!   time, each next one when the previous reply arrived (as a flow's steps
+//!   are); in a closed loop, when it is sent. A reply that fails `expect` is
+//!   `check_failed`; `save` reads the reply (JSONPath, regex).
+//! - A connection dropped while a reply is awaited is `ws_abnormal_close`,
+//!   a close frame then is `ws_close`, both at the latency they took; while
+//!   the connection idles, a drop or a close with an error code (1011) is
+//!   counted on the messages row (the step's, if it sends nothing) with no
+//!   latency: nobody waited for it. A normal close (1000, 1001) by the
+//!   server during the hold just ends the session early.
+//! - A refused upgrade (any status but 101) is the step's failure: a 4xx or
+//!   5xx as HTTP counts it, anything else (a 200, a redirect) `protocol`.
+//!
+//! While it idles, a session is a task waiting on its socket and its timer:
+//! no clock read, no allocation, a 1 KiB read buffer (see `ws`). The run's
+//! end cuts a message awaiting its reply like any request (`cut`), and drops
+//! a session that is only being held: its hold was the run's to end.
+
+use std::pin::Pin;
+
+use perfops_core::measure::FailureKind;
+use perfops_core::scenario::extract::ParsedBody;
+use tokio::time::{Instant, Sleep};
+
+use super::{Ended, InFlight, Request, Worker, within};
+use crate::http1::Response;
+use crate::record::{Answer, Due, Failure, Key};
+use crate::work::{ArrivalVars, StepPlan};
+use crate::ws::{self, Idle, Refused};
+
+/// Bytes through a session's socket, counted from the last record on.
+struct Marks {
+    read: u64,
+    written: u64,
+}
+
+impl Marks {
+    /// The bytes (in, out) since the last call, on `ws`.
+    fn take(&mut self, ws: &ws::Ws) -> (u64, u64) {
+        let c = ws.get_ref();
+        let out = (c.read - self.read, c.written - self.written);
+        (self.read, self.written) = (c.read, c.written);
+        out
+    }
+}
+
+impl Worker {
+    /// Run the WebSocket session of `req`'s step (see the module doc),
+    /// timed out by `timer` per upgrade and per message.
+    pub(super) async fn session(&self, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        let shared = &*self.shared;
+        let step = req.step;
+        let Some(spec) = step.step.websocket.as_ref() else {
+            return Ended { at: Instant::now(), failed: true };
+        };
+        let msgs = Key { stage: req.key.stage, step: step.messages.unwrap_or(req.key.step) };
+        // Boxed, and apart: what the upgrade needs (its request, the
+        // handshake's state, its result) is gone before the hold starts, so a
+        // held session's future carries the connection and the message loop
+        // alone (#14: 10,000 held connections in < 100 MiB).
+        let (mut ws, t0) = match Box::pin(self.upgrade(timer.as_mut(), &req)).await {
+            Ok(upgraded) => upgraded,
+            Err(ended) => return ended,
+        };
+        let mut marks = Marks { read: ws.get_ref().read, written: ws.get_ref().written };
+
+        // The messages, round after round, then the rest of the hold.
+        let hold_end = t0 + spec.hold;
+        let mut round = 0u32;
+        let mut text = Vec::new();
+        loop {
+            let round_due = match spec.every {
+                Some(every) if round > 0 => t0 + every * round,
+                _ => t0,
+            };
+            if round > 0 {
+                if round_due >= hold_end {
+                    break;
+                }
+                timer.as_mut().reset(round_due);
+                match ws::idle(&mut ws, timer.as_mut()).await {
+                    Ok(Idle::Elapsed) => {}
+                    Ok(Idle::Closed) => return Ended { at: Instant::now(), failed: false },
+                    Err(kind) => {
+                        self.rec.borrow_mut().closed(msgs, kind);
+                        return Ended { at: Instant::now(), failed: true };
+                    }
+                }
+            }
+            let mut due = match req.due {
+                Due::OnSend => Due::OnSend,
+                Due::At(_) => Due::At(round_due),
+            };
+            for message in &spec.send {
+                text.clear();
+                {
+                    let work = &*shared.work;
+                    let vars = self.vars.borrow();
+                    let av = ArrivalVars {
+                        saved: &vars,
+                        env: &work.env,
+                        seq: req.seq,
+                        feeders: &work.feeders,
+                        rows: req.rows,
+                    };
+                    // A missing value renders empty; the server's answer says the rest.
+                    let _ = message.render(&av, &mut self.rng.borrow_mut(), &mut text);
+                }
+                self.rec.borrow_mut().sent(msgs);
+                let start = Instant::now();
+                let mut in_flight = InFlight {
+                    rec: &self.rec,
+                    key: msgs,
+                    due: match due {
+                        Due::At(due) => due,
+                        Due::OnSend => start,
+                    },
+                    bytes_out: 0,
+                    done: false,
+                };
+                timer.as_mut().reset(start + shared.timeout);
+                let message = String::from_utf8_lossy(&text).into_owned();
+                let result = within(timer.as_mut(), ws::round_trip(&mut ws, message)).await;
+                in_flight.done = true;
+                let (bytes_in, bytes_out) = marks.take(&ws);
+                let rt = match result {
+                    Some(Ok(rt)) => rt,
+                    Some(Err(kind)) => {
+                        let at = Instant::now();
+                        let f = Failure { due, start, sent: Some(start), at, kind, bytes_out };
+                        self.rec.borrow_mut().failed(msgs, &f);
+                        return Ended { at, failed: true };
+                    }
+                    None => {
+                        let at = Instant::now();
+                        let f = Failure { due, start, sent: Some(start), at, kind: FailureKind::Timeout, bytes_out };
+                        self.rec.borrow_mut().failed(msgs, &f);
+                        return Ended { at, failed: true };
+                    }
+                };
+                let failure = (step.capture && !self.check_reply(step, &rt.reply)).then_some(FailureKind::CheckFailed);
+                let response = Response {
+                    status: 101,
+                    bytes_in,
+                    sent_at: rt.sent_at,
+                    first_byte: rt.reply_at,
+                    last_byte: rt.reply_at,
+                };
+                let answer = Answer { due, sent: start, response, bytes_out, failure, ends_iteration: false };
+                self.rec.borrow_mut().answered(msgs, &answer);
+                if failure.is_some() {
+                    Box::pin(ws::close(ws)).await;
+                    return Ended { at: rt.reply_at, failed: true };
+                }
+                due = match due {
+                    Due::OnSend => Due::OnSend,
+                    Due::At(_) => Due::At(rt.reply_at),
+                };
+            }
+            round += 1;
+            if spec.every.is_none() {
+                break;
+            }
+        }
+        if Instant::now() < hold_end {
+            timer.as_mut().reset(hold_end);
+            match ws::idle(&mut ws, timer.as_mut()).await {
+                Ok(Idle::Elapsed) => {}
+                Ok(Idle::Closed) => return Ended { at: Instant::now(), failed: false },
+                Err(kind) => {
+                    self.rec.borrow_mut().closed(msgs, kind);
+                    return Ended { at: Instant::now(), failed: true };
+                }
+            }
+        }
+        Box::pin(ws::close(ws)).await;
+        Ended { at: Instant::now(), failed: false }
+    }
+
+    /// The upgrade of `req`'s session: one request of the step's row,
+    /// recorded here. Returns the connection and when its `101` was read,
+    /// or how the flow ends.
+    async fn upgrade(&self, mut timer: Pin<&mut Sleep>, req: &Request<'_>) -> Result<(ws::Ws, Instant), Ended> {
+        let shared = &*self.shared;
+        let up = req.key;
+        let (path, headers) = self.upgrade_request(req.step, req);
+        self.rec.borrow_mut().sent(up);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        let mut in_flight = InFlight { rec: &self.rec, key: up, due, bytes_out: 0, done: false };
+        timer.as_mut().reset(req.start + shared.timeout);
+        let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up))).await {
+            Some(Ok(opened)) => opened,
+            Some(Err(kind)) => {
+                in_flight.done = true;
+                return Err(self.session_failed(up, req, None, kind, 0));
+            }
+            None => {
+                in_flight.done = true;
+                return Err(self.session_failed(up, req, None, FailureKind::Timeout, 0));
+            }
+        };
+        let authority = &shared.target.authority;
+        let mut hs = ws::Handshake::default();
+        let upgraded = within(timer.as_mut(), ws::upgrade(stream, authority, &path, &headers, &mut hs)).await;
+        let t0 = Instant::now();
+        in_flight.done = true;
+        let first_byte = hs.first_byte.unwrap_or(t0);
+        let (response, failure) = match upgraded {
+            Some(Ok(ws)) => {
+                let c = ws.get_ref();
+                let response = Response { status: 101, bytes_in: c.read, sent_at: ready, first_byte, last_byte: t0 };
+                let ends_iteration = req.last;
+                let answer =
+                    Answer { due: req.due, sent: ready, response, bytes_out: c.written, failure: None, ends_iteration };
+                self.rec.borrow_mut().answered(up, &answer);
+                return Ok((ws, t0));
+            }
+            // Answered, with an error status: counted as HTTP counts it.
+            Some(Err(Refused::Status(status))) if FailureKind::of_status(status).is_some() => (
+                Response { status, bytes_in: hs.bytes_in, sent_at: ready, first_byte, last_byte: t0 },
+                FailureKind::of_status(status),
+            ),
+            Some(Err(refused)) => return Err(self.session_failed(up, req, Some(ready), refused.kind(), hs.bytes_out)),
+            None => return Err(self.session_failed(up, req, Some(ready), FailureKind::Timeout, hs.bytes_out)),
+        };
+        let answer =
+            Answer { due: req.due, sent: ready, response, bytes_out: hs.bytes_out, failure, ends_iteration: true };
+        self.rec.borrow_mut().answered(up, &answer);
+        Err(Ended { at: t0, failed: true })
+    }
+
+    /// The upgrade's path and headers, rendered for this arrival.
+    fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+        let shared = &*self.shared;
+        let work = &*shared.work;
+        let vars = self.vars.borrow();
+        let av = ArrivalVars { saved: &vars, env: &work.env, seq: req.seq, feeders: &work.feeders, rows: req.rows };
+        let mut rng = self.rng.borrow_mut();
+        let mut path = Vec::new();
+        // A missing value renders empty; the server's answer says the rest.
+        let _ = step.step.path.render(&av, &mut rng, &mut path);
+        let headers = work
+            .headers_of(&step.step)
+            .map(|(name, value)| {
+                let mut v = Vec::new();
+                let _ = value.render(&av, &mut rng, &mut v);
+                (name.clone(), v)
+            })
+            .collect();
+        (path, headers)
+    }
+
+    /// Record a session's upgrade that got no answer, and end the flow.
+    fn session_failed(
+        &self,
+        key: Key,
+        req: &Request<'_>,
+        sent: Option<Instant>,
+        kind: FailureKind,
+        bytes_out: u64,
+    ) -> Ended {
+        let at = Instant::now();
+        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+        self.rec.borrow_mut().failed(key, &failure);
+        Ended { at, failed: true }
+    }
+
+    /// Run the step's `expect` and `save` on a reply; false when a check
+    /// failed or a value to save was not found.
+    fn check_reply(&self, step: &StepPlan, reply: &[u8]) -> bool {
+        let body = ParsedBody::new(reply);
+        if let Some(expect) = &step.step.expect
+            && expect.check_from(101, &[], &body).is_some()
+        {
+            return false;
+        }
+        let mut ok = true;
+        for (name, extractor) in &step.step.save {
+            match extractor.extract_from(&[], &body) {
+                Some(v) => {
+                    self.vars.borrow_mut().insert(name.clone(), v);
+                }
+                None => ok = false,
+            }
+        }
+        ok
+    }
+}
