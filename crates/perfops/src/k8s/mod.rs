@@ -273,8 +273,8 @@ mod tests {
             ("http://orders.shop.svc.cluster.invalid", Ok(())),
             // An address.
             ("https://127.0.0.1:8443/api", Ok(())),
-            // Not http(s).
-            ("ftp://orders:21", Err("only http:// and https://")),
+            // Not a scheme perfops speaks.
+            ("ftp://orders:21", Err("only http://, https://")),
             // Not a URL.
             ("http://", Err("is not a valid URL")),
         ];
