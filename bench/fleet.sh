@@ -56,10 +56,14 @@ trap cleanup EXIT
 status=0
 
 # ---------------------------------------------------------------- 1. start spread
-# One thread, one selector, no per-connection thread to start: a request head is stamped
-# (time.time(), the wall clock all processes here share) the moment it is read.
+# One thread, one selector, no per-connection thread to start. A request head is stamped with
+# the kernel's receive time of its bytes (SO_TIMESTAMPNS, the wall clock all processes here
+# share), not when this script got round to reading it: a logger woken a few ms late by the
+# scheduler (2 cores, 4 agents and a coordinator waking at the same instant) must not be
+# taken for a late agent. Without the kernel's stamp (no cmsg), time.time() at the read.
 cat >"$OUT/arrivals.py" <<'PY'
-import selectors, socket, sys, time
+import selectors, socket, struct, sys, time
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 sel = selectors.DefaultSelector()
 log = open(sys.argv[2], "a", buffering=1)
 srv = socket.socket(); srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -71,14 +75,18 @@ while True:
         if key.data is None:
             c, _ = srv.accept(); c.setblocking(False)
             c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
             sel.register(c, selectors.EVENT_READ, True); bufs[c] = b""
             continue
         c = key.fileobj
         try:
-            data = c.recv(65536)
+            data, anc, _, _ = c.recvmsg(65536, socket.CMSG_SPACE(16))
         except OSError:
-            data = b""
+            data, anc = b"", []
         t = time.time()
+        for level, kind, raw in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(raw) >= 16:
+                sec, nsec = struct.unpack("qq", raw[:16]); t = sec + nsec / 1e9
         if not data:
             sel.unregister(c); c.close(); bufs.pop(c, None); continue
         bufs[c] += data
