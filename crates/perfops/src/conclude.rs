@@ -179,15 +179,18 @@ impl Judging<'_> {
         if interrupted && run_verdict.result == RunResult::Passed {
             run_verdict.result = RunResult::Inconclusive;
         }
-        // Seconds or shards missing from a merge: what is there judges nothing
-        // about the whole (a missing shard's share looks like a rate not achieved).
-        if !gaps.is_empty() {
+        // Seconds or shards missing from a merge, or an agent lost: what is
+        // there judges nothing about the whole (a missing share looks like a
+        // rate not achieved). The headline names the gap first, then what the
+        // stages showed as measured; not the generic "the generator was the
+        // limit" that an inconclusive result would otherwise print.
+        let headline = if gaps.is_empty() {
+            headline(&run_verdict, &judged, &diagnostics, loaded, interrupted)
+        } else {
+            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
             run_verdict.result = RunResult::Inconclusive;
-        }
-        let mut headline = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
-        if !gaps.is_empty() {
-            headline = format!("INCONCLUSIVE: {}; {headline}", gaps.join("; "));
-        }
+            format!("INCONCLUSIVE: {}; as measured without it: {measured}", gaps.join("; "))
+        };
         let elapsed = loaded.elapsed.as_secs_f64();
         let per_second = |n: u64| if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
         // A step's achieved rate is its responses per second; the run's, its arrivals answered.

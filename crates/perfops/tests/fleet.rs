@@ -503,7 +503,10 @@ fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
     let dir = wd.result_dir(&out);
     let s = summary(&dir);
     assert_eq!(s["verdict"]["result"], "inconclusive", "{ctx}");
-    assert!(s["verdict"]["headline"].as_str().unwrap().contains("shard 1"), "{ctx}");
+    let headline = s["verdict"]["headline"].as_str().unwrap();
+    assert!(headline.starts_with("INCONCLUSIVE: agent") && headline.contains("shard 1"), "{headline}\n{ctx}");
+    // The loss is why, not the generator (nothing was dropped).
+    assert!(!headline.contains("the generator was the limit"), "{headline}\n{ctx}");
     assert!(s["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("shard 1")));
     let agent_lines = lines(&dir, "agents.jsonl");
     let of = |event: &str| agent_lines.iter().filter(|l| l["event"] == event && l["agent"] == 1).count();
