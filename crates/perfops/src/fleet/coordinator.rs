@@ -629,7 +629,8 @@ fn drive(
                 if let Some(i) = fleet.index_of(id)
                     && join.lost(i)
                 {
-                    lose(fleet, &join, i, offset, format!("connection closed ({why})"));
+                    // `why` is the connection's own end ("connection closed", a reset, an error).
+                    lose(fleet, &join, i, offset, why);
                 }
             }
             Err(RecvTimeoutError::Timeout) => {}
