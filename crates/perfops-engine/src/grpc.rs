@@ -217,8 +217,13 @@ service Echo {
 message Msg { string text = 1; int64 n = 2; }
 "#;
 
+    /// A directory of its own per call: the tests run in parallel in one
+    /// process, and each removes its directory when done (a shared one was
+    /// removed under another test's compile, flaking it in CI).
     fn pool() -> (PathBuf, DescriptorPool) {
-        let dir = std::env::temp_dir().join(format!("perfops-grpc-unit-{}", std::process::id()));
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("perfops-grpc-unit-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("echo.proto");
         std::fs::write(&file, ECHO).unwrap();
