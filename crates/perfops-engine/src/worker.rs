@@ -744,18 +744,34 @@ impl Worker {
                 if conn.as_ref().is_some_and(|c| !c.keep_alive) {
                     *conn = None;
                 }
-                let ends_iteration = req.last || failure.is_some();
-                let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
-                self.rec.borrow_mut().answered(req.key, &answer);
-                Ended { at: response.last_byte, failed: failure.is_some() }
+                self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => {
-                let at = Instant::now();
-                let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
-                self.rec.borrow_mut().failed(req.key, &failure);
-                Ended { at, failed: true }
-            }
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
         }
+    }
+
+    /// Record `req`'s response, sent at `sent` (`failure`: the kind its
+    /// status or checks make it), for HTTP/1.1 and HTTP/2 alike.
+    fn answered(
+        &self,
+        req: &Request<'_>,
+        sent: Instant,
+        response: Response,
+        bytes_out: u64,
+        failure: Option<FailureKind>,
+    ) -> Ended {
+        let ends_iteration = req.last || failure.is_some();
+        let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
+        self.rec.borrow_mut().answered(req.key, &answer);
+        Ended { at: response.last_byte, failed: failure.is_some() }
+    }
+
+    /// Record `req`'s failure of `kind`, now (`sent`: when it went out, if it did).
+    fn failed(&self, req: &Request<'_>, kind: FailureKind, sent: Option<Instant>, bytes_out: u64) -> Ended {
+        let at = Instant::now();
+        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+        self.rec.borrow_mut().failed(req.key, &failure);
+        Ended { at, failed: true }
     }
 
     /// Send `request` on the connection in `conn` (or a new one, left there)
@@ -884,17 +900,9 @@ impl Worker {
                         failure = Some(FailureKind::CheckFailed);
                     }
                 }
-                let ends_iteration = req.last || failure.is_some();
-                let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
-                self.rec.borrow_mut().answered(req.key, &answer);
-                Ended { at: response.last_byte, failed: failure.is_some() }
+                self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => {
-                let at = Instant::now();
-                let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
-                self.rec.borrow_mut().failed(req.key, &failure);
-                Ended { at, failed: true }
-            }
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
         }
     }
 
