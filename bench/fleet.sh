@@ -147,8 +147,10 @@ done
 DPORT=$((PORT + 2))
 "$BIN" demo --model async --listen "127.0.0.1:$DPORT" --io-wait 10ms --cpu-work 50us >/dev/null 2>&1 & PIDS+=($!)
 sleep 0.5
-cat >"$OUT/record.yaml" <<EOF
-name: fleet-record
+# health_scenario NAME SECONDS: REC_RATE/s of GET /health against the demo for SECONDS.
+health_scenario() {
+    cat >"$OUT/$1.yaml" <<EOF
+name: fleet-$1
 target: http://127.0.0.1:$DPORT
 flows:
   health:
@@ -157,25 +159,16 @@ flows:
 load:
   model: open
   stages:
-    - { rate: $REC_RATE, hold: ${REC_SECONDS}s }
+    - { rate: $REC_RATE, hold: ${2}s }
 EOF
+}
+health_scenario record "$REC_SECONDS"
 "$BIN" coordinator "$OUT/record.yaml" --agents 1 --listen "127.0.0.1:$PORT" --out "$OUT/runs" -q \
     >"$OUT/record.out" 2>"$OUT/record.err" & coord=$!
 PIDS+=($coord)
 "$BIN" agent --join "http://127.0.0.1:$PORT" --record-seconds "$OUT/seconds.bin" 2>"$OUT/record-agent.err" || true
 wait "$coord" || true
-cat >"$OUT/sim.yaml" <<EOF
-name: fleet-sim
-target: http://127.0.0.1:$DPORT
-flows:
-  health:
-    steps:
-      - { name: health, request: GET /health }
-load:
-  model: open
-  stages:
-    - { rate: $REC_RATE, hold: ${SIM_SECONDS}s }
-EOF
+health_scenario sim "$SIM_SECONDS"
 "$BIN" coordinator "$OUT/sim.yaml" --agents "$SIM_AGENTS" --listen "127.0.0.1:$PORT" --out "$OUT/sim" -q \
     --join-timeout 300s >"$OUT/sim.out" 2>"$OUT/sim.err" & coord=$!
 PIDS+=($coord)
