@@ -345,8 +345,10 @@ pub(crate) fn run(
         return;
     };
     let local = tokio::task::LocalSet::new();
+    let keys = shared.work.flows.iter().map(|f| f.steps.len()).sum();
     let w = Rc::new(Worker::new(id, start, shared, h2_connections));
     *w.rec.borrow_mut() = Recorder::with_pool(pool);
+    w.rec.borrow_mut().warm(keys);
     let closed = matches!(load, WorkerLoad::Closed { .. });
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));
