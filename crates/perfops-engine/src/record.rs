@@ -88,10 +88,6 @@ pub(crate) struct Recorder {
     spare: Vec<Stats>,
     /// Where the collector returns this worker's `Stats` once merged.
     pool: Option<Pool>,
-    /// The keys one stage can use: `take` keeps this many spare `Stats`
-    /// beyond the second's own, for the second in which a new stage's
-    /// keys start (see [`Recorder::warm`]).
-    margin: usize,
 }
 
 /// `Stats` a worker shipped, emptied and handed back by the collector for
@@ -112,15 +108,19 @@ impl Recorder {
         Recorder { pool: Some(pool), ..Recorder::default() }
     }
 
-    /// Before the load starts: make the `Stats` of the first seconds (and
-    /// of the first second of each later stage: `keys` each), and write every
-    /// page of them. A fresh `Stats` is ~1.3 MB of memory the kernel has not
-    /// yet handed over: its first use page-faulted for 5-15 ms on the worker,
-    /// so the first arrivals of every run went out that much late (#13: the
-    /// start spread of a fleet), and so did the first of each new stage.
+    /// Before the load starts: make the first second's `Stats` (`keys`, one
+    /// per step) and write every page of them. A fresh `Stats` is ~1.3 MB of
+    /// memory the kernel has not handed over yet: made on first use, after
+    /// the start instant, its pages faulted in on the worker for 5-15 ms
+    /// (zeroing transparent huge pages among them), so the first arrivals of
+    /// a run went out that much late (#13: the start spread of a fleet).
+    ///
+    /// Not done for later stages: keeping a stage's `Stats` spare for the
+    /// second a new stage starts would hold ~1.3 MB per step for the whole
+    /// run (the soak's RSS: +10 MiB); that second's first request pays the
+    /// faults instead, and its latency shows them.
     pub(crate) fn warm(&mut self, keys: usize) {
-        self.margin = keys.min(POOL_MAX / 2);
-        for _ in 0..2 * self.margin {
+        for _ in 0..keys.min(POOL_MAX) {
             let mut fresh = Stats::default();
             fresh.clear();
             self.spare.push(fresh);
@@ -249,13 +249,13 @@ impl Recorder {
     /// with what the collector has handed back ready to be filled.
     ///
     /// Subtleness ahead: it keeps as many emptied `Stats` as this second
-    /// used keys (and a stage's worth more, `margin`), and lets the others go. When the collector is late to hand
+    /// used keys, and lets the others go. When the collector is late to hand
     /// a second's back, the next second makes new ones; kept as well, every
     /// such delay added its `Stats` for good (the soak's RSS went 42 -> 60 MiB
     /// in steps of 4-8 MiB over the hour).
     pub(crate) fn take(&mut self) -> Vec<(Key, Stats)> {
         if let Some(pool) = &self.pool {
-            let want = self.parts.len() + self.margin;
+            let want = self.parts.len();
             self.spare.truncate(want);
             let mut returned = pool.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let n = want.saturating_sub(self.spare.len()).min(returned.len());
@@ -285,34 +285,24 @@ mod tests {
         Duration::from_millis(n)
     }
 
-    /// #13: a warmed recorder makes no `Stats` in its first second nor in
-    /// the second a new stage starts: the fresh ones page-faulted on the
-    /// worker, and its first arrivals went out 5-15 ms late.
+    /// #13: a warmed recorder makes no `Stats` in its first second (fresh
+    /// ones page-faulted on the worker, and its first arrivals went out
+    /// 5-15 ms late), and keeps no more than its seconds use.
     #[test]
-    fn a_warmed_recorder_makes_no_stats_during_the_load() {
+    fn a_warmed_recorder_makes_no_stats_in_its_first_second() {
         let pool = Pool::default();
         let mut rec = Recorder::with_pool(pool.clone());
         rec.warm(2);
-        assert_eq!(rec.spare.len(), 4, "two stages' worth, made before the start");
-        // Second 0: stage 0's two keys come from the spares.
+        assert_eq!(rec.spare.len(), 2, "made before the start");
         rec.sent(Key { stage: 0, step: 0 });
         rec.sent(Key { stage: 0, step: 1 });
-        assert_eq!(rec.spare.len(), 2);
+        assert_eq!(rec.spare.len(), 0, "second 0's two keys came from the spares");
         let second0 = rec.take();
-        // The collector has not handed second 0 back yet: the two left are
-        // the margin for a new stage's keys.
-        assert_eq!(rec.spare.len(), 2);
         pool.lock().unwrap().extend(second0.into_iter().map(|(_, s)| s));
-        // Second 1: the stage changes, four keys, none made here.
-        for stage in 0..2 {
-            for step in 0..2 {
-                rec.sent(Key { stage, step });
-            }
-        }
-        assert_eq!(rec.spare.len(), 0);
-        assert_eq!(pool.lock().unwrap().len(), 2, "not yet taken: `take` draws from the pool");
+        rec.sent(Key { stage: 0, step: 0 });
         let _second1 = rec.take();
-        assert_eq!(rec.spare.len(), 2, "drawn back from the pool, up to this second's keys and a stage's margin");
+        assert_eq!(rec.spare.len(), 1, "one key in second 1: one kept of the two handed back");
+        assert!(pool.lock().unwrap().is_empty(), "the other let go");
     }
 
     /// Latency from the intended start, service time from the actual send,
