@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -130,6 +131,12 @@ impl DemoChild {
             let rest: Vec<String> = allowed[..allowed.len() - 1].iter().map(|c| c.to_string()).collect();
             pin(&rest.join(","))?;
         }
+        // A process group of its own: a terminal's Ctrl-C goes to the whole
+        // foreground group, and the server stopping with us cut the requests
+        // in flight and refused the last arrivals (counted as the target's
+        // `connect_refused`). It is stopped after the run, by its PID (Drop),
+        // or by the kernel when this process dies (`--parent-pid`).
+        cmd.process_group(0);
         let mut child =
             cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().context("starting the demo target")?;
         let stdout = child.stdout.take().context("demo target stdout")?;

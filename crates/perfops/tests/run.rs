@@ -392,6 +392,44 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// Ctrl-C in a terminal signals the whole foreground process group, the
+/// demo target too: it stopped with the run, and the last arrivals were
+/// counted as the target refusing them (`connect_refused: 2` in a run of
+/// `examples/orders.yaml`). The target now has a group of its own and is
+/// stopped after the run.
+#[test]
+fn a_terminals_ctrl_c_stops_the_run_before_its_demo_target() {
+    use std::os::unix::process::CommandExt;
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-group");
+    // Requests in flight when the signal comes: each holds the target 50 ms.
+    let scenario = r#"name: ctrl-c
+target: demo:async?io_wait=50ms
+setup:
+  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
+flows:
+  orders: { steps: [ { request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } } ] }
+load:
+  stages: [ { rate: 100, hold: 20s } ]
+"#;
+    let running = wd.spawn("run", &wd.scenario("orders.yaml", scenario), &[], |cmd| {
+        cmd.process_group(0);
+    });
+    let pid = running.pid();
+    std::thread::sleep(ms(2500));
+    let demo = children_of(pid);
+    assert_eq!(demo.len(), 1, "perfops run should have started one demo target, found {demo:?}");
+    // What a terminal does: the signal to every process of the group.
+    let status = std::process::Command::new("kill").args(["-INT", "--", &format!("-{pid}")]).status().expect("kill(1)");
+    assert!(status.success(), "kill -INT -{pid}");
+    let out = running.wait(Duration::from_secs(15));
+    let run = Run::of(&wd, out);
+    let s = run.summary();
+    assert_eq!(s["interrupted"], true, "{}", run.context());
+    assert_eq!(count(&s, "/total/failed"), 0, "nothing failed: the target outlived the run\n{}", run.context());
+    assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
+}
+
 /// Issue #3, `kill -9`: a run killed mid-way keeps every second it
 /// completed. Each line of `series.jsonl` is whole JSON (with `t`, `stage`,
 /// `completed`, `latency_ms`), seconds 0, 1, 2, ... in order;
