@@ -201,15 +201,16 @@ mod tests {
     }
 
     /// Every `perfops ...` command in `text` (a help text or a Markdown
-    /// file's code blocks), `VAR=value` prefixes and `$ ` prompts dropped,
+    /// file's shell code blocks), `VAR=value` prefixes and `$ ` prompts dropped,
     /// `\` continuations joined.
     fn commands(text: &str, markdown: bool) -> Vec<String> {
         let mut out = Vec::new();
         let mut in_code = !markdown;
         let mut pending = String::new();
         for line in text.lines() {
-            if markdown && line.trim_start().starts_with("```") {
-                in_code = !in_code;
+            // Shell blocks only: a `text` block shows output, not commands.
+            if markdown && let Some(lang) = line.trim_start().strip_prefix("```") {
+                in_code = !in_code && matches!(lang.trim(), "sh" | "bash" | "shell" | "console");
                 continue;
             }
             if !in_code {
@@ -245,7 +246,10 @@ mod tests {
     }
 
     fn parses(cmd: &str) -> Result<(), String> {
-        let argv = words(cmd);
+        // A word that is a shell expansion (`$T`, `$(date ...)`) stands for a value the
+        // shell computes: one that is a number, a time (unix seconds) and a path at once.
+        let argv: Vec<String> =
+            words(cmd).into_iter().map(|w| if w.starts_with('$') { "1795543200".into() } else { w }).collect();
         Cli::try_parse_from(&argv).map(|_| ()).map_err(|e| {
             let text = e.to_string();
             text.lines().next().unwrap_or_default().to_string()
@@ -303,19 +307,21 @@ mod tests {
         assert!(n >= 30, "only {n} examples found: the extraction broke");
     }
 
-    /// Every `perfops ...` line in a code block of the README, docs/ and
-    /// examples/README.md parses with this CLI.
+    /// Every `perfops ...` line in a shell code block of the README, docs/,
+    /// docs/guide/ and examples/README.md parses with this CLI.
     #[test]
     fn documented_commands_parse() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut files = vec![root.join("README.md"), root.join("examples/README.md")];
-        let mut docs: Vec<_> = std::fs::read_dir(root.join("docs"))
-            .expect("docs/")
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "md"))
-            .collect();
-        docs.sort();
-        files.extend(docs);
+        for dir in [root.join("docs"), root.join("docs/guide")] {
+            let mut docs: Vec<_> = std::fs::read_dir(&dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "md"))
+                .collect();
+            docs.sort();
+            files.extend(docs);
+        }
         let mut bad = Vec::new();
         let mut n = 0;
         for file in &files {

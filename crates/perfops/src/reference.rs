@@ -98,7 +98,7 @@ pub(crate) fn markdown(schema: &str) -> Result<String, Vec<String>> {
                 Some(d) => o.push_str(&format!("{d}\n\n")),
                 None => missing.push(format!("{path}: description")),
             }
-            o.push_str(&format!("- **Type**: {}\n", type_of(&root, p, &sections)));
+            o.push_str(&format!("- **Type**: {}\n", type_of(p, &sections)));
             let default = match (p.get("default"), p.get("x-default").and_then(Value::as_str)) {
                 (Some(v), _) => Some(format!("`{}`", yaml(v))),
                 (None, Some(text)) => Some(text.to_string()),
@@ -159,7 +159,7 @@ fn visit<'a>(root: &'a Value, node: &'a Value, path: &str, out: &mut Vec<Section
     let Some(props) = node["properties"].as_object() else { return };
     for (key, p) in props {
         let mut found = Vec::new();
-        collect(root, p, &join(path, key), &mut found);
+        collect(p, &join(path, key), &mut found);
         for (def, at) in found {
             if let Some(s) = out.iter_mut().find(|s| s.def == Some(def)) {
                 if !s.paths.contains(&at) {
@@ -178,21 +178,21 @@ fn visit<'a>(root: &'a Value, node: &'a Value, path: &str, out: &mut Vec<Section
 
 /// The object definitions `p` (at `path`) leads to: through `$ref`, list
 /// items (`path[]`), map values (`path.NAME`) and `oneOf` branches.
-fn collect<'a>(root: &'a Value, p: &'a Value, path: &str, out: &mut Vec<(&'a str, String)>) {
+fn collect<'a>(p: &'a Value, path: &str, out: &mut Vec<(&'a str, String)>) {
     if let Some(def) = p.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/"))
         && !UNITS.contains(&def)
     {
         out.push((def, path.to_string()));
     }
     if let Some(items) = p.get("items") {
-        collect(root, items, &format!("{path}[]"), out);
+        collect(items, &format!("{path}[]"), out);
     }
     if let Some(values) = p.get("additionalProperties").filter(|v| v.is_object()) {
-        collect(root, values, &format!("{path}.NAME"), out);
+        collect(values, &format!("{path}.NAME"), out);
     }
     if let Some(branches) = p.get("oneOf").and_then(Value::as_array) {
         for b in branches {
-            collect(root, b, path, out);
+            collect(b, path, out);
         }
     }
 }
@@ -244,7 +244,7 @@ fn one_of_required(node: &Value) -> Option<String> {
 }
 
 /// A field's type in words, linking to the section of an object.
-fn type_of(root: &Value, p: &Value, sections: &[Section<'_>]) -> String {
+fn type_of(p: &Value, sections: &[Section<'_>]) -> String {
     if let Some(def) = p.get("$ref").and_then(Value::as_str).and_then(|r| r.strip_prefix("#/$defs/")) {
         return match def {
             "duration" | "rate" => format!("{def} (see above)"),
@@ -260,7 +260,7 @@ fn type_of(root: &Value, p: &Value, sections: &[Section<'_>]) -> String {
         return format!("one of {}", v.join(", "));
     }
     if let Some(branches) = p.get("oneOf").and_then(Value::as_array) {
-        let t: Vec<String> = branches.iter().map(|b| type_of(root, b, sections)).collect();
+        let t: Vec<String> = branches.iter().map(|b| type_of(b, sections)).collect();
         return t.join(", or ");
     }
     let mut t = match &p["type"] {
@@ -269,9 +269,9 @@ fn type_of(root: &Value, p: &Value, sections: &[Section<'_>]) -> String {
         _ => "any YAML value (a mapping, a list or a scalar)".into(),
     };
     if let Some(items) = p.get("items") {
-        t = format!("list of {}", type_of(root, items, sections));
+        t = format!("list of {}", type_of(items, sections));
     } else if let Some(values) = p.get("additionalProperties").filter(|v| v.is_object()) {
-        t = format!("map of name to {}", type_of(root, values, sections));
+        t = format!("map of name to {}", type_of(values, sections));
     }
     match (p.get("minimum").and_then(Value::as_i64), p.get("maximum").and_then(Value::as_i64)) {
         (Some(lo), Some(hi)) => t.push_str(&format!(", from {lo} to {hi}")),
