@@ -89,7 +89,9 @@ fn every_example_file_is_covered() {
 fn orders_steps_until_the_pool_breaks() {
     let _cpu = exclusive();
     let work = Workdir::new("ex-orders");
-    let sets = ["--set", "load.steps.hold=2s", "--set", "load.steps.from=100", "--set", "load.steps.by=100"];
+    // 3 s a step: a first stage of 2 s at 100/s loses the ~5 requests in flight at its end
+    // (50 ms each) from its achieved rate, 97.5%: too near the 97% rule to judge by.
+    let sets = ["--set", "load.steps.hold=3s", "--set", "load.steps.from=100", "--set", "load.steps.by=100"];
     let out = perfops(&work, "run", "orders.yaml", &sets);
     out.assert_exit(1);
     let s = work.summary(&out);
@@ -133,7 +135,7 @@ fn ramp_writes_percentiles_every_second() {
 fn ab_compares_two_demo_models() {
     let _cpu = exclusive();
     let work = Workdir::new("ex-ab");
-    let hold = ["--set", "load.steps.hold=2s"];
+    let hold = ["--set", "load.steps.hold=3s"]; // as for orders.yaml: clear of the 97% rule
     let a = perfops(&work, "run", "ab.yaml", &hold);
     a.assert_exit(1);
     let b_args = [hold[0], hold[1], "--target", "demo:async?io_wait=50ms", "--set", "name=ab-async"];
