@@ -155,7 +155,9 @@ fn ab_compares_two_demo_models() {
     .wait(LIMIT);
     text.assert_exit(0);
     assert!(
-        text.stdout.contains("B ab-async holds") && text.stdout.contains("the capacity of A ab-threads"),
+        // "holds 1.5x the capacity of A", or "holds 300/s; A held no stage" when the
+        // pool, on a busy machine, did not even hold the first step.
+        text.stdout.contains("\ncapacity: B ab-async holds "),
         "{}",
         text.stdout
     );
@@ -168,7 +170,7 @@ fn ab_compares_two_demo_models() {
     json.assert_exit(0);
     let c: Value = serde_json::from_str(&json.stdout).expect("compare --json");
     let (ca, cb) = (summary(&da)["verdict"]["capacity_rps"].as_f64(), summary(&db)["verdict"]["capacity_rps"].as_f64());
-    assert!(matches!((ca, cb), (Some(a), Some(b)) if b > a), "async holds more: {ca:?} vs {cb:?}\n{c:#}");
+    assert!(matches!(cb, Some(b) if b > ca.unwrap_or(0.0)), "async holds more: {ca:?} vs {cb:?}\n{c:#}");
 }
 
 /// sweep.yaml: throughput stops growing at the hidden pool of 4 threads.
