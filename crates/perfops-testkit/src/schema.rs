@@ -15,7 +15,8 @@
 //! `items`, `minItems`, `minProperties`, `propertyNames`, `pattern` (the
 //! `regex` crate, which perfops-core builds anyway), `oneOf`, local `$ref`
 //! (`#/$defs/NAME`); `format`,
-//! `description`, `title`, `$schema`, `$id` and `$defs` are annotations.
+//! `description`, `title`, `$schema`, `$id`, `$defs`, `default`, `examples` and `x-default`
+//! (the scenario reference's default in words) are annotations.
 
 use std::collections::BTreeSet;
 
@@ -43,7 +44,8 @@ fn check(root: &Value, s: &Value, instance: &Value, path: &str, out: &mut Vec<St
         |out: &mut Vec<String>, what: String| out.push(format!("{}: {what}", if path.is_empty() { "/" } else { path }));
     for (keyword, arg) in s {
         match keyword.as_str() {
-            "description" | "title" | "$schema" | "$id" | "$defs" | "format" => {}
+            "description" | "title" | "$schema" | "$id" | "$defs" | "format" | "default" | "examples" | "x-default" => {
+            }
             "$ref" => {
                 let target = resolve(root, arg);
                 evaluated.extend(check(root, target, instance, path, out));

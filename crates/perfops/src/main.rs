@@ -21,12 +21,14 @@ mod compare;
 mod conclude;
 mod demo;
 mod fleet;
+mod help;
 mod k8s;
 mod launch;
 mod limit;
 mod merge;
 mod metrics;
 mod quick;
+mod reference;
 mod report;
 mod run;
 mod session;
@@ -50,34 +52,55 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a scenario's load profile; results go to runs/<time>-<name>/.
+    #[command(after_help = help::RUN)]
     Run(run::RunArgs),
     /// Find the highest arrival rate that meets the scenario's SLO, and why it breaks above it.
+    #[command(after_help = help::LIMIT)]
     Limit(limit::LimitArgs),
     /// Closed-model sweep over concurrency levels, with a Universal Scalability Law fit.
+    #[command(after_help = help::SWEEP)]
     Sweep(sweep::SweepArgs),
     /// Run a scenario's setup once and write what it saved (for `run --setup-values` on every shard).
+    #[command(after_help = help::SETUP)]
     Setup(shard::SetupArgs),
     /// One run over N agents: live merge of their seconds, global SLO and abort, one results directory.
+    #[command(after_help = help::COORDINATOR)]
     Coordinator(fleet::coordinator::CoordinatorArgs),
     /// A generator of a coordinated run: `perfops agent --join http://COORDINATOR:7070`.
+    #[command(after_help = help::AGENT)]
     Agent(fleet::agent::AgentArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.
+    #[command(after_help = help::CHECK)]
     Check(run::CheckArgs),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
+    #[command(after_help = help::QUICK)]
     Quick(quick::QuickArgs),
     /// (Re)render the HTML report of a results directory: RUN_DIR/report.html, or -o FILE.
+    #[command(after_help = help::REPORT)]
     Report(report::ReportArgs),
     /// List the runs under a results folder, newest first, with verdict and capacity.
+    #[command(after_help = help::RUNS)]
     Runs(report::RunsArgs),
     /// Runs side by side, the first as baseline: capacity, throughput at equal p95, per-stage deltas; HTML with overlaid charts.
+    #[command(after_help = help::COMPARE)]
     Compare(compare::CompareArgs),
     /// Merge the results of `run --shard I/N` on several machines into one results directory, exactly.
+    #[command(after_help = help::MERGE)]
     Merge(merge::MergeArgs),
     /// The built-in target server (what `target: demo:threads` starts).
+    #[command(after_help = help::DEMO)]
     Demo(demo::DemoArgs),
-    /// Print the JSON Schema of scenario files (for editor completion).
-    Schema,
+    /// Print the JSON Schema of scenario files (for editor completion), or its Markdown reference.
+    #[command(after_help = help::SCHEMA)]
+    Schema(reference::SchemaArgs),
+    /// Print a shell completion script: bash, zsh, fish, powershell or elvish.
+    #[command(after_help = help::COMPLETIONS)]
+    Completions(help::CompletionsArgs),
+    /// Print the man page (roff), of perfops or of one command.
+    #[command(after_help = help::MAN)]
+    Man(help::ManArgs),
     /// Kubernetes manifests for a distributed run (coordinator + N agents), and the kubectl commands to drive it.
+    #[command(after_help = help::K8S)]
     K8s(k8s::K8sArgs),
     /// A folder as a tar archive on stdout (results out of the shell-less image, through `kubectl exec`).
     #[command(hide = true)]
@@ -119,10 +142,9 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::K8s(args) => k8s::run(args),
         Command::Tar(args) => k8s::tar::run(args),
-        Command::Schema => {
-            out(SCENARIO_SCHEMA);
-            Ok(Exit::Passed)
-        }
+        Command::Schema(args) => reference::run(args),
+        Command::Completions(args) => help::completions(args),
+        Command::Man(args) => help::man(args),
     };
     match result {
         Ok(exit) => ExitCode::from(exit as u8),
