@@ -184,7 +184,16 @@ impl Judging<'_> {
         // rate not achieved). The headline names the gap first, then what the
         // stages showed as measured; not the generic "the generator was the
         // limit" that an inconclusive result would otherwise print.
-        let headline = if gaps.is_empty() {
+        let headline = if let Some(rule) = &aborted {
+            // An abort rule is a threshold too: a run it stopped failed,
+            // whatever the stages that ran showed before it ("PASSED: every
+            // stage held" above an exit code of 1 read as a contradiction).
+            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
+            let measured =
+                ["PASSED: ", "FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
+            run_verdict.result = RunResult::Failed;
+            format!("FAILED: stopped by abort_when: {rule}; until then: {measured}")
+        } else if gaps.is_empty() {
             headline(&run_verdict, &judged, &diagnostics, loaded, interrupted)
         } else {
             let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
@@ -369,7 +378,9 @@ fn headline(
             text.push_str(&format!(": {reason}"));
         }
     }
-    if let Some(d) = diagnostics.first() {
+    // A cause only where something broke: beside "PASSED", a diagnosis read
+    // as the reason for a failure that did not happen (the report lists them).
+    if let Some(d) = diagnostics.first().filter(|_| v.result != RunResult::Passed || v.breaks_at_rps.is_some()) {
         text.push_str(&format!(" — why: {}", d.title));
     }
     if first_not_run.is_some() && !interrupted {

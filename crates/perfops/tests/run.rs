@@ -161,6 +161,11 @@ fn setup_token_authorises_every_order_listing() {
     assert_eq!(s["model"], "open");
     assert_eq!(s["interrupted"], false);
     assert_eq!(s["aborted"], Value::Null);
+    // Nothing broke, so no "why": a diagnosis beside PASSED read as the cause
+    // of a failure that did not happen ("PASSED ...; holds 5000/s — why:
+    // pool-bound" in the soak).
+    let headline = s["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.starts_with("PASSED") && !headline.contains("why"), "{headline}\n{ctx}");
     let target = s["target"].as_str().expect("target is text");
     assert!(target.starts_with("demo:async (http://127.0.0.1:"), "target {target:?}");
 
@@ -685,6 +690,11 @@ fn abort_when_stops_the_run_early_and_says_why() {
     assert!(refused > 0 && refused == count(&s, "/total/failed"), "{ctx}");
     assert!(run.out.stdout.contains("aborted:"), "{ctx}");
     assert!(run.out.stderr.contains("aborting"), "{ctx}");
+    // An abort rule is a threshold: the verdict fails and says which rule,
+    // never "PASSED: every stage held" above an exit code of 1.
+    assert_eq!(s["verdict"]["result"], "failed", "{ctx}");
+    let headline = s["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.starts_with("FAILED: stopped by abort_when: `errors > 50% for 2s`"), "{headline}\n{ctx}");
 }
 
 /// Issue #3, closed model: 4 users looping for 3 s against the async demo
