@@ -276,8 +276,14 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         };
         let full: Vec<(f64, f64, f64)> =
             busy.iter().filter_map(|&(t, b)| size_at(t).filter(|s| *s > 0.0 && b >= *s).map(|s| (t, b, s))).collect();
+        // A pool never has more busy than it has: a "size" that the busy count
+        // passes bounds nothing (the async demo's runtime threads, 10 requests
+        // in flight on 5 of them), and "pool-bound" would blame a pool that
+        // is not there.
+        let bounded = !full.iter().any(|&(_, b, s)| b > s + 0.5);
         if let Some(&(t, b, s)) = full.first()
             && cpu_saturated.is_none()
+            && bounded
         {
             let cpu = mean("process_cpu_share");
             let mut evidence = vec![Evidence { metric: pool.busy.clone(), value: b, t }];
@@ -683,6 +689,21 @@ mod tests {
             let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
             assert_eq!(d.first().map(|d| d.kind.as_str()), want, "{name} {values:?}: {d:?}");
         }
+    }
+
+    #[test]
+    fn a_size_that_the_busy_count_passes_is_no_pool() {
+        // The async demo: 10 requests in flight on its 5 runtime threads. Its
+        // "workers_max" bounds nothing: no "pool-bound: 10 of 5 workers busy".
+        let mut w = BTreeMap::new();
+        w.insert("demo_workers_busy".into(), series(&[(12.0, 5.0), (13.0, 10.0)]));
+        w.insert("demo_workers_max".into(), series(&[(12.0, 5.0), (13.0, 5.0)]));
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.14), (13.0, 0.14)]));
+        let pool = Pool { busy: "demo_workers_busy".into(), max_metric: Some("demo_workers_max".into()), size: None };
+        let st = stages();
+        let d =
+            diagnose(&Inputs { stages: &st, watched: &w, pool: Some(&pool), trips: &[], dropped: &[], stalls: None });
+        assert!(!kinds(&d).contains(&"pool_bound"), "{d:?}");
     }
 
     #[test]
