@@ -91,7 +91,8 @@ impl Judging<'_> {
     pub(crate) fn judge(&self, stages: &[StageResult]) -> Vec<Judged> {
         stages
             .iter()
-            .map(|s| {
+            .enumerate()
+            .map(|(i, s)| {
                 // Samples are read at `t`; a stage owns those within it, and
                 // a watched metric seen a little after its end (the queue it
                 // left behind) still belongs to it.
@@ -107,6 +108,13 @@ impl Judging<'_> {
                         steps: &s.steps,
                         target_rate: s.plan.target_rate,
                         achieved_rate: s.achieved_rate,
+                        // The stage before, if it ran up to this one.
+                        previous_rate: i
+                            .checked_sub(1)
+                            .and_then(|p| stages.get(p))
+                            .filter(|p| p.ran_s > 0.0)
+                            .and_then(|p| p.plan.target_rate)
+                            .unwrap_or(0.0),
                         watched: &watched,
                         restarts: &restarts,
                         unready: &unready,

@@ -435,6 +435,37 @@ load:
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// A short first stage holds when the server does: its responses come a
+/// latency after its arrivals, so 1 s at 50/s against a 50 ms server answers
+/// 47.5 in that second. Judged against the plain target (96%, under the 97%
+/// rule), it failed, and `limit --hold 1s` said "capacity 3.0/s" (found by
+/// the docs work of #20). The rule now expects what a holding server answers.
+#[test]
+fn a_short_first_stage_against_a_slow_server_holds() {
+    let _cpu = shared();
+    let wd = Workdir::new("short-first");
+    let scenario = r#"name: short-first
+target: demo:async?io_wait=50ms
+setup:
+  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
+flows:
+  orders: { steps: [ { request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } } ] }
+load:
+  stages: [ { rate: 50, hold: 1s } ]
+slo: [ p99 < 1s ]
+"#;
+    let run = Run::new(&wd, &wd.scenario("short.yaml", scenario), &[]);
+    let s = run.summary();
+    let ctx = run.context();
+    let stage = named(&s, "stages", "50/s");
+    assert!(
+        num(stage, "/achieved_rate") < 50.0 * 0.985,
+        "the stage's own second answers less than its arrivals\n{ctx}"
+    );
+    assert_eq!(s["verdict"]["result"], "passed", "{ctx}");
+    run.assert_exit(0);
+}
+
 /// Issue #3, `kill -9`: a run killed mid-way keeps every second it
 /// completed. Each line of `series.jsonl` is whole JSON (with `t`, `stage`,
 /// `completed`, `latency_ms`), seconds 0, 1, 2, ... in order;
