@@ -736,7 +736,7 @@ impl Worker {
         let bytes_out = in_flight.bytes_out;
         match outcome {
             Ok((response, sent)) => {
-                let mut failure = FailureKind::of_status(response.status);
+                let mut failure = status_failure(step, response.status);
                 if failure.is_none()
                     && step.capture
                     && !conn.as_deref().is_some_and(|c| self.check_and_save_h1(step, response.status, c))
@@ -882,7 +882,7 @@ impl Worker {
         in_flight.done = true;
         match outcome {
             Ok((response, grpc_status, sent)) => {
-                let mut failure = FailureKind::of_status(response.status);
+                let mut failure = status_failure(step, response.status);
                 if failure.is_none()
                     && let Some(m) = &step.grpc
                 {
@@ -1065,6 +1065,17 @@ impl Worker {
             }
         };
         Ok((stream, ready, deadline))
+    }
+}
+
+/// The failure a response's status counts as: none for a status the step's
+/// `expect.status` lists (a 404 the scenario asks for is its answer), else
+/// `http_4xx`/`http_5xx` for those.
+fn status_failure(step: &StepPlan, status: u16) -> Option<FailureKind> {
+    if step.step.expect.as_ref().is_some_and(|e| e.lists_status(status)) {
+        None
+    } else {
+        FailureKind::of_status(status)
     }
 }
 

@@ -466,6 +466,30 @@ slo: [ p99 < 1s ]
     run.assert_exit(0);
 }
 
+/// `expect.status` listing a 4xx makes it an answer, not a failure (k6's
+/// `expectedStatuses`): `GET /orders` without a token is a 401 the scenario
+/// asks for. Before, a listed 4xx still counted as `http_4xx` (found by the
+/// docs work of #20). A 401 where 200 is expected stays `http_4xx`.
+#[test]
+fn a_status_the_step_expects_is_an_answer_even_a_4xx() {
+    let _cpu = shared();
+    let wd = Workdir::new("expect-401");
+    let yaml = |status: &str| {
+        format!(
+            "name: expect-401\ntarget: demo:async\nflows:\n  anon: {{ steps: [ {{ request: GET /orders, expect: {{ status: {status} }} }} ] }}\n\
+             load:\n  stages: [ {{ rate: 20, hold: 1s }} ]\n"
+        )
+    };
+    let run = Run::new(&wd, &wd.scenario("anon.yaml", &yaml("[200, 401]")), &[]);
+    let s = run.summary();
+    let ctx = run.context();
+    assert_eq!((count(&s, "/total/succeeded"), count(&s, "/total/failed")), (20, 0), "{ctx}");
+    let strict = Workdir::new("expect-200");
+    let control = Run::new(&strict, &strict.scenario("strict.yaml", &yaml("200")), &[]);
+    let s = control.summary();
+    assert_eq!(count(&s, "/total/failures/http_4xx"), 20, "{}", control.context());
+}
+
 /// Issue #3, `kill -9`: a run killed mid-way keeps every second it
 /// completed. Each line of `series.jsonl` is whole JSON (with `t`, `stage`,
 /// `completed`, `latency_ms`), seconds 0, 1, 2, ... in order;

@@ -273,6 +273,13 @@ pub struct Expect {
 }
 
 impl Expect {
+    /// Whether `status` is one the step lists (`status: [200, 404]`): such a
+    /// status is an answer the scenario expects, not the `http_4xx`/`http_5xx`
+    /// failure it would otherwise count as (k6's `expectedStatuses`).
+    pub fn lists_status(&self, status: u16) -> bool {
+        self.status.as_ref().is_some_and(|ranges| ranges.iter().any(|r| r.contains(status)))
+    }
+
     /// `None` when the response passes; `Some(reason)` when it fails, short, for the first failed
     /// check (e.g. `status 404 not in [200]`).
     pub fn check(&self, status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Option<String> {
