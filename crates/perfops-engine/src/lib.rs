@@ -135,6 +135,11 @@ pub struct Outcome {
     /// The HTTP the requests went out in: [`Protocol::Http1`] or
     /// [`Protocol::H2`] (`https://` is decided by ALPN before the run).
     pub protocol: Protocol,
+    /// What each step spoke, by step index ([`Work::step_names`]), as
+    /// results name it: `http/1.1`, `h2 (ALPN)`, `h2c`, `grpc over h2c`,
+    /// `websocket (TLS)`, ... (the run's protocol as its connections
+    /// negotiated it, and what the step carried over it).
+    pub step_protocols: Vec<&'static str>,
 }
 
 /// The collector's view of one second being assembled.
@@ -158,6 +163,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     }
     let shared = shared(plan, stop.clone())?;
     let protocol = shared.protocol;
+    let step_protocols = step_protocols(&plan.work, &plan.target, protocol);
     let (schedule, closed) = match &plan.load {
         LoadModel::Open { schedule, .. } => (Some(Arc::new(schedule.clone())), None),
         LoadModel::Closed { .. } => (None, Some(Arc::new(plan.load.clone()))),
@@ -309,7 +315,30 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
     let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol })
+    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols })
+}
+
+/// What each step of `work` speaks once the run's protocol is `decided`,
+/// by step index (a WebSocket step's messages row speaks what its upgrade
+/// did).
+fn step_protocols(work: &Work, target: &Target, decided: Protocol) -> Vec<&'static str> {
+    let mut names = vec![target::step_protocol(decided, target, target::StepKind::Http); work.step_names.len()];
+    for step in work.flows.iter().flat_map(|f| f.steps.iter()) {
+        let kind = if step.step.websocket.is_some() {
+            target::StepKind::WebSocket
+        } else if step.step.grpc.is_some() {
+            target::StepKind::Grpc
+        } else {
+            target::StepKind::Http
+        };
+        let name = target::step_protocol(decided, target, kind);
+        for i in std::iter::once(step.index).chain(step.messages) {
+            if let Some(n) = names.get_mut(usize::from(i)) {
+                *n = name;
+            }
+        }
+    }
+    names
 }
 
 /// What workers share, built once per run: the protocol decided (ALPN asked

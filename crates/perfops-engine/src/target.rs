@@ -58,6 +58,40 @@ impl Protocol {
     }
 }
 
+/// What a step's requests are, for the name of the protocol it spoke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepKind {
+    /// An HTTP request: in the run's protocol.
+    Http,
+    /// A gRPC call: over HTTP/2.
+    Grpc,
+    /// A WebSocket session (its upgrade and its messages): over HTTP/1.1.
+    WebSocket,
+}
+
+/// The name results give to what a step spoke: the run's protocol as its
+/// connections negotiated it (`decided`, [`Protocol::Http1`] or
+/// [`Protocol::H2`]), how it was chosen (ALPN, prior knowledge, TLS
+/// forced) and what the step carried over it. A name is data in
+/// `summary.json`, `compare` and the report: stable once released.
+pub(crate) fn step_protocol(decided: Protocol, target: &Target, kind: StepKind) -> &'static str {
+    // ALPN chose among h2 and http/1.1 (`https://`), or offered one alone.
+    let alpn = target.protocol == Protocol::Alpn;
+    match (kind, decided == Protocol::H2, target.tls, alpn) {
+        (StepKind::WebSocket, _, false, _) => "websocket",
+        (StepKind::WebSocket, _, true, _) => "websocket (TLS)",
+        (StepKind::Grpc, _, false, _) => "grpc over h2c",
+        (StepKind::Grpc, _, true, true) => "grpc over h2 (ALPN)",
+        (StepKind::Grpc, _, true, false) => "grpc over h2 (TLS)",
+        (StepKind::Http, false, false, _) => "http/1.1",
+        (StepKind::Http, false, true, true) => "http/1.1 (ALPN)",
+        (StepKind::Http, false, true, false) => "http/1.1 (TLS)",
+        (StepKind::Http, true, false, _) => "h2c",
+        (StepKind::Http, true, true, true) => "h2 (ALPN)",
+        (StepKind::Http, true, true, false) => "h2 (TLS)",
+    }
+}
+
 /// Where requests go: a resolved address, and what the request line and
 /// `Host` header carry.
 #[derive(Debug, Clone)]
@@ -170,5 +204,30 @@ mod tests {
         assert!(wss.websocket && wss.tls);
         assert_eq!(wss.addr.port(), 443);
         assert!(matches!(Target::parse("nope"), Err(TargetError::BadUrl { .. })));
+    }
+
+    #[test]
+    fn protocol_names_say_how_it_was_chosen() {
+        use StepKind::*;
+        // (URL, what the connections negotiated, step kind, the name results give)
+        let cases = [
+            ("http://127.0.0.1:1/", Protocol::Http1, Http, "http/1.1"), // plain HTTP/1.1
+            ("https://127.0.0.1:1/", Protocol::H2, Http, "h2 (ALPN)"),  // the server's ALPN chose h2
+            ("https://127.0.0.1:1/", Protocol::Http1, Http, "http/1.1 (ALPN)"), // ... or http/1.1
+            ("h2c://127.0.0.1:1/", Protocol::H2, Http, "h2c"),          // prior knowledge, clear text
+            ("grpc://127.0.0.1:1/", Protocol::H2, Grpc, "grpc over h2c"), // gRPC in clear text
+            ("grpcs://127.0.0.1:1/", Protocol::H2, Grpc, "grpc over h2 (TLS)"), // ALPN offered h2 alone
+            ("https://127.0.0.1:1/", Protocol::H2, Grpc, "grpc over h2 (ALPN)"), // a grpc: step on https://
+            ("https://127.0.0.1:1/", Protocol::H2, WebSocket, "websocket (TLS)"), // its own http/1.1 connections
+            ("ws://127.0.0.1:1/", Protocol::Http1, WebSocket, "websocket"), // quick ws://
+        ];
+        for (url, decided, kind, want) in cases {
+            assert_eq!(step_protocol(decided, &Target::parse(url).unwrap(), kind), want, "{url} {kind:?}");
+        }
+        // `defaults.protocol` forces one over https://: TLS, no choice.
+        let forced = Target::parse("https://127.0.0.1:1/").unwrap().force(Protocol::H2);
+        assert_eq!(step_protocol(Protocol::H2, &forced, Http), "h2 (TLS)");
+        let forced = Target::parse("https://127.0.0.1:1/").unwrap().force(Protocol::Http1);
+        assert_eq!(step_protocol(Protocol::Http1, &forced, Http), "http/1.1 (TLS)");
     }
 }

@@ -26,6 +26,7 @@ use crate::html::ReportError;
 use crate::html::model::{Model, Outcome, Stage};
 use crate::html::read::RunFiles;
 use crate::results::RESULTS_VERSION;
+use crate::run::ProtocolUse;
 pub use equal_latency::{ThroughputAt, p95_threshold_ms, throughput_at};
 pub use matching::{MatchedBy, MatchedRow, RATE_TOLERANCE, StageKey, match_stages};
 pub use text::table;
@@ -107,6 +108,9 @@ pub struct RunInfo {
     pub dir: String,
     /// The target, as recorded.
     pub target: Option<String>,
+    /// What its steps spoke (`h2 (ALPN)`, `http/1.1`, each protocol with
+    /// its steps when several); none when its results do not say (#14).
+    pub protocol: Option<String>,
     /// RFC 3339 UTC start time.
     pub started_at: Option<String>,
     /// False when the run left no `summary.json` (killed, or still running).
@@ -236,6 +240,9 @@ pub struct Comparison {
     pub version: u32,
     /// The runs, baseline first.
     pub runs: Vec<RunInfo>,
+    /// A run that spoke another protocol than the baseline, said first:
+    /// the deltas are then as much the protocol's as the server's (#14).
+    pub protocols: Vec<Statement>,
     /// Capacity against the baseline's, one per other run.
     pub capacity: Vec<Statement>,
     /// Throughput at equal p95.
@@ -308,6 +315,7 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             name: m.name.clone(),
             dir: m.files.dir_name.clone(),
             target: m.target.clone(),
+            protocol: Some(ProtocolUse::line(&m.protocols)).filter(|l| !l.is_empty()),
             started_at: m.started_at.clone(),
             complete: m.complete,
             result: m.verdict.result,
@@ -384,9 +392,36 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             r.title()
         ));
     }
+    let protocols = (1..runs.len()).filter_map(|i| protocol_statement(&runs[0], &runs[i], i)).collect();
     let capacity = (1..runs.len()).map(|i| capacity_statement(&runs[0], &runs[i], i)).collect();
     let equal_p95 = equal_p95(models, &runs, opts);
-    Comparison { format: "perfops.compare", version: COMPARE_VERSION, runs, capacity, equal_p95, stages, total, notes }
+    Comparison {
+        format: "perfops.compare",
+        version: COMPARE_VERSION,
+        runs,
+        protocols,
+        capacity,
+        equal_p95,
+        stages,
+        total,
+        notes,
+    }
+}
+
+/// `B spoke h2 (ALPN), A http/1.1: ...` when run `b` spoke another
+/// protocol than the baseline `a` (the usual HTTP/2 A/B); nothing when they
+/// spoke the same or either's results do not say.
+fn protocol_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Option<Statement> {
+    let (pa, pb) = (a.protocol.as_deref()?, b.protocol.as_deref()?);
+    (pa != pb).then(|| Statement {
+        run: i,
+        text: format!(
+            "{} spoke {pb}, {} {pa}: the deltas below are the protocols' as much as the target's",
+            b.title(),
+            a.title()
+        ),
+        ratio: None,
+    })
 }
 
 fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {

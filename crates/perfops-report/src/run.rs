@@ -295,6 +295,64 @@ pub struct VerdictSummary {
     pub headline: String,
 }
 
+/// A protocol a run spoke, and the steps that spoke it (`summary.json`'s
+/// `protocols`, #14).
+///
+/// Named as the engine's connections negotiated it: `http/1.1`,
+/// `http/1.1 (ALPN)`, `h2 (ALPN)`, `h2 (TLS)`, `h2c`, `grpc over h2c`,
+/// `grpc over h2 (TLS)`, `websocket`, `websocket (TLS)`. A run speaks
+/// several when its scenario mixes HTTP, gRPC and WebSocket steps; a step
+/// is under two names when the generators of a fleet or the shards of a
+/// merge did not all negotiate the same.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtocolUse {
+    /// Its name.
+    pub protocol: String,
+    /// The steps that spoke it, in the order of the run's steps.
+    pub steps: Vec<String>,
+}
+
+impl ProtocolUse {
+    /// Group `(step, protocol)` pairs, from any number of generators in any
+    /// order, by protocol: protocols in the order of their first step in
+    /// `step_names`, steps in that order too, each once. Steps missing from
+    /// `step_names` come after them, by name.
+    pub fn group<'a>(step_names: &[String], pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<ProtocolUse> {
+        let order = |step: &str| step_names.iter().position(|n| n == step).unwrap_or(usize::MAX);
+        let mut pairs: Vec<(usize, &str, &str)> = pairs.into_iter().map(|(s, p)| (order(s), s, p)).collect();
+        pairs.sort();
+        pairs.dedup();
+        let mut uses: Vec<ProtocolUse> = Vec::new();
+        for (_, step, protocol) in pairs {
+            match uses.iter_mut().find(|u| u.protocol == protocol) {
+                Some(u) => u.steps.push(step.to_string()),
+                None => uses.push(ProtocolUse { protocol: protocol.to_string(), steps: vec![step.to_string()] }),
+            }
+        }
+        uses
+    }
+
+    /// Back to `(step, protocol)` pairs, to group again with others'.
+    pub fn pairs(uses: &[ProtocolUse]) -> impl Iterator<Item = (&str, &str)> {
+        uses.iter().flat_map(|u| u.steps.iter().map(move |s| (s.as_str(), u.protocol.as_str())))
+    }
+
+    /// One line: `h2 (ALPN)` when the run spoke one; else each with its
+    /// steps, `h2 (ALPN): orders, auth; websocket: chat, chat messages`.
+    /// Empty when unknown (results from before #14).
+    pub fn line(uses: &[ProtocolUse]) -> String {
+        match uses {
+            [one] => one.protocol.clone(),
+            _ => uses.iter().map(|u| format!("{}: {}", u.protocol, u.steps.join(", "))).collect::<Vec<_>>().join("; "),
+        }
+    }
+
+    /// The protocols' names alone, in order: what a comparison sets side by side.
+    pub fn names(uses: &[ProtocolUse]) -> String {
+        uses.iter().map(|u| u.protocol.as_str()).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// One attempt of `perfops limit`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitAttempt {
@@ -393,6 +451,10 @@ pub struct RunSummary {
     pub name: String,
     /// The target (URL, or `demo:threads` with its URL).
     pub target: String,
+    /// What the steps spoke, as their connections negotiated it (absent
+    /// before #14, and when unknown: a fleet of older agents).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protocols: Vec<ProtocolUse>,
     /// `open` or `closed`.
     pub model: String,
     /// RFC 3339 UTC start time.
@@ -453,6 +515,9 @@ fn ms(v: f64) -> String {
 /// whole run, the verdict and why it broke.
 pub fn stage_table(summary: &RunSummary) -> String {
     let mut o = String::new();
+    if !summary.protocols.is_empty() {
+        let _ = writeln!(o, "protocol: {}", ProtocolUse::line(&summary.protocols));
+    }
     // Latency of every request that ended (a timeout at the time it took),
     // and the successes' p99 beside it (#11).
     let _ = writeln!(
@@ -593,5 +658,56 @@ mod tests {
         ] {
             assert_eq!(slo_value(slo, v), want, "{slo}");
         }
+    }
+
+    #[test]
+    fn protocols_group_by_name_in_step_order() {
+        let steps: Vec<String> = ["auth", "orders", "chat", "chat messages"].map(String::from).to_vec();
+        let names = |uses: &[ProtocolUse]| -> Vec<(String, Vec<String>)> {
+            uses.iter().map(|u| (u.protocol.clone(), u.steps.clone())).collect()
+        };
+        /// (why, (step, protocol) pairs, the groups wanted, the line wanted)
+        type Case =
+            (&'static str, Vec<(&'static str, &'static str)>, Vec<(&'static str, Vec<&'static str>)>, &'static str);
+        let cases: [Case; 4] = [
+            // One protocol for every step: the line is its name alone.
+            (
+                "one",
+                vec![("orders", "h2 (ALPN)"), ("auth", "h2 (ALPN)")],
+                vec![("h2 (ALPN)", vec!["auth", "orders"])],
+                "h2 (ALPN)",
+            ),
+            // A mixed scenario: each protocol with its steps, in step order.
+            (
+                "mixed",
+                vec![
+                    ("chat", "websocket"),
+                    ("chat messages", "websocket"),
+                    ("auth", "http/1.1"),
+                    ("orders", "http/1.1"),
+                ],
+                vec![("http/1.1", vec!["auth", "orders"]), ("websocket", vec!["chat", "chat messages"])],
+                "http/1.1: auth, orders; websocket: chat, chat messages",
+            ),
+            // Two generators said the same: once.
+            ("agents agree", vec![("orders", "h2c"), ("orders", "h2c")], vec![("h2c", vec!["orders"])], "h2c"),
+            // Two generators negotiated differently: the step under both names.
+            (
+                "agents differ",
+                vec![("orders", "h2 (ALPN)"), ("orders", "http/1.1 (ALPN)")],
+                vec![("h2 (ALPN)", vec!["orders"]), ("http/1.1 (ALPN)", vec!["orders"])],
+                "h2 (ALPN): orders; http/1.1 (ALPN): orders",
+            ),
+        ];
+        for (why, pairs, want, line) in cases {
+            let uses = ProtocolUse::group(&steps, pairs.iter().copied());
+            let want: Vec<(String, Vec<String>)> =
+                want.into_iter().map(|(p, s)| (p.to_string(), s.into_iter().map(String::from).collect())).collect();
+            assert_eq!(names(&uses), want, "{why}");
+            assert_eq!(ProtocolUse::line(&uses), line, "{why}");
+            // Grouping again what was grouped changes nothing (a merge of merges).
+            assert_eq!(ProtocolUse::group(&steps, ProtocolUse::pairs(&uses)), uses, "{why}");
+        }
+        assert_eq!(ProtocolUse::line(&[]), "", "unknown: nothing to say");
     }
 }

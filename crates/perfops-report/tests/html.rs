@@ -340,3 +340,76 @@ fn missing_files_and_fields_are_not_errors() {
     let err = render(&scratch.0.join("missing")).unwrap_err();
     assert!(matches!(err, ReportError::Unreadable { .. }), "{err}");
 }
+
+/// Issue #14: a run of several protocols names them in its header and, per
+/// step, in the steps table; the new protocols' failure kinds (a gRPC
+/// status, an HTTP/2 reset or GOAWAY, a WebSocket close) appear by name in
+/// that table and in the failures chart, as HTTP's do.
+#[test]
+fn protocols_and_their_failure_kinds_are_named() {
+    let scratch = Scratch::new("protocols");
+    let dir = scratch.copy_of(STEPPED);
+    let path = dir.join("summary.json");
+    let mut summary: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let step = |name: &str, failures: Value| {
+        let mut f = summary["total"].clone();
+        f["name"] = json!(name);
+        f["failures"] = failures;
+        f["error_ratio"] = json!(0.02);
+        f
+    };
+    let steps = json!([
+        step("say", json!({"grpc_unavailable": 41, "grpc_deadline_exceeded": 2})),
+        step("orders", json!({"reset_stream": 3, "goaway": 1})),
+        step("chat", json!({"ws_close": 5})),
+    ]);
+    summary["steps"] = steps;
+    summary["protocols"] = json!([
+        {"protocol": "grpc over h2c", "steps": ["say"]},
+        {"protocol": "h2 (ALPN)", "steps": ["orders"]},
+        {"protocol": "websocket", "steps": ["chat"]},
+    ]);
+    std::fs::write(&path, summary.to_string()).unwrap();
+    // Two seconds with those failures in series.jsonl: the chart's series.
+    let series = std::fs::read_to_string(dir.join("series.jsonl")).unwrap();
+    let lines: Vec<String> = series
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut v: Value = serde_json::from_str(l).unwrap();
+            if i < 2 {
+                v["failures"] = json!({"grpc_unavailable": 20, "reset_stream": 1, "goaway": 1, "ws_close": 2});
+            }
+            v.to_string()
+        })
+        .collect();
+    std::fs::write(dir.join("series.jsonl"), lines.join("\n") + "\n").unwrap();
+
+    let html = render(&dir).unwrap();
+    in_order(
+        &html,
+        &[
+            "<p class=\"meta\">",
+            "grpc over h2c: say; h2 (ALPN): orders; websocket: chat",
+            "<h2>Stages</h2>",
+            "<h2>Steps</h2>",
+            "<th>say</th><td class=\"left\">grpc over h2c</td>",
+            "grpc_unavailable 41, grpc_deadline_exceeded 2",
+            "<th>orders</th><td class=\"left\">h2 (ALPN)</td>",
+            "reset_stream 3, goaway 1",
+            "<th>chat</th><td class=\"left\">websocket</td>",
+            "ws_close 5",
+        ],
+    );
+    let data = data_of(&html);
+    let failures = data["time_charts"].as_array().unwrap().iter().find(|c| c["id"] == "failures").unwrap().clone();
+    let names: Vec<&str> = failures["series"].as_array().unwrap().iter().filter_map(|s| s["label"].as_str()).collect();
+    for kind in ["grpc_unavailable", "reset_stream", "goaway", "ws_close"] {
+        assert!(names.contains(&kind), "the failures chart has {kind}: {names:?}");
+    }
+
+    // A summary from before #14 has no protocols: nothing is claimed.
+    let old = scratch.copy_of(KILLED);
+    let html = render(&old).unwrap();
+    assert!(!html.contains("title=\"protocol\""), "no protocol claimed for results that do not say one");
+}

@@ -24,7 +24,8 @@ use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerd
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_report::quick::GeneratorUse;
 use perfops_report::run::{
-    Figures, LimitAttempt, LimitSearch, ProbeSummary, RunSummary, StageSummary, SweepLevel, SweepResult, VerdictSummary,
+    Figures, LimitAttempt, LimitSearch, ProbeSummary, ProtocolUse, RunSummary, StageSummary, SweepLevel, SweepResult,
+    VerdictSummary,
 };
 use serde_json::{Value, json};
 
@@ -69,6 +70,10 @@ fn full() -> RunSummary {
         version: perfops_report::results::RESULTS_VERSION,
         name: "orders".into(),
         target: "demo:async (http://127.0.0.1:40000)".into(),
+        protocols: vec![
+            ProtocolUse { protocol: "h2 (ALPN)".into(), steps: vec!["orders".into()] },
+            ProtocolUse { protocol: "websocket (TLS)".into(), steps: vec!["chat".into(), "chat messages".into()] },
+        ],
         model: "open".into(),
         started_at: "2026-11-22T04:30:00Z".into(),
         elapsed_s: 20.2,

@@ -25,7 +25,7 @@ use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, Sta
 use perfops_core::scenario::Scenario;
 use perfops_report::quick::GeneratorUse;
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
-use perfops_report::run::{Figures, RunSummary, StageSummary, VerdictSummary, stage_table};
+use perfops_report::run::{Figures, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
 
 use crate::Exit;
@@ -248,6 +248,7 @@ impl Judging<'_> {
             version: RESULTS_VERSION,
             name: s.scenario.name.clone(),
             target: s.target_label.to_string(),
+            protocols: ProtocolUse::group(s.step_names, ProtocolUse::pairs(&loaded.protocols)),
             model: if s.scenario.load.is_open() { "open" } else { "closed" }.into(),
             started_at: utc_rfc3339(s.started),
             elapsed_s: elapsed,
@@ -315,6 +316,7 @@ pub(crate) fn replay(
         stopped: measured.stopped,
         naps: (0, Duration::ZERO),
         late: None,
+        protocols: Vec::new(),
     })
 }
 

@@ -298,7 +298,11 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     let seconds = merge_seconds(&parts);
     let stages = crate::run::stage_plans(&scenario.load, Shard::WHOLE);
     let generator = generators(&parts);
-    let loaded = conclude::replay(seconds, &stages, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
+    let mut loaded = conclude::replay(seconds, &stages, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
+    // What each shard's steps spoke, as its summary says (a shard that did
+    // not finish says nothing): grouped again when summarized, a step under
+    // two names if shards negotiated differently.
+    loaded.protocols = parts.iter().filter_map(|p| p.read.summary.as_ref()).flat_map(|s| s.protocols.clone()).collect();
 
     let mut notes = Vec::new();
     let (mut interrupted, mut aborted) = (false, None);

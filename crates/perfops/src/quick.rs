@@ -213,9 +213,14 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         connections: if open { None } else { args.connections.or(Some(50)) },
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
-        protocol: match outcome.protocol {
-            Protocol::H2 => format!("h2 ({} streams per connection at most)", plan.http2.streams),
-            p => p.name().to_string(),
+        // As the connections negotiated it, and what the step carried: `h2
+        // (ALPN)`, `grpc over h2c`, `websocket (TLS)`, ...
+        protocol: {
+            let name = outcome.step_protocols.first().copied().unwrap_or(outcome.protocol.name());
+            match outcome.protocol {
+                Protocol::H2 => format!("{name} ({} streams per connection at most)", plan.http2.streams),
+                _ => name.to_string(),
+            }
         },
     };
     let mut summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);

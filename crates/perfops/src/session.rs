@@ -39,7 +39,7 @@ use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Outcome, Plan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
-use perfops_report::run::{MetaStage, RunMeta};
+use perfops_report::run::{MetaStage, ProtocolUse, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::UsageError;
@@ -151,6 +151,8 @@ pub(crate) struct Loaded {
     pub(crate) naps: (u64, Duration),
     /// How late the load started (`--start-at` already past), if it was.
     pub(crate) late: Option<Duration>,
+    /// What its steps spoke (#14), as its connections negotiated it.
+    pub(crate) protocols: Vec<ProtocolUse>,
 }
 
 impl Loaded {
@@ -166,7 +168,10 @@ impl Loaded {
             stopped: false,
             naps: (0, Duration::ZERO),
             late: None,
+            protocols: Vec::new(),
         };
+        // Grouped again, in step order, when summarized.
+        m.protocols = loads.iter().flat_map(|l| l.protocols.iter().cloned()).collect();
         for l in loads {
             m.stages.extend(l.stages.iter().cloned());
             m.total.merge(&l.total);
@@ -488,6 +493,10 @@ impl Session {
             naps: (outcome.naps, outcome.longest_nap),
             // Lateness worth a word: a few ms are the cost of starting threads.
             late: (outcome.late > Duration::from_millis(20)).then_some(outcome.late),
+            protocols: ProtocolUse::group(
+                &self.step_names,
+                self.step_names.iter().map(String::as_str).zip(outcome.step_protocols.iter().copied()),
+            ),
         })
     }
 

@@ -218,6 +218,9 @@ fn three_agents_make_one_run_with_one_setup_and_exact_counts() {
     };
     assert_eq!((step("auth"), step("orders")), (60, 540), "flows exact over three shards\n{ctx}");
     assert_eq!(auth, 61, "60 refresh-token arrivals and ONE setup login for the whole fleet\n{ctx}");
+    // #14: what the agents negotiated, as their Done messages said it.
+    assert_eq!(s["protocols"].as_array().map(Vec::len), Some(1), "{}", s["protocols"]);
+    assert_eq!(s["protocols"][0]["protocol"], "http/1.1", "{}", s["protocols"]);
 
     // Counts: each agent's seconds add up to the merged seconds, which add up to the total.
     let agent_lines = lines(&dir, "agents.jsonl");

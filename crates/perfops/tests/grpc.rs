@@ -92,7 +92,8 @@ fn grpcs_speaks_h2_over_tls() {
     let run = quick(&["-k", "--proto", &proto, "-b", r#"{"text": "tls"}"#, "-c", "2", "-n", "100", &url]);
     run.assert_exit(0);
     assert_eq!((run.u64("/completed"), run.u64("/failed")), (100, 0), "{}", run.dump());
-    assert!(run.json()["protocol"].as_str().unwrap_or_default().starts_with("h2"), "{}", run.dump());
+    let protocol = run.json()["protocol"].as_str().unwrap_or_default().to_string();
+    assert!(protocol.starts_with("grpc over h2 (TLS)"), "the summary names gRPC and its h2: {protocol}");
     let refused = quick(&["--proto", &proto, "-n", "3", "--max-errors", "100", &url]);
     assert_eq!(refused.failures("tls"), 3, "an unknown certificate\n{}", refused.dump());
 }
@@ -190,4 +191,48 @@ slo: [ "errors < 1%" ]
         .filter_map(|v| v["completed"].as_u64())
         .sum();
     assert_eq!(completed, 200, "100 arrivals of two calls each\n{series}");
+}
+
+/// #14, point 4: a `run` of a gRPC step against a server that sheds every
+/// 5th call with `UNAVAILABLE`: `summary.json` names the protocol the step
+/// spoke and the failure kind by its status, and so do the report and the
+/// end-of-run text.
+#[test]
+fn a_run_names_grpc_and_its_unavailable_calls() {
+    let _cpu = shared();
+    let server = grpcio_echo(5, Duration::ZERO);
+    let dir = Workdir::new("grpc-named");
+    proto(&dir);
+    let scenario = dir.scenario(
+        "named.yaml",
+        &format!(
+            r#"name: grpc-named
+target: grpc://127.0.0.1:{}
+flows:
+  main:
+    steps:
+      - {{ name: say, grpc: bench.Echo/Say, proto: echo.proto, message: {{ text: "hi ${{seq}}" }} }}
+load:
+  stages: [ {{ rate: 50, hold: 2s }} ]
+slo: [ "errors < 50%" ]
+"#,
+            server.port(0)
+        ),
+    );
+    let out = dir.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let summary = dir.summary(&out);
+    assert_eq!(
+        summary["protocols"],
+        serde_json::json!([{"protocol": "grpc over h2c", "steps": ["say"]}]),
+        "{summary:#}"
+    );
+    let unavailable = summary["total"]["failures"]["grpc_unavailable"].as_u64().unwrap_or(0);
+    assert_eq!(unavailable, 20, "one call in five of 100: {summary:#}");
+    assert_eq!(summary["steps"][0]["failures"]["grpc_unavailable"].as_u64(), Some(20), "{summary:#}");
+    assert!(out.stdout.contains("protocol: grpc over h2c"), "{}", out.stdout);
+    assert!(out.stdout.contains("grpc_unavailable 20"), "the stage table's top failures: {}", out.stdout);
+    let report = std::fs::read_to_string(dir.result_dir(&out).join("report.html")).expect("report.html");
+    assert!(report.contains("grpc over h2c"), "the report's header names the protocol");
+    assert!(report.contains("grpc_unavailable 20"), "the report's steps table names the kind");
 }

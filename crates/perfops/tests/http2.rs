@@ -38,7 +38,7 @@ fn h2c_multiplexes_users_as_streams_on_one_connection() {
     assert_eq!(run.u64("/failed"), 0, "{}", run.dump());
     assert_eq!(run.u64("/connects"), 1, "one connection for 8 users: they are streams\n{}", run.dump());
     let protocol = run.json()["protocol"].as_str().unwrap_or_default().to_string();
-    assert!(protocol.starts_with("h2"), "the summary names the protocol: {protocol}");
+    assert!(protocol.starts_with("h2c"), "the summary names the protocol: {protocol}");
     let conns = by_connection(&server);
     assert_eq!(conns.len(), 1, "nginx saw one connection: {conns:?}");
     assert_eq!(conns[0].1, 2000, "all 2000 requests on it");
@@ -54,8 +54,8 @@ fn https_negotiates_h2_by_alpn_and_http1_when_forced() {
     let url = format!("https://127.0.0.1:{}/", server.addr().port());
     // (extra flags, protocol in the summary, protocol nginx logged)
     let cases: [(&[&str], &str, &str); 2] = [
-        (&[], "h2", "HTTP/2.0"),                // ALPN picks h2
-        (&["--http1"], "http/1.1", "HTTP/1.1"), // forced: http/1.1 offered alone
+        (&[], "h2 (ALPN)", "HTTP/2.0"),               // ALPN picks h2
+        (&["--http1"], "http/1.1 (TLS)", "HTTP/1.1"), // forced: http/1.1 offered alone
     ];
     let mut logged = 0;
     for (extra, want, logged_as) in cases {
@@ -180,6 +180,11 @@ slo: [ 'errors < 1%' ]
     let out = dir.spawn("run", &scenario, &[], |_| {}).wait(common::RUN_LIMIT);
     out.assert_exit(0);
     let results = dir.result_dir(&out);
+    // #14: the summary names what the step spoke (setup's step is not a step of the load).
+    let summary = dir.summary(&out);
+    assert_eq!(summary["protocols"].as_array().map(Vec::len), Some(1), "{summary:#}");
+    assert_eq!(summary["protocols"][0]["protocol"], "h2c", "HTTP/2 with prior knowledge: {summary:#}");
+    assert!(out.stdout.contains("protocol: h2c"), "{}", out.stdout);
     let series = std::fs::read_to_string(results.join("series.jsonl")).expect("series.jsonl");
     let goaways: u64 = series
         .lines()

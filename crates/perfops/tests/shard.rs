@@ -208,6 +208,23 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
         .map(|x| (x["name"].as_str().unwrap(), x["sent"].as_u64().unwrap()))
         .collect();
     assert_eq!(steps, BTreeMap::from([("auth", 18), ("orders", 162)]));
+    // #14: what the shards' steps spoke, carried through the merge.
+    let spoke = |s: &Value| -> Vec<(String, Vec<String>)> {
+        s["protocols"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .map(|u| {
+                let mut steps: Vec<String> =
+                    u["steps"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_string()).collect();
+                steps.sort();
+                (u["protocol"].as_str().unwrap().to_string(), steps)
+            })
+            .collect()
+    };
+    let want = vec![("http/1.1".to_string(), vec!["auth".to_string(), "orders".to_string()])];
+    assert_eq!(spoke(&json(&runs[0].1.join("summary.json"))), want, "a shard names its protocol");
+    assert_eq!(spoke(&s), want, "the merge names the shards' protocol");
     assert!(s["verdict"]["headline"].as_str().unwrap().starts_with("PASSED"), "{s:#}");
     let meta = json(&merged.join("meta.json"));
     assert_eq!(meta["merged"].as_array().map(Vec::len), Some(3), "{meta:#}");

@@ -32,8 +32,10 @@ use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
 /// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
-/// (`goaways`, `stream_waits`).
-pub const PROTOCOL: u32 = 2;
+/// (`goaways`, `stream_waits`). 3 (#14): an agent says in `Done` what its
+/// steps spoke (`protocols`), and an assignment carries the scenario's
+/// `.proto` files (`protos`).
+pub const PROTOCOL: u32 = 3;
 
 /// The largest frame either side accepts (a second with many steps and
 /// stages stays far below it).
@@ -154,6 +156,10 @@ pub enum Control {
         /// How late its first arrival could go out after the start (ns; 0: on time).
         #[serde(default)]
         late_ns: u64,
+        /// What each step spoke, by step index, as its connections
+        /// negotiated it (`h2 (ALPN)`, `grpc over h2c`, ...).
+        #[serde(default)]
+        protocols: Vec<String>,
     },
     /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
     Refused {
@@ -187,6 +193,11 @@ pub struct Assignment {
     pub env: BTreeMap<String, String>,
     /// CSV feeder files by the path the scenario gives (relative to its folder).
     pub files: BTreeMap<String, String>,
+    /// gRPC steps' `.proto` files and the files they import, by their path
+    /// relative to the scenario's folder: an agent compiles them as the
+    /// coordinator did, whatever its own working directory holds.
+    #[serde(default)]
+    pub protos: BTreeMap<String, String>,
     /// What `setup` saved: every agent starts with these.
     pub globals: BTreeMap<String, String>,
     /// End of each stage from the load's start (ns).
@@ -592,6 +603,7 @@ mod tests {
             target: "http://127.0.0.1:1".into(),
             env: BTreeMap::from([("A".into(), "b".into())]),
             files: BTreeMap::new(),
+            protos: BTreeMap::from([("protos/echo.proto".into(), "syntax = \"proto3\";".into())]),
             globals: BTreeMap::from([("token".into(), "t".into())]),
             stage_ends_ns: vec![1_000_000_000],
             insecure: false,
@@ -602,6 +614,15 @@ mod tests {
             Control::Hello { protocol: PROTOCOL, nonce: "00ff".into(), index: Some(2), name: "h".into() },
             Control::Pong { t0: -1, t1: 2, t2: i64::MAX },
             Control::Assign(Box::new(a)),
+            Control::Done {
+                elapsed_ns: 1,
+                workers: 2,
+                naps: 0,
+                longest_nap_ns: 0,
+                interrupted: false,
+                late_ns: 0,
+                protocols: vec!["grpc over h2c".into(), "http/1.1".into()],
+            },
             Control::Bye,
         ] {
             let mut buf = encode(&Message::Control(c.clone()));

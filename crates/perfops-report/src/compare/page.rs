@@ -59,14 +59,14 @@ fn swatch(i: usize) -> String {
 fn runs_table(o: &mut String, c: &Comparison) {
     o.push_str(
         "<section>\n<h2>Runs</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>run</th><th class=\"left\">result</th>\
-         <th>capacity</th><th>breaks at</th><th class=\"left\">target</th><th class=\"left\">started</th>\
-         <th class=\"left\">results</th></tr></thead>\n<tbody>\n",
+         <th>capacity</th><th>breaks at</th><th class=\"left\">target</th><th class=\"left\">protocol</th>\
+         <th class=\"left\">started</th><th class=\"left\">results</th></tr></thead>\n<tbody>\n",
     );
     for (i, r) in c.runs.iter().enumerate() {
         let _ = writeln!(
             o,
             "<tr><th>{}{}</th><td class=\"left\"><span class=\"pill\">{}</span></td><td>{}</td><td>{}</td>\
-             <td class=\"left\">{}</td><td class=\"left\">{}</td><td class=\"left\"><code>{}</code></td></tr>",
+             <td class=\"left\">{}</td><td class=\"left\">{}</td><td class=\"left\">{}</td><td class=\"left\"><code>{}</code></td></tr>",
             swatch(i),
             escape(&r.title()),
             r.result.badge(),
@@ -77,6 +77,7 @@ fn runs_table(o: &mut String, c: &Comparison) {
                 (None, None) => "–".into(),
             },
             escape(r.target.as_deref().unwrap_or("–")),
+            escape(r.protocol.as_deref().unwrap_or("–")),
             escape(&r.started_at.as_deref().map_or("–".into(), utc)),
             escape(&r.dir),
         );
@@ -86,7 +87,7 @@ fn runs_table(o: &mut String, c: &Comparison) {
 
 fn headlines(o: &mut String, c: &Comparison) {
     o.push_str("<section class=\"verdict\">\n<h2>What changed</h2>\n");
-    for s in c.capacity.iter().chain(&c.equal_p95.statements) {
+    for s in c.protocols.iter().chain(&c.capacity).chain(&c.equal_p95.statements) {
         let _ = writeln!(o, "<p class=\"headline\">{}</p>", escape(&s.text));
     }
     if let Some(l) = c.equal_p95.p95_ms {

@@ -9,7 +9,7 @@ use perfops_core::measure::HistogramSummary;
 
 use super::*;
 use crate::quick::GeneratorUse;
-use crate::run::{Figures, RunMeta, RunSummary, SeriesLine, StageSummary, VerdictSummary};
+use crate::run::{Figures, ProtocolUse, RunMeta, RunSummary, SeriesLine, StageSummary, VerdictSummary};
 
 /// A stage: name, target, achieved, p50, p95, p99, error ratio, verdict.
 type S = (&'static str, f64, f64, f64, f64, f64, f64, StageVerdict);
@@ -51,6 +51,7 @@ fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str],
     };
     let result = if breaks.is_some() { RunResult::Failed } else { RunResult::Passed };
     RunSummary {
+        protocols: Vec::new(),
         format: "perfops.summary".into(),
         version: 1,
         name: name.into(),
@@ -162,6 +163,7 @@ fn capacity_sentences() {
         name: "x".into(),
         dir: String::new(),
         target: None,
+        protocol: None,
         started_at: None,
         complete: result != Outcome::Incomplete,
         result,
@@ -344,4 +346,51 @@ fn a_newer_results_format_is_refused() {
     assert!(matches!(err, CompareError::NewerFormat { version: 99, file: "meta.json", known: 2, .. }), "{err}");
     assert!(err.to_string().contains("compare with a newer perfops"), "{err}");
     assert!(matches!(load(std::slice::from_ref(&dir)), Err(CompareError::TooFew)));
+}
+
+/// #14: the most common A/B of HTTP/2 is an h1 run against an h2 run: the
+/// comparison says so first, and says nothing when both spoke the same or
+/// either's results do not say.
+#[test]
+fn a_change_of_protocol_is_said_plainly() {
+    let with = |name: &str, protocols: &[(&str, &[&str])]| {
+        let mut s = summary(
+            name,
+            Some(100.0),
+            Some(200.0),
+            &["p95 < 100ms"],
+            &[("s1", 100.0, 99.0, 5.0, 9.0, 12.0, 0.0, Holds)],
+        );
+        s.protocols = protocols
+            .iter()
+            .map(|(p, steps)| ProtocolUse {
+                protocol: p.to_string(),
+                steps: steps.iter().map(|s| s.to_string()).collect(),
+            })
+            .collect();
+        model(name, s)
+    };
+    let h1 = || with("h1", &[("http/1.1 (ALPN)", &["orders"])]);
+    let h2 = || with("h2", &[("h2 (ALPN)", &["orders"])]);
+    // (runs, the protocol statements, why)
+    let cases: Vec<(Vec<Model>, Vec<&str>, &str)> = vec![
+        (
+            vec![h1(), h2()],
+            vec![
+                "B h2 spoke h2 (ALPN), A h1 http/1.1 (ALPN): the deltas below are the protocols' as much as the target's",
+            ],
+            "h1 against h2: said",
+        ),
+        (vec![h2(), h2()], vec![], "the same protocol: nothing to say"),
+        (vec![with("old", &[]), h2()], vec![], "a run from before #14 does not say: no claim"),
+    ];
+    for (models, want, why) in cases {
+        let c = compare_models(&models, Options::default());
+        let got: Vec<&str> = c.protocols.iter().map(|s| s.text.as_str()).collect();
+        assert_eq!(got, want, "{why}");
+        if !want.is_empty() {
+            let text = table(&c);
+            assert!(text.contains("protocol: h2 (ALPN)") && text.contains(want[0]), "{why}: {text}");
+        }
+    }
 }

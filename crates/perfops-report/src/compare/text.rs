@@ -113,8 +113,14 @@ pub fn table(c: &Comparison) -> String {
             (None, None) => "no capacity".into(),
         };
         let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), r.dir);
+        if let Some(p) = &r.protocol {
+            let _ = writeln!(o, "  {:<title_w$}  protocol: {p}", "");
+        }
     }
     o.push('\n');
+    for s in &c.protocols {
+        let _ = writeln!(o, "protocol: {}", s.text);
+    }
     for s in &c.capacity {
         let _ = writeln!(o, "capacity: {}", s.text);
     }

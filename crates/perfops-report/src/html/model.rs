@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::read::{RunFiles, for_each_interval};
 use crate::format::clock;
-use crate::run::{Figures, RunSummary, SeriesLine, StageSummary, slo_value};
+use crate::run::{Figures, ProtocolUse, RunSummary, SeriesLine, StageSummary, slo_value};
 
 /// What a report, a comparison or a listing says of a run as a whole: its
 /// verdict when it has one, or why it has none. Written as `passed`,
@@ -170,6 +170,8 @@ pub(crate) struct Model {
     pub files: RunFiles,
     pub name: String,
     pub target: Option<String>,
+    /// What the steps spoke (from the summary; empty when unknown).
+    pub protocols: Vec<ProtocolUse>,
     pub model: Option<String>,
     pub started_at: Option<String>,
     /// From the first arrival to the last response (or the last second recorded).
@@ -257,10 +259,12 @@ impl Model {
             verdict.headline = format!("No verdict: the run stopped {} in{last}.", clock(recorded_s));
         }
         let diagnostics = summary.map(|s| s.diagnostics.clone()).unwrap_or_default();
+        let protocols = summary.map(|s| s.protocols.clone()).unwrap_or_default();
         let warnings = summary.map(|s| s.warnings.clone()).unwrap_or_default();
         Model {
             name,
             target,
+            protocols,
             model,
             started_at,
             elapsed_s,

@@ -10,10 +10,10 @@ use perfops_core::analysis::diagnose::Evidence;
 use perfops_core::analysis::verdict::{SloCheck, StageVerdict};
 use serde_json::Value;
 
-use super::model::{Model, Outcome, Stage};
+use super::model::{Model, Outcome, Percentiles, Stage};
 use super::shell::{close, frame, open};
 use crate::format::{clock, count, escape, ms, number, percent, rate, utc};
-use crate::run::slo_value;
+use crate::run::{ProtocolUse, slo_value};
 
 /// The whole HTML document.
 pub(crate) fn page(m: &Model, data: &Value) -> String {
@@ -24,6 +24,7 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     verdict(&mut o, m);
     slo_matrix(&mut o, m);
     stage_table(&mut o, m);
+    step_table(&mut o, m);
     diagnostics(&mut o, m);
     chart_frames(&mut o, data);
     details(&mut o, m);
@@ -40,6 +41,9 @@ fn header(o: &mut String, m: &Model) {
     let mut parts: Vec<String> = Vec::new();
     if let Some(t) = &m.target {
         parts.push(format!("<span title=\"target\">{}</span>", escape(t)));
+    }
+    if !m.protocols.is_empty() {
+        parts.push(format!("<span title=\"protocol\">{}</span>", escape(&ProtocolUse::line(&m.protocols))));
     }
     if let Some(model) = &m.model {
         parts.push(format!("{} model", escape(model)));
@@ -233,6 +237,52 @@ fn stage_table(o: &mut String, m: &Model) {
         "</tbody></table></div>\n<p class=\"hint\">Target and achieved are arrivals per second; {latency}. A stage \
          holds at ≥ 97% of its target rate with its SLO met.</p>\n</section>\n"
     );
+}
+
+/// Per step: the protocol it spoke and its failures by kind, by name (a
+/// gRPC status, an HTTP/2 reset, a WebSocket close code's kind): what the
+/// stage table sums up as one error ratio. From the summary alone.
+fn step_table(o: &mut String, m: &Model) {
+    let Some(summary) = &m.files.summary else { return };
+    if summary.steps.is_empty() {
+        return;
+    }
+    let protocol_of = |step: &str| -> String {
+        let names: Vec<&str> =
+            m.protocols.iter().filter(|u| u.steps.iter().any(|s| s == step)).map(|u| u.protocol.as_str()).collect();
+        names.join(", ")
+    };
+    let with_protocol = !m.protocols.is_empty();
+    o.push_str(
+        "<section>\n<h2>Steps</h2>\n<div class=\"table-wrap\"><table class=\"steps\">\n<thead><tr><th>step</th>",
+    );
+    if with_protocol {
+        o.push_str("<th class=\"left\">protocol</th>");
+    }
+    o.push_str(
+        "<th>answered/s</th><th>p50</th><th>p99</th><th>errors</th><th class=\"left\">failures by kind</th></tr></thead>\n<tbody>\n",
+    );
+    for f in &summary.steps {
+        let l = Percentiles::from_summary(&f.latency_ms).unwrap_or_default();
+        let _ = write!(o, "<tr><th>{}</th>", escape(&f.name));
+        if with_protocol {
+            let _ = write!(o, "<td class=\"left\">{}</td>", escape(&protocol_of(&f.name)));
+        }
+        let mut kinds: Vec<(&String, &u64)> = f.failures.iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{} {}", k, count(Some(**n)))).collect();
+        let _ = writeln!(
+            o,
+            "<td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td class=\"left kinds\">{}</td></tr>",
+            rate(Some(f.achieved_rate)),
+            ms(l.p50),
+            ms(l.p99),
+            if f.error_ratio > 0.0 { "bad" } else { "" },
+            percent(Some(f.error_ratio)),
+            escape(&kinds.join(", "))
+        );
+    }
+    o.push_str("</tbody></table></div>\n</section>\n");
 }
 
 fn diagnostics(o: &mut String, m: &Model) {

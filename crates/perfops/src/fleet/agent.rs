@@ -227,6 +227,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
         longest_nap_ns: outcome.longest_nap.as_nanos() as u64,
         interrupted: outcome.interrupted,
         late_ns: outcome.late.as_nanos() as u64,
+        protocols: outcome.step_protocols.iter().map(|p| p.to_string()).collect(),
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());
@@ -337,6 +338,8 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
         longest_nap: Duration::ZERO,
         late: Duration::ZERO,
         protocol: perfops_engine::Protocol::Http1,
+        // Nothing was negotiated: no protocol to report.
+        step_protocols: Vec::new(),
     })
 }
 

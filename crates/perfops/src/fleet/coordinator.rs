@@ -39,7 +39,7 @@ use perfops_core::scenario::Override;
 use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan};
 use perfops_report::results::JsonLines;
-use perfops_report::run::RunSummary;
+use perfops_report::run::{ProtocolUse, RunSummary};
 use serde::Serialize;
 
 use super::agent::wall_ns;
@@ -112,6 +112,8 @@ struct Done {
     naps: u64,
     longest_nap: Duration,
     late: Duration,
+    /// What each step spoke on this agent, by step index.
+    protocols: Vec<String>,
 }
 
 /// One line of `agents.jsonl`.
@@ -271,6 +273,7 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     let (gaps, first_loss) = losses(&fleet.members);
     ending.gaps = gaps;
     let mut summary = s.judging().summarize(&loaded, ending);
+    summary.protocols = fleet_protocols(&fleet.members, &s.step_names);
     if let Some(t) = first_loss {
         inconclusive_after(&mut summary, t);
     }
@@ -494,6 +497,7 @@ fn assignment(
         target: s.url.clone(),
         env: inputs.env.into_iter().collect(),
         files,
+        protos: BTreeMap::new(),
         globals: s.globals().clone().into_iter().collect(),
         stage_ends_ns: ends.iter().map(|d| d.as_nanos() as u64).collect(),
         insecure: s.insecure(),
@@ -590,6 +594,7 @@ fn drive(
                         naps,
                         longest_nap_ns,
                         late_ns,
+                        protocols,
                     }) => {
                         // Stopped on its own (a signal: a pod deleted or evicted): lost, so that
                         // the seconds after its last lack its share, marked as a closed one's are.
@@ -615,6 +620,7 @@ fn drive(
                             naps,
                             longest_nap: Duration::from_nanos(longest_nap_ns),
                             late: Duration::from_nanos(late_ns),
+                            protocols,
                         });
                     }
                     Message::Control(Control::Failed { reason }) => {
@@ -690,10 +696,23 @@ fn drive(
         naps: done.iter().map(|d| d.naps).sum(),
         longest_nap: done.iter().map(|d| d.longest_nap).max().unwrap_or_default(),
         late: done.iter().map(|d| d.late).max().unwrap_or_default(),
-        // Each agent decides (ALPN) for itself; the fleet reports no one protocol.
+        // Each agent decides (ALPN) for itself: what they negotiated is in
+        // their Done messages (`fleet_protocols`), not one protocol.
         protocol: perfops_engine::Protocol::Alpn,
+        step_protocols: Vec::new(),
     };
     Ok((outcome, measured))
+}
+
+/// What the fleet's steps spoke: every agent's own negotiation (its Done),
+/// grouped; a step is under two names if agents differed. A lost agent
+/// that sent no Done says nothing.
+fn fleet_protocols(members: &[Member], step_names: &[String]) -> Vec<ProtocolUse> {
+    let pairs = members
+        .iter()
+        .filter_map(|m| m.done.as_ref())
+        .flat_map(|d| step_names.iter().map(String::as_str).zip(d.protocols.iter().map(String::as_str)));
+    ProtocolUse::group(step_names, pairs)
 }
 
 /// Agent `i` is lost: say so, note it, close its connection.
