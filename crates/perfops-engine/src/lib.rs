@@ -362,6 +362,16 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     } else {
         None
     };
+    // WebSocket's upgrade is HTTP/1.1 (RFC 6455; RFC 8441's over h2 is not
+    // spoken here): a `websocket:` step's connections offer http/1.1 alone,
+    // even when the run's HTTP steps speak h2.
+    let websocket = plan.work.flows.iter().flat_map(|f| f.steps.iter()).any(|s| s.step.websocket.is_some());
+    let ws_tls = match &tls {
+        Some((_, name)) if protocol == Protocol::H2 && websocket => {
+            Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H1)?), name.clone()))
+        }
+        _ => None,
+    };
     let steps = || plan.work.flows.iter().flat_map(|f| f.steps.iter());
     if let Some(step) = steps().find(|s| s.step.grpc.is_some()) {
         if protocol != Protocol::H2 {
@@ -395,6 +405,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         target: plan.target.clone(),
         work: plan.work.clone(),
         tls,
+        ws_tls,
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout.min(plan.timeout),
         end: if plan.wait_in_flight { None } else { plan.end },

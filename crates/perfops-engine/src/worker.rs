@@ -93,6 +93,9 @@ pub(crate) struct Shared {
     pub(crate) target: Target,
     pub(crate) work: Arc<Work>,
     pub(crate) tls: Option<(TlsConnector, ServerName<'static>)>,
+    /// WebSocket sessions' TLS when `tls` offers h2 alone: http/1.1 alone
+    /// (`None`: `tls` already offers http/1.1).
+    pub(crate) ws_tls: Option<(TlsConnector, ServerName<'static>)>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
     /// When requests still in flight are cut, from the start (`None`: never,
@@ -974,7 +977,7 @@ impl Worker {
                 }
                 Take::Open => {
                     let opening = pool.opening();
-                    let (stream, _, deadline) = self.connect_stream(key).await?;
+                    let (stream, _, deadline) = self.connect_stream(key, false).await?;
                     if let Stream::Tls(tls) = &stream
                         && tls.get_ref().1.alpn_protocol() != Some(b"h2")
                     {
@@ -1029,7 +1032,7 @@ impl Worker {
     /// Boxed: a connection moves through every request's futures and their
     /// results, and a pointer is cheaper to move than the whole `Conn`.
     async fn connect(&self, key: Key) -> Result<(Box<Conn>, Instant), FailureKind> {
-        let (stream, ready, _) = self.connect_stream(key).await?;
+        let (stream, ready, _) = self.connect_stream(key, false).await?;
         Ok((Box::new(Conn::new(stream)), ready))
     }
 
@@ -1037,7 +1040,8 @@ impl Worker {
     /// took; returns it, when it was ready and the connect's deadline.
     /// HTTP/1.1's [`Conn`], HTTP/2's connections and a WebSocket session
     /// (`websocket.rs`) start from here.
-    async fn connect_stream(&self, key: Key) -> Result<(Stream, Instant, Instant), FailureKind> {
+    /// A WebSocket session's (`websocket`) offers http/1.1 alone over TLS.
+    async fn connect_stream(&self, key: Key, websocket: bool) -> Result<(Stream, Instant, Instant), FailureKind> {
         let shared = &*self.shared;
         let t0 = Instant::now();
         let deadline = t0 + shared.connect_timeout;
@@ -1049,7 +1053,8 @@ impl Worker {
         tune(&tcp).map_err(|_| FailureKind::ConnectError)?;
         let t1 = Instant::now();
         self.rec.borrow_mut().connected(key, t1 - t0);
-        let (stream, ready) = match &shared.tls {
+        let tls = if websocket { shared.ws_tls.as_ref().or(shared.tls.as_ref()) } else { shared.tls.as_ref() };
+        let (stream, ready) = match tls {
             None => (Stream::Tcp(tcp), t1),
             Some((connector, name)) => {
                 let handshake = connector.connect(name.clone(), tcp);

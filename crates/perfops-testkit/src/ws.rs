@@ -59,6 +59,9 @@ struct Counters {
     open: AtomicU64,
     max_open: AtomicU64,
     messages: AtomicU64,
+    /// Upgrades on a TLS connection whose ALPN had settled on h2: a client
+    /// that offered h2 for a WebSocket (RFC 6455 needs HTTP/1.1).
+    upgraded_over_h2: AtomicU64,
 }
 
 /// A running WebSocket server; dropping it stops it.
@@ -81,6 +84,20 @@ impl WsServer {
     pub fn start_tls(behaviour: WsBehaviour) -> WsServer {
         let identity = crate::tls::self_signed();
         let acceptor = TlsAcceptor::from(identity.config);
+        let mut server = WsServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), behaviour, Some(acceptor));
+        server.cert_pem = Some(identity.cert_pem);
+        server
+    }
+
+    /// [`WsServer::start_tls`] whose TLS offers `h2` and `http/1.1` by
+    /// ALPN, preferring h2, as a server of both HTTP/2 and WebSockets does:
+    /// a client that offers h2 gets it ([`WsServer::upgraded_over_h2`]
+    /// counts the WebSockets it then upgraded).
+    pub fn start_tls_offering_h2(behaviour: WsBehaviour) -> WsServer {
+        let identity = crate::tls::self_signed();
+        let mut config = Arc::unwrap_or_clone(identity.config);
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        let acceptor = TlsAcceptor::from(Arc::new(config));
         let mut server = WsServer::start_with(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), behaviour, Some(acceptor));
         server.cert_pem = Some(identity.cert_pem);
         server
@@ -146,6 +163,11 @@ impl WsServer {
         self.counters.max_open.load(Ordering::Acquire)
     }
 
+    /// WebSocket upgrades on TLS connections that had negotiated h2 by ALPN.
+    pub fn upgraded_over_h2(&self) -> u64 {
+        self.counters.upgraded_over_h2.load(Ordering::Acquire)
+    }
+
     /// Data messages (text or binary) read so far, on all connections.
     pub fn messages(&self) -> u64 {
         self.counters.messages.load(Ordering::Acquire)
@@ -185,13 +207,14 @@ fn serve(
                 let counters = Arc::clone(counters);
                 match &tls {
                     None => {
-                        tokio::task::spawn_local(connection(stream, behaviour, counters));
+                        tokio::task::spawn_local(connection(stream, behaviour, counters, false));
                     }
                     Some(acceptor) => {
                         let accept = acceptor.accept(stream);
                         tokio::task::spawn_local(async move {
                             if let Ok(stream) = accept.await {
-                                connection(stream, behaviour, counters).await;
+                                let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                                connection(stream, behaviour, counters, h2).await;
                             }
                         });
                     }
@@ -223,10 +246,18 @@ impl Drop for Open {
     }
 }
 
-async fn connection<S: AsyncRead + AsyncWrite + Unpin>(stream: S, behaviour: WsBehaviour, counters: Arc<Counters>) {
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: S,
+    behaviour: WsBehaviour,
+    counters: Arc<Counters>,
+    alpn_h2: bool,
+) {
     // Small buffers: the server holds as many connections as the generator.
     let config = WebSocketConfig::default().read_buffer_size(1024).write_buffer_size(0);
     let Ok(mut ws) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else { return };
+    if alpn_h2 {
+        counters.upgraded_over_h2.fetch_add(1, Ordering::AcqRel);
+    }
     let open = Open::new(Arc::clone(&counters));
     if let WsBehaviour::DropIdleAfter(after) = behaviour {
         // Read (and answer pings) until the time is up, then vanish.

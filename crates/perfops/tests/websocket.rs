@@ -240,6 +240,27 @@ fn wss_sessions_run_over_tls() {
     assert_eq!(refused.failures("tls"), 3, "{}", refused.dump());
 }
 
+/// #14: a `websocket:` step on an `https://` target whose server picks h2
+/// by ALPN (the run's HTTP speaks h2): its sessions' TLS offers http/1.1
+/// alone, as RFC 6455 needs, and the server never upgrades a connection
+/// that had settled on h2. The summary names the step's protocol.
+#[test]
+fn a_websocket_step_on_an_h2_target_offers_http1_alone() {
+    let _cpu = shared();
+    let server = WsServer::start_tls_offering_h2(WsBehaviour::Echo { delay: Duration::ZERO });
+    let wd = Workdir::new("ws-h2-target");
+    let url = format!("https://{}", server.addr());
+    let step = r#"{ name: chat, websocket: /chat, send: ["hello ${seq}"] }"#;
+    let run = Run::new(&wd, &scenario(&url, step, 10, 1), &["--insecure", "--wait-in-flight"]);
+    run.assert_judged();
+    let up = run.step("chat");
+    assert_eq!((count(&up, "/completed"), count(&up, "/failed")), (10, 0), "{up:#}\n{}", run.context());
+    assert_eq!(server.connections(), 10, "{}", run.context());
+    assert_eq!(server.upgraded_over_h2(), 0, "a WebSocket upgraded over a connection that negotiated h2");
+    let s = run.summary();
+    assert_eq!(s["protocols"][0]["protocol"], "websocket (TLS)", "{s:#}");
+}
+
 /// `perfops check` places a WebSocket step's mistakes at their line and
 /// column (exit 2).
 #[test]

@@ -219,7 +219,7 @@ impl Worker {
         };
         let mut in_flight = InFlight { rec: &self.rec, key: up, due, bytes_out: 0, done: false };
         timer.as_mut().reset(req.start + shared.timeout);
-        let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up))).await {
+        let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
             Some(Ok(opened)) => opened,
             Some(Err(kind)) => {
                 in_flight.done = true;
