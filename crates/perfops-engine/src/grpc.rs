@@ -18,8 +18,9 @@
 //! templated one. The answer's first message is decoded to JSON only when
 //! the step saves or checks something. A unary call and a server-streaming
 //! one are read the same way: to the end of the stream (latency is to its
-//! last message). Not here: client and bidirectional streaming, compression,
-//! server reflection.
+//! last message). A step without `.proto` files takes its descriptors from
+//! the server's reflection instead (`reflection.rs`), once, before the run.
+//! Not here: client and bidirectional streaming, compression.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +48,11 @@ pub enum GrpcError {
     /// No `.proto` file was given for a step that calls `method`.
     #[error("`{0}`: no .proto file given (`proto:` in the step, or --proto)")]
     NoProto(String),
+    /// The server's reflection could not give the method's descriptors
+    /// (none served, the service unknown to it, the server unreachable):
+    /// the whole line, with its hint.
+    #[error("{0}")]
+    Reflection(String),
     /// The `.proto` files do not compile.
     #[error("{file}: {message}")]
     Compile {
@@ -120,10 +126,14 @@ pub fn method(pool: &DescriptorPool, service: &str, method: &str, files: &str) -
     Ok(GrpcMethod { name, input: m.input(), output: m.output(), server_streaming: m.is_server_streaming() })
 }
 
-/// Resolves the methods of a plan's steps, compiling each set of files once.
+/// Resolves the methods of a plan's steps, compiling each set of files once
+/// and asking the server's reflection once per service.
 #[derive(Default)]
 pub(crate) struct Resolver {
     pools: HashMap<Vec<PathBuf>, DescriptorPool>,
+    /// Where to ask for a step without `.proto` files (none: such a step is an error).
+    pub(crate) reflection: Option<crate::reflection::Reflection>,
+    reflected: HashMap<String, DescriptorPool>,
 }
 
 impl Resolver {
@@ -135,7 +145,18 @@ impl Resolver {
         name: &str,
     ) -> Result<Arc<GrpcMethod>, GrpcError> {
         if protos.is_empty() {
-            return Err(GrpcError::NoProto(format!("{service}/{name}")));
+            let Some(reflection) = &self.reflection else {
+                return Err(GrpcError::NoProto(format!("{service}/{name}")));
+            };
+            let pool = match self.reflected.get(service) {
+                Some(p) => p.clone(),
+                None => {
+                    let p = reflection.pool(service)?;
+                    self.reflected.insert(service.to_string(), p.clone());
+                    p
+                }
+            };
+            return method(&pool, service, name, "the server's reflection").map(Arc::new);
         }
         let files: Vec<String> = protos.iter().map(|p| p.display().to_string()).collect();
         let pool = match self.pools.get(&protos) {

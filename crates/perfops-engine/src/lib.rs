@@ -16,6 +16,7 @@ mod grpc;
 mod http1;
 mod http2;
 mod record;
+mod reflection;
 mod target;
 mod timer;
 mod tls;
@@ -41,6 +42,7 @@ pub use http2::{Http2, LARGE_WINDOW};
 /// One second of a run and where its measurements belong: pure data, in
 /// perfops-core, so that what reads a second does not depend on this engine.
 pub use perfops_core::measure::{Interval, Key};
+pub use reflection::Reflection;
 pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work, check_grpc};

@@ -15,6 +15,7 @@ use perfops_core::scenario::template::{Escape, MissingVar, Template, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
+use crate::reflection::Reflection;
 use crate::target::{Target, TargetError};
 
 /// Everything an arrival may do.
@@ -245,10 +246,17 @@ impl Work {
 
     /// Resolve the gRPC steps' methods: each step's `proto` files (relative
     /// to `base`, the scenario's folder) and `extra` ones (`--proto`),
-    /// compiled once per set; a literal message is checked against its
-    /// method's input type here, before the run.
-    pub fn resolve_grpc(&mut self, base: &Path, extra: &[PathBuf]) -> Result<(), GrpcError> {
+    /// compiled once per set; a step with neither asks the server's
+    /// `reflection`, when given, once per service. A literal message is
+    /// checked against its method's input type here, before the run.
+    pub fn resolve_grpc(
+        &mut self,
+        base: &Path,
+        extra: &[PathBuf],
+        reflection: Option<Reflection>,
+    ) -> Result<(), GrpcError> {
         let mut resolver = Resolver::default();
+        resolver.reflection = reflection;
         for step in self.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
             let Some(call) = &step.step.grpc else { continue };
             let mut protos: Vec<PathBuf> = call.protos.iter().map(|p| base.join(p)).collect();
@@ -413,8 +421,15 @@ impl Work {
 /// Check a gRPC `step` as [`Work::resolve_grpc`] would (its `.proto` files
 /// relative to `base`, the method, a literal message), without a plan:
 /// `check` says what `run` would refuse.
+///
+/// A step without `.proto` files takes its descriptors from the server's
+/// reflection when it runs: `check` does not contact the server, so it has
+/// nothing to check there.
 pub fn check_grpc(base: &Path, step: &Step) -> Result<(), GrpcError> {
     let Some(call) = &step.grpc else { return Ok(()) };
+    if call.protos.is_empty() {
+        return Ok(());
+    }
     let protos: Vec<PathBuf> = call.protos.iter().map(|p| base.join(p)).collect();
     let method = Resolver::default().resolve(protos, &call.service, &call.method)?;
     if let Body::Json(parts) = &step.body

@@ -13,9 +13,12 @@
 //! with Puma's metrics, a response in two packets), [`python`] starts one;
 //! where it needs a real Prometheus to scrape and query, [`prometheus`] starts
 //! Debian's; where it needs a WebSocket server, [`ws`] runs one
-//! (tokio-tungstenite) and [`python::websocket`] Debian's python3-websockets.
+//! (tokio-tungstenite) and [`python::websocket`] Debian's python3-websockets;
+//! where it needs gRPC, [`grpc`] starts python3-grpcio's and [`grpc_go`]
+//! grpc-go's, with server reflection.
 
 pub mod grpc;
+pub mod grpc_go;
 mod http;
 mod nginx;
 pub mod prometheus;

@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_core::scenario::{Defaults, HttpVersion};
-use perfops_engine::{Http2, Outcome, Plan, Protocol, Target, Work};
+use perfops_engine::{Http2, Outcome, Plan, Protocol, Reflection, Target, Work};
 
 /// What every load of one command shares.
 #[derive(Debug, Clone)]
@@ -56,6 +56,17 @@ impl PlanBase {
             start_at: None,
             keep_start: false,
             http2: self.http2,
+        }
+    }
+
+    /// Where a gRPC step without `.proto` files asks for its descriptors:
+    /// the target's reflection, within the connect timeout and the request
+    /// timeout together.
+    pub(crate) fn reflection(&self) -> Reflection {
+        Reflection {
+            target: self.target.clone(),
+            insecure: self.insecure,
+            timeout: self.connect_timeout + self.timeout,
         }
     }
 

@@ -13,7 +13,7 @@ use perfops_core::scenario::grpc::GrpcCall;
 use perfops_core::scenario::template::Template;
 use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_core::units::parse_duration;
-use perfops_engine::{Http2, Protocol, Target, Work};
+use perfops_engine::{Http2, Protocol, Reflection, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
 
@@ -61,7 +61,8 @@ pub(crate) struct QuickArgs {
     #[arg(short = 'b', long = "body")]
     body: Option<String>,
     /// gRPC (grpc:// or grpcs://host:port/package.Service/Method): a .proto
-    /// file that defines the method (repeatable), compiled at run time.
+    /// file that defines the method (repeatable), compiled at run time;
+    /// without it, the server's reflection is asked for the descriptors.
     #[arg(long = "proto", value_name = "FILE")]
     protos: Vec<PathBuf>,
     /// Whole-request timeout (connect included), however the body arrives.
@@ -278,7 +279,13 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
     };
     let mut work =
         Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());
-    work.resolve_grpc(std::path::Path::new("."), &args.protos)?;
+    // No --proto: the server's reflection gives the descriptors (#14).
+    let reflection = Reflection {
+        target: target.clone(),
+        insecure: args.insecure,
+        timeout: args.connect_timeout.max(args.timeout).min(Duration::from_secs(30)),
+    };
+    work.resolve_grpc(std::path::Path::new("."), &args.protos, Some(reflection))?;
     Ok(work)
 }
 

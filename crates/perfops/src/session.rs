@@ -286,7 +286,7 @@ impl Session {
             scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
         let Inputs { env, feeders, folder, .. } = inputs;
         let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
-        work.resolve_grpc(&folder, &[]).map_err(|e| usage(e.to_string()))?;
+        work.resolve_grpc(&folder, &[], Some(base.reflection())).map_err(|e| usage(e.to_string()))?;
         work.globals = globals;
         let step_names = work.step_names.clone();
         if let Some(m) = &mut metrics {

@@ -1,6 +1,10 @@
 //! gRPC end to end (#14): the real binary against a gRPC server of another
 //! implementation (Debian's python3-grpcio, gRPC's C core), the `.proto`
-//! compiled at run time. Each run is a few hundred calls on loopback.
+//! compiled at run time; and against grpc-go with server reflection, no
+//! `.proto` at all. Each run is a few hundred calls on loopback.
+
+// A skipped test (no Go to build the reflection server) says why on stderr.
+#![allow(clippy::print_stderr)]
 
 mod common;
 
@@ -9,6 +13,7 @@ use std::time::Duration;
 
 use common::{RUN_LIMIT, Workdir, quick, shared};
 use perfops_testkit::grpc::{ECHO_PROTO, grpcio_echo, grpcio_echo_tls};
+use perfops_testkit::grpc_go::{GoGrpc, Reflect, go_grpc_reflection};
 
 /// The test service's `.proto`, written into `dir`.
 fn proto(dir: &Workdir) -> PathBuf {
@@ -99,7 +104,8 @@ fn grpcs_speaks_h2_over_tls() {
 }
 
 /// What cannot be called is a usage error before any load: a method the
-/// `.proto` lacks, a message that does not fit its type, no `.proto`.
+/// `.proto` lacks, a message that does not fit its type, no `.proto` and no
+/// server to ask for its descriptors.
 #[test]
 fn bad_methods_and_messages_are_usage_errors() {
     let _cpu = shared();
@@ -109,7 +115,8 @@ fn bad_methods_and_messages_are_usage_errors() {
     let cases: [(&str, Vec<&str>, &str); 3] = [
         ("bench.Echo/Shout", vec!["--proto", &proto], "has no method `Shout`"),
         ("bench.Echo/Say", vec!["--proto", &proto, "-b", r#"{"text": 5}"#], "does not fit bench.Msg"),
-        ("bench.Echo/Say", vec![], "no .proto file given"),
+        // No --proto: the server's reflection is asked, and nobody listens there.
+        ("bench.Echo/Say", vec![], "by reflection: Connection refused"),
     ];
     for (path, flags, want) in cases {
         let url = format!("grpc://127.0.0.1:9/{path}");
@@ -235,4 +242,107 @@ slo: [ "errors < 50%" ]
     let report = std::fs::read_to_string(dir.result_dir(&out).join("report.html")).expect("report.html");
     assert!(report.contains("grpc over h2c"), "the report's header names the protocol");
     assert!(report.contains("grpc_unavailable 20"), "the report's steps table names the kind");
+}
+
+/// grpc-go's reflection server, or a skip when this machine has no Go
+/// (`scripts/test` requires it, so CI runs these).
+fn reflecting(reflect: Reflect, unavailable_every: u32) -> Option<GoGrpc> {
+    let server = go_grpc_reflection(reflect, unavailable_every);
+    if server.is_none() {
+        eprintln!("skipped: no `go` on the PATH to build the gRPC reflection server (scripts/test requires Go)");
+    }
+    server
+}
+
+/// #14, point 2: without `--proto`, `quick` asks the server's reflection
+/// (grpc-go's, v1 and v1alpha; or v1alpha alone, the fallback) for the
+/// service's descriptors, a file and the file it imports, and then runs as
+/// with a `.proto`: every call answered, the server's UNAVAILABLE counted
+/// by status, a server stream read to its end.
+#[test]
+fn quick_without_proto_asks_the_servers_reflection() {
+    let _cpu = shared();
+    for reflect in [Reflect::Both, Reflect::V1Alpha] {
+        let Some(server) = reflecting(reflect, 5) else { return };
+        let url = format!("grpc://127.0.0.1:{}/bench.Echo/Say", server.port());
+        let run = quick(&["-b", r#"{"text": "hi", "n": 7}"#, "-c", "2", "-n", "100", "--max-errors", "30", &url]);
+        run.assert_exit(0);
+        assert_eq!(run.u64("/completed"), 100, "{reflect:?}: {}", run.dump());
+        assert_eq!(run.failures("grpc_unavailable"), 20, "{reflect:?}: one in five\n{}", run.dump());
+        assert_eq!(run.u64("/failed"), 20, "{reflect:?}: nothing else failed\n{}", run.dump());
+        let stream = format!("grpc://127.0.0.1:{}/bench.Echo/Count", server.port());
+        let run = quick(&["-b", r#"{"text": "s"}"#, "-c", "1", "-n", "10", &stream]);
+        run.assert_exit(0);
+        assert_eq!((run.u64("/completed"), run.u64("/failed")), (10, 0), "{reflect:?}: {}", run.dump());
+    }
+}
+
+/// A scenario's `grpc:` step without `proto:` runs from reflection, checks
+/// a field of the answer (decoded with the reflected descriptors) and saves
+/// it; `check` accepts such a step without contacting any server.
+#[test]
+fn a_scenario_step_without_proto_runs_from_reflection() {
+    let _cpu = shared();
+    let Some(server) = reflecting(Reflect::Both, 0) else { return };
+    let dir = Workdir::new("grpc-reflect-scenario");
+    let scenario = dir.scenario(
+        "reflect.yaml",
+        &format!(
+            r#"name: reflect
+target: grpc://127.0.0.1:{}
+setup:
+  - {{ name: first, grpc: bench.Echo/Say, message: {{ text: "saved" }}, save: {{ word: $.text }} }}
+flows:
+  main:
+    steps:
+      - name: say
+        grpc: bench.Echo/Say
+        message: {{ text: "${{word}} ${{seq}}", n: 3 }}
+        expect: {{ grpc_status: OK, json: {{ "$.n": "3" }} }}
+load:
+  stages: [ {{ rate: 40, hold: 1s }} ]
+slo: [ "errors < 1%" ]
+"#,
+            server.port()
+        ),
+    );
+    let check = common::spawn_perfops(&["check", &scenario.display().to_string()], |_| {}).wait(RUN_LIMIT);
+    check.assert_exit(0);
+    let out = dir.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let summary = dir.summary(&out);
+    assert_eq!(summary["total"]["failed"], 0, "{summary:#}");
+    assert_eq!(summary["total"]["completed"], 40, "{summary:#}");
+    assert_eq!(summary["protocols"][0]["protocol"], "grpc over h2c", "{summary:#}");
+}
+
+/// What reflection cannot give is one line on stderr, exit 2, before any
+/// load, with the way out: a server without reflection (grpc-go's without
+/// it, and python3-grpcio's, which has none), a service it does not know,
+/// a method the service lacks, a server that is not there.
+#[test]
+fn reflection_failures_are_one_line_usage_errors() {
+    let _cpu = shared();
+    let Some(with) = reflecting(Reflect::Both, 0) else { return };
+    let Some(without) = reflecting(Reflect::None, 0) else { return };
+    let grpcio = grpcio_echo(0, Duration::ZERO);
+    let at = |port: u16, path: &str| format!("grpc://127.0.0.1:{port}/{path}");
+    // (URL, what stderr says)
+    let cases = [
+        (at(without.port(), "bench.Echo/Say"), "does not serve gRPC reflection (grpc.reflection.v1 nor v1alpha)"),
+        (at(grpcio.port(0), "bench.Echo/Say"), "does not serve gRPC reflection"),
+        (at(with.port(), "bench.Nope/Say"), "does not know service `bench.Nope` by reflection (NOT_FOUND"),
+        (at(with.port(), "bench.Echo/Shout"), "service `bench.Echo` has no method `Shout` (it has: Say, Count)"),
+        (at(9, "bench.Echo/Say"), "cannot ask the server at 127.0.0.1:9 for `bench.Echo` by reflection"),
+    ];
+    for (url, want) in cases {
+        let run = quick(&["-n", "1", &url]);
+        run.assert_exit(2);
+        let lines: Vec<&str> = run.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{url}: one line\n{}", run.stderr);
+        assert!(lines[0].contains(want), "{url}: {}", run.stderr);
+        if !want.contains("no method") {
+            assert!(lines[0].ends_with("add `proto: FILE` to the step (quick: --proto FILE)"), "{url}: {}", run.stderr);
+        }
+    }
 }

@@ -413,14 +413,9 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
     let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
-    // An agent has no scenario folder: gRPC's .proto files resolve from its working directory.
-    work.resolve_grpc(Path::new("."), &[]).map_err(|e| anyhow!("{e}"))?;
-    let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
-    crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
-    work.globals = globals;
     let timeout = scenario.defaults.timeout;
     let base = PlanBase {
-        target,
+        target: target.clone(),
         timeout,
         connect_timeout: timeout.min(Duration::from_secs(5)),
         insecure: a.insecure,
@@ -429,6 +424,11 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
         http2: perfops_engine::Http2::default(),
     }
     .with_http(&scenario.defaults);
+    // An agent has no scenario folder: gRPC's .proto files resolve from its working directory.
+    work.resolve_grpc(Path::new("."), &[], Some(base.reflection())).map_err(|e| anyhow!("{e}"))?;
+    let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
+    crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
+    work.globals = globals;
     // The engine divides the arrivals (k mod N), max_in_flight and the closed model's users by the shard.
     let model = crate::run::load_model(&scenario.load).context("the load profile")?;
     let mut plan = base.plan(Arc::new(work), model);
