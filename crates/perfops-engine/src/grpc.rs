@@ -97,6 +97,36 @@ pub enum GrpcError {
 /// Compile `protos` (each with its own folder as an include path) into a pool.
 pub fn compile(protos: &[PathBuf]) -> Result<DescriptorPool, GrpcError> {
     let first = protos.first().map(|p| p.display().to_string()).unwrap_or_default();
+    let includes = includes(protos);
+    let set = protox::compile(protos, &includes)
+        .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
+    DescriptorPool::from_file_descriptor_set(set)
+        .map_err(|e| GrpcError::Compile { file: first, message: e.to_string() })
+}
+
+/// The files on disk that compiling `protos` reads: each given file and
+/// every file it imports, transitively, where the compiler found it (the
+/// well-known `google/protobuf/*.proto` that protox carries are not
+/// files). A fleet ships them to its agents, which compile them again.
+pub fn proto_sources(protos: &[PathBuf]) -> Result<Vec<PathBuf>, GrpcError> {
+    let first = protos.first().map(|p| p.display().to_string()).unwrap_or_default();
+    let includes = includes(protos);
+    let set = protox::compile(protos, &includes)
+        .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
+    let mut files = Vec::new();
+    for f in &set.file {
+        // The first include that has it is where protox took it from.
+        if let Some(path) = includes.iter().map(|i| i.join(f.name())).find(|p| p.is_file())
+            && !files.contains(&path)
+        {
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// Each file's folder, in order, once: the include paths of [`compile`].
+fn includes(protos: &[PathBuf]) -> Vec<PathBuf> {
     let mut includes: Vec<PathBuf> = Vec::new();
     for p in protos {
         let dir = p.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
@@ -104,10 +134,7 @@ pub fn compile(protos: &[PathBuf]) -> Result<DescriptorPool, GrpcError> {
             includes.push(dir);
         }
     }
-    let set = protox::compile(protos, &includes)
-        .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
-    DescriptorPool::from_file_descriptor_set(set)
-        .map_err(|e| GrpcError::Compile { file: first, message: e.to_string() })
+    includes
 }
 
 /// `service`'s `method` in `pool`.

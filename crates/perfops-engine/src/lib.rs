@@ -37,7 +37,7 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
-pub use grpc::{GrpcError, GrpcMethod};
+pub use grpc::{GrpcError, GrpcMethod, proto_sources};
 pub use http2::{Http2, LARGE_WINDOW};
 /// One second of a run and where its measurements belong: pure data, in
 /// perfops-core, so that what reads a second does not depend on this engine.

@@ -27,6 +27,7 @@ mod launch;
 mod limit;
 mod merge;
 mod metrics;
+mod protos;
 mod quick;
 mod reference;
 mod report;

@@ -721,3 +721,56 @@ fn agents_stop_when_their_coordinator_is_killed() {
         serde_json::from_str::<Value>(l).expect("every kept line is whole");
     }
 }
+
+/// #14, point 3: a fleet run of a gRPC step whose `.proto` (and the file it
+/// imports) sit beside the scenario on the coordinator's machine only: the
+/// agents run in an empty working directory and get the files in their
+/// assignment. Their calls reach the server (python3-grpcio), the server's
+/// UNAVAILABLE answers are counted by status, and the summary names what
+/// the agents spoke.
+#[test]
+fn agents_get_the_proto_files_of_grpc_steps() {
+    let _cpu = shared();
+    let server = perfops_testkit::grpc::grpcio_echo(4, Duration::ZERO);
+    let wd = Workdir::new("fleet-grpc");
+    // protos/echo.proto imports types/msg.proto, found next to it.
+    std::fs::create_dir_all(wd.path.join("protos/types")).expect("proto folders");
+    std::fs::write(
+        wd.path.join("protos/types/msg.proto"),
+        "syntax = \"proto3\";\npackage bench;\nmessage Msg { string text = 1; int64 n = 2; }\n",
+    )
+    .expect("msg.proto");
+    std::fs::write(
+        wd.path.join("protos/echo.proto"),
+        "syntax = \"proto3\";\npackage bench;\nimport \"types/msg.proto\";\nservice Echo { rpc Say (Msg) returns (Msg); }\n",
+    )
+    .expect("echo.proto");
+    let yaml = format!(
+        "name: fleet-grpc\ntarget: grpc://127.0.0.1:{}\nflows:\n  main:\n    steps:\n      - {{ name: say, grpc: \
+         bench.Echo/Say, proto: protos/echo.proto, message: {{ text: \"hi ${{seq}}\" }} }}\n\
+         load:\n  stages: [ {{ rate: 40, hold: 2s }} ]\nslo: [ \"errors < 50%\" ]\n",
+        server.port(0)
+    );
+    let scenario = wd.scenario("grpc.yaml", &yaml);
+    let elsewhere = wd.path.join("agents-cwd");
+    std::fs::create_dir_all(&elsewhere).expect("the agents' working directory");
+    let (coord, url) = coordinator(&wd, &scenario, 2, &["--join-timeout", "20s"]);
+    let agents: Vec<Running> = (0..2)
+        .map(|_| {
+            let elsewhere = elsewhere.clone();
+            spawn_perfops(&["agent", "--join", &url, "--connect-timeout", "20s"], move |c| {
+                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX").current_dir(elsewhere);
+            })
+        })
+        .collect();
+    let out = coord.wait(RUN_LIMIT);
+    let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
+    let ctx = context(&out, &agents.iter().collect::<Vec<_>>());
+    assert_eq!(out.code, Some(0), "{ctx}");
+    assert!(agents.iter().all(|a| a.code == Some(0)), "{ctx}");
+    assert!(std::fs::read_dir(&elsewhere).expect("read").next().is_none(), "the agents left nothing behind");
+    let s = summary(&wd.result_dir(&out));
+    assert_eq!(s["total"]["completed"], 80, "2 s at 40/s over two agents\n{ctx}");
+    assert_eq!(s["total"]["failures"]["grpc_unavailable"], 20, "one call in four\n{s:#}");
+    assert_eq!(s["protocols"], serde_json::json!([{"protocol": "grpc over h2c", "steps": ["say"]}]), "{s:#}");
+}

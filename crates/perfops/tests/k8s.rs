@@ -397,6 +397,53 @@ fn input_errors() {
     assert!(run.stderr.contains("holds notes.txt"), "{}", run.stderr);
 }
 
+/// #14, point 3: a scenario's gRPC `.proto` files, and the files they
+/// import, go into the ConfigMap at their paths relative to the scenario,
+/// as CSV files do, so the coordinator's pod compiles them (`perfops check`
+/// on the ConfigMap laid out as the volume mounts it) and ships them to its
+/// agents; a `.proto` outside the scenario's folder is refused.
+#[test]
+fn proto_files_go_into_the_config_map() {
+    let _cpu = shared();
+    let wd = Workdir::new("k8s-protos");
+    std::fs::create_dir_all(wd.path.join("protos/types")).unwrap();
+    let msg = "syntax = \"proto3\";\npackage bench;\nmessage Msg { string text = 1; }\n";
+    let echo = "syntax = \"proto3\";\npackage bench;\nimport \"types/msg.proto\";\nservice Echo { rpc Say (Msg) returns (Msg); }\n";
+    std::fs::write(wd.path.join("protos/types/msg.proto"), msg).unwrap();
+    std::fs::write(wd.path.join("protos/echo.proto"), echo).unwrap();
+    let yaml = "name: grpc fleet\ntarget: grpc://127.0.0.1:9\nflows:\n  main:\n    steps:\n      - { name: say, grpc: \
+                bench.Echo/Say, proto: protos/echo.proto, message: { text: hi } }\nload: { stages: [ { rate: 20, hold: 2s } ] }\n";
+    wd.scenario("grpc.yaml", yaml);
+    let run = perfops_in(&wd.path, &["k8s", "grpc.yaml", "--agents", "2", "--image", "x:1", "--out", "out"], None);
+    run.assert_exit(0);
+    let cm: ConfigMap = read(&wd.path.join("out").join(FILES[1]));
+    let cm_data = cm.data.as_ref().expect("data");
+    assert_eq!(cm_data.len(), 3, "the scenario, the .proto and its import: {:?}", cm_data.keys());
+    let coord: Job = read(&wd.path.join("out").join(FILES[4]));
+    let scenario_volume = volume(pod_of(&coord), "scenario").config_map.as_ref().unwrap();
+    let mount = wd.path.join("etc-perfops");
+    let mut paths = Vec::new();
+    for item in scenario_volume.items.iter().flatten() {
+        let file = mount.join(&item.path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &cm_data[&item.key]).unwrap();
+        paths.push(item.path.clone());
+    }
+    paths.sort();
+    assert_eq!(paths, ["protos/echo.proto", "protos/types/msg.proto", "scenario.yaml"]);
+    assert_eq!(std::fs::read_to_string(mount.join("protos/types/msg.proto")).unwrap(), msg);
+    // `check` compiles the step's .proto from the mount: the import resolves there.
+    perfops_in(&wd.path, &["check", "etc-perfops/scenario.yaml"], None).assert_exit(0);
+
+    // A .proto outside the scenario's folder has no place in the ConfigMap.
+    std::fs::create_dir_all(wd.path.join("sub")).unwrap();
+    wd.scenario("sub/outside.yaml", &yaml.replace("proto: protos/echo.proto", "proto: ../protos/echo.proto"));
+    let run =
+        perfops_in(&wd.path, &["k8s", "sub/outside.yaml", "--agents", "1", "--image", "x:1", "--out", "o2"], None);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("is outside the scenario's folder"), "{}", run.stderr);
+}
+
 /// The README's "Running on Kubernetes" shows exactly what `perfops k8s`
 /// prints for its example.
 #[test]

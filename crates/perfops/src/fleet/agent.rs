@@ -424,8 +424,12 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
         http2: perfops_engine::Http2::default(),
     }
     .with_http(&scenario.defaults);
-    // An agent has no scenario folder: gRPC's .proto files resolve from its working directory.
-    work.resolve_grpc(Path::new("."), &[], Some(base.reflection())).map_err(|e| anyhow!("{e}"))?;
+    // gRPC's .proto files as the coordinator sent them, put back at their paths
+    // relative to the scenario (none sent: steps without proto: ask reflection).
+    let unpacked = if a.protos.is_empty() { None } else { Some(crate::protos::Unpacked::new(&a.protos)?) };
+    let folder = unpacked.as_ref().map_or(Path::new("."), |u| u.path());
+    work.resolve_grpc(folder, &[], Some(base.reflection())).map_err(|e| anyhow!("{e}"))?;
+    drop(unpacked);
     let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
     crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
     work.globals = globals;

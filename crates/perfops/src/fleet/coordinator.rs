@@ -497,7 +497,8 @@ fn assignment(
         target: s.url.clone(),
         env: inputs.env.into_iter().collect(),
         files,
-        protos: BTreeMap::new(),
+        // gRPC steps' .proto files and their imports: an agent's working directory need not have them.
+        protos: crate::protos::gather(&s.scenario, folder)?.into_iter().collect(),
         globals: s.globals().clone().into_iter().collect(),
         stage_ends_ns: ends.iter().map(|d| d.as_nanos() as u64).collect(),
         insecure: s.insecure(),

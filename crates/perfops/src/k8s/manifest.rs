@@ -52,7 +52,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Where the ConfigMap is mounted: the scenario is `CONFIG_DIR/scenario.yaml`,
-/// its CSV files at the same paths relative to it as on the user's machine.
+/// its CSV and `.proto` files at the same paths relative to it as on the user's machine.
 pub(crate) const CONFIG_DIR: &str = "/etc/perfops";
 /// The scenario's file name in the ConfigMap and under [`CONFIG_DIR`].
 pub(crate) const SCENARIO_KEY: &str = "scenario.yaml";
@@ -89,9 +89,10 @@ pub(crate) struct Spec {
     pub(crate) agents: u32,
     /// The scenario file's text, as written.
     pub(crate) scenario: String,
-    /// The CSV files its feeders read: path relative to the scenario (checked
-    /// by `check::csv_path`) and content.
-    pub(crate) csv: Vec<(String, String)>,
+    /// The files it reads besides itself, the CSV files of its feeders and
+    /// the `.proto` files of its gRPC steps (#14): path relative to the
+    /// scenario (checked by `check::csv_path`, `protos::gather`) and content.
+    pub(crate) files: Vec<(String, String)>,
     /// The fleet token (goes into the Secret only).
     pub(crate) token: String,
     /// The scenario's `${env.X}` values, by name (go into the Secret, and into
@@ -116,7 +117,7 @@ pub(crate) const MAX_NAME: usize = 40;
 pub(crate) struct Bundle {
     /// The token and the scenario's `${env.X}` values.
     pub(crate) secret: Secret,
-    /// The scenario and its CSV files.
+    /// The scenario and its CSV and `.proto` files.
     pub(crate) config_map: ConfigMap,
     /// The results volume.
     pub(crate) results: PersistentVolumeClaim,
@@ -179,7 +180,7 @@ pub(crate) fn join_url(spec: &Spec) -> String {
     format!("http://{}.{}.svc:{PORT}", Names::new(&spec.name).coordinator, spec.namespace)
 }
 
-/// The ConfigMap key of the CSV file at relative path `path` (the `i`th):
+/// The ConfigMap key of the CSV or `.proto` file at relative path `path` (the `i`th):
 /// keys allow neither `/` nor most punctuation, and the index keeps two paths
 /// that sanitize alike apart.
 fn csv_key(i: usize, path: &str) -> String {
@@ -241,7 +242,7 @@ fn secret(spec: &Spec, names: &Names) -> Secret {
 
 fn config_map(spec: &Spec, names: &Names) -> ConfigMap {
     let mut data = BTreeMap::from([(SCENARIO_KEY.to_string(), spec.scenario.clone())]);
-    for (i, (path, text)) in spec.csv.iter().enumerate() {
+    for (i, (path, text)) in spec.files.iter().enumerate() {
         data.insert(csv_key(i, path), text.clone());
     }
     ConfigMap { metadata: meta(spec, &names.config_map, "scenario"), data: Some(data), ..ConfigMap::default() }
@@ -353,7 +354,7 @@ fn tmp_volume() -> Volume {
 
 fn scenario_volume(spec: &Spec, names: &Names) -> Volume {
     let mut items = vec![KeyToPath { key: SCENARIO_KEY.into(), path: SCENARIO_KEY.into(), mode: None }];
-    items.extend(spec.csv.iter().enumerate().map(|(i, (path, _))| KeyToPath {
+    items.extend(spec.files.iter().enumerate().map(|(i, (path, _))| KeyToPath {
         key: csv_key(i, path),
         path: path.clone(),
         mode: None,
@@ -567,7 +568,7 @@ mod tests {
             image: "registry.example/perfops:0.1.0".into(),
             agents: 3,
             scenario: "name: orders\n".into(),
-            csv: vec![("users.csv".into(), "id\n1\n".into()), ("data/pages.csv".into(), "path\n/\n".into())],
+            files: vec![("users.csv".into(), "id\n1\n".into()), ("data/pages.csv".into(), "path\n/\n".into())],
             token: "t0k3n".into(),
             env: BTreeMap::from([("API_KEY".to_string(), "secret".to_string())]),
             agent: Size { cpu: "2".into(), memory: "1Gi".into() },

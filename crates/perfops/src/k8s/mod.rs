@@ -100,20 +100,35 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     let in_env = env.clone().into_iter().collect();
     target_for_pods(&sources::target(&scenario, &in_env))
         .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
-    let mut csv: Vec<(String, String)> = Vec::new();
+    let mut files: Vec<(String, String)> = Vec::new();
     for (feeder, rel) in scenario.data.iter().zip(rels) {
-        if csv.iter().any(|(p, _)| *p == rel) {
+        if files.iter().any(|(p, _)| *p == rel) {
             continue;
         }
         let file = folder.join(&feeder.csv);
         let content =
             std::fs::read_to_string(&file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
-        csv.push((rel, content));
+        files.push((rel, content));
     }
-    let bytes = text.len() + csv.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
+    // gRPC steps' .proto files and their imports (#14): the coordinator's pod
+    // compiles them beside the scenario and sends them to the agents.
+    for (rel, content) in
+        crate::protos::gather(&scenario, folder).map_err(|e| usage(format!("{}: {e:#}", args.scenario.display())))?
+    {
+        if rel == manifest::SCENARIO_KEY {
+            return Err(usage(format!(
+                "{}: `{rel}` is where perfops k8s puts the scenario itself; rename it",
+                args.scenario.display()
+            )));
+        }
+        if !files.iter().any(|(p, _)| *p == rel) {
+            files.push((rel, content));
+        }
+    }
+    let bytes = text.len() + files.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
     if bytes > CONFIG_MAP_MAX_BYTES {
         return Err(usage(format!(
-            "the scenario and its CSV files are {:.2} MiB; a ConfigMap holds at most 1 MiB",
+            "the scenario and its CSV and .proto files are {:.2} MiB; a ConfigMap holds at most 1 MiB",
             bytes as f64 / 1048576.0
         )));
     }
@@ -146,7 +161,7 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         image: args.image,
         agents: args.agents,
         scenario: text,
-        csv,
+        files,
         token: token()?,
         env,
         agent: Size { cpu: args.agent_cpu, memory: args.agent_memory },
