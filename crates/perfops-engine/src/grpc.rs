@@ -18,9 +18,15 @@
 //! templated one. The answer's first message is decoded to JSON only when
 //! the step saves or checks something. A unary call and a server-streaming
 //! one are read the same way: to the end of the stream (latency is to its
-//! last message). A step without `.proto` files takes its descriptors from
-//! the server's reflection instead (`reflection.rs`), once, before the run.
-//! Not here: client and bidirectional streaming, compression.
+//! last message). A method that streams from the client (client or
+//! bidirectional streaming) takes a list of messages (`message: [...]`, or
+//! one message alone): a call sends them all, in order, ends its side of
+//! the stream, and reads the answer to its end. One call is one request of
+//! the step, measured from its intended start to the answer's last message;
+//! nothing waits between messages (a call that paces its messages, or
+//! answers to the server's, is not here). A step without `.proto` files
+//! takes its descriptors from the server's reflection instead
+//! (`reflection.rs`), once, before the run. Not here: compression.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +46,8 @@ pub struct GrpcMethod {
     output: MessageDescriptor,
     /// The server answers with a stream of messages.
     pub server_streaming: bool,
+    /// The client sends a stream of messages (client or bidirectional streaming).
+    pub client_streaming: bool,
 }
 
 /// Why a gRPC method could not be made ready.
@@ -79,9 +87,6 @@ pub enum GrpcError {
         /// The methods it has.
         has: String,
     },
-    /// Client or bidirectional streaming: not supported.
-    #[error("`{0}` streams from the client: only unary and server-streaming calls are supported")]
-    ClientStreaming(String),
     /// A literal message that does not fit the method's input type.
     #[error("`{method}`: the message does not fit {input}: {message}")]
     Message {
@@ -146,11 +151,13 @@ pub fn method(pool: &DescriptorPool, service: &str, method: &str, files: &str) -
         let has: Vec<String> = svc.methods().map(|m| m.name().to_string()).collect();
         return Err(GrpcError::NoMethod { service: service.into(), method: method.into(), has: has.join(", ") });
     };
-    let name = format!("{service}/{method}");
-    if m.is_client_streaming() {
-        return Err(GrpcError::ClientStreaming(name));
-    }
-    Ok(GrpcMethod { name, input: m.input(), output: m.output(), server_streaming: m.is_server_streaming() })
+    Ok(GrpcMethod {
+        name: format!("{service}/{method}"),
+        input: m.input(),
+        output: m.output(),
+        server_streaming: m.is_server_streaming(),
+        client_streaming: m.is_client_streaming(),
+    })
 }
 
 /// Resolves the methods of a plan's steps, compiling each set of files once
@@ -200,15 +207,27 @@ impl Resolver {
 
 impl GrpcMethod {
     /// The request body of the message `json`: its protobuf encoding, framed.
+    /// A method that streams from the client takes a JSON list of messages
+    /// (each framed, in order; `[]` sends none) or one message alone.
     pub(crate) fn encode(&self, json: &[u8]) -> Result<Bytes, String> {
-        let mut de = serde_json::Deserializer::from_slice(json);
-        let msg = DynamicMessage::deserialize(self.input.clone(), &mut de).map_err(|e| e.to_string())?;
-        de.end().map_err(|e| e.to_string())?;
-        let len = msg.encoded_len();
-        let mut out = BytesMut::with_capacity(5 + len);
-        out.put_u8(0);
-        out.put_u32(u32::try_from(len).map_err(|_| "a message over 4 GiB".to_string())?);
-        msg.encode(&mut out).map_err(|e| e.to_string())?;
+        let mut out = BytesMut::new();
+        if self.client_streaming {
+            let value: serde_json::Value = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+            let messages = match value {
+                serde_json::Value::Array(items) => items,
+                one => vec![one],
+            };
+            for (i, m) in messages.into_iter().enumerate() {
+                let msg =
+                    DynamicMessage::deserialize(self.input.clone(), m).map_err(|e| format!("message {i}: {e}"))?;
+                frame_into(&msg, &mut out)?;
+            }
+        } else {
+            let mut de = serde_json::Deserializer::from_slice(json);
+            let msg = DynamicMessage::deserialize(self.input.clone(), &mut de).map_err(|e| e.to_string())?;
+            de.end().map_err(|e| e.to_string())?;
+            frame_into(&msg, &mut out)?;
+        }
         Ok(out.freeze())
     }
 
@@ -232,6 +251,15 @@ impl GrpcMethod {
         let msg = DynamicMessage::decode(self.output.clone(), rest.get(4..4 + len)?).ok()?;
         serde_json::to_vec(&msg).ok()
     }
+}
+
+/// Append `msg` to `out` in gRPC's frame: uncompressed, its length, its bytes.
+fn frame_into(msg: &DynamicMessage, out: &mut BytesMut) -> Result<(), String> {
+    let len = msg.encoded_len();
+    out.reserve(5 + len);
+    out.put_u8(0);
+    out.put_u32(u32::try_from(len).map_err(|_| "a message over 4 GiB".to_string())?);
+    msg.encode(out).map_err(|e| e.to_string())
 }
 
 /// `grpc-timeout` for a deadline of `timeout`: milliseconds, as gRPC
@@ -261,6 +289,7 @@ service Echo {
   rpc Say (Msg) returns (Msg);
   rpc Count (Msg) returns (stream Msg);
   rpc Upload (stream Msg) returns (Msg);
+  rpc Chat (stream Msg) returns (stream Msg);
 }
 message Msg { string text = 1; int64 n = 2; }
 "#;
@@ -287,11 +316,14 @@ message Msg { string text = 1; int64 n = 2; }
         let say = method(&pool, "bench.Echo", "Say", "echo.proto").expect("Say");
         assert!(!say.server_streaming);
         assert!(method(&pool, "bench.Echo", "Count", "echo.proto").expect("Count").server_streaming);
+        let upload = method(&pool, "bench.Echo", "Upload", "echo.proto").expect("client streaming");
+        assert!(upload.client_streaming && !upload.server_streaming);
+        let chat = method(&pool, "bench.Echo", "Chat", "echo.proto").expect("bidirectional streaming");
+        assert!(chat.client_streaming && chat.server_streaming);
         // (service, method, error starts with)
         let cases = [
             ("bench.Nope", "Say", "no service `bench.Nope`"), // unknown service
             ("bench.Echo", "Shout", "service `bench.Echo` has no method"), // unknown method, with the list
-            ("bench.Echo", "Upload", "`bench.Echo/Upload` streams from the client"), // not supported
         ];
         for (service, m, want) in cases {
             let e = method(&pool, service, m, "echo.proto").expect_err(m).to_string();
@@ -317,6 +349,21 @@ message Msg { string text = 1; int64 n = 2; }
         assert!(say.check(br#"{"text": 5}"#).is_err(), "a number for a string");
         assert_eq!(say.first_as_json(&[0, 0, 0]), None, "a cut frame");
         assert_eq!(timeout_header(Duration::from_secs(5)), "5000m");
+
+        // A client stream: a list is its messages, each framed, in order.
+        let upload = method(&pool, "bench.Echo", "Upload", "echo.proto").unwrap();
+        // (message JSON, the body's bytes)
+        let cases: [(&[u8], &[u8]); 3] = [
+            (br#"[{"text":"a"},{"n":"1"}]"#, &[0, 0, 0, 0, 3, 0x0a, 1, b'a', 0, 0, 0, 0, 2, 0x10, 1]), // two messages
+            (br#"{"text":"a"}"#, &[0, 0, 0, 0, 3, 0x0a, 1, b'a']), // one message alone
+            (b"[]", &[]),                                          // none: the stream ends at once
+        ];
+        for (json, want) in cases {
+            assert_eq!(&upload.encode(json).expect("fits")[..], want, "{}", String::from_utf8_lossy(json));
+        }
+        let e = upload.check(br#"[{"text":"a"},{"text":5}]"#).expect_err("the second does not fit").to_string();
+        assert!(e.contains("message 1"), "{e}");
+        assert!(say.encode(br#"[{"text":"a"}]"#).is_err(), "a list is no message of a unary call");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -10,7 +10,10 @@
 //! - `Private`: the message back if the metadata carry
 //!   `authorization: Bearer t0k`, else `UNAUTHENTICATED`;
 //! - `Deadline`: answers with the seconds the call had left when it began
-//!   (`grpc-timeout` as the server saw it), as `n`, and the text.
+//!   (`grpc-timeout` as the server saw it), as `n`, and the text;
+//! - `Collect`: a client stream, answered once with how many messages it
+//!   carried, as `n`;
+//! - `Chat`: a bidirectional stream, each message echoed as it comes.
 
 use std::time::Duration;
 
@@ -24,6 +27,8 @@ service Echo {
   rpc Count (Msg) returns (stream Msg);
   rpc Private (Msg) returns (Msg);
   rpc Deadline (Msg) returns (Msg);
+  rpc Collect (stream Msg) returns (Msg);
+  rpc Chat (stream Msg) returns (stream Msg);
 }
 message Msg {
   string text = 1;
@@ -68,13 +73,19 @@ def deadline(req, ctx):
     left = ctx.time_remaining()
     n = int(left) if left is not None else 0
     return req + b'\x10' + varint(n)
-def handler(f, stream=False):
-    make = grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler
+def collect(reqs, ctx):
+    return b'\x10' + varint(sum(1 for _ in reqs))
+def chat(reqs, ctx):
+    for r in reqs:
+        yield r
+def handler(f, stream=False, make=None):
+    make = make or (grpc.unary_stream_rpc_method_handler if stream else grpc.unary_unary_rpc_method_handler)
     return make(f, request_deserializer=same, response_serializer=same)
 server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
 server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler('bench.Echo', {
     'Say': handler(say), 'Count': handler(count, True), 'Private': handler(private),
-    'Deadline': handler(deadline)}),))
+    'Deadline': handler(deadline), 'Collect': handler(collect, make=grpc.stream_unary_rpc_method_handler),
+    'Chat': handler(chat, make=grpc.stream_stream_rpc_method_handler)}),))
 if len(sys.argv) > 4:
     key, cert = open(sys.argv[3], 'rb').read(), open(sys.argv[4], 'rb').read()
     port = server.add_secure_port('127.0.0.1:0', grpc.ssl_server_credentials([(key, cert)]))

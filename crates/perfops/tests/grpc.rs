@@ -346,3 +346,55 @@ fn reflection_failures_are_one_line_usage_errors() {
         }
     }
 }
+
+/// #14, client and bidirectional streaming: a step's `message:` list is
+/// the call's stream of messages, sent in order before its side ends; the
+/// answer is read to its end. `Collect` answers how many messages it read
+/// (3: every one arrived, none merged or lost); `Chat` echoes each, and
+/// its first answer is the first message. One call is one request.
+#[test]
+fn client_and_bidirectional_streams_send_the_message_list() {
+    let _cpu = shared();
+    let server = grpcio_echo(0, Duration::ZERO);
+    let dir = Workdir::new("grpc-streams");
+    proto(&dir);
+    let scenario = dir.scenario(
+        "streams.yaml",
+        &format!(
+            r#"name: streams
+target: grpc://127.0.0.1:{}
+flows:
+  main:
+    steps:
+      - name: collect
+        grpc: bench.Echo/Collect
+        proto: echo.proto
+        message: [ {{ text: "a ${{seq}}" }}, {{ text: b }}, {{ text: c }} ]
+        expect: {{ grpc_status: OK, json: {{ "$.n": "3" }} }}
+      - name: chat
+        grpc: bench.Echo/Chat
+        proto: echo.proto
+        message: [ {{ text: first }}, {{ text: "second ${{seq}}" }} ]
+        expect: {{ grpc_status: OK, json: {{ "$.text": first }} }}
+load:
+  stages: [ {{ rate: 30, hold: 1s }} ]
+slo: [ "errors < 1%" ]
+"#,
+            server.port(0)
+        ),
+    );
+    let out = dir.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let summary = dir.summary(&out);
+    for (i, step) in ["collect", "chat"].iter().enumerate() {
+        let s = &summary["steps"][i];
+        assert_eq!(s["name"], *step, "{summary:#}");
+        assert_eq!((s["completed"].as_u64(), s["failed"].as_u64()), (Some(30), Some(0)), "{step}: {summary:#}");
+    }
+    // `quick` sends a list the same way.
+    let proto = dir.path.join("echo.proto").display().to_string();
+    let url = format!("grpc://127.0.0.1:{}/bench.Echo/Collect", server.port(0));
+    let run = quick(&["--proto", &proto, "-b", r#"[{"text": "x"}, {"text": "y"}]"#, "-c", "2", "-n", "20", &url]);
+    run.assert_exit(0);
+    assert_eq!((run.u64("/completed"), run.u64("/failed")), (20, 0), "{}", run.dump());
+}
