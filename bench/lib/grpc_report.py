@@ -68,8 +68,8 @@ def runs(prefix):
 
 
 lines = ["# gRPC unary: perfops vs ghz (%s)" % ENV["stamp"], "",
-         "grpc-go echo server on CPU %d, tools on CPU %d; %d s per run, %d rounds. perfops %s, %s." % (
-             ENV["target_cpu"], ENV["tool_cpu"], ENV["duration"], ENV["rounds"], ENV["perfops_git"],
+         "grpc-go echo server on CPU %d, tools on CPU %d; %d s per run, %d rounds; open model at %s priority. perfops %s, %s." % (
+             ENV["target_cpu"], ENV["tool_cpu"], ENV["duration"], ENV["rounds"], ENV.get("prio", "normal"), ENV["perfops_git"],
              ENV["ghz_version"]), "",
          "## %d calls in flight on one connection, no delay" % ENV["conc"], "",
          "| tool | calls/s (median) | CPU s per 100k | tool CPU | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
