@@ -4,13 +4,15 @@
 usage: grpc_report.py RAW_DIR REPORT_MD
 
 Per run NAME (closed.{ghz,perfops}.i, open.{perfops,ghz}.i): NAME.json (ghz's --format json
-report, or perfops' --json summary), NAME.time, NAME.meta.json. Calls: ghz's statusCodeDistribution
-OK (its count minus errors), perfops' succeeded; elapsed: ghz's total (ns), perfops' elapsed_s.
+report, or perfops' --json summary), NAME.time, NAME.meta.json, and NAME.server.json (the
+server's /__stats after the run: its own p50/p99 per call, in the open model). Calls: ghz's
+statusCodeDistribution OK (its count minus errors), perfops' succeeded; elapsed: ghz's total
+(ns), perfops' elapsed_s. The open model's figures are each run's p50/p99 minus the server's
+own of the same run, then the median over rounds.
 Exit status 0 if every run worked, 3 otherwise (the report is written anyway).
 """
 import json
 import os
-import re
 import sys
 
 sys.dont_write_bytecode = True   # no __pycache__ in bench/lib
@@ -19,8 +21,6 @@ from benchlib import cli, fmt, load_meta, med, pct, read, time_stats, write_repo
 RAW, REPORT, ENV = cli()
 FAILED = False
 NOTES = []
-m = re.match(r"([0-9.]+)(ms|s|us)", ENV["delay"])
-DELAY_MS = float(m.group(1)) * {"ms": 1, "s": 1000, "us": 0.001}[m.group(2)] if m else 0.0
 
 
 def run(name):
@@ -44,6 +44,13 @@ def run(name):
     elif j:
         r["ok"], r["errors"], r["elapsed"] = j["succeeded"], j["failed"], j["elapsed_s"]
         r["p50"], r["p99"] = j["latency_ms"]["p50"], j["latency_ms"]["p99"]
+        r["s50"], r["s99"] = j["service_ms"]["p50"], j["service_ms"]["p99"]
+    srv = read(os.path.join(RAW, name + ".server.json"))
+    try:
+        srv = json.loads(srv) if srv else {}
+    except ValueError:
+        srv = {}
+    r["srv50"], r["srv99"] = srv.get("p50_ms"), srv.get("p99_ms")
     if meta["rc"] != 0 or not r["ok"] or not r["t"]:
         FAILED = True
         NOTES.append("%s: exit status %d, no figures" % (name, meta["rc"]))
@@ -61,8 +68,8 @@ def runs(prefix):
 
 
 lines = ["# gRPC unary: perfops vs ghz (%s)" % ENV["stamp"], "",
-         "grpc-go echo server on CPU %d, tools on CPU %d; %d s per run, %d rounds. perfops %s, %s." % (
-             ENV["target_cpu"], ENV["tool_cpu"], ENV["duration"], ENV["rounds"], ENV["perfops_git"],
+         "grpc-go echo server on CPU %d, tools on CPU %d; %d s per run, %d rounds; open model at %s priority. perfops %s, %s." % (
+             ENV["target_cpu"], ENV["tool_cpu"], ENV["duration"], ENV["rounds"], ENV.get("prio", "normal"), ENV["perfops_git"],
              ENV["ghz_version"]), "",
          "## %d calls in flight on one connection, no delay" % ENV["conc"], "",
          "| tool | calls/s (median) | CPU s per 100k | tool CPU | peak RSS MiB |", "|---|---:|---:|---:|---:|"]
@@ -76,16 +83,35 @@ for tool in ("ghz", "perfops"):
 if closed["ghz"] and closed["perfops"]:
     lines += ["", "perfops / ghz: %.2fx the calls per second." % (closed["perfops"] / closed["ghz"])]
 lines += ["", "## Open model, %d calls/s against a %s method" % (ENV["rate"], ENV["delay"]), "",
-          "| tool | calls/s | p50 ms | p99 ms | p50 - delay | p99 - delay | CPU s per 100k |",
-          "|---|---:|---:|---:|---:|---:|---:|"]
+          "Each run's p50/p99 minus the server's own of the same run (from the request's HEADERS read "
+          "off its connection to its status handed to the writer), median over rounds.", "",
+          "| tool | calls/s | p50 ms | p99 ms | server p50 | server p99 | p50 - server's | p99 - server's "
+          "| from the send: p50 - server's | p99 - server's | CPU s per 100k |",
+          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+
+def minus(a, b):
+    return None if a is None or b is None else a - b
+
+
 for tool in ("perfops", "ghz"):
     rs = runs("open." + tool)
-    p50, p99 = med([r["p50"] for r in rs]), med([r["p99"] for r in rs])
-    lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-        tool, fmt(med([r["rps"] for r in rs])), fmt(p50, "{:.3f}"), fmt(p99, "{:.3f}"),
-        fmt(None if p50 is None else p50 - DELAY_MS, "{:+.3f}"), fmt(None if p99 is None else p99 - DELAY_MS, "{:+.3f}"),
+    # perfops' latency counts from the intended start; its service time, as ghz's latency, from the send
+    send50 = [minus(r.get("s50", r["p50"]), r["srv50"]) for r in rs]
+    send99 = [minus(r.get("s99", r["p99"]), r["srv99"]) for r in rs]
+    lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        tool, fmt(med([r["rps"] for r in rs])), fmt(med([r["p50"] for r in rs]), "{:.3f}"),
+        fmt(med([r["p99"] for r in rs]), "{:.3f}"), fmt(med([r["srv50"] for r in rs]), "{:.3f}"),
+        fmt(med([r["srv99"] for r in rs]), "{:.3f}"),
+        fmt(med([minus(r["p50"], r["srv50"]) for r in rs]), "{:+.3f}"),
+        fmt(med([minus(r["p99"], r["srv99"]) for r in rs]), "{:+.3f}"),
+        fmt(med(send50), "{:+.3f}"), fmt(med(send99), "{:+.3f}"),
         fmt(med([r["cpu100k"] for r in rs]), "{:.2f}")))
-lines += ["", "perfops' latency counts from each call's intended start; ghz's from its send."]
+    for r in rs:
+        if r["srv50"] is None:
+            NOTES.append("%s: no server timing (NAME.server.json)" % r["name"])
+lines += ["", "perfops' latency counts from each call's intended start, its service time from its send; "
+          "ghz's latency from its send (so both of its columns are the same)."]
 if NOTES:
     lines += ["", "Notes:"] + ["- " + n for n in NOTES]
 write_report(REPORT, lines)
