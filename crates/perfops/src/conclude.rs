@@ -196,10 +196,11 @@ impl Judging<'_> {
             // An abort rule is a threshold too: a run it stopped failed,
             // whatever the stages that ran showed before it ("PASSED: every
             // stage held" above an exit code of 1 read as a contradiction).
-            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
-            let measured =
-                ["PASSED: ", "FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
+            // Failed first, so that the headline keeps its cause ("— why: the
+            // pod restarted at t=...", the likely reason the rule tripped).
             run_verdict.result = RunResult::Failed;
+            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
+            let measured = ["FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
             format!("FAILED: stopped by abort_when: {rule}; until then: {measured}")
         } else if gaps.is_empty() {
             headline(&run_verdict, &judged, &diagnostics, loaded, interrupted)
