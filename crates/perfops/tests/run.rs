@@ -397,6 +397,20 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// A scenario `name` of order listings with a login in setup, against the
+/// async demo holding each request 50 ms, then `rest` (its load, SLO).
+fn slow_orders(name: &str, rest: &str) -> String {
+    format!(
+        r#"name: {name}
+target: demo:async?io_wait=50ms
+setup:
+  - {{ request: POST /auth, json: {{ user: t }}, save: {{ token: $.token }} }}
+flows:
+  orders: {{ steps: [ {{ request: GET /orders, headers: {{ Authorization: "Bearer ${{token}}" }}, expect: {{ status: 200 }} }} ] }}
+{rest}"#
+    )
+}
+
 /// Ctrl-C in a terminal signals the whole foreground process group, the
 /// demo target too: it stopped with the run, and the last arrivals were
 /// counted as the target refusing them (`connect_refused: 2` in a run of
@@ -408,16 +422,8 @@ fn a_terminals_ctrl_c_stops_the_run_before_its_demo_target() {
     let _cpu = shared();
     let wd = Workdir::new("sigint-group");
     // Requests in flight when the signal comes: each holds the target 50 ms.
-    let scenario = r#"name: ctrl-c
-target: demo:async?io_wait=50ms
-setup:
-  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
-flows:
-  orders: { steps: [ { request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } } ] }
-load:
-  stages: [ { rate: 100, hold: 20s } ]
-"#;
-    let running = wd.spawn("run", &wd.scenario("orders.yaml", scenario), &[], |cmd| {
+    let scenario = slow_orders("ctrl-c", "load:\n  stages: [ { rate: 100, hold: 20s } ]\n");
+    let running = wd.spawn("run", &wd.scenario("orders.yaml", &scenario), &[], |cmd| {
         cmd.process_group(0);
     });
     let pid = running.pid();
@@ -444,17 +450,8 @@ load:
 fn a_short_first_stage_against_a_slow_server_holds() {
     let _cpu = shared();
     let wd = Workdir::new("short-first");
-    let scenario = r#"name: short-first
-target: demo:async?io_wait=50ms
-setup:
-  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
-flows:
-  orders: { steps: [ { request: GET /orders, headers: { Authorization: "Bearer ${token}" }, expect: { status: 200 } } ] }
-load:
-  stages: [ { rate: 50, hold: 1s } ]
-slo: [ p99 < 1s ]
-"#;
-    let run = Run::new(&wd, &wd.scenario("short.yaml", scenario), &[]);
+    let scenario = slow_orders("short-first", "load:\n  stages: [ { rate: 50, hold: 1s } ]\nslo: [ p99 < 1s ]\n");
+    let run = Run::new(&wd, &wd.scenario("short.yaml", &scenario), &[]);
     let s = run.summary();
     let ctx = run.context();
     let stage = named(&s, "stages", "50/s");
