@@ -52,6 +52,8 @@ pub(crate) struct Shared {
     /// Connections accepted and not yet closed by either side.
     open: AtomicU64,
     arrivals: Mutex<Vec<Instant>>,
+    /// From when `restart_counter`'s counter reads 1 (never until [`Server::restart_at`]).
+    pub(crate) restarted: Mutex<Option<Instant>>,
 }
 
 impl Shared {
@@ -96,6 +98,11 @@ impl Server {
         self.shared.requests.load(Ordering::Acquire)
     }
 
+    /// Makes `restart_counter`'s counter read 1 from `at` on.
+    pub fn restart_at(&self, at: Instant) {
+        *self.shared.restarted.lock().unwrap_or_else(PoisonError::into_inner) = Some(at);
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
         self.shared.connections.load(Ordering::Acquire)
@@ -134,6 +141,7 @@ impl Server {
             connections: AtomicU64::new(0),
             open: AtomicU64::new(0),
             arrivals: Mutex::new(Vec::new()),
+            restarted: Mutex::new(None),
         });
         let (cert_pem, config) = match tls {
             Some(identity) => (Some(identity.cert_pem), Some(identity.config)),
@@ -258,11 +266,13 @@ pub fn freeze_once(delay: Duration, freeze_after: Duration, freeze_for: Duration
 }
 
 /// Keep-alive server that answers every request, whatever its path, with a Prometheus
-/// exposition of one counter, `test_restarts_total`: 0 until `step_at` after the server started,
-/// then 1. A pod's restart counter as the cluster's Prometheus sees it, stepping up mid-run (#15):
-/// Prometheus scrapes it at `/metrics` while the load gets the same `200`.
-pub fn restart_counter(step_at: Duration) -> Server {
-    Server::start(Behaviour::Restarts { step_at }, None)
+/// exposition of one counter, `test_restarts_total`: 0 until the instant given to
+/// [`Server::restart_at`], then 1. A pod's restart counter as the cluster's Prometheus sees
+/// it, stepping up mid-run (#15): Prometheus scrapes it at `/metrics` while the load gets the
+/// same `200`. The test picks the instant once Prometheus is up, so that a slow start of
+/// Prometheus never eats into the run.
+pub fn restart_counter() -> Server {
+    Server::start(Behaviour::Restarts, None)
 }
 
 /// Reads a request, writes `HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n`

@@ -62,8 +62,9 @@ pub(crate) enum Behaviour {
     EndlessChunked,
     /// A `200` with a long `Content-Length` body sent one byte per `every`.
     Drip { every: Duration },
-    /// A `200` whose body is the exposition `test_restarts_total 0`, `1` from `step_at` on.
-    Restarts { step_at: Duration },
+    /// A `200` whose body is the exposition `test_restarts_total 0`, `1` from the
+    /// instant set by `Server::restart_at` on.
+    Restarts,
 }
 
 impl Behaviour {
@@ -132,8 +133,9 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
                     return;
                 }
             }
-            Behaviour::Restarts { step_at } => {
-                let n = u8::from(shared.start.elapsed() >= step_at);
+            Behaviour::Restarts => {
+                let at = *shared.restarted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let n = u8::from(at.is_some_and(|at| Instant::now() >= at));
                 let body = format!("# TYPE test_restarts_total counter\ntest_restarts_total {n}\n");
                 if !respond(&mut conn, &http::response(200, body.as_bytes(), request.close)) {
                     return;
