@@ -180,6 +180,34 @@ fn slo_verdicts_set_the_exit_code_and_junit_lists_every_line() {
     }
 }
 
+/// A scenario that writes no `slo:` is judged by `errors < 1%`: a run whose every request
+/// came back 404 used to read "PASSED: every stage held" and exit 0. `slo: []` opts out.
+#[test]
+fn without_an_slo_a_run_whose_requests_all_failed_does_not_pass() {
+    let _cpu = exclusive();
+    let server = perfops_testkit::status(404);
+    for (slo, code, verdict) in [("", 1, "fails"), ("slo: []\n", 0, "holds")] {
+        let (_wd, path, out) = scenario(
+            "no-slo",
+            &format!(
+                "name: no-slo\ntarget: {}\nflows: {{ root: {{ steps: [ {{ request: GET /missing }} ] }} }}\n\
+                 load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n{slo}",
+                server.url().trim_end_matches('/')
+            ),
+        );
+        let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+            .wait(Duration::from_secs(30));
+        f.assert_exit(code);
+        let summary = json(&run_dir(&out).join("summary.json"));
+        assert_eq!(summary["stages"][0]["verdict"], verdict, "{slo:?}: {summary}");
+        if slo.is_empty() {
+            assert_eq!(summary["slo"][0]["slo"], "errors < 1%", "the default line is in the summary: {summary}");
+            let headline = summary["verdict"]["headline"].as_str().unwrap_or_default();
+            assert!(headline.starts_with("FAILED") && headline.contains("errors < 1%"), "{headline}");
+        }
+    }
+}
+
 #[test]
 fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     let _cpu = exclusive();

@@ -358,7 +358,9 @@ impl Dec<'_> {
         let watched = watch.is_some() || matches!(target, Some(TargetSpec::Demo(..)));
         let slo = match top.get_node("slo") {
             Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(|c| measurable(c, watched))),
-            None => Vec::new(),
+            // No `slo:` at all: a stage whose requests failed did not hold, whatever
+            // its rate (100% 404s used to read "PASSED"). `slo: []` opts out.
+            None => vec![default_slo()],
         };
         let abort_when = match top.get_node("abort_when") {
             Some(n) => self.conditions(n, "abort_when", |t| {
@@ -596,6 +598,11 @@ impl Dec<'_> {
         }
         out
     }
+}
+
+/// The SLO of a scenario that writes no `slo:`: see [`DEFAULT_SLO`].
+fn default_slo() -> Condition {
+    Condition::parse(super::DEFAULT_SLO).expect("the default SLO line parses")
 }
 
 /// A condition that can be evaluated: `metric(...)` needs something watched;

@@ -29,6 +29,11 @@ pub use decode::{Override, parse};
 pub use diag::{Diagnostic, Diagnostics};
 pub use watch::chart_picks;
 
+/// The SLO of a scenario file that writes no `slo:` (`slo: []` writes none): a stage
+/// where more than 1% of requests failed does not hold, whatever its rate. Without it a
+/// run where every request came back 404 read "PASSED: every stage held".
+pub const DEFAULT_SLO: &str = "errors < 1%";
+
 use crate::model::Segment;
 use extract::{Expect, Extractor};
 use feeder::FeedMode;
@@ -51,7 +56,7 @@ pub struct Scenario {
     pub data: Vec<FeederSpec>,
     /// The load profile.
     pub load: Load,
-    /// Service level objectives: the verdict.
+    /// Service level objectives: the verdict. [`DEFAULT_SLO`] when the file writes no `slo:`.
     pub slo: Vec<Condition>,
     /// Stop early when one of these holds for its window.
     pub abort_when: Vec<AbortRule>,
