@@ -37,21 +37,29 @@ pub(crate) struct CheckArgs {
 pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     let mut ok = true;
     for path in &args.files {
-        match load_scenario(path, &[])? {
-            // What `run` reads besides the file (environment, CSV files, the
-            // target's URL), read alike: `check` passes what `run` accepts (#11).
-            Some((s, _)) if let Err(e) = inputs(&s, path) => {
+        let Some((s, _)) = load_scenario(path, &[])? else {
+            ok = false;
+            continue;
+        };
+        // What `run` reads besides the file (environment, CSV files, the
+        // target's URL), read alike: `check` passes what `run` accepts (#11).
+        match inputs(&s, path) {
+            Err(e) => {
                 eprintln!("{}: {e:#}", path.display());
                 ok = false;
             }
-            Some((s, _)) => crate::out(&format!(
-                "{}: ok ({} flows, {} stages, {:.0} s)\n",
-                path.display(),
-                s.flows.len(),
-                s.load.stages().len(),
-                s.load.duration().as_secs_f64()
-            )),
-            None => ok = false,
+            Ok(read) => {
+                crate::out(&format!(
+                    "{}: ok ({} flows, {} stages, {:.0} s)\n",
+                    path.display(),
+                    s.flows.len(),
+                    s.load.stages().len(),
+                    s.load.duration().as_secs_f64()
+                ));
+                if let Some(why) = read.unresolved {
+                    eprintln!("{}: note: {why}: `run` needs it to resolve where it runs", path.display());
+                }
+            }
         }
     }
     Ok(if ok { Exit::Passed } else { Exit::Usage })

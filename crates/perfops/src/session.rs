@@ -36,7 +36,7 @@ use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
 use perfops_core::scenario::redact::{redact, redact_arg};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Outcome, Plan, Target, Work};
+use perfops_engine::{Outcome, Plan, Target, TargetError, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
 use perfops_report::run::{MetaStage, ProtocolUse, RunMeta};
@@ -98,6 +98,10 @@ pub(crate) struct Inputs {
     pub(crate) target: TargetSpec,
     /// The scenario's folder: CSV and `.proto` files are relative to it.
     pub(crate) folder: std::path::PathBuf,
+    /// The target's host did not resolve here (why). Not an input error: a
+    /// scenario written for a cluster (`http://orders.shop.svc:8080`) is checked
+    /// on a laptop, and the command that sends load fails when it resolves it.
+    pub(crate) unresolved: Option<String>,
 }
 
 /// Read the inputs of `scenario` (from the file at `path`) as a session
@@ -111,8 +115,13 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     let feeders =
         sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
     let target = sources::target(scenario, &env);
+    let mut unresolved = None;
     if let TargetSpec::Url(url) = &target {
-        Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?;
+        match Target::parse(url) {
+            Ok(_) => {}
+            Err(e @ TargetError::Resolve { .. }) => unresolved = Some(e.to_string()),
+            Err(e) => return Err(usage(format!("target `{url}`: {e}"))),
+        }
     }
     // gRPC steps: their .proto files compile and define the method, and a
     // literal message fits it (#14), for `check` as for `run`.
@@ -120,7 +129,7 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     for step in steps.filter(|s| s.grpc.is_some()) {
         perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
     }
-    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf() })
+    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved })
 }
 
 pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {

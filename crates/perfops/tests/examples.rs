@@ -369,4 +369,13 @@ fn k8s_example_runs_locally_and_makes_manifests() {
     k8s.assert_exit(0);
     assert!(manifests.join("06-agents.yaml").is_file(), "{}", k8s.stderr);
     assert!(k8s.stdout.contains("kubectl apply -f"), "prints the commands:\n{}", k8s.stdout);
+    // Checked outside its cluster, its target (a Service's name) does not resolve: a note,
+    // not an error (`check` used to refuse the file for it).
+    let check = spawn_perfops(&["check", &example("k8s/orders.yaml")], |_| {}).wait(LIMIT);
+    check.assert_exit(0);
+    assert!(
+        check.stderr.contains("note: cannot resolve `perfops-demo`") && check.stderr.contains("where it runs"),
+        "{}",
+        check.stderr
+    );
 }
