@@ -58,7 +58,8 @@ pub(crate) use perfops_core::pipeline::{StagePlan, StageResult};
 pub(crate) struct SessionArgs {
     /// The scenario file (YAML).
     pub(crate) scenario: PathBuf,
-    /// Override a field before validation, e.g. `--set load.max_in_flight=100` (repeatable).
+    /// Override a field before validation, e.g. `--set load.max_in_flight=100` or
+    /// `--set 'slo=[p95 < 300ms]'` (a YAML flow list or mapping replaces the whole field; repeatable).
     #[arg(long = "set", value_name = "PATH=VALUE")]
     pub(crate) set: Vec<Override>,
     /// Override the scenario's target (a URL, or demo:threads / demo:async).

@@ -28,6 +28,11 @@ use crate::units::parse_duration;
 
 /// Source id of nodes that came from `--set` rather than the file.
 const OVERRIDE_SOURCE: usize = 1;
+/// Source id of nodes of a `--set` flow value, parsed behind [`FLOW_PREFIX`].
+const OVERRIDE_FLOW_SOURCE: usize = 2;
+/// What a `--set` flow value is parsed behind (the loader wants a mapping on
+/// top); its columns are taken off again when an error points into the value.
+const FLOW_PREFIX: &str = "v: ";
 
 /// Where a value given with `--set` "is": diagnostics name the file `--set`.
 fn override_marker() -> Marker {
@@ -106,8 +111,15 @@ pub(super) fn kind(node: &Node) -> &'static str {
 
 impl Dec<'_> {
     pub(super) fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
-        let (line, column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
-        let file = if source == OVERRIDE_SOURCE { "--set".to_string() } else { self.file.to_string() };
+        let (line, mut column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
+        if source == OVERRIDE_FLOW_SOURCE {
+            column = column.saturating_sub(FLOW_PREFIX.len()).max(1);
+        }
+        let file = if source == OVERRIDE_SOURCE || source == OVERRIDE_FLOW_SOURCE {
+            "--set".to_string()
+        } else {
+            self.file.to_string()
+        };
         self.errors.push(Diagnostic { file, line, column, path: path.to_string(), message, hint });
     }
 
@@ -284,11 +296,7 @@ impl Dec<'_> {
     }
 
     fn apply_override(&mut self, root: &mut Node, o: &Override) {
-        let value = Node::Scalar({
-            let mut s = MarkedScalarNode::new(Span::new_start(override_marker()), o.value.as_str());
-            s.set_coerce(true);
-            s
-        });
+        let Some(value) = self.override_value(o) else { return };
         let mut node = root;
         let parts: Vec<&str> = o.path.split('.').collect();
         for (i, raw) in parts.iter().enumerate() {
@@ -322,6 +330,28 @@ impl Dec<'_> {
                     }
                 },
             };
+        }
+    }
+
+    /// The value of `--set path=value`: a scalar as it is, or a YAML flow list or
+    /// mapping (`slo=[p95 < 1s, errors < 1%]`, `load.stages=[{rate: 50, hold: 10s}]`)
+    /// parsed as the file's values are.
+    fn override_value(&mut self, o: &Override) -> Option<Node> {
+        if !o.value.starts_with(['[', '{']) {
+            let mut s = MarkedScalarNode::new(Span::new_start(override_marker()), o.value.as_str());
+            s.set_coerce(true);
+            return Some(Node::Scalar(s));
+        }
+        let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
+        let text = format!("{FLOW_PREFIX}{}", o.value);
+        let parsed = marked_yaml::parse_yaml_with_options(OVERRIDE_FLOW_SOURCE, text, options);
+        match parsed.map(|mut n| n.as_mapping_mut().and_then(|m| m.remove("v"))) {
+            Ok(Some(node)) => Some(node),
+            Ok(None) | Err(_) => {
+                let hint = "a flow list or mapping, e.g. `slo=[p95 < 1s, errors < 1%]`".to_string();
+                self.at_marker(Some(&override_marker()), &o.path, format!("`{}` is not YAML", o.value), Some(hint));
+                None
+            }
         }
     }
 
@@ -667,6 +697,36 @@ mod tests {
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");
+        }
+    }
+
+    /// `--set` takes a scalar, or a flow list or mapping written as in the file.
+    #[test]
+    fn overrides_take_scalars_lists_and_mappings() {
+        let file = "name: o\ntarget: demo:async\nflows: { f: { steps: [ { request: GET / } ] } }\n\
+                    load: { stages: [ { rate: 10, hold: 1s } ] }\n";
+        let set = |pairs: &[&str]| {
+            let o: Vec<Override> = pairs.iter().map(|p| p.parse().expect("path=value")).collect();
+            parse("o.yaml", file, &o)
+        };
+        // A scalar replaces a scalar inside a list item.
+        let s = set(&["load.stages[0].rate=20"]).expect("valid");
+        assert_eq!(s.load.stages()[0].segment.to.as_f64(), 20.0);
+        // A flow list replaces a whole list (and says the SLO lines, which the file has none of).
+        let s = set(&["slo=[p95 < 1s, errors < 2%]", "load.stages=[{rate: 5, hold: 2s}, {rate: 7, hold: 1s}]"])
+            .expect("valid");
+        assert_eq!(s.slo.iter().map(|c| c.text.as_str()).collect::<Vec<_>>(), ["p95 < 1s", "errors < 2%"]);
+        let stages: Vec<(f64, u64)> =
+            s.load.stages().iter().map(|st| (st.segment.to.as_f64(), st.segment.duration.as_secs())).collect();
+        assert_eq!(stages, [(5.0, 2), (7.0, 1)]);
+        // A flow mapping replaces a mapping.
+        let s = set(&["defaults={timeout: 3s}"]).expect("valid");
+        assert_eq!(s.defaults.timeout, std::time::Duration::from_secs(3));
+        // What is not YAML is an error at `--set`, with a hint; so is a bad value inside it.
+        // `soon` is at column 18 of the value.
+        for (bad, column) in [("slo=[p95 < 1s", 1), ("load.stages=[{rate: 5, hold: soon}]", 18)] {
+            let e = set(&[bad]).expect_err(bad);
+            assert!(e.0.iter().all(|d| d.file == "--set" && d.column == column), "{bad}: {e:?}");
         }
     }
 }
