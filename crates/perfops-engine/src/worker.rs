@@ -899,9 +899,7 @@ impl Worker {
                 if failure.is_none()
                     && let Some(c) = &captured
                 {
-                    let pairs: Vec<(&str, &[u8])> =
-                        c.headers.iter().chain(c.trailers.iter()).map(|(n, v)| (n.as_str(), v.as_bytes())).collect();
-                    if !self.check_and_save(step, response.status, &pairs, &c.body) {
+                    if !self.check_and_save(step, response.status, &c.fields(), &c.body) {
                         failure = Some(FailureKind::CheckFailed);
                     }
                 }
