@@ -13,3 +13,6 @@ pub(crate) mod conn;
 pub(crate) mod frame;
 pub(crate) mod hpack;
 pub(crate) mod huffman;
+
+#[cfg(test)]
+mod tests;
