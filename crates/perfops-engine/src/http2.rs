@@ -472,6 +472,9 @@ impl Drop for OnStream<'_> {
     }
 }
 
+/// The most of a body kept for `save`/`expect` (as HTTP/1.1's).
+const CAPTURE_MAX: usize = 1024 * 1024;
+
 /// What a captured HTTP/2 response holds for `expect` and `save`.
 #[derive(Debug, Default)]
 pub(crate) struct Captured {
@@ -502,7 +505,7 @@ pub(crate) async fn exchange(
         }
         e
     };
-    let id = conn.open(&req.block, &req.body, capture.is_some()).map_err(fail)?;
+    let id = conn.open(&req.block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
     let mut stream = OnStream { conn, id: Some(id) };
     // As HTTP/1.1's: the request is handed over (its frames are in the
     // connection's buffer, written at the connection task's next turn).

@@ -898,10 +898,9 @@ impl Worker {
                 }
                 if failure.is_none()
                     && let Some(c) = &captured
+                    && !self.check_and_save(step, response.status, &c.fields(), &c.body)
                 {
-                    if !self.check_and_save(step, response.status, &c.fields(), &c.body) {
-                        failure = Some(FailureKind::CheckFailed);
-                    }
+                    failure = Some(FailureKind::CheckFailed);
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }

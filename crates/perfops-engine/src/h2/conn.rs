@@ -32,7 +32,7 @@
 //! closed socket fails them as `Reset`. Memory is bounded whatever the
 //! server sends: frames by our SETTINGS_MAX_FRAME_SIZE (16 KiB), a header
 //! block across CONTINUATIONs by [`MAX_BLOCK`], decoded lists by
-//! `hpack::MAX_LIST`, captured bodies by `CAPTURE_MAX`.
+//! `hpack::MAX_LIST`, captured bodies by the caller's limit.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -51,9 +51,6 @@ use crate::http2::Captured;
 
 /// The most a header block may take across its CONTINUATIONs, bytes.
 pub(crate) const MAX_BLOCK: usize = 256 * 1024;
-
-/// The most of a body kept for `save`/`expect` (as HTTP/1.1's).
-pub(crate) const CAPTURE_MAX: usize = 1024 * 1024;
 
 /// The read buffer: many responses per read, any frame we accept fits.
 const READ_BUF: usize = 64 * 1024;
@@ -124,10 +121,12 @@ struct Slot {
     body: Bytes,
     body_at: usize,
     captured: Option<Box<Captured>>,
+    /// The most of the body `captured` keeps.
+    capture_max: usize,
 }
 
 impl Slot {
-    fn new(id: u32, send_window: i64, capture: bool) -> Slot {
+    fn new(id: u32, send_window: i64, capture: Option<usize>) -> Slot {
         Slot {
             id,
             phase: Phase::Open,
@@ -142,7 +141,8 @@ impl Slot {
             send_window,
             body: Bytes::new(),
             body_at: 0,
-            captured: capture.then(Box::default),
+            captured: capture.map(|_| Box::default()),
+            capture_max: capture.unwrap_or(0),
         }
     }
 
@@ -287,8 +287,9 @@ impl Conn {
     }
 
     /// Open a stream: its header block (`hpack::encode_field`'s) and body
-    /// queued for the connection task. Returns its id.
-    pub(crate) fn open(&self, block: &[u8], body: &Bytes, capture: bool) -> Result<u32, StreamError> {
+    /// queued for the connection task; with `capture`, its answer's fields
+    /// and up to that many bytes of its body are kept. Returns its id.
+    pub(crate) fn open(&self, block: &[u8], body: &Bytes, capture: Option<usize>) -> Result<u32, StreamError> {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
         if i.goaway.is_some() || i.closed.is_some() || i.next_id >= MAX_STREAM_ID {
@@ -549,7 +550,7 @@ impl Inner {
     /// A frame on a stream: its slot, `None` for one that was closed, an
     /// error for one never opened (§5.1: idle).
     fn stream_of(&self, id: u32) -> Result<Option<usize>, FrameError> {
-        if id % 2 == 0 || id >= self.next_id {
+        if id.is_multiple_of(2) || id >= self.next_id {
             return Err(proto("frame on a stream never opened"));
         }
         Ok(self.index_of(id).filter(|&x| self.slab[x].phase == Phase::Open))
@@ -582,7 +583,7 @@ impl Inner {
                 }
                 slot.bytes_in += data.len() as u64;
                 if let Some(c) = slot.captured.as_deref_mut() {
-                    let keep = data.len().min(CAPTURE_MAX.saturating_sub(c.body.len()));
+                    let keep = data.len().min(slot.capture_max.saturating_sub(c.body.len()));
                     c.body.extend_from_slice(&data[..keep]);
                 }
                 if end {

@@ -524,8 +524,9 @@ mod tests {
             "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 \
              e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07",
         ];
+        type Fields = &'static [(&'static str, &'static str)];
         // (fields of the block, table after it: entries newest first, size)
-        let want: [(&[(&str, &str)], &[(&str, &str)], usize); 3] = [
+        let want: [(Fields, Fields, usize); 3] = [
             // the first response fills the table with its four fields
             (
                 &[
