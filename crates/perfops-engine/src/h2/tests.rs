@@ -139,6 +139,11 @@ fn a_real_server_is_understood() {
 /// A hostile peer: its SETTINGS, then, once our request is in, `bytes`
 /// (none: it closes the socket).
 async fn hostile(bytes: Vec<u8>) -> (Result<Answer, StreamError>, bool) {
+    peer(bytes, false).await
+}
+
+/// [`hostile`], closing its socket after `bytes` if `close`.
+async fn peer(bytes: Vec<u8>, close: bool) -> (Result<Answer, StreamError>, bool) {
     let (client, mut server) = tokio::io::duplex(64 * 1024);
     tokio::task::spawn_local(async move {
         let mut settings = Vec::new();
@@ -157,6 +162,9 @@ async fn hostile(bytes: Vec<u8>) -> (Result<Answer, StreamError>, bool) {
             return; // the socket closes
         }
         let _ = server.write_all(&bytes).await;
+        if close {
+            return;
+        }
         // drain until the client closes
         while let Ok(n) = server.read(&mut buf).await {
             if n == 0 {
@@ -243,4 +251,41 @@ fn a_hostile_server_fails_streams_as_their_kind() {
             assert_eq!(accepting, up, "{name}");
         }
     });
+}
+
+/// A valid response to stream 1 (status 200, one DATA ending it), to mix
+/// into arbitrary bytes.
+fn fine_answer() -> Vec<u8> {
+    [raw(kind::HEADERS, frame::flag::END_HEADERS, 1, &[0x88]), raw(kind::DATA, frame::flag::END_STREAM, 1, b"ok")]
+        .concat()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Whatever a server sends after its SETTINGS (random frames of random
+    /// types, flags and payloads, or plain noise) before it closes the
+    /// socket, the stream ends, as an answer or a failure, and nothing
+    /// panics.
+    #[test]
+    fn arbitrary_server_bytes_end_the_stream_without_panic(
+        frames in proptest::collection::vec(
+            (0u8..12, proptest::prelude::any::<u8>(), 0u32..6, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+            0..8,
+        ),
+        noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        answer_last in proptest::prelude::any::<bool>(),
+    ) {
+        let mut bytes: Vec<u8> = frames.iter().flat_map(|(k, f, s, p)| raw(*k, *f, *s, p)).collect();
+        bytes.extend_from_slice(&noise);
+        if answer_last {
+            bytes.extend_from_slice(&fine_answer());
+        }
+        if bytes.is_empty() {
+            bytes = fine_answer();
+        }
+        local(async move {
+            // ends: an answer, or a failure of a known kind (EOF at worst)
+            let _ = peer(bytes, true).await;
+        });
+    }
 }
