@@ -256,7 +256,14 @@ impl Drop for H2Conn {
 pub(crate) struct Lease {
     conn: Rc<H2Conn>,
     freed: Rc<Notify>,
+    hint: Hint,
 }
+
+/// The connection whose stream was given back last: the first place
+/// [`Pool::take`] looks (a closed-loop user takes the stream it just gave
+/// back), before it walks the connections: at 50 connections x 10 streams
+/// the walk cost ~400 of ~10,800 instructions per request (callgrind).
+type Hint = Rc<Cell<Option<Rc<H2Conn>>>>;
 
 impl Lease {
     pub(crate) fn conn(&self) -> &H2Conn {
@@ -271,6 +278,7 @@ impl Drop for Lease {
         if busy == 0 {
             self.conn.idle_since.set(Instant::now());
         }
+        self.hint.set(Some(self.conn.clone()));
         self.freed.notify_one();
     }
 }
@@ -286,6 +294,7 @@ pub(crate) struct Pool {
     freed: Rc<Notify>,
     /// Some connection is gone since the last [`Pool::prune`].
     ended: Rc<Cell<bool>>,
+    hint: Hint,
     /// Connections this worker may hold (0: no limit).
     limit: u32,
     pub(crate) settings: Http2,
@@ -337,6 +346,7 @@ impl Pool {
             waiting_on_open: Cell::new(0),
             freed: Rc::new(Notify::new()),
             ended: Rc::default(),
+            hint: Rc::default(),
             limit,
             settings,
         }
@@ -348,6 +358,8 @@ impl Pool {
             return 0;
         }
         let mut goaways = 0;
+        // It may be one of those: it must not keep it open.
+        self.hint.set(None);
         self.conns.borrow_mut().retain(|c| {
             if c.state.gone.get() {
                 goaways += u64::from(c.state.goaway.get());
@@ -361,11 +373,17 @@ impl Pool {
 
     /// A stream for a request, or what to do to get one.
     pub(crate) fn take(&self) -> Take {
+        if let Some(c) = self.hint.take()
+            && c.has_room()
+        {
+            c.busy.set(c.busy.get() + 1);
+            return Take::Stream(Lease { conn: c, freed: self.freed.clone(), hint: self.hint.clone() });
+        }
         let conns = self.conns.borrow();
         // The first with room: connections fill one after the other.
         if let Some(c) = conns.iter().find(|c| c.has_room()) {
             c.busy.set(c.busy.get() + 1);
-            return Take::Stream(Lease { conn: c.clone(), freed: self.freed.clone() });
+            return Take::Stream(Lease { conn: c.clone(), freed: self.freed.clone(), hint: self.hint.clone() });
         }
         let opening = self.opening.get();
         if opening > 0 && self.waiting_on_open.get() < opening * self.settings.streams {
@@ -398,7 +416,7 @@ impl Pool {
         conn.busy.set(1);
         self.conns.borrow_mut().push(conn.clone());
         self.freed.notify_waiters();
-        Lease { conn, freed: self.freed.clone() }
+        Lease { conn, freed: self.freed.clone(), hint: self.hint.clone() }
     }
 
     /// The notifier the drivers wake.
@@ -414,6 +432,7 @@ impl Pool {
     /// Close the connections idle since before `cutoff` (as HTTP/1.1's
     /// idle connections are, see the worker's `IDLE_CLOSE`).
     pub(crate) fn close_idle(&self, cutoff: Instant) {
+        self.hint.set(None);
         self.conns.borrow_mut().retain(|c| c.busy.get() > 0 || c.idle_since.get() >= cutoff);
     }
 }
