@@ -685,7 +685,7 @@ impl Worker {
             // Boxed: inline, HTTP/2's future (its connect, handshake and
             // stream) would make every HTTP/1.1 request's future as large,
             // and the #12 budget of 10,000 connections in 100 MiB is per
-            // task. One allocation per HTTP/2 request, beside h2's own.
+            // task. One allocation per HTTP/2 request.
             return Box::pin(self.perform_h2(pool, timer, req)).await;
         }
         let shared = &*self.shared;
