@@ -18,7 +18,7 @@
 //! every hop. Here a stream is a slot in a slab found from its id by
 //! arithmetic (ids grow by 2: a deque of slab indices from the oldest id
 //! still known), header blocks are decoded into what the request needs
-//! (`hpack.rs`), frames are read in place from one 64 KiB buffer, and every
+//! (`hpack.rs`), frames are read in place from one 16 KiB buffer, and every
 //! stream's frames go out in one write per turn of the connection task.
 //! Everything lives on one worker's thread (`RefCell`, no lock).
 //!
@@ -52,8 +52,11 @@ use crate::http2::Captured;
 /// The most a header block may take across its CONTINUATIONs, bytes.
 pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 
-/// The read buffer: many responses per read, any frame we accept fits.
-const READ_BUF: usize = 64 * 1024;
+/// The read buffer: one frame of the largest we accept, or many small
+/// responses per read (at 50 x 10 streams a read brings ~1 KiB). Not
+/// more: it is per connection, and 10,000 connections of 64 KiB would be
+/// 640 MiB.
+const READ_BUF: usize = frame::DEFAULT_MAX_FRAME + frame::HEAD_LEN;
 
 /// The largest window (§6.9.1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
@@ -213,7 +216,7 @@ pub(crate) struct Conn {
 impl Conn {
     /// A connection whose preface and SETTINGS are queued, with our windows.
     pub(crate) fn new(ours: Windows) -> Conn {
-        let mut wbuf = Vec::with_capacity(16 * 1024);
+        let mut wbuf = Vec::with_capacity(1024);
         wbuf.extend_from_slice(frame::PREFACE);
         frame::put_settings(
             &mut wbuf,
