@@ -20,9 +20,10 @@
 # CPU s per 100k = (user + sys) / completed * 1e5; nginx CPU = its worker's ticks / wall.
 # Only 127.0.0.1 is ever contacted; nginx is stopped by its PID.
 #
-# Where each tool's CPU goes per request (callgrind: perfops ~27,900 user-space instructions,
-# ~20,000 of them the h2 crate's and its types'; h2load ~19,300) and why perfops is still
-# above h2load's CPU per request: bench/README.md, "Where an HTTP/2 request's CPU goes".
+# Where each tool's CPU goes per request (callgrind: perfops ~9,000 user-space instructions
+# on its own HTTP/2 client, ~27,900 on the h2 crate before; h2load ~19,300): bench/README.md,
+# "Where an HTTP/2 request's CPU goes". At 50 x 10 streams nginx's one worker is the limit
+# (98-99 % of its core) for both tools.
 #
 # Output: markdown on stdout and bench/out/h2-<UTC stamp>.md; raw outputs in bench/out/h2-<stamp>/.
 # Exit status: 0 every run worked, 3 some run failed, 1 setup error.

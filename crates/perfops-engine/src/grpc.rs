@@ -269,16 +269,6 @@ pub(crate) fn timeout_header(timeout: Duration) -> String {
     format!("{ms}m")
 }
 
-/// The `grpc-status` of an answer: in its trailers, or in its headers for a
-/// trailers-only answer. `None`: there is none (not a gRPC answer).
-pub(crate) fn status(headers: &http::HeaderMap, trailers: Option<&http::HeaderMap>) -> Option<u32> {
-    trailers
-        .and_then(|t| t.get("grpc-status"))
-        .or_else(|| headers.get("grpc-status"))
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,6 +13,7 @@ mod coalesce;
 pub mod exporter;
 mod framing;
 mod grpc;
+mod h2;
 mod http1;
 mod http2;
 mod record;

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Each request is a call of its own (one message each way, the stream
-//! ended after it) on one HTTP/2 connection, over TLS when the target is.
+//! ended after it) on one HTTP/2 connection (`h2/conn.rs`, the run's own
+//! client), over TLS when the target is.
 //! The messages are the few fields of `grpc/reflection/v1/reflection.proto`
 //! that this needs, declared here with prost's derive: the v1 and v1alpha
 //! messages are the same on the wire. Not here: the run's own connections
@@ -21,6 +22,7 @@
 //! out (`proto:`).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -33,8 +35,13 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::grpc::GrpcError;
+use crate::h2::conn::{Conn, Windows};
+use crate::h2::hpack;
 use crate::target::Target;
 use crate::tls;
+
+/// The most of an answer read, bytes.
+const ANSWER_MAX: usize = 64 << 20;
 
 /// Where to ask: the run's target, its TLS settings and a deadline for the
 /// whole exchange.
@@ -122,7 +129,8 @@ impl Reflection {
             .build()
             .map_err(|e| fail(format!("cannot start a runtime ({e})")))?;
         let at = format!("the server at {}", self.target.addr);
-        rt.block_on(async {
+        let local = tokio::task::LocalSet::new();
+        rt.block_on(local.run_until(async {
             match tokio::time::timeout(self.timeout, self.fetch(service)).await {
                 Ok(result) => result.map_err(|e| match e {
                     Fetch::Failed(why) => fail(format!("cannot ask {at} for `{service}` by reflection: {why}")),
@@ -138,7 +146,7 @@ impl Reflection {
                     Err(fail(format!("{at} did not answer reflection for `{service}` within {:?}", self.timeout)))
                 }
             }
-        })
+        }))
     }
 
     async fn fetch(&self, service: &str) -> Result<DescriptorPool, Fetch> {
@@ -160,14 +168,17 @@ impl Reflection {
     /// The service's file, then every import it lacks, over one connection.
     async fn files<T>(&self, io: T, service: &str) -> Result<DescriptorPool, Fetch>
     where
-        T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        T: AsyncRead + AsyncWrite + Unpin + 'static,
     {
-        let (send, conn) = h2::client::handshake(io).await.map_err(|e| Fetch::Failed(format!("HTTP/2: {e}")))?;
-        let driver = tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let window = crate::http2::LARGE_WINDOW;
+        let conn = Rc::new(Conn::new(Windows { stream: window, connection: window }));
+        let task = conn.clone();
+        let driver = tokio::task::spawn_local(async move { task.drive(io).await });
+        std::future::poll_fn(|cx| conn.poll_ready(cx))
+            .await
+            .map_err(|kind| Fetch::Failed(format!("HTTP/2: {}", kind.name())))?;
         let mut call =
-            Call { send, path: SERVICES[0], scheme: self.target.scheme(), authority: &self.target.authority };
+            Call { conn: &conn, path: SERVICES[0], scheme: self.target.scheme(), authority: &self.target.authority };
         let first = match call.ask(Ask::FileContainingSymbol(service.to_string())).await {
             Err(Fetch::NoReflection) => {
                 call.path = SERVICES[1];
@@ -224,7 +235,7 @@ enum Fetch {
 
 /// One reflection service on one connection: a call per question.
 struct Call<'a> {
-    send: h2::client::SendRequest<Bytes>,
+    conn: &'a Conn,
     path: &'static str,
     scheme: &'static str,
     authority: &'a str,
@@ -233,42 +244,40 @@ struct Call<'a> {
 impl Call<'_> {
     /// Ask one question: its files, or why not.
     async fn ask(&mut self, ask: Ask) -> Result<Vec<Vec<u8>>, Fetch> {
-        let failed = |e: h2::Error| Fetch::Failed(format!("HTTP/2: {e}"));
-        let request = http::Request::builder()
-            .method("POST")
-            .uri(format!("{}://{}{}", self.scheme, self.authority, self.path))
-            .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())
-            .map_err(|e| Fetch::Failed(e.to_string()))?;
-        let mut send = self.send.clone().ready().await.map_err(failed)?;
-        let (response, mut body) = send.send_request(request, false).map_err(failed)?;
-        body.send_data(frame(&Request { ask: Some(ask) }), true).map_err(failed)?;
-        let response = response.await.map_err(failed)?;
-        let (head, mut stream) = response.into_parts();
+        let failed = |kind: perfops_core::measure::FailureKind| Fetch::Failed(format!("HTTP/2: {}", kind.name()));
+        let mut block = Vec::new();
+        for (n, v) in [
+            (":method", "POST"),
+            (":scheme", self.scheme),
+            (":authority", self.authority),
+            (":path", self.path),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ] {
+            hpack::encode_field(&mut block, n.as_bytes(), v.as_bytes());
+        }
+        let id = self
+            .conn
+            .open(&block, &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
+            .map_err(|e| failed(e.kind))?;
+        let answer = std::future::poll_fn(|cx| self.conn.poll_answer(id, cx)).await.map_err(|e| failed(e.kind))?;
+        let got = answer.captured.unwrap_or_default();
         // A trailers-only answer (no such service: UNIMPLEMENTED) has its status in the headers.
-        if let Some(code) = grpc_status(&head.headers) {
-            return Err(status_error(code, &head.headers));
+        if let Some(code) = grpc_status(&got.headers) {
+            return Err(status_error(code, &got.headers));
         }
-        if head.status != http::StatusCode::OK {
-            return Err(Fetch::Failed(format!("HTTP status {}", head.status)));
+        if answer.status != 200 {
+            return Err(Fetch::Failed(format!("HTTP status {}", answer.status)));
         }
-        let mut data = BytesMut::new();
-        while let Some(chunk) = stream.data().await {
-            let chunk = chunk.map_err(failed)?;
-            let _ = stream.flow_control().release_capacity(chunk.len());
-            data.extend_from_slice(&chunk);
-            if data.len() > 64 << 20 {
-                return Err(Fetch::Failed("an answer over 64 MiB".into()));
-            }
+        if got.body.len() >= ANSWER_MAX {
+            return Err(Fetch::Failed("an answer over 64 MiB".into()));
         }
-        let trailers = stream.trailers().await.map_err(failed)?.unwrap_or_default();
-        match grpc_status(&trailers) {
+        match grpc_status(&got.trailers) {
             Some(0) => {}
-            Some(code) => return Err(status_error(code, &trailers)),
+            Some(code) => return Err(status_error(code, &got.trailers)),
             None => return Err(Fetch::Failed("an answer without grpc-status".into())),
         }
-        let mut data = data.freeze();
+        let mut data = Bytes::from(got.body);
         let message = unframe(&mut data).ok_or_else(|| Fetch::Failed("no answer message".into()))?;
         let answer =
             Response::decode(message).map_err(|e| Fetch::Failed(format!("an answer that does not decode ({e})")))?;
@@ -284,15 +293,20 @@ impl Call<'_> {
     }
 }
 
-fn grpc_status(headers: &http::HeaderMap) -> Option<u32> {
-    headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.trim().parse().ok())
+/// A field of a captured answer's headers or trailers, as text.
+fn field<'a>(fields: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
+    fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| std::str::from_utf8(v).ok())
 }
 
-fn status_error(code: u32, headers: &http::HeaderMap) -> Fetch {
+fn grpc_status(fields: &[(String, Vec<u8>)]) -> Option<u32> {
+    field(fields, "grpc-status").and_then(|v| v.trim().parse().ok())
+}
+
+fn status_error(code: u32, fields: &[(String, Vec<u8>)]) -> Fetch {
     if code == UNIMPLEMENTED {
         return Fetch::NoReflection;
     }
-    let message = headers.get("grpc-message").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let message = field(fields, "grpc-message").unwrap_or("");
     Fetch::Failed(format!("gRPC status {code} {message}").trim().to_string())
 }
 

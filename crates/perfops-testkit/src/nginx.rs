@@ -94,7 +94,10 @@ pub struct H2Config {
 }
 
 /// nginx speaking HTTP/2 as `config` says, `200 ok\n` for every request
-/// but `/reset`, whose streams it resets (`return 444`: `RST_STREAM`),
+/// but `/reset`, whose streams it resets (`return 444`: `RST_STREAM`), and
+/// `/big`, whose header block (40 fields `x-fill-N` of 1000 characters,
+/// then `x-last: found`) is larger than a frame: nginx sends it as HEADERS
+/// and CONTINUATION frames,
 /// its access log (`access.log` in [`Nginx::dir`]) one line per request:
 /// `CONNECTION REQUESTS_ON_IT PROTOCOL STATUS` (`$connection
 /// $connection_requests $server_protocol $status`), so that a test sees
@@ -132,6 +135,10 @@ fn h2_config(port: u16, c: &H2Config) -> String {
     };
     let streams = c.max_concurrent_streams.map_or(String::new(), |n| format!("http2_max_concurrent_streams {n};"));
     let requests = c.keepalive_requests.unwrap_or(100_000_000);
+    // ~1000 characters that Huffman does not shrink much (digits and capitals: 6-7 bits).
+    let fill: String =
+        (0..1000u32).map(|i| char::from(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"[(i * 7 % 36) as usize])).collect();
+    let big: String = (0..40).map(|i| format!("add_header x-fill-{i} \"{fill}\";\n            ")).collect();
     format!(
         "daemon off;
 master_process off;
@@ -156,6 +163,10 @@ http {{
         default_type text/plain;
         location / {{ return 200 \"ok\\n\"; }}
         location /reset {{ return 444; }}
+        location /big {{
+            {big}add_header x-last found;
+            return 200 \"big\\n\";
+        }}
     }}
 }}
 "

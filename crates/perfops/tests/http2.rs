@@ -198,3 +198,43 @@ slo: [ 'errors < 1%' ]
     let conns = by_connection(&server);
     assert!(conns.iter().all(|(_, n, _)| *n <= 50), "{conns:?}");
 }
+
+/// A header block larger than a frame (nginx's `/big`: 40 fields of 1000
+/// characters, ~35 KB after Huffman) arrives as HEADERS and CONTINUATION
+/// frames; the client decodes it whole (its first and last fields are
+/// saved: a field missing fails the request), its HPACK table in step with
+/// nginx's for the small answers on the same connection after it.
+#[test]
+fn a_header_block_in_continuation_frames_is_decoded_whole() {
+    let _cpu = shared();
+    let server = kit::nginx_h2(&H2Config::default());
+    let dir = Workdir::new("h2-continuation");
+    let scenario = dir.scenario(
+        "big.yaml",
+        &format!(
+            "name: big-headers
+target: http://{}
+defaults:
+  protocol: h2
+  http2: {{ streams: 4, connections: 1 }}
+flows:
+  main:
+    steps:
+      - {{ request: GET /big, save: {{ first: 'header:x-fill-0', last: 'header:x-last' }}, expect: {{ status: 200, body_contains: big }} }}
+      - {{ request: 'GET /x?last=${{last}}', expect: {{ status: 200, body_contains: ok }} }}
+load:
+  stages: [ {{ rate: 100, hold: 2s }} ]
+slo: [ 'errors < 0.1%' ]
+",
+            server.addr()
+        ),
+    );
+    let out = dir.spawn("run", &scenario, &["--workers", "1"], |_| {}).wait(common::RUN_LIMIT);
+    out.assert_exit(0);
+    let summary = dir.summary(&out);
+    assert_eq!(summary["stages"][0]["succeeded"], 400, "{summary:#}");
+    let log = kit::access_log(&server);
+    assert_eq!(log.len(), 400, "two requests per arrival");
+    assert!(log.iter().all(|(_, _, p, s)| p == "HTTP/2.0" && *s == 200), "{log:?}");
+    assert_eq!(by_connection(&server).len(), 1, "one connection: no protocol error ended one");
+}

@@ -1,0 +1,816 @@
+//! One HTTP/2 client connection: its streams, flow control, settings, and
+//! the task that does its I/O. Which connection a request goes on, and when
+//! to open one, is `http2.rs`'s.
+//!
+//! ```text
+//!   request task                        connection task (one per connection)
+//!   open(): HEADERS (+DATA) appended ─┐
+//!     to the connection's buffer      ├─> wake once ─> read: frames to streams ─┐
+//!   poll(): its stream done? <────────┘                write the buffer (all     │
+//!     (woken by the connection task) <─────────────── streams' frames) ──────────┘
+//! ```
+//!
+//! Why not the `h2` crate: under callgrind it took ~20,000 of perfops'
+//! ~27,900 user-space instructions per request against nginx, where h2load
+//! spends ~19,300 in all (bench/README.md, "Where an HTTP/2 request's CPU
+//! goes"): a `HeaderMap` built per response, a `Bytes` per frame, streams
+//! in a SipHash map behind a mutex, a task per connection and wakers at
+//! every hop. Here a stream is a slot in a slab found from its id by
+//! arithmetic (ids grow by 2: a deque of slab indices from the oldest id
+//! still known), header blocks are decoded into what the request needs
+//! (`hpack.rs`), frames are read in place from one 16 KiB buffer, and every
+//! stream's frames go out in one write per turn of the connection task.
+//! Everything lives on one worker's thread (`RefCell`, no lock).
+//!
+//! What the server may do, and what it costs the requests: `GOAWAY` fails
+//! the streams above its last stream id as `GoAway` (sent again on another
+//! connection by the caller) and the others finish; `RST_STREAM` fails its
+//! stream (`refused_stream` for `REFUSED_STREAM`, `reset_stream` else); a
+//! frame that breaks the protocol (a bad length, a header block HPACK
+//! cannot decode, a window overflow, DATA on a stream never opened) ends the
+//! connection with our `GOAWAY` and fails its streams as `Protocol`; a
+//! closed socket fails them as `Reset`. Memory is bounded whatever the
+//! server sends: frames by our SETTINGS_MAX_FRAME_SIZE (16 KiB), a header
+//! block across CONTINUATIONs by [`MAX_BLOCK`], decoded lists by
+//! `hpack::MAX_LIST`, captured bodies by the caller's limit.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use perfops_core::measure::FailureKind;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::time::Instant;
+
+use super::frame::{self, Frame, FrameError, code, setting};
+use super::hpack::{self, Decoder};
+use crate::http2::Captured;
+
+/// The most a header block may take across its CONTINUATIONs, bytes.
+pub(crate) const MAX_BLOCK: usize = 256 * 1024;
+
+/// The read buffer: one frame of the largest we accept, or many small
+/// responses per read (at 50 x 10 streams a read brings ~1 KiB). Not
+/// more: it is per connection, and 10,000 connections of 64 KiB would be
+/// 640 MiB.
+const READ_BUF: usize = frame::DEFAULT_MAX_FRAME + frame::HEAD_LEN;
+
+/// The largest window (§6.9.1).
+const MAX_WINDOW: i64 = (1 << 31) - 1;
+
+/// The first stream id we may not use.
+const MAX_STREAM_ID: u32 = 1 << 31;
+
+/// No slot (a stream freed, its id still in the deque).
+const NONE: u32 = u32::MAX;
+
+/// A failed exchange on a stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct StreamError {
+    pub(crate) kind: FailureKind,
+    /// The server did not process it (the connection went away before it):
+    /// it may be sent again on another connection.
+    pub(crate) again: bool,
+}
+
+impl StreamError {
+    fn of(kind: FailureKind) -> StreamError {
+        StreamError { kind, again: false }
+    }
+}
+
+/// A stream's answer, complete.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    /// Header fields as decoded (name, value and 4 bytes each, 16 for the
+    /// status), body and trailers.
+    pub(crate) bytes_in: u64,
+    pub(crate) first_byte: Instant,
+    pub(crate) last_byte: Instant,
+    /// `grpc-status`, from the trailers or a trailers-only answer.
+    pub(crate) grpc_status: Option<u32>,
+    pub(crate) captured: Option<Box<Captured>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Open,
+    Done,
+    Failed(StreamError),
+}
+
+/// A stream's state.
+#[derive(Debug)]
+struct Slot {
+    id: u32,
+    phase: Phase,
+    waker: Option<Waker>,
+    status: u16,
+    /// The final (non-1xx) headers arrived: a next block is trailers.
+    headers_done: bool,
+    grpc_status: Option<u32>,
+    bytes_in: u64,
+    first_byte: Option<Instant>,
+    last_byte: Option<Instant>,
+    /// Bytes received and not yet given back by a WINDOW_UPDATE.
+    unacked: i64,
+    /// What we may still send on it.
+    send_window: i64,
+    /// The request body, sent from `body_at` as the windows allow.
+    body: Bytes,
+    body_at: usize,
+    captured: Option<Box<Captured>>,
+    /// The most of the body `captured` keeps.
+    capture_max: usize,
+}
+
+impl Slot {
+    fn new(id: u32, send_window: i64, capture: Option<usize>) -> Slot {
+        Slot {
+            id,
+            phase: Phase::Open,
+            waker: None,
+            status: 0,
+            headers_done: false,
+            grpc_status: None,
+            bytes_in: 0,
+            first_byte: None,
+            last_byte: None,
+            unacked: 0,
+            send_window,
+            body: Bytes::new(),
+            body_at: 0,
+            captured: capture.map(|_| Box::default()),
+            capture_max: capture.unwrap_or(0),
+        }
+    }
+
+    fn end(&mut self, phase: Phase) {
+        if self.phase == Phase::Open {
+            self.phase = phase;
+            if let Some(w) = self.waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// Our windows (SETTINGS_INITIAL_WINDOW_SIZE and the connection's), bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Windows {
+    pub(crate) stream: u32,
+    pub(crate) connection: u32,
+}
+
+/// The connection's state, shared by its task and its requests.
+struct Inner {
+    /// Frames not yet written, of every stream; `written` of them are.
+    wbuf: Vec<u8>,
+    written: usize,
+    /// The connection task, and whether it was woken since its last turn.
+    task: Option<Waker>,
+    woken: bool,
+    /// The server's SETTINGS arrived ([`Conn::poll_ready`]).
+    settings_seen: bool,
+    ready_waker: Option<Waker>,
+    peer_max_streams: u32,
+    peer_window: i64,
+    peer_max_frame: usize,
+    /// What we may still send on the connection.
+    send_window: i64,
+    next_id: u32,
+    /// The id of `ids[0]`; `ids[(id - base) / 2]` is a slab index or NONE.
+    base: u32,
+    ids: VecDeque<u32>,
+    slab: Vec<Slot>,
+    free: Vec<u32>,
+    /// Slots in use (open, or done and not yet collected).
+    live: usize,
+    /// Streams whose body waits for a window.
+    blocked: Vec<u32>,
+    decoder: Decoder,
+    /// A header block waiting for CONTINUATIONs: (stream, END_STREAM).
+    cont: Option<(u32, bool)>,
+    cont_buf: Vec<u8>,
+    ours: Windows,
+    /// Connection bytes received and not yet given back.
+    unacked: i64,
+    /// The server's GOAWAY: its last stream id.
+    goaway: Option<u32>,
+    /// The connection is over: why its streams failed.
+    closed: Option<FailureKind>,
+    /// Nobody will open streams on it any more (the pool let it go).
+    released: bool,
+}
+
+/// One HTTP/2 connection of a worker (shared by its requests; its task
+/// runs [`Conn::drive`]).
+pub(crate) struct Conn {
+    inner: RefCell<Inner>,
+}
+
+impl Conn {
+    /// A connection whose preface and SETTINGS are queued, with our windows.
+    pub(crate) fn new(ours: Windows) -> Conn {
+        let mut wbuf = Vec::with_capacity(1024);
+        wbuf.extend_from_slice(frame::PREFACE);
+        frame::put_settings(
+            &mut wbuf,
+            &[
+                (setting::ENABLE_PUSH, 0),
+                (setting::INITIAL_WINDOW_SIZE, ours.stream.min(MAX_WINDOW as u32)),
+                (setting::MAX_HEADER_LIST_SIZE, hpack::MAX_LIST as u32),
+            ],
+        );
+        let extra = i64::from(ours.connection).min(MAX_WINDOW) - 65_535;
+        if extra > 0 {
+            frame::put_window_update(&mut wbuf, 0, extra as u32);
+        }
+        Conn {
+            inner: RefCell::new(Inner {
+                wbuf,
+                written: 0,
+                task: None,
+                woken: false,
+                settings_seen: false,
+                ready_waker: None,
+                peer_max_streams: u32::MAX,
+                peer_window: 65_535,
+                peer_max_frame: frame::DEFAULT_MAX_FRAME,
+                send_window: 65_535,
+                next_id: 1,
+                base: 1,
+                ids: VecDeque::new(),
+                slab: Vec::new(),
+                free: Vec::new(),
+                live: 0,
+                blocked: Vec::new(),
+                decoder: Decoder::default(),
+                cont: None,
+                cont_buf: Vec::new(),
+                ours: Windows {
+                    stream: ours.stream.min(MAX_WINDOW as u32),
+                    connection: ours.connection.clamp(65_535, MAX_WINDOW as u32),
+                },
+                unacked: 0,
+                goaway: None,
+                closed: None,
+                released: false,
+            }),
+        }
+    }
+
+    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says).
+    pub(crate) fn max_streams(&self) -> u32 {
+        self.inner.borrow().peer_max_streams
+    }
+
+    /// New streams may go on it.
+    pub(crate) fn accepting(&self) -> bool {
+        let i = self.inner.borrow();
+        i.goaway.is_none() && i.closed.is_none() && i.next_id < MAX_STREAM_ID
+    }
+
+    /// Ready once the server's SETTINGS arrived (the first requests then
+    /// honour its stream limit), or failed.
+    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), FailureKind>> {
+        let mut i = self.inner.borrow_mut();
+        if let Some(kind) = i.closed {
+            return Poll::Ready(Err(kind));
+        }
+        if i.settings_seen {
+            return Poll::Ready(Ok(()));
+        }
+        i.ready_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Open a stream: its header block (`hpack::encode_field`'s) and body
+    /// queued for the connection task; with `capture`, its answer's fields
+    /// and up to that many bytes of its body are kept. Returns its id.
+    pub(crate) fn open(&self, block: &[u8], body: &Bytes, capture: Option<usize>) -> Result<u32, StreamError> {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        if i.goaway.is_some() || i.closed.is_some() || i.next_id >= MAX_STREAM_ID {
+            return Err(StreamError { kind: i.closed.unwrap_or(FailureKind::GoAway), again: true });
+        }
+        let id = i.next_id;
+        i.next_id += 2;
+        let slot = Slot::new(id, i.peer_window, capture);
+        let index = match i.free.pop() {
+            Some(x) => {
+                i.slab[x as usize] = slot;
+                x
+            }
+            None => {
+                i.slab.push(slot);
+                (i.slab.len() - 1) as u32
+            }
+        };
+        if i.ids.is_empty() {
+            i.base = id;
+        }
+        i.ids.push_back(index);
+        i.live += 1;
+        frame::put_headers(&mut i.wbuf, id, block, body.is_empty(), i.peer_max_frame);
+        if !body.is_empty() {
+            i.slab[index as usize].body = body.clone();
+            i.send_body(index);
+        }
+        i.wake_task();
+        Ok(id)
+    }
+
+    /// The answer on stream `id`, once complete; its slot is freed then.
+    pub(crate) fn poll_answer(&self, id: u32, cx: &mut Context<'_>) -> Poll<Result<Answer, StreamError>> {
+        let mut i = self.inner.borrow_mut();
+        let Some(x) = i.index_of(id) else { return Poll::Ready(Err(StreamError::of(FailureKind::Protocol))) };
+        let slot = &mut i.slab[x];
+        match slot.phase {
+            Phase::Open => {
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    slot.waker = Some(cx.waker().clone());
+                }
+                Poll::Pending
+            }
+            Phase::Failed(e) => {
+                i.free_slot(id, x);
+                Poll::Ready(Err(e))
+            }
+            Phase::Done => {
+                let answer = Answer {
+                    status: slot.status,
+                    bytes_in: slot.bytes_in,
+                    first_byte: slot.first_byte.unwrap_or_else(Instant::now),
+                    last_byte: slot.last_byte.unwrap_or_else(Instant::now),
+                    grpc_status: slot.grpc_status,
+                    captured: slot.captured.take(),
+                };
+                i.free_slot(id, x);
+                Poll::Ready(Ok(answer))
+            }
+        }
+    }
+
+    /// The request on stream `id` is given up (its timeout, the run's end):
+    /// `RST_STREAM` (CANCEL) if it is still open, and its slot freed; what
+    /// the server still sends on it is read and dropped.
+    pub(crate) fn cancel(&self, id: u32) {
+        let mut i = self.inner.borrow_mut();
+        let Some(x) = i.index_of(id) else { return };
+        if i.slab[x].phase == Phase::Open && i.closed.is_none() {
+            frame::put_reset(&mut i.wbuf, id, code::CANCEL);
+            i.wake_task();
+        }
+        i.free_slot(id, x);
+    }
+
+    /// Nobody will open a stream on it any more: it ends once its streams did.
+    pub(crate) fn release(&self) {
+        let mut i = self.inner.borrow_mut();
+        i.released = true;
+        i.wake_task();
+    }
+
+    /// Run the connection's I/O on `io` until it ends; returns whether the
+    /// server sent a GOAWAY (a graceful end, or not).
+    pub(crate) async fn drive<T>(&self, mut io: T) -> bool
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut rbuf = vec![0u8; READ_BUF];
+        let mut filled = 0usize;
+        std::future::poll_fn(|cx| self.poll_drive(&mut io, &mut rbuf, &mut filled, cx)).await;
+        self.inner.borrow().goaway.is_some()
+    }
+
+    fn poll_drive<T>(&self, io: &mut T, rbuf: &mut [u8], filled: &mut usize, cx: &mut Context<'_>) -> Poll<()>
+    where
+        T: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut guard = self.inner.borrow_mut();
+        let i = &mut *guard;
+        if !i.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            i.task = Some(cx.waker().clone());
+        }
+        i.woken = false;
+        // Read until the socket has nothing more: each read takes as many
+        // frames (of as many streams) as it brings.
+        let mut now = None;
+        while i.closed.is_none() {
+            let mut buf = ReadBuf::new(&mut rbuf[*filled..]);
+            match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+                Poll::Pending => break,
+                Poll::Ready(Err(e)) => i.close(io_failure(&e), None),
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => i.close(FailureKind::Reset, None),
+                Poll::Ready(Ok(())) => {
+                    *filled += buf.filled().len();
+                    let mut at = 0;
+                    loop {
+                        match frame::read(&rbuf[at..*filled], frame::DEFAULT_MAX_FRAME) {
+                            Ok(Some((f, n))) => {
+                                at += n;
+                                if let Err(e) = i.on_frame(f, &mut now) {
+                                    i.close(FailureKind::Protocol, Some(e.code));
+                                    break;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                i.close(FailureKind::Protocol, Some(e.code));
+                                break;
+                            }
+                        }
+                    }
+                    rbuf.copy_within(at..*filled, 0);
+                    *filled -= at;
+                    // Give back what was read, in one WINDOW_UPDATE per half window.
+                    if i.unacked >= i64::from(i.ours.connection / 2) {
+                        frame::put_window_update(&mut i.wbuf, 0, i.unacked as u32);
+                        i.unacked = 0;
+                    }
+                }
+            }
+        }
+        // Write every stream's frames at once.
+        let mut wrote = false;
+        while i.written < i.wbuf.len() {
+            match Pin::new(&mut *io).poll_write(cx, &i.wbuf[i.written..]) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    i.close(FailureKind::Reset, None);
+                    i.written = i.wbuf.len();
+                }
+                Poll::Ready(Ok(n)) => {
+                    i.written += n;
+                    wrote = true;
+                }
+                Poll::Pending => break,
+            }
+        }
+        if i.written == i.wbuf.len() {
+            i.wbuf.clear();
+            i.written = 0;
+        }
+        if wrote && let Poll::Ready(Err(_)) = Pin::new(&mut *io).poll_flush(cx) {
+            i.close(FailureKind::Reset, None);
+        }
+        if i.closed.is_some() {
+            return Poll::Ready(());
+        }
+        if i.live == 0 && (i.released || i.goaway.is_some() || i.next_id >= MAX_STREAM_ID) {
+            if i.goaway.is_none() {
+                // Ours, NO_ERROR; written if the socket takes it now.
+                let mut bye = Vec::new();
+                frame::put_goaway(&mut bye, code::NO_ERROR);
+                let _ = Pin::new(&mut *io).poll_write(cx, &bye);
+                let _ = Pin::new(&mut *io).poll_flush(cx);
+            }
+            i.closed = Some(FailureKind::Reset);
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// The failure kind of an I/O error on an open connection.
+fn io_failure(e: &io::Error) -> FailureKind {
+    match e.kind() {
+        // rustls reports bad records as InvalidData
+        io::ErrorKind::InvalidData => FailureKind::Protocol,
+        _ => FailureKind::Reset,
+    }
+}
+
+fn proto(what: &'static str) -> FrameError {
+    FrameError { code: code::PROTOCOL_ERROR, what }
+}
+
+impl Inner {
+    fn wake_task(&mut self) {
+        if !self.woken {
+            self.woken = true;
+            if let Some(w) = &self.task {
+                w.wake_by_ref();
+            }
+        }
+    }
+
+    /// The slab index of stream `id`, if it is still known.
+    fn index_of(&self, id: u32) -> Option<usize> {
+        let off = id.checked_sub(self.base)?;
+        match self.ids.get((off / 2) as usize) {
+            Some(&x) if x != NONE && off % 2 == 0 => Some(x as usize),
+            _ => None,
+        }
+    }
+
+    fn free_slot(&mut self, id: u32, x: usize) {
+        let off = ((id - self.base) / 2) as usize;
+        self.ids[off] = NONE;
+        while self.ids.front() == Some(&NONE) {
+            self.ids.pop_front();
+            self.base += 2;
+        }
+        let slot = &mut self.slab[x];
+        slot.body = Bytes::new();
+        slot.waker = None;
+        self.free.push(x as u32);
+        self.live -= 1;
+        if self.live == 0 && (self.released || self.goaway.is_some()) {
+            self.wake_task();
+        }
+    }
+
+    /// Fail every open stream and end the connection (with our GOAWAY if
+    /// it was the server's fault).
+    fn close(&mut self, kind: FailureKind, goaway_code: Option<u32>) {
+        if self.closed.is_some() {
+            return;
+        }
+        self.closed = Some(kind);
+        if let Some(c) = goaway_code {
+            frame::put_goaway(&mut self.wbuf, c);
+        }
+        for x in self.ids.iter().copied().filter(|&x| x != NONE) {
+            self.slab[x as usize].end(Phase::Failed(StreamError::of(kind)));
+        }
+        if let Some(w) = self.ready_waker.take() {
+            w.wake();
+        }
+    }
+
+    /// End stream `x` on an error of its own: RST_STREAM with `code`.
+    fn stream_error(&mut self, x: usize, code: u32) {
+        let id = self.slab[x].id;
+        frame::put_reset(&mut self.wbuf, id, code);
+        self.slab[x].end(Phase::Failed(StreamError::of(FailureKind::Protocol)));
+    }
+
+    /// A frame on a stream: its slot, `None` for one that was closed, an
+    /// error for one never opened (§5.1: idle).
+    fn stream_of(&self, id: u32) -> Result<Option<usize>, FrameError> {
+        if id.is_multiple_of(2) || id >= self.next_id {
+            return Err(proto("frame on a stream never opened"));
+        }
+        Ok(self.index_of(id).filter(|&x| self.slab[x].phase == Phase::Open))
+    }
+
+    fn on_frame(&mut self, f: Frame<'_>, now: &mut Option<Instant>) -> Result<(), FrameError> {
+        if let Some((stream, _)) = self.cont
+            && !matches!(f, Frame::Continuation { stream: s, .. } if s == stream)
+        {
+            return Err(proto("a header block interrupted"));
+        }
+        match f {
+            Frame::Data { stream, data, end, flow } => {
+                let flow = flow as i64;
+                self.unacked += flow;
+                if self.unacked > i64::from(self.ours.connection) {
+                    return Err(FrameError { code: code::FLOW_CONTROL_ERROR, what: "connection window overrun" });
+                }
+                let Some(x) = self.stream_of(stream)? else { return Ok(()) };
+                let window = i64::from(self.ours.stream);
+                let slot = &mut self.slab[x];
+                slot.unacked += flow;
+                if slot.unacked > window {
+                    self.stream_error(x, code::FLOW_CONTROL_ERROR);
+                    return Ok(());
+                }
+                if !slot.headers_done {
+                    self.stream_error(x, code::PROTOCOL_ERROR);
+                    return Ok(());
+                }
+                slot.bytes_in += data.len() as u64;
+                if let Some(c) = slot.captured.as_deref_mut() {
+                    let keep = data.len().min(slot.capture_max.saturating_sub(c.body.len()));
+                    c.body.extend_from_slice(&data[..keep]);
+                }
+                if end {
+                    slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+                    slot.end(Phase::Done);
+                } else if slot.unacked >= window / 2 {
+                    let inc = slot.unacked as u32;
+                    slot.unacked = 0;
+                    frame::put_window_update(&mut self.wbuf, stream, inc);
+                }
+            }
+            Frame::Headers { stream, block, end_stream, end_headers } => {
+                if end_headers {
+                    self.on_block(stream, block, end_stream, now)?;
+                } else {
+                    self.cont = Some((stream, end_stream));
+                    self.cont_buf.clear();
+                    self.cont_buf.extend_from_slice(block);
+                }
+            }
+            Frame::Continuation { block, end_headers, .. } => {
+                let Some((s, end_stream)) = self.cont else { return Err(proto("CONTINUATION without HEADERS")) };
+                if self.cont_buf.len() + block.len() > MAX_BLOCK {
+                    return Err(proto("header block too large"));
+                }
+                self.cont_buf.extend_from_slice(block);
+                if end_headers {
+                    self.cont = None;
+                    let whole = std::mem::take(&mut self.cont_buf);
+                    let r = self.on_block(s, &whole, end_stream, now);
+                    self.cont_buf = whole;
+                    r?;
+                }
+            }
+            Frame::Reset { stream, code: c } => {
+                if let Some(x) = self.stream_of(stream)? {
+                    let kind =
+                        if c == code::REFUSED_STREAM { FailureKind::RefusedStream } else { FailureKind::ResetStream };
+                    self.slab[x].end(Phase::Failed(StreamError::of(kind)));
+                }
+            }
+            Frame::Settings { ack: true, .. } => {}
+            Frame::Settings { ack: false, pairs } => {
+                for (id, value) in frame::settings(pairs) {
+                    match id {
+                        setting::MAX_CONCURRENT_STREAMS => self.peer_max_streams = value,
+                        setting::INITIAL_WINDOW_SIZE => {
+                            if i64::from(value) > MAX_WINDOW {
+                                return Err(FrameError { code: code::FLOW_CONTROL_ERROR, what: "window above 2^31-1" });
+                            }
+                            let delta = i64::from(value) - self.peer_window;
+                            self.peer_window = i64::from(value);
+                            for x in self.ids.iter().copied().filter(|&x| x != NONE) {
+                                let w = &mut self.slab[x as usize].send_window;
+                                *w += delta;
+                                if *w > MAX_WINDOW {
+                                    return Err(FrameError { code: code::FLOW_CONTROL_ERROR, what: "window overflow" });
+                                }
+                            }
+                        }
+                        setting::MAX_FRAME_SIZE => {
+                            if !(16_384..=16_777_215).contains(&value) {
+                                return Err(proto("SETTINGS_MAX_FRAME_SIZE out of range"));
+                            }
+                            self.peer_max_frame = value as usize;
+                        }
+                        setting::ENABLE_PUSH if value > 1 => return Err(proto("SETTINGS_ENABLE_PUSH above 1")),
+                        // The table of an encoder that indexes: ours never does.
+                        setting::HEADER_TABLE_SIZE => {}
+                        // Unknown ones are ignored (§6.5.2).
+                        _ => {}
+                    }
+                }
+                frame::put_settings_ack(&mut self.wbuf);
+                self.settings_seen = true;
+                if let Some(w) = self.ready_waker.take() {
+                    w.wake();
+                }
+                self.send_blocked();
+            }
+            Frame::Ping { ack: false, data } => frame::put_ping_ack(&mut self.wbuf, data),
+            Frame::Ping { ack: true, .. } | Frame::Ignored => {}
+            Frame::GoAway { last_stream, .. } => {
+                self.goaway = Some(self.goaway.map_or(last_stream, |l| l.min(last_stream)));
+                for x in self.ids.iter().copied().filter(|&x| x != NONE) {
+                    let slot = &mut self.slab[x as usize];
+                    if slot.id > last_stream {
+                        slot.end(Phase::Failed(StreamError { kind: FailureKind::GoAway, again: true }));
+                    }
+                }
+                if let Some(w) = self.ready_waker.take() {
+                    w.wake();
+                }
+            }
+            Frame::WindowUpdate { stream: 0, increment } => {
+                if increment == 0 {
+                    return Err(proto("WINDOW_UPDATE of 0"));
+                }
+                self.send_window += i64::from(increment);
+                if self.send_window > MAX_WINDOW {
+                    return Err(FrameError { code: code::FLOW_CONTROL_ERROR, what: "window overflow" });
+                }
+                self.send_blocked();
+            }
+            Frame::WindowUpdate { stream, increment } => {
+                let Some(x) = self.stream_of(stream)? else { return Ok(()) };
+                let w = &mut self.slab[x].send_window;
+                *w += i64::from(increment);
+                if increment == 0 {
+                    self.stream_error(x, code::PROTOCOL_ERROR);
+                } else if *w > MAX_WINDOW {
+                    self.stream_error(x, code::FLOW_CONTROL_ERROR);
+                } else {
+                    self.send_blocked();
+                }
+            }
+            Frame::PushPromise { .. } => return Err(proto("PUSH_PROMISE with push disabled")),
+        }
+        Ok(())
+    }
+
+    /// A whole header block on `stream`: response headers (after any 1xx)
+    /// or trailers. Decoded even for a stream we closed: the HPACK table is
+    /// the connection's.
+    fn on_block(
+        &mut self,
+        stream: u32,
+        block: &[u8],
+        end_stream: bool,
+        now: &mut Option<Instant>,
+    ) -> Result<(), FrameError> {
+        let compression = |_| FrameError { code: code::COMPRESSION_ERROR, what: "header block HPACK cannot decode" };
+        let Some(x) = self.stream_of(stream)? else {
+            return self.decoder.decode(block, &mut |_, _| {}).map_err(compression);
+        };
+        let Inner { decoder, slab, .. } = self;
+        let slot = &mut slab[x];
+        let trailers = slot.headers_done;
+        let mut status = None;
+        let mut grpc = None;
+        let mut bytes = 0usize;
+        let mut captured = slot.captured.as_deref_mut();
+        decoder
+            .decode(block, &mut |name, value| {
+                if name.first() == Some(&b':') {
+                    if name == b":status" {
+                        status = std::str::from_utf8(value).ok().and_then(|v| v.parse::<u16>().ok());
+                    }
+                    return;
+                }
+                bytes += name.len() + value.len() + 4;
+                if name == b"grpc-status" {
+                    grpc = std::str::from_utf8(value).ok().and_then(|v| v.trim().parse::<u32>().ok());
+                }
+                if let Some(c) = captured.as_deref_mut() {
+                    let field = (String::from_utf8_lossy(name).into_owned(), value.to_vec());
+                    if trailers { c.trailers.push(field) } else { c.headers.push(field) }
+                }
+            })
+            .map_err(compression)?;
+        if grpc.is_some() {
+            slot.grpc_status = grpc;
+        }
+        if trailers {
+            if !end_stream {
+                self.stream_error(x, code::PROTOCOL_ERROR);
+                return Ok(());
+            }
+            slot.bytes_in += bytes as u64;
+        } else {
+            match status {
+                Some(s) if (100..200).contains(&s) && !end_stream => return Ok(()),
+                Some(s) if (200..1000).contains(&s) => {
+                    slot.status = s;
+                    slot.headers_done = true;
+                    slot.bytes_in += 16 + bytes as u64;
+                    slot.first_byte = Some(*now.get_or_insert_with(Instant::now));
+                }
+                _ => {
+                    self.stream_error(x, code::PROTOCOL_ERROR);
+                    return Ok(());
+                }
+            }
+        }
+        if end_stream {
+            let slot = &mut self.slab[x];
+            slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+            slot.end(Phase::Done);
+        }
+        Ok(())
+    }
+
+    /// Send what the windows allow of stream `x`'s body; the rest waits in
+    /// `blocked` for a WINDOW_UPDATE or SETTINGS.
+    fn send_body(&mut self, x: u32) {
+        let max = self.peer_max_frame;
+        let slot = &mut self.slab[x as usize];
+        while slot.body_at < slot.body.len() {
+            let n =
+                (slot.body.len() - slot.body_at).min(max).min(slot.send_window.min(self.send_window).max(0) as usize);
+            if n == 0 {
+                if !self.blocked.contains(&x) {
+                    self.blocked.push(x);
+                }
+                return;
+            }
+            let end = slot.body_at + n == slot.body.len();
+            frame::put_data(&mut self.wbuf, slot.id, &slot.body[slot.body_at..slot.body_at + n], end);
+            slot.body_at += n;
+            slot.send_window -= n as i64;
+            self.send_window -= n as i64;
+        }
+    }
+
+    fn send_blocked(&mut self) {
+        if self.blocked.is_empty() {
+            return;
+        }
+        let blocked = std::mem::take(&mut self.blocked);
+        for x in blocked {
+            let slot = &self.slab[x as usize];
+            if slot.phase == Phase::Open && slot.body_at < slot.body.len() {
+                self.send_body(x);
+            }
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! HTTP/2 of our own (#14): the frame codec (`frame`), HPACK with its
+//! Huffman code (`hpack`, `huffman`), and a client connection (`conn`).
+//! `http2.rs` pools these connections and runs a request on a stream.
+//!
+//! Why by hand and not the `h2` crate: per request against nginx (50
+//! connections x 10 streams, TLS), callgrind counted ~27,900 user-space
+//! instructions for perfops on `h2`, ~20,000 of them the crate's and the
+//! `http`/`bytes` types it builds, against h2load's ~19,300 in all; see
+//! bench/README.md, "Where an HTTP/2 request's CPU goes", for that and the
+//! figures of this client. Each module's doc says what it saves.
+
+pub(crate) mod conn;
+pub(crate) mod frame;
+pub(crate) mod hpack;
+pub(crate) mod huffman;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! The connection (`conn.rs`) against a real HTTP/2 server (the `h2`
+//! crate's, in process over a pipe: its encoder indexes every field, splits
+//! large blocks into CONTINUATIONs and holds our request bodies to its
+//! 64 KiB windows), and against a hostile peer that sends what RFC 9113
+//! forbids, byte by byte: each such frame must fail the connection's
+//! streams as its failure kind, never panic or hang.
+
+use std::rc::Rc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use perfops_core::measure::FailureKind;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+
+use super::conn::{Answer, Conn, StreamError, Windows};
+use super::frame::{self, kind};
+use super::hpack;
+
+const LARGE: Windows = Windows { stream: (1 << 30) - 1, connection: (1 << 30) - 1 };
+
+/// A request's header block, as `http2.rs` makes one.
+fn block(method: &str, path: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (n, v) in [(":method", method), (":scheme", "http"), (":authority", "test"), (":path", path)] {
+        hpack::encode_field(&mut out, n.as_bytes(), v.as_bytes());
+    }
+    out
+}
+
+/// A connection on `io`, its task running, the server's SETTINGS in.
+async fn connect(io: DuplexStream, windows: Windows) -> Result<Rc<Conn>, FailureKind> {
+    let conn = Rc::new(Conn::new(windows));
+    let task = conn.clone();
+    tokio::task::spawn_local(async move { task.drive(io).await });
+    std::future::poll_fn(|cx| conn.poll_ready(cx)).await?;
+    Ok(conn)
+}
+
+async fn answer(conn: &Conn, method: &str, path: &str, body: &[u8], capture: bool) -> Result<Answer, StreamError> {
+    let id = conn.open(&block(method, path), &Bytes::copy_from_slice(body), capture.then_some(1 << 20))?;
+    let got = tokio::time::timeout(Duration::from_secs(10), std::future::poll_fn(|cx| conn.poll_answer(id, cx))).await;
+    got.expect("an answer within 10 s")
+}
+
+fn local<F: std::future::Future<Output = ()>>(f: F) {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(tokio::task::LocalSet::new().run_until(f));
+}
+
+/// The `h2` crate's server: `/trailers` answers with a body and gRPC
+/// trailers, `/headers` with 60 fields of 400 bytes (a 24 KB block:
+/// CONTINUATIONs; its encoder indexes them, so a second answer is mostly
+/// references into the dynamic table), `/echo` with the request body's
+/// length and a 200 KiB body, `/refuse` with RST_STREAM(REFUSED_STREAM).
+fn h2_server(io: DuplexStream) {
+    tokio::task::spawn_local(async move {
+        let mut srv = h2::server::handshake(io).await.expect("server handshake");
+        while let Some(Ok((req, mut respond))) = srv.accept().await {
+            tokio::task::spawn_local(async move {
+                let path = req.uri().path().to_string();
+                let mut body = req.into_body();
+                let mut got = 0usize;
+                while let Some(Ok(chunk)) = body.data().await {
+                    got += chunk.len();
+                    let _ = body.flow_control().release_capacity(chunk.len());
+                }
+                match path.as_str() {
+                    "/trailers" => {
+                        let mut send = respond.send_response(http::Response::new(()), false).expect("headers");
+                        send.send_data(Bytes::from_static(b"hello"), false).expect("data");
+                        let mut t = http::HeaderMap::new();
+                        t.insert("grpc-status", http::HeaderValue::from_static("3"));
+                        t.insert("grpc-message", http::HeaderValue::from_static("bad"));
+                        send.send_trailers(t).expect("trailers");
+                    }
+                    "/headers" => {
+                        let mut r = http::Response::builder().status(203);
+                        for i in 0..60 {
+                            r = r.header(format!("x-h{i}"), "v".repeat(400));
+                        }
+                        let _ = respond.send_response(r.body(()).expect("response"), true);
+                    }
+                    "/echo" => {
+                        let r = http::Response::builder().header("x-got", got.to_string()).body(()).expect("response");
+                        let mut send = respond.send_response(r, false).expect("headers");
+                        send.send_data(Bytes::from(vec![b'x'; 200 * 1024]), true).expect("data");
+                    }
+                    _ => respond.send_reset(h2::Reason::REFUSED_STREAM),
+                }
+            });
+        }
+    });
+}
+
+/// Trailers, CONTINUATION, the dynamic table, flow control both ways and a
+/// refused stream, against a server we did not write.
+#[test]
+fn a_real_server_is_understood() {
+    local(async {
+        for windows in [LARGE, Windows { stream: 65_535, connection: 65_535 }] {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            h2_server(server);
+            let conn = connect(client, windows).await.expect("handshake");
+            // body then trailers: grpc-status from the trailers, both captured
+            let a = answer(&conn, "POST", "/trailers", b"", true).await.expect("trailers");
+            assert_eq!((a.status, a.grpc_status), (200, Some(3)));
+            let c = a.captured.expect("captured");
+            assert_eq!(c.body, b"hello");
+            assert!(c.trailers.iter().any(|(n, v)| n == "grpc-message" && v == b"bad"), "{:?}", c.trailers);
+            // a block in CONTINUATIONs, twice: the second from the dynamic table
+            for round in 0..2 {
+                let a = answer(&conn, "GET", "/headers", b"", true).await.expect("headers");
+                assert_eq!(a.status, 203, "round {round}");
+                let c = a.captured.expect("captured");
+                assert_eq!(c.headers.len(), 60, "round {round}");
+                assert!(c.headers.iter().all(|(_, v)| v.len() == 400), "round {round}");
+                assert!(a.bytes_in > 24_000, "round {round}: counted as decoded");
+            }
+            // 300 KiB up (the server's windows are 64 KiB), 200 KiB down
+            let a = answer(&conn, "POST", "/echo", &vec![b'u'; 300 * 1024], true).await.expect("echo");
+            let c = a.captured.expect("captured");
+            assert!(c.headers.iter().any(|(n, v)| n == "x-got" && v == b"307200"), "{:?}", c.headers);
+            assert_eq!(c.body.len(), 200 * 1024);
+            // many streams at once on the same connection
+            let ids: Vec<u32> =
+                (0..20).map(|_| conn.open(&block("GET", "/trailers"), &Bytes::new(), None).expect("open")).collect();
+            for id in ids {
+                let a = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await.expect("answer");
+                assert_eq!(a.grpc_status, Some(3));
+            }
+            // refused: its own kind, and the connection carries on
+            let e = answer(&conn, "GET", "/refuse", b"", false).await.expect_err("refused");
+            assert_eq!(e.kind, FailureKind::RefusedStream);
+            assert!(answer(&conn, "GET", "/headers", b"", false).await.is_ok());
+        }
+    });
+}
+
+/// A hostile peer: its SETTINGS, then, once our request is in, `bytes`
+/// (none: it closes the socket).
+async fn hostile(bytes: Vec<u8>) -> (Result<Answer, StreamError>, bool) {
+    peer(bytes, false).await
+}
+
+/// [`hostile`], closing its socket after `bytes` if `close`.
+async fn peer(bytes: Vec<u8>, close: bool) -> (Result<Answer, StreamError>, bool) {
+    let (client, mut server) = tokio::io::duplex(64 * 1024);
+    tokio::task::spawn_local(async move {
+        let mut settings = Vec::new();
+        frame::put_settings(&mut settings, &[]);
+        let _ = server.write_all(&settings).await;
+        // the preface, our SETTINGS and our request's HEADERS (stream 1, END_STREAM | END_HEADERS)
+        let mut seen = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        while !seen.windows(6).any(|w| w == [kind::HEADERS, 0x5, 0, 0, 0, 1]) {
+            match server.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        if bytes.is_empty() {
+            return; // the socket closes
+        }
+        let _ = server.write_all(&bytes).await;
+        if close {
+            return;
+        }
+        // drain until the client closes
+        while let Ok(n) = server.read(&mut buf).await {
+            if n == 0 {
+                break;
+            }
+        }
+    });
+    let conn = connect(client, LARGE).await.expect("handshake");
+    let got = answer(&conn, "GET", "/", b"", false).await;
+    (got, conn.accepting())
+}
+
+fn raw(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::put_head(&mut out, payload.len(), kind, flags, stream);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// What a server must not send, and the failure our stream 1 sees
+/// (`accepting`: whether the connection stays up for other streams).
+#[test]
+fn a_hostile_server_fails_streams_as_their_kind() {
+    use frame::flag::*;
+    let long = {
+        let mut out = Vec::new();
+        frame::put_head(&mut out, 20_000, kind::DATA, 0, 1);
+        out.extend(std::iter::repeat_n(0, 20_000));
+        out
+    };
+    let cases: Vec<(&str, Vec<u8>, FailureKind, bool)> = vec![
+        // an HPACK index of no entry
+        ("bad HPACK", raw(kind::HEADERS, END_HEADERS, 1, &[0xbe]), FailureKind::Protocol, false),
+        // a table size update above our 4096
+        ("size update", raw(kind::HEADERS, END_HEADERS, 1, &[0x3f, 0xe2, 0x1f, 0x88]), FailureKind::Protocol, false),
+        // DATA on a stream we never opened
+        ("idle stream", raw(kind::DATA, END_STREAM, 3, b"x"), FailureKind::Protocol, false),
+        // a frame above our SETTINGS_MAX_FRAME_SIZE
+        ("frame size", long, FailureKind::Protocol, false),
+        // the connection's send window past 2^31-1
+        (
+            "window overflow",
+            raw(kind::WINDOW_UPDATE, 0, 0, &0x7fff_ffffu32.to_be_bytes()),
+            FailureKind::Protocol,
+            false,
+        ),
+        // CONTINUATION with no HEADERS before it
+        ("lone CONTINUATION", raw(kind::CONTINUATION, END_HEADERS, 1, &[0x88]), FailureKind::Protocol, false),
+        // a header block interrupted by another frame
+        (
+            "interrupted block",
+            [raw(kind::HEADERS, 0, 1, &[0x88]), raw(kind::PING, 0, 0, &[0; 8])].concat(),
+            FailureKind::Protocol,
+            false,
+        ),
+        // a push with push disabled
+        ("push", raw(kind::PUSH_PROMISE, END_HEADERS, 1, &[0, 0, 0, 2, 0x88]), FailureKind::Protocol, false),
+        // SETTINGS_MAX_FRAME_SIZE below 16384
+        ("max frame", raw(kind::SETTINGS, 0, 0, &[0, 5, 0, 0, 0, 100]), FailureKind::Protocol, false),
+        // DATA before the headers
+        ("data first", raw(kind::DATA, END_STREAM, 1, b"x"), FailureKind::Protocol, true),
+        // trailers without END_STREAM
+        (
+            "open trailers",
+            [raw(kind::HEADERS, END_HEADERS, 1, &[0x88]), raw(kind::HEADERS, END_HEADERS, 1, &[0x88])].concat(),
+            FailureKind::Protocol,
+            true,
+        ),
+        // a refused stream: the connection stays
+        ("refused", raw(kind::RST_STREAM, 0, 1, &7u32.to_be_bytes()), FailureKind::RefusedStream, true),
+        // any other reset
+        ("reset", raw(kind::RST_STREAM, 0, 1, &2u32.to_be_bytes()), FailureKind::ResetStream, true),
+        // GOAWAY below our stream: not processed, may go again
+        ("goaway", raw(kind::GOAWAY, 0, 0, &[0; 8]), FailureKind::GoAway, false),
+        // the socket closed under the stream
+        ("eof", Vec::new(), FailureKind::Reset, false),
+    ];
+    local(async {
+        for (name, bytes, want, up) in cases {
+            let (got, accepting) = hostile(bytes).await;
+            let e = got.expect_err(name);
+            assert_eq!(e.kind, want, "{name}");
+            assert_eq!(e.again, want == FailureKind::GoAway, "{name}");
+            assert_eq!(accepting, up, "{name}");
+        }
+    });
+}
+
+/// A valid response to stream 1 (status 200, one DATA ending it), to mix
+/// into arbitrary bytes.
+fn fine_answer() -> Vec<u8> {
+    [raw(kind::HEADERS, frame::flag::END_HEADERS, 1, &[0x88]), raw(kind::DATA, frame::flag::END_STREAM, 1, b"ok")]
+        .concat()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    /// Whatever a server sends after its SETTINGS (random frames of random
+    /// types, flags and payloads, or plain noise) before it closes the
+    /// socket, the stream ends, as an answer or a failure, and nothing
+    /// panics.
+    #[test]
+    fn arbitrary_server_bytes_end_the_stream_without_panic(
+        frames in proptest::collection::vec(
+            (0u8..12, proptest::prelude::any::<u8>(), 0u32..6, proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40)),
+            0..8,
+        ),
+        noise in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+        answer_last in proptest::prelude::any::<bool>(),
+    ) {
+        let mut bytes: Vec<u8> = frames.iter().flat_map(|(k, f, s, p)| raw(*k, *f, *s, p)).collect();
+        bytes.extend_from_slice(&noise);
+        if answer_last {
+            bytes.extend_from_slice(&fine_answer());
+        }
+        if bytes.is_empty() {
+            bytes = fine_answer();
+        }
+        local(async move {
+            // ends: an answer, or a failure of a known kind (EOF at worst)
+            let _ = peer(bytes, true).await;
+        });
+    }
+}
