@@ -560,7 +560,7 @@ impl Worker {
             }
             self.in_flight.set(self.in_flight.get() + 1);
             let me = self.clone();
-            tokio::task::spawn_local(async move {
+            let mut task = Box::pin(async move {
                 let (mut conn, mut timer) = {
                     let mut spares = me.spares.borrow_mut();
                     (
@@ -578,6 +578,16 @@ impl Worker {
                 drop(spares);
                 me.end();
             });
+            // Sent now, in this poll: spawned, the arrival would start after
+            // every task this wake-up woke (the responses that came since the
+            // last one), each read and recorded before it, and be late by all
+            // of them (#18). Its first poll takes a kept connection, writes the
+            // request and waits for the response; the task it becomes reads
+            // it. Boxed, the future moves into its task as a pointer, not as
+            // its whole state.
+            if std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx).is_pending())).await {
+                tokio::task::spawn_local(task);
+            }
         }
     }
 
