@@ -58,7 +58,9 @@ def run(raw, name, tool, rate):
     else:
         r["ok"], r["err"] = False, "no /usr/bin/time output"
     try:
-        r.update(tool_figures(tool, read(os.path.join(raw, name + ".json")) or ""))
+        # oha prints its JSON on stdout; the others write NAME.json
+        text = read(os.path.join(raw, name + (".out" if tool == "oha" else ".json"))) or ""
+        r.update(tool_figures(tool, text[text.find("{"):] if tool == "oha" else text))
         srv = json.loads(read(os.path.join(raw, name + ".server.json")) or "")
         r["srv_rate"] = srv.get("arrival_rate")
         r["srv_p50"], r["srv_p99"] = srv["p50_ms"], srv["p99_ms"]
@@ -125,20 +127,17 @@ def main():
                      f"{svc} | {sum(r.get('errors', 0) for r in ok)} |")
     L += ["", "Each round:", "",
           "| run | CPU s / 100k | tool CPU | peak RSS MiB | answered | server-seen rate | server p50 / p99 ms | "
-          "p50 / p99 - server's ms | other CPU s |",
+          "p50 / p99 - server's ms | server CPU |",
           "|---|---:|---:|---:|---:|---:|---|---|---:|"]
     for (rate, tool), rs in rows.items():
         for r in rs:
             meta = load_meta(raw, r["name"]) or {}
-            other = None
-            if meta.get("busy_ticks") is not None and r.get("cpu_s") is not None:
-                clk = env.get("clk_tck", 100)
-                other = (meta["busy_ticks"] - meta.get("server_ticks", 0)) / clk - r["cpu_s"]
+            server_cpu = meta.get("server_ticks", 0) / env.get("clk_tck", 100) / (meta.get("wall_s") or 1)
             L.append(f"| {r['name']} | {fmt(r.get('cpu100k'), '{:.2f}')} | {fmt(r.get('tool_cpu'), '{:.0%}')} | "
                      f"{fmt(r.get('rss_mib'), '{:.1f}')} | {fmt(r.get('count'))} | {fmt(r.get('srv_rate'), '{:,.1f}')} | "
                      f"{fmt(r.get('srv_p50'), '{:.3f}')} / {fmt(r.get('srv_p99'), '{:.3f}')} | "
                      f"{fmt(r.get('d50'), '{:+.3f}')} / {fmt(r.get('d99'), '{:+.3f}')} | "
-                     f"{fmt(other, '{:.2f}')} |")
+                     f"{fmt(server_cpu, '{:.0%}')} |")
     if bad:
         L += ["", "Runs that failed:", ""] + [f"- {b}" for b in bad]
     text = "\n".join(L) + "\n"
