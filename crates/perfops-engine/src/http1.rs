@@ -21,6 +21,14 @@
 //! it said: a response that starts with exactly those bytes has exactly that
 //! parse (the parse of a head depends on its bytes alone), so it costs one
 //! comparison instead ([`HeadCache`]).
+//!
+//! An open-model worker's plain-TCP connection is *stamped* ([`Conn::stamped`],
+//! #18): it reads with `recvmsg` and `SO_TIMESTAMPNS`, so a response is dated
+//! by when the kernel received it, not by when the worker read it. The pacer
+//! relies on that to leave responses in their sockets until its next arrival
+//! (`coalesce`); the date is also what a capture of the wire shows (service
+//! time within 0.01 ms of the wire's at p50 and p99 at 10,000 and 20,000/s,
+//! against +0.04 / +0.3 to +2.4 ms when dated by the read: bench/README.md).
 
 use std::io;
 use std::mem::MaybeUninit;
