@@ -1,4 +1,5 @@
-//! Wake-up coalescing for closed loops: interrupt moderation, in user space.
+//! Wake-up coalescing: interrupt moderation, in user space, for closed loops
+//! (naps) and for the open model (responses read on the arrivals' wake-ups).
 //!
 //! A closed loop that is faster than its server runs out of work after almost
 //! every response and parks in `epoll_wait`; the server's next response then
@@ -32,9 +33,37 @@
 //! a response per nap (in practice, 25 or more users in flight on the
 //! worker). Open-model workers never nap: their wake-ups are the schedule's,
 //! and a nap could make an arrival late.
+//!
+//! **The open model** (#18) pays the same wake-ups twice over: every arrival
+//! is a timer wake-up of its own (the `timerfd` pacer), and against a 10 ms
+//! server every response comes in between two arrivals and wakes the worker
+//! again. On this project's VM a wake-up (a context switch, an idle exit, the
+//! timer's interrupt and its `epoll_wait`/`timerfd` syscalls) costs more than
+//! the request's own work. So where the next arrival is due within
+//! [`PACE_MAX`], the pacer waits for it here, in the park hook: the thread
+//! sleeps to the due time deaf to its sockets, then polls them without
+//! blocking, and the arrival and every response that came meanwhile share
+//! one wake-up:
+//!
+//! ```text
+//!   due:        a1          a2          a3
+//!   responses:       r1          r2   r3           before: 6 wake-ups
+//!   worker:     |a1|-sleep--|r1 a2|-sleep--|r2 r3 a3|    now: 3
+//! ```
+//!
+//! What it costs the measurement: nothing for a response, which the kernel
+//! dates when it arrives (`http1::stamp_receives`: the pacer is used only
+//! where every read is so dated), so it is measured as if read at once; a
+//! flow's next step starts at most [`PACE_MAX`] later, and that wait is
+//! charged to it from its due time; a connection goes back to the pool that
+//! much later (a few more connections open). Arrivals are never sent early:
+//! the sleep ends at the due time, as the timerfd does. A worker whose
+//! arrivals are further apart (below 4,000/s per worker) uses its timerfd as
+//! before.
 
-use std::cell::Cell;
-use std::time::Duration;
+use std::cell::{Cell, RefCell};
+use std::task::Waker;
+use std::time::{Duration, Instant};
 
 /// The longest nap, whatever the latency.
 pub(crate) const MAX_NAP: Duration = Duration::from_micros(20);
@@ -71,6 +100,7 @@ pub(crate) fn taken() -> (u64, Duration) {
 /// The runtime's park hook: called when the worker has nothing left to run,
 /// just before it parks in `epoll_wait`.
 pub(crate) fn before_park() {
+    pace_before_park();
     let nap = NAP.with(Cell::get);
     if !nap.is_zero() {
         std::thread::sleep(nap);
@@ -79,6 +109,53 @@ pub(crate) fn before_park() {
             t.set((n + 1, longest.max(nap)));
         });
     }
+}
+
+// ---------------------------------------------------------------- open model
+
+/// The longest wait the open-model pacer takes in the park hook, deaf to its
+/// sockets (see the module doc): responses and tokio's timers wait at most
+/// this long, and so does a flow's next step after a response.
+pub(crate) const PACE_MAX: Duration = Duration::from_micros(250);
+
+thread_local! {
+    /// Open model: when the pacer's next arrival is due, and its waker.
+    static PACE: RefCell<Option<(Instant, Waker)>> = const { RefCell::new(None) };
+    /// Arrivals whose wait the park hook took on this thread.
+    static PACED: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The pacer waits for `due` (at most [`PACE_MAX`] away): the park hook
+/// sleeps to it and wakes `waker`.
+pub(crate) fn pace(due: Instant, waker: &Waker) {
+    PACE.with(|p| {
+        let mut p = p.borrow_mut();
+        match &mut *p {
+            Some((at, w)) if w.will_wake(waker) => *at = due,
+            _ => *p = Some((due, waker.clone())),
+        }
+    });
+}
+
+/// Waits the park hook took for the pacer on this thread.
+#[cfg(test)]
+pub(crate) fn paced() -> u64 {
+    PACED.with(Cell::get)
+}
+
+/// The pacer's wait, in the park hook: sleep to its due time, then wake it.
+/// The runtime then polls its sockets without blocking and runs the pacer
+/// and every response that came in meanwhile, in one wake-up.
+fn pace_before_park() {
+    let Some((due, waker)) = PACE.with(|p| p.borrow_mut().take()) else { return };
+    let now = Instant::now();
+    if due > now {
+        // Bounded by PACE_MAX when it was set; sleep no longer than that
+        // should the clock have been read oddly.
+        std::thread::sleep((due - now).min(PACE_MAX));
+    }
+    PACED.with(|n| n.set(n.get() + 1));
+    waker.wake();
 }
 
 #[cfg(test)]
@@ -128,5 +205,46 @@ mod tests {
         set(Duration::ZERO);
         before_park();
         assert_eq!(taken(), (3, MAX_NAP));
+    }
+
+    /// A waker that counts its wake-ups.
+    struct Count(std::sync::atomic::AtomicU32);
+
+    impl std::task::Wake for Count {
+        fn wake(self: std::sync::Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// The open model's pacer, waited for in the park hook: the hook sleeps to
+    /// the due time (never longer than PACE_MAX), then wakes the pacer once;
+    /// with nothing to wait for, it neither sleeps nor wakes anyone.
+    #[test]
+    fn park_hook_sleeps_to_the_pacers_due_time_then_wakes_it() {
+        let count = std::sync::Arc::new(Count(std::sync::atomic::AtomicU32::new(0)));
+        let waker = Waker::from(count.clone());
+        let woken = || count.0.load(std::sync::atomic::Ordering::Relaxed);
+        // (wait asked, least time the hook may take, most it may take), each case after the previous.
+        let cases = [
+            (us(200), us(200), Duration::from_millis(50)), // due in 200 µs: slept to it
+            (Duration::ZERO, Duration::ZERO, Duration::from_millis(50)), // already due: woken at once
+            (Duration::from_secs(5), PACE_MAX, Duration::from_millis(50)), // never beyond PACE_MAX
+        ];
+        let paced_before = paced();
+        for (i, (wait, least, most)) in cases.into_iter().enumerate() {
+            let t = Instant::now();
+            pace(t + wait, &waker);
+            // Registered again by the same pacer (a spurious poll): still one wake-up.
+            pace(t + wait, &waker);
+            before_park();
+            let took = t.elapsed();
+            assert!(took >= least && took < most, "case {i}: the hook took {took:?}");
+            assert_eq!(woken(), i as u32 + 1, "case {i}: woken once");
+        }
+        assert_eq!(paced() - paced_before, 3);
+        let t = Instant::now();
+        before_park();
+        assert!(t.elapsed() < Duration::from_millis(50), "nothing to wait for: no sleep");
+        assert_eq!(woken(), 3, "and no wake-up");
     }
 }

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The open model against its peers (issue #18): perfops, oha and vegeta at fixed
+# arrival rates against a server that answers after 10 ms and measures itself.
+#
+#   bench/open-model.sh [PERFOPS_BIN]                 # default: <repo>/target/release/perfops
+#   RATES="2000 10000 20000" ROUNDS=3 DURATION=8 bench/open-model.sh
+#   ROUNDS=1 DURATION=2 RATES=1000 bench/open-model.sh   # rehearsal, a few seconds a run
+#   TOOLS="perfops oha" bench/open-model.sh              # a subset
+#   BASE=/path/to/perfops-before bench/open-model.sh     # a second perfops ("base") too
+#
+# The target is ../shared/bench/peers/targets/delayserver.go (built here with go into
+# bench/out/ when missing): it answers every request after 10 ms and records its own
+# handler time and the arrivals it saw (/__stats, /__reset). For each rate, ROUNDS rounds,
+# the tools alternating within a round (perfops, oha, vegeta), each pinned to TOOL_CPU
+# under `/usr/bin/time -f '%e %U %S %M'` with the server on TARGET_CPU:
+#   perfops  `perfops quick -r RATE -d DURATION --json FILE URL` (and `base`, the same with
+#            the BASE binary: a build before a change, measured in the same run)
+#   oha      `oha -q RATE --latency-correction -z DURATION -c C --no-tui --output-format json URL`
+#            (C = max(100, RATE / 50): twice the 10 ms server's requests in flight, so
+#            the connection cap never sets the rate)
+#   vegeta   `vegeta attack -rate=RATE/1s -duration=DURATION`, its results file read by
+#            `vegeta report -type=json` afterwards (not timed)
+#   k6       only with TOOLS naming it (its constant-arrival-rate executor does not keep up
+#            at 10k/s on this machine's one core): ../shared/bench/peers/lib/k6-open.js
+# Printed per rate and tool (medians of the rounds, and each round's):
+#   CPU s per 100k answered requests, peak RSS, the rate the *server* saw (its arrivals'
+#   span), and each tool's p50 / p99 minus the server's own in the same run (what the
+#   tool adds: loopback, its pacer, its clock; from the intended start for perfops and
+#   oha --latency-correction, from the send for vegeta, which sends on time or says so).
+# Only 127.0.0.1 is contacted; the server is stopped by its PID.
+#
+# Knobs (env): RATES="2000 10000 20000"  ROUNDS=3  DURATION=8  TOOLS="perfops oha vegeta"
+#              PORT=18081  TARGET_CPU=0  TOOL_CPU=1  OHA=<path>  VEGETA=<path>  K6=<path>
+#              LOCK=/tmp/bench.lock (held for each measured run; do not wrap this script
+#              in `flock $LOCK`)  LOCK_WAIT_S  QUIET_MAX_S  NOISE_MAX_S  NOISE_RETRIES
+# The peers: ../shared/bench/peers/install.sh installs oha (cargo) and vegeta (go).
+#
+# Output: markdown on stdout, also bench/out/open-model-<UTC stamp>.md; raw outputs in
+# bench/out/open-model-<stamp>/. Exit status: 0 every run fine, 3 some run failed (the
+# table is printed anyway), 1 setup error.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+BENCH=open-model
+DURATION=${DURATION:-8}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$HERE/lib/common.sh"   # ROUNDS TARGET_CPU TOOL_CPU LOCK* QUIET_MAX_S NOISE_* helpers
+
+RATES=${RATES:-"2000 10000 20000"}
+BASE=${BASE:-}
+TOOLS=${TOOLS:-"perfops${BASE:+ base} oha vegeta"}
+PORT=${PORT:-18081}
+need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S NOISE_RETRIES
+need_positive DURATION ROUNDS PORT
+need_numbers NOISE_MAX_S
+for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
+need_tools taskset timeout curl python3 go
+
+export PATH="$PATH:$HOME/go/bin:$HOME/.cargo/bin:/usr/local/go/bin"
+OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
+VEGETA=${VEGETA:-$(command -v vegeta || echo "$HOME/go/bin/vegeta")}
+K6=${K6:-$(command -v k6 || echo "$HOME/go/bin/k6")}
+PEERS="$HERE/../../shared/bench/peers"
+SRC="$PEERS/targets/delayserver.go"
+URL="http://127.0.0.1:$PORT/"
+STATS_URL="http://127.0.0.1:$PORT/__stats"
+RUN_TIMEOUT_S=$((DURATION + 30))
+
+perfops_path "${1:-}"
+out_dirs
+cleanup_at_exit
+
+avail=""
+for t in $TOOLS; do
+  case "$t" in
+    perfops) [ -x "$PERFOPS" ] || { log "perfops not found: $PERFOPS (cargo build --release -p perfops)"; continue; } ;;
+    base) [ -n "$BASE" ] && [ -x "$BASE" ] || { log "BASE not set or not executable ('$BASE'); skipped"; continue; } ;;
+    oha) [ -x "$OHA" ] || { log "oha not found ($OHA): $PEERS/install.sh installs it; skipped"; continue; } ;;
+    vegeta) [ -x "$VEGETA" ] || { log "vegeta not found ($VEGETA): $PEERS/install.sh installs it; skipped"; continue; } ;;
+    k6) [ -x "$K6" ] || { log "k6 not found ($K6); skipped"; continue; } ;;
+    *) die "unknown tool '$t' (perfops, base, oha, vegeta, k6)" ;;
+  esac
+  avail="$avail $t"
+done
+[ -n "$avail" ] || die "none of the tools ($TOOLS) is available"
+
+# ------------------------------------------------------------------ the delay server
+[ -f "$SRC" ] || die "$SRC is missing (../shared/bench/peers)"
+if [ ! -x "$HERE/out/delayserver" ] || [ "$SRC" -nt "$HERE/out/delayserver" ]; then
+  log "building the delay server (go build $SRC)"
+  go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
+fi
+refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
+taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms \
+  >"$RAW/server.log" 2>&1 </dev/null &
+TARGET_PID=$!
+TARGET_WORK=$TARGET_PID
+wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+log "delay server $TARGET_PID on CPU $TARGET_CPU, $URL; tools on CPU $TOOL_CPU:$avail"
+printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
+
+{
+  echo "{"
+  echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"rounds\": $ROUNDS, \"rates\": \"$RATES\", \"tools\": \"${avail# }\","
+  echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK, \"url\": \"$URL\", \"noise_max_s\": $NOISE_MAX_S,"
+  echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_text),"
+  echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
+  echo "  \"perfops_git\": \"$(perfops_git)\","
+  echo "  \"base_bin\": $(printf '%s' "$BASE" | json_text),"
+  echo "  \"oha_version\": $( (timeout 5 "$OHA" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
+  echo "  \"vegeta_version\": $( (timeout 5 "$VEGETA" -version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
+  echo "  \"cpu\": $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | json_str),"
+  echo "  \"kernel\": \"$(uname -r)\""
+  echo "}"
+} >"$RAW/env.json"
+
+RUN_EXTS="out err time meta.json json server.json bin"
+TOOL_EXTS="json bin"
+TICKS_KEY=server_ticks
+probe_target() { # 0|1 BASE: reset the server's record before, read it after
+  if [ "$1" = 0 ]; then curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
+  else curl -s --max-time 5 "$STATS_URL" >"$2.server.json" 2>/dev/null || true; fi
+}
+meta_fields() { :; }
+
+argv_for() { # TOOL RATE NAME -> ARGV
+  local conns=$(( $2 / 50 > 100 ? $2 / 50 : 100 ))
+  case "$1" in
+    perfops) ARGV=("$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
+    base) ARGV=("$BASE" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
+    oha) ARGV=("$OHA" -q "$2" --latency-correction -z "${DURATION}s" -c "$conns" --no-tui --output-format json "$URL") ;;
+    vegeta) ARGV=("$VEGETA" attack -targets="$RAW/vegeta.targets" -rate="$2/1s" -duration="${DURATION}s" -output="$RAW/$3.bin") ;;
+    k6) ARGV=(env URL="$URL" SUMMARY="$RAW/$3.json" RATE="$2" DURATION="${DURATION}s"
+              "$K6" run --quiet --no-color --no-usage-report "$PEERS/lib/k6-open.js") ;;
+  esac
+}
+
+log "warm-up: perfops 2 s at 1,000/s (not recorded)"
+warm_up perfops 30 "$PERFOPS" quick -q -r 1000 -d 2s "$URL"
+
+for rate in $RATES; do
+  for i in $(seq 1 "$ROUNDS"); do
+    for t in $avail; do
+      name="r$rate.$t.$i"
+      log "$rate/s round $i/$ROUNDS: $t"
+      argv_for "$t" "$rate" "$name"
+      measure "$name" "${ARGV[@]}"
+      if [ "$t" = vegeta ] && [ -s "$RAW/$name.bin" ]; then
+        "$VEGETA" report -type=json "$RAW/$name.bin" >"$RAW/$name.json" 2>>"$RAW/$name.err" || true
+        rm -f "$RAW/$name.bin"
+      fi
+      sleep 1
+    done
+  done
+done
+
+report_and_exit "$HERE/lib/open_model_report.py"
