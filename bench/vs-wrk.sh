@@ -7,6 +7,7 @@
 #
 # Knobs (env): DURATION=10 (s per run)  CONNS=50  ROUNDS=3  RATE=20000 (open model, req/s)
 #              TARGET_CPU=0 (nginx)  TOOL_CPU=1 (wrk / perfops)
+#              OPEN_ROUNDS=$ROUNDS  (open-model runs; 0: none, to compare closed loops alone)
 #              BASE=  (a second perfops binary, e.g. the build before a change: `quick -c` in
 #                      every round too, alternating with the others)
 #              WAKEUPS=  (naps in µs, e.g. "0 50": bench/wakeups, the minimal io_uring client,
@@ -54,8 +55,9 @@ RATE=${RATE:-20000}
 BASE=${BASE:-}
 WAKEUPS=${WAKEUPS:-}
 COUNT_S=${COUNT_S:-3}
+OPEN_ROUNDS=${OPEN_ROUNDS:-$ROUNDS}
 
-need_ints DURATION CONNS ROUNDS RATE TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES COUNT_S
+need_ints DURATION CONNS ROUNDS RATE TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES COUNT_S OPEN_ROUNDS
 for n in $WAKEUPS; do [[ $n =~ ^[0-9]+$ ]] || die "WAKEUPS must be whole microseconds, got '$n'"; done
 if [ -n "$BASE" ]; then
   case "$BASE" in /*) ;; *) BASE="$PWD/$BASE" ;; esac
@@ -114,7 +116,7 @@ start_nginx "$HERE/nginx.conf" "$URL"
 # ------------------------------------------------------------------ environment record
 {
   echo "{"
-  echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"conns\": $CONNS, \"rounds\": $ROUNDS, \"rate\": $RATE,"
+  echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"conns\": $CONNS, \"rounds\": $ROUNDS, \"open_rounds\": $OPEN_ROUNDS, \"rate\": $RATE,"
   echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK, \"url\": \"$URL\", \"noise_max_s\": $NOISE_MAX_S,"
   echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_text),"
   echo "  \"perfops_err\": $(printf '%s' "$PERFOPS_ERR" | json_text),"
@@ -208,8 +210,8 @@ if [ "$COUNT_S" -gt 0 ]; then
 fi
 
 if [ -z "$PERFOPS_ERR" ]; then
-  for i in $(seq 1 "$ROUNDS"); do
-    log "open model $i/$ROUNDS: perfops quick -r $RATE -d ${DURATION}s"
+  for i in $(seq 1 "$OPEN_ROUNDS"); do
+    log "open model $i/$OPEN_ROUNDS: perfops quick -r $RATE -d ${DURATION}s"
     measure "open.perfops.$i" "$PERFOPS" quick -r "$RATE" -d "${DURATION}s" --json "$RAW/open.perfops.$i.json" "$URL"
     sleep 1
   done

@@ -182,7 +182,8 @@ if BASE_BIN:
     CLIENTS.append(("base", [load_perfops("closed.base.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]))
 for n in NAPS:
     CLIENTS.append(("wakeups nap %s µs" % n, [load_wakeups("closed.nap%s.%d" % (n, i)) for i in range(1, ROUNDS + 1)]))
-po = [load_perfops("open.perfops.%d" % i, open_fields) for i in range(1, ROUNDS + 1)]
+OPEN_ROUNDS = ENV.get("open_rounds", ROUNDS)
+po = [load_perfops("open.perfops.%d" % i, open_fields) for i in range(1, OPEN_ROUNDS + 1)]
 for r in po:
     if r is not None and r.get("completed") is not None:
         tr = r.get("target_rate") or RATE
@@ -203,7 +204,7 @@ L.append("- wrk %s; perfops %s (%s, git %s)" % (ENV.get("wrk_version"), ENV.get(
                                              ENV.get("perfops_bin"), ENV.get("perfops_git")))
 L.append("- closed: `wrk -t1 -c%d -d%ds %s` vs `perfops quick -c %d -d %ds --json …`, %d round(s), alternating"
          % (CONNS, DURATION, ENV["url"], CONNS, DURATION, ROUNDS))
-L.append("- open: `perfops quick -r %d -d %ds --json …`, %d run(s)" % (RATE, DURATION, ROUNDS))
+L.append("- open: `perfops quick -r %d -d %ds --json …`, %d run(s)" % (RATE, DURATION, OPEN_ROUNDS))
 L.append("- CPU s/100k = (user+sys)/completed×1e5 from `/usr/bin/time`; RSS = peak RSS; "
          "nginx CPU = worker CPU / wall (≈100 % → nginx was the bottleneck)")
 if perfops_err:
