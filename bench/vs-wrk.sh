@@ -63,7 +63,10 @@ if [ -n "$BASE" ]; then
   case "$BASE" in /*) ;; *) BASE="$PWD/$BASE" ;; esac
   [ -x "$BASE" ] || die "BASE is not an executable: $BASE"
 fi
-[ "$COUNT_S" -eq 0 ] || need_tools perf
+if [ "$COUNT_S" -gt 0 ] && ! command -v perf >/dev/null 2>&1; then
+  echo "[vs-wrk] perf not found (Debian: linux-perf): no syscall count (COUNT_S=0)" >&2
+  COUNT_S=0
+fi
 need_positive DURATION ROUNDS CONNS RATE
 need_tools nginx wrk taskset timeout curl python3
 need_numbers NOISE_MAX_S
