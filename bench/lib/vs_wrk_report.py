@@ -3,10 +3,13 @@
 
 usage: vs_wrk_report.py RAW_DIR REPORT_MD
 
-RAW_DIR holds env.json and, per run NAME (closed.wrk.i, closed.perfops.i,
-open.perfops.i): NAME.out / NAME.err (tool stdout/stderr), NAME.time
-(`/usr/bin/time -f '%e %U %S %M'`), NAME.meta.json (written by vs-wrk.sh) and,
-for perfops, NAME.json (`--json`). Prints the report and writes it to REPORT_MD.
+RAW_DIR holds env.json and, per run NAME (closed.wrk.i, closed.perfops.i, and with
+BASE / WAKEUPS closed.base.i, closed.napN.i; open.perfops.i): NAME.out / NAME.err
+(tool stdout/stderr), NAME.time (`/usr/bin/time -f '%e %U %S %M'`), NAME.meta.json
+(written by vs-wrk.sh) and, for perfops, NAME.json (`--json`); with COUNT_S, per
+closed-loop client C: closed.C.count.{tool,nginx} (`perf stat -x,` of the client
+and of nginx's worker) and closed.C.count.meta.json. Prints the report and writes
+it to REPORT_MD.
 Exit status 0 if every run worked, 3 otherwise (the report is written anyway).
 """
 import json
@@ -122,7 +125,29 @@ def load_perfops(name, fields):
     return r
 
 
+def load_wakeups(name):
+    """bench/wakeups' one line: rps and more; its count is what nginx served."""
+    r = base_run(name)
+    if r is None:
+        return None
+    out = read(os.path.join(RAW, name + ".out")) or ""
+    kv = dict(zip(*[iter(out.split())] * 2))
+    try:
+        r["rps"] = float(kv["rps"])
+    except (KeyError, ValueError):
+        fail(r, "bench/wakeups output not understood: %s" % (last_line(out) or last_line(read(os.path.join(RAW, name + ".err")), 2)))
+        return r
+    r["count"] = r.get("nginx_seen")
+    r["errors"] = 0
+    if r["rc"] != 0:
+        fail(r, "")
+    finish(r)
+    return r
+
+
 def finish(r):
+    if r.get("nginx_seen"):
+        r["nginx100k"] = r["meta"]["nginx_ticks"] / CLK / r["nginx_seen"] * 1e5
     if r.get("count") and r.get("cpu_s") is not None:
         r["cpu100k"] = r["cpu_s"] / r["count"] * 1e5
     if r.get("count") and r.get("nginx_seen") is not None:
@@ -149,7 +174,16 @@ open_fields = {"target_rate": "target_rate", "sent": "sent", "completed": "compl
                "dropped": "dropped", "failed": "failed", "elapsed_s": "elapsed_s",
                "rps": "requests_per_s", "p50": "latency_ms.p50", "p99": "latency_ms.p99"}
 pc = [load_perfops("closed.perfops.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]
-po = [load_perfops("open.perfops.%d" % i, open_fields) for i in range(1, ROUNDS + 1)]
+BASE_BIN = ENV.get("base_bin") or ""
+NAPS = (ENV.get("wakeups") or "").split()
+# every closed-loop client of the rounds: (label, runs)
+CLIENTS = [("wrk", wrk), ("perfops", pc)]
+if BASE_BIN:
+    CLIENTS.append(("base", [load_perfops("closed.base.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]))
+for n in NAPS:
+    CLIENTS.append(("wakeups nap %s µs" % n, [load_wakeups("closed.nap%s.%d" % (n, i)) for i in range(1, ROUNDS + 1)]))
+OPEN_ROUNDS = ENV.get("open_rounds", ROUNDS)
+po = [load_perfops("open.perfops.%d" % i, open_fields) for i in range(1, OPEN_ROUNDS + 1)]
 for r in po:
     if r is not None and r.get("completed") is not None:
         tr = r.get("target_rate") or RATE
@@ -170,7 +204,7 @@ L.append("- wrk %s; perfops %s (%s, git %s)" % (ENV.get("wrk_version"), ENV.get(
                                              ENV.get("perfops_bin"), ENV.get("perfops_git")))
 L.append("- closed: `wrk -t1 -c%d -d%ds %s` vs `perfops quick -c %d -d %ds --json …`, %d round(s), alternating"
          % (CONNS, DURATION, ENV["url"], CONNS, DURATION, ROUNDS))
-L.append("- open: `perfops quick -r %d -d %ds --json …`, %d run(s)" % (RATE, DURATION, ROUNDS))
+L.append("- open: `perfops quick -r %d -d %ds --json …`, %d run(s)" % (RATE, DURATION, OPEN_ROUNDS))
 L.append("- CPU s/100k = (user+sys)/completed×1e5 from `/usr/bin/time`; RSS = peak RSS; "
          "nginx CPU = worker CPU / wall (≈100 % → nginx was the bottleneck)")
 if perfops_err:
@@ -206,6 +240,77 @@ L.append("| **median** | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
     pct(med([r.get("nginx_cpu") for r in okw])), pct(med([r.get("nginx_cpu") for r in okp]))))
 
 L.append("")
+L.append("### Every closed-loop client: medians of the rounds, and what its requests cost nginx")
+L.append("")
+if BASE_BIN:
+    L.append("base = `%s`" % BASE_BIN)
+    L.append("")
+L.append("| client | rps | rps / wrk (per round) | CPU s/100k | nginx CPU | nginx CPU s/100k | RSS MiB |")
+L.append("|---|---:|---|---:|---:|---:|---:|")
+for label, runs in CLIENTS:
+    ok = [r for r in runs if r and r["ok"]]
+    per_round = []
+    for i, r in enumerate(runs):
+        w = wrk[i] if i < len(wrk) else None
+        if r and r["ok"] and w and w["ok"] and r.get("rps") and w.get("rps"):
+            per_round.append(r["rps"] / w["rps"])
+    L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+        label, f(med([r.get("rps") for r in ok])),
+        ("%s (%s)" % (f(med(per_round), "{:.2f}"), " ".join("%.2f" % x for x in per_round))) if per_round else "—",
+        f(med([r.get("cpu100k") for r in ok]), "{:.2f}"), pct(med([r.get("nginx_cpu") for r in ok])),
+        f(med([r.get("nginx100k") for r in ok]), "{:.3f}"), f(med([r.get("rss_mib") for r in ok]), "{:.1f}")))
+
+
+def perf_counts(path):
+    """`perf stat -x,` output -> {event: count} (events not counted are left out)."""
+    counts = {}
+    for line in (read(path) or "").splitlines():
+        parts = line.split(",")
+        if len(parts) < 3 or line.startswith("#"):
+            continue
+        try:
+            counts[parts[2].replace("syscalls:sys_enter_", "")] = float(parts[0])
+        except ValueError:
+            pass
+    return counts
+
+
+COUNTED = [(label, "closed." + key) for label, key in
+           [("wrk", "wrk"), ("perfops", "perfops")] + ([("base", "base")] if BASE_BIN else [])
+           + [("wakeups nap %s µs" % n, "nap" + n) for n in NAPS]]
+count_rows = []
+for label, name in COUNTED:
+    meta = load_meta(RAW, name + ".count")
+    if meta is None:
+        continue
+    served = meta.get("nginx_requests")
+    tool, ngx = perf_counts(os.path.join(RAW, name + ".count.tool")), perf_counts(os.path.join(RAW, name + ".count.nginx"))
+    if not served or not tool:
+        NOTES.append("%s: syscall count unusable (rc %s, nginx served %s)" % (name, meta.get("rc"), served))
+        continue
+    count_rows.append((label, served, tool, ngx))
+if count_rows:
+    L.append("")
+    L.append("### Syscalls and context switches per request (`perf stat`, %s s per client, not timed)" % ENV.get("count_s"))
+    L.append("")
+    L.append("Per request nginx served during the client's run; the client's syscalls by kind (those above 0.005).")
+    L.append("")
+    L.append("| client | requests | client syscalls | client by kind | client cs | nginx syscalls | nginx by kind | nginx cs |")
+    L.append("|---|---:|---:|---|---:|---:|---|---:|")
+
+    def kinds(c, n):
+        skip = ("raw_syscalls:sys_enter", "context-switches")
+        return ", ".join("%s %.2f" % (k, v / n) for k, v in sorted(c.items(), key=lambda kv: -kv[1])
+                         if k not in skip and v / n >= 0.005) or "—"
+    for label, served, tool, ngx in count_rows:
+        L.append("| %s | %s | %.2f | %s | %.3f | %s | %s | %s |" % (
+            label, f(served), tool.get("raw_syscalls:sys_enter", 0) / served, kinds(tool, served),
+            tool.get("context-switches", 0) / served,
+            f(ngx.get("raw_syscalls:sys_enter", 0) / served if ngx else None, "{:.2f}"),
+            kinds(ngx, served) if ngx else "—",
+            f(ngx.get("context-switches", 0) / served if ngx else None, "{:.3f}")))
+
+L.append("")
 L.append("## Open model (perfops quick -r %d, %d s)" % (RATE, DURATION))
 L.append("")
 oko = [r for r in po if r and r["ok"]]
@@ -238,7 +343,8 @@ L.append("")
 L.append("| run | rc | wall s | responses (tool) | nginx served | errors | user s | sys s | tool CPU "
          "| other CPU s | quiet wait s | lock |")
 L.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-for r in wrk + pc + po:
+EXTRA = [r for label, runs in CLIENTS[2:] for r in runs]
+for r in wrk + pc + EXTRA + po:
     if r is None:
         continue
     m = r["meta"]
@@ -247,7 +353,7 @@ for r in wrk + pc + po:
         f(r.get("user"), "{:.2f}"), f(r.get("sys"), "{:.2f}"), pct(r.get("tool_cpu")),
         f(r.get("other_cpu_s"), "{:.2f}"), m["waited_quiet_s"], m["lock"]))
 
-fails = [r for r in wrk + pc + po if r is not None and not r["ok"]]
+fails = [r for r in wrk + pc + EXTRA + po if r is not None and not r["ok"]]
 if fails or NOTES or perfops_err:
     L.append("")
     L.append("## Problems and notes")
