@@ -543,7 +543,7 @@ impl Worker {
                 late_in_a_row = 0;
                 // Wait for the arrivals due within the window too: they go out
                 // together, none early, each charged its lateness from its due time.
-                let next = (1..).map(|k| schedule.due(n + k * step));
+                let next = (1..).map(|k| schedule.due(n.saturating_add(k * step)));
                 gathered = self.start + coalesce::gather(offset, next, coalesce::GATHER);
                 tokio::select! {
                     _ = timer.sleep_until(gathered) => {}
@@ -551,7 +551,8 @@ impl Worker {
                 }
             } else if due > gathered {
                 // Behind schedule: send at once (the lateness shows as latency),
-                // but let responses be read now and then.
+                // but let responses be read now and then. (Due at or before
+                // `gathered`: one of this wake-up's arrivals, sent with it.)
                 late_in_a_row += 1;
                 if late_in_a_row.is_multiple_of(16) {
                     tokio::task::yield_now().await;
