@@ -69,11 +69,13 @@
 //! before.
 //!
 //! **Arrivals gathered** ([`gather`], [`GATHER`]): one wake-up per arrival
-//! was still the largest cost left. On this VM a wake-up is a halt and an
-//! injected timer interrupt, and the request sent right after it runs the
-//! kernel's TCP path cold: at 10,000/s perfops' `sendto` cost 11.6 µs against
-//! oha's 7.1 µs for the same work, oha sending several requests per wake-up
-//! (`bench/open-profile.sh`, bench/README.md). So an arrival waits for the
+//! was still the largest cost left, and it is paid twice. On this VM a
+//! wake-up is a halt and an injected timer interrupt (8 µs per request at
+//! 10,000/s); and the server, idle since the previous request, must be woken
+//! by our `sendto` (`sock_def_readable`: 6.8 µs per request against 1.1 µs
+//! for oha, which sends several requests per wake-up; the server woke 2.6
+//! times per request against oha's 0.34: `bench/open-profile.sh`,
+//! bench/README.md). So an arrival waits for the
 //! arrivals due within [`GATHER`] after it, and they go out together in one
 //! wake-up:
 //!
@@ -85,11 +87,12 @@
 //! What it costs the measurement, measured: the lateness is charged in full
 //! (latency counts from each arrival's due time; service time from its send
 //! is unchanged), and against a server whose own time is narrow it shows
-//! almost whole in p50. Waking for pairs cut perfops' CPU per request by
-//! 22-30 % (10,000/s with a 100 µs window: 3.48 -> 2.44 CPU s per 100k; at
-//! 20,000/s with 50 µs: 2.03 against 1.58 with 100 µs) but moved p50 by about
-//! the window (10,000/s: +0.088 -> +0.196 ms over the server's own clock),
-//! and the budget is +0.15 ms (#18, open-model-20261125T060257Z).
+//! almost whole in p50. Pairs at 20,000/s (this window) cut perfops' CPU per
+//! request 30 % (2.94 -> 2.05 CPU s per 100k, oha's 1.98) with p50 +0.133 ms
+//! over the server's own clock (open-model-20261125T061600Z). Pairs at
+//! 10,000/s (a 100 µs window) cut it as much (3.48 -> 2.44, below oha's
+//! 2.77) but moved p50 from +0.088 to +0.196 ms (open-model-20261125T060257Z),
+//! past the budget of +0.15 ms (#18).
 //! Hence 50 µs: the budget's room over the ~+0.09 ms the exact pacer measures.
 //! Arrivals further apart than that (below 20,000/s on a worker) are each
 //! waited for alone, as before; so is every arrival at 2,000/s.
