@@ -533,18 +533,26 @@ impl Worker {
         let websocket = shared.work.flows.iter().flat_map(|f| &f.steps).any(|s| s.step.websocket.is_some());
         let mut timer = if dated && !websocket { PreciseTimer::paced() } else { PreciseTimer::new() };
         let mut late_in_a_row = 0u32;
+        let step = u64::from(shard.count.max(1));
+        // Until when the arrivals are gathered into the current wake-up.
+        let mut gathered = self.start;
         for n in shard.arrivals(schedule.total_arrivals()) {
             let Some(offset) = schedule.due(n) else { break };
             let due = self.start + offset;
-            if due > Instant::now() {
+            if due > gathered && due > Instant::now() {
                 late_in_a_row = 0;
+                // Wait for the arrivals due within the window too: they go out
+                // together, none early, each charged its lateness from its due time.
+                let next = (1..).map(|k| schedule.due(n.saturating_add(k * step)));
+                gathered = self.start + coalesce::gather(offset, next, coalesce::GATHER);
                 tokio::select! {
-                    _ = timer.sleep_until(due) => {}
+                    _ = timer.sleep_until(gathered) => {}
                     _ = self.stop_notify.notified() => {}
                 }
-            } else {
+            } else if due > gathered {
                 // Behind schedule: send at once (the lateness shows as latency),
-                // but let responses be read now and then.
+                // but let responses be read now and then. (Due at or before
+                // `gathered`: one of this wake-up's arrivals, sent with it.)
                 late_in_a_row += 1;
                 if late_in_a_row.is_multiple_of(16) {
                     tokio::task::yield_now().await;
