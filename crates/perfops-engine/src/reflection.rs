@@ -35,7 +35,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::grpc::GrpcError;
-use crate::h2::conn::{Conn, Windows};
+use crate::h2::conn::{Block, Conn, Windows};
 use crate::h2::hpack;
 use crate::target::Target;
 use crate::tls;
@@ -258,7 +258,7 @@ impl Call<'_> {
         }
         let id = self
             .conn
-            .open(&block, &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
+            .open(Block::Raw(&block), &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
             .map_err(|e| failed(e.kind))?;
         let answer = std::future::poll_fn(|cx| self.conn.poll_answer(id, cx)).await.map_err(|e| failed(e.kind))?;
         let got = answer.captured.unwrap_or_default();

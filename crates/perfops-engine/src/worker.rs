@@ -53,7 +53,7 @@ mod websocket;
 
 use crate::coalesce;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
-use crate::http2::{self, Captured, H2Request, Http2, Lease, Pool as H2Pool, Take};
+use crate::http2::{self, Captured, H2Request, Http2, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
 use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;
@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     pub(crate) http2: Http2,
     /// HTTP/2: the literal steps' requests, by step index (empty for HTTP/1.1).
     pub(crate) h2_requests: Vec<Option<H2Request>>,
+    /// HTTP/2: which fields of each step's requests may be indexed, by step index.
+    pub(crate) h2_indexing: Vec<Indexing>,
 }
 
 impl Shared {
@@ -880,10 +882,14 @@ impl Worker {
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 }
+                let none = Indexing::default();
+                let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);
                 rendered_request =
-                    H2Request::from_http1(&rendered, shared.target.scheme()).ok().and_then(|r| match &step.grpc {
-                        Some(m) => r.into_grpc(m, shared.timeout).ok(),
-                        None => Some(r),
+                    H2Request::from_http1(&rendered, shared.target.scheme(), indexing).ok().and_then(|r| {
+                        match &step.grpc {
+                            Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                            None => Some(r),
+                        }
                     });
                 self.spares.borrow_mut().buffers.push((body_buf, rendered));
                 rendered_request.as_ref()
