@@ -58,6 +58,7 @@ use crate::grpc::{self, GrpcMethod};
 pub(crate) use crate::h2::conn::StreamError;
 use crate::h2::conn::{Block, Conn, Windows};
 use crate::h2::encoder::Fields;
+use crate::h2::stamped::Transport;
 use crate::http1::Response;
 use crate::work::{StepPlan, Work};
 
@@ -501,7 +502,7 @@ pub(crate) async fn handshake<T>(
     state: Rc<State>,
 ) -> Result<(Rc<Conn>, Rc<State>), FailureKind>
 where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+    T: Transport + 'static,
 {
     let conn = Rc::new(Conn::new(Windows { stream: settings.stream_window, connection: settings.connection_window }));
     let task = (conn.clone(), state.clone());

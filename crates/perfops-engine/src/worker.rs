@@ -52,6 +52,7 @@ use tokio_rustls::TlsConnector;
 mod websocket;
 
 use crate::coalesce;
+use crate::h2::stamped::H2Io;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
 use crate::http2::{self, Captured, H2Request, Http2, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
@@ -1028,7 +1029,9 @@ impl Worker {
             // Asked for h2 alone, and the server would not speak it.
             return Err(FailureKind::Protocol);
         }
-        let handshake = http2::handshake(stream, &pool.settings, pool.notifier(), pool.new_state());
+        // An open-model worker's plain-TCP reads are dated by the kernel (`h2/stamped.rs`).
+        let io = H2Io::new(stream, self.stamped);
+        let handshake = http2::handshake(io, &pool.settings, pool.notifier(), pool.new_state());
         let (send, state) = match timeout_at(deadline, handshake).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(kind)) => return Err(kind),

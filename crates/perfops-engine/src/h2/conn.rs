@@ -42,12 +42,13 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use perfops_core::measure::FailureKind;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::time::Instant;
 
 use super::encoder::{Encoder, Fields};
 use super::frame::{self, Frame, FrameError, code, setting};
 use super::hpack::{self, Decoder};
+use super::stamped::Transport;
 use crate::http2::Captured;
 
 /// The most a header block may take across its CONTINUATIONs, bytes.
@@ -139,6 +140,9 @@ struct Slot {
     bytes_in: u64,
     first_byte: Option<Instant>,
     last_byte: Option<Instant>,
+    /// When its request was handed to the connection: no byte of its answer
+    /// is dated before (a kernel's date converted between clocks could be).
+    opened: Instant,
     /// Bytes received and not yet given back by a WINDOW_UPDATE.
     unacked: i64,
     /// What we may still send on it.
@@ -152,7 +156,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(id: u32, send_window: i64, capture: Option<usize>) -> Slot {
+    fn new(id: u32, send_window: i64, capture: Option<usize>, opened: Instant) -> Slot {
         Slot {
             id,
             phase: Phase::Open,
@@ -163,6 +167,7 @@ impl Slot {
             bytes_in: 0,
             first_byte: None,
             last_byte: None,
+            opened,
             unacked: 0,
             send_window,
             body: Bytes::new(),
@@ -326,7 +331,7 @@ impl Conn {
         }
         let id = i.next_id;
         i.next_id += 2;
-        let slot = Slot::new(id, i.peer_window, capture);
+        let slot = Slot::new(id, i.peer_window, capture, Instant::now());
         let index = match i.free.pop() {
             Some(x) => {
                 i.slab[x as usize] = slot;
@@ -405,20 +410,20 @@ impl Conn {
 
     /// Run the connection's I/O on `io` until it ends; returns whether the
     /// server sent a GOAWAY (a graceful end, or not).
-    pub(crate) async fn drive<T>(&self, mut io: T) -> bool
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
+    pub(crate) async fn drive<T: Transport>(&self, mut io: T) -> bool {
         let mut rbuf = vec![0u8; READ_BUF];
         let mut filled = 0usize;
         std::future::poll_fn(|cx| self.poll_drive(&mut io, &mut rbuf, &mut filled, cx)).await;
         self.inner.borrow().goaway.is_some()
     }
 
-    fn poll_drive<T>(&self, io: &mut T, rbuf: &mut [u8], filled: &mut usize, cx: &mut Context<'_>) -> Poll<()>
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
+    fn poll_drive<T: Transport>(
+        &self,
+        io: &mut T,
+        rbuf: &mut [u8],
+        filled: &mut usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
         if !i.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -436,6 +441,10 @@ impl Conn {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => i.close(FailureKind::Reset, None),
                 Poll::Ready(Ok(())) => {
                     *filled += buf.filled().len();
+                    // Dated by the kernel (`stamped.rs`): this read's frames end then.
+                    if let Some(at) = io.last_received() {
+                        now = Some(at);
+                    }
                     let mut at = 0;
                     loop {
                         match frame::read(&rbuf[at..*filled], frame::DEFAULT_MAX_FRAME) {
@@ -501,6 +510,13 @@ impl Conn {
         }
         Poll::Pending
     }
+}
+
+/// When a frame read now ends, for a stream opened at `opened`: the read's
+/// date (the kernel's, or the first clock reading of this turn), never
+/// before the stream's request was handed over.
+pub(super) fn at(now: &mut Option<Instant>, opened: Instant) -> Instant {
+    (*now.get_or_insert_with(Instant::now)).max(opened)
 }
 
 /// The failure kind of an I/O error on an open connection.
@@ -678,7 +694,7 @@ impl Inner {
                     c.body.extend_from_slice(&data[..keep]);
                 }
                 if end {
-                    slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+                    slot.last_byte = Some(at(now, slot.opened));
                     slot.end(Phase::Done);
                 } else if slot.unacked >= window / 2 {
                     let inc = slot.unacked as u32;
@@ -851,7 +867,7 @@ impl Inner {
                     slot.status = s;
                     slot.headers_done = true;
                     slot.bytes_in += 16 + bytes as u64;
-                    slot.first_byte = Some(*now.get_or_insert_with(Instant::now));
+                    slot.first_byte = Some(at(now, slot.opened));
                 }
                 _ => {
                     self.stream_error(x, code::PROTOCOL_ERROR);
@@ -861,7 +877,7 @@ impl Inner {
         }
         if end_stream {
             let slot = &mut self.slab[x];
-            slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+            slot.last_byte = Some(at(now, slot.opened));
             slot.end(Phase::Done);
         }
         Ok(())

@@ -16,6 +16,7 @@ use super::conn::{Answer, Block, Conn, StreamError, Windows};
 use super::encoder::Fields;
 use super::frame::{self, kind};
 use super::hpack;
+use super::stamped::{H2Io, Transport};
 
 const LARGE: Windows = Windows { stream: (1 << 30) - 1, connection: (1 << 30) - 1 };
 
@@ -29,7 +30,7 @@ fn block(method: &str, path: &str) -> Vec<u8> {
 }
 
 /// A connection on `io`, its task running, the server's SETTINGS in.
-async fn connect(io: DuplexStream, windows: Windows) -> Result<Rc<Conn>, FailureKind> {
+async fn connect<T: Transport + 'static>(io: T, windows: Windows) -> Result<Rc<Conn>, FailureKind> {
     let conn = Rc::new(Conn::new(windows));
     let task = conn.clone();
     tokio::task::spawn_local(async move { task.drive(io).await });
@@ -213,6 +214,96 @@ fn indexed_blocks_are_decoded_whatever_the_servers_table() {
             }
         }
     });
+}
+
+/// #14: on an open-model worker's plain TCP the kernel dates each read
+/// (`stamped.rs`): an answer that waited 100 ms in the socket while the
+/// worker's thread was busy is dated when it arrived, not when it was
+/// read; unstamped (TLS, a closed loop) it is dated by the read. Either
+/// way no byte is dated before its request was handed over.
+#[test]
+fn a_stamped_connection_dates_answers_by_their_arrival() {
+    use std::io::{Read, Write};
+    local(async {
+        // (stamped?)
+        for stamp in [true, false] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let (heard_tx, heard) = std::sync::mpsc::channel();
+            // A minimal HTTP/2 server of our own, on a thread: SETTINGS, then
+            // once our HEADERS are in, 5 ms later, a 200 that ends the stream.
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut settings = Vec::new();
+                frame::put_settings(&mut settings, &[]);
+                s.write_all(&settings).expect("settings");
+                let mut seen = Vec::new();
+                let mut buf = vec![0u8; 4096];
+                while !seen.windows(6).any(|w| w == [kind::HEADERS, 0x5, 0, 0, 0, 1]) {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = heard_tx.send(());
+                std::thread::sleep(Duration::from_millis(5));
+                let mut answer = Vec::new();
+                frame::put_headers(&mut answer, 1, &[0x88], true, frame::DEFAULT_MAX_FRAME);
+                s.write_all(&answer).expect("answer");
+            });
+            let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let io = H2Io::new(crate::http1::Stream::Tcp(tcp), stamp);
+            assert_eq!(matches!(io, H2Io::Stamped(_)), stamp, "SO_TIMESTAMPNS refused");
+            let conn = connect(io, LARGE).await.expect("handshake");
+            let opened = tokio::time::Instant::now();
+            let id = conn.open(Block::Raw(&block("GET", "/")), &Bytes::new(), None).expect("open");
+            // Let the connection task write the request; once the server has
+            // it, keep this thread (the worker) busy for 100 ms.
+            let heard_at = loop {
+                tokio::task::yield_now().await;
+                if heard.recv_timeout(Duration::from_millis(50)).is_ok() {
+                    break tokio::time::Instant::now();
+                }
+            };
+            std::thread::sleep(Duration::from_millis(100));
+            let a = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await.expect("answer");
+            let dated = a.last_byte.saturating_duration_since(heard_at);
+            assert!(a.first_byte >= opened && a.last_byte >= a.first_byte, "stamped {stamp}: dated before its send");
+            if stamp {
+                assert!(dated < Duration::from_millis(60), "stamped: dated by its arrival (~5 ms), got {dated:?}");
+            } else {
+                assert!(dated >= Duration::from_millis(100), "unstamped: dated by the read, got {dated:?}");
+            }
+            conn.release();
+            let _ = server.join();
+        }
+    });
+}
+
+/// When a frame read ends its stream: the read's date, never before the
+/// stream's request was handed over.
+#[test]
+fn an_answer_is_never_dated_before_its_request() {
+    let opened = tokio::time::Instant::now();
+    let ms = Duration::from_millis;
+    // (the read's date, when the answer is dated)
+    let cases = [
+        // a read after the send: its date
+        (Some(opened + ms(3)), opened + ms(3)),
+        // a kernel date converted between clocks to before the send: the send
+        (Some(opened - ms(1)), opened),
+        // not dated yet: now, read once for the whole turn (not before the send)
+        (None, opened),
+    ];
+    for (i, (read, want)) in cases.into_iter().enumerate() {
+        let mut now = read;
+        let got = super::conn::at(&mut now, opened);
+        if read.is_some() {
+            assert_eq!(got, want, "case {i}");
+        } else {
+            assert!(got >= want && now == Some(got), "case {i}: {got:?}");
+        }
+    }
 }
 
 /// A hostile peer: its SETTINGS, then, once our request is in, `bytes`
