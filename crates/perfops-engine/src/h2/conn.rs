@@ -45,7 +45,8 @@ use perfops_core::measure::FailureKind;
 use tokio::io::ReadBuf;
 use tokio::time::Instant;
 
-use super::encoder::{Encoder, Fields};
+pub(crate) use super::encoder::Block;
+use super::encoder::Blocks;
 use super::frame::{self, Frame, FrameError, code, setting};
 use super::hpack::{self, Decoder};
 use super::stamped::Transport;
@@ -68,28 +69,6 @@ const MAX_STREAM_ID: u32 = 1 << 31;
 
 /// No slot (a stream freed, its id still in the deque).
 const NONE: u32 = u32::MAX;
-
-/// Literal steps' blocks kept per connection, at most.
-const KEPT: usize = 16;
-
-/// A request's header block, as [`Conn::open`] takes it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Block<'a> {
-    /// Encoded already, without any table (`hpack::encode_field`).
-    Raw(&'a [u8]),
-    /// Fields for the connection's encoder, and the key its block is kept
-    /// under (a literal step's: the same fields every time; 0: not kept).
-    Fields(&'a Fields, u64),
-}
-
-/// A literal step's block, and the encoder's generation at which it may
-/// be sent again as it is (`None`: it changed the table, encode it again).
-#[derive(Debug)]
-struct Kept {
-    key: u64,
-    generation: Option<u64>,
-    bytes: Vec<u8>,
-}
 
 /// A failed exchange on a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -530,67 +509,6 @@ fn io_failure(e: &io::Error) -> FailureKind {
 
 fn proto(what: &'static str) -> FrameError {
     FrameError { code: code::PROTOCOL_ERROR, what }
-}
-
-/// A connection's request blocks: its encoder (`encoder.rs`) and the
-/// literal steps' blocks as last encoded, sent again while the encoder's
-/// generation holds (a memcpy per request, as before the table).
-#[derive(Debug, Default)]
-struct Blocks {
-    encoder: Encoder,
-    kept: Vec<Kept>,
-    /// The kept block to replace next when `kept` is full.
-    kept_next: usize,
-    /// A block encoded for one request only.
-    scratch: Vec<u8>,
-}
-
-impl Blocks {
-    /// `block`'s bytes for the next HEADERS: encoded now, or as kept.
-    fn block<'a>(&'a mut self, block: Block<'a>) -> &'a [u8] {
-        let Blocks { encoder, kept, kept_next, scratch } = self;
-        match block {
-            Block::Raw(raw) => {
-                // A size update owed goes first, whatever block comes next.
-                scratch.clear();
-                encoder.encode(&Fields::default(), scratch);
-                if scratch.is_empty() {
-                    return raw;
-                }
-                scratch.extend_from_slice(raw);
-                scratch
-            }
-            Block::Fields(fields, 0) => {
-                scratch.clear();
-                encoder.encode(fields, scratch);
-                scratch
-            }
-            Block::Fields(fields, key) => {
-                let generation = encoder.generation();
-                let at = match kept.iter().position(|k| k.key == key) {
-                    Some(at) if kept[at].generation == Some(generation) => return &kept[at].bytes,
-                    Some(at) => at,
-                    None if kept.len() < KEPT => {
-                        kept.push(Kept { key, generation: None, bytes: Vec::new() });
-                        kept.len() - 1
-                    }
-                    None => {
-                        *kept_next = (*kept_next + 1) % KEPT;
-                        *kept_next
-                    }
-                };
-                let k = &mut kept[at];
-                k.bytes.clear();
-                encoder.encode(fields, &mut k.bytes);
-                k.key = key;
-                // Sent again only if it changed nothing in the table: a
-                // block that inserted must not insert twice (its next
-                // encoding refers to what it inserted).
-                k.generation = (encoder.generation() == generation).then_some(generation);
-                &k.bytes
-            }
-        }
-    }
 }
 
 impl Inner {
