@@ -119,9 +119,10 @@ struct Slot {
     bytes_in: u64,
     first_byte: Option<Instant>,
     last_byte: Option<Instant>,
-    /// When its request was handed to the connection: no byte of its answer
-    /// is dated before (a kernel's date converted between clocks could be).
-    opened: Instant,
+    /// On a connection dated by the kernel, when its request was handed
+    /// over: no byte of its answer is dated before (a kernel's date
+    /// converted between clocks could be). `None` elsewhere: no clock read.
+    opened: Option<Instant>,
     /// Bytes received and not yet given back by a WINDOW_UPDATE.
     unacked: i64,
     /// What we may still send on it.
@@ -135,7 +136,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(id: u32, send_window: i64, capture: Option<usize>, opened: Instant) -> Slot {
+    fn new(id: u32, send_window: i64, capture: Option<usize>, opened: Option<Instant>) -> Slot {
         Slot {
             id,
             phase: Phase::Open,
@@ -214,6 +215,8 @@ struct Inner {
     closed: Option<FailureKind>,
     /// Nobody will open streams on it any more (the pool let it go).
     released: bool,
+    /// Its reads are dated by the kernel (`stamped.rs`).
+    dated: bool,
 }
 
 /// One HTTP/2 connection of a worker (shared by its requests; its task
@@ -270,6 +273,7 @@ impl Conn {
                 goaway: None,
                 closed: None,
                 released: false,
+                dated: false,
             }),
         }
     }
@@ -310,7 +314,7 @@ impl Conn {
         }
         let id = i.next_id;
         i.next_id += 2;
-        let slot = Slot::new(id, i.peer_window, capture, Instant::now());
+        let slot = Slot::new(id, i.peer_window, capture, i.dated.then(Instant::now));
         let index = match i.free.pop() {
             Some(x) => {
                 i.slab[x as usize] = slot;
@@ -390,6 +394,7 @@ impl Conn {
     /// Run the connection's I/O on `io` until it ends; returns whether the
     /// server sent a GOAWAY (a graceful end, or not).
     pub(crate) async fn drive<T: Transport>(&self, mut io: T) -> bool {
+        self.inner.borrow_mut().dated = io.dated();
         let mut rbuf = vec![0u8; READ_BUF];
         let mut filled = 0usize;
         std::future::poll_fn(|cx| self.poll_drive(&mut io, &mut rbuf, &mut filled, cx)).await;
@@ -491,11 +496,13 @@ impl Conn {
     }
 }
 
-/// When a frame read now ends, for a stream opened at `opened`: the read's
-/// date (the kernel's, or the first clock reading of this turn), never
-/// before the stream's request was handed over.
-pub(super) fn at(now: &mut Option<Instant>, opened: Instant) -> Instant {
-    (*now.get_or_insert_with(Instant::now)).max(opened)
+/// When a frame read now ends, for a stream opened at `opened` (known on a
+/// connection dated by the kernel): the read's date (the kernel's, or the
+/// first clock reading of this turn), never before the stream's request
+/// was handed over.
+pub(super) fn at(now: &mut Option<Instant>, opened: Option<Instant>) -> Instant {
+    let at = *now.get_or_insert_with(Instant::now);
+    opened.map_or(at, |o| at.max(o))
 }
 
 /// The failure kind of an I/O error on an open connection.

@@ -33,6 +33,10 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin {
     fn last_received(&self) -> Option<Instant> {
         None
     }
+    /// Its reads are dated by the kernel.
+    fn dated(&self) -> bool {
+        false
+    }
 }
 
 impl Transport for Stream {}
@@ -65,6 +69,9 @@ impl Transport for H2Io {
             H2Io::Plain(_) => None,
             H2Io::Stamped(s) => s.last,
         }
+    }
+    fn dated(&self) -> bool {
+        matches!(self, H2Io::Stamped(_))
     }
 }
 

@@ -295,9 +295,11 @@ fn an_answer_is_never_dated_before_its_request() {
         // not dated yet: now, read once for the whole turn (not before the send)
         (None, opened),
     ];
+    // a connection not dated by the kernel reads no clock at open: the read's date as it is
+    assert_eq!(super::conn::at(&mut Some(opened - ms(1)), None), opened - ms(1));
     for (i, (read, want)) in cases.into_iter().enumerate() {
         let mut now = read;
-        let got = super::conn::at(&mut now, opened);
+        let got = super::conn::at(&mut now, Some(opened));
         if read.is_some() {
             assert_eq!(got, want, "case {i}");
         } else {
