@@ -18,6 +18,8 @@
 # Both: CONNS connections x STREAMS streams each; flow-control windows large (h2load's defaults
 # 2^30-1, perfops' too). rps = completed responses / the tool's own elapsed time;
 # CPU s per 100k = (user + sys) / completed * 1e5; nginx CPU = its worker's ticks / wall.
+# nginx CPU s per 100k = its worker's ticks / CLK_TCK / completed * 1e5: what each tool asked of the
+# server per request (with nginx saturated, rps follows it; bench/README.md, "nginx's cost per request").
 # Only 127.0.0.1 is ever contacted; nginx is stopped by its PID.
 #
 # Where each tool's CPU goes per request (callgrind: perfops ~9,000 user-space instructions

@@ -51,6 +51,8 @@ def run(name):
         return r
     r["rps"] = r["done"] / r["elapsed"] if r["elapsed"] else None
     r["cpu100k"] = r["t"]["cpu_s"] / r["done"] * 1e5 if r["done"] else None
+    # What the tool asked of the server: nginx's CPU per request it served.
+    r["nginx100k"] = meta["nginx_ticks"] / CLK / r["done"] * 1e5 if r["done"] else None
     return r
 
 
@@ -64,16 +66,23 @@ lines = ["# HTTP/2 over TLS: perfops vs h2load (%s)" % ENV["stamp"], "",
          "nginx %s, 1 worker on CPU %d; tools on CPU %d; %d connections x %d streams, %d s per run, %d rounds. "
          "perfops %s, %s." % (ENV["nginx_version"], ENV["target_cpu"], ENV["tool_cpu"], ENV["conns"], ENV["streams"],
                               ENV["duration"], ENV["rounds"], ENV["perfops_git"], ENV["h2load_version"]), "",
-         "| tool | rps (median) | CPU s per 100k | tool CPU | peak RSS MiB | nginx CPU | runs |",
-         "|---|---:|---:|---:|---:|---:|---:|"]
+         "| tool | rps (median) | CPU s per 100k | tool CPU | peak RSS MiB | nginx CPU | nginx CPU s per 100k | runs |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|"]
 for tool, runs in rows:
-    lines.append("| %s | %s | %s | %s | %s | %s | %d |" % (
+    lines.append("| %s | %s | %s | %s | %s | %s | %s | %d |" % (
         tool, fmt(med([r["rps"] for r in runs])), fmt(med([r["cpu100k"] for r in runs]), "{:.2f}"),
         pct(med([r["t"]["tool_cpu"] for r in runs])), fmt(med([r["t"]["rss_mib"] for r in runs]), "{:.1f}"),
-        pct(med([r["nginx_cpu"] for r in runs])), len(runs)))
+        pct(med([r["nginx_cpu"] for r in runs])), fmt(med([r["nginx100k"] for r in runs]), "{:.3f}"), len(runs)))
+lines += ["", "Round by round (rps; nginx CPU s per 100k requests):", ""]
+for tool, runs in rows:
+    lines.append("- %s: %s" % (tool, ", ".join("%s (%s)" % (fmt(r["rps"]), fmt(r["nginx100k"], "{:.3f}")) for r in runs)))
 h2, po = (med([r["rps"] for r in runs]) for _, runs in rows)
 if h2 and po:
     lines += ["", "perfops / h2load: %.2fx the requests per second." % (po / h2)]
+n2, npo = (med([r["nginx100k"] for r in runs]) for _, runs in rows)
+if n2 and npo:
+    lines += ["nginx's CPU per request, perfops' / h2load's: %.3f (below 1: nginx works less for perfops' requests; "
+              "with nginx's one worker saturated, rps follows it)." % (npo / n2)]
 if NOTES:
     lines += ["", "Notes:"] + ["- " + n for n in NOTES]
 write_report(REPORT, lines)

@@ -497,7 +497,7 @@ async fn read_stamped(tcp: &TcpStream, buf: &mut [u8], not_before: Instant) -> i
 
 /// One `recvmsg` on a socket with `SO_TIMESTAMPNS`: bytes read and the
 /// kernel's receive time of the last of them (`CLOCK_REALTIME`).
-fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<TimeSpec>)> {
+pub(crate) fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<TimeSpec>)> {
     let mut iov = [io::IoSliceMut::new(buf)];
     let mut space = nix::cmsg_space!(TimeSpec);
     let msg = recvmsg::<()>(fd, &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT).map_err(io::Error::from)?;
@@ -516,7 +516,7 @@ fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<TimeSpec
 /// offset that only NTP moves (slewing by parts per million of the age: ns);
 /// a stamp from the future (the realtime clock stepped back) counts as now,
 /// and nothing is dated before `not_before`.
-fn received_at(stamp: TimeSpec, now: Instant, not_before: Instant) -> Instant {
+pub(crate) fn received_at(stamp: TimeSpec, now: Instant, not_before: Instant) -> Instant {
     let Ok(real) = clock_gettime(ClockId::CLOCK_REALTIME) else { return now };
     let age = Duration::from(real).saturating_sub(Duration::from(stamp));
     now.checked_sub(age).map_or(not_before, |at| at.max(not_before)).min(now)

@@ -26,9 +26,12 @@
 //! with it), and a connection's I/O is a task of that worker. Streams are
 //! spread over a worker's connections, connections over workers.
 //!
-//! A request's header block is HPACK-encoded when the request is made
-//! ([`H2Request::from_http1`]): once before the run for a literal step,
-//! without indexing, so the same bytes go out on every connection.
+//! A request's header fields are made once before the run for a literal
+//! step ([`H2Request::from_http1`]), each marked whether it is the same on
+//! every request ([`Indexing`]); each connection encodes them against its
+//! own HPACK table (`h2/encoder.rs`): the constant ones are references into
+//! the server's table after a step's first request on the connection, and a
+//! literal step's block is kept per connection and sent again as it is.
 //!
 //! A `GOAWAY` ends a connection for new streams: the requests it did not
 //! process (streams above its last stream id, or sent after it) go out again
@@ -43,6 +46,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -52,9 +56,11 @@ use tokio::time::Instant;
 
 use crate::grpc::{self, GrpcMethod};
 pub(crate) use crate::h2::conn::StreamError;
-use crate::h2::conn::{Conn, Windows};
-use crate::h2::hpack::{self, Decoder};
+use crate::h2::conn::{Block, Conn, Windows};
+use crate::h2::encoder::Fields;
+use crate::h2::stamped::Transport;
 use crate::http1::Response;
+use crate::work::{StepPlan, Work};
 
 /// HTTP/2 knobs of a run (`defaults.http2`, `quick -p`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,14 +87,67 @@ impl Default for Http2 {
     }
 }
 
-/// A request ready for HTTP/2: its header block (HPACK, no indexing:
-/// the same bytes on any connection) and body.
+/// A request ready for HTTP/2: its header fields (each connection's
+/// encoder makes the block) and body.
 #[derive(Debug, Clone)]
 pub(crate) struct H2Request {
-    block: Vec<u8>,
+    fields: Fields,
+    /// What a connection keeps its encoded block under: a literal step's
+    /// own key, the same fields every time; 0 for a request rendered once.
+    key: u64,
     body: Bytes,
     /// Head as decoded plus body.
     bytes_out: u64,
+}
+
+/// The keys of literal steps' requests, unique in the process.
+static NEXT_KEY: AtomicU64 = AtomicU64::new(1);
+
+/// Which of a step's header fields are the same on every request, and so
+/// may go into the server's HPACK table (a field that varies would churn
+/// it): everything in a literal step; in a templated one, the method,
+/// scheme, and the authority, path and headers whose templates have no
+/// variable (`content-length` only in a literal step: bodies vary).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Indexing {
+    all: bool,
+    path: bool,
+    /// Lowercased names of the headers whose templates have a variable.
+    varying: Vec<String>,
+}
+
+impl Indexing {
+    /// Every field: a literal step's.
+    pub(crate) fn all() -> Indexing {
+        Indexing { all: true, ..Indexing::default() }
+    }
+
+    /// `step`'s, as `work` renders it.
+    pub(crate) fn of(work: &Work, step: &StepPlan) -> Indexing {
+        if step.cached.is_some() {
+            return Indexing::all();
+        }
+        Indexing {
+            all: false,
+            path: step.step.path.is_literal(),
+            varying: work
+                .headers_of(&step.step)
+                .filter(|(_, t)| !t.is_literal())
+                .map(|(n, _)| n.to_ascii_lowercase())
+                .collect(),
+        }
+    }
+
+    fn indexes(&self, name: &[u8]) -> bool {
+        let varies = |n: &[u8]| self.varying.iter().any(|v| v.as_bytes() == n);
+        self.all
+            || match name {
+                b":path" => self.path,
+                b":authority" => !varies(b"host"),
+                b"content-length" => false,
+                _ => !varies(name),
+            }
+    }
 }
 
 /// Why an HTTP/1.1 request could not become an HTTP/2 one.
@@ -113,30 +172,25 @@ fn valid_name(n: &[u8]) -> bool {
 
 impl H2Request {
     /// As a gRPC call of `method`: the body (the message as JSON) encoded
-    /// and framed, `grpc-timeout` from the request's `timeout`, no
-    /// `content-length` (its block re-encoded: the fields are ours, all
-    /// literals, so no table is involved).
+    /// and framed, `grpc-timeout` from the request's `timeout` (the same on every
+    /// request), no `content-length`.
     pub(crate) fn into_grpc(self, method: &GrpcMethod, timeout: Duration) -> Result<H2Request, ConvertError> {
         let body = method.encode(&self.body).map_err(ConvertError)?;
-        let mut block = Vec::with_capacity(self.block.len() + 24);
-        let mut decoder = Decoder::default();
-        decoder
-            .decode(&self.block, &mut |n, v| {
-                if n != b"content-length" {
-                    hpack::encode_field(&mut block, n, v);
-                }
-            })
-            .map_err(|e| ConvertError(e.to_string()))?;
-        hpack::encode_field(&mut block, b"grpc-timeout", grpc::timeout_header(timeout).as_bytes());
+        let mut fields = Fields::default();
+        for (n, v, index) in self.fields.iter().filter(|(n, _, _)| *n != b"content-length") {
+            fields.push(n, v, index);
+        }
+        fields.push(b"grpc-timeout", grpc::timeout_header(timeout).as_bytes(), true);
         let bytes_out = self.bytes_out - self.body.len() as u64 + body.len() as u64 + 16;
-        Ok(H2Request { block, body, bytes_out })
+        Ok(H2Request { fields, key: self.key, body, bytes_out })
     }
 
     /// The HTTP/1.1 request `bytes` (as `work.rs` renders it) as an HTTP/2
     /// one on `scheme`: one renderer for both protocols, so a step means the
     /// same whatever the server speaks. Literal steps are converted once,
-    /// before the run.
-    pub(crate) fn from_http1(bytes: &[u8], scheme: &str) -> Result<H2Request, ConvertError> {
+    /// before the run (`indexing` all: their requests get a key, so that
+    /// each connection keeps their block).
+    pub(crate) fn from_http1(bytes: &[u8], scheme: &str, indexing: &Indexing) -> Result<H2Request, ConvertError> {
         let bad = |m: &str| ConvertError(m.to_string());
         let mut headers = [httparse::EMPTY_HEADER; 100];
         let mut req = httparse::Request::new(&mut headers);
@@ -155,11 +209,10 @@ impl H2Request {
         if !valid_name(method.as_bytes()) || !valid_value(path.as_bytes()) || !valid_value(authority.as_bytes()) {
             return Err(bad("a method, path or authority HTTP/2 cannot carry"));
         }
-        let mut block = Vec::with_capacity(64 + bytes.len() / 2);
-        hpack::encode_field(&mut block, b":method", method.as_bytes());
-        hpack::encode_field(&mut block, b":scheme", scheme.as_bytes());
-        hpack::encode_field(&mut block, b":authority", authority.as_bytes());
-        hpack::encode_field(&mut block, b":path", path.as_bytes());
+        let mut fields = Fields::default();
+        for (name, value) in [(":method", method), (":scheme", scheme), (":authority", authority), (":path", path)] {
+            fields.push(name.as_bytes(), value.as_bytes(), indexing.indexes(name.as_bytes()));
+        }
         let mut head_bytes = method.len() + path.len() + authority.len() + 16;
         let mut name = Vec::new();
         for h in req.headers.iter() {
@@ -174,11 +227,12 @@ impl H2Request {
                 return Err(bad(&format!("header `{}` cannot go over HTTP/2", h.name)));
             }
             head_bytes += h.name.len() + h.value.len() + 4;
-            hpack::encode_field(&mut block, &name, h.value);
+            fields.push(&name, h.value, indexing.indexes(&name));
         }
         let body = Bytes::copy_from_slice(&bytes[len..]);
         let bytes_out = (head_bytes + body.len()) as u64;
-        Ok(H2Request { block, body, bytes_out })
+        let key = if indexing.all { NEXT_KEY.fetch_add(1, Ordering::Relaxed) } else { 0 };
+        Ok(H2Request { fields, key, body, bytes_out })
     }
 
     /// Head as decoded plus body, bytes.
@@ -448,7 +502,7 @@ pub(crate) async fn handshake<T>(
     state: Rc<State>,
 ) -> Result<(Rc<Conn>, Rc<State>), FailureKind>
 where
-    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + 'static,
+    T: Transport + 'static,
 {
     let conn = Rc::new(Conn::new(Windows { stream: settings.stream_window, connection: settings.connection_window }));
     let task = (conn.clone(), state.clone());
@@ -524,7 +578,8 @@ pub(crate) async fn exchange(
         }
         e
     };
-    let id = conn.open(&req.block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
+    let block = Block::Fields(&req.fields, req.key);
+    let id = conn.open(block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
     let mut stream = OnStream { conn, id: Some(id) };
     // As HTTP/1.1's: the request is handed over (its frames are in the
     // connection's buffer, written at the connection task's next turn).
@@ -594,13 +649,13 @@ mod tests {
             (b"GET / HTTP/1.1\r\nHost: h\r\nTE: gzip\r\n\r\n", "http", "GET", "http://h/", &[], b""),
         ];
         for (i, (bytes, scheme, method, uri, headers, body)) in cases.into_iter().enumerate() {
-            let r = H2Request::from_http1(bytes, scheme).unwrap_or_else(|e| panic!("case {i}: {e}"));
-            let mut fields = Vec::new();
-            Decoder::default()
-                .decode(&r.block, &mut |n, v| {
-                    fields.push((String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
-                })
-                .unwrap_or_else(|e| panic!("case {i}: {e}"));
+            let r = H2Request::from_http1(bytes, scheme, &Indexing::all()).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            assert!(r.fields.iter().all(|(_, _, index)| index), "case {i}: a literal step indexes everything");
+            let fields: Vec<(String, String)> = r
+                .fields
+                .iter()
+                .map(|(n, v, _)| (String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
+                .collect();
             let pseudo =
                 |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone()).unwrap_or_default();
             assert_eq!(pseudo(":method"), method, "case {i}");
@@ -610,9 +665,55 @@ mod tests {
             assert_eq!(got, want, "case {i}");
             assert_eq!(&r.body[..], body, "case {i}");
         }
-        assert!(H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n", "http").is_err(), "an unfinished head");
+        assert!(
+            H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n", "http", &Indexing::all()).is_err(),
+            "an unfinished head"
+        );
         // a value HTTP/2 cannot carry (a templated value that rendered a NUL)
-        assert!(H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", "http").is_err());
+        assert!(
+            H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\nX-A: a\0b\r\n\r\n", "http", &Indexing::all()).is_err()
+        );
+    }
+
+    /// In a templated step, only what is the same on every request may go
+    /// into the server's table; a literal step's fields all may, and its
+    /// request gets a key of its own (its block is kept per connection).
+    #[test]
+    fn only_constant_fields_are_indexed() {
+        let templated = Indexing { all: false, path: false, varying: vec!["authorization".into(), "host".into()] };
+        let static_path = Indexing { path: true, ..Indexing::default() };
+        // (indexing, field name, may be indexed)
+        let cases: [(&Indexing, &str, bool); 9] = [
+            // the method and scheme never vary
+            (&templated, ":method", true),
+            (&templated, ":scheme", true),
+            // a templated path, a templated Host (the authority) and a templated header vary
+            (&templated, ":path", false),
+            (&templated, ":authority", false),
+            (&templated, "authorization", false),
+            // a header whose template has no variable does not
+            (&templated, "accept", true),
+            // a literal path in a templated step (its body or a header varies)
+            (&static_path, ":path", true),
+            // a templated step's content-length follows its body: never indexed
+            (&static_path, "content-length", false),
+            // a literal step's content-length is indexed
+            (&Indexing::all(), "content-length", true),
+        ];
+        for (i, (indexing, name, want)) in cases.into_iter().enumerate() {
+            assert_eq!(indexing.indexes(name.as_bytes()), want, "case {i}: {name}");
+        }
+        let req = b"GET / HTTP/1.1\r\nHost: h\r\nAuthorization: t1\r\n\r\n";
+        let (a, b) = (
+            H2Request::from_http1(req, "http", &Indexing::all()),
+            H2Request::from_http1(req, "http", &Indexing::all()),
+        );
+        let (a, b) = (a.expect("a"), b.expect("b"));
+        assert!(a.key != 0 && b.key != 0 && a.key != b.key, "literal requests: keys of their own");
+        let t = H2Request::from_http1(req, "http", &templated).expect("templated");
+        assert_eq!(t.key, 0, "a rendered request's block is not kept");
+        let indexed: Vec<&[u8]> = t.fields.iter().filter(|f| f.2).map(|f| f.0).collect();
+        assert_eq!(indexed, [&b":method"[..], b":scheme"]);
     }
 
     /// A pool fills its connections one after the other, asks for a new one
@@ -647,7 +748,8 @@ mod tests {
                 assert!(matches!(pool.take(), Take::Full), "two streams busy, one connection allowed");
                 drop(first);
                 let Take::Stream(third) = pool.take() else { panic!("a stream was given back") };
-                let req = H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http").unwrap();
+                let req =
+                    H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http", &Indexing::all()).unwrap();
                 let (resp, _) = exchange(&third, &req, None).await.expect("an answer");
                 assert_eq!(resp.status, 200);
                 drop((second, third));

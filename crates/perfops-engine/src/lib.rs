@@ -384,17 +384,22 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
             return Err(EngineError::GrpcUnresolved(step.step.name.clone()));
         }
     }
+    let mut h2_indexing = Vec::new();
     let h2_requests = if protocol == Protocol::H2 {
         let mut by_step = vec![None; plan.work.step_names.len()];
+        h2_indexing = vec![http2::Indexing::default(); plan.work.step_names.len()];
         for step in steps() {
+            h2_indexing[usize::from(step.index)] = http2::Indexing::of(&plan.work, step);
             if let Some(bytes) = &step.cached {
                 // A request that cannot be HTTP/2 is rendered per request
                 // instead, and fails there as a protocol error.
                 by_step[usize::from(step.index)] =
-                    http2::H2Request::from_http1(bytes, plan.target.scheme()).ok().and_then(|r| match &step.grpc {
-                        Some(m) => r.into_grpc(m, plan.timeout).ok(),
-                        None => Some(r),
-                    });
+                    http2::H2Request::from_http1(bytes, plan.target.scheme(), &http2::Indexing::all()).ok().and_then(
+                        |r| match &step.grpc {
+                            Some(m) => r.into_grpc(m, plan.timeout).ok(),
+                            None => Some(r),
+                        },
+                    );
             }
         }
         by_step
@@ -405,6 +410,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         protocol,
         http2: plan.http2,
         h2_requests,
+        h2_indexing,
         target: plan.target.clone(),
         work: plan.work.clone(),
         tls,

@@ -30,13 +30,13 @@ use prost::Message;
 use prost_reflect::DescriptorPool;
 use prost_reflect::prost_types::FileDescriptorProto;
 use rustls::pki_types::ServerName;
-use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::grpc::GrpcError;
-use crate::h2::conn::{Conn, Windows};
+use crate::h2::conn::{Block, Conn, Windows};
 use crate::h2::hpack;
+use crate::http1::Stream;
 use crate::target::Target;
 use crate::tls;
 
@@ -159,17 +159,14 @@ impl Reflection {
                 .map_err(|_| Fetch::Failed(format!("`{}` is not a valid TLS server name", self.target.host)))?;
             let tls =
                 TlsConnector::from(config).connect(name, tcp).await.map_err(|e| Fetch::Failed(format!("TLS: {e}")))?;
-            self.files(tls, service).await
+            self.files(Stream::Tls(Box::new(tls)), service).await
         } else {
-            self.files(tcp, service).await
+            self.files(Stream::Tcp(tcp), service).await
         }
     }
 
     /// The service's file, then every import it lacks, over one connection.
-    async fn files<T>(&self, io: T, service: &str) -> Result<DescriptorPool, Fetch>
-    where
-        T: AsyncRead + AsyncWrite + Unpin + 'static,
-    {
+    async fn files(&self, io: Stream, service: &str) -> Result<DescriptorPool, Fetch> {
         let window = crate::http2::LARGE_WINDOW;
         let conn = Rc::new(Conn::new(Windows { stream: window, connection: window }));
         let task = conn.clone();
@@ -258,7 +255,7 @@ impl Call<'_> {
         }
         let id = self
             .conn
-            .open(&block, &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
+            .open(Block::Raw(&block), &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
             .map_err(|e| failed(e.kind))?;
         let answer = std::future::poll_fn(|cx| self.conn.poll_answer(id, cx)).await.map_err(|e| failed(e.kind))?;
         let got = answer.captured.unwrap_or_default();

@@ -52,8 +52,9 @@ use tokio_rustls::TlsConnector;
 mod websocket;
 
 use crate::coalesce;
+use crate::h2::stamped::H2Io;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
-use crate::http2::{self, Captured, H2Request, Http2, Lease, Pool as H2Pool, Take};
+use crate::http2::{self, Captured, H2Request, Http2, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
 use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;
@@ -110,6 +111,8 @@ pub(crate) struct Shared {
     pub(crate) http2: Http2,
     /// HTTP/2: the literal steps' requests, by step index (empty for HTTP/1.1).
     pub(crate) h2_requests: Vec<Option<H2Request>>,
+    /// HTTP/2: which fields of each step's requests may be indexed, by step index.
+    pub(crate) h2_indexing: Vec<Indexing>,
 }
 
 impl Shared {
@@ -888,10 +891,14 @@ impl Worker {
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 }
+                let none = Indexing::default();
+                let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);
                 rendered_request =
-                    H2Request::from_http1(&rendered, shared.target.scheme()).ok().and_then(|r| match &step.grpc {
-                        Some(m) => r.into_grpc(m, shared.timeout).ok(),
-                        None => Some(r),
+                    H2Request::from_http1(&rendered, shared.target.scheme(), indexing).ok().and_then(|r| {
+                        match &step.grpc {
+                            Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                            None => Some(r),
+                        }
                     });
                 self.spares.borrow_mut().buffers.push((body_buf, rendered));
                 rendered_request.as_ref()
@@ -1030,7 +1037,9 @@ impl Worker {
             // Asked for h2 alone, and the server would not speak it.
             return Err(FailureKind::Protocol);
         }
-        let handshake = http2::handshake(stream, &pool.settings, pool.notifier(), pool.new_state());
+        // An open-model worker's plain-TCP reads are dated by the kernel (`h2/stamped.rs`).
+        let io = H2Io::new(stream, self.stamped);
+        let handshake = http2::handshake(io, &pool.settings, pool.notifier(), pool.new_state());
         let (send, state) = match timeout_at(deadline, handshake).await {
             Ok(Ok(pair)) => pair,
             Ok(Err(kind)) => return Err(kind),

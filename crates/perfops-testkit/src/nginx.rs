@@ -97,7 +97,9 @@ pub struct H2Config {
 /// but `/reset`, whose streams it resets (`return 444`: `RST_STREAM`), and
 /// `/big`, whose header block (40 fields `x-fill-N` of 1000 characters,
 /// then `x-last: found`) is larger than a frame: nginx sends it as HEADERS
-/// and CONTINUATION frames,
+/// and CONTINUATION frames, and `/fields?n=N`, which answers 400 unless
+/// the request's `x-seq` is `sN` and else says the fields it decoded
+/// (`X-CONST|HOST|PATH|USER-AGENT`),
 /// its access log (`access.log` in [`Nginx::dir`]) one line per request:
 /// `CONNECTION REQUESTS_ON_IT PROTOCOL STATUS` (`$connection
 /// $connection_requests $server_protocol $status`), so that a test sees
@@ -166,6 +168,10 @@ http {{
         location /big {{
             {big}add_header x-last found;
             return 200 \"big\\n\";
+        }}
+        location /fields {{
+            if ($http_x_seq != \"s$arg_n\") {{ return 400; }}
+            return 200 \"$http_x_const|$host|$uri|$http_user_agent\\n\";
         }}
     }}
 }}

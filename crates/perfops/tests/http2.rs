@@ -238,3 +238,52 @@ slo: [ 'errors < 0.1%' ]
     assert!(log.iter().all(|(_, _, p, s)| p == "HTTP/2.0" && *s == 200), "{log:?}");
     assert_eq!(by_connection(&server).len(), 1, "one connection: no protocol error ended one");
 }
+
+/// Our request headers indexed in nginx's HPACK table (the constant fields
+/// of a literal step and of a templated one are references after the first
+/// request on the connection, `x-seq` a literal each time): over TLS and
+/// h2c, ~1,200 requests on one connection. nginx fails the connection with
+/// a COMPRESSION_ERROR on a reference to an entry it does not have, and
+/// `/fields` answers 400 unless `x-seq` matches the path's `n`; the fields
+/// it decoded are checked in its answers.
+#[test]
+fn indexed_header_fields_are_decoded_by_nginx_on_one_connection() {
+    let _cpu = shared();
+    for tls in [true, false] {
+        let server = kit::nginx_h2(&H2Config { tls, ..H2Config::default() });
+        let dir = Workdir::new("h2-indexed");
+        let target = if tls {
+            format!("https://127.0.0.1:{}", server.addr().port())
+        } else {
+            format!("h2c://{}", server.addr())
+        };
+        let scenario = dir.scenario(
+            "indexed.yaml",
+            &format!(
+                "name: indexed
+target: {target}
+defaults:
+  http2: {{ streams: 8, connections: 1 }}
+flows:
+  main:
+    steps:
+      - {{ name: literal, request: 'GET /fields?n=1', headers: {{ X-Const: c1, X-Seq: s1 }},
+           expect: {{ status: 200, body_contains: 'c1|127.0.0.1|/fields|perfops/' }} }}
+      - {{ name: templated, request: 'GET /fields?n=${{seq}}', headers: {{ X-Const: c1, X-Seq: 's${{seq}}' }},
+           expect: {{ status: 200, body_contains: 'c1|127.0.0.1|/fields|perfops/' }} }}
+load:
+  stages: [ {{ rate: 300, hold: 2s }} ]
+slo: [ 'errors < 0.1%' ]
+"
+            ),
+        );
+        let out = dir.spawn("run", &scenario, &["-k", "--workers", "1"], |_| {}).wait(common::RUN_LIMIT);
+        out.assert_exit(0);
+        let summary = dir.summary(&out);
+        assert_eq!(summary["stages"][0]["succeeded"], 1200, "tls {tls}: {summary:#}");
+        let log = kit::access_log(&server);
+        assert_eq!(log.len(), 1200, "tls {tls}: two requests per arrival");
+        assert!(log.iter().all(|(_, _, p, s)| p == "HTTP/2.0" && *s == 200), "tls {tls}: {log:?}");
+        assert_eq!(by_connection(&server).len(), 1, "tls {tls}: one connection, never failed by nginx");
+    }
+}

@@ -42,11 +42,14 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
 use perfops_core::measure::FailureKind;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::ReadBuf;
 use tokio::time::Instant;
 
+pub(crate) use super::encoder::Block;
+use super::encoder::Blocks;
 use super::frame::{self, Frame, FrameError, code, setting};
 use super::hpack::{self, Decoder};
+use super::stamped::Transport;
 use crate::http2::Captured;
 
 /// The most a header block may take across its CONTINUATIONs, bytes.
@@ -116,6 +119,10 @@ struct Slot {
     bytes_in: u64,
     first_byte: Option<Instant>,
     last_byte: Option<Instant>,
+    /// On a connection dated by the kernel, when its request was handed
+    /// over: no byte of its answer is dated before (a kernel's date
+    /// converted between clocks could be). `None` elsewhere: no clock read.
+    opened: Option<Instant>,
     /// Bytes received and not yet given back by a WINDOW_UPDATE.
     unacked: i64,
     /// What we may still send on it.
@@ -129,7 +136,7 @@ struct Slot {
 }
 
 impl Slot {
-    fn new(id: u32, send_window: i64, capture: Option<usize>) -> Slot {
+    fn new(id: u32, send_window: i64, capture: Option<usize>, opened: Option<Instant>) -> Slot {
         Slot {
             id,
             phase: Phase::Open,
@@ -140,6 +147,7 @@ impl Slot {
             bytes_in: 0,
             first_byte: None,
             last_byte: None,
+            opened,
             unacked: 0,
             send_window,
             body: Bytes::new(),
@@ -193,6 +201,8 @@ struct Inner {
     /// Streams whose body waits for a window.
     blocked: Vec<u32>,
     decoder: Decoder,
+    /// Our requests' blocks, indexed in the server's table.
+    blocks: Blocks,
     /// A header block waiting for CONTINUATIONs: (stream, END_STREAM).
     cont: Option<(u32, bool)>,
     cont_buf: Vec<u8>,
@@ -205,6 +215,8 @@ struct Inner {
     closed: Option<FailureKind>,
     /// Nobody will open streams on it any more (the pool let it go).
     released: bool,
+    /// Its reads are dated by the kernel (`stamped.rs`).
+    dated: bool,
 }
 
 /// One HTTP/2 connection of a worker (shared by its requests; its task
@@ -250,6 +262,7 @@ impl Conn {
                 live: 0,
                 blocked: Vec::new(),
                 decoder: Decoder::default(),
+                blocks: Blocks::default(),
                 cont: None,
                 cont_buf: Vec::new(),
                 ours: Windows {
@@ -260,6 +273,7 @@ impl Conn {
                 goaway: None,
                 closed: None,
                 released: false,
+                dated: false,
             }),
         }
     }
@@ -289,10 +303,10 @@ impl Conn {
         Poll::Pending
     }
 
-    /// Open a stream: its header block (`hpack::encode_field`'s) and body
-    /// queued for the connection task; with `capture`, its answer's fields
-    /// and up to that many bytes of its body are kept. Returns its id.
-    pub(crate) fn open(&self, block: &[u8], body: &Bytes, capture: Option<usize>) -> Result<u32, StreamError> {
+    /// Open a stream: its header block and body queued for the connection
+    /// task; with `capture`, its answer's fields and up to that many bytes
+    /// of its body are kept. Returns its id.
+    pub(crate) fn open(&self, block: Block<'_>, body: &Bytes, capture: Option<usize>) -> Result<u32, StreamError> {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
         if i.goaway.is_some() || i.closed.is_some() || i.next_id >= MAX_STREAM_ID {
@@ -300,7 +314,7 @@ impl Conn {
         }
         let id = i.next_id;
         i.next_id += 2;
-        let slot = Slot::new(id, i.peer_window, capture);
+        let slot = Slot::new(id, i.peer_window, capture, i.dated.then(Instant::now));
         let index = match i.free.pop() {
             Some(x) => {
                 i.slab[x as usize] = slot;
@@ -316,6 +330,7 @@ impl Conn {
         }
         i.ids.push_back(index);
         i.live += 1;
+        let block = i.blocks.block(block);
         frame::put_headers(&mut i.wbuf, id, block, body.is_empty(), i.peer_max_frame);
         if !body.is_empty() {
             i.slab[index as usize].body = body.clone();
@@ -378,20 +393,21 @@ impl Conn {
 
     /// Run the connection's I/O on `io` until it ends; returns whether the
     /// server sent a GOAWAY (a graceful end, or not).
-    pub(crate) async fn drive<T>(&self, mut io: T) -> bool
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
+    pub(crate) async fn drive<T: Transport>(&self, mut io: T) -> bool {
+        self.inner.borrow_mut().dated = io.dated();
         let mut rbuf = vec![0u8; READ_BUF];
         let mut filled = 0usize;
         std::future::poll_fn(|cx| self.poll_drive(&mut io, &mut rbuf, &mut filled, cx)).await;
         self.inner.borrow().goaway.is_some()
     }
 
-    fn poll_drive<T>(&self, io: &mut T, rbuf: &mut [u8], filled: &mut usize, cx: &mut Context<'_>) -> Poll<()>
-    where
-        T: AsyncRead + AsyncWrite + Unpin,
-    {
+    fn poll_drive<T: Transport>(
+        &self,
+        io: &mut T,
+        rbuf: &mut [u8],
+        filled: &mut usize,
+        cx: &mut Context<'_>,
+    ) -> Poll<()> {
         let mut guard = self.inner.borrow_mut();
         let i = &mut *guard;
         if !i.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
@@ -409,6 +425,10 @@ impl Conn {
                 Poll::Ready(Ok(())) if buf.filled().is_empty() => i.close(FailureKind::Reset, None),
                 Poll::Ready(Ok(())) => {
                     *filled += buf.filled().len();
+                    // Dated by the kernel (`stamped.rs`): this read's frames end then.
+                    if let Some(at) = io.last_received() {
+                        now = Some(at);
+                    }
                     let mut at = 0;
                     loop {
                         match frame::read(&rbuf[at..*filled], frame::DEFAULT_MAX_FRAME) {
@@ -474,6 +494,15 @@ impl Conn {
         }
         Poll::Pending
     }
+}
+
+/// When a frame read now ends, for a stream opened at `opened` (known on a
+/// connection dated by the kernel): the read's date (the kernel's, or the
+/// first clock reading of this turn), never before the stream's request
+/// was handed over.
+pub(super) fn at(now: &mut Option<Instant>, opened: Option<Instant>) -> Instant {
+    let at = *now.get_or_insert_with(Instant::now);
+    opened.map_or(at, |o| at.max(o))
 }
 
 /// The failure kind of an I/O error on an open connection.
@@ -590,7 +619,7 @@ impl Inner {
                     c.body.extend_from_slice(&data[..keep]);
                 }
                 if end {
-                    slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+                    slot.last_byte = Some(at(now, slot.opened));
                     slot.end(Phase::Done);
                 } else if slot.unacked >= window / 2 {
                     let inc = slot.unacked as u32;
@@ -654,8 +683,8 @@ impl Inner {
                             self.peer_max_frame = value as usize;
                         }
                         setting::ENABLE_PUSH if value > 1 => return Err(proto("SETTINGS_ENABLE_PUSH above 1")),
-                        // The table of an encoder that indexes: ours never does.
-                        setting::HEADER_TABLE_SIZE => {}
+                        // Our encoder's table: evicted now, the update sent first in the next block.
+                        setting::HEADER_TABLE_SIZE => self.blocks.encoder.set_max_size(value),
                         // Unknown ones are ignored (§6.5.2).
                         _ => {}
                     }
@@ -763,7 +792,7 @@ impl Inner {
                     slot.status = s;
                     slot.headers_done = true;
                     slot.bytes_in += 16 + bytes as u64;
-                    slot.first_byte = Some(*now.get_or_insert_with(Instant::now));
+                    slot.first_byte = Some(at(now, slot.opened));
                 }
                 _ => {
                     self.stream_error(x, code::PROTOCOL_ERROR);
@@ -773,7 +802,7 @@ impl Inner {
         }
         if end_stream {
             let slot = &mut self.slab[x];
-            slot.last_byte = Some(*now.get_or_insert_with(Instant::now));
+            slot.last_byte = Some(at(now, slot.opened));
             slot.end(Phase::Done);
         }
         Ok(())

@@ -1,5 +1,6 @@
 //! HPACK (RFC 7541): the decoder of a server's header blocks, with its
-//! dynamic table, and the encoder of our requests' blocks.
+//! dynamic table, and blocks encoded without any table (`encode_field`);
+//! our requests' blocks, indexed per connection, are `encoder.rs`'s.
 //!
 //! Why our own: the `h2` crate decoded each of nginx's responses into a
 //! `HeaderMap` (~9,000 instructions and 8 allocations per request of
@@ -12,10 +13,9 @@
 //! of `date`, `server`, `content-type`, `content-length`) costs copies into
 //! buffers that already exist.
 //!
-//! The encoder never indexes: static-table indices and literals *without
-//! indexing*, so a block's bytes do not depend on the encoder's state and a
-//! literal step's block is encoded once before the run, like HTTP/1.1's
-//! pre-rendered requests.
+//! `encode_field` never indexes: static-table indices and literals
+//! *without indexing*, so its bytes do not depend on any table (the
+//! reflection client's few calls, and tests).
 //!
 //! Every block is untrusted: integers that overflow, strings past the end,
 //! indices past the table, a size update above our limit or after a field,
@@ -398,7 +398,7 @@ fn int(block: &[u8], pos: &mut usize, n: u32) -> Result<usize, HpackError> {
 }
 
 /// Append an HPACK integer with an `n`-bit prefix, `flags` in the bits above it.
-fn put_int(out: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
+pub(super) fn put_int(out: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
     let mask = (1usize << n) - 1;
     if value < mask {
         out.push(flags | value as u8);
@@ -416,8 +416,7 @@ fn put_int(out: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
 /// Append one field to a request's block without touching any table: the
 /// static entry's index if name and value are one, else a literal without
 /// indexing (§6.2.2), its name by static index when there is one. Strings
-/// go raw (no Huffman): the block is encoded once per literal step, and
-/// its bytes are sent as they are.
+/// go raw (no Huffman): a server reads them in place.
 pub(crate) fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     let mut name_index = 0;
     for (i, (n, v)) in STATIC.iter().enumerate() {

@@ -1,5 +1,7 @@
 //! HTTP/2 of our own (#14): the frame codec (`frame`), HPACK with its
-//! Huffman code (`hpack`, `huffman`), and a client connection (`conn`).
+//! Huffman code (`hpack`, `huffman`; our requests' blocks indexed per
+//! connection: `encoder`), a client connection (`conn`) and
+//! what it runs on, dated by the kernel where it can be (`stamped`).
 //! `http2.rs` pools these connections and runs a request on a stream.
 //!
 //! Why by hand and not the `h2` crate: per request against nginx (50
@@ -10,9 +12,11 @@
 //! figures of this client. Each module's doc says what it saves.
 
 pub(crate) mod conn;
+pub(crate) mod encoder;
 pub(crate) mod frame;
 pub(crate) mod hpack;
 pub(crate) mod huffman;
+pub(crate) mod stamped;
 
 #[cfg(test)]
 mod tests;

@@ -12,9 +12,11 @@ use bytes::Bytes;
 use perfops_core::measure::FailureKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-use super::conn::{Answer, Conn, StreamError, Windows};
+use super::conn::{Answer, Block, Conn, StreamError, Windows};
+use super::encoder::Fields;
 use super::frame::{self, kind};
 use super::hpack;
+use super::stamped::{H2Io, Transport};
 
 const LARGE: Windows = Windows { stream: (1 << 30) - 1, connection: (1 << 30) - 1 };
 
@@ -28,7 +30,7 @@ fn block(method: &str, path: &str) -> Vec<u8> {
 }
 
 /// A connection on `io`, its task running, the server's SETTINGS in.
-async fn connect(io: DuplexStream, windows: Windows) -> Result<Rc<Conn>, FailureKind> {
+async fn connect<T: Transport + 'static>(io: T, windows: Windows) -> Result<Rc<Conn>, FailureKind> {
     let conn = Rc::new(Conn::new(windows));
     let task = conn.clone();
     tokio::task::spawn_local(async move { task.drive(io).await });
@@ -37,7 +39,7 @@ async fn connect(io: DuplexStream, windows: Windows) -> Result<Rc<Conn>, Failure
 }
 
 async fn answer(conn: &Conn, method: &str, path: &str, body: &[u8], capture: bool) -> Result<Answer, StreamError> {
-    let id = conn.open(&block(method, path), &Bytes::copy_from_slice(body), capture.then_some(1 << 20))?;
+    let id = conn.open(Block::Raw(&block(method, path)), &Bytes::copy_from_slice(body), capture.then_some(1 << 20))?;
     let got = tokio::time::timeout(Duration::from_secs(10), std::future::poll_fn(|cx| conn.poll_answer(id, cx))).await;
     got.expect("an answer within 10 s")
 }
@@ -51,13 +53,29 @@ fn local<F: std::future::Future<Output = ()>>(f: F) {
 /// trailers, `/headers` with 60 fields of 400 bytes (a 24 KB block:
 /// CONTINUATIONs; its encoder indexes them, so a second answer is mostly
 /// references into the dynamic table), `/echo` with the request body's
-/// length and a 200 KiB body, `/refuse` with RST_STREAM(REFUSED_STREAM).
+/// length and a 200 KiB body, `/fields` with `x-seen`: the request's
+/// authority and header fields as the server decoded them, `/refuse` with
+/// RST_STREAM(REFUSED_STREAM).
 fn h2_server(io: DuplexStream) {
+    h2_server_with_table(io, None)
+}
+
+/// [`h2_server`] whose SETTINGS_HEADER_TABLE_SIZE is `table` (`None`: the
+/// default, unsaid).
+fn h2_server_with_table(io: DuplexStream, table: Option<u32>) {
     tokio::task::spawn_local(async move {
-        let mut srv = h2::server::handshake(io).await.expect("server handshake");
+        let mut builder = h2::server::Builder::new();
+        if let Some(t) = table {
+            builder.header_table_size(t);
+        }
+        let mut srv = builder.handshake(io).await.expect("server handshake");
         while let Some(Ok((req, mut respond))) = srv.accept().await {
             tokio::task::spawn_local(async move {
                 let path = req.uri().path().to_string();
+                let mut seen = req.uri().authority().map(|a| a.to_string()).unwrap_or_default();
+                for (n, v) in req.headers() {
+                    seen.push_str(&format!(";{n}={}", String::from_utf8_lossy(v.as_bytes())));
+                }
                 let mut body = req.into_body();
                 let mut got = 0usize;
                 while let Some(Ok(chunk)) = body.data().await {
@@ -79,6 +97,10 @@ fn h2_server(io: DuplexStream) {
                             r = r.header(format!("x-h{i}"), "v".repeat(400));
                         }
                         let _ = respond.send_response(r.body(()).expect("response"), true);
+                    }
+                    "/fields" => {
+                        let r = http::Response::builder().header("x-seen", seen).body(()).expect("response");
+                        let _ = respond.send_response(r, true);
                     }
                     "/echo" => {
                         let r = http::Response::builder().header("x-got", got.to_string()).body(()).expect("response");
@@ -122,8 +144,9 @@ fn a_real_server_is_understood() {
             assert!(c.headers.iter().any(|(n, v)| n == "x-got" && v == b"307200"), "{:?}", c.headers);
             assert_eq!(c.body.len(), 200 * 1024);
             // many streams at once on the same connection
-            let ids: Vec<u32> =
-                (0..20).map(|_| conn.open(&block("GET", "/trailers"), &Bytes::new(), None).expect("open")).collect();
+            let ids: Vec<u32> = (0..20)
+                .map(|_| conn.open(Block::Raw(&block("GET", "/trailers")), &Bytes::new(), None).expect("open"))
+                .collect();
             for id in ids {
                 let a = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await.expect("answer");
                 assert_eq!(a.grpc_status, Some(3));
@@ -134,6 +157,155 @@ fn a_real_server_is_understood() {
             assert!(answer(&conn, "GET", "/headers", b"", false).await.is_ok());
         }
     });
+}
+
+/// Our requests' blocks indexed in the server's table, against a decoder
+/// we did not write (the `h2` crate's fails the connection on a reference
+/// to an entry it does not have): its default table, a table too small for
+/// every field, and none; literal requests (their block kept) and rendered
+/// ones (a field that varies) in turn, 50 at a time on one connection.
+#[test]
+fn indexed_blocks_are_decoded_whatever_the_servers_table() {
+    local(async {
+        // (the server's SETTINGS_HEADER_TABLE_SIZE)
+        for table in [None, Some(80), Some(0)] {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            h2_server_with_table(server, table);
+            let conn = connect(client, LARGE).await.expect("handshake");
+            let fields = |seq: Option<usize>| {
+                let mut f = Fields::default();
+                for (n, v) in [(":method", "GET"), (":scheme", "http"), (":authority", "test:1"), (":path", "/fields")]
+                {
+                    f.push(n.as_bytes(), v.as_bytes(), true);
+                }
+                f.push(b"user-agent", b"perfops-test", true);
+                f.push(b"x-long", "v".repeat(40).as_bytes(), true);
+                if let Some(seq) = seq {
+                    f.push(b"x-seq", seq.to_string().as_bytes(), false);
+                }
+                f
+            };
+            let (literal, other) = (fields(None), {
+                let mut f = fields(None);
+                f.push(b"x-other", b"1", true);
+                f
+            });
+            let want = format!("test:1;user-agent=perfops-test;x-long={}", "v".repeat(40));
+            for round in 0..4 {
+                let rendered: Vec<Fields> = (0..50).map(|i| fields(Some(round * 50 + i))).collect();
+                let ids: Vec<(u32, String)> = (0..50)
+                    .map(|i| {
+                        let (block, seen) = match i % 3 {
+                            0 => (Block::Fields(&literal, 7), want.clone()),
+                            1 => (Block::Fields(&other, 8), format!("{want};x-other=1")),
+                            _ => (Block::Fields(&rendered[i], 0), format!("{want};x-seq={}", round * 50 + i)),
+                        };
+                        (conn.open(block, &Bytes::new(), Some(1 << 20)).expect("open"), seen)
+                    })
+                    .collect();
+                for (id, want) in ids {
+                    let a = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await;
+                    let a = a.unwrap_or_else(|e| panic!("table {table:?} round {round}: {e:?}"));
+                    let c = a.captured.expect("captured");
+                    let seen =
+                        c.headers.iter().find(|(n, _)| n == "x-seen").map(|(_, v)| v.clone()).unwrap_or_default();
+                    assert_eq!(String::from_utf8_lossy(&seen), want, "table {table:?} round {round}");
+                }
+            }
+        }
+    });
+}
+
+/// #14: on an open-model worker's plain TCP the kernel dates each read
+/// (`stamped.rs`): an answer that waited 100 ms in the socket while the
+/// worker's thread was busy is dated when it arrived, not when it was
+/// read; unstamped (TLS, a closed loop) it is dated by the read. Either
+/// way no byte is dated before its request was handed over.
+#[test]
+fn a_stamped_connection_dates_answers_by_their_arrival() {
+    use std::io::{Read, Write};
+    local(async {
+        // (stamped?)
+        for stamp in [true, false] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let (heard_tx, heard) = std::sync::mpsc::channel();
+            // A minimal HTTP/2 server of our own, on a thread: SETTINGS, then
+            // once our HEADERS are in, 5 ms later, a 200 that ends the stream.
+            let server = std::thread::spawn(move || {
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut settings = Vec::new();
+                frame::put_settings(&mut settings, &[]);
+                s.write_all(&settings).expect("settings");
+                let mut seen = Vec::new();
+                let mut buf = vec![0u8; 4096];
+                while !seen.windows(6).any(|w| w == [kind::HEADERS, 0x5, 0, 0, 0, 1]) {
+                    match s.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = heard_tx.send(());
+                std::thread::sleep(Duration::from_millis(5));
+                let mut answer = Vec::new();
+                frame::put_headers(&mut answer, 1, &[0x88], true, frame::DEFAULT_MAX_FRAME);
+                s.write_all(&answer).expect("answer");
+            });
+            let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            let io = H2Io::new(crate::http1::Stream::Tcp(tcp), stamp);
+            assert_eq!(matches!(io, H2Io::Stamped(_)), stamp, "SO_TIMESTAMPNS refused");
+            let conn = connect(io, LARGE).await.expect("handshake");
+            let opened = tokio::time::Instant::now();
+            let id = conn.open(Block::Raw(&block("GET", "/")), &Bytes::new(), None).expect("open");
+            // Let the connection task write the request; once the server has
+            // it, keep this thread (the worker) busy for 100 ms.
+            let heard_at = loop {
+                tokio::task::yield_now().await;
+                if heard.recv_timeout(Duration::from_millis(50)).is_ok() {
+                    break tokio::time::Instant::now();
+                }
+            };
+            std::thread::sleep(Duration::from_millis(100));
+            let a = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await.expect("answer");
+            let dated = a.last_byte.saturating_duration_since(heard_at);
+            assert!(a.first_byte >= opened && a.last_byte >= a.first_byte, "stamped {stamp}: dated before its send");
+            if stamp {
+                assert!(dated < Duration::from_millis(60), "stamped: dated by its arrival (~5 ms), got {dated:?}");
+            } else {
+                assert!(dated >= Duration::from_millis(100), "unstamped: dated by the read, got {dated:?}");
+            }
+            conn.release();
+            let _ = server.join();
+        }
+    });
+}
+
+/// When a frame read ends its stream: the read's date, never before the
+/// stream's request was handed over.
+#[test]
+fn an_answer_is_never_dated_before_its_request() {
+    let opened = tokio::time::Instant::now();
+    let ms = Duration::from_millis;
+    // (the read's date, when the answer is dated)
+    let cases = [
+        // a read after the send: its date
+        (Some(opened + ms(3)), opened + ms(3)),
+        // a kernel date converted between clocks to before the send: the send
+        (Some(opened - ms(1)), opened),
+        // not dated yet: now, read once for the whole turn (not before the send)
+        (None, opened),
+    ];
+    // a connection not dated by the kernel reads no clock at open: the read's date as it is
+    assert_eq!(super::conn::at(&mut Some(opened - ms(1)), None), opened - ms(1));
+    for (i, (read, want)) in cases.into_iter().enumerate() {
+        let mut now = read;
+        let got = super::conn::at(&mut now, Some(opened));
+        if read.is_some() {
+            assert_eq!(got, want, "case {i}");
+        } else {
+            assert!(got >= want && now == Some(got), "case {i}: {got:?}");
+        }
+    }
 }
 
 /// A hostile peer: its SETTINGS, then, once our request is in, `bytes`
