@@ -30,7 +30,7 @@
 
 use std::collections::VecDeque;
 
-use super::hpack::{STATIC, TABLE_SIZE, put_int};
+use super::hpack::{Entry, STATIC, TABLE_SIZE, put_int, put_literal, static_index};
 
 /// A request's header fields in order: names and values in one buffer,
 /// each field marked whether it may be indexed (its value is the same on
@@ -61,26 +61,6 @@ impl Fields {
             start = v;
             field
         })
-    }
-}
-
-/// One dynamic-table entry: name and value, their sizes.
-#[derive(Debug)]
-struct Entry {
-    buf: Box<[u8]>,
-    name_len: usize,
-}
-
-impl Entry {
-    fn name(&self) -> &[u8] {
-        &self.buf[..self.name_len]
-    }
-    fn value(&self) -> &[u8] {
-        &self.buf[self.name_len..]
-    }
-    /// RFC 7541 §4.1.
-    fn size(&self) -> usize {
-        self.buf.len() + 32
     }
 }
 
@@ -154,18 +134,13 @@ impl Encoder {
     }
 
     fn field(&mut self, out: &mut Vec<u8>, name: &[u8], value: &[u8], index: bool) {
-        let mut name_index = 0;
-        for (i, (n, v)) in STATIC.iter().enumerate() {
-            if n.as_bytes() == name {
-                if v.as_bytes() == value {
-                    put_int(out, 0x80, 7, i + 1);
-                    return;
-                }
-                if name_index == 0 {
-                    name_index = i + 1;
-                }
+        let mut name_index = match static_index(name, value) {
+            Ok(i) => {
+                put_int(out, 0x80, 7, i);
+                return;
             }
-        }
+            Err(name_index) => name_index,
+        };
         for (i, e) in self.table.iter().enumerate() {
             if e.name() == name {
                 if e.value() == value {
@@ -180,22 +155,12 @@ impl Encoder {
         let size = name.len() + value.len() + 32;
         // Inserted only where it fits without evicting: the table never churns.
         let insert = index && self.size + size <= self.max_size;
-        if insert {
-            put_int(out, 0x40, 6, name_index);
-        } else {
-            put_int(out, 0x00, 4, name_index);
-        }
-        if name_index == 0 {
-            put_int(out, 0x00, 7, name.len());
-            out.extend_from_slice(name);
-        }
-        put_int(out, 0x00, 7, value.len());
-        out.extend_from_slice(value);
+        put_literal(out, insert, name_index, name, value);
         if insert {
             let mut buf = Vec::with_capacity(name.len() + value.len());
             buf.extend_from_slice(name);
             buf.extend_from_slice(value);
-            self.table.push_front(Entry { buf: buf.into_boxed_slice(), name_len: name.len() });
+            self.table.push_front(Entry { buf, name_len: name.len() });
             self.size += size;
             self.generation += 1;
         }

@@ -122,22 +122,23 @@ pub(crate) const STATIC: [(&str, &str); 61] = [
     ("www-authenticate", ""),
 ];
 
-/// A dynamic-table entry: name then value in one buffer, reused on eviction.
+/// A dynamic-table entry: name then value in one buffer (the decoder's
+/// buffers are reused on eviction). The encoder's table holds the same.
 #[derive(Debug, Default)]
-struct Entry {
-    buf: Vec<u8>,
-    name_len: usize,
+pub(super) struct Entry {
+    pub(super) buf: Vec<u8>,
+    pub(super) name_len: usize,
 }
 
 impl Entry {
-    fn name(&self) -> &[u8] {
+    pub(super) fn name(&self) -> &[u8] {
         &self.buf[..self.name_len]
     }
-    fn value(&self) -> &[u8] {
+    pub(super) fn value(&self) -> &[u8] {
         &self.buf[self.name_len..]
     }
     /// RFC 7541 §4.1.
-    fn size(&self) -> usize {
+    pub(super) fn size(&self) -> usize {
         self.buf.len() + 32
     }
 }
@@ -418,19 +419,38 @@ pub(super) fn put_int(out: &mut Vec<u8>, flags: u8, n: u32, value: usize) {
 /// indexing (§6.2.2), its name by static index when there is one. Strings
 /// go raw (no Huffman): a server reads them in place.
 pub(crate) fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    match static_index(name, value) {
+        Ok(index) => put_int(out, 0x80, 7, index),
+        Err(name_index) => put_literal(out, false, name_index, name, value),
+    }
+}
+
+/// The static table's index (from 1) of the entry that is `name` and
+/// `value` (`Ok`), else of the first entry named `name` (`Err`; 0: none).
+pub(super) fn static_index(name: &[u8], value: &[u8]) -> Result<usize, usize> {
     let mut name_index = 0;
     for (i, (n, v)) in STATIC.iter().enumerate() {
         if n.as_bytes() == name {
             if v.as_bytes() == value {
-                put_int(out, 0x80, 7, i + 1);
-                return;
+                return Ok(i + 1);
             }
             if name_index == 0 {
                 name_index = i + 1;
             }
         }
     }
-    put_int(out, 0x00, 4, name_index);
+    Err(name_index)
+}
+
+/// Append a literal field (§6.2.1 with incremental indexing if `indexed`,
+/// else §6.2.2 without), its name by `name_index` or, at 0, raw; strings
+/// raw (no Huffman).
+pub(super) fn put_literal(out: &mut Vec<u8>, indexed: bool, name_index: usize, name: &[u8], value: &[u8]) {
+    if indexed {
+        put_int(out, 0x40, 6, name_index);
+    } else {
+        put_int(out, 0x00, 4, name_index);
+    }
     if name_index == 0 {
         put_int(out, 0x00, 7, name.len());
         out.extend_from_slice(name);
