@@ -479,25 +479,30 @@ pub(crate) fn stamp_receives(tcp: &TcpStream) -> bool {
 async fn read_stamped(tcp: &TcpStream, buf: &mut [u8], not_before: Instant) -> io::Result<(usize, Instant)> {
     loop {
         tcp.readable().await?;
-        match tcp.try_io(Interest::READABLE, || recv_stamped(tcp.as_raw_fd(), buf)) {
-            Ok((n, stamp)) => {
-                let now = Instant::now();
-                if 0 < n && n < buf.len() {
-                    // As tokio's own read does: a short read emptied the socket, so
-                    // the next read waits for epoll rather than fail a syscall first.
-                    let _ = tcp.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
-                }
-                return Ok((n, stamp.map_or(now, |s| received_at(s, now, not_before))));
-            }
+        match try_read_stamped(tcp, buf, not_before) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
+            read => return read,
         }
     }
 }
 
+/// One attempt of [`read_stamped`], for a caller that waits for readiness
+/// itself (`h2::stamped`): `WouldBlock` when there was nothing to read, the
+/// readiness then cleared so that the next wait goes to epoll.
+pub(crate) fn try_read_stamped(tcp: &TcpStream, buf: &mut [u8], not_before: Instant) -> io::Result<(usize, Instant)> {
+    let (n, stamp) = tcp.try_io(Interest::READABLE, || recv_stamped(tcp.as_raw_fd(), buf))?;
+    let now = Instant::now();
+    if 0 < n && n < buf.len() {
+        // As tokio's own read does: a short read emptied the socket, so
+        // the next read waits for epoll rather than fail a syscall first.
+        let _ = tcp.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
+    }
+    Ok((n, stamp.map_or(now, |s| received_at(s, now, not_before))))
+}
+
 /// One `recvmsg` on a socket with `SO_TIMESTAMPNS`: bytes read and the
 /// kernel's receive time of the last of them (`CLOCK_REALTIME`).
-pub(crate) fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<TimeSpec>)> {
+fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<TimeSpec>)> {
     let mut iov = [io::IoSliceMut::new(buf)];
     let mut space = nix::cmsg_space!(TimeSpec);
     let msg = recvmsg::<()>(fd, &mut iov, Some(&mut space), MsgFlags::MSG_DONTWAIT).map_err(io::Error::from)?;
@@ -516,7 +521,7 @@ pub(crate) fn recv_stamped(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Opti
 /// offset that only NTP moves (slewing by parts per million of the age: ns);
 /// a stamp from the future (the realtime clock stepped back) counts as now,
 /// and nothing is dated before `not_before`.
-pub(crate) fn received_at(stamp: TimeSpec, now: Instant, not_before: Instant) -> Instant {
+fn received_at(stamp: TimeSpec, now: Instant, not_before: Instant) -> Instant {
     let Ok(real) = clock_gettime(ClockId::CLOCK_REALTIME) else { return now };
     let age = Duration::from(real).saturating_sub(Duration::from(stamp));
     now.checked_sub(age).map_or(not_before, |at| at.max(not_before)).min(now)

@@ -15,11 +15,10 @@
 //! (`conn.rs` clamps it).
 
 use std::io;
-use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -119,19 +118,9 @@ impl AsyncRead for Stamped {
         let me = self.get_mut();
         loop {
             ready!(me.tcp.poll_read_ready(cx))?;
-            let fd = me.tcp.as_raw_fd();
-            let room = buf.initialize_unfilled();
-            let len = room.len();
-            match me.tcp.try_io(Interest::READABLE, || http1::recv_stamped(fd, room)) {
-                Ok((n, stamp)) => {
-                    let now = Instant::now();
-                    if 0 < n && n < len {
-                        // As tokio's own read does: a short read emptied the
-                        // socket, so the next read waits for epoll rather
-                        // than fail a syscall first.
-                        let _ = me.tcp.try_io(Interest::READABLE, || Err::<(), _>(io::ErrorKind::WouldBlock.into()));
-                    }
-                    me.last = Some(stamp.map_or(now, |s| http1::received_at(s, now, me.since)));
+            match http1::try_read_stamped(&me.tcp, buf.initialize_unfilled(), me.since) {
+                Ok((n, at)) => {
+                    me.last = Some(at);
                     buf.advance(n);
                     return Poll::Ready(Ok(()));
                 }
