@@ -3,7 +3,7 @@
 #
 #   bench/vs-wrk.sh [PERFOPS_BIN]        # default: <repo>/target/release/perfops
 #   ROUNDS=1 DURATION=3 bench/vs-wrk.sh  # quick check
-#   BASE=/work/bin/perfops-before WAKEUPS="0 50" bench/vs-wrk.sh BIN   # more clients in each round
+#   BASE=path/to/perfops-before WAKEUPS="0 50" bench/vs-wrk.sh BIN   # more clients in each round
 #
 # Knobs (env): DURATION=10 (s per run)  CONNS=50  ROUNDS=3  RATE=20000 (open model, req/s)
 #              TARGET_CPU=0 (nginx)  TOOL_CPU=1 (wrk / perfops)
