@@ -90,8 +90,9 @@
       if (after[i] !== before[i] || after[i + 1] !== before[i + 1] || after[i + 2] !== before[i + 2] || after[i + 3] !== before[i + 3]) n++;
     }
     u._before = null;
-    var el = u.root.parentNode;
+    var el = u.root.parentNode, b = u.bbox, r = pxr();
     el.setAttribute("data-series-ink", String(n));
+    el.setAttribute("data-plot", Math.round(b.left / r) + "," + Math.round(b.width / r));
     if (!el.hasAttribute("data-drawn")) {
       el.setAttribute("data-drawn", "1");
       drawn++;
@@ -211,6 +212,15 @@
     return axis;
   }
 
+  // Every chart on the time axis has the same plot area, so that a second
+  // stands at one x on all of them, one above the other: a chart without a
+  // right-hand axis (dropped/s) keeps that gutter, blank.
+  function rightAxis(hasRight) {
+    if (hasRight) return counts(yAxis("/s", "y2", 1), false);
+    return { scale: "y", side: 1, size: 62, grid: { show: false }, ticks: { show: false },
+      values: function (u, splits) { return splits.map(function () { return ""; }); } };
+  }
+
   function xAxisTime() {
     return {
       stroke: "#64748b",
@@ -237,7 +247,7 @@
         y: c.log ? { distr: 3, log: 10 } : { range: function (u, mn, mx) { return [0, Math.max(mx == null ? 1 : mx * 1.08, 1)]; } },
         y2: { range: function (u, mn, mx) { return [0, Math.max(mx == null ? 5 : mx * 1.1, 5)]; } },
       },
-      axes: [xAxisTime(), counts(yAxis(c.unit, "y", 3, c.log), c.log)].concat(hasRight ? [counts(yAxis("/s", "y2", 1), false)] : []),
+      axes: [xAxisTime(), counts(yAxis(c.unit, "y", 3, c.log), c.log), rightAxis(hasRight)],
       series: [{ label: "time", value: function (u, v) { return clock(v); } }].concat(
         c.series.map(function (s) { return seriesOpts(s, c.unit); })),
       legend: { live: true },
@@ -294,7 +304,7 @@
           var lo = Math.min(0, mn), hi = mx > lo ? mx * 1.08 : lo + 1;
           return [lo, hi];
         } } },
-        axes: [xAxisTime(), yAxis("", "y", 3)],
+        axes: [xAxisTime(), yAxis("", "y", 3), rightAxis(false)],
         series: [{ label: "time", value: function (u, v) { return clock(v); } },
           { label: m.name, stroke: "#2563eb", width: 2, spanGaps: true,
             value: function (u, v) { return v == null ? "–" : num(v); }, points: { show: m.x.length < 80, size: 5 } }],

@@ -131,7 +131,15 @@ pub fn screenshots() -> PathBuf {
 /// screenshots named `name-1280.png` and `name-390.png`.
 pub fn check_in_browser(report: &Path, name: &str, want_charts: usize) {
     let html = std::fs::read_to_string(report).unwrap();
-    let expected = charts_in(&data_of(&html));
+    let data = data_of(&html);
+    let expected = charts_in(&data);
+    // The charts drawn against time, read from the data, not from the page.
+    let mut on_time_axis: Vec<String> = data["time_charts"]
+        .as_array()
+        .map_or(Vec::new(), |cs| cs.iter().filter_map(|c| c["id"].as_str().map(String::from)).collect());
+    if !data["watch"].is_null() {
+        on_time_axis.push("watch".into());
+    }
     assert_eq!(expected, want_charts, "charts in the data of {name}");
     let url = format!("file://{}", report.display());
 
@@ -144,13 +152,26 @@ pub fn check_in_browser(report: &Path, name: &str, want_charts: usize) {
     assert_eq!(body("data-charts-drawn"), expected.to_string(), "{name}: charts drawn");
     let frames: Vec<&str> = dom.split("<div class=\"chart\" ").skip(1).collect();
     assert_eq!(frames.len(), expected, "{name}: chart frames");
+    // Plot areas (left edge and width, CSS px) of the charts against time.
+    let mut plots: Vec<(String, String)> = Vec::new();
     for f in frames {
         let f = format!("<div {}>", &f[..f.find('>').unwrap_or(f.len())]);
         let id = attr(&f, "<div", "data-chart").unwrap_or_default();
         assert_eq!(attr(&f, "<div", "data-drawn").as_deref(), Some("1"), "{name}: chart {id} did not draw");
         let ink: u64 = attr(&f, "<div", "data-series-ink").and_then(|v| v.parse().ok()).unwrap_or(0);
         assert!(ink > 200, "{name}: chart {id}'s series changed only {ink} pixels");
+        if on_time_axis.contains(&id) {
+            plots.push((id, attr(&f, "<div", "data-plot").unwrap_or_default()));
+        }
     }
+    // "Charts on one time axis": a second stands at one x on every one of
+    // them, so each has the same plot area (a right-hand axis on one chart
+    // once narrowed its plot and shifted its seconds).
+    assert_eq!(plots.len(), on_time_axis.len(), "{name}: time charts {plots:?}");
+    assert!(
+        plots.iter().all(|(_, p)| !p.is_empty() && *p == plots[0].1),
+        "{name}: the charts against time have different plot areas (left,width): {plots:?}"
+    );
 
     let shots = screenshots();
     let wide = shots.join(format!("{name}-1280.png"));
