@@ -193,6 +193,17 @@ fn every_error_at_once_with_its_position() {
             "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, message: { t: \"${seq}\" }, expect: { grpc_status: UNAVAILABL } }, { request: GET /, metadata: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:97: unknown gRPC status `UNAVAILABL`", "2:131: `metadata` belongs to a gRPC step"],
         ),
+        // a step whose request line is malformed or missing still has its other fields
+        // checked: the pause and the status are reported with it
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: FETCH, pause: 2 parsecs }, { expect: { status: 20O } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &[
+                "2:35: `FETCH` is not `METHOD /path`",
+                "2:49: `2 parsecs` is not a duration",
+                "2:64: missing field `request`",
+                "2:82: `20O` is not an HTTP status",
+            ],
+        ),
         // bodies are exclusive
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: POST /, json: {a: 1}, body: x } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",

@@ -119,13 +119,15 @@ impl Dec<'_> {
             "message_contains",
             "checks a WebSocket reply; for a response use `body_contains`",
         );
-        let request =
-            self.required(m, "request", path, "request: GET /path (or websocket: /path, grpc: pkg.Service/Method)")?;
+        // A request line that is missing or malformed does not stop the
+        // step's other fields from being checked: every mistake at once.
         let rp = join(path, "request");
-        let s = self.scalar(request, &rp, "`METHOD /path`")?;
-        let text = s.as_str().trim();
-        let (method, target) = match text.split_once(char::is_whitespace) {
-            Some((m, t)) => (m.to_string(), t.trim()),
+        let s = self
+            .required(m, "request", path, "request: GET /path (or websocket: /path, grpc: pkg.Service/Method)")
+            .and_then(|request| self.scalar(request, &rp, "`METHOD /path`"));
+        let text = s.map_or("", |s| s.as_str().trim());
+        let line = s.and_then(|s| match text.split_once(char::is_whitespace) {
+            Some((m, t)) => Some((s, m.to_string(), t.trim())),
             None => {
                 self.at(
                     s.span(),
@@ -133,37 +135,39 @@ impl Dec<'_> {
                     format!("`{text}` is not `METHOD /path`"),
                     Some("e.g. `GET /orders` or `POST /auth`".into()),
                 );
-                return None;
-            }
-        };
-        if !METHODS.contains(&method.as_str()) {
-            let hint = did_you_mean(&method.to_ascii_uppercase(), METHODS)
-                .map_or_else(|| format!("one of {}", METHODS.join(", ")), |m| format!("did you mean `{m}`?"));
-            self.at(s.span(), &rp, format!("unknown method `{method}`"), Some(hint));
-        }
-        if !target.starts_with('/') {
-            self.at(
-                s.span(),
-                &rp,
-                format!("`{target}`: the path must start with `/`"),
-                Some("the host comes from `target:`".into()),
-            );
-        }
-        let path_t = match Template::parse(target, feeders) {
-            Ok(t) => {
-                self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
-                Some(t)
-            }
-            Err(e) => {
-                let mut marker = s.span().start().copied();
-                if let Some(m) = marker.as_mut() {
-                    let target_at = s.as_str().find(target).unwrap_or(0);
-                    m.set_column(m.column() + target_at + e.offset + usize::from(!s.may_coerce()));
-                }
-                self.at_marker(marker.as_ref(), &rp, e.message, e.hint);
                 None
             }
-        };
+        });
+        let request = line.and_then(|(s, method, target)| {
+            if !METHODS.contains(&method.as_str()) {
+                let hint = did_you_mean(&method.to_ascii_uppercase(), METHODS)
+                    .map_or_else(|| format!("one of {}", METHODS.join(", ")), |m| format!("did you mean `{m}`?"));
+                self.at(s.span(), &rp, format!("unknown method `{method}`"), Some(hint));
+            }
+            if !target.starts_with('/') {
+                self.at(
+                    s.span(),
+                    &rp,
+                    format!("`{target}`: the path must start with `/`"),
+                    Some("the host comes from `target:`".into()),
+                );
+            }
+            match Template::parse(target, feeders) {
+                Ok(t) => {
+                    self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
+                    Some((method, t))
+                }
+                Err(e) => {
+                    let mut marker = s.span().start().copied();
+                    if let Some(m) = marker.as_mut() {
+                        let target_at = s.as_str().find(target).unwrap_or(0);
+                        m.set_column(m.column() + target_at + e.offset + usize::from(!s.may_coerce()));
+                    }
+                    self.at_marker(marker.as_ref(), &rp, e.message, e.hint);
+                    None
+                }
+            }
+        });
         let headers =
             m.get_node("headers").map(|h| self.headers(h, &join(path, "headers"), feeders)).unwrap_or_default();
         let bodies: Vec<&str> = ["json", "body", "form"].into_iter().filter(|k| m.get_node(k).is_some()).collect();
@@ -191,7 +195,8 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
-        Some(Step { name, method, path: path_t?, headers, body, expect, save, pause, grpc: None, websocket: None })
+        let (method, path) = request?;
+        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None })
     }
 
     /// A gRPC step: `grpc: package.Service/Method`, its `proto` file(s),
