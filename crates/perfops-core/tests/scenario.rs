@@ -189,6 +189,11 @@ fn every_error_at_once_with_its_position() {
             "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo, headers: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:32: `bench.Echo` is not `package.Service/Method`", "2:44: `headers` is not part of a gRPC step"],
         ),
+        // a malformed method still has the step's other fields checked
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo, pause: soon } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:32: `bench.Echo` is not `package.Service/Method`", "2:51: `soon` is not a duration"],
+        ),
         (
             "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, message: { t: \"${seq}\" }, expect: { grpc_status: UNAVAILABL } }, { request: GET /, metadata: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:97: unknown gRPC status `UNAVAILABL`", "2:131: `metadata` belongs to a gRPC step"],

@@ -225,11 +225,12 @@ impl Dec<'_> {
                 None => self.string(n, &join(path, "proto")).into_iter().collect(),
             },
         };
+        // A malformed method does not stop the rest from being checked.
         let call = match GrpcCall::parse(g.as_str(), protos) {
-            Ok(c) => c,
+            Ok(c) => Some(c),
             Err(e) => {
                 self.at(g.span(), &gp, e, Some("e.g. `grpc: bench.Echo/Say`".into()));
-                return None;
+                None
             }
         };
         let mut headers = vec![
@@ -249,6 +250,7 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let text = g.as_str().trim().trim_start_matches('/').to_string();
         let name = m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or(text);
+        let call = call?;
         Some(Step {
             name,
             method: "POST".into(),
