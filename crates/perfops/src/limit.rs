@@ -16,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
 use clap::Args;
-use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step};
-use perfops_core::analysis::verdict::{RunResult, StageVerdict};
+use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step, Stop};
+use perfops_core::analysis::verdict::StageVerdict;
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
@@ -103,16 +103,19 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
 
     let mut results = Vec::new();
     let mut judged = Vec::new();
+    // The rate of the attempt the user cut short, if one was.
+    let mut cut = None;
     let outcome = loop {
         let attempt = match step {
             Step::Try(attempt) => attempt,
             Step::Done(outcome) => break outcome,
         };
-        if s.stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break attempt.interrupted();
-        }
         if !results.is_empty() {
             settle(&health, &s, args.cooldown, baseline);
+        }
+        // Stopped before this attempt or while the target cooled down.
+        if stopped(&s) {
+            break attempt.interrupted();
         }
         let rate = attempt.rate;
         let name = if attempt.confirming { format!("confirm {}/s", round(rate)) } else { format!("{}/s", round(rate)) };
@@ -120,6 +123,13 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         let r = Rate::per_second(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
         let schedule = Schedule::new(vec![Segment { duration: args.hold, from: r, to: r }])?;
         let loaded = s.load(LoadModel::Open { schedule, max_in_flight }, &[stage], None)?;
+        if stopped(&s) {
+            // Cut short by the user: it judges nothing (an attempt stopped a
+            // few ms in read "achieved 0/s: fails"), so the search does not
+            // hear of it. Its seconds stay in the results files as written.
+            cut = Some(rate);
+            break attempt.interrupted();
+        }
         let verdict = s.judge(&loaded.stages)[0].clone();
         let st = &loaded.stages[0];
         eprintln!(
@@ -142,16 +152,12 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     // One summary over every attempt, in the order tried; diagnostics look
     // at the failing attempt closest above the capacity.
     let merged = crate::session::Loaded::merged(&results);
-    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped, None));
+    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped || stopped(&s), None));
     if let Some(v) = summary.verdict.as_mut() {
         v.verdict.capacity_rps = lo;
         v.verdict.breaks_at_rps = hi;
         v.verdict.breaks_at_stage = hi.map(|h| format!("{}/s", round(h)));
-        v.verdict.result = match (inconclusive, lo) {
-            (Some(_), _) => RunResult::Inconclusive,
-            (None, Some(_)) if confirmed != Some(false) => RunResult::Passed,
-            _ => RunResult::Failed,
-        };
+        v.verdict.result = outcome.result();
     }
     // The diagnosis of the break: the lowest failing attempt.
     let breaking =
@@ -181,7 +187,18 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             }
         })
         .collect();
+    let so_far = || match (lo, hi) {
+        (Some(l), Some(h)) => format!("so far {}/s held and {}/s failed", round(l), round(h)),
+        (Some(l), None) => format!("so far {}/s held", round(l)),
+        (None, Some(h)) => format!("so far nothing held, and {}/s failed", round(h)),
+        (None, None) => "no attempt had ended".into(),
+    };
     let headline = match (lo, hi, inconclusive) {
+        _ if outcome.stop == Stop::Interrupted => format!(
+            "INCONCLUSIVE: interrupted {} before the search ended: {}",
+            cut.map_or("between attempts".into(), |r| format!("during the attempt at {}/s", round(r))),
+            so_far()
+        ),
         (_, _, Some(r)) => format!(
             "INCONCLUSIVE: at {}/s the generator was the limit{}",
             round(r),
@@ -220,7 +237,7 @@ fn settle(url: &str, s: &Session, limit: Duration, baseline: Option<Duration>) -
     let fast = baseline.map_or(Duration::from_millis(50), |b| (b * 3).max(Duration::from_millis(50)));
     let until = Instant::now() + limit;
     let mut streak = Vec::new();
-    while Instant::now() < until && !s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+    while Instant::now() < until && !stopped(s) {
         match perfops_engine::watch::check(url, Duration::from_secs(1), s.insecure()) {
             Ok(took) if took <= fast => {
                 streak.push(took);
@@ -233,8 +250,15 @@ fn settle(url: &str, s: &Session, limit: Duration, baseline: Option<Duration>) -
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!("perfops: the target did not recover within {:.0} s; going on", limit.as_secs_f64());
+    if !stopped(s) {
+        eprintln!("perfops: the target did not recover within {:.0} s; going on", limit.as_secs_f64());
+    }
     None
+}
+
+/// Whether the user stopped perfops (Ctrl-C, a signal).
+fn stopped(s: &Session) -> bool {
+    s.stop.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn round(r: f64) -> String {

@@ -397,6 +397,39 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// Ctrl-C during `limit`: the attempt it cuts short judges nothing (an
+/// attempt stopped a few ms in read "achieved 0/s: fails" and the search
+/// then reported "capacity 100/s; breaks at 150/s" from it, exit 0), and an
+/// unfinished search proves no capacity: the verdict is inconclusive, exit 1,
+/// with what held so far; only whole attempts are in `limit.attempts`.
+#[test]
+fn sigint_during_limit_is_inconclusive_and_judges_no_cut_attempt() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-limit");
+    let scenario = wd.scenario("long.yaml", LONG_RUN);
+    let running = wd.spawn("limit", &scenario, &["--from", "50", "--hold", "2s", "--cooldown", "5s"], |_| {});
+    let pid = running.pid();
+    // The first attempt (50/s) ends at ~2 s; the signal comes during the second.
+    std::thread::sleep(ms(3000));
+    send_signal("-INT", pid);
+    let signalled = Instant::now();
+    let out = running.wait(Duration::from_secs(15));
+    let stopped_in = signalled.elapsed();
+    let run = Run::of(&wd, out);
+    assert!(stopped_in < Duration::from_secs(3), "exited {stopped_in:?} after SIGINT\n{}", run.context());
+    assert_eq!(run.out.code, Some(1), "exit code\n{}", run.context());
+    let s = run.summary();
+    assert_eq!(s["interrupted"], true, "{}", run.context());
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{}", run.context());
+    let headline = s["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.starts_with("INCONCLUSIVE: interrupted "), "{headline}\n{}", run.context());
+    assert!(headline.contains("so far 50/s held"), "{headline}\n{}", run.context());
+    let attempts = s["limit"]["attempts"].as_array().cloned().unwrap_or_default();
+    assert_eq!(attempts.len(), 1, "only the whole 50/s attempt: {attempts:?}\n{}", run.context());
+    assert_eq!(attempts[0]["verdict"], "holds", "{}", run.context());
+    assert_eq!(s["limit"]["breaks_at_rps"], Value::Null, "nothing failed: {}", run.context());
+}
+
 /// A scenario `name` of order listings with a login in setup, against the
 /// async demo holding each request 50 ms, then `rest` (its load, SLO).
 fn slow_orders(name: &str, rest: &str) -> String {

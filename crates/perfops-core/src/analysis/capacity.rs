@@ -24,11 +24,12 @@
 //!
 //! This module owns those decisions, as a state machine fed one verdict at a
 //! time: [`CapacitySearch::start`] gives the first [`Step`], and each
-//! [`Attempt::next`] the one after. It does not run loads, judge them (see
+//! [`Attempt::next`] the one after; and what the search proves, as a run's
+//! result ([`Outcome::result`]). It does not run loads, judge them (see
 //! [`super::verdict`]), cool the target down or word the result: the binary
 //! does, and only does what the steps tell it.
 
-use super::verdict::StageVerdict;
+use super::verdict::{RunResult, StageVerdict};
 
 /// The lowest rate the search starts at, arrivals/s.
 pub const LOWEST_START: f64 = 0.1;
@@ -107,6 +108,24 @@ pub struct Outcome {
     pub last_rps: f64,
     /// Why it ended.
     pub stop: Stop,
+}
+
+impl Outcome {
+    /// What the search proves about the target: passed when it found a
+    /// capacity (not left unconfirmed by a failed confirmation); failed when
+    /// nothing held or the capacity did not hold again; inconclusive when an
+    /// attempt was generator-limited or the user stopped the search before it
+    /// ended (what held and failed so far bounds the capacity, but the search
+    /// did not narrow it to its precision, nor confirm it).
+    pub fn result(&self) -> RunResult {
+        if self.stop == Stop::Interrupted || self.inconclusive_rps.is_some() {
+            return RunResult::Inconclusive;
+        }
+        match self.capacity_rps {
+            Some(_) if self.confirmed != Some(false) => RunResult::Passed,
+            _ => RunResult::Failed,
+        }
+    }
 }
 
 /// What to do next.
@@ -666,6 +685,38 @@ mod tests {
             if let (Some(lo), Some(hi)) = (outcome.capacity_rps, outcome.breaks_at_rps) {
                 assert!(lo < hi, "{script:?}: {outcome:?}");
             }
+        }
+    }
+
+    /// What each way a search ends proves, as a run's result.
+    #[test]
+    fn results_of_outcomes() {
+        let o = |capacity: Option<f64>, confirmed: Option<bool>, inconclusive: Option<f64>, stop: Stop| Outcome {
+            capacity_rps: capacity,
+            breaks_at_rps: Some(200.0),
+            confirmed,
+            inconclusive_rps: inconclusive,
+            last_rps: 150.0,
+            stop,
+        };
+        let cases = [
+            // a capacity, confirmed
+            (o(Some(100.0), Some(true), None, Stop::Confirmed), RunResult::Passed),
+            // the attempts ran out before a confirmation: the capacity stands
+            (o(Some(100.0), None, None, Stop::Attempts), RunResult::Passed),
+            // the confirmation failed and nothing below it held again
+            (o(Some(100.0), Some(false), None, Stop::Attempts), RunResult::Failed),
+            // nothing held, down to a trickle
+            (o(None, None, None, Stop::NothingHolds), RunResult::Failed),
+            // the generator was the limit at 150/s: proves nothing
+            (o(Some(100.0), None, Some(150.0), Stop::Inconclusive), RunResult::Inconclusive),
+            // stopped by the user between 100/s (held) and 200/s (failed): bounded, not found
+            (o(Some(100.0), None, None, Stop::Interrupted), RunResult::Inconclusive),
+            // stopped by the user before anything held
+            (o(None, None, None, Stop::Interrupted), RunResult::Inconclusive),
+        ];
+        for (outcome, want) in cases {
+            assert_eq!(outcome.result(), want, "{outcome:?}");
         }
     }
 }
