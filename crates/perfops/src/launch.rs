@@ -6,8 +6,8 @@
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
@@ -92,15 +92,37 @@ impl PlanBase {
     }
 }
 
+/// A signal this long after the first is a second Ctrl-C; sooner, it is
+/// the first one delivered again. One keypress can arrive twice within
+/// microseconds: `timeout -s INT` signals perfops and then its whole process
+/// group, as do wrappers that forward signals to their child; read as two
+/// presses, that exited at once (130) and left no `summary.json`.
+const AGAIN: Duration = Duration::from_millis(250);
+
 /// The stop flag: the first Ctrl-C (or SIGTERM) sets it, so the load stops
-/// and what was measured is kept; a second one exits at once (130).
+/// and what was measured is kept; a second one, [`AGAIN`] or more later,
+/// exits at once (130).
 pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register_conditional_shutdown(signal, 130, stop.clone())
-            .context("installing signal handlers")?;
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
-    }
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signal handlers")?;
+    let flag = stop.clone();
+    std::thread::Builder::new()
+        .name("perfops-signals".into())
+        .spawn(move || {
+            let mut first: Option<Instant> = None;
+            for _ in signals.forever() {
+                match first {
+                    None => {
+                        first = Some(Instant::now());
+                        flag.store(true, Ordering::SeqCst);
+                    }
+                    Some(at) if at.elapsed() >= AGAIN => std::process::exit(130),
+                    Some(_) => {}
+                }
+            }
+        })
+        .context("starting the signal thread")?;
     Ok(stop)
 }
 

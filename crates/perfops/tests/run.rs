@@ -397,6 +397,63 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// One Ctrl-C delivered twice at once is one: `timeout -s INT` signals
+/// perfops and then its whole process group, and the two arrivals, read as a
+/// second Ctrl-C, exited at once (130) with no `summary.json`. Now the run
+/// stops and writes its summary as for one signal.
+#[test]
+fn a_signal_delivered_twice_at_once_is_one_ctrl_c() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-twice");
+    let running = wd.spawn("run", &wd.scenario("long.yaml", LONG_RUN), &[], |_| {});
+    let pid = running.pid().to_string();
+    std::thread::sleep(ms(2500));
+    // kill(1) given the pid twice: two signals, microseconds apart.
+    let status = std::process::Command::new("kill").args(["-INT", &pid, &pid]).status().expect("run kill(1)");
+    assert!(status.success());
+    let run = Run::of(&wd, running.wait(Duration::from_secs(15)));
+    assert_eq!(run.out.code, Some(1), "exit code\n{}", run.context());
+    let s = run.summary();
+    assert_eq!(s["interrupted"], true, "{}", run.context());
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{}", run.context());
+}
+
+/// A second Ctrl-C, pressed while the first waits for the requests in
+/// flight (4 s each here), exits at once with 130; the seconds written so far
+/// stay on disk.
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-again");
+    let slow = r#"name: slow
+target: demo:async?io_wait=4s
+defaults: { timeout: 10s }
+setup:
+  - { request: POST /auth, json: { user: t }, save: { token: $.token } }
+flows:
+  orders: { steps: [ { request: GET /orders, headers: { Authorization: "Bearer ${token}" } } ] }
+load:
+  stages: [ { rate: 20, hold: 20s } ]
+"#;
+    let running = wd.spawn("run", &wd.scenario("slow.yaml", slow), &[], |_| {});
+    let pid = running.pid();
+    std::thread::sleep(ms(2500));
+    send_signal("-INT", pid);
+    std::thread::sleep(ms(600));
+    assert!(is_running(pid), "the first Ctrl-C waits for the requests in flight");
+    send_signal("-INT", pid);
+    let again = Instant::now();
+    let out = running.wait(Duration::from_secs(15));
+    assert!(again.elapsed() < Duration::from_secs(1), "exited {:?} after the second Ctrl-C", again.elapsed());
+    assert_eq!(out.code, Some(130), "exit code\n{}", out.stderr);
+    let dir = wd.result_dir(&out);
+    assert!(
+        std::fs::metadata(dir.join("series.jsonl")).is_ok_and(|m| m.len() > 0),
+        "seconds kept in {}",
+        dir.display()
+    );
+}
+
 /// Ctrl-C during `limit`: the attempt it cuts short judges nothing (an
 /// attempt stopped a few ms in read "achieved 0/s: fails" and the search
 /// then reported "capacity 100/s; breaks at 150/s" from it, exit 0), and an
