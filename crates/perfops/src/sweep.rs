@@ -57,14 +57,25 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         s.dir.path().display()
     );
     let mut loads: Vec<Loaded> = Vec::new();
+    // The level the user cut short, if one was.
+    let mut cut = None;
+    let stop = s.stop.clone();
+    let stopped = || stop.load(std::sync::atomic::Ordering::Relaxed);
     for &n in &args.concurrency {
-        if s.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if stopped() {
             break;
         }
         let stage = StagePlan { name: format!("{n} users"), target_rate: None, duration: args.hold };
         let model =
             LoadModel::Closed { connections: n, think, profile: None, duration: Some(args.hold), max_requests: None };
         let loaded = s.load(model, &[stage], None)?;
+        if stopped() {
+            // Cut short by the user: a level of a few ms would bend the
+            // curve and the USL fit, so it is not one of the levels. Its
+            // seconds stay in the results files as written.
+            cut = Some(n);
+            break;
+        }
         let st = &loaded.stages[0];
         eprintln!(
             "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",
@@ -96,7 +107,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     };
 
     let merged = Loaded::merged(&loads);
-    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped, None));
+    let interrupted = stopped();
+    let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped || interrupted, None));
     let mut text = String::from("\nusers   throughput/s   x vs first p50 ok ms    p99 ms   p50 x first   errors\n");
     for l in &result.levels {
         text.push_str(&format!(
@@ -146,6 +158,14 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         ),
         (Some(b), None) => format!("best measured {:.1}/s at {} users", b.throughput, b.concurrency),
         _ => "nothing measured".into(),
+    };
+    let headline = if interrupted && loads.len() < args.concurrency.len() {
+        format!(
+            "INCONCLUSIVE: interrupted {} before the sweep ended: {headline}",
+            cut.map_or("between levels".into(), |n| format!("during {n} users"))
+        )
+    } else {
+        headline
     };
     if let Some(v) = summary.verdict.as_mut() {
         v.headline = headline;

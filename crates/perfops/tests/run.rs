@@ -487,6 +487,31 @@ fn sigint_during_limit_is_inconclusive_and_judges_no_cut_attempt() {
     assert_eq!(s["limit"]["breaks_at_rps"], Value::Null, "nothing failed: {}", run.context());
 }
 
+/// Ctrl-C during `sweep`: the level it cuts short is not one of the levels
+/// (a level of a few ms would bend the curve and the USL fit), and the
+/// headline says the sweep was interrupted (it read "best measured ... at 5
+/// users; USL peak ..." as if the sweep had ended), exit 1.
+#[test]
+fn sigint_during_sweep_is_inconclusive_and_keeps_whole_levels() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-sweep");
+    let scenario = wd.scenario("long.yaml", LONG_RUN);
+    let running = wd.spawn("sweep", &scenario, &["--concurrency", "1,2,5", "--hold", "2s"], |_| {});
+    let pid = running.pid();
+    // The first level (1 user) ends at ~2 s; the signal comes during the second.
+    std::thread::sleep(ms(3000));
+    send_signal("-INT", pid);
+    let run = Run::of(&wd, running.wait(Duration::from_secs(15)));
+    assert_eq!(run.out.code, Some(1), "exit code\n{}", run.context());
+    let s = run.summary();
+    assert_eq!(s["interrupted"], true, "{}", run.context());
+    let headline = s["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.starts_with("INCONCLUSIVE: interrupted "), "{headline}\n{}", run.context());
+    let levels = s["sweep"]["levels"].as_array().cloned().unwrap_or_default();
+    assert_eq!(levels.len(), 1, "only the whole level of 1 user: {levels:?}\n{}", run.context());
+    assert_eq!(levels[0]["concurrency"], 1, "{}", run.context());
+}
+
 /// A scenario `name` of order listings with a login in setup, against the
 /// async demo holding each request 50 ms, then `rest` (its load, SLO).
 fn slow_orders(name: &str, rest: &str) -> String {
