@@ -419,8 +419,8 @@ fn a_signal_delivered_twice_at_once_is_one_ctrl_c() {
 }
 
 /// A second Ctrl-C, pressed while the first waits for the requests in
-/// flight (4 s each here), exits at once with 130; the seconds written so far
-/// stay on disk.
+/// flight (4 s each here, `--wait-in-flight`), exits at once with 130; the
+/// seconds written so far stay on disk.
 #[test]
 fn a_second_ctrl_c_exits_at_once() {
     let _cpu = shared();
@@ -435,7 +435,7 @@ flows:
 load:
   stages: [ { rate: 20, hold: 20s } ]
 "#;
-    let running = wd.spawn("run", &wd.scenario("slow.yaml", slow), &[], |_| {});
+    let running = wd.spawn("run", &wd.scenario("slow.yaml", slow), &["--wait-in-flight"], |_| {});
     let pid = running.pid();
     std::thread::sleep(ms(2500));
     send_signal("-INT", pid);
