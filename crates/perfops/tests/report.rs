@@ -128,3 +128,46 @@ fn runs_lists_newest_first_and_as_json() {
     out.assert_exit(2);
     assert!(out.stderr.contains("holds no results"), "{}", out.stderr);
 }
+
+/// A `limit` run's report shows its attempts, when each ran: its
+/// `meta.json` plans the scenario's stages, which the report showed in their
+/// place (one "100/s" stage of 20 s here, the attempts' figures zipped onto
+/// the scenario's stage names, and the drain seconds of one attempt counted
+/// in the next). Every attempt stands in the page's data under its own name,
+/// starting after the drain and cool-down of the one before.
+#[test]
+fn a_limit_runs_report_shows_its_attempts() {
+    let _cpu = shared();
+    let wd = Workdir::new("report-limit");
+    let scenario = wd.scenario(
+        "limit.yaml",
+        "name: limit\ntarget: demo:async\nflows:\n  root: { steps: [ { request: GET / } ] }\nload:\n  stages: [ { rate: 100, hold: 20s } ]\n",
+    );
+    let runs = wd.runs();
+    let (scenario, runs_s) = (scenario.display().to_string(), runs.display().to_string());
+    let args = ["limit", &scenario, "--from", "50", "--max", "200", "--hold", "1s", "--out", &runs_s, "-q"];
+    let done = perfops(&args);
+    assert!(matches!(done.code, Some(0 | 1)), "perfops limit exited {:?}\n{}", done.code, done.stderr);
+    let dir = wd.result_dir(&done);
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    let attempts: Vec<String> = summary["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["name"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(attempts.len() >= 3, "50, 100 and 200/s at least: {attempts:?}");
+    let report = dir.join("report.html");
+    perfops(&["report", &dir.display().to_string()]).assert_exit(0);
+    let data = common::browser::data_of(&std::fs::read_to_string(&report).unwrap());
+    let stages = data["stages"].as_array().expect("the page's stages");
+    let names: Vec<&str> = stages.iter().map(|s| s["name"].as_str().unwrap_or_default()).collect();
+    assert_eq!(names, attempts, "the page's stages are the attempts");
+    for pair in stages.windows(2) {
+        let (end, next) = (pair[0]["end_s"].as_f64().unwrap(), pair[1]["start_s"].as_f64().unwrap());
+        assert!(next > end, "each attempt starts after the drain of the one before: {stages:?}");
+    }
+    for (s, want) in stages.iter().zip(summary["stages"].as_array().unwrap()) {
+        assert_eq!(s["verdict"], want["verdict"], "{s:?}");
+    }
+}

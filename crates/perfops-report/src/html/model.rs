@@ -287,13 +287,25 @@ fn stage_index(stages: &[Stage], t: f64) -> Option<usize> {
     if stages.is_empty() {
         return None;
     }
-    // A little slack: a second that starts a hair before a boundary is the next stage's.
-    Some(stages.iter().position(|s| t + 1e-6 < s.end_s).unwrap_or(stages.len() - 1))
+    // The last stage begun by `t` (a little slack: a second that starts a
+    // hair before a boundary is the next stage's): a drain second after one
+    // load of `limit` or `sweep` is its stage's, not the next attempt's.
+    Some(stages.iter().rposition(|s| s.start_s <= t + 1e-6).unwrap_or(0))
 }
 
-/// The planned stages: from `meta.json`, else the summary's, else the
-/// stage labels of the series. Only an open model's stages have a target.
+/// The stages and when they ran. A single load (`run`): the plan in
+/// `meta.json` (a killed run has only it), else the summary's stages end to
+/// end, else the stage labels of the series. `limit` and `sweep` run one
+/// load per attempt or level, each followed by its drain and a cool-down,
+/// so only the series knows when each ran: its labels first (their
+/// `meta.json` plans the scenario's stages, which the report once showed in
+/// place of the attempts). Only an open model's planned stages have a target.
 fn plan(files: &RunFiles, open: bool) -> Vec<Stage> {
+    let multi_load = files.meta.as_ref().is_some_and(|m| matches!(m.kind.as_str(), "limit" | "sweep"));
+    if multi_load {
+        let stages = series_stages(&files.series);
+        return if stages.is_empty() { summary_stages(files) } else { stages };
+    }
     let mut t = 0.0;
     let mut stages = Vec::new();
     for s in files.meta.as_ref().map_or(&[][..], |m| m.stages.as_slice()) {
@@ -303,22 +315,39 @@ fn plan(files: &RunFiles, open: bool) -> Vec<Stage> {
         stages.push(Stage { name, start_s: t, end_s: t + d, target, ..Stage::default() });
         t += d;
     }
-    if !stages.is_empty() {
-        return stages;
+    if stages.is_empty() {
+        stages = summary_stages(files);
     }
+    if stages.is_empty() {
+        stages = series_stages(&files.series);
+    }
+    stages
+}
+
+/// The summary's stages, end to end from 0.
+fn summary_stages(files: &RunFiles) -> Vec<Stage> {
+    let mut t = 0.0;
+    let mut stages = Vec::new();
     for s in files.summary.as_ref().map_or(&[][..], |s| s.stages.as_slice()) {
         let d = s.figures.duration_s;
         stages.push(Stage { name: s.figures.name.clone(), start_s: t, end_s: t + d, ..Stage::default() });
         t += d;
     }
-    if !stages.is_empty() {
-        return stages;
-    }
-    // Consecutive runs of one label, drain seconds excluded.
-    for l in &files.series {
-        let Some(label) = l.stage_name() else { continue };
+    stages
+}
+
+/// Consecutive seconds of one stage label; a drain second ends a stage (two
+/// attempts at one rate are two stages).
+fn series_stages(series: &[SeriesLine]) -> Vec<Stage> {
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut in_stage = false;
+    for l in series {
+        let Some(label) = l.stage_name() else {
+            in_stage = false;
+            continue;
+        };
         match stages.last_mut() {
-            Some(s) if s.name == label => s.end_s = l.end_s(),
+            Some(s) if in_stage && s.name == label => s.end_s = l.end_s(),
             _ => stages.push(Stage {
                 name: label.to_string(),
                 start_s: f64::from(l.t),
@@ -326,6 +355,7 @@ fn plan(files: &RunFiles, open: bool) -> Vec<Stage> {
                 ..Stage::default()
             }),
         }
+        in_stage = true;
     }
     stages
 }
