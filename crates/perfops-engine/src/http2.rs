@@ -55,8 +55,9 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::grpc::{self, GrpcMethod};
-pub(crate) use crate::h2::conn::StreamError;
-use crate::h2::conn::{Block, Conn, Windows};
+use crate::h2::answer::Captured;
+pub(crate) use crate::h2::answer::StreamError;
+use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
 use crate::h2::encoder::Fields;
 use crate::h2::stamped::Transport;
 use crate::http1::Response;
@@ -76,10 +77,6 @@ pub struct Http2 {
     /// The connection's receive window, bytes.
     pub connection_window: u32,
 }
-
-/// Large windows, as h2load's defaults: flow control never holds a
-/// response back, so what is measured is the server, not the window.
-pub const LARGE_WINDOW: u32 = (1 << 30) - 1;
 
 impl Default for Http2 {
     fn default() -> Http2 {
@@ -547,21 +544,6 @@ impl Drop for OnStream<'_> {
 
 /// The most of a body kept for `save`/`expect` (as HTTP/1.1's).
 const CAPTURE_MAX: usize = 1024 * 1024;
-
-/// What a captured HTTP/2 response holds for `expect` and `save`.
-#[derive(Debug, Default)]
-pub(crate) struct Captured {
-    pub(crate) headers: Vec<(String, Vec<u8>)>,
-    pub(crate) body: Vec<u8>,
-    pub(crate) trailers: Vec<(String, Vec<u8>)>,
-}
-
-impl Captured {
-    /// Header fields then trailers, as `expect` and `save` read them.
-    pub(crate) fn fields(&self) -> Vec<(&str, &[u8])> {
-        self.headers.iter().chain(self.trailers.iter()).map(|(n, v)| (n.as_str(), v.as_slice())).collect()
-    }
-}
 
 /// Send `req` on a stream of `lease`'s connection and read its whole
 /// response; with `capture`, keep its headers, body and trailers there.

@@ -39,7 +39,8 @@ use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
 pub use grpc::{GrpcError, GrpcMethod, proto_sources};
-pub use http2::{Http2, LARGE_WINDOW};
+pub use h2::conn::LARGE_WINDOW;
+pub use http2::Http2;
 /// One second of a run and where its measurements belong: pure data, in
 /// perfops-core, so that what reads a second does not depend on this engine.
 pub use perfops_core::measure::{Interval, Key};

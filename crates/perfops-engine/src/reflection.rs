@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::grpc::GrpcError;
-use crate::h2::conn::{Block, Conn, Windows};
+use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
 use crate::h2::hpack;
 use crate::http1::Stream;
 use crate::target::Target;
@@ -167,8 +167,7 @@ impl Reflection {
 
     /// The service's file, then every import it lacks, over one connection.
     async fn files(&self, io: Stream, service: &str) -> Result<DescriptorPool, Fetch> {
-        let window = crate::http2::LARGE_WINDOW;
-        let conn = Rc::new(Conn::new(Windows { stream: window, connection: window }));
+        let conn = Rc::new(Conn::new(Windows { stream: LARGE_WINDOW, connection: LARGE_WINDOW }));
         let task = conn.clone();
         let driver = tokio::task::spawn_local(async move { task.drive(io).await });
         std::future::poll_fn(|cx| conn.poll_ready(cx))

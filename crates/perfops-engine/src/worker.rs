@@ -52,9 +52,10 @@ use tokio_rustls::TlsConnector;
 mod websocket;
 
 use crate::coalesce;
+use crate::h2::answer::Captured;
 use crate::h2::stamped::H2Io;
 use crate::http1::{Conn, Response, Stream, connect_failure, remaining, tune};
-use crate::http2::{self, Captured, H2Request, Http2, Indexing, Lease, Pool as H2Pool, Take};
+use crate::http2::{self, H2Request, Http2, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
 use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;

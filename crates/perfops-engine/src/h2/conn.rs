@@ -45,12 +45,12 @@ use perfops_core::measure::FailureKind;
 use tokio::io::ReadBuf;
 use tokio::time::Instant;
 
+use super::answer::{Answer, Captured, StreamError};
 pub(crate) use super::encoder::Block;
 use super::encoder::Blocks;
 use super::frame::{self, Frame, FrameError, code, setting};
 use super::hpack::{self, Decoder};
 use super::stamped::Transport;
-use crate::http2::Captured;
 
 /// The most a header block may take across its CONTINUATIONs, bytes.
 pub(crate) const MAX_BLOCK: usize = 256 * 1024;
@@ -69,35 +69,6 @@ const MAX_STREAM_ID: u32 = 1 << 31;
 
 /// No slot (a stream freed, its id still in the deque).
 const NONE: u32 = u32::MAX;
-
-/// A failed exchange on a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StreamError {
-    pub(crate) kind: FailureKind,
-    /// The server did not process it (the connection went away before it):
-    /// it may be sent again on another connection.
-    pub(crate) again: bool,
-}
-
-impl StreamError {
-    fn of(kind: FailureKind) -> StreamError {
-        StreamError { kind, again: false }
-    }
-}
-
-/// A stream's answer, complete.
-#[derive(Debug)]
-pub(crate) struct Answer {
-    pub(crate) status: u16,
-    /// Header fields as decoded (name, value and 4 bytes each, 16 for the
-    /// status), body and trailers.
-    pub(crate) bytes_in: u64,
-    pub(crate) first_byte: Instant,
-    pub(crate) last_byte: Instant,
-    /// `grpc-status`, from the trailers or a trailers-only answer.
-    pub(crate) grpc_status: Option<u32>,
-    pub(crate) captured: Option<Box<Captured>>,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -173,6 +144,10 @@ pub(crate) struct Windows {
     pub(crate) stream: u32,
     pub(crate) connection: u32,
 }
+
+/// Large windows, as h2load's defaults: flow control never holds a
+/// response back, so what is measured is the server, not the window.
+pub const LARGE_WINDOW: u32 = (1 << 30) - 1;
 
 /// The connection's state, shared by its task and its requests.
 struct Inner {

@@ -12,7 +12,8 @@ use bytes::Bytes;
 use perfops_core::measure::FailureKind;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
-use super::conn::{Answer, Block, Conn, StreamError, Windows};
+use super::answer::{Answer, StreamError};
+use super::conn::{Block, Conn, Windows};
 use super::encoder::Fields;
 use super::frame::{self, kind};
 use super::hpack;
