@@ -185,7 +185,7 @@ impl Resolver {
             let pool = match self.reflected.get(service) {
                 Some(p) => p.clone(),
                 None => {
-                    let p = reflection.pool(service)?;
+                    let p = reflection.pool(service).map_err(|e| GrpcError::Reflection(e.0))?;
                     self.reflected.insert(service.to_string(), p.clone());
                     p
                 }

@@ -33,7 +33,6 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use crate::grpc::GrpcError;
 use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
 use crate::h2::hpack;
 use crate::http1::Stream;
@@ -116,14 +115,21 @@ struct ErrorAnswer {
     error_message: String,
 }
 
+/// Why the server's reflection gave no descriptors for a service: the whole
+/// line, with its hint. Ours, not `grpc.rs`'s: `grpc.rs` asks this module
+/// and carries the line on as its own `GrpcError::Reflection`.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct ReflectionError(pub(crate) String);
+
 /// The hint every reflection error ends with.
 const HINT: &str = "add `proto: FILE` to the step (quick: --proto FILE)";
 
 impl Reflection {
     /// The descriptors of `service` (`package.Service`) and of every file
     /// they import, as the server's reflection gives them.
-    pub(crate) fn pool(&self, service: &str) -> Result<DescriptorPool, GrpcError> {
-        let fail = |why: String| GrpcError::Reflection(format!("{why}: {HINT}"));
+    pub(crate) fn pool(&self, service: &str) -> Result<DescriptorPool, ReflectionError> {
+        let fail = |why: String| ReflectionError(format!("{why}: {HINT}"));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -138,7 +144,7 @@ impl Reflection {
                         "{at} does not serve gRPC reflection (grpc.reflection.v1 nor v1alpha), so `{service}` cannot \
                          be looked up there"
                     )),
-                    Fetch::NotFound(why) => GrpcError::Reflection(format!(
+                    Fetch::NotFound(why) => ReflectionError(format!(
                         "{at} does not know service `{service}` by reflection ({why}): check its name, or {HINT}"
                     )),
                 }),
