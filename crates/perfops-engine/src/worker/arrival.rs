@@ -1,0 +1,94 @@
+//! One arrival: its flow (picked from its global number), one row of each
+//! feeder for all its steps, and the steps in order on one connection, each
+//! due when the one before it ended (plus its pause). A failed step ends the
+//! flow: later steps read what earlier ones saved. Both models run it: the
+//! open loop once per arrival, a closed-loop user once per iteration. Not
+//! here: how a step goes over the wire (`http1.rs`, `http2.rs`,
+//! `websocket.rs`).
+
+use std::pin::Pin;
+
+use tokio::time::{Instant, Sleep};
+
+use super::{Ended, Request, Worker};
+use crate::http1::Conn;
+use crate::record::{Due, Key};
+use crate::work::FlowPlan;
+
+/// An arrival to run: its number (`${seq}`), the stage it counts in, when
+/// its first step was due and when it started.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Arrival {
+    pub(super) seq: u64,
+    pub(super) stage: u16,
+    pub(super) due: Due,
+    pub(super) start: Instant,
+}
+
+impl Worker {
+    /// One arrival: its flow's steps in order, on the connection in `conn`
+    /// (if any; a new one is left there). A failed step ends the flow (later
+    /// steps depend on what earlier ones saved). Returns when it ended.
+    pub(super) async fn arrival(
+        &self,
+        conn: &mut Option<Box<Conn>>,
+        mut timer: Pin<&mut Sleep>,
+        a: Arrival,
+    ) -> Instant {
+        let work = &*self.shared.work;
+        let flow = &work.flows[work.pick(a.seq)];
+        // One row of each feeder for the whole arrival. A `once` feeder that
+        // has run out ends the arrivals: they are dropped and counted.
+        let rows = self.rows(a.seq);
+        if rows.iter().any(Option::is_none) {
+            self.drop_arrival(flow, a.stage);
+            return Instant::now();
+        }
+        let (mut due, mut start) = (a.due, a.start);
+        let mut end_at = start;
+        for (i, step) in flow.steps.iter().enumerate() {
+            let key = Key { stage: a.stage, step: step.index };
+            let last = i + 1 == flow.steps.len();
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last };
+            let ended = self.step(conn, timer.as_mut(), req).await;
+            end_at = ended.at;
+            if ended.failed {
+                break;
+            }
+            let pause = step.step.pause;
+            // The next step is due when this one ended plus its pause; a closed
+            // loop's user sends it as soon as it can, so without a pause it is
+            // due when sent, like the flow's first.
+            due = if a.due == Due::OnSend && pause.is_zero() { Due::OnSend } else { Due::At(ended.at + pause) };
+            start = ended.at;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+                start = Instant::now();
+            }
+        }
+        end_at
+    }
+
+    /// Count an arrival of `flow` that is not sent: the generator's limit.
+    pub(super) fn drop_arrival(&self, flow: &FlowPlan, stage: u16) {
+        let step = flow.steps.first().map_or(0, |s| s.index);
+        self.rec.borrow_mut().dropped(Key { stage, step });
+    }
+
+    /// The feeders' rows for arrival `seq` (`None`: a `once` feeder ran out).
+    pub(super) fn rows(&self, seq: u64) -> Vec<Option<&[String]>> {
+        let work = &*self.shared.work;
+        work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect()
+    }
+
+    /// Run one step: an HTTP request ([`Worker::perform`]) or a WebSocket
+    /// session (`websocket.rs`: boxed, so that the future of every arrival
+    /// does not carry a session's state).
+    pub(super) async fn step(&self, conn: &mut Option<Box<Conn>>, timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        if req.step.step.websocket.is_some() {
+            Box::pin(self.session(timer, req)).await
+        } else {
+            self.perform(conn, timer, req).await
+        }
+    }
+}

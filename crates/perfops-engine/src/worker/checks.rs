@@ -1,0 +1,46 @@
+//! What a response counts as for its step, whatever the protocol: its
+//! status (none for one the step's `expect.status` lists: a 404 the
+//! scenario asks for is its answer), then the step's `expect` and `save` on
+//! its header fields and body; what is saved goes into the worker's
+//! variables for the steps after it. Not here: gRPC's status (`http2.rs`),
+//! a WebSocket reply's checks (`websocket.rs`).
+
+use perfops_core::measure::FailureKind;
+use perfops_core::scenario::extract::ParsedBody;
+
+use super::Worker;
+use crate::work::StepPlan;
+
+impl Worker {
+    /// Run the step's `expect` and `save` on a response's header fields
+    /// (`pairs`) and body.
+    pub(super) fn check_and_save(&self, step: &StepPlan, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) -> bool {
+        let body = ParsedBody::new(body);
+        if let Some(expect) = &step.step.expect
+            && expect.check_from(status, pairs, &body).is_some()
+        {
+            return false;
+        }
+        let mut ok = true;
+        for (name, extractor) in &step.step.save {
+            match extractor.extract_from(pairs, &body) {
+                Some(v) => {
+                    self.vars.borrow_mut().insert(name.clone(), v);
+                }
+                None => ok = false,
+            }
+        }
+        ok
+    }
+}
+
+/// The failure a response's status counts as: none for a status the step's
+/// `expect.status` lists (a 404 the scenario asks for is its answer), else
+/// `http_4xx`/`http_5xx` for those.
+pub(super) fn status_failure(step: &StepPlan, status: u16) -> Option<FailureKind> {
+    if step.step.expect.as_ref().is_some_and(|e| e.lists_status(status)) {
+        None
+    } else {
+        FailureKind::of_status(status)
+    }
+}

@@ -1,0 +1,170 @@
+//! A step over HTTP/1.1, the hot path: the request's bytes (cached at plan
+//! time for a literal step, else rendered into a reused buffer), one timer
+//! moved to its deadline, the exchange on a kept connection or a new one
+//! (retried once when a kept one was found closed), redirects within the
+//! target, then the step's checks and one record of its answer or failure
+//! (`worker.rs`). The bytes on the wire and their framing are
+//! `crate::http1`'s.
+//!
+//! [`Worker::perform`] is also where a run over HTTP/2 turns off to
+//! `http2.rs`: one branch per request at its top, so the HTTP/1.1 path is
+//! as it was.
+
+use std::pin::Pin;
+
+use perfops_core::measure::FailureKind;
+use tokio::time::{Instant, Sleep};
+
+use super::checks::status_failure;
+use super::{Ended, InFlight, Request, Worker, within};
+use crate::http1::{Conn, Response};
+use crate::record::Due;
+use crate::work::{ArrivalVars, StepPlan};
+
+impl Worker {
+    /// Send `req` on the connection in `conn` or a new one, timed out by
+    /// `timer`, and record everything under its key (its iteration too when it
+    /// is its flow's last step or failed with an answer). Leaves the
+    /// connection in `conn` when it can be reused.
+    pub(super) async fn perform(
+        &self,
+        conn: &mut Option<Box<Conn>>,
+        mut timer: Pin<&mut Sleep>,
+        req: Request<'_>,
+    ) -> Ended {
+        if let Some(pool) = &self.h2 {
+            // Boxed: inline, HTTP/2's future (its connect, handshake and
+            // stream) would make every HTTP/1.1 request's future as large,
+            // and the #12 budget of 10,000 connections in 100 MiB is per
+            // task. One allocation per HTTP/2 request.
+            return Box::pin(self.perform_h2(pool, timer, req)).await;
+        }
+        let shared = &*self.shared;
+        let step = req.step;
+        let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
+        let request: &[u8] = match &step.cached {
+            Some(bytes) => bytes,
+            None => {
+                let work = &*shared.work;
+                let vars = self.vars.borrow();
+                let av =
+                    ArrivalVars { saved: &vars, env: &work.env, seq: req.seq, feeders: &work.feeders, rows: req.rows };
+                // A missing value renders empty; the server's answer says the rest.
+                let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                &rendered
+            }
+        };
+        self.rec.borrow_mut().sent(req.key);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
+        // Later than the previous request's deadline on this timer, except after
+        // a longer pause: then tokio re-registers it, correct either way.
+        timer.as_mut().reset(req.start + shared.timeout);
+        let mut outcome = self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out).await;
+        // Redirects, only when asked and only within the target: one request,
+        // measured to the final response, from its first send.
+        let mut hops = shared.work.redirects;
+        while hops > 0 {
+            let Ok((resp, sent)) = &outcome else { break };
+            let Some(c) = conn.as_deref() else { break };
+            let Some(next) = shared.work.redirect(resp.status, &c.head, &shared.target, step.head) else { break };
+            hops -= 1;
+            if !c.keep_alive {
+                *conn = None;
+            }
+            let (earlier_bytes, sent) = (resp.bytes_in, *sent);
+            outcome = self
+                .exchange(conn, timer.as_mut(), &next, &req, &mut in_flight.bytes_out)
+                .await
+                .map(|(mut r, _)| {
+                    r.bytes_in += earlier_bytes;
+                    (r, sent)
+                })
+                .map_err(|(kind, _)| (kind, Some(sent)));
+        }
+        self.spares.borrow_mut().buffers.push((body_buf, rendered));
+        in_flight.done = true;
+        let bytes_out = in_flight.bytes_out;
+        match outcome {
+            Ok((response, sent)) => {
+                let mut failure = status_failure(step, response.status);
+                if failure.is_none()
+                    && step.capture
+                    && !conn.as_deref().is_some_and(|c| self.check_and_save_h1(step, response.status, c))
+                {
+                    failure = Some(FailureKind::CheckFailed);
+                }
+                if conn.as_ref().is_some_and(|c| !c.keep_alive) {
+                    *conn = None;
+                }
+                self.answered(&req, sent, response, bytes_out, failure)
+            }
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
+        }
+    }
+
+    /// Send `request` on the connection in `conn` (or a new one, left there)
+    /// and read the response before `timer` fires, retrying once on a fresh
+    /// connection when a kept one was found closed. Adds the bytes written to
+    /// `bytes_out`. Returns the response and when the request was sent:
+    /// `req.start` on a kept connection, or when a new one was ready (connect
+    /// and TLS are phases of their own, not service time); or the failure and
+    /// when it was sent, if it was (not when the connect failed).
+    async fn exchange(
+        &self,
+        conn: &mut Option<Box<Conn>>,
+        mut timer: Pin<&mut Sleep>,
+        request: &[u8],
+        req: &Request<'_>,
+        bytes_out: &mut u64,
+    ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
+        let mut retried = false;
+        let mut sent = req.start;
+        loop {
+            let c = match conn {
+                Some(c) => c,
+                // Boxed: connecting (and the TLS handshake) is a future of over
+                // a KiB that every request's future would otherwise carry, for
+                // the whole exchange (#12: 10,000 connections in < 100 MiB).
+                // One allocation per new connection, none per request.
+                None => match within(timer.as_mut(), Box::pin(self.connect(req.key))).await {
+                    Some(Ok((c, ready))) => {
+                        sent = ready;
+                        conn.insert(c)
+                    }
+                    Some(Err(kind)) => return Err((kind, None)),
+                    None => return Err((FailureKind::Timeout, None)),
+                },
+            };
+            *bytes_out += request.len() as u64;
+            let result = within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture)).await;
+            match result {
+                Some(Ok(resp)) => return Ok((resp, sent)),
+                // A keep-alive connection the server closed while it was idle:
+                // retry once on a new one, as browsers and HTTP clients do.
+                Some(Err(e)) if e.nothing_received && c.reused && !retried => retried = true,
+                Some(Err(e)) => {
+                    *conn = None;
+                    return Err((e.kind, Some(sent)));
+                }
+                None => {
+                    *conn = None;
+                    return Err((FailureKind::Timeout, Some(sent)));
+                }
+            }
+            *conn = None;
+        }
+    }
+
+    /// Run the step's `expect` and `save` on the response captured on `c`.
+    fn check_and_save_h1(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut resp = httparse::Response::new(&mut headers);
+        let _ = resp.parse(&c.head);
+        let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
+        self.check_and_save(step, status, &pairs, &c.body)
+    }
+}

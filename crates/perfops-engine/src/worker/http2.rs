@@ -1,0 +1,252 @@
+//! A step over HTTP/2. HTTP/2 (`crate::http2`) takes another road from
+//! [`Worker::perform`]: its connections are the worker's, shared by every
+//! request in flight on it (a `Pool`), not a slot of the caller's; a request
+//! takes a stream on one of them. What it hands the `Recorder` is the same
+//! `Answer` or `Failure`, so latency, service time and every sink mean the
+//! same. The choice is one branch per request on the run's protocol,
+//! decided before the run: the HTTP/1.1 path is as it was.
+//!
+//! Owns, per request: its HTTP/2 form (a literal step's made before the run,
+//! a templated one's converted from the HTTP/1.1 rendering, and a gRPC
+//! call's body encoded), the stream (taken, waited for, or on a connection
+//! opened for it), sending again what a `GOAWAY` left unprocessed, and
+//! gRPC's status against the step's `expect`. Not here: the pool and its
+//! connections (`crate::http2`, `crate::h2`).
+
+use std::pin::Pin;
+
+use perfops_core::measure::FailureKind;
+use perfops_core::scenario::grpc::GrpcCode;
+use tokio::time::{Instant, Sleep, timeout_at};
+
+use super::checks::status_failure;
+use super::{Ended, InFlight, Request, Worker, within};
+use crate::h2::answer::Captured;
+use crate::h2::stamped::H2Io;
+use crate::http1::{Response, Stream};
+use crate::http2::{self, H2Request, Indexing, Lease, Pool as H2Pool, Take};
+use crate::record::{Due, Key};
+use crate::work::ArrivalVars;
+
+/// The failure of a gRPC answer (HTTP 200) with status `code` (`None`: no
+/// `grpc-status` at all, not a gRPC answer), given the codes the step's
+/// `expect: { grpc_status }` lets pass (`None`: OK alone).
+fn grpc_failure(code: Option<u32>, expected: Option<&[GrpcCode]>) -> Option<FailureKind> {
+    let Some(code) = code else { return Some(FailureKind::Protocol) };
+    match expected {
+        None => FailureKind::of_grpc_status(code),
+        Some(codes) if codes.iter().any(|c| c.0 == code) => None,
+        // Not what was expected: an error status counts as itself, an
+        // unexpected OK as a failed check.
+        Some(_) => FailureKind::of_grpc_status(code).or(Some(FailureKind::CheckFailed)),
+    }
+}
+
+impl Worker {
+    /// [`Worker::perform`] over HTTP/2: the request goes out on a stream of
+    /// one of the worker's connections (`pool`), whoever opened it.
+    pub(super) async fn perform_h2(&self, pool: &H2Pool, mut timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
+        let shared = &*self.shared;
+        let step = req.step;
+        let rendered_request;
+        let request = match shared.h2_requests.get(usize::from(step.index)).and_then(Option::as_ref) {
+            Some(r) => Some(r),
+            None => {
+                let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
+                let work = &*shared.work;
+                {
+                    let vars = self.vars.borrow();
+                    let av = ArrivalVars {
+                        saved: &vars,
+                        env: &work.env,
+                        seq: req.seq,
+                        feeders: &work.feeders,
+                        rows: req.rows,
+                    };
+                    // A missing value renders empty; the server's answer says the rest.
+                    let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                }
+                let none = Indexing::default();
+                let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);
+                rendered_request =
+                    H2Request::from_http1(&rendered, shared.target.scheme(), indexing).ok().and_then(|r| {
+                        match &step.grpc {
+                            Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                            None => Some(r),
+                        }
+                    });
+                self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                rendered_request.as_ref()
+            }
+        };
+        self.rec.borrow_mut().sent(req.key);
+        let due = match req.due {
+            Due::At(due) => due,
+            Due::OnSend => req.start,
+        };
+        // Counts the bytes written as it goes: a request cut at the run's end counts them too.
+        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
+        timer.as_mut().reset(req.start + shared.timeout);
+        let mut captured = step.capture.then(Captured::default);
+        let outcome = match request {
+            Some(request) => {
+                let bytes_out = &mut in_flight.bytes_out;
+                self.exchange_h2(pool, timer.as_mut(), request, &req, captured.as_mut(), bytes_out).await
+            }
+            // A header HTTP/2 cannot carry (a templated value that renders badly).
+            None => Err((FailureKind::Protocol, None)),
+        };
+        let bytes_out = in_flight.bytes_out;
+        in_flight.done = true;
+        match outcome {
+            Ok((response, grpc_status, sent)) => {
+                let mut failure = status_failure(step, response.status);
+                if failure.is_none()
+                    && let Some(m) = &step.grpc
+                {
+                    failure =
+                        grpc_failure(grpc_status, step.step.expect.as_ref().and_then(|e| e.grpc_status.as_deref()));
+                    if let Some(c) = captured.as_mut() {
+                        // `save` and `expect` read the answer's first message as JSON.
+                        c.body = m.first_as_json(&c.body).unwrap_or_default();
+                    }
+                }
+                if failure.is_none()
+                    && let Some(c) = &captured
+                    && !self.check_and_save(step, response.status, &c.fields(), &c.body)
+                {
+                    failure = Some(FailureKind::CheckFailed);
+                }
+                self.answered(&req, sent, response, bytes_out, failure)
+            }
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
+        }
+    }
+
+    /// Send `request` on a stream (see [`Worker::h2_stream`]) and read the
+    /// response before `timer` fires. A request the server did not process
+    /// (its connection went away first) goes again on another connection,
+    /// twice at most. Returns the response and when the request was sent:
+    /// `req.start`, or when its stream was ready if it waited for one or for
+    /// a new connection (connect, TLS and the wait are not service time).
+    async fn exchange_h2(
+        &self,
+        pool: &H2Pool,
+        mut timer: Pin<&mut Sleep>,
+        request: &H2Request,
+        req: &Request<'_>,
+        mut captured: Option<&mut Captured>,
+        bytes_out: &mut u64,
+    ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
+        let mut sent = req.start;
+        let mut again = 0;
+        loop {
+            let lease = match within(timer.as_mut(), self.h2_stream(pool, req.key)).await {
+                Some(Ok((lease, ready))) => {
+                    if let Some(ready) = ready {
+                        sent = ready;
+                    }
+                    lease
+                }
+                Some(Err(kind)) => return Err((kind, None)),
+                None => return Err((FailureKind::Timeout, None)),
+            };
+            *bytes_out += request.bytes_out();
+            if let Some(c) = captured.as_deref_mut() {
+                c.body.clear();
+            }
+            match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut())).await {
+                Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
+                Some(Err(e)) if e.again && again < 2 => again += 1,
+                Some(Err(e)) => return Err((e.kind, Some(sent))),
+                None => return Err((FailureKind::Timeout, Some(sent))),
+            }
+        }
+    }
+
+    /// A stream for a request of `key`: on a connection with room, on a new
+    /// one, or after waiting for one (see `http2`'s sketch). Returns when it
+    /// was ready, if it was not at once.
+    async fn h2_stream(&self, pool: &H2Pool, key: Key) -> Result<(Lease, Option<Instant>), FailureKind> {
+        let mut waited = false;
+        loop {
+            let goaways = pool.prune();
+            if goaways > 0 {
+                self.rec.borrow_mut().goaways(key, goaways);
+            }
+            match pool.take() {
+                Take::Stream(lease) => return Ok((lease, waited.then(Instant::now))),
+                Take::AwaitOpening => {
+                    let _waiting = pool.awaiting_open();
+                    pool.changed().await;
+                }
+                Take::Full => {
+                    if !waited {
+                        waited = true;
+                        self.rec.borrow_mut().stream_wait(key);
+                    }
+                    pool.changed().await;
+                }
+                Take::Open => {
+                    // Boxed: connect, TLS and the h2 handshake make a future of
+                    // several KiB that every request's future would carry
+                    // inline, and move (memcpy) when it is boxed per request
+                    // in `perform`: ~530 of ~31,700 instructions per request
+                    // (callgrind, quick -c 50 -p 10 against nginx). One
+                    // allocation per new connection instead.
+                    let lease = Box::pin(self.open_h2(pool, key)).await?;
+                    return Ok((lease, Some(Instant::now())));
+                }
+            }
+        }
+    }
+
+    /// Open a connection for `pool` (connect, TLS, the h2 handshake and the
+    /// server's SETTINGS) and take a stream on it.
+    async fn open_h2(&self, pool: &H2Pool, key: Key) -> Result<Lease, FailureKind> {
+        let opening = pool.opening();
+        let (stream, _, deadline) = self.connect_stream(key, false).await?;
+        if let Stream::Tls(tls) = &stream
+            && tls.get_ref().1.alpn_protocol() != Some(b"h2")
+        {
+            // Asked for h2 alone, and the server would not speak it.
+            return Err(FailureKind::Protocol);
+        }
+        // An open-model worker's plain-TCP reads are dated by the kernel (`h2/stamped.rs`).
+        let io = H2Io::new(stream, self.stamped);
+        let handshake = http2::handshake(io, &pool.settings, pool.notifier(), pool.new_state());
+        let (send, state) = match timeout_at(deadline, handshake).await {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(kind)) => return Err(kind),
+            Err(_) => return Err(FailureKind::ConnectTimeout),
+        };
+        drop(opening);
+        Ok(pool.add(send, state))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A gRPC answer's status against what the step expects.
+    #[test]
+    fn grpc_statuses_fail_as_their_kind_unless_expected() {
+        use FailureKind::*;
+        let (ok, unavailable) = (GrpcCode(0), GrpcCode(14));
+        // (grpc-status, expected codes, failure)
+        type Case<'a> = (Option<u32>, Option<&'a [GrpcCode]>, Option<FailureKind>);
+        let cases: [Case<'_>; 7] = [
+            (Some(0), None, None),                              // OK, nothing said: passes
+            (Some(14), None, Some(GrpcUnavailable)),            // an error status counts as itself
+            (Some(99), None, Some(GrpcUnknown)),                // an unknown code, as gRPC reads it
+            (None, None, Some(Protocol)),                       // no grpc-status: not a gRPC answer
+            (Some(14), Some(&[ok, unavailable]), None),         // expected: passes
+            (Some(5), Some(&[ok]), Some(GrpcNotFound)),         // not expected: its own kind
+            (Some(0), Some(&[unavailable]), Some(CheckFailed)), // an unexpected OK: a failed check
+        ];
+        for (i, (code, expected, want)) in cases.into_iter().enumerate() {
+            assert_eq!(grpc_failure(code, expected), want, "case {i}");
+        }
+    }
+}
