@@ -514,7 +514,7 @@ fn closed_model_sends_exactly_n_on_c_connections() {
 /// previous one ended, and that one instant is both its due and its send time.
 ///
 /// Regression test (a bug found while writing this suite, since fixed): since the engine's
-/// flow/step refactor, `Worker::arrival` in crates/perfops-engine/src/worker.rs
+/// flow/step refactor, `Worker::arrival` (now in crates/perfops-engine/src/worker/arrival.rs)
 /// reads the clock again for the send time (`let mut sent = Instant::now();`)
 /// instead of using the user loop's `now`, so latency exceeds service time by
 /// the few microseconds of picking the flow, and the two histograms differ.
