@@ -39,9 +39,10 @@
 //!   spares.rs       what finished requests leave for the next ones
 //! ```
 //!
-//! The parts import from this file, never the other way (it names nothing
-//! of theirs but [`Spares`], which needs nothing of it): the loops, the
-//! arrival and the exchanges are methods of [`Worker`] in their own files.
+//! The parts import from this file, never the other way (it imports nothing
+//! of theirs but `spares.rs`'s [`Spares`] and [`IDLE_CLOSE`], which need
+//! nothing of it): the loops, the arrival and the exchanges are methods of
+//! [`Worker`] in their own files, called here by name alone.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
