@@ -61,8 +61,9 @@ const BUF_MAX: usize = 64 * 1024;
 const CAPTURE_MAX: usize = 1024 * 1024;
 /// A response head larger than this is a protocol error, not a reason to grow.
 const MAX_HEAD: usize = 256 * 1024;
-/// httparse needs a fixed array of header slots.
-const MAX_HEADERS: usize = 100;
+/// httparse needs a fixed array of header slots: the reader, `expect` and
+/// `save` (worker/http1.rs) and redirects (work.rs) parse with as many.
+pub(crate) const MAX_HEADERS: usize = 100;
 
 /// A plain or TLS byte stream.
 pub(crate) enum Stream {

@@ -290,7 +290,7 @@ impl Work {
         if !matches!(status, 301 | 302 | 303 | 307 | 308) {
             return None;
         }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut headers = [httparse::EMPTY_HEADER; crate::http1::MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         resp.parse(head).ok()?;
         let location = resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case("location"))?;

@@ -38,8 +38,9 @@ impl Drop for Nginx {
     }
 }
 
-/// Start nginx on a free port of 127.0.0.1. Panics, saying how to install
-/// it, when there is no nginx.
+/// Start nginx on a free port of 127.0.0.1: `/` answers `ok`, `/many` with
+/// 80 header fields `x-fill-N` and then `x-last: found`. Panics, saying how
+/// to install it, when there is no nginx.
 pub fn nginx() -> Nginx {
     nginx_holding(4096)
 }
@@ -263,6 +264,8 @@ fn config(port: u16, connections: u32) -> String {
     // nginx starts closing idle keep-alive connections when fewer than a
     // sixteenth of its slots are free: an eighth more, so it never does.
     let slots = connections + connections / 8 + 64;
+    // `/many`: 80 small header fields, then `x-last` (past the 64th).
+    let many: String = (0..80).map(|i| format!("add_header x-fill-{i} {i};\n            ")).collect();
     // A few descriptors more than slots: the listener, the logs.
     let files = slots + 32;
     format!(
@@ -286,6 +289,10 @@ http {{
         listen 127.0.0.1:{port} backlog=4096;
         default_type text/plain;
         location / {{ return 200 \"ok\\n\"; }}
+        location /many {{
+            {many}add_header x-last found;
+            return 200 \"many\\n\";
+        }}
     }}
 }}
 "

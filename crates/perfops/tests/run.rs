@@ -512,6 +512,37 @@ fn sigint_during_sweep_is_inconclusive_and_keeps_whole_levels() {
     assert_eq!(levels[0]["concurrency"], 1, "{}", run.context());
 }
 
+/// `expect` and `save` read every header field the parser accepts (100): a
+/// field past the 64th (`x-last` of nginx's `/many`, after 80 others) read as
+/// missing, and a good answer failed as `check_failed`.
+#[test]
+fn a_header_field_past_the_64th_is_saved() {
+    let _cpu = shared();
+    let server = kit::nginx();
+    let wd = Workdir::new("many-headers");
+    let scenario = wd.scenario(
+        "many.yaml",
+        &format!(
+            "name: many
+target: http://{}
+flows:
+  main:
+    steps:
+      - {{ request: GET /many, save: {{ last: 'header:x-last' }}, expect: {{ status: 200, body_contains: many }} }}
+      - {{ request: 'GET /?last=${{last}}', expect: {{ status: 200 }} }}
+load:
+  stages: [ {{ rate: 20, hold: 1s }} ]
+slo: [ 'errors < 0.1%' ]
+",
+            server.addr()
+        ),
+    );
+    let out = wd.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    let summary = wd.summary(&out);
+    assert_eq!(summary["total"]["failed"], 0, "{summary:#}");
+    out.assert_exit(0);
+}
+
 /// A scenario `name` of order listings with a login in setup, against the
 /// async demo holding each request 50 ms, then `rest` (its load, SLO).
 fn slow_orders(name: &str, rest: &str) -> String {

@@ -161,7 +161,7 @@ impl Worker {
 
     /// Run the step's `expect` and `save` on the response captured on `c`.
     fn check_and_save_h1(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
-        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut headers = [httparse::EMPTY_HEADER; crate::http1::MAX_HEADERS];
         let mut resp = httparse::Response::new(&mut headers);
         let _ = resp.parse(&c.head);
         let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
