@@ -131,6 +131,17 @@ fn step_is_literal(step: &Step, defaults: &[(String, Template)]) -> bool {
 }
 
 impl Work {
+    /// What one arrival's templates read: `saved` (its flow's values so
+    /// far), the environment, `seq` and its feeders' `rows`.
+    pub(crate) fn vars<'a>(
+        &'a self,
+        saved: &'a HashMap<String, String>,
+        seq: u64,
+        rows: &'a [Option<&'a [String]>],
+    ) -> ArrivalVars<'a> {
+        ArrivalVars { saved, env: &self.env, seq, feeders: &self.feeders, rows }
+    }
+
     /// A plan of one flow of the given steps.
     pub fn new(
         target: &Target,

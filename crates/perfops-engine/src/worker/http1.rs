@@ -19,7 +19,7 @@ use super::checks::status_failure;
 use super::{Ended, InFlight, Request, Worker, within};
 use crate::http1::{Conn, Response};
 use crate::record::Due;
-use crate::work::{ArrivalVars, StepPlan};
+use crate::work::StepPlan;
 
 impl Worker {
     /// Send `req` on the connection in `conn` or a new one, timed out by
@@ -47,8 +47,7 @@ impl Worker {
             None => {
                 let work = &*shared.work;
                 let vars = self.vars.borrow();
-                let av =
-                    ArrivalVars { saved: &vars, env: &work.env, seq: req.seq, feeders: &work.feeders, rows: req.rows };
+                let av = work.vars(&vars, req.seq, req.rows);
                 // A missing value renders empty; the server's answer says the rest.
                 let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 &rendered

@@ -26,7 +26,6 @@ use crate::h2::stamped::H2Io;
 use crate::http1::{Response, Stream};
 use crate::http2::{self, H2Request, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Due, Key};
-use crate::work::ArrivalVars;
 
 /// The failure of a gRPC answer (HTTP 200) with status `code` (`None`: no
 /// `grpc-status` at all, not a gRPC answer), given the codes the step's
@@ -56,13 +55,7 @@ impl Worker {
                 let work = &*shared.work;
                 {
                     let vars = self.vars.borrow();
-                    let av = ArrivalVars {
-                        saved: &vars,
-                        env: &work.env,
-                        seq: req.seq,
-                        feeders: &work.feeders,
-                        rows: req.rows,
-                    };
+                    let av = work.vars(&vars, req.seq, req.rows);
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
                 }

@@ -53,7 +53,7 @@ use tokio::time::{Instant, Sleep};
 use super::{Ended, InFlight, Request, Worker, within};
 use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
-use crate::work::{ArrivalVars, StepPlan};
+use crate::work::StepPlan;
 use crate::ws::{self, Idle, Refused};
 
 /// Bytes through a session's socket, counted from the last record on.
@@ -124,13 +124,7 @@ impl Worker {
                 {
                     let work = &*shared.work;
                     let vars = self.vars.borrow();
-                    let av = ArrivalVars {
-                        saved: &vars,
-                        env: &work.env,
-                        seq: req.seq,
-                        feeders: &work.feeders,
-                        rows: req.rows,
-                    };
+                    let av = work.vars(&vars, req.seq, req.rows);
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = message.render(&av, &mut self.rng.borrow_mut(), &mut text);
                 }
@@ -265,7 +259,7 @@ impl Worker {
         let shared = &*self.shared;
         let work = &*shared.work;
         let vars = self.vars.borrow();
-        let av = ArrivalVars { saved: &vars, env: &work.env, seq: req.seq, feeders: &work.feeders, rows: req.rows };
+        let av = work.vars(&vars, req.seq, req.rows);
         let mut rng = self.rng.borrow_mut();
         let mut path = Vec::new();
         // A missing value renders empty; the server's answer says the rest.
