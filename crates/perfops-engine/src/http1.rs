@@ -143,6 +143,9 @@ pub(crate) struct Conn {
     heads: HeadCache,
     /// Reads take the kernel's receive time of their bytes ([`stamp_receives`]).
     stamped: bool,
+    /// Bytes read on this connection, all told: what a failed exchange
+    /// had received is the difference across it.
+    pub(crate) received: u64,
 }
 
 /// The outcome of parsing buffered bytes as a response head.
@@ -250,6 +253,7 @@ impl Conn {
             body: Vec::new(),
             heads: HeadCache::default(),
             stamped: false,
+            received: 0,
         }
     }
 
@@ -292,6 +296,7 @@ impl Conn {
                 *read_at = Some(read_at.map_or((at, at), |(first, _)| (first, at)));
                 self.end += n;
                 *bytes_in += n as u64;
+                self.received += n as u64;
                 Ok(())
             }
             Err(e) => Err(io_failure(&e, *bytes_in == 0)),
@@ -430,6 +435,7 @@ impl Conn {
                     }
                     Ok(n) => {
                         bytes_in += n as u64;
+                        self.received += n as u64;
                         self.end = n;
                     }
                     Err(e) => return Err(io_failure(&e, false)),

@@ -78,6 +78,9 @@ pub(crate) struct Failure {
     pub(crate) kind: FailureKind,
     /// Request bytes written, redirects included.
     pub(crate) bytes_out: u64,
+    /// Bytes read before it failed (a malformed or cut-off answer): they
+    /// were received, and count in the bytes in as a peer's would.
+    pub(crate) bytes_in: u64,
 }
 
 /// This second's statistics, split by key (at most a few keys per second).
@@ -207,6 +210,7 @@ impl Recorder {
     pub(crate) fn failed(&mut self, key: Key, f: &Failure) {
         let st = self.at(key);
         st.bytes_out += f.bytes_out;
+        st.bytes_in += f.bytes_in;
         st.failures.add(f.kind);
         let service = f.sent.map(|sent| f.at - sent);
         st.latency.record(match f.due {
@@ -354,7 +358,7 @@ mod tests {
         ];
         for (i, (due, start, sent, at, kind, latency, service)) in cases.into_iter().enumerate() {
             let mut rec = Recorder::default();
-            rec.failed(key, &Failure { due, start, sent, at, kind, bytes_out: 0 });
+            rec.failed(key, &Failure { due, start, sent, at, kind, bytes_out: 0, bytes_in: 0 });
             let parts = rec.take();
             let st = &parts[0].1;
             assert_eq!(st.latency.max().as_millis(), latency.as_millis(), "case {i}");

@@ -454,10 +454,18 @@ impl Worker {
         Ended { at: response.last_byte, failed: failure.is_some() }
     }
 
-    /// Record `req`'s failure of `kind`, now (`sent`: when it went out, if it did).
-    fn failed(&self, req: &Request<'_>, kind: FailureKind, sent: Option<Instant>, bytes_out: u64) -> Ended {
+    /// Record `req`'s failure of `kind`, now (`sent`: when it went out, if
+    /// it did; `bytes_in`: what was read of a broken answer).
+    fn failed(
+        &self,
+        req: &Request<'_>,
+        kind: FailureKind,
+        sent: Option<Instant>,
+        bytes_out: u64,
+        bytes_in: u64,
+    ) -> Ended {
         let at = Instant::now();
-        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(req.key, &failure);
         Ended { at, failed: true }
     }

@@ -377,7 +377,9 @@ fn a_timeout_still_fires_after_many_fast_requests_on_one_connection() {
     assert_eq!(server.connections(), 3, "the first and each timed-out connection");
 }
 
-/// Issue #2, failure kinds: bytes that are not HTTP are `protocol`.
+/// Issue #2, failure kinds: bytes that are not HTTP are `protocol`. They
+/// were received, and count in the bytes in (they counted 0: "Total
+/// transferred: 0 bytes received" from a server that answered every request).
 #[test]
 fn garbage_is_protocol() {
     let _cpu = shared();
@@ -386,6 +388,8 @@ fn garbage_is_protocol() {
     run.assert_exit(1);
     assert_eq!(run.json()["failures"], json!({"protocol": 3}), "{}", run.dump());
     assert_eq!(run.u64("/succeeded"), 0);
+    let answer = b"SSH-2.0-OpenSSH_9.2\r\ngarbage\r\n\r\n".len() as u64;
+    assert_eq!(run.u64("/bytes_in"), 3 * answer, "{}", run.dump());
 }
 
 /// Issue #2, failure kinds: 5xx and 4xx responses are failures of their kind,

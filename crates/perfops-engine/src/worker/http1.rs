@@ -62,7 +62,10 @@ impl Worker {
         // Later than the previous request's deadline on this timer, except after
         // a longer pause: then tokio re-registers it, correct either way.
         timer.as_mut().reset(req.start + shared.timeout);
-        let mut outcome = self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out).await;
+        // What a broken answer had sent before it failed.
+        let mut bytes_in = 0;
+        let mut outcome =
+            self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in).await;
         // Redirects, only when asked and only within the target: one request,
         // measured to the final response, from its first send.
         let mut hops = shared.work.redirects;
@@ -75,14 +78,18 @@ impl Worker {
                 *conn = None;
             }
             let (earlier_bytes, sent) = (resp.bytes_in, *sent);
-            outcome = self
-                .exchange(conn, timer.as_mut(), &next, &req, &mut in_flight.bytes_out)
-                .await
-                .map(|(mut r, _)| {
-                    r.bytes_in += earlier_bytes;
-                    (r, sent)
-                })
-                .map_err(|(kind, _)| (kind, Some(sent)));
+            // The redirects read count with the final answer, good or not.
+            outcome =
+                match self.exchange(conn, timer.as_mut(), &next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
+                    Ok((mut r, _)) => {
+                        r.bytes_in += earlier_bytes;
+                        Ok((r, sent))
+                    }
+                    Err((kind, _)) => {
+                        bytes_in += earlier_bytes;
+                        Err((kind, Some(sent)))
+                    }
+                };
         }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
         in_flight.done = true;
@@ -101,14 +108,15 @@ impl Worker {
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out, bytes_in),
         }
     }
 
     /// Send `request` on the connection in `conn` (or a new one, left there)
     /// and read the response before `timer` fires, retrying once on a fresh
     /// connection when a kept one was found closed. Adds the bytes written to
-    /// `bytes_out`. Returns the response and when the request was sent:
+    /// `bytes_out`, and those read of an answer that then failed to
+    /// `bytes_in` (a good answer counts its own). Returns the response and when the request was sent:
     /// `req.start` on a kept connection, or when a new one was ready (connect
     /// and TLS are phases of their own, not service time); or the failure and
     /// when it was sent, if it was (not when the connect failed).
@@ -119,6 +127,7 @@ impl Worker {
         request: &[u8],
         req: &Request<'_>,
         bytes_out: &mut u64,
+        bytes_in: &mut u64,
     ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
         let mut retried = false;
         let mut sent = req.start;
@@ -139,7 +148,11 @@ impl Worker {
                 },
             };
             *bytes_out += request.len() as u64;
+            let before = c.received;
             let result = within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture)).await;
+            if !matches!(result, Some(Ok(_))) {
+                *bytes_in += c.received - before;
+            }
             match result {
                 Some(Ok(resp)) => return Ok((resp, sent)),
                 // A keep-alive connection the server closed while it was idle:

@@ -112,7 +112,7 @@ impl Worker {
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out),
+            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out, 0),
         }
     }
 

@@ -149,13 +149,21 @@ impl Worker {
                     Some(Ok(rt)) => rt,
                     Some(Err(kind)) => {
                         let at = Instant::now();
-                        let f = Failure { due, start, sent: Some(start), at, kind, bytes_out };
+                        let f = Failure { due, start, sent: Some(start), at, kind, bytes_out, bytes_in: 0 };
                         self.rec.borrow_mut().failed(msgs, &f);
                         return Ended { at, failed: true };
                     }
                     None => {
                         let at = Instant::now();
-                        let f = Failure { due, start, sent: Some(start), at, kind: FailureKind::Timeout, bytes_out };
+                        let f = Failure {
+                            due,
+                            start,
+                            sent: Some(start),
+                            at,
+                            kind: FailureKind::Timeout,
+                            bytes_out,
+                            bytes_in: 0,
+                        };
                         self.rec.borrow_mut().failed(msgs, &f);
                         return Ended { at, failed: true };
                     }
@@ -285,7 +293,7 @@ impl Worker {
         bytes_out: u64,
     ) -> Ended {
         let at = Instant::now();
-        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out };
+        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in: 0 };
         self.rec.borrow_mut().failed(key, &failure);
         Ended { at, failed: true }
     }
