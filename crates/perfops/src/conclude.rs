@@ -11,6 +11,7 @@
 //! gathers their inputs (the scenario, the watched metrics) and writes what
 //! they decided.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -29,8 +30,61 @@ use perfops_report::run::{Figures, ProtocolUse, RunSummary, StageSummary, Verdic
 use perfops_report::sink::ResultsWriter;
 
 use crate::Exit;
-use crate::session::Loaded;
 use crate::watching::{self, Store};
+
+/// One load, measured.
+pub(crate) struct Loaded {
+    pub(crate) stages: Vec<StageResult>,
+    pub(crate) total: Stats,
+    /// Per step name over the load.
+    pub(crate) steps: BTreeMap<String, Stats>,
+    pub(crate) elapsed: Duration,
+    pub(crate) workers: usize,
+    /// Per second on the session clock: arrivals dropped.
+    pub(crate) dropped: Vec<(f64, u64)>,
+    /// Stopped by a signal or a hook.
+    pub(crate) stopped: bool,
+    /// Closed loops: naps taken to coalesce wake-ups, and the longest.
+    pub(crate) naps: (u64, Duration),
+    /// How late the load started (`--start-at` already past), if it was.
+    pub(crate) late: Option<Duration>,
+    /// What its steps spoke (#14), as its connections negotiated it.
+    pub(crate) protocols: Vec<ProtocolUse>,
+}
+
+impl Loaded {
+    /// Several loads as one (`limit`'s attempts, `sweep`'s levels), in order.
+    pub(crate) fn merged(loads: &[Loaded]) -> Loaded {
+        let mut m = Loaded {
+            stages: Vec::new(),
+            total: Stats::default(),
+            steps: BTreeMap::new(),
+            elapsed: Duration::ZERO,
+            workers: 0,
+            dropped: Vec::new(),
+            stopped: false,
+            naps: (0, Duration::ZERO),
+            late: None,
+            protocols: Vec::new(),
+        };
+        // Grouped again, in step order, when summarized.
+        m.protocols = loads.iter().flat_map(|l| l.protocols.iter().cloned()).collect();
+        for l in loads {
+            m.stages.extend(l.stages.iter().cloned());
+            m.total.merge(&l.total);
+            for (k, v) in &l.steps {
+                m.steps.entry(k.clone()).or_default().merge(v);
+            }
+            m.elapsed += l.elapsed;
+            m.workers = m.workers.max(l.workers);
+            m.dropped.extend(l.dropped.iter().copied());
+            m.stopped |= l.stopped;
+            m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
+            m.late = m.late.max(l.late);
+        }
+        m
+    }
+}
 
 /// What judging a finished load needs besides its seconds.
 pub(crate) struct Judging<'a> {
@@ -71,7 +125,7 @@ impl Ending {
         Ending {
             interrupted,
             aborted,
-            generator: crate::quick::generator_use(loaded.workers, loaded.naps),
+            generator: crate::launch::generator_use(loaded.workers, loaded.naps),
             gaps: Vec::new(),
             notes,
         }

@@ -1,8 +1,9 @@
 //! What every command that puts load on a target sets up the same way
 //! (`quick`, and the session behind `run`, `limit` and `sweep`): the engine's
 //! [`Plan`] (written here once), the stop flag that SIGINT and SIGTERM set,
-//! whether the live line shows and in colour, and the engine run whose
-//! seconds go through a [`Pipeline`] of sinks.
+//! whether the live line shows and in colour, the engine run whose seconds
+//! go through a [`Pipeline`] of sinks, and what that run cost this process
+//! ([`generator_use`], which `quick`'s summary and a run's conclusion print).
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_core::scenario::{Defaults, HttpVersion};
 use perfops_engine::{Http2, Outcome, Plan, Protocol, Reflection, Target, Work};
+use perfops_report::quick::GeneratorUse;
 
 /// What every load of one command shares.
 #[derive(Debug, Clone)]
@@ -196,4 +198,20 @@ pub(crate) fn run(plan: &Plan, stop: Arc<AtomicBool>, mut pipeline: Pipeline<'_>
         anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
     }
     Ok((outcome, measured))
+}
+
+/// The generator's CPU and memory so far (this process), with the naps its
+/// closed loops took (count, longest).
+pub(crate) fn generator_use(workers: usize, (naps, longest_nap): (u64, Duration)) -> GeneratorUse {
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
+    let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+    GeneratorUse {
+        workers,
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpu_user_s: usage.map_or(0.0, |u| secs(u.user_time())),
+        cpu_sys_s: usage.map_or(0.0, |u| secs(u.system_time())),
+        max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
+        naps,
+        longest_nap_us: longest_nap.as_secs_f64() * 1e6,
+    }
 }

@@ -151,7 +151,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
 
     // One summary over every attempt, in the order tried; diagnostics look
     // at the failing attempt closest above the capacity.
-    let merged = crate::session::Loaded::merged(&results);
+    let merged = crate::conclude::Loaded::merged(&results);
     let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped || stopped(&s), None));
     if let Some(v) = summary.verdict.as_mut() {
         v.verdict.capacity_rps = lo;

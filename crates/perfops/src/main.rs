@@ -25,6 +25,7 @@ mod help;
 mod k8s;
 mod launch;
 mod limit;
+mod loading;
 mod merge;
 mod metrics;
 mod protos;

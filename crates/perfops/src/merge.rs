@@ -296,7 +296,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     store.drain(&rx);
 
     let seconds = merge_seconds(&parts);
-    let stages = crate::run::stage_plans(&scenario.load, Shard::WHOLE);
+    let stages = crate::loading::stage_plans(&scenario.load, Shard::WHOLE);
     let generator = generators(&parts);
     let mut loaded = conclude::replay(seconds, &stages, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
     // What each shard's steps spoke, as its summary says (a shard that did

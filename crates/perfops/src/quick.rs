@@ -15,7 +15,7 @@ use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_core::units::parse_duration;
 use perfops_engine::{Http2, Protocol, Reflection, Target, Work};
 use perfops_report::live::LiveLine;
-use perfops_report::quick::{GeneratorUse, QuickSetup, QuickSummary};
+use perfops_report::quick::{QuickSetup, QuickSummary};
 
 use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
@@ -207,7 +207,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     // The endpoint stops with the load.
     drop(metrics);
 
-    let generator = generator_use(outcome.workers, (outcome.naps, outcome.longest_nap));
+    let generator = launch::generator_use(outcome.workers, (outcome.naps, outcome.longest_nap));
     let setup = QuickSetup {
         url: args.url.clone(),
         method,
@@ -304,21 +304,5 @@ impl Sink for ByStep {
             self.0[i].merge(stats);
         }
         Ok(Flow::Continue)
-    }
-}
-
-/// The generator's CPU and memory so far (this process), with the naps its
-/// closed loops took (count, longest).
-pub(crate) fn generator_use(workers: usize, (naps, longest_nap): (u64, Duration)) -> GeneratorUse {
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
-    let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
-    GeneratorUse {
-        workers,
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        cpu_user_s: usage.map_or(0.0, |u| secs(u.user_time())),
-        cpu_sys_s: usage.map_or(0.0, |u| secs(u.system_time())),
-        max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
-        naps,
-        longest_nap_us: longest_nap.as_secs_f64() * 1e6,
     }
 }

@@ -6,15 +6,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
-use perfops_core::model::{LoadModel, Schedule, Shard};
 use perfops_core::pipeline::AbortWhen;
-use perfops_core::scenario::Load;
 
 use crate::Exit;
 use crate::conclude::{self, Ending};
-use crate::session::{Session, SessionArgs, StagePlan, inputs, load_scenario};
+use crate::loading::{inputs, load_model, load_scenario, stage_plans};
+use crate::session::{Session, SessionArgs};
 use crate::shard::ShardArgs;
 
 /// Flags of `perfops run`.
@@ -86,38 +85,4 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
     let ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
     let summary = s.judging().summarize(&loaded, ending);
     conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
-}
-
-/// The stages of a scenario's `load` as `shard` runs them: an open stage's
-/// target is the shard's share of its rate, so that a shard is judged on
-/// what it was asked to send (the whole rate for a merge of all shards).
-pub(crate) fn stage_plans(load: &Load, shard: Shard) -> Vec<StagePlan> {
-    let share = f64::from(shard.count).recip();
-    load.stages()
-        .iter()
-        .map(|st| StagePlan {
-            name: st.name.clone(),
-            target_rate: load.is_open().then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0 * share),
-            duration: st.segment.duration,
-        })
-        .collect()
-}
-
-/// The engine's load model from a scenario's `load`.
-pub(crate) fn load_model(load: &Load) -> Result<LoadModel> {
-    let segments: Vec<_> = load.stages().iter().map(|s| s.segment).collect();
-    let schedule = Schedule::new(segments.clone()).context("the load profile")?;
-    Ok(match load {
-        Load::Open { max_in_flight, .. } => LoadModel::Open { schedule, max_in_flight: *max_in_flight },
-        Load::Closed { think, .. } => {
-            let max = segments.iter().map(|s| s.from.as_f64().max(s.to.as_f64())).fold(0.0, f64::max).ceil() as u32;
-            LoadModel::Closed {
-                connections: max.max(1),
-                think: *think,
-                profile: Some(schedule),
-                duration: None,
-                max_requests: None,
-            }
-        }
-    })
 }

@@ -16,10 +16,13 @@
 //! [`Session::load`]; the per-stage accounting and `abort_when` are in that
 //! pipeline, variable sources and redaction in `perfops_core::scenario`, and
 //! judging (verdicts, diagnostics) in `perfops_core::analysis`; this module
-//! opens what they need and hands back what they measured.
+//! opens what they need and hands back what they measured. Reading the
+//! scenario and its inputs, and its load as a model, is `crate::loading`'s;
+//! what a load measured (`Loaded`) and concluding from it, `crate::conclude`'s:
+//! the commands call down into the session, the session into those two.
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::{self, Receiver};
@@ -29,23 +32,23 @@ use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
-use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::Measured;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
 use perfops_core::scenario::redact::{redact, redact_arg};
-use perfops_core::scenario::{Override, Scenario, Step, TargetSpec, sources};
+use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Outcome, Plan, Target, TargetError, Work};
+use perfops_engine::{Outcome, Plan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
 use perfops_report::run::{MetaStage, ProtocolUse, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::UsageError;
-use crate::conclude::Judging;
+use crate::conclude::{Judging, Loaded};
 use crate::demo::DemoChild;
 use crate::launch::{self, PlanBase, Terminal};
+use crate::loading::{Inputs, inputs, load_model, load_scenario};
 use crate::metrics::Metrics;
 use crate::shard::Placement;
 use crate::watching::{self, Judge, Store};
@@ -88,115 +91,6 @@ pub(crate) struct SessionArgs {
     /// the scenario's timeout) instead of cutting them and counting them as `cut`.
     #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
     pub(crate) wait_in_flight: bool,
-}
-
-/// Read and validate a scenario; on errors, print them all and return `None`.
-/// What a session reads besides the scenario file: the `${env.X}` values,
-/// the CSV feeders and the target with its `${env.X}` resolved.
-pub(crate) struct Inputs {
-    pub(crate) env: HashMap<String, String>,
-    pub(crate) feeders: Vec<perfops_core::scenario::feeder::Feeder>,
-    pub(crate) target: TargetSpec,
-    /// The scenario's folder: CSV and `.proto` files are relative to it.
-    pub(crate) folder: std::path::PathBuf,
-    /// The target's host did not resolve here (why). Not an input error: a
-    /// scenario written for a cluster (`http://orders.shop.svc:8080`) is checked
-    /// on a laptop, and the command that sends load fails when it resolves it.
-    pub(crate) unresolved: Option<String>,
-}
-
-/// Read the inputs of `scenario` (from the file at `path`) as a session
-/// does, and check that its target parses as a URL. `check` calls it too,
-/// so that it accepts exactly what `run` accepts (#11).
-pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
-    let usage = |m: String| anyhow::Error::new(UsageError(m));
-    // ${env.X}: read once; a missing variable is an input error, not an empty string.
-    let env = sources::env(scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
-    let folder = path.parent().unwrap_or(Path::new("."));
-    let feeders =
-        sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
-    let target = sources::target(scenario, &env);
-    let mut unresolved = None;
-    if let TargetSpec::Url(url) = &target {
-        match Target::parse(url) {
-            Ok(_) => {}
-            Err(e @ TargetError::Resolve { .. }) => unresolved = Some(e.to_string()),
-            Err(e) => return Err(usage(format!("target `{url}`: {e}"))),
-        }
-    }
-    // gRPC steps: their .proto files compile and define the method, and a
-    // literal message fits it (#14), for `check` as for `run`.
-    let steps = scenario.setup.iter().chain(scenario.flows.iter().flat_map(|f| f.steps.iter()));
-    for step in steps.filter(|s| s.grpc.is_some()) {
-        perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
-    }
-    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved })
-}
-
-pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read {}: {e}", path.display()))))?;
-    match perfops_core::scenario::parse(&path.display().to_string(), &text, overrides) {
-        Ok(s) => Ok(Some((s, text))),
-        Err(diagnostics) => {
-            eprint!("{}", diagnostics.render(&text));
-            Ok(None)
-        }
-    }
-}
-
-/// One load, measured.
-pub(crate) struct Loaded {
-    pub(crate) stages: Vec<StageResult>,
-    pub(crate) total: Stats,
-    /// Per step name over the load.
-    pub(crate) steps: BTreeMap<String, Stats>,
-    pub(crate) elapsed: Duration,
-    pub(crate) workers: usize,
-    /// Per second on the session clock: arrivals dropped.
-    pub(crate) dropped: Vec<(f64, u64)>,
-    /// Stopped by a signal or a hook.
-    pub(crate) stopped: bool,
-    /// Closed loops: naps taken to coalesce wake-ups, and the longest.
-    pub(crate) naps: (u64, Duration),
-    /// How late the load started (`--start-at` already past), if it was.
-    pub(crate) late: Option<Duration>,
-    /// What its steps spoke (#14), as its connections negotiated it.
-    pub(crate) protocols: Vec<ProtocolUse>,
-}
-
-impl Loaded {
-    /// Several loads as one (`limit`'s attempts, `sweep`'s levels), in order.
-    pub(crate) fn merged(loads: &[Loaded]) -> Loaded {
-        let mut m = Loaded {
-            stages: Vec::new(),
-            total: Stats::default(),
-            steps: BTreeMap::new(),
-            elapsed: Duration::ZERO,
-            workers: 0,
-            dropped: Vec::new(),
-            stopped: false,
-            naps: (0, Duration::ZERO),
-            late: None,
-            protocols: Vec::new(),
-        };
-        // Grouped again, in step order, when summarized.
-        m.protocols = loads.iter().flat_map(|l| l.protocols.iter().cloned()).collect();
-        for l in loads {
-            m.stages.extend(l.stages.iter().cloned());
-            m.total.merge(&l.total);
-            for (k, v) in &l.steps {
-                m.steps.entry(k.clone()).or_default().merge(v);
-            }
-            m.elapsed += l.elapsed;
-            m.workers = m.workers.max(l.workers);
-            m.dropped.extend(l.dropped.iter().copied());
-            m.stopped |= l.stopped;
-            m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
-            m.late = m.late.max(l.late);
-        }
-        m
-    }
 }
 
 /// An open session.
@@ -320,7 +214,7 @@ impl Session {
         };
         // Before the results directory exists: a run refused for the file
         // limit leaves nothing behind.
-        let mut model = crate::run::load_model(&scenario.load)?;
+        let mut model = load_model(&scenario.load)?;
         if let (LoadModel::Closed { connections, .. }, Some(shard)) = (&mut model, placement.shard) {
             *connections = shard.share(u64::from(*connections)) as u32;
         }

@@ -30,7 +30,7 @@ use perfops_engine::{Target, Work};
 use perfops_report::results::{parse_time, utc_rfc3339_ms};
 
 use crate::launch::PlanBase;
-use crate::session::{Inputs, inputs, load_scenario};
+use crate::loading::{Inputs, inputs, load_scenario};
 use crate::{Exit, UsageError};
 
 /// `--shard`, `--start-at` and `--setup-values` (`perfops run` only).

@@ -19,8 +19,8 @@ use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
 use perfops_report::run::{SweepLevel, SweepResult};
 
-use crate::conclude::Ending;
-use crate::session::{Loaded, Session, SessionArgs, StagePlan};
+use crate::conclude::{Ending, Loaded};
+use crate::session::{Session, SessionArgs, StagePlan};
 use crate::shard::{Placement, RefusedShardArgs};
 use crate::{Exit, UsageError};
 

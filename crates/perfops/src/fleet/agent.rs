@@ -434,7 +434,7 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;
     work.globals = globals;
     // The engine divides the arrivals (k mod N), max_in_flight and the closed model's users by the shard.
-    let model = crate::run::load_model(&scenario.load).context("the load profile")?;
+    let model = crate::loading::load_model(&scenario.load).context("the load profile")?;
     let mut plan = base.plan(Arc::new(work), model);
     plan.stage_ends = a.stage_ends_ns.iter().map(|&n| Duration::from_nanos(n)).collect();
     plan.shard = shard;

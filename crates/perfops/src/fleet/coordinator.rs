@@ -46,7 +46,8 @@ use super::agent::wall_ns;
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event, Hub, Outbox};
 use crate::conclude::{self, Ending};
-use crate::session::{Session, SessionArgs, load_scenario};
+use crate::loading::load_scenario;
+use crate::session::{Session, SessionArgs};
 use crate::shard::Placement;
 use crate::{Exit, UsageError};
 
@@ -241,8 +242,8 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
         return Ok(Exit::Usage);
     };
     fleet.open(s.dir.path());
-    let stages = crate::run::stage_plans(&s.scenario.load, Shard::WHOLE);
-    let model = crate::run::load_model(&s.scenario.load)?;
+    let stages = crate::loading::stage_plans(&s.scenario.load, Shard::WHOLE);
+    let model = crate::loading::load_model(&s.scenario.load)?;
     let ends = perfops_core::pipeline::StageLedger::new(&stages, 0.0).ends().to_vec();
     let assignment = assignment(&s, &args, text, overrides, &ends)?;
     fleet.say_all(&Control::Assign(Box::new(assignment)));
@@ -482,7 +483,7 @@ fn assignment(
     ends: &[Duration],
 ) -> Result<Assignment> {
     let path = &args.session.scenario;
-    let inputs = crate::session::inputs(&s.scenario, path)?;
+    let inputs = crate::loading::inputs(&s.scenario, path)?;
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut files = BTreeMap::new();
     for spec in &s.scenario.data {

@@ -27,7 +27,7 @@ use perfops_core::scenario::{TargetSpec, sources};
 use perfops_engine::{Target, TargetError};
 use serde::Serialize;
 
-use crate::session::load_scenario;
+use crate::loading::load_scenario;
 use crate::{Exit, UsageError};
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
 

@@ -1,0 +1,111 @@
+//! A scenario file read as every command that runs one reads it: parsed and
+//! validated (each error printed with its line and column), what it reads
+//! besides the file (the `${env.X}` values, the CSV feeders, the target's
+//! URL, gRPC's `.proto` files), and its `load` as the engine's [`LoadModel`]
+//! and the pipeline's [`StagePlan`]s.
+//!
+//! It owns no state and starts nothing: `check`, `run`, `limit`, `sweep`,
+//! `setup`, `merge`, the coordinator, the agent, `k8s` and the session that
+//! opens a run all call down into it, and it calls none of them. `check`
+//! reads through the same functions as `run`, so that it accepts exactly
+//! what `run` accepts (#11).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use perfops_core::model::{LoadModel, Schedule, Shard};
+use perfops_core::pipeline::StagePlan;
+use perfops_core::scenario::{Load, Override, Scenario, TargetSpec, sources};
+use perfops_engine::{Target, TargetError};
+
+use crate::UsageError;
+
+/// What a session reads besides the scenario file: the `${env.X}` values,
+/// the CSV feeders and the target with its `${env.X}` resolved.
+pub(crate) struct Inputs {
+    pub(crate) env: HashMap<String, String>,
+    pub(crate) feeders: Vec<perfops_core::scenario::feeder::Feeder>,
+    pub(crate) target: TargetSpec,
+    /// The scenario's folder: CSV and `.proto` files are relative to it.
+    pub(crate) folder: std::path::PathBuf,
+    /// The target's host did not resolve here (why). Not an input error: a
+    /// scenario written for a cluster (`http://orders.shop.svc:8080`) is checked
+    /// on a laptop, and the command that sends load fails when it resolves it.
+    pub(crate) unresolved: Option<String>,
+}
+
+/// Read the inputs of `scenario` (from the file at `path`) as a session
+/// does, and check that its target parses as a URL. `check` calls it too,
+/// so that it accepts exactly what `run` accepts (#11).
+pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    // ${env.X}: read once; a missing variable is an input error, not an empty string.
+    let env = sources::env(scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let feeders =
+        sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
+    let target = sources::target(scenario, &env);
+    let mut unresolved = None;
+    if let TargetSpec::Url(url) = &target {
+        match Target::parse(url) {
+            Ok(_) => {}
+            Err(e @ TargetError::Resolve { .. }) => unresolved = Some(e.to_string()),
+            Err(e) => return Err(usage(format!("target `{url}`: {e}"))),
+        }
+    }
+    // gRPC steps: their .proto files compile and define the method, and a
+    // literal message fits it (#14), for `check` as for `run`.
+    let steps = scenario.setup.iter().chain(scenario.flows.iter().flat_map(|f| f.steps.iter()));
+    for step in steps.filter(|s| s.grpc.is_some()) {
+        perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
+    }
+    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved })
+}
+
+/// Read and validate a scenario; on errors, print them all and return `None`.
+pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read {}: {e}", path.display()))))?;
+    match perfops_core::scenario::parse(&path.display().to_string(), &text, overrides) {
+        Ok(s) => Ok(Some((s, text))),
+        Err(diagnostics) => {
+            eprint!("{}", diagnostics.render(&text));
+            Ok(None)
+        }
+    }
+}
+
+/// The stages of a scenario's `load` as `shard` runs them: an open stage's
+/// target is the shard's share of its rate, so that a shard is judged on
+/// what it was asked to send (the whole rate for a merge of all shards).
+pub(crate) fn stage_plans(load: &Load, shard: Shard) -> Vec<StagePlan> {
+    let share = f64::from(shard.count).recip();
+    load.stages()
+        .iter()
+        .map(|st| StagePlan {
+            name: st.name.clone(),
+            target_rate: load.is_open().then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0 * share),
+            duration: st.segment.duration,
+        })
+        .collect()
+}
+
+/// The engine's load model from a scenario's `load`.
+pub(crate) fn load_model(load: &Load) -> Result<LoadModel> {
+    let segments: Vec<_> = load.stages().iter().map(|s| s.segment).collect();
+    let schedule = Schedule::new(segments.clone()).context("the load profile")?;
+    Ok(match load {
+        Load::Open { max_in_flight, .. } => LoadModel::Open { schedule, max_in_flight: *max_in_flight },
+        Load::Closed { think, .. } => {
+            let max = segments.iter().map(|s| s.from.as_f64().max(s.to.as_f64())).fold(0.0, f64::max).ceil() as u32;
+            LoadModel::Closed {
+                connections: max.max(1),
+                think: *think,
+                profile: Some(schedule),
+                duration: None,
+                max_requests: None,
+            }
+        }
+    })
+}
