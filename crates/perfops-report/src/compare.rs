@@ -22,9 +22,8 @@ use std::path::{Path, PathBuf};
 use perfops_core::analysis::verdict::StageVerdict;
 use serde::Serialize;
 
-use crate::html::ReportError;
 use crate::html::model::{Model, Outcome, Stage};
-use crate::html::read::RunFiles;
+use crate::read::{ReportError, RunFiles};
 use crate::results::RESULTS_VERSION;
 use crate::run::ProtocolUse;
 pub use equal_latency::{ThroughputAt, p95_threshold_ms, throughput_at};

@@ -18,6 +18,7 @@ pub mod live;
 pub mod lttb;
 pub mod parts;
 pub mod quick;
+mod read;
 pub mod results;
 pub mod run;
 pub mod runs;

@@ -22,45 +22,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Histogram, Interval, Key, Stats};
-use serde::{Deserialize, Serialize};
 
-use crate::html::ReportError;
-pub use crate::html::read::{ProbeLine, WatchLine};
-use crate::html::read::{RunFiles, for_each_interval};
-use crate::run::{RunMeta, RunSummary, SeriesLine, failures};
-
-/// One (stage, step) part of a second: its counters (histograms are in
-/// `latency.hlog`).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
-#[serde(default)]
-pub struct PartLine {
-    /// Stage index of the arrivals.
-    pub stage: u16,
-    /// Step index (`meta.json`'s `steps` name them).
-    pub step: u16,
-    /// Requests started.
-    pub sent: u64,
-    /// Arrivals whose last step was answered.
-    pub iterations: u64,
-    /// Responses received.
-    pub completed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
-    /// Failures by kind name.
-    pub failures: BTreeMap<String, u64>,
-    /// Response bytes.
-    pub bytes_in: u64,
-    /// Request bytes.
-    pub bytes_out: u64,
-    /// Connections opened.
-    pub connects: u64,
-    /// HTTP/2: connections sent away by the server (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub stream_waits: u64,
-}
+pub use crate::read::{ProbeLine, WatchLine};
+use crate::read::{ReportError, RunFiles, for_each_interval};
+use crate::run::{PartLine, RunMeta, RunSummary, SeriesLine, failures};
 
 /// The histograms of a part, by the name its tag starts with.
 pub const PART_HISTOGRAMS: [&str; 7] = ["latency", "service", "latency_ok", "service_ok", "connect", "tls", "ttfb"];

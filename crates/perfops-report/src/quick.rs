@@ -12,6 +12,8 @@ use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
 use perfops_core::measure::{FailureKind, Histogram, HistogramSummary, Stats};
 use serde::Serialize;
 
+use crate::run::GeneratorUse;
+
 /// Version of the JSON written by `quick --json`.
 ///
 /// 2 (#11): `latency_ms` and `service_ms` count failed requests too (at the
@@ -34,41 +36,6 @@ pub struct QuickSetup {
     /// The protocol the requests went out in (`http/1.1`, `h2`), with the
     /// streams per connection for HTTP/2.
     pub protocol: String,
-}
-
-/// The generator's own resource use.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, Default)]
-pub struct GeneratorUse {
-    /// Worker threads.
-    pub workers: usize,
-    /// CPU cores it could use.
-    pub cores: usize,
-    /// User CPU seconds.
-    pub cpu_user_s: f64,
-    /// System CPU seconds.
-    pub cpu_sys_s: f64,
-    /// Peak resident memory, KiB.
-    pub max_rss_kib: u64,
-    /// Closed loops: naps a worker took before parking, to read several
-    /// responses per wake-up (absent from summaries written before naps).
-    #[serde(default)]
-    pub naps: u64,
-    /// The longest of those naps, µs: a response may have been read this much
-    /// late, which over-states its latency by at most as much.
-    #[serde(default)]
-    pub longest_nap_us: f64,
-}
-
-impl GeneratorUse {
-    /// What the naps were, for a summary's `Wake-ups:` line; `None` without naps.
-    pub fn naps_line(&self) -> Option<String> {
-        (self.naps > 0).then(|| {
-            format!(
-                "{} coalesced by naps of at most {:.1} µs (a response read after a nap counts up to that much late)",
-                self.naps, self.longest_nap_us
-            )
-        })
-    }
 }
 
 /// The machine-readable summary (`quick --json`).

@@ -1,5 +1,9 @@
-//! What `perfops run` writes and prints: the per-second series line, the
-//! per-stage summary (`summary.json`) and the stage table on the terminal.
+//! What `perfops run` writes and prints: the per-second series line (with
+//! its parts by key for shards, [`PartLine`]), the per-stage summary
+//! (`summary.json`, with the generator's own use, [`GeneratorUse`], which
+//! `quick --json` writes too) and the stage table on the terminal. The
+//! serde types of the results files live here, below every module that
+//! renders or reads them back (`read`, `parts`, `html`, `compare`, `runs`).
 //!
 //! The same types read those files back (the report, `compare`, `runs`), so a
 //! renamed field is a compile error or a failed read, never a silent "n/a".
@@ -22,7 +26,6 @@ use perfops_core::analysis::verdict::{RunVerdict, SloCheck, StageVerdict, with_u
 use perfops_core::scenario::Condition;
 
 use crate::live::group;
-use crate::quick::GeneratorUse;
 
 /// One step's figures in one second.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -98,7 +101,40 @@ pub struct SeriesLine {
     /// histograms in `latency.hlog` (see [`crate::parts`]), so that seconds
     /// of several generators add up exactly. Absent otherwise.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub parts: Vec<crate::parts::PartLine>,
+    pub parts: Vec<PartLine>,
+}
+
+/// One (stage, step) part of a second: its counters (histograms are in
+/// `latency.hlog`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct PartLine {
+    /// Stage index of the arrivals.
+    pub stage: u16,
+    /// Step index (`meta.json`'s `steps` name them).
+    pub step: u16,
+    /// Requests started.
+    pub sent: u64,
+    /// Arrivals whose last step was answered.
+    pub iterations: u64,
+    /// Responses received.
+    pub completed: u64,
+    /// Arrivals dropped at the in-flight cap.
+    pub dropped: u64,
+    /// Failures by kind name.
+    pub failures: BTreeMap<String, u64>,
+    /// Response bytes.
+    pub bytes_in: u64,
+    /// Request bytes.
+    pub bytes_out: u64,
+    /// Connections opened.
+    pub connects: u64,
+    /// HTTP/2: connections sent away by the server (absent when none).
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub goaways: u64,
+    /// HTTP/2: requests that waited for a free stream (absent when none).
+    #[serde(skip_serializing_if = "crate::run::is_zero")]
+    pub stream_waits: u64,
 }
 
 pub(crate) fn is_zero(n: &u64) -> bool {
@@ -433,6 +469,41 @@ pub struct ProbeSummary {
     pub failures: u64,
     /// When it tripped (liveness: Kubernetes would restart the pod), seconds.
     pub trips: Vec<f64>,
+}
+
+/// The generator's own resource use.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize, Default)]
+pub struct GeneratorUse {
+    /// Worker threads.
+    pub workers: usize,
+    /// CPU cores it could use.
+    pub cores: usize,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_sys_s: f64,
+    /// Peak resident memory, KiB.
+    pub max_rss_kib: u64,
+    /// Closed loops: naps a worker took before parking, to read several
+    /// responses per wake-up (absent from summaries written before naps).
+    #[serde(default)]
+    pub naps: u64,
+    /// The longest of those naps, µs: a response may have been read this much
+    /// late, which over-states its latency by at most as much.
+    #[serde(default)]
+    pub longest_nap_us: f64,
+}
+
+impl GeneratorUse {
+    /// What the naps were, for a summary's `Wake-ups:` line; `None` without naps.
+    pub fn naps_line(&self) -> Option<String> {
+        (self.naps > 0).then(|| {
+            format!(
+                "{} coalesced by naps of at most {:.1} µs (a response read after a nap counts up to that much late)",
+                self.naps, self.longest_nap_us
+            )
+        })
+    }
 }
 
 /// `summary.json`.

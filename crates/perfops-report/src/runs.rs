@@ -15,9 +15,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::format::clock;
-use crate::html::ReportError;
 use crate::html::model::{self, Outcome, recorded_s};
-use crate::html::read::is_object;
+use crate::read::{ReportError, is_object};
 use crate::run::{RunMeta, RunSummary, SeriesLine};
 
 /// One run in the listing.

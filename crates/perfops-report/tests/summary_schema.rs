@@ -22,7 +22,7 @@ use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
 use perfops_core::analysis::usl::{self, Observation, UslFit};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerdict};
 use perfops_core::measure::{FailureKind, Stats};
-use perfops_report::quick::GeneratorUse;
+use perfops_report::run::GeneratorUse;
 use perfops_report::run::{
     Figures, LimitAttempt, LimitSearch, ProbeSummary, ProtocolUse, RunSummary, StageSummary, SweepLevel, SweepResult,
     VerdictSummary,

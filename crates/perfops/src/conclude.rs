@@ -24,9 +24,8 @@ use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, Stage
 use perfops_core::measure::{Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, StageResult};
 use perfops_core::scenario::Scenario;
-use perfops_report::quick::GeneratorUse;
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
-use perfops_report::run::{Figures, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
+use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
 
 use crate::Exit;

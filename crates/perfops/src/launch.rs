@@ -15,7 +15,7 @@ use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_core::scenario::{Defaults, HttpVersion};
 use perfops_engine::{Http2, Outcome, Plan, Protocol, Reflection, Target, Work};
-use perfops_report::quick::GeneratorUse;
+use perfops_report::run::GeneratorUse;
 
 /// What every load of one command shares.
 #[derive(Debug, Clone)]

@@ -30,9 +30,8 @@ use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Scenario};
 use perfops_engine::watch::{ProbeKind, ProbeResult, Sample, WatchEvent};
 use perfops_report::parts::{ReadBack, read_seconds};
-use perfops_report::quick::GeneratorUse;
 use perfops_report::results::{JsonLines, RunDir, parse_time};
-use perfops_report::run::RunMeta;
+use perfops_report::run::{GeneratorUse, RunMeta};
 
 use crate::conclude::{self, Ending, Judging};
 use crate::shard::{parse_shard, shard_text};

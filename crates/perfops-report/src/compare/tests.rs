@@ -8,7 +8,7 @@ use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck};
 use perfops_core::measure::HistogramSummary;
 
 use super::*;
-use crate::quick::GeneratorUse;
+use crate::run::GeneratorUse;
 use crate::run::{Figures, ProtocolUse, RunMeta, RunSummary, SeriesLine, StageSummary, VerdictSummary};
 
 /// A stage: name, target, achieved, p50, p95, p99, error ratio, verdict.

@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use perfops_core::measure::{FailureKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
-use super::read::ProbeLine;
 use crate::lttb;
+use crate::read::ProbeLine;
 use crate::run::SeriesLine;
 
 /// Version of the embedded data document.

@@ -14,8 +14,8 @@ use perfops_core::analysis::verdict::{RunResult, SloCheck, StageVerdict};
 use perfops_core::measure::HistogramSummary;
 use serde::Serialize;
 
-use super::read::{RunFiles, for_each_interval};
 use crate::format::clock;
+use crate::read::{RunFiles, for_each_interval};
 use crate::run::{Figures, ProtocolUse, RunSummary, SeriesLine, StageSummary, slo_value};
 
 /// What a report, a comparison or a listing says of a run as a whole: its

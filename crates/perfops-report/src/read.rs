@@ -1,7 +1,10 @@
-//! Reading a results directory for the report and the comparison, through
-//! the types that wrote it: [`RunMeta`], [`RunSummary`] and [`SeriesLine`]
-//! from `run.rs`, and [`WatchLine`] / [`ProbeLine`] for the watcher's
-//! streams. Every file is optional; a missing file means "not available".
+//! Reading a results directory for the report, the comparison, the run
+//! listing and `merge` ([`crate::parts::read_seconds`]), through the types
+//! that wrote it: [`RunMeta`], [`RunSummary`] and [`SeriesLine`] from
+//! `run.rs`, and [`WatchLine`] / [`ProbeLine`] for the watcher's streams.
+//! Every file is optional; a missing file means "not available". It stands
+//! below every module that reads a directory back (`html`, `compare`,
+//! `runs`, `parts`), which is why it is not inside `html`.
 //!
 //! Versions are handled explicitly: each whole file's `version` is read
 //! first and kept ([`RunFiles::versions`]), so a caller can refuse a format
@@ -11,11 +14,11 @@
 //! newer shape) is left out and said in the report's notes. Only a
 //! directory with nothing to report in it is an error.
 //!
-//! It does not interpret what it reads: that is `model.rs`.
+//! It does not interpret what it reads: that is `html/model.rs`.
 
 use std::collections::BTreeMap;
 use std::io::{self, Cursor};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use hdrhistogram::Histogram;
@@ -25,7 +28,6 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
-use super::ReportError;
 use crate::results::RESULTS_VERSION;
 use crate::run::{RunMeta, RunSummary, SeriesLine};
 
@@ -82,6 +84,25 @@ pub struct ProbeLine {
 
 fn probe_name() -> String {
     "probe".into()
+}
+
+/// Why a report could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The path is a file, not a results directory.
+    #[error("{0} is not a directory (give the results directory of a run, e.g. runs/20261122T043000Z-orders)")]
+    NotADirectory(PathBuf),
+    /// The directory is missing or cannot be listed.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Neither `series.jsonl` nor `summary.json` is there.
+    #[error("{0} holds no results (neither series.jsonl nor summary.json): is it the results directory of a run?")]
+    NothingToReport(PathBuf),
 }
 
 /// What every whole results file starts with: its format's version.
