@@ -14,46 +14,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::cpu::CpuWork;
 use crate::http::{Method, Request, Response};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Route};
 use crate::token::Signer;
 use crate::{DemoConfig, Model};
 
 /// How many orders `GET /orders` returns.
 pub(crate) const ORDERS_PER_PAGE: usize = 25;
-
-/// What a request was routed to; the label of its metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Route {
-    Root,
-    Auth,
-    Orders,
-    Health,
-    Metrics,
-    /// Any other path or method (404).
-    Other,
-    /// A request that could not be framed (400 and close).
-    Invalid,
-}
-
-impl Route {
-    /// Every route, in the order of their metric arrays.
-    pub(crate) const ALL: [Route; 7] =
-        [Route::Root, Route::Auth, Route::Orders, Route::Health, Route::Metrics, Route::Other, Route::Invalid];
-
-    /// The `path` label: the route's path, or a fixed word so that scanners cannot blow up the
-    /// label set.
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            Route::Root => "/",
-            Route::Auth => "/auth",
-            Route::Orders => "/orders",
-            Route::Health => "/health",
-            Route::Metrics => "/metrics",
-            Route::Other => "other",
-            Route::Invalid => "invalid",
-        }
-    }
-}
 
 /// What [`App::begin`] decided.
 #[derive(Debug)]
@@ -122,7 +88,7 @@ impl App {
     pub(crate) fn new(config: &DemoConfig) -> App {
         let max = match config.model {
             Model::Threads => config.pool_size(),
-            Model::Async => crate::async_model::worker_threads(config),
+            Model::Async => config.worker_threads(),
         };
         App {
             model: config.model,

@@ -16,17 +16,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::timeout;
 
-use crate::app::{App, OpenConnection, Route, Step};
+use crate::app::{App, OpenConnection, Step};
 use crate::http::{self, Method};
+use crate::metrics::Route;
 use crate::{DemoConfig, DemoError, KEEP_ALIVE_IDLE, STOP_POLL, WRITE_TIMEOUT};
 
 /// How long the runtime waits for tasks when the server stops; idle connections are dropped.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-
-/// Runtime worker threads: `threads`, or one per core when it is 0.
-pub(crate) fn worker_threads(config: &DemoConfig) -> usize {
-    if config.threads > 0 { config.threads } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
-}
 
 /// Runs the async model on `listener` until `stop` is set.
 pub(crate) fn run(
@@ -37,7 +33,7 @@ pub(crate) fn run(
     on_ready: impl FnOnce(),
 ) -> Result<(), DemoError> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads(config))
+        .worker_threads(config.worker_threads())
         .thread_name("demo-async")
         .enable_all()
         .build()

@@ -139,6 +139,11 @@ impl DemoConfig {
         self.workers.saturating_mul(self.threads)
     }
 
+    /// The async model's runtime worker threads: `threads`, or one per core when it is 0.
+    pub(crate) fn worker_threads(&self) -> usize {
+        if self.threads > 0 { self.threads } else { std::thread::available_parallelism().map_or(1, |n| n.get()) }
+    }
+
     fn validate(&self) -> Result<(), DemoError> {
         if self.model == Model::Threads && (self.workers == 0 || self.threads == 0) {
             return Err(DemoError::EmptyPool { workers: self.workers, threads: self.threads });

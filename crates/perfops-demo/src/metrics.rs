@@ -1,7 +1,8 @@
 //! The server's own counters and their Prometheus text rendering (exposition format 0.0.4).
 //!
 //! Counters are fixed arrays of atomics indexed by route and status (no map keyed by strings, so
-//! recording is a couple of relaxed adds on the hot path). The gauges (`busy`, `queue_depth`,
+//! recording is a couple of relaxed adds on the hot path); [`Route`], the label set, is declared
+//! here for that reason, and `app.rs` tags each answer with one. The gauges (`busy`, `queue_depth`,
 //! `connections`) are moved by the models; this module only stores and renders them. Durations are
 //! measured by the models from "request parsed" to "response written": the time spent waiting in
 //! the ready queue or the kernel's backlog is invisible here, as it is to a real server's metrics,
@@ -14,7 +15,40 @@ use std::time::Duration;
 use nix::sys::resource::{UsageWho, getrusage};
 
 use crate::Model;
-use crate::app::Route;
+
+/// What a request was routed to; the label of its metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    Root,
+    Auth,
+    Orders,
+    Health,
+    Metrics,
+    /// Any other path or method (404).
+    Other,
+    /// A request that could not be framed (400 and close).
+    Invalid,
+}
+
+impl Route {
+    /// Every route, in the order of their metric arrays.
+    pub(crate) const ALL: [Route; 7] =
+        [Route::Root, Route::Auth, Route::Orders, Route::Health, Route::Metrics, Route::Other, Route::Invalid];
+
+    /// The `path` label: the route's path, or a fixed word so that scanners cannot blow up the
+    /// label set.
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Route::Root => "/",
+            Route::Auth => "/auth",
+            Route::Orders => "/orders",
+            Route::Health => "/health",
+            Route::Metrics => "/metrics",
+            Route::Other => "other",
+            Route::Invalid => "invalid",
+        }
+    }
+}
 
 /// Status codes the server can answer; anything else would be counted as 500.
 const CODES: [u16; 7] = [200, 400, 401, 404, 413, 431, 500];

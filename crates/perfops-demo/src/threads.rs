@@ -33,8 +33,9 @@ use nix::errno::Errno;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::sys::socket::{MsgFlags, recv};
 
-use crate::app::{App, OpenConnection, Route, Step};
+use crate::app::{App, OpenConnection, Step};
 use crate::http::{self, Method};
+use crate::metrics::Route;
 use crate::poller::Poller;
 use crate::{DemoConfig, DemoError, KEEP_ALIVE_IDLE, STOP_POLL, WRITE_TIMEOUT};
 
