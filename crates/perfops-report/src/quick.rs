@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::time::Duration;
 
 use perfops_core::analysis::diagnose::StallFinding;
+use perfops_core::analysis::generator::{CpuClock, CpuWindow};
 use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
 use perfops_core::measure::{FailureKind, Histogram, HistogramSummary, Stats};
 use serde::Serialize;
@@ -216,8 +217,9 @@ impl QuickSummary {
                 self.setup.max_in_flight.unwrap_or(0)
             ));
         }
-        let busy = self.cpu_share();
-        if busy > 0.9 {
+        // Over a window long enough to judge (not `-n 5` against a closed port: its start-up
+        // over a millisecond of load read as "836%").
+        if let Some(busy) = self.cpu_window().out_of_cpu() {
             w.push(format!(
                 "the generator used {:.0}% of its {} core(s): it may have limited this run",
                 busy * 100.0,
@@ -238,9 +240,18 @@ impl QuickSummary {
 
     /// Generator CPU as a share of the cores it had.
     pub fn cpu_share(&self) -> f64 {
-        let cpu = self.generator.cpu_user_s + self.generator.cpu_sys_s;
-        let cores = self.generator.cores.max(1).min(self.generator.workers.max(1)) as f64;
-        if self.elapsed_s > 0.0 { cpu / (self.elapsed_s * cores) } else { 0.0 }
+        self.cpu_window().share()
+    }
+
+    /// The generator's CPU over the run: getrusage's, the whole process, over the load's time
+    /// on the cores its workers could use.
+    fn cpu_window(&self) -> CpuWindow {
+        CpuWindow {
+            cpu_s: self.generator.cpu_user_s + self.generator.cpu_sys_s,
+            wall_s: self.elapsed_s,
+            cores: self.generator.cores.max(1).min(self.generator.workers.max(1)) as f64,
+            clock: CpuClock::Rusage,
+        }
     }
 
     /// Generator CPU seconds per 100,000 completed requests.

@@ -291,7 +291,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     for e in watched(&parts) {
         let _ = tx.send(e);
     }
-    let mut store = Store::new(JsonLines::new(dir.path()));
+    let mut store = Store::merged(JsonLines::new(dir.path()));
     store.drain(&rx);
 
     let seconds = merge_seconds(&parts);

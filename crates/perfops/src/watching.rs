@@ -9,6 +9,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
+use perfops_core::analysis::generator::{CpuClock, CpuWindow};
 use perfops_core::analysis::verdict::Range;
 use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError};
 use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
@@ -142,11 +143,23 @@ pub(crate) struct Store {
     /// `watch.jsonl` and `probe.jsonl`, written as events arrive.
     out: JsonLines,
     write_failed: bool,
+    /// When the generator's latest reading was taken: its CPU share's window ends at the next.
+    /// `None` in [`Store::merged`], whose generators' readings interleave.
+    generator_t: Option<Option<f64>>,
 }
 
 impl Store {
-    /// Nothing watched yet; events will be written to `out`.
+    /// Nothing watched yet; events will be written to `out`. The events are one
+    /// generator's, in order (a session's watchers).
     pub(crate) fn new(out: JsonLines) -> Store {
+        Store { generator_t: Some(None), ..Store::merged(out) }
+    }
+
+    /// The same for the samples of several generators under one source name, interleaved
+    /// (`merge`): the window of a generator's CPU share cannot be told from the reading before
+    /// it, which may be another shard's, so each share is kept as read (each shard's own run
+    /// judged its own).
+    pub(crate) fn merged(out: JsonLines) -> Store {
         Store {
             series: BTreeMap::new(),
             probes: BTreeMap::new(),
@@ -154,6 +167,7 @@ impl Store {
             said: Vec::new(),
             out,
             write_failed: false,
+            generator_t: None,
         }
     }
 
@@ -177,7 +191,15 @@ impl Store {
 
     fn keep(&mut self, ev: WatchEvent) {
         match ev {
-            WatchEvent::Sample(s) => {
+            WatchEvent::Sample(mut s) => {
+                // The generator's CPU share is judged only over a window long enough for /proc's
+                // ticks (perfops_core::analysis::generator); watch.jsonl has it as read.
+                if let (Some(previous), "generator") = (&mut self.generator_t, s.source.as_str()) {
+                    let since = previous.replace(s.t).map(|previous| s.t - previous);
+                    if !generator_share_judged(&s.values, since) {
+                        s.values.retain(|(name, _)| name != "generator_cpu_share");
+                    }
+                }
                 // `name{labels}` series are also summed under `name`, so a
                 // condition or a pool can name a metric without its labels.
                 let mut sums: BTreeMap<&str, f64> = BTreeMap::new();
@@ -244,6 +266,16 @@ impl Store {
     }
 }
 
+/// Whether the generator's `generator_cpu_share` among `values`, read `window_s` after its
+/// previous reading, is over a window its /proc ticks can judge. Its CPUs are its cores used
+/// over its share; a share of 0 blames nothing and stays.
+fn generator_share_judged(values: &[(String, f64)], window_s: Option<f64>) -> bool {
+    let value = |name: &str| values.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+    let Some(share) = value("generator_cpu_share").filter(|s| *s > 0.0) else { return true };
+    let (Some(used), Some(wall_s)) = (value("generator_cpu_cores"), window_s) else { return false };
+    CpuWindow { cpu_s: used * wall_s, wall_s, cores: used / share, clock: CpuClock::Proc }.judged()
+}
+
 /// The judge of each second: it takes what the watchers reported so far
 /// (so a watched metric is judged on its latest sample), then checks the
 /// `abort_when` rules, if the command has any.
@@ -275,6 +307,25 @@ impl Sink for Judge<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_generators_share_is_kept_only_over_a_window_its_ticks_can_judge() {
+        let values = |share: f64, cores: f64| {
+            vec![("generator_cpu_share".to_string(), share), ("generator_cpu_cores".to_string(), cores)]
+        };
+        // (values, seconds since the previous reading, kept for judging)
+        let cases = [
+            (values(0.99, 1.98), Some(1.0), true), // 1 s on 2 CPUs: 0.2 s of error room, 20 ms of ticks
+            (values(0.95, 1.9), Some(0.1), true),  // `every: 100ms` on 2 CPUs: exactly enough
+            (values(0.95, 0.95), Some(0.1), false), // the same on 1 CPU: 2 ticks are 20 points
+            (values(0.99, 1.98), None, false),     // no previous reading: no window to judge over
+            (values(0.0, 0.0), Some(0.1), true),   // nothing used: nothing to blame, kept
+            (vec![("generator_threads".to_string(), 9.0)], None, true), // no share at all
+        ];
+        for (values, since, want) in cases {
+            assert_eq!(generator_share_judged(&values, since), want, "{values:?} {since:?}");
+        }
+    }
 
     #[test]
     fn busy_and_max_pairs_from_the_names_given() {

@@ -6,7 +6,8 @@
 //! They come out most fundamental first, so the first one is the headline:
 //!
 //! ```text
-//!   generator_saturated   the generator dropped arrivals or used > 90% CPU: not the server's fault
+//!   generator_saturated   the generator dropped arrivals or used > 90% CPU (`generator`'s rule):
+//!                         not the server's fault
 //!   cpu_saturated         the target used >= 90% of the CPUs it may use
 //!   pool_bound            busy workers == pool size while the CPU was not saturated
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
@@ -32,6 +33,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::generator;
 use super::verdict::StageVerdict;
 
 /// Target CPU share at or above which the CPU counts as saturated.
@@ -231,7 +233,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         Some(_) => 0,
         None => i.dropped.iter().map(|x| x.1).sum(),
     };
-    let gen_cpu = peak("generator_cpu_share").filter(|p| p.1 >= CPU_SATURATED);
+    let gen_cpu = peak("generator_cpu_share").filter(|p| generator::saturated(p.1));
     if dropped > 0 || gen_cpu.is_some() {
         let mut evidence = Vec::new();
         if let Some(first) = i.dropped.iter().find(|(_, n)| *n > 0 && dropped > 0) {

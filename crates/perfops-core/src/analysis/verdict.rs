@@ -23,14 +23,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::generator;
 use crate::measure::Stats;
 use crate::scenario::condition::{Agg, Op};
 use crate::scenario::{Condition, Metric};
 
 /// Achieved / target below this fails a stage of the open model.
 pub const RATE_FLOOR: f64 = 0.97;
-/// Generator CPU (share of the cores it may use) above this makes a stage inconclusive.
-pub const GENERATOR_CPU_CEILING: f64 = 0.90;
+/// Generator CPU (share of the cores it may use) above this makes a stage inconclusive; the
+/// rule is [`super::generator`]'s.
+pub use super::generator::GENERATOR_CPU_CEILING;
 
 /// A stage's verdict, written in summaries as `holds`, `fails`,
 /// `inconclusive` or `not run`.
@@ -132,7 +134,8 @@ pub struct StageFacts<'a> {
     pub restarts: &'a [f64],
     /// Times (s) a readiness probe tripped in this stage.
     pub unready: &'a [f64],
-    /// Highest share of its CPUs the generator used, if watched.
+    /// Highest share of its CPUs the generator used, if watched, over watch periods long enough
+    /// to judge it ([`super::generator::CpuWindow::judged`]).
     pub generator_cpu: Option<f64>,
 }
 
@@ -307,7 +310,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     for t in f.unready {
         fails.push(format!("readiness probe tripped at t={t:.0}s: Kubernetes would stop sending it traffic"));
     }
-    let (verdict, reasons) = match f.generator_cpu.filter(|c| *c > GENERATOR_CPU_CEILING) {
+    let (verdict, reasons) = match f.generator_cpu.filter(|c| generator::saturated(*c)) {
         // A busy generator may have caused what failed: kept as context only.
         Some(cpu) => {
             let mut doubts = vec![format!("the generator used {:.0}% of its CPU", cpu * 100.0)];

@@ -1,0 +1,163 @@
+//! Whether the generator ran out of CPU: the one rule behind `quick`'s warning, a stage's
+//! "inconclusive" verdict and the `generator_saturated` diagnosis.
+//!
+//! A CPU share is two measurements divided: CPU seconds over wall seconds times cores. It says
+//! something only when the window is long beside how far its CPU reading can be off, so a share
+//! is judged only when that error is at most [`MAX_SHARE_ERROR`] of the window's capacity:
+//!
+//! ```text
+//!   judged       <=>  error_s <= MAX_SHARE_ERROR x wall_s x cores
+//!   out of CPU   <=>  judged and cpu_s / (wall_s x cores) > GENERATOR_CPU_CEILING
+//!
+//!   source                         error_s   judged from (wall x cores)
+//!   /proc/<pid>/stat (CpuClock::Proc)   20 ms     0.2 s  (every `watch.every` >= 100 ms on 2 CPUs)
+//!   getrusage       (CpuClock::Rusage)  50 ms     0.5 s  (`quick` of 0.25 s on 2 cores)
+//! ```
+//!
+//! Why these figures:
+//! - **`MAX_SHARE_ERROR` = 0.10**, the headroom above the ceiling (1.0 - 0.9): a reading that
+//!   may be off by more than that could put a generator at 80 % over the ceiling, or one at 100 %
+//!   under it. When blamed, the CPU read is then at least 9 times its own error.
+//! - **/proc**: `utime` and `stime` are in clock ticks (USER_HZ = 100, 10 ms), each truncated, so
+//!   one reading is up to 2 ticks short and a difference of two readings is off by up to 20 ms.
+//!   The watched `generator_cpu_share` of `run`, `limit` and `sweep` is such a difference, over
+//!   one watch period.
+//! - **getrusage(RUSAGE_SELF)**: microseconds, exact for the process; but it counts the process
+//!   since exec while the window is the load. What ran before the load (argument parsing, the
+//!   runtime, TLS roots, `.proto` files, the workers' start) is in the reading and not in the
+//!   window: 7 ms for `quick -n 5` to a closed port over plain HTTP, 19 ms over HTTPS (its roots),
+//!   measured on a 2-core VM with the dev build (opt-level 1). 50 ms allows for that with room.
+//!   `quick`'s summary reads it.
+//!
+//! So `quick -n 5` against a closed port (1 ms of load, 7 ms of start-up: "836 % of 2 cores")
+//! judges nothing, while a generator busy for seconds is judged as before. It does not read
+//! either clock itself: the callers do, and say which.
+
+/// Generator CPU (share of the cores it may use) above this makes a stage inconclusive, `quick`
+/// warn and the diagnosis name the generator.
+pub const GENERATOR_CPU_CEILING: f64 = 0.90;
+
+/// The most a CPU reading may be off, as a share of the window's capacity, for its share to be
+/// judged: the headroom above [`GENERATOR_CPU_CEILING`].
+pub const MAX_SHARE_ERROR: f64 = 0.10;
+
+/// Where a generator's CPU time was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuClock {
+    /// `/proc/<pid>/stat`'s `utime + stime`, in ticks of 10 ms: two readings' difference.
+    Proc,
+    /// getrusage(RUSAGE_SELF): the whole process since exec, start-up included.
+    Rusage,
+}
+
+impl CpuClock {
+    /// How far a CPU time read from this clock may be from the window's own, seconds.
+    pub fn error_s(self) -> f64 {
+        match self {
+            CpuClock::Proc => 0.020,
+            CpuClock::Rusage => 0.050,
+        }
+    }
+}
+
+/// A window over which the generator's CPU was read.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuWindow {
+    /// CPU seconds (user + system) read over it.
+    pub cpu_s: f64,
+    /// Its wall-clock length, seconds.
+    pub wall_s: f64,
+    /// The cores the generator could use over it.
+    pub cores: f64,
+    /// Where the CPU seconds were read.
+    pub clock: CpuClock,
+}
+
+impl CpuWindow {
+    /// The share of its cores the generator used (0 over an empty window).
+    pub fn share(&self) -> f64 {
+        let capacity = self.capacity_s();
+        if capacity > 0.0 { self.cpu_s / capacity } else { 0.0 }
+    }
+
+    /// Whether the window is long enough for its share to be judged.
+    pub fn judged(&self) -> bool {
+        let capacity = self.capacity_s();
+        capacity.is_finite() && self.clock.error_s() <= MAX_SHARE_ERROR * capacity
+    }
+
+    /// The share, when it is judged and the generator ran out of CPU over the window.
+    pub fn out_of_cpu(&self) -> Option<f64> {
+        let share = self.share();
+        (self.judged() && saturated(share)).then_some(share)
+    }
+
+    fn capacity_s(&self) -> f64 {
+        self.wall_s.max(0.0) * self.cores.max(0.0)
+    }
+}
+
+/// Whether a share that was judged (see [`CpuWindow::judged`]) is above the ceiling. Watched
+/// shares reach the verdict and the diagnosis already judged (the caller keeps only those).
+pub fn saturated(share: f64) -> bool {
+    share > GENERATOR_CPU_CEILING
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_is_judged_only_over_a_window_long_beside_its_error() {
+        use CpuClock::{Proc, Rusage};
+        // (cpu s, wall s, cores, clock, out of CPU: Some(share) or None)
+        let cases = [
+            // `quick -n 5` to a closed port: 7 ms of start-up over 1.4 ms of load on 2 cores
+            // ("the generator used 836% of its 2 core(s)"): nothing judged.
+            (0.007, 0.0014, 2.0, Rusage, None),
+            // HTTPS start-up (19 ms) over a 100 ms run: still too short to say.
+            (0.190, 0.100, 2.0, Rusage, None),
+            // 0.25 s on 2 cores is 0.5 s of capacity, the least getrusage's 50 ms allows: judged.
+            (0.475, 0.250, 2.0, Rusage, Some(0.95)),
+            // A 10 s quick run that kept one core busy: the warning stands.
+            (9.7, 10.0, 1.0, Rusage, Some(0.97)),
+            // Busy but under the ceiling: judged, not out of CPU.
+            (8.0, 10.0, 1.0, Rusage, None),
+            // Exactly at the ceiling is not above it.
+            (0.9, 1.0, 1.0, Rusage, None),
+            // A watched sample over 1 s on 2 CPUs at 99 %: judged (0.02 <= 0.1 x 2).
+            (1.98, 1.0, 2.0, Proc, Some(0.99)),
+            // `watch.every: 100ms` on 2 CPUs: 0.2 s of capacity, exactly what /proc's 20 ms allow.
+            (0.19, 0.1, 2.0, Proc, Some(0.95)),
+            // The same period on 1 CPU: two ticks could be 20 points of share; not judged.
+            (0.099, 0.1, 1.0, Proc, None),
+            // No cores, no wall time, or nonsense: never judged, never a panic.
+            (1.0, 1.0, 0.0, Proc, None),
+            (1.0, 0.0, 2.0, Rusage, None),
+            (1.0, f64::INFINITY, 2.0, Rusage, None),
+            (f64::NAN, 10.0, 2.0, Rusage, None),
+        ];
+        for (cpu_s, wall_s, cores, clock, want) in cases {
+            let w = CpuWindow { cpu_s, wall_s, cores, clock };
+            let got = w.out_of_cpu();
+            match (got, want) {
+                (Some(g), Some(x)) => assert!((g - x).abs() < 1e-9, "{w:?}: {g} != {x}"),
+                (g, x) => assert_eq!(g, x, "{w:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_ceiling_is_the_verdicts_and_the_diagnosis() {
+        // (share, above the ceiling)
+        let cases = [
+            (0.97, true),  // verdict.rs' test of an inconclusive stage
+            (0.99, true),  // diagnose.rs' test of generator_saturated
+            (0.90, false), // at it: not above
+            (0.30, false), // an idle generator
+        ];
+        for (share, want) in cases {
+            assert_eq!(saturated(share), want, "{share}");
+        }
+    }
+}
