@@ -31,8 +31,24 @@ pub(crate) struct Inputs {
     pub(crate) folder: std::path::PathBuf,
     /// The target's host did not resolve here (why). Not an input error: a
     /// scenario written for a cluster (`http://orders.shop.svc:8080`) is checked
-    /// on a laptop, and the command that sends load fails when it resolves it.
+    /// on a laptop, and the command that sends load fails when it uses it.
     pub(crate) unresolved: Option<String>,
+    /// The target's URL parsed and its host resolved, here, once: the commands
+    /// that send load use it ([`Inputs::url_target`]) instead of resolving the
+    /// name again (`run` did, twice: a name could answer differently).
+    resolved: Option<Target>,
+}
+
+impl Inputs {
+    /// The target URL as resolved when the inputs were read, or why its host
+    /// did not resolve; `None` for the demo target, which has no URL yet.
+    pub(crate) fn url_target(&self) -> Option<Result<Target, String>> {
+        match (&self.resolved, &self.unresolved) {
+            (Some(target), _) => Some(Ok(target.clone())),
+            (None, Some(why)) => Some(Err(why.clone())),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Read the inputs of `scenario` (from the file at `path`) as a session
@@ -46,10 +62,10 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     let feeders =
         sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
     let target = sources::target(scenario, &env);
-    let mut unresolved = None;
+    let (mut resolved, mut unresolved) = (None, None);
     if let TargetSpec::Url(url) = &target {
         match Target::parse(url) {
-            Ok(_) => {}
+            Ok(t) => resolved = Some(t),
             Err(e @ TargetError::Resolve { .. }) => unresolved = Some(e.to_string()),
             Err(e) => return Err(usage(format!("target `{url}`: {e}"))),
         }
@@ -60,7 +76,7 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     for step in steps.filter(|s| s.grpc.is_some()) {
         perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
     }
-    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved })
+    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved, resolved })
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.

@@ -149,17 +149,19 @@ impl Session {
         let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &[])).transpose()?;
 
         // The demo target lives as long as the session.
-        let (demo, url) = match &inputs.target {
-            TargetSpec::Url(u) => (None, u.clone()),
-            TargetSpec::Demo(model, options) => {
+        // A URL's host was resolved with the inputs: once, not again here.
+        let (demo, url, target) = match (&inputs.target, inputs.url_target()) {
+            (TargetSpec::Url(u), Some(target)) => (None, u.clone(), target.map_err(usage)?),
+            (TargetSpec::Url(u), None) => (None, u.clone(), Target::parse(u).map_err(|e| usage(e.to_string()))?),
+            (TargetSpec::Demo(model, options), _) => {
                 let name = demo_name(model);
                 let child = DemoChild::start(name, options)?;
                 let url = child.url.clone();
                 eprintln!("perfops: started the demo target ({name}) at {url}");
-                (Some(child), url)
+                let target = Target::parse(&url).map_err(|e| usage(e.to_string()))?;
+                (Some(child), url, target)
             }
         };
-        let target = Target::parse(&url).map_err(|e| usage(e.to_string()))?;
         // As written: an environment value (`${env.PORT}`) never reaches the results.
         let target_label = match &scenario.target {
             TargetSpec::Url(u) => u.clone(),
@@ -286,6 +288,11 @@ impl Session {
     /// What the scenario's `setup` saved, every load's starting values.
     pub(crate) fn globals(&self) -> &HashMap<String, String> {
         &self.work.globals
+    }
+
+    /// The `${env.X}` values the scenario read, once, when the session opened.
+    pub(crate) fn env(&self) -> &HashMap<String, String> {
+        &self.work.env
     }
 
     /// Seconds on the session clock.

@@ -301,7 +301,10 @@ pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
     if scenario.setup.is_empty() {
         return Err(usage(format!("{} has no setup: there is nothing to save", args.scenario.display())));
     }
-    let target = Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?;
+    let target = match inputs.url_target() {
+        Some(target) => target.map_err(|why| usage(format!("target `{url}`: {why}")))?,
+        None => Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?,
+    };
     let timeout = scenario.defaults.timeout;
     let base = PlanBase {
         target: target.clone(),

@@ -633,6 +633,42 @@ fn a_status_the_step_expects_is_an_answer_even_a_4xx() {
     assert_eq!(count(&s, "/total/failures/http_4xx"), 20, "{}", control.context());
 }
 
+/// `run` resolved the target's host twice: once reading the scenario's inputs (the check that
+/// `check` shares), then again opening the session; a name could answer differently the second
+/// time, and a slow resolver cost twice. Now the one resolution is passed down. Counted with
+/// strace: glibc reads `/etc/hosts` once per lookup of `localhost`.
+#[test]
+fn run_resolves_the_targets_host_once() {
+    let _cpu = shared();
+    let wd = Workdir::new("resolve-once");
+    let addr = kit::refused_addr();
+    let scenario = wd.scenario(
+        "once.yaml",
+        &format!(
+            "name: once\ntarget: http://localhost:{}\nflows:\n  f: {{ steps: [ {{ request: GET / }} ] }}\n\
+             load:\n  stages: [ {{ rate: 2, hold: 1s }} ]\n",
+            addr.port()
+        ),
+    );
+    let trace = wd.path.join("trace");
+    let out = std::process::Command::new("timeout")
+        .args(["60", "strace", "-f", "-e", "trace=openat", "-o"])
+        .arg(&trace)
+        .arg(env!("CARGO_BIN_EXE_perfops"))
+        .arg("run")
+        .arg(&scenario)
+        .arg("--out")
+        .arg(wd.runs())
+        .arg("-q")
+        .output()
+        .expect("run timeout(1) and strace(1) (scripts/test installs strace)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(wd.runs().exists(), "the run did not start: exit {:?}\n{stderr}", out.status.code());
+    let trace = std::fs::read_to_string(&trace).expect("strace's output");
+    let lookups = trace.lines().filter(|l| l.contains("\"/etc/hosts\"")).count();
+    assert_eq!(lookups, 1, "/etc/hosts read {lookups} times: the host was resolved more than once\n{stderr}");
+}
+
 /// Issue #3, `kill -9`: a run killed mid-way keeps every second it
 /// completed. Each line of `series.jsonl` is whole JSON (with `t`, `stage`,
 /// `completed`, `latency_ms`), seconds 0, 1, 2, ... in order;

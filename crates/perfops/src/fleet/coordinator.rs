@@ -483,7 +483,6 @@ fn assignment(
     ends: &[Duration],
 ) -> Result<Assignment> {
     let path = &args.session.scenario;
-    let inputs = crate::loading::inputs(&s.scenario, path)?;
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut files = BTreeMap::new();
     for spec in &s.scenario.data {
@@ -496,7 +495,8 @@ fn assignment(
         scenario: text,
         overrides: overrides.into_iter().map(|o| (o.path, o.value)).collect(),
         target: s.url.clone(),
-        env: inputs.env.into_iter().collect(),
+        // As the session read them: the inputs are read (and the target resolved) once.
+        env: s.env().clone().into_iter().collect(),
         files,
         // gRPC steps' .proto files and their imports: an agent's working directory need not have them.
         protos: crate::protos::gather(&s.scenario, folder)?.into_iter().collect(),
