@@ -12,27 +12,53 @@
 # is perfops' p50 and p99 minus the server's own (the part perfops adds: loopback, its
 # pacer and its clock), and the CPU perfops used per 100k requests (/usr/bin/time).
 # Only 127.0.0.1 is contacted; the server is stopped by its PID.
+#
+# Knobs (env): RATES="2000 10000"  ROUNDS=3  DURATION=8  PORT=18081  TARGET_CPU=0  TOOL_CPU=1
+#              LOCK=/tmp/bench.lock (held for each measured run)  LOCK_WAIT_S  QUIET_MAX_S
+#              NOISE_MAX_S  NOISE_RETRIES (a run during which other processes used the CPU
+#              is redone, as lib/common.sh's `measure` does for every script)
+# Output: the table on stdout; raw outputs in bench/out/open-accuracy-<UTC stamp>/.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+BENCH=open-accuracy
 [ "$#" -ge 1 ] || { echo "usage: $0 PERFOPS_BIN [PERFOPS_BIN...]" >&2; exit 2; }
-RATES=${RATES:-"2000 10000"}
-ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-8}
-TARGET_CPU=${TARGET_CPU:-0}
-TOOL_CPU=${TOOL_CPU:-1}
-SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
-OUT="$HERE/out/open-accuracy-$(date -u +%Y%m%dT%H%M%SZ)"
-mkdir -p "$OUT"
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$HERE/lib/common.sh"   # ROUNDS TARGET_CPU TOOL_CPU LOCK* QUIET_MAX_S NOISE_* helpers
+
+RATES=${RATES:-"2000 10000"}
+PORT=${PORT:-18081}
+need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S NOISE_RETRIES
+need_positive DURATION ROUNDS PORT
+need_numbers NOISE_MAX_S
+for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
+need_tools taskset timeout curl python3 go
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 2; }; done
-[ -f "$SRC" ] || { echo "$0: $SRC is missing (../shared/bench/peers)" >&2; exit 1; }
-[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC"
-if curl -s -o /dev/null http://127.0.0.1:18081/__stats; then
-  echo "$0: something already answers on 127.0.0.1:18081" >&2; exit 1
-fi
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr 127.0.0.1:18081 -delay 10ms 2>"$OUT/server.log" &
-SERVER=$!
-trap 'kill "$SERVER" 2>/dev/null; wait "$SERVER" 2>/dev/null || true' EXIT
-for _ in $(seq 1 100); do curl -s -o /dev/null http://127.0.0.1:18081/__stats && break; sleep 0.05; done
+SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
+URL="http://127.0.0.1:$PORT/"
+STATS_URL="http://127.0.0.1:$PORT/__stats"
+RUN_TIMEOUT_S=$((DURATION + 30))
+
+out_dirs
+cleanup_at_exit
+
+[ -f "$SRC" ] || die "$SRC is missing (../shared/bench/peers)"
+[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
+refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
+taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms 2>"$RAW/server.log" </dev/null &
+TARGET_PID=$!
+TARGET_WORK=$TARGET_PID
+wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+
+RUN_EXTS="out err time meta.json json server.json"
+TOOL_EXTS="json"
+TICKS_KEY=server_ticks
+probe_target() { # 0|1 BASE: reset the server's record before, read it after
+  if [ "$1" = 0 ]; then curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
+  else curl -s --max-time 5 "$STATS_URL" >"$2.server.json" 2>/dev/null || true; fi
+}
+meta_fields() { :; }
 
 for rate in $RATES; do
   for round in $(seq 1 "$ROUNDS"); do
@@ -40,22 +66,20 @@ for rate in $RATES; do
     for bin in "$@"; do
       i=$((i + 1))
       name="r$rate-$round-bin$i"
-      curl -s -o /dev/null http://127.0.0.1:18081/__reset
-      /usr/bin/time -f '%e %U %S %M' -o "$OUT/$name.time" \
-        taskset -c "$TOOL_CPU" "$bin" quick -r "$rate" -d "${DURATION}s" --json "$OUT/$name.json" \
-        http://127.0.0.1:18081/ >/dev/null 2>"$OUT/$name.err" || true
-      curl -s http://127.0.0.1:18081/__stats >"$OUT/$name.server.json"
-      echo "[open-accuracy] $name done" >&2
+      measure "$name" "$bin" quick -r "$rate" -d "${DURATION}s" --json "$RAW/$name.json" "$URL"
+      log "$name done"
     done
   done
 done
 
-python3 - "$OUT" "$@" <<'PY'
+python3 - "$RAW" "$@" <<'PY'
 import json, sys, pathlib, statistics
 out = pathlib.Path(sys.argv[1]); bins = sys.argv[2:]
 rows = {}
 for f in sorted(out.glob("*.server.json")):
     name = f.name[: -len(".server.json")]
+    if ".noisy" in name:  # an attempt redone because the machine was busy (lib/common.sh)
+        continue
     rate, rnd, b = name[1:].split("-")
     srv = json.loads(f.read_text())
     mine = json.loads((out / f"{name}.json").read_text())
@@ -73,4 +97,4 @@ for (rate, b), rs in sorted(rows.items()):
           f"{' / '.join(f'{r[2]:.2f}' for r in rs)} | {' / '.join(f'{r[3]:.0f}' for r in rs)} | "
           f"{' / '.join(str(r[4]) for r in rs)} |")
 PY
-echo "raw outputs: $OUT" >&2
+echo "raw outputs: $RAW" >&2

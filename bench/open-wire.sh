@@ -13,40 +13,72 @@
 # wire's p50/p99, perfops' service-time p50/p99 minus the wire's (what its clock adds to an
 # exchange) and its latency-from-the-intended-start p99 minus the wire's (that, plus its
 # pacer's lateness), the packets tcpdump dropped (want 0) and the server-seen rate.
-# Each run holds LOCK (/tmp/bench.lock) from start to end. Only 127.0.0.1 is contacted;
-# the server and tcpdump are stopped by their PIDs. Needs tcpdump (apt-get install tcpdump).
+# Each run holds LOCK (/tmp/bench.lock) from the capture's start to its end. Only 127.0.0.1
+# is contacted; the server and tcpdump are stopped by their PIDs. Needs tcpdump (apt-get
+# install tcpdump).
+#
+# Knobs (env): RATES="2000 10000 20000"  ROUNDS=2  DURATION=6  PORT=18084  TARGET_CPU=0
+#              TOOL_CPU=1  LOCK=/tmp/bench.lock  LOCK_WAIT_S  QUIET_MAX_S
+# Each run is measured once (lib/common.sh's `measure_once`): tcpdump's own CPU during the
+# run would make every run look noisy to `measure`, which would redo it.
+# Output: the table on stdout; raw outputs in bench/out/open-wire-<UTC stamp>/.
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/.." && pwd)"
+BENCH=open-wire
 [ "$#" -ge 1 ] || { echo "usage: $0 PERFOPS_BIN [PERFOPS_BIN...]" >&2; exit 2; }
-RATES=${RATES:-"2000 10000 20000"}
-ROUNDS=${ROUNDS:-2}
 DURATION=${DURATION:-6}
-TARGET_CPU=${TARGET_CPU:-0}
-TOOL_CPU=${TOOL_CPU:-1}
-LOCK=${LOCK-/tmp/bench.lock}
+ROUNDS=${ROUNDS:-2}
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+. "$HERE/lib/common.sh"   # TARGET_CPU TOOL_CPU LOCK* QUIET_MAX_S helpers
+
+RATES=${RATES:-"2000 10000 20000"}
 PORT=${PORT:-18084}
+need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S
+need_positive DURATION ROUNDS PORT
+for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
+need_tools taskset timeout curl python3 go
 SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
 WIRE="$HERE/../../shared/bench/wire/wiretruth.py"
-OUT="$HERE/out/open-wire-$(date -u +%Y%m%dT%H%M%SZ)"
+URL="http://127.0.0.1:$PORT/"
+STATS_URL="http://127.0.0.1:$PORT/__stats"
+RUN_TIMEOUT_S=$((DURATION + 30))
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 2; }; done
-for f in "$SRC" "$WIRE"; do [ -f "$f" ] || { echo "$0: $f is missing (../shared/bench)" >&2; exit 1; }; done
-command -v tcpdump >/dev/null || { echo "$0: tcpdump not found (apt-get install tcpdump)" >&2; exit 1; }
-mkdir -p "$OUT"
-[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC"
-if curl -s -o /dev/null "http://127.0.0.1:$PORT/__stats"; then
-  echo "$0: something already answers on 127.0.0.1:$PORT" >&2; exit 1
-fi
-SERVER=""
+for f in "$SRC" "$WIRE"; do [ -f "$f" ] || die "$f is missing (../shared/bench)"; done
+command -v tcpdump >/dev/null || die "tcpdump not found (apt-get install tcpdump)"
+
+out_dirs
+cleanup_at_exit
 TD=""
-stop() { # the capture and the server we started, by PID
+stop_capture() { # the capture we started, by PID
   if [ -n "$TD" ]; then kill -INT "$TD" 2>/dev/null || true; wait "$TD" 2>/dev/null || true; TD=""; fi
-  if [ -n "$SERVER" ]; then kill "$SERVER" 2>/dev/null || true; wait "$SERVER" 2>/dev/null || true; SERVER=""; fi
 }
-trap stop EXIT
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms 2>"$OUT/server.log" &
-SERVER=$!
-for _ in $(seq 1 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/__stats" && break; sleep 0.05; done
-if [ -n "$LOCK" ]; then exec 9>>"$LOCK"; fi
+# The capture first, then lib/common.sh's cleanup (the server, by PID) with the script's status.
+trap 'rc=$?; stop_capture; (exit "$rc"); cleanup' EXIT
+
+[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
+refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
+taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms 2>"$RAW/server.log" </dev/null &
+TARGET_PID=$!
+TARGET_WORK=$TARGET_PID
+wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+
+TICKS_KEY=server_ticks
+probe_target() { # 0|1 BASE, under the lock: reset the server and start the capture before;
+  # after, let the last segments reach it, stop it and read the server's record
+  if [ "$1" = 0 ]; then
+    curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
+    taskset -c "$TARGET_CPU" tcpdump -i lo -n -s 96 -B 262144 --time-stamp-precision=nano \
+      -w "$2.pcap" "tcp port $PORT" 2>"$2.tcpdump" 9>&- &
+    TD=$!
+    sleep 1
+  else
+    sleep 0.5
+    stop_capture
+    curl -s --max-time 5 "$STATS_URL" >"$2.server.json" 2>/dev/null || true
+  fi
+}
+meta_fields() { :; }
 
 for rate in $RATES; do
   for round in $(seq 1 "$ROUNDS"); do
@@ -54,27 +86,15 @@ for rate in $RATES; do
     for bin in "$@"; do
       i=$((i + 1))
       name="r$rate-$round-bin$i"
-      [ -z "$LOCK" ] || flock 9
-      curl -s -o /dev/null "http://127.0.0.1:$PORT/__reset"
-      taskset -c "$TARGET_CPU" tcpdump -i lo -n -s 96 -B 262144 --time-stamp-precision=nano \
-        -w "$OUT/$name.pcap" "tcp port $PORT" 2>"$OUT/$name.tcpdump" &
-      TD=$!
-      sleep 1
-      /usr/bin/time -f '%e %U %S %M' -o "$OUT/$name.time" \
-        taskset -c "$TOOL_CPU" "$bin" quick -r "$rate" -d "${DURATION}s" --json "$OUT/$name.json" \
-        "http://127.0.0.1:$PORT/" >/dev/null 2>"$OUT/$name.err" </dev/null 9>&- || true
-      sleep 0.5
-      kill -INT "$TD" 2>/dev/null || true; wait "$TD" 2>/dev/null || true; TD=""
-      curl -s "http://127.0.0.1:$PORT/__stats" >"$OUT/$name.server.json"
-      [ -z "$LOCK" ] || flock -u 9
-      python3 "$WIRE" "$OUT/$name.pcap" "$PORT" >"$OUT/$name.wire.json" || true
-      rm -f "$OUT/$name.pcap"
-      echo "[open-wire] $name done" >&2
+      measure_once "$name" "$bin" quick -r "$rate" -d "${DURATION}s" --json "$RAW/$name.json" "$URL"
+      python3 "$WIRE" "$RAW/$name.pcap" "$PORT" >"$RAW/$name.wire.json" || true
+      rm -f "$RAW/$name.pcap"
+      log "$name done"
     done
   done
 done
 
-python3 - "$OUT" "$@" <<'PY'
+python3 - "$RAW" "$@" <<'PY'
 import json, pathlib, re, sys
 out = pathlib.Path(sys.argv[1]); bins = sys.argv[2:]
 print("| rate | binary | wire p50 / p99 ms | service - wire p50 / p99 ms | latency p99 - wire p99 ms | "
@@ -96,4 +116,4 @@ for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() el
           f"{svc['p50'] - w['p50_ms']:+.3f} / {svc['p99'] - w['p99_ms']:+.3f} | {lat['p99'] - w['p99_ms']:+.3f} | "
           f"{cpu:.2f} | {drop.group(1) if drop else '?'} | {srv.get('arrival_rate', 0):,.1f} |")
 PY
-echo "raw outputs: $OUT" >&2
+echo "raw outputs: $RAW" >&2

@@ -1,9 +1,9 @@
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # knobs and paths set here are read by the sourcing script
-# What bench/vs-wrk.sh and bench/scenario.sh share: the common knobs and their checks,
-# the lock around each measured run, waiting for a quiet machine, one run pinned to
-# TOOL_CPU under /usr/bin/time with noise detection and retry, /proc readings, and
-# stopping, by PID only, what the script started.
+# What the bench scripts share (vs-wrk.sh, scenario.sh, open-model.sh, open-wire.sh, ...):
+# the common knobs and their checks, the lock around each measured run, waiting for a
+# quiet machine, one run pinned to TOOL_CPU under /usr/bin/time with noise detection and
+# retry, /proc readings, and stopping, by PID only, what the script started.
 #
 # Sourced by the scripts (`. "$HERE/lib/common.sh"`) after they set
 #   BENCH  short name of the script: log prefix, error prefix, output names
