@@ -12,8 +12,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use perfops_report::compare::{self, CompareError, Options};
 
+use crate::exit::{Exit, UsageError};
 use crate::report::write_atomically;
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops compare`.
 #[derive(Debug, Args)]
@@ -50,9 +50,9 @@ pub(crate) fn run(args: CompareArgs) -> Result<Exit> {
         eprintln!("perfops: comparison page written to {}", args.output.display());
     }
     if args.json {
-        crate::out(&format!("{}\n", serde_json::to_string_pretty(&c)?));
+        crate::exit::out(&format!("{}\n", serde_json::to_string_pretty(&c)?));
     } else {
-        crate::out(&compare::table(&c));
+        crate::exit::out(&compare::table(&c));
     }
     Ok(Exit::Passed)
 }

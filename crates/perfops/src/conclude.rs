@@ -28,7 +28,7 @@ use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
 use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
 
-use crate::Exit;
+use crate::exit::Exit;
 use crate::watching::{self, Store};
 
 /// One load, measured.
@@ -392,7 +392,7 @@ pub(crate) fn finish(dir: &RunDir, summary: &RunSummary, junit: Option<&Path>) -
         },
         Err(e) => format!("report:  not made ({e})\n"),
     };
-    crate::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
+    crate::exit::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
     // An abort rule is a threshold too: a run it stopped did not pass; nor did
     // an inconclusive one, which proves nothing about the server.
     let passed =

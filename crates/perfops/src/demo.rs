@@ -15,7 +15,7 @@ use clap::Args;
 use perfops_core::units::parse_duration;
 use perfops_demo::{DemoConfig, Model};
 
-use crate::Exit;
+use crate::exit::Exit;
 
 /// Flags of `perfops demo`.
 #[derive(Debug, Args)]

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, CommandFactory};
 
-use crate::{Cli, Exit, UsageError};
+use crate::Cli;
+use crate::exit::{Exit, UsageError};
 
 /// `perfops completions SHELL`.
 #[derive(Debug, Args)]
@@ -38,7 +39,7 @@ pub(crate) struct ManArgs {
 pub(crate) fn completions(args: CompletionsArgs) -> Result<Exit> {
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "perfops", &mut buf);
-    crate::out(&String::from_utf8_lossy(&buf));
+    crate::exit::out(&String::from_utf8_lossy(&buf));
     Ok(Exit::Passed)
 }
 
@@ -67,7 +68,7 @@ pub(crate) fn man(args: ManArgs) -> Result<Exit> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(page).render(&mut buf).context("rendering the man page")?;
     buf.flush().ok();
-    crate::out(&String::from_utf8_lossy(&buf));
+    crate::exit::out(&String::from_utf8_lossy(&buf));
     Ok(Exit::Passed)
 }
 

@@ -156,7 +156,7 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
     let room = limit.saturating_sub(FD_RESERVE);
     match *load {
         LoadModel::Closed { connections, .. } if u64::from(connections) > room => {
-            Err(anyhow::Error::new(crate::UsageError(format!(
+            Err(anyhow::Error::new(crate::exit::UsageError(format!(
                 "{connections} connections do not fit: this process may open {limit} files at most \
                  (the hard limit, `ulimit -Hn`), {room} of them for connections; \
                  use fewer connections or raise the hard limit"

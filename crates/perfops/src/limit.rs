@@ -24,9 +24,9 @@ use perfops_core::units::parse_duration;
 use perfops_report::run::{LimitAttempt, LimitSearch};
 
 use crate::conclude::Ending;
+use crate::exit::{Exit, UsageError};
 use crate::session::{Session, SessionArgs, StagePlan};
 use crate::shard::{Placement, RefusedShardArgs};
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops limit`.
 #[derive(Debug, Args)]

@@ -19,7 +19,7 @@ use perfops_core::pipeline::StagePlan;
 use perfops_core::scenario::{Load, Override, Scenario, TargetSpec, sources};
 use perfops_engine::{Target, TargetError};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// What a session reads besides the scenario file: the `${env.X}` values,
 /// the CSV feeders and the target with its `${env.X}` resolved.

@@ -20,6 +20,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod compare;
 mod conclude;
 mod demo;
+mod exit;
 mod fleet;
 mod help;
 mod k8s;
@@ -41,6 +42,7 @@ mod watching;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use exit::{Exit, UsageError};
 
 /// How much traffic does one instance of your HTTP service hold, where does it
 /// break, and why.
@@ -109,15 +111,6 @@ enum Command {
     Tar(k8s::tar::TarArgs),
 }
 
-/// The documented exit codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exit {
-    Passed = 0,
-    ThresholdsFailed = 1,
-    Usage = 2,
-    Runtime = 3,
-}
-
 fn main() -> ExitCode {
     // No transparent huge pages for this process (and the demo it may start).
     // mimalloc asks for them on its arenas, and the first touch of each one
@@ -158,32 +151,3 @@ fn main() -> ExitCode {
         }
     }
 }
-
-/// Write `text` to stdout. A closed stdout (`perfops ... | head`) ends the
-/// program with exit code 0, as documented: the reader has what it wanted.
-pub(crate) fn out(text: &str) {
-    use std::io::Write;
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("perfops: cannot write to stdout: {e}");
-        std::process::exit(Exit::Runtime as i32);
-    }
-}
-
-/// The JSON Schema of scenario files, also committed as `schema/scenario.schema.json`.
-pub(crate) const SCENARIO_SCHEMA: &str = include_str!("../../../schema/scenario.schema.json");
-
-/// An error in what the user gave us (exit code 2).
-#[derive(Debug)]
-pub(crate) struct UsageError(pub(crate) String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}

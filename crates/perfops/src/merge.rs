@@ -34,9 +34,9 @@ use perfops_report::results::{JsonLines, RunDir, parse_time};
 use perfops_report::run::{GeneratorUse, RunMeta};
 
 use crate::conclude::{self, Ending, Judging};
+use crate::exit::{Exit, UsageError};
 use crate::shard::{parse_shard, shard_text};
 use crate::watching::Store;
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops merge`.
 #[derive(Debug, Args)]

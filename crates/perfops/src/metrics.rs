@@ -11,7 +11,7 @@ use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
 use perfops_engine::exporter::Exporter;
 use perfops_report::exposition::{Exposition, Second as ExpositionSecond};
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// A running endpoint and the counters behind it.
 pub(crate) struct Metrics {

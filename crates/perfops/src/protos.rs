@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{Context, Result};
 use perfops_core::scenario::Scenario;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 fn usage(message: String) -> anyhow::Error {
     anyhow::Error::new(UsageError(message))

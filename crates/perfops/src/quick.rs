@@ -17,9 +17,9 @@ use perfops_engine::{Http2, Protocol, Reflection, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::quick::{QuickSetup, QuickSummary};
 
+use crate::exit::{Exit, UsageError};
 use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops quick`.
 #[derive(Debug, Args)]
@@ -235,7 +235,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         let json = serde_json::to_vec_pretty(&summary)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
-    crate::out(&summary.text());
+    crate::exit::out(&summary.text());
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
     // Requests went out and not one ended (all still in flight when the run

@@ -18,7 +18,10 @@ use anyhow::{Result, anyhow};
 use clap::Args;
 use serde_json::{Map, Value};
 
-use crate::{Exit, SCENARIO_SCHEMA};
+use crate::exit::Exit;
+
+/// The JSON Schema of scenario files, also committed as `schema/scenario.schema.json`.
+const SCENARIO_SCHEMA: &str = include_str!("../../../schema/scenario.schema.json");
 
 /// `perfops schema [--markdown]`.
 #[derive(Debug, Args)]
@@ -33,9 +36,9 @@ pub(crate) fn run(args: SchemaArgs) -> Result<Exit> {
     if args.markdown {
         let page = markdown(SCENARIO_SCHEMA)
             .map_err(|missing| anyhow!("the scenario schema is incomplete:\n  {}", missing.join("\n  ")))?;
-        crate::out(&page);
+        crate::exit::out(&page);
     } else {
-        crate::out(SCENARIO_SCHEMA);
+        crate::exit::out(SCENARIO_SCHEMA);
     }
     Ok(Exit::Passed)
 }

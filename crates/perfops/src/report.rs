@@ -9,7 +9,7 @@ use clap::Args;
 use perfops_report::html::{self, ReportError};
 use perfops_report::runs;
 
-use crate::{Exit, UsageError};
+use crate::exit::{Exit, UsageError};
 
 /// Flags of `perfops report`.
 #[derive(Debug, Args)]
@@ -41,7 +41,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<Exit> {
     let page = html::render(&args.run_dir).map_err(usage)?;
     let out = args.output.unwrap_or_else(|| args.run_dir.join("report.html"));
     write_atomically(&out, page.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
-    crate::out(&format!("{}\n", out.display()));
+    crate::exit::out(&format!("{}\n", out.display()));
     Ok(Exit::Passed)
 }
 
@@ -65,9 +65,9 @@ pub(crate) fn list(args: RunsArgs) -> Result<Exit> {
         }
     }
     if args.json {
-        crate::out(&format!("{}\n", serde_json::to_string_pretty(&found)?));
+        crate::exit::out(&format!("{}\n", serde_json::to_string_pretty(&found)?));
     } else {
-        crate::out(&runs::table(&found));
+        crate::exit::out(&runs::table(&found));
     }
     Ok(Exit::Passed)
 }

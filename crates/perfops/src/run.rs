@@ -10,8 +10,8 @@ use anyhow::Result;
 use clap::Args;
 use perfops_core::pipeline::AbortWhen;
 
-use crate::Exit;
 use crate::conclude::{self, Ending};
+use crate::exit::Exit;
 use crate::loading::{inputs, load_model, load_scenario, stage_plans};
 use crate::session::{Session, SessionArgs};
 use crate::shard::ShardArgs;
@@ -48,7 +48,7 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
                 ok = false;
             }
             Ok(read) => {
-                crate::out(&format!(
+                crate::exit::out(&format!(
                     "{}: ok ({} flows, {} stages, {:.0} s)\n",
                     path.display(),
                     s.flows.len(),

@@ -44,9 +44,9 @@ use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, u
 use perfops_report::run::{MetaStage, ProtocolUse, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
-use crate::UsageError;
 use crate::conclude::{Judging, Loaded};
 use crate::demo::DemoChild;
+use crate::exit::UsageError;
 use crate::launch::{self, PlanBase, Terminal};
 use crate::loading::{Inputs, inputs, load_model, load_scenario};
 use crate::metrics::Metrics;

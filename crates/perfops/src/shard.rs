@@ -29,9 +29,9 @@ use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::{Target, Work};
 use perfops_report::results::{parse_time, utc_rfc3339_ms};
 
+use crate::exit::{Exit, UsageError};
 use crate::launch::PlanBase;
 use crate::loading::{Inputs, inputs, load_scenario};
-use crate::{Exit, UsageError};
 
 /// `--shard`, `--start-at` and `--setup-values` (`perfops run` only).
 #[derive(Debug, Args, Default, Clone)]

@@ -20,9 +20,9 @@ use perfops_core::units::parse_duration;
 use perfops_report::run::{SweepLevel, SweepResult};
 
 use crate::conclude::{Ending, Loaded};
+use crate::exit::{Exit, UsageError};
 use crate::session::{Session, SessionArgs, StagePlan};
 use crate::shard::{Placement, RefusedShardArgs};
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops sweep`.
 #[derive(Debug, Args)]
@@ -171,7 +171,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         v.headline = headline;
     }
     summary.sweep = Some(result);
-    crate::out(&text);
+    crate::exit::out(&text);
     crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
 }
 

@@ -30,7 +30,7 @@ use perfops_engine::{Outcome, Plan, Target, Work};
 
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
-use crate::Exit;
+use crate::exit::Exit;
 use crate::launch::{self, PlanBase};
 
 /// Flags of `perfops agent`.
@@ -345,7 +345,7 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
 
 /// `http://host:port`, `https://host:port` or `host:port` (default port 7070).
 fn parse_join(url: &str) -> Result<(String, u16, bool)> {
-    let usage = |m: String| anyhow::Error::new(crate::UsageError(m));
+    let usage = |m: String| anyhow::Error::new(crate::exit::UsageError(m));
     let (tls, rest) = match url.split_once("://") {
         Some(("http" | "tcp", r)) => (false, r),
         Some(("https" | "tls", r)) => (true, r),

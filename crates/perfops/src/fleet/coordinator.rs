@@ -46,10 +46,10 @@ use super::agent::wall_ns;
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event, Hub, Outbox};
 use crate::conclude::{self, Ending};
+use crate::exit::{Exit, UsageError};
 use crate::loading::load_scenario;
 use crate::session::{Session, SessionArgs};
 use crate::shard::Placement;
-use crate::{Exit, UsageError};
 
 /// Flags of `perfops coordinator`.
 #[derive(Debug, Args)]

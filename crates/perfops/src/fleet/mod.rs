@@ -12,7 +12,7 @@ pub(crate) mod coordinator;
 
 use anyhow::Result;
 
-use crate::UsageError;
+use crate::exit::UsageError;
 
 /// The token from `--token` or `PERFOPS_TOKEN` (clap reads both); none, or
 /// an empty one, is a usage error. Never printed.

@@ -27,8 +27,8 @@ use perfops_core::scenario::{TargetSpec, sources};
 use perfops_engine::{Target, TargetError};
 use serde::Serialize;
 
+use crate::exit::{Exit, UsageError};
 use crate::loading::load_scenario;
-use crate::{Exit, UsageError};
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
 
 /// Flags of `perfops k8s`.
@@ -179,7 +179,7 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         spec.namespace,
         if secrets.is_empty() { String::new() } else { format!(" and, from your environment, {}", secrets.join(", ")) }
     );
-    crate::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
+    crate::exit::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
     Ok(Exit::Passed)
 }
 

@@ -24,7 +24,7 @@ use clap::Args;
 use perfops_core::units::parse_duration;
 use tar::{Builder, EntryType, Header, HeaderMode};
 
-use crate::{Exit, UsageError};
+use crate::exit::{Exit, UsageError};
 
 /// Flags of `perfops tar`.
 #[derive(Debug, Args)]

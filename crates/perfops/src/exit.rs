@@ -1,0 +1,41 @@
+//! How the `perfops` command ends and speaks: the documented exit codes
+//! ([`Exit`]: 0 passed, 1 thresholds failed, 2 usage or input error, 3
+//! runtime failure), the error that means "what the user gave us is wrong"
+//! ([`UsageError`], exit 2) and writing to stdout, where a closed pipe
+//! (`perfops ... | head`) exits 0. Every command uses them; they use nothing
+//! of the commands, so they stand below them rather than in `main.rs`.
+
+/// The documented exit codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    Passed = 0,
+    ThresholdsFailed = 1,
+    Usage = 2,
+    Runtime = 3,
+}
+
+/// Write `text` to stdout. A closed stdout (`perfops ... | head`) ends the
+/// program with exit code 0, as documented: the reader has what it wanted.
+pub(crate) fn out(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("perfops: cannot write to stdout: {e}");
+        std::process::exit(Exit::Runtime as i32);
+    }
+}
+
+/// An error in what the user gave us (exit code 2).
+#[derive(Debug)]
+pub(crate) struct UsageError(pub(crate) String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
