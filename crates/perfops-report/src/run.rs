@@ -196,7 +196,9 @@ pub struct RunMeta {
     pub target: String,
     /// `open` or `closed`.
     pub model: String,
-    /// The planned stages, in order.
+    /// The planned stages, in order: a `run`'s; none for `limit` and
+    /// `sweep`, whose attempts and levels are chosen as they go (the
+    /// summary's stages, timed by the series).
     pub stages: Vec<MetaStage>,
     /// Step names, in the order of their keys.
     pub steps: Vec<String>,

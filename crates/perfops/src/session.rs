@@ -234,10 +234,11 @@ impl Session {
             started_at: utc_rfc3339(started),
             name: scenario.name.clone(),
             target: target_label.clone(),
-            model: if scenario.load.is_open() { "open" } else { "closed" }.into(),
-            stages: scenario
-                .load
-                .stages()
+            // `sweep` runs the closed model whatever the scenario says.
+            model: if scenario.load.is_open() && command != "sweep" { "open" } else { "closed" }.into(),
+            // `limit` and `sweep` plan no stages ahead: each attempt or level
+            // is a load of its own, chosen as they go (the summary's stages).
+            stages: if matches!(command, "limit" | "sweep") { &[][..] } else { scenario.load.stages() }
                 .iter()
                 .map(|s| MetaStage {
                     name: s.name.clone(),

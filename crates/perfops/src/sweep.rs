@@ -170,6 +170,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     if let Some(v) = summary.verdict.as_mut() {
         v.headline = headline;
     }
+    // Each level is the closed model, whatever the scenario's load says.
+    summary.model = "closed".into();
     summary.sweep = Some(result);
     crate::exit::out(&text);
     crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())

@@ -149,6 +149,8 @@ fn a_limit_runs_report_shows_its_attempts() {
     let done = perfops(&args);
     assert!(matches!(done.code, Some(0 | 1)), "perfops limit exited {:?}\n{}", done.code, done.stderr);
     let dir = wd.result_dir(&done);
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["stages"], serde_json::json!([]), "limit plans no stages ahead: {meta:#}");
     let summary: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     let attempts: Vec<String> = summary["stages"]
         .as_array()

@@ -510,6 +510,8 @@ fn sigint_during_sweep_is_inconclusive_and_keeps_whole_levels() {
     let levels = s["sweep"]["levels"].as_array().cloned().unwrap_or_default();
     assert_eq!(levels.len(), 1, "only the whole level of 1 user: {levels:?}\n{}", run.context());
     assert_eq!(levels[0]["concurrency"], 1, "{}", run.context());
+    // The scenario's load is open; a sweep's levels are closed.
+    assert_eq!(s["model"], "closed", "{}", run.context());
 }
 
 /// `expect` and `save` read every header field the parser accepts (100): a
