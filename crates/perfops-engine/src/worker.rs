@@ -438,6 +438,21 @@ impl Worker {
         }
     }
 
+    /// `key`'s request going out, started at `start` (due at `due`, or at
+    /// `start` in a closed loop): counted as sent, its timeout set on
+    /// `timer`, and in flight until it ends (cut at the run's end if it has
+    /// not). Later than the previous request's deadline on this timer, except
+    /// after a longer pause: then tokio re-registers it, correct either way.
+    fn in_flight(&self, key: Key, due: Due, start: Instant, timer: Pin<&mut Sleep>) -> InFlight<'_> {
+        self.rec.borrow_mut().sent(key);
+        timer.reset(start + self.shared.timeout);
+        let due = match due {
+            Due::At(due) => due,
+            Due::OnSend => start,
+        };
+        InFlight { rec: &self.rec, key, due, bytes_out: 0, done: false }
+    }
+
     /// Record `req`'s response, sent at `sent` (`failure`: the kind its
     /// status or checks make it), for HTTP/1.1 and HTTP/2 alike.
     fn answered(

@@ -16,9 +16,8 @@ use perfops_core::measure::FailureKind;
 use tokio::time::{Instant, Sleep};
 
 use super::checks::status_failure;
-use super::{Ended, InFlight, Request, Worker, within};
+use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response};
-use crate::record::Due;
 use crate::work::StepPlan;
 
 impl Worker {
@@ -53,15 +52,7 @@ impl Worker {
                 &rendered
             }
         };
-        self.rec.borrow_mut().sent(req.key);
-        let due = match req.due {
-            Due::At(due) => due,
-            Due::OnSend => req.start,
-        };
-        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
-        // Later than the previous request's deadline on this timer, except after
-        // a longer pause: then tokio re-registers it, correct either way.
-        timer.as_mut().reset(req.start + shared.timeout);
+        let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
         let mut outcome =

@@ -20,12 +20,12 @@ use perfops_core::scenario::grpc::GrpcCode;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
-use super::{Ended, InFlight, Request, Worker, within};
+use super::{Ended, Request, Worker, within};
 use crate::h2::answer::Captured;
 use crate::h2::stamped::H2Io;
 use crate::http1::{Response, Stream};
 use crate::http2::{self, H2Request, Indexing, Lease, Pool as H2Pool, Take};
-use crate::record::{Due, Key};
+use crate::record::Key;
 
 /// The failure of a gRPC answer (HTTP 200) with status `code` (`None`: no
 /// `grpc-status` at all, not a gRPC answer), given the codes the step's
@@ -72,14 +72,8 @@ impl Worker {
                 rendered_request.as_ref()
             }
         };
-        self.rec.borrow_mut().sent(req.key);
-        let due = match req.due {
-            Due::At(due) => due,
-            Due::OnSend => req.start,
-        };
         // Counts the bytes written as it goes: a request cut at the run's end counts them too.
-        let mut in_flight = InFlight { rec: &self.rec, key: req.key, due, bytes_out: 0, done: false };
-        timer.as_mut().reset(req.start + shared.timeout);
+        let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         let mut captured = step.capture.then(Captured::default);
         let outcome = match request {
             Some(request) => {

@@ -50,7 +50,7 @@ use perfops_core::measure::FailureKind;
 use perfops_core::scenario::extract::ParsedBody;
 use tokio::time::{Instant, Sleep};
 
-use super::{Ended, InFlight, Request, Worker, within};
+use super::{Ended, Request, Worker, within};
 use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
 use crate::work::StepPlan;
@@ -128,19 +128,8 @@ impl Worker {
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = message.render(&av, &mut self.rng.borrow_mut(), &mut text);
                 }
-                self.rec.borrow_mut().sent(msgs);
                 let start = Instant::now();
-                let mut in_flight = InFlight {
-                    rec: &self.rec,
-                    key: msgs,
-                    due: match due {
-                        Due::At(due) => due,
-                        Due::OnSend => start,
-                    },
-                    bytes_out: 0,
-                    done: false,
-                };
-                timer.as_mut().reset(start + shared.timeout);
+                let mut in_flight = self.in_flight(msgs, due, start, timer.as_mut());
                 let message = String::from_utf8_lossy(&text).into_owned();
                 let result = within(timer.as_mut(), ws::round_trip(&mut ws, message)).await;
                 in_flight.done = true;
@@ -214,13 +203,7 @@ impl Worker {
         let shared = &*self.shared;
         let up = req.key;
         let (path, headers) = self.upgrade_request(req.step, req);
-        self.rec.borrow_mut().sent(up);
-        let due = match req.due {
-            Due::At(due) => due,
-            Due::OnSend => req.start,
-        };
-        let mut in_flight = InFlight { rec: &self.rec, key: up, due, bytes_out: 0, done: false };
-        timer.as_mut().reset(req.start + shared.timeout);
+        let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
             Some(Ok(opened)) => opened,
             Some(Err(kind)) => {
