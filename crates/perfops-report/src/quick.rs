@@ -430,15 +430,20 @@ impl QuickSummary {
             row(&mut o, "Stalls:", stalls.title());
         }
         let per_100k = self.cpu_per_100k().map_or(String::from("-"), |v| format!("{v:.2}"));
+        let cores = g.cores.min(g.workers.max(1));
+        // A share only over a window long enough to mean one (the rule of the warning).
+        let share = if self.cpu_window().judged() {
+            format!("{:.0}% of {cores} core(s)", self.cpu_share() * 100.0)
+        } else {
+            format!("{cores} core(s): too short a run for a share")
+        };
         row(
             &mut o,
             "Generator:",
             format!(
-                "{} worker(s), CPU {:.2} s ({:.0}% of {} core(s)), {per_100k} CPU s per 100k requests, peak RSS {:.1} MiB",
+                "{} worker(s), CPU {:.2} s ({share}), {per_100k} CPU s per 100k requests, peak RSS {:.1} MiB",
                 g.workers,
                 g.cpu_user_s + g.cpu_sys_s,
-                self.cpu_share() * 100.0,
-                g.cores.min(g.workers.max(1)),
                 g.max_rss_kib as f64 / 1024.0
             ),
         );

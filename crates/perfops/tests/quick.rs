@@ -331,6 +331,9 @@ fn a_run_of_a_few_milliseconds_does_not_blame_the_generators_cpu() {
     let warnings = run.json()["warnings"].to_string();
     assert!(!warnings.contains("the generator used"), "{warnings}\n{}", run.dump());
     assert!(!run.stdout.contains("may have limited this run"), "{}", run.stdout);
+    // Nor does the Generator line print a share ("604% of 2 core(s)").
+    let line = run.stdout.lines().find(|l| l.starts_with("Generator:")).unwrap_or_default();
+    assert!(line.contains("too short a run for a share") && !line.contains('%'), "{line}");
 }
 
 /// The other side of the rule above: a generator kept busy for seconds (one worker sending to a
@@ -353,6 +356,7 @@ fn a_generator_busy_for_seconds_is_still_warned_about() {
         assert_eq!(warned, share > 0.9, "a share of {share:.2} over 2 s on 1 core\n{}", run.dump());
         if warned {
             assert!(run.stdout.contains("may have limited this run"), "{}", run.stdout);
+            assert!(run.stdout.contains("% of 1 core(s))"), "the Generator line gives the share: {}", run.stdout);
             return;
         }
         shares.push(share);
