@@ -143,16 +143,18 @@ pub(crate) struct Store {
     /// `watch.jsonl` and `probe.jsonl`, written as events arrive.
     out: JsonLines,
     write_failed: bool,
+    /// Whether the generator's CPU share is judged over its window (one generator's readings,
+    /// in order); not in [`Store::merged`], whose generators' readings interleave.
+    windows_known: bool,
     /// When the generator's latest reading was taken: its CPU share's window ends at the next.
-    /// `None` in [`Store::merged`], whose generators' readings interleave.
-    generator_t: Option<Option<f64>>,
+    generator_t: Option<f64>,
 }
 
 impl Store {
     /// Nothing watched yet; events will be written to `out`. The events are one
     /// generator's, in order (a session's watchers).
     pub(crate) fn new(out: JsonLines) -> Store {
-        Store { generator_t: Some(None), ..Store::merged(out) }
+        Store { windows_known: true, ..Store::merged(out) }
     }
 
     /// The same for the samples of several generators under one source name, interleaved
@@ -167,6 +169,7 @@ impl Store {
             said: Vec::new(),
             out,
             write_failed: false,
+            windows_known: false,
             generator_t: None,
         }
     }
@@ -194,8 +197,8 @@ impl Store {
             WatchEvent::Sample(mut s) => {
                 // The generator's CPU share is judged only over a window long enough for /proc's
                 // ticks (perfops_core::analysis::generator); watch.jsonl has it as read.
-                if let (Some(previous), "generator") = (&mut self.generator_t, s.source.as_str()) {
-                    let since = previous.replace(s.t).map(|previous| s.t - previous);
+                if self.windows_known && s.source == "generator" {
+                    let since = self.generator_t.replace(s.t).map(|previous| s.t - previous);
                     if !generator_share_judged(&s.values, since) {
                         s.values.retain(|(name, _)| name != "generator_cpu_share");
                     }
