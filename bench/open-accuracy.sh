@@ -35,7 +35,6 @@ need_numbers NOISE_MAX_S
 for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
 need_tools taskset timeout curl python3 go
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 2; }; done
-SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
 URL="http://127.0.0.1:$PORT/"
 STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
@@ -43,13 +42,7 @@ RUN_TIMEOUT_S=$((DURATION + 30))
 out_dirs
 cleanup_at_exit
 
-[ -f "$SRC" ] || die "$SRC is missing (../shared/bench/peers)"
-[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
-refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms 2>"$RAW/server.log" </dev/null &
-TARGET_PID=$!
-TARGET_WORK=$TARGET_PID
-wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+start_delay_server
 
 RUN_EXTS="out err time meta.json json server.json"
 TOOL_EXTS="json"

@@ -62,7 +62,6 @@ OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
 VEGETA=${VEGETA:-$(command -v vegeta || echo "$HOME/go/bin/vegeta")}
 K6=${K6:-$(command -v k6 || echo "$HOME/go/bin/k6")}
 PEERS="$HERE/../../shared/bench/peers"
-SRC="$PEERS/targets/delayserver.go"
 URL="http://127.0.0.1:$PORT/"
 STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
@@ -86,17 +85,7 @@ done
 [ -n "$avail" ] || die "none of the tools ($TOOLS) is available"
 
 # ------------------------------------------------------------------ the delay server
-[ -f "$SRC" ] || die "$SRC is missing (../shared/bench/peers)"
-if [ ! -x "$HERE/out/delayserver" ] || [ "$SRC" -nt "$HERE/out/delayserver" ]; then
-  log "building the delay server (go build $SRC)"
-  go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
-fi
-refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms \
-  >"$RAW/server.log" 2>&1 </dev/null &
-TARGET_PID=$!
-TARGET_WORK=$TARGET_PID
-wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+start_delay_server
 log "delay server $TARGET_PID on CPU $TARGET_CPU, $URL; tools on CPU $TOOL_CPU:$avail"
 printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
 

@@ -32,18 +32,12 @@ need_tools taskset timeout curl python3 go perf
 for b in "$@"; do [ -x "$b" ] || die "$b is not an executable"; done
 export PATH="$PATH:$HOME/go/bin:$HOME/.cargo/bin"
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
-SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
 URL="http://127.0.0.1:$PORT/"
 STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
 out_dirs
 cleanup_at_exit
-[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC"
-refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms >"$RAW/server.log" 2>&1 </dev/null &
-TARGET_PID=$!
-TARGET_WORK=$TARGET_PID
-wait_up "$STATS_URL" || die "the delay server did not come up"
+start_delay_server
 
 # The syscalls an open-model client may make per request (either tool).
 SYSCALLS="sendto write writev recvfrom recvmsg read readv epoll_wait epoll_pwait epoll_pwait2 clock_nanosleep nanosleep timerfd_settime futex sched_yield io_uring_enter"

@@ -38,13 +38,12 @@ need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S
 need_positive DURATION ROUNDS PORT
 for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
 need_tools taskset timeout curl python3 go
-SRC="$HERE/../../shared/bench/peers/targets/delayserver.go"
 WIRE="$HERE/../../shared/bench/wire/wiretruth.py"
 URL="http://127.0.0.1:$PORT/"
 STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 2; }; done
-for f in "$SRC" "$WIRE"; do [ -f "$f" ] || die "$f is missing (../shared/bench)"; done
+[ -f "$WIRE" ] || die "$WIRE is missing (../shared/bench)"
 command -v tcpdump >/dev/null || die "tcpdump not found (apt-get install tcpdump)"
 
 out_dirs
@@ -56,12 +55,7 @@ stop_capture() { # the capture we started, by PID
 # The capture first, then lib/common.sh's cleanup (the server, by PID) with the script's status.
 trap 'rc=$?; stop_capture; (exit "$rc"); cleanup' EXIT
 
-[ -x "$HERE/out/delayserver" ] || go build -o "$HERE/out/delayserver" "$SRC" || die "go build of the delay server failed"
-refuse_if_answering "$STATS_URL" "127.0.0.1:$PORT" "stop it first"
-taskset -c "$TARGET_CPU" "$HERE/out/delayserver" -addr "127.0.0.1:$PORT" -delay 10ms 2>"$RAW/server.log" </dev/null &
-TARGET_PID=$!
-TARGET_WORK=$TARGET_PID
-wait_up "$STATS_URL" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+start_delay_server
 
 TICKS_KEY=server_ticks
 probe_target() { # 0|1 BASE, under the lock: reset the server and start the capture before;

@@ -216,6 +216,22 @@ find_nginx_worker() { # sets TARGET_WORK to the worker of the nginx master TARGE
   TARGET_WORK=$(pgrep -P "$TARGET_PID" | head -n1 || true)
   [ -n "$TARGET_WORK" ] || { log "cannot find the nginx worker (child of pid $TARGET_PID)"; exit 1; }
 }
+start_delay_server() { # the peers' 10 ms delay server on 127.0.0.1:PORT (/__stats, /__reset),
+  # pinned to TARGET_CPU, built into bench/out/ (again when its source is newer); its log in
+  # $RAW/server.log; sets TARGET_PID and TARGET_WORK, or exits
+  local src="$HERE/../../shared/bench/peers/targets/delayserver.go" bin="$HERE/out/delayserver"
+  local stats="http://127.0.0.1:$PORT/__stats"
+  [ -f "$src" ] || die "$src is missing (../shared/bench/peers)"
+  if [ ! -x "$bin" ] || [ "$src" -nt "$bin" ]; then
+    log "building the delay server (go build $src)"
+    go build -o "$bin" "$src" || die "go build of the delay server failed"
+  fi
+  refuse_if_answering "$stats" "127.0.0.1:$PORT" "stop it first"
+  taskset -c "$TARGET_CPU" "$bin" -addr "127.0.0.1:$PORT" -delay 10ms >"$RAW/server.log" 2>&1 </dev/null &
+  TARGET_PID=$!
+  TARGET_WORK=$TARGET_PID
+  wait_up "$stats" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
+}
 
 # ------------------------------------------------------------------ runs
 # warm_up LABEL TIMEOUT_S ARGV... : ARGV pinned to TOOL_CPU under the lock, not recorded
