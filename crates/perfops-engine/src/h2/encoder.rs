@@ -253,13 +253,9 @@ impl Blocks {
 
 #[cfg(test)]
 mod tests {
-    use super::super::hpack::{Decoder, HpackError};
+    use super::super::hpack::Decoder;
+    use super::super::hpack::tests::{decode_all, hex};
     use super::*;
-
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
-    }
 
     fn fields(list: &[(&str, &str, bool)]) -> Fields {
         let mut f = Fields::default();
@@ -267,14 +263,6 @@ mod tests {
             f.push(n.as_bytes(), v.as_bytes(), *i);
         }
         f
-    }
-
-    fn decode_all(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
-        let mut got = Vec::new();
-        d.decode(block, &mut |n, v| {
-            got.push((String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
-        })?;
-        Ok(got)
     }
 
     fn owned(list: &[(&str, &str, bool)]) -> Vec<(String, String)> {

@@ -460,15 +460,17 @@ pub(super) fn put_literal(out: &mut Vec<u8>, indexed: bool, name_index: usize, n
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
+    /// Bytes written as hex, spaces ignored (the RFC's examples).
+    pub(in crate::h2) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex")).collect()
     }
 
-    fn decode_all(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
+    /// Every field of `block`, decoded by `d`, as text.
+    pub(in crate::h2) fn decode_all(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut got = Vec::new();
         d.decode(block, &mut |n, v| {
             got.push((String::from_utf8_lossy(n).into_owned(), String::from_utf8_lossy(v).into_owned()))
