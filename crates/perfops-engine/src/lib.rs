@@ -69,8 +69,9 @@ pub struct Plan {
     /// `wait_in_flight`.
     /// `None`: the run ends when its last request does (a count of requests).
     pub end: Option<Duration>,
-    /// At `end`, wait for the requests in flight (each within its timeout)
-    /// instead of cutting them (oha's `--wait-ongoing-requests-after-deadline`).
+    /// At `end`, and after a stop, wait for the requests in flight (each
+    /// within its timeout) instead of cutting them (oha's
+    /// `--wait-ongoing-requests-after-deadline`).
     pub wait_in_flight: bool,
     /// Connect (and TLS handshake) timeout.
     pub connect_timeout: Duration,
@@ -419,6 +420,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout.min(plan.timeout),
         end: if plan.wait_in_flight { None } else { plan.end },
+        wait_in_flight: plan.wait_in_flight,
         stop,
         stage_ends: plan.stage_ends.clone(),
     }))

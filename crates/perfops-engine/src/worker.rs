@@ -124,6 +124,9 @@ pub(crate) struct Shared {
     /// When requests still in flight are cut, from the start (`None`: never,
     /// they are waited for).
     pub(crate) end: Option<Duration>,
+    /// After a stop too, wait for the requests in flight (each within its
+    /// timeout) instead of cutting them a [`GRACE`] later.
+    pub(crate) wait_in_flight: bool,
     pub(crate) stop: Arc<AtomicBool>,
     /// End offset of each stage (empty: one stage).
     pub(crate) stage_ends: Vec<Duration>,
@@ -328,11 +331,15 @@ impl Worker {
     }
 
     /// When the requests still in flight are cut: [`GRACE`] after the run's
-    /// end (unless they are waited for), or after a stop.
+    /// end or after a stop, unless they are waited for (a second Ctrl-C then
+    /// exits the process).
     async fn cut_time(&self) {
         let end = self.shared.end.map(|e| self.start + e + GRACE);
         loop {
             if self.stopping.get() {
+                if self.shared.wait_in_flight {
+                    return std::future::pending().await;
+                }
                 return tokio::time::sleep(GRACE).await;
             }
             // The stop flag is seen within 20 ms (`watch_stop`), so this looks as often.

@@ -118,6 +118,9 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
                     None => {
                         first = Some(Instant::now());
                         flag.store(true, Ordering::SeqCst);
+                        eprintln!(
+                            "perfops: stopping; Ctrl-C again exits at once (the seconds written so far are kept)"
+                        );
                     }
                     Some(at) if at.elapsed() >= AGAIN => std::process::exit(130),
                     Some(_) => {}

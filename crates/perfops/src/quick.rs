@@ -68,8 +68,8 @@ pub(crate) struct QuickArgs {
     /// Whole-request timeout (connect included), however the body arrives.
     #[arg(long, value_parser = parse_duration, default_value = "20s")]
     timeout: Duration,
-    /// With -d: at the end, wait for the requests in flight (each within
-    /// --timeout) instead of cutting them and counting them as `cut`.
+    /// At the end of -d, and after Ctrl-C, wait for the requests in flight
+    /// (each within --timeout) instead of cutting them and counting them as `cut`.
     #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
     wait_in_flight: bool,
     /// Connect timeout (TCP and TLS handshake).

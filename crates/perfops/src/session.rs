@@ -87,8 +87,9 @@ pub(crate) struct SessionArgs {
     /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
     #[arg(long, value_name = "ADDR")]
     pub(crate) metrics_listen: Option<String>,
-    /// At the end of each load, wait for the requests in flight (each within
-    /// the scenario's timeout) instead of cutting them and counting them as `cut`.
+    /// At the end of each load, and after Ctrl-C, wait for the requests in
+    /// flight (each within the scenario's timeout) instead of cutting them and
+    /// counting them as `cut`.
     #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
     pub(crate) wait_in_flight: bool,
 }

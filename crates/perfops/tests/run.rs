@@ -418,14 +418,8 @@ fn a_signal_delivered_twice_at_once_is_one_ctrl_c() {
     assert_eq!(s["verdict"]["result"], "inconclusive", "{}", run.context());
 }
 
-/// A second Ctrl-C, pressed while the first waits for the requests in
-/// flight (4 s each here, `--wait-in-flight`), exits at once with 130; the
-/// seconds written so far stay on disk.
-#[test]
-fn a_second_ctrl_c_exits_at_once() {
-    let _cpu = shared();
-    let wd = Workdir::new("sigint-again");
-    let slow = r#"name: slow
+/// Requests that take 4 s, 20 a second: some are always in flight.
+const SLOW_RUN: &str = r#"name: slow
 target: demo:async?io_wait=4s
 defaults: { timeout: 10s }
 setup:
@@ -435,11 +429,49 @@ flows:
 load:
   stages: [ { rate: 20, hold: 20s } ]
 "#;
-    let running = wd.spawn("run", &wd.scenario("slow.yaml", slow), &["--wait-in-flight"], |_| {});
+
+/// Under `--wait-in-flight`, Ctrl-C stops the arrivals and waits for the
+/// requests in flight, which are measured, not cut (they were cut half a
+/// second after the signal, whatever the flag said).
+#[test]
+fn ctrl_c_under_wait_in_flight_measures_the_requests_in_flight() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-wait");
+    let running = wd.spawn("run", &wd.scenario("slow.yaml", SLOW_RUN), &["--wait-in-flight"], |_| {});
+    std::thread::sleep(ms(2500));
+    send_signal("-INT", running.pid());
+    let signalled = Instant::now();
+    let run = Run::of(&wd, running.wait(Duration::from_secs(15)));
+    let stopped_in = signalled.elapsed();
+    assert!(
+        stopped_in > Duration::from_secs(2),
+        "exited {stopped_in:?} after SIGINT: nothing waited for\n{}",
+        run.context()
+    );
+    assert_eq!(run.out.code, Some(1), "exit code\n{}", run.context());
+    assert!(run.out.stderr.contains("Ctrl-C again exits at once"), "{}", run.context());
+    let s = run.summary();
+    assert_eq!(s["interrupted"], true, "{}", run.context());
+    let completed = count(&s, "/total/completed");
+    assert!(completed >= 20, "{}", run.context());
+    assert_eq!(count(&s, "/total/failed"), 0, "nothing cut\n{}", run.context());
+    assert_eq!(count(&s, "/total/sent"), completed, "{}", run.context());
+}
+
+/// A second Ctrl-C, pressed while the first waits for the requests in
+/// flight (4 s each here, `--wait-in-flight`), exits at once with 130; the
+/// seconds written so far stay on disk.
+#[test]
+fn a_second_ctrl_c_exits_at_once() {
+    let _cpu = shared();
+    let wd = Workdir::new("sigint-again");
+    let running = wd.spawn("run", &wd.scenario("slow.yaml", SLOW_RUN), &["--wait-in-flight"], |_| {});
     let pid = running.pid();
     std::thread::sleep(ms(2500));
     send_signal("-INT", pid);
-    std::thread::sleep(ms(600));
+    // Requests sent a moment ago have 4 s to go: without `--wait-in-flight`
+    // they would be cut half a second after the first Ctrl-C.
+    std::thread::sleep(ms(1500));
     assert!(is_running(pid), "the first Ctrl-C waits for the requests in flight");
     send_signal("-INT", pid);
     let again = Instant::now();
