@@ -136,6 +136,10 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     if duration.is_some_and(|d| d.is_zero()) || args.requests == Some(0) {
         return Err(usage("nothing to do: give -d a positive duration or -n a positive count".into()));
     }
+    // `-n 10` with the default `-c 50` opens 10 connections, and says so
+    // (ab and hey refuse a concurrency above the count).
+    let at_most = args.requests.map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX));
+    let connections = args.connections.unwrap_or(50).min(at_most);
     let load = match args.rate {
         Some(rate) => {
             let schedule = match (args.requests, duration) {
@@ -147,14 +151,14 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
             LoadModel::Open { schedule, max_in_flight: args.max_in_flight.max(1) }
         }
         None => {
-            let c = args.connections.unwrap_or(50);
-            if c == 0 {
+            if connections == 0 {
                 return Err(usage("-c must be at least 1".into()));
             }
             LoadModel::Closed {
                 // Users: -p streams on each of the -c connections (HTTP/2;
-                // HTTP/1.1 has one request in flight per connection).
-                connections: c.saturating_mul(args.parallel.unwrap_or(1)),
+                // HTTP/1.1 has one request in flight per connection), no
+                // more than there are requests.
+                connections: connections.saturating_mul(args.parallel.unwrap_or(1)).min(at_most),
                 think: Duration::ZERO,
                 profile: None,
                 duration,
@@ -175,9 +179,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         http2: match (open, args.parallel) {
             (true, p) => Http2 { streams: p.unwrap_or(Http2::default().streams), ..Http2::default() },
             // -c connections x -p streams: users fill the connections in turn.
-            (false, p) => {
-                Http2 { streams: p.unwrap_or(1), connections: args.connections.unwrap_or(50), ..Http2::default() }
-            }
+            (false, p) => Http2 { streams: p.unwrap_or(1), connections, ..Http2::default() },
         },
     };
     let mut plan = base.plan(Arc::new(work), load);
@@ -211,7 +213,7 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let setup = QuickSetup {
         url: args.url.clone(),
         method,
-        connections: if open { None } else { args.connections.or(Some(50)) },
+        connections: (!open).then_some(connections),
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
         // As the connections negotiated it, and what the step carried: `h2

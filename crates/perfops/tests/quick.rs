@@ -559,6 +559,19 @@ fn closed_model_sends_exactly_n_on_c_connections() {
     assert_eq!(server.connections(), 4, "keep-alive: one connection per user");
 }
 
+/// `-n 3` with the default `-c 50`: three requests open three connections,
+/// and the summary says 3, not 50 (ab and hey refuse such a `-c`).
+#[test]
+fn fewer_requests_than_connections_say_how_many_connected() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-n", "3", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.json()["connections"], 3, "{}", run.dump());
+    assert_eq!(run.u64("/connects"), 3, "{}", run.dump());
+    assert_eq!(server.connections(), 3);
+}
+
 /// Issue #2, closed model: a closed loop has no schedule to be late for, so
 /// latency *is* service time, to the microsecond (`Stats` documents "in a
 /// closed loop they are equal"): the user's next request starts when the
