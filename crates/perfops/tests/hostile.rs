@@ -94,7 +94,8 @@ fn more_connections_than_files_is_a_usage_error() {
         return;
     };
     let server = kit::fixed_delay(Duration::ZERO);
-    let run = common::quick(&[&server.url(), "-c", &too_many.to_string(), "-n", "10", "-q"]);
+    // A duration, not a count: `-n` below `-c` opens only `-n` connections.
+    let run = common::quick(&[&server.url(), "-c", &too_many.to_string(), "-d", "1s", "-q"]);
     run.assert_exit(2);
     assert!(run.stderr.contains("do not fit") && run.stderr.contains("ulimit -Hn"), "{}", run.stderr);
     assert_eq!(server.connections(), 0, "nothing was sent");
