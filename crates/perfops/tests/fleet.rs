@@ -616,6 +616,22 @@ fn refusals_and_a_bounded_wait_that_names_the_missing() {
     assert!(skewed.stderr.contains("above the bound of 20ms"), "{ctx}");
 }
 
+/// An agent stopped while it waits for its coordinator says so, at once:
+/// it said "could not reach the coordinator within 20s" after 1 s.
+#[test]
+fn an_agent_stopped_while_waiting_for_its_coordinator_says_so() {
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let waiting = agent(&dead, TOKEN, &[]);
+    std::thread::sleep(Duration::from_millis(1000));
+    send_signal("-TERM", waiting.pid());
+    let signalled = Instant::now();
+    let out = waiting.wait(RUN_LIMIT);
+    assert!(signalled.elapsed() < Duration::from_secs(2), "ended {:?} after SIGTERM", signalled.elapsed());
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    assert!(out.stderr.contains(&format!("interrupted while waiting for the coordinator at {dead}")), "{}", out.stderr);
+    assert!(!out.stderr.contains("within"), "{}", out.stderr);
+}
+
 /// A client that speaks the protocol but proves the token with garbage: the
 /// coordinator's answer to its proof, as text.
 fn raw_wrong_proof(url: &str) -> String {

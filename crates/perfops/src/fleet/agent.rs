@@ -111,6 +111,9 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     let stop = launch::stop_flag()?;
 
     let Some(tcp) = connect(&host, port, args.connect_timeout, &stop)? else {
+        if stop.load(Ordering::Relaxed) {
+            return refused(format!("interrupted while waiting for the coordinator at {}", args.join));
+        }
         return refused(format!("could not reach the coordinator at {} within {:?}", args.join, args.connect_timeout));
     };
     let mut c = match tls {
