@@ -113,14 +113,13 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
         .name("perfops-signals".into())
         .spawn(move || {
             let mut first: Option<Instant> = None;
-            for _ in signals.forever() {
+            for signal in signals.forever() {
                 match first {
                     None => {
                         first = Some(Instant::now());
                         flag.store(true, Ordering::SeqCst);
-                        eprintln!(
-                            "perfops: stopping; Ctrl-C again exits at once (the seconds written so far are kept)"
-                        );
+                        let again = if signal == SIGTERM { "a second SIGTERM" } else { "Ctrl-C again" };
+                        eprintln!("perfops: stopping; {again} exits at once (the seconds written so far are kept)");
                     }
                     Some(at) if at.elapsed() >= AGAIN => std::process::exit(130),
                     Some(_) => {}

@@ -630,6 +630,7 @@ fn an_agent_stopped_while_waiting_for_its_coordinator_says_so() {
     assert_eq!(out.code, Some(3), "{}", out.stderr);
     assert!(out.stderr.contains(&format!("interrupted while waiting for the coordinator at {dead}")), "{}", out.stderr);
     assert!(!out.stderr.contains("within"), "{}", out.stderr);
+    assert!(out.stderr.contains("stopping; a second SIGTERM exits at once"), "{}", out.stderr);
 }
 
 /// A client that speaks the protocol but proves the token with garbage: the
