@@ -122,7 +122,9 @@ pub enum EngineError {
 pub struct Outcome {
     /// Totals over the run.
     pub total: Stats,
-    /// From the start of the load to the last response.
+    /// From the start of the load to the last response, or to the end of
+    /// its schedule ([`LoadModel::end`]) if that is later and no stop cut
+    /// it short.
     pub elapsed: Duration,
     /// Workers that ran.
     pub workers: usize,
@@ -313,13 +315,22 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     for h in handles {
         let _ = h.join();
     }
+    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
+    // A schedule's last arrival is due before its end, and answered maybe
+    // sooner still: a run not stopped early lasted its schedule all the same.
+    // 15 arrivals of 5/s over 3 s are 5/s, not 15 over the 2.8 s to the last
+    // answer (5.4/s), and the last second is a whole one of 5, not 6.2/s.
+    if let Some(planned) = plan.load.end()
+        && !interrupted
+    {
+        end = end.max(start + planned);
+    }
     // The last seconds, possibly partial, once everybody is done.
     let elapsed = end.saturating_duration_since(start);
     while let Some((k, p)) = pending.pop_first() {
         let from = Duration::from_secs(u64::from(k));
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
-    let interrupted = stop.load(std::sync::atomic::Ordering::Relaxed);
     Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols })
 }
 

@@ -146,9 +146,13 @@ fn open_model_with_a_count_sends_exactly_that_many_at_the_rate() {
     assert_eq!(run.json()["model"], "open");
     assert_eq!((run.u64("/sent"), run.u64("/completed"), run.u64("/dropped")), (100, 100, 0), "{}", run.dump());
     assert_eq!(server.requests(), 100);
-    // Arrival 99 is due at 495 ms; its response ends the run 1 ms later.
+    // Arrival 99 is due at 495 ms and answered 1 ms later; the schedule of
+    // 100 arrivals at 200/s lasts 500 ms, and so did the run: 200/s, not 100
+    // over the 496 ms to the last answer (201.6/s).
     let elapsed = run.f64("/elapsed_s");
-    assert!((0.49..0.6).contains(&elapsed), "100 arrivals at 200/s took {elapsed} s");
+    assert!((0.5..0.6).contains(&elapsed), "100 arrivals at 200/s took {elapsed} s");
+    let reported = run.f64("/requests_per_s");
+    assert!((199.0..=200.0).contains(&reported), "perfops reports {reported:.2}/s for 200/s");
     let arrivals = server.arrivals();
     let observed = 99.0 / (arrivals[99] - arrivals[0]).as_secs_f64();
     assert!((observed / 200.0 - 1.0).abs() < 0.05, "server saw {observed:.1}/s, want 200/s");

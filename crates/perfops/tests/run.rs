@@ -1079,6 +1079,11 @@ load:
     let stage = named(&s, "stages", "20/s");
     let (target, achieved) = (num(stage, "/target_rate"), num(stage, "/achieved_rate"));
     assert!((achieved / target - 1.0).abs() <= 0.05, "stage target {target}/s, achieved {achieved}/s\n{ctx}");
+    // The run's row counts the same arrivals over the same 2 s: its last
+    // arrival is due at 1.95 s, and the 1.95 s to its answer made it 20.5/s.
+    let total = num(&s, "/total/achieved_rate");
+    assert!((19.5..=20.0).contains(&total), "the run achieved {total}/s of 20/s\n{ctx}");
+    assert!(num(&s, "/elapsed_s") >= 2.0, "{ctx}");
 }
 
 /// Issue #3: the figures of a stage cut short by Ctrl-C are over the time it
