@@ -365,7 +365,12 @@ fn threads_pool_saturates_at_its_capacity_and_async_holds_more() {
     // Ten clients are about as many as the pool has threads: no more than its
     // capacity, and without the queueing that four times as many clients meet.
     assert!(at_capacity.rps <= 560.0, "{at_capacity:?}");
-    assert!(overloaded.mean_latency >= at_capacity.mean_latency * 2, "{overloaded:?} vs {at_capacity:?}");
+    // Queueing: 40 clients on 10 threads wait about three requests' time
+    // (~20.6 ms each) before their own, ~80 ms in all. Against a bound of
+    // its own, not twice the ten clients' latency alone: on a busy machine
+    // those clients are late too (41.5 ms once in CI, beside 81.9 ms).
+    assert!(overloaded.mean_latency >= Duration::from_millis(60), "{overloaded:?}");
+    assert!(overloaded.mean_latency * 2 >= at_capacity.mean_latency * 3, "{overloaded:?} vs {at_capacity:?}");
     // Saturated: a queue formed, or the sampler caught every thread busy (it
     // samples /metrics, so either alone can miss the moment).
     assert!(overloaded.max_queue_depth >= 5.0 || overloaded.saw_pool_full, "{overloaded:?}");
