@@ -28,7 +28,7 @@ pub(crate) struct QuickArgs {
     /// h2c:// for HTTP/2 in clear text).
     url: String,
     /// Closed model: this many connections, each looping request -> response
-    /// (with HTTP/2, each carrying -p streams).
+    /// (with HTTP/2, each carrying -p streams). Default 50, and no more than -n.
     #[arg(short = 'c', long = "connections", conflicts_with = "rate")]
     connections: Option<u32>,
     /// Speak HTTP/2 whatever the scheme says: h2c with prior knowledge over
