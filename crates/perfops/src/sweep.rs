@@ -109,10 +109,13 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     let merged = Loaded::merged(&loads);
     let interrupted = stopped();
     let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped || interrupted, None));
-    let mut text = String::from("\nusers   throughput/s   x vs first p50 ok ms    p99 ms   p50 x first   errors\n");
+    let mut text = format!(
+        "\n{:>5} {:>14} {:>12} {:>11} {:>9} {:>13} {:>8}\n",
+        "users", "throughput/s", "x vs first", "p50 ok ms", "p99 ms", "p50 x first", "errors"
+    );
     for l in &result.levels {
         text.push_str(&format!(
-            "{:>5} {:>14.1} {:>12.2} {:>9.2} {:>9.2} {:>13.2} {:>7.2}%\n",
+            "{:>5} {:>14.1} {:>12.2} {:>11.2} {:>9.2} {:>13.2} {:>7.2}%\n",
             l.concurrency,
             l.throughput,
             l.throughput_ratio,
