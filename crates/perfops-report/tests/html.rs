@@ -214,6 +214,26 @@ fn a_killed_run_renders_as_incomplete() {
 /// Strings from the files are text, never markup: in the page they are
 /// escaped, in the embedded JSON `<` is `\u003c`, so nothing can close the
 /// data's `<script>` element.
+/// A run that never broke says so in a neutral tile: "did not break" was
+/// in the red of a breaking point.
+#[test]
+fn a_run_that_did_not_break_is_not_shown_in_red() {
+    let scratch = Scratch::new("unbroken");
+    let dir = scratch.copy_of(STEPPED);
+    let path = dir.join("summary.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["verdict"]["breaks_at_rps"] = Value::Null;
+    std::fs::write(&path, v.to_string()).unwrap();
+    let html = render(&dir).unwrap();
+    in_order(
+        &html,
+        &[
+            "<div class=\"tile good\"><div class=\"k\">capacity</div><div class=\"v\">200/s",
+            "<div class=\"tile \"><div class=\"k\">breaks at</div><div class=\"v\">did not break",
+        ],
+    );
+}
+
 #[test]
 fn strings_from_files_are_escaped() {
     let scratch = Scratch::new("escape");

@@ -96,8 +96,18 @@ fn verdict(o: &mut String, m: &Model) {
         || v.breaks_at_rps.is_some()
         || v.result != Outcome::Incomplete && m.stages.iter().any(|s| s.verdict.is_some())
     {
-        tile("capacity", v.capacity_rps.map_or("none held".into(), |c| format!("{}/s", number(c))), "good");
-        tile("breaks at", v.breaks_at_rps.map_or("did not break".into(), |b| format!("{}/s", number(b))), "bad");
+        // In colour only what it found: "did not break" in red read as a failure.
+        let found = |x: Option<f64>, cls| if x.is_some() { cls } else { "" };
+        tile(
+            "capacity",
+            v.capacity_rps.map_or("none held".into(), |c| format!("{}/s", number(c))),
+            found(v.capacity_rps, "good"),
+        );
+        tile(
+            "breaks at",
+            v.breaks_at_rps.map_or("did not break".into(), |b| format!("{}/s", number(b))),
+            found(v.breaks_at_rps, "bad"),
+        );
     }
     let peak =
         m.stages.iter().filter_map(|s| s.achieved).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
