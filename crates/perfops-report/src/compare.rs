@@ -423,6 +423,22 @@ fn protocol_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Option<Statement> {
     })
 }
 
+/// Whether capacities `ratio` = B / A apart rank the two runs, when A or B
+/// did not break (`a_open`, `b_open`): its capacity is then a lower bound,
+/// which ranks them only where it points the way the sentence would say.
+/// Two sweeps of other levels, neither breaking, read "B holds 52% less
+/// capacity than A" when neither had found its capacity.
+fn ranks(a_open: bool, b_open: bool, ratio: f64) -> bool {
+    match (a_open, b_open) {
+        (false, false) => true,
+        // B holds at least its figure: more than A's, or no telling.
+        (false, true) => ratio > 1.02,
+        // A holds at least its figure: more than B's, or no telling.
+        (true, false) => ratio < 0.98,
+        (true, true) => false,
+    }
+}
+
 fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
     let (an, bn) = (a.title(), b.title());
     let rate = |r: f64| format!("{}/s", text::rate(r));
@@ -441,6 +457,14 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
         _ => format!("{} states no capacity (its summary.json has no verdict per stage)", r.title()),
     };
     let (text, ratio) = match (a.capacity_rps, b.capacity_rps) {
+        // A run that did not break gives a lower bound (see [`ranks`]).
+        (Some(ca), Some(cb)) if ca > 0.0 && !ranks(a.breaks_at_rps.is_none(), b.breaks_at_rps.is_none(), cb / ca) => {
+            let held = |r: &RunInfo, c: f64| match r.breaks_at_rps {
+                None => format!("{} did not break at {} (its capacity is at least that)", r.title(), rate(c)),
+                Some(x) => format!("{} holds {} and breaks at {}", r.title(), rate(c), rate(x)),
+            };
+            (format!("no capacity ranking: {}; {}; run higher to find out", held(b, cb), held(a, ca)), None)
+        }
         (Some(ca), Some(cb)) if ca > 0.0 => {
             let ratio = cb / ca;
             let figures = format!("{} vs {}", rate(cb), rate(ca));

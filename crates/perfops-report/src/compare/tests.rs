@@ -203,6 +203,34 @@ fn capacity_sentences() {
             "X x states no capacity (its summary.json has no verdict per stage); X x holds 100/s",
         ),
         (
+            // Neither broke: two lower bounds rank nothing (two sweeps of
+            // other levels read "B holds 52% less capacity than A").
+            run(Some(800.0), None, Outcome::Passed),
+            run(Some(400.0), None, Outcome::Passed),
+            "no capacity ranking: X x did not break at 400/s (its capacity is at least that); \
+             X x did not break at 800/s (its capacity is at least that); run higher to find out",
+        ),
+        (
+            // B did not break below A's capacity: B may hold more.
+            run(Some(400.0), Some(450.0), Outcome::Failed),
+            run(Some(300.0), None, Outcome::Passed),
+            "no capacity ranking: X x did not break at 300/s (its capacity is at least that); \
+             X x holds 400/s and breaks at 450/s; run higher to find out",
+        ),
+        (
+            // A did not break above B's capacity: A holds more, by at least that.
+            run(Some(400.0), None, Outcome::Passed),
+            run(Some(300.0), Some(350.0), Outcome::Failed),
+            "X x holds 25% less capacity than X x: 300/s vs 400/s (X x did not break: its capacity is at least that)",
+        ),
+        (
+            // A did not break below B's capacity: A may hold as much.
+            run(Some(400.0), None, Outcome::Passed),
+            run(Some(600.0), Some(650.0), Outcome::Failed),
+            "no capacity ranking: X x holds 600/s and breaks at 650/s; \
+             X x did not break at 400/s (its capacity is at least that); run higher to find out",
+        ),
+        (
             run(None, None, Outcome::NoSlo),
             run(None, None, Outcome::NoSlo),
             "no capacity to compare: X x has no SLO, so no verdict; X x has no SLO, so no verdict",
