@@ -430,7 +430,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         ws_tls,
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout.min(plan.timeout),
-        end: if plan.wait_in_flight { None } else { plan.end },
+        end: plan.end,
         wait_in_flight: plan.wait_in_flight,
         stop,
         stage_ends: plan.stage_ends.clone(),

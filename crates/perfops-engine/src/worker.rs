@@ -121,11 +121,10 @@ pub(crate) struct Shared {
     pub(crate) ws_tls: Option<(TlsConnector, ServerName<'static>)>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
-    /// When requests still in flight are cut, from the start (`None`: never,
-    /// they are waited for).
+    /// When the run's time is up, from the start (`None`: it ends by a count).
     pub(crate) end: Option<Duration>,
-    /// After a stop too, wait for the requests in flight (each within its
-    /// timeout) instead of cutting them a [`GRACE`] later.
+    /// Never cut the requests in flight, at the end or after a stop: each
+    /// ends within its timeout.
     pub(crate) wait_in_flight: bool,
     pub(crate) stop: Arc<AtomicBool>,
     /// End offset of each stage (empty: one stage).
@@ -334,12 +333,12 @@ impl Worker {
     /// end or after a stop, unless they are waited for (a second Ctrl-C then
     /// exits the process).
     async fn cut_time(&self) {
+        if self.shared.wait_in_flight {
+            return std::future::pending().await;
+        }
         let end = self.shared.end.map(|e| self.start + e + GRACE);
         loop {
             if self.stopping.get() {
-                if self.shared.wait_in_flight {
-                    return std::future::pending().await;
-                }
                 return tokio::time::sleep(GRACE).await;
             }
             // The stop flag is seen within 20 ms (`watch_stop`), so this looks as often.
