@@ -36,7 +36,6 @@ for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a posit
 need_tools taskset timeout curl python3 go
 for b in "$@"; do [ -x "$b" ] || { echo "$0: $b is not an executable" >&2; exit 2; }; done
 URL="http://127.0.0.1:$PORT/"
-STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
 
 out_dirs
@@ -47,10 +46,7 @@ start_delay_server
 RUN_EXTS="out err time meta.json json server.json"
 TOOL_EXTS="json"
 TICKS_KEY=server_ticks
-probe_target() { # 0|1 BASE: reset the server's record before, read it after
-  if [ "$1" = 0 ]; then curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
-  else curl -s --max-time 5 "$STATS_URL" >"$2.server.json" 2>/dev/null || true; fi
-}
+probe_target() { delay_server_probe "$@"; }
 meta_fields() { :; }
 
 for rate in $RATES; do

@@ -63,7 +63,6 @@ VEGETA=${VEGETA:-$(command -v vegeta || echo "$HOME/go/bin/vegeta")}
 K6=${K6:-$(command -v k6 || echo "$HOME/go/bin/k6")}
 PEERS="$HERE/../../shared/bench/peers"
 URL="http://127.0.0.1:$PORT/"
-STATS_URL="http://127.0.0.1:$PORT/__stats"
 RUN_TIMEOUT_S=$((DURATION + 30))
 
 perfops_path "${1:-}"
@@ -107,10 +106,7 @@ printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
 RUN_EXTS="out err time meta.json json server.json bin"
 TOOL_EXTS="json bin"
 TICKS_KEY=server_ticks
-probe_target() { # 0|1 BASE: reset the server's record before, read it after
-  if [ "$1" = 0 ]; then curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
-  else curl -s --max-time 5 "$STATS_URL" >"$2.server.json" 2>/dev/null || true; fi
-}
+probe_target() { delay_server_probe "$@"; }
 meta_fields() { :; }
 
 argv_for() { # TOOL RATE NAME -> ARGV

@@ -233,6 +233,12 @@ start_delay_server() { # the peers' 10 ms delay server on 127.0.0.1:PORT (/__sta
   wait_up "$stats" || die "the delay server did not come up: $(tail -n 3 "$RAW/server.log")"
 }
 
+delay_server_probe() { # 0|1 BASE: a probe_target for the delay server: its record reset before
+  # a run (0), read after it (1) into BASE.server.json
+  if [ "$1" = 0 ]; then curl -s -o /dev/null --max-time 2 "http://127.0.0.1:$PORT/__reset" || true
+  else curl -s --max-time 5 "http://127.0.0.1:$PORT/__stats" >"$2.server.json" 2>/dev/null || true; fi
+}
+
 # ------------------------------------------------------------------ runs
 # warm_up LABEL TIMEOUT_S ARGV... : ARGV pinned to TOOL_CPU under the lock, not recorded
 # (output in $RAW/warmup.LABEL.out), then a 1 s pause.
