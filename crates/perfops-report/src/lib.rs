@@ -23,3 +23,4 @@ pub mod results;
 pub mod run;
 pub mod runs;
 pub mod sink;
+mod sweep;

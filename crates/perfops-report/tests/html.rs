@@ -207,7 +207,8 @@ fn a_killed_run_renders_as_incomplete() {
     );
     let data = data_of(&html);
     assert_eq!(data["duration_s"], json!(23.0));
-    assert_eq!(data["time_charts"][0]["x"].as_array().unwrap().len(), 23);
+    // The 23 seconds recorded, and the last again at its end.
+    assert_eq!(data["time_charts"][0]["x"].as_array().unwrap().len(), 24);
     golden("orders-killed.data.json", &data);
 }
 
@@ -232,6 +233,76 @@ fn a_run_that_did_not_break_is_not_shown_in_red() {
             "<div class=\"tile \"><div class=\"k\">breaks at</div><div class=\"v\">did not break",
         ],
     );
+}
+
+/// A sweep's report: its levels, what the fit says, and two charts against
+/// the users; and on the time axis, the second between two loads (each
+/// starts on a whole second) is a gap in every line, not a line across it.
+#[test]
+fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
+    let scratch = Scratch::new("sweep");
+    let dir = scratch.copy_of(STEPPED);
+    let path = dir.join("summary.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let level = |users: u32, throughput: f64, p50: f64, p99: f64| {
+        json!({"concurrency": users, "throughput": throughput, "p50_ms": p50, "p99_ms": p99,
+               "p50_ratio": p50 / 20.0, "throughput_ratio": throughput / 48.0, "error_ratio": 0.0})
+    };
+    v["sweep"] = json!({
+        "levels": [level(1, 48.0, 20.0, 22.0), level(2, 94.0, 20.5, 25.0), level(4, 188.0, 21.0, 29.0),
+                   level(8, 192.0, 41.5, 46.0), level(16, 185.0, 42.0, 1065.0)],
+        "usl": {"lambda": 49.7, "sigma": 0.0196, "kappa": 0.013288, "r_squared": 0.94, "rmse_ratio": 0.078},
+        "predicted_peak_concurrency": 8.6, "predicted_peak_throughput": 211.7,
+        "best_level": 8, "concurrency_cap": 4.1,
+    });
+    std::fs::write(&path, v.to_string()).unwrap();
+    // Second 10 was never written: the second between two loads.
+    let series = dir.join("series.jsonl");
+    let text = std::fs::read_to_string(&series).unwrap();
+    let kept: Vec<&str> = text.lines().filter(|l| !l.contains("\"t\":10,")).collect();
+    assert_eq!(kept.len() + 1, text.lines().count(), "the fixture has a second 10");
+    std::fs::write(&series, kept.join("\n") + "\n").unwrap();
+
+    let html = render(&dir).unwrap();
+    in_order(
+        &html,
+        &[
+            "<h2>Stages</h2>",
+            "<h2>Concurrency sweep</h2>",
+            "<tr class=\"best\" title=\"the best level measured\"><th>8</th><td>192/s</td><td>4×</td>",
+            "<li>USL fit: lambda 49.7/s per user, sigma (contention) 0.0196, kappa (coherency) 0.013288; R² 0.940, error 7.8%</li>",
+            "<li>predicted peak: 211.7/s at about 9 users</li>",
+            "<li>throughput stops growing: the target serves about 4 requests at once",
+            "data-chart=\"sweep-throughput\"",
+            "data-chart=\"sweep-latency\"",
+            "<h2>Diagnostics</h2>",
+        ],
+    );
+    let data = data_of(&html);
+    let xy = data["xy_charts"].as_array().expect("a sweep's charts");
+    assert_eq!(xy.len(), 2, "{xy:?}");
+    let (measured, fit) = (&xy[0]["series"][0], &xy[0]["series"][1]);
+    assert_eq!(measured["x"], json!([1.0, 2.0, 4.0, 8.0, 16.0]));
+    assert_eq!(measured["y"], json!([48.0, 94.0, 188.0, 192.0, 185.0]));
+    // The fitted curve, from 1 user to the largest level (the peak, 8.6, lies within it).
+    let (xs, ys) = (fit["x"].as_array().unwrap(), fit["y"].as_array().unwrap());
+    assert_eq!((xs.first(), xs.last(), fit["points"].as_bool()), (Some(&json!(1.0)), Some(&json!(16.0)), Some(false)));
+    assert!((ys[0].as_f64().unwrap() - 49.7).abs() < 0.01, "X(1) = lambda: {fit}");
+    assert_eq!(xy[1]["log"], true);
+    assert_eq!(xy[1]["series"][1]["y"], json!([22.0, 25.0, 29.0, 46.0, 1065.0]));
+
+    let rate = data["time_charts"].as_array().unwrap().iter().find(|c| c["id"] == "rate").unwrap();
+    let x = rate["x"].as_array().unwrap();
+    // Second 9 again at its end, then a break in the second no one recorded.
+    let at = x.iter().position(|t| t == &json!(10.5)).expect("a break inside second 10");
+    assert_eq!((&x[at - 1], &x[at + 1]), (&json!(10.0), &json!(11.0)));
+    for s in rate["series"].as_array().unwrap() {
+        assert_eq!(s["values"][at], Value::Null, "{} is broken at second 10", s["label"]);
+        assert_eq!(s["values"][at - 1], s["values"][at - 2], "{} holds second 9 to its end", s["label"]);
+        assert!(!s["values"][at + 1].is_null(), "{}", s["label"]);
+    }
+    // A run that is no sweep has no such charts.
+    assert!(data_of(&render(&fixture(STEPPED)).unwrap()).get("xy_charts").is_none());
 }
 
 #[test]

@@ -95,13 +95,13 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         .map(|l| Observation { concurrency: f64::from(l.concurrency), throughput: l.throughput })
         .collect();
     let fit = usl::fit(&obs).ok();
-    let best = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput)).cloned();
     let cap = concurrency_cap(&levels);
+    let best_level = levels.iter().max_by(|a, b| a.throughput.total_cmp(&b.throughput)).map(|b| b.concurrency);
     let result = SweepResult {
         usl: fit,
         predicted_peak_concurrency: fit.as_ref().and_then(|f| f.peak_concurrency()),
         predicted_peak_throughput: fit.as_ref().and_then(|f| f.peak_throughput()),
-        best_level: best.as_ref().map(|b| b.concurrency),
+        best_level,
         concurrency_cap: cap,
         levels,
     };
@@ -109,59 +109,12 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
     let merged = Loaded::merged(&loads);
     let interrupted = stopped();
     let mut summary = s.judging().summarize(&merged, Ending::local(&merged, merged.stopped || interrupted, None));
-    let mut text = format!(
-        "\n{:>5} {:>14} {:>12} {:>11} {:>9} {:>13} {:>8}\n",
-        "users", "throughput/s", "x vs first", "p50 ok ms", "p99 ms", "p50 x first", "errors"
-    );
-    for l in &result.levels {
-        text.push_str(&format!(
-            "{:>5} {:>14.1} {:>12.2} {:>11.2} {:>9.2} {:>13.2} {:>7.2}%\n",
-            l.concurrency,
-            l.throughput,
-            l.throughput_ratio,
-            l.p50_ms,
-            l.p99_ms,
-            l.p50_ratio,
-            l.error_ratio * 100.0
-        ));
+    let mut text = format!("\n{}", result.table());
+    for line in result.findings() {
+        text.push_str(&line);
+        text.push('\n');
     }
-    match &fit {
-        Some(f) => {
-            text.push_str(&format!(
-                "USL fit: lambda {:.1}/s per user, sigma (contention) {:.4}, kappa (coherency) {:.6}; R² {:.3}, error {:.1}%\n",
-                f.lambda,
-                f.sigma,
-                f.kappa,
-                f.r_squared,
-                f.rmse_ratio * 100.0
-            ));
-            match (f.peak_concurrency(), f.peak_throughput()) {
-                (Some(n), Some(x)) => {
-                    text.push_str(&format!("predicted peak: {x:.1}/s at about {n:.0} users\n"));
-                }
-                _ => text.push_str("predicted peak: none in sight (no coherency cost measured)\n"),
-            }
-        }
-        None => text.push_str("USL fit: needs at least 3 levels with throughput\n"),
-    }
-    if let Some(c) = cap {
-        text.push_str(&format!(
-            "throughput stops growing: the target serves about {c:.0} requests at once (a pool, a connection cap or a lock)\n"
-        ));
-    }
-    let headline = match (best, &fit) {
-        (Some(b), Some(f)) => format!(
-            "best measured {:.1}/s at {} users; USL peak {}",
-            b.throughput,
-            b.concurrency,
-            match (f.peak_throughput(), f.peak_concurrency()) {
-                (Some(x), Some(n)) => format!("{x:.1}/s at ~{n:.0} users"),
-                _ => "not in sight".into(),
-            }
-        ),
-        (Some(b), None) => format!("best measured {:.1}/s at {} users", b.throughput, b.concurrency),
-        _ => "nothing measured".into(),
-    };
+    let headline = result.headline();
     let headline = if interrupted && loads.len() < args.concurrency.len() {
         format!(
             "INCONCLUSIVE: interrupted {} before the sweep ended: {headline}",

@@ -173,3 +173,32 @@ fn a_limit_runs_report_shows_its_attempts() {
         assert_eq!(s["verdict"], want["verdict"], "{s:?}");
     }
 }
+
+/// A real `sweep` (examples/sweep.yaml: a hidden pool of 4 threads) draws
+/// its levels in Chromium: throughput and latency against the users beside
+/// the charts against time, where each level's lines break at the second
+/// between levels (each starts on a whole second) instead of being drawn
+/// across it.
+#[test]
+fn a_sweeps_report_draws_its_levels_in_chromium() {
+    let _cpu = shared();
+    let wd = Workdir::new("report-sweep");
+    let runs = wd.runs();
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/sweep.yaml");
+    let (scenario, runs_s) = (scenario.display().to_string(), runs.display().to_string());
+    let done = perfops(&["sweep", &scenario, "--concurrency", "1,2,4,8", "--hold", "1s", "--out", &runs_s, "-q"]);
+    done.assert_exit(0);
+    let report = wd.result_dir(&done).join("report.html");
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.contains("<h2>Concurrency sweep</h2>") && html.contains("throughput stops growing"), "{html:.3000}");
+    let data = common::browser::data_of(&html);
+    let xy: Vec<&str> =
+        data["xy_charts"].as_array().expect("xy charts").iter().filter_map(|c| c["id"].as_str()).collect();
+    assert_eq!(xy, ["sweep-throughput", "sweep-latency"]);
+    let rate = data["time_charts"].as_array().unwrap().iter().find(|c| c["id"] == "rate").expect("a rate chart");
+    let achieved = rate["series"].as_array().unwrap().iter().find(|s| s["label"] == "achieved").unwrap();
+    let breaks = achieved["values"].as_array().unwrap().iter().filter(|v| v.is_null()).count();
+    assert!(breaks >= 3, "a break between each two of the 4 levels: {rate}");
+    // Rate, latency, failures, in flight, hockey stick, spectrum, and the two against the users.
+    check_in_browser(&report, "sweep", 8 + usize::from(!data["watch"].is_null()));
+}

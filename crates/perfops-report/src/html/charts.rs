@@ -17,7 +17,7 @@ use perfops_core::measure::{FailureKind, HistogramSummary};
 use super::model::{Model, recorded_s};
 use crate::lttb;
 use crate::read::ProbeLine;
-use crate::run::SeriesLine;
+use crate::run::{SeriesLine, SweepLevel};
 
 /// Version of the embedded data document.
 pub const DATA_VERSION: u32 = 1;
@@ -28,6 +28,12 @@ const CHART_POINTS: usize = 1200;
 const WATCH_POINTS: usize = 600;
 /// Points of the latency-vs-throughput scatter of single seconds.
 const SCATTER_POINTS: usize = 1500;
+/// The shortest second the time charts draw: over a few ms, a few answers
+/// make no rate (at 50/s, 8 ms hold 0.4 answers on average). The 500 ms
+/// after a run's end, whose requests are cut, are drawn.
+const SHORTEST_SECOND_S: f64 = 0.25;
+/// Points of the fitted USL curve of a sweep.
+const USL_POINTS: u32 = 64;
 /// Percentile spectrum: points per decade of 1/(1-q), and decades (to 99.9999%).
 const SPECTRUM_STEPS: u32 = 20;
 const SPECTRUM_DECADES: u32 = 6;
@@ -137,7 +143,7 @@ fn rounded(v: &[Option<f64>]) -> Vec<Option<f64>> {
 /// The whole data document.
 pub(crate) fn data(m: &Model) -> Value {
     let series = &m.files.series;
-    let x: Vec<f64> = series.iter().map(|l| f64::from(l.t)).collect();
+    let (x, rows): (Vec<f64>, Vec<Option<&SeriesLine>>) = timeline(series).into_iter().unzip();
     let duration = m.elapsed_s.max(recorded_s(series)).max(1.0);
     let stages: Vec<Value> = m
         .stages
@@ -148,12 +154,12 @@ pub(crate) fn data(m: &Model) -> Value {
     let restarts: Vec<f64> = m.files.probe.iter().filter(|p| p.restart).map(|p| p.t).collect();
     let mut charts = Vec::new();
     if !series.is_empty() {
-        charts.extend(series_charts(series, &x));
+        charts.extend(series_charts(&rows, &x));
     }
     if let Some(probe) = probe_chart(&m.files.probe) {
         charts.push(probe);
     }
-    json!({
+    let mut data = json!({
         "format": "perfops.report-data",
         "version": DATA_VERSION,
         "duration_s": secs(duration),
@@ -163,7 +169,49 @@ pub(crate) fn data(m: &Model) -> Value {
         "watch": watch(m),
         "hockey": hockey(m),
         "spectrum": spectrum(m),
-    })
+    });
+    let xy = sweep(m);
+    if !xy.is_empty() {
+        data["xy_charts"] = Value::Array(xy);
+    }
+    data
+}
+
+/// The time axis of the per-second charts: each second recorded, at its
+/// start; at the end of each stretch of seconds, its last second again (so
+/// that a stepped line holds its value to that second's end, and a stretch
+/// of one second draws at all), then a break (no value) before the next
+/// stretch: between the loads of `limit` and `sweep`, which each start on a
+/// whole second, no line is drawn across the second between them.
+///
+/// A second shorter than [`SHORTEST_SECOND_S`] is left off: the drain of a
+/// load, its last few answers within a few ms of its last arrival (counted
+/// in its stage), is no rate (3 answers in 8 ms drew a spike of 375/s at
+/// the end of each level of a sweep) and too narrow to see.
+///
+/// ```text
+///   seconds:  | 8 | 9 |10: 8 ms| 11 missing | 12 | 13 |
+///   axis:     8   9   10       10.5         12   13   14
+///   values:   v8  v9  v9       –            v12  v13  v13
+/// ```
+fn timeline(lines: &[SeriesLine]) -> Vec<(f64, Option<&SeriesLine>)> {
+    let length = |l: &SeriesLine| if l.length_s > 0.0 && l.length_s < 1.0 { l.length_s } else { 1.0 };
+    let mut kept: Vec<&SeriesLine> = lines.iter().filter(|l| length(l) >= SHORTEST_SECOND_S).collect();
+    kept.sort_by_key(|l| l.t);
+    let mut out = Vec::with_capacity(kept.len() + 2);
+    for (i, l) in kept.iter().enumerate() {
+        let start = f64::from(l.t);
+        out.push((start, Some(*l)));
+        let end = start + length(l);
+        let next = kept.get(i + 1).map(|n| f64::from(n.t));
+        if next.is_none_or(|next| next > end) {
+            out.push((end, Some(*l)));
+            if let Some(next) = next {
+                out.push(((end + next) / 2.0, None));
+            }
+        }
+    }
+    out
 }
 
 /// A histogram of a second: its latency or its service time.
@@ -190,9 +238,11 @@ pub(crate) fn percentile(l: &SeriesLine, which: Which, p: Figure) -> Option<f64>
     Some(p(h)).filter(|v| *v > 0.0)
 }
 
-/// Rate, latency, failures, and in-flight/dropped charts from `series.jsonl`.
-fn series_charts(lines: &[SeriesLine], x: &[f64]) -> Vec<Value> {
-    let col = |f: &dyn Fn(&SeriesLine) -> Option<f64>| lines.iter().map(f).collect::<Vec<_>>();
+/// Rate, latency, failures, and in-flight/dropped charts from `series.jsonl`:
+/// `rows` are the seconds of the axis `x`, `None` where none was recorded.
+fn series_charts(rows: &[Option<&SeriesLine>], x: &[f64]) -> Vec<Value> {
+    let lines: Vec<&SeriesLine> = rows.iter().flatten().copied().collect();
+    let col = |f: &dyn Fn(&SeriesLine) -> Option<f64>| rows.iter().map(|l| l.and_then(f)).collect::<Vec<_>>();
     let pct = |which: Which, p: Figure| col(&move |l: &SeriesLine| percentile(l, which, p));
     let style = |color: &str| json!({ "color": color });
     let mut out = Vec::new();
@@ -515,8 +565,53 @@ fn spectrum(m: &Model) -> Value {
     json!({"x": x.iter().map(|v| sig(*v)).collect::<Vec<_>>(), "series": series})
 }
 
+/// `perfops sweep`: throughput and latency against the users, one point per
+/// level, with the Universal Scalability Law's curve through the throughput
+/// (to its predicted peak when that lies within twice the largest level).
+/// Nothing for other runs.
+fn sweep(m: &Model) -> Vec<Value> {
+    let Some(sweep) = m.files.summary.as_ref().and_then(|s| s.sweep.as_ref()) else { return Vec::new() };
+    let levels: Vec<_> = sweep.levels.iter().filter(|l| l.throughput > 0.0).collect();
+    if levels.is_empty() {
+        return Vec::new();
+    }
+    let users: Vec<Option<f64>> = levels.iter().map(|l| sig(f64::from(l.concurrency))).collect();
+    let column = |f: &dyn Fn(&SweepLevel) -> f64| {
+        levels.iter().map(|l| Some(f(l)).filter(|v| *v > 0.0).and_then(sig)).collect::<Vec<_>>()
+    };
+    let mut throughput = vec![json!({
+        "label": "measured", "color": color::ACHIEVED, "x": users, "y": column(&|l| l.throughput),
+    })];
+    if let Some(fit) = &sweep.usl {
+        let largest = levels.iter().map(|l| f64::from(l.concurrency)).fold(1.0, f64::max);
+        let last = sweep.predicted_peak_concurrency.filter(|n| *n <= 2.0 * largest).map_or(largest, |n| n.max(largest));
+        let xs: Vec<f64> =
+            (0..=USL_POINTS).map(|k| 1.0 + (last - 1.0) * f64::from(k) / f64::from(USL_POINTS)).collect();
+        throughput.push(json!({
+            "label": "USL fit", "color": color::TARGET, "dash": true, "width": 1.5, "points": false,
+            "x": xs.iter().map(|n| sig(*n)).collect::<Vec<_>>(),
+            "y": xs.iter().map(|n| sig(fit.throughput(*n))).collect::<Vec<_>>(),
+        }));
+    }
+    let latency = vec![
+        json!({"label": "p50 ok", "color": color::P50, "x": users, "y": column(&|l| l.p50_ms)}),
+        json!({"label": "p99", "color": color::P99, "x": users, "y": column(&|l| l.p99_ms)}),
+    ];
+    vec![
+        json!({
+            "id": "sweep-throughput", "title": "Throughput vs users", "x_label": "users (concurrency)", "unit": "/s",
+            "log": false, "series": throughput,
+            "note": "One point per level. Dashed: the Universal Scalability Law fitted to them. Where the points flatten, a pool, a connection cap or a lock holds the throughput.",
+        }),
+        json!({
+            "id": "sweep-latency", "title": "Latency vs users (log scale)", "x_label": "users (concurrency)", "unit": "ms",
+            "log": true, "series": latency,
+            "note": "p50 of the answered requests and p99 of every request, per level. Latency that grows in proportion to the users while throughput stays flat is a queue (Little's law).",
+        }),
+    ]
+}
+
 /// How many charts the page draws from `data`: what the browser test expects.
-/// (`xy_charts`, overlaid curves drawn point to point, only the comparison has.)
 pub fn expected_charts(data: &Value) -> usize {
     let len = |key: &str| data[key].as_array().map_or(0, Vec::len);
     len("time_charts")
@@ -568,17 +663,67 @@ mod tests {
         };
         let find = |charts: &[Value], id: &str| charts.iter().find(|c| c["id"] == id).cloned().expect(id);
 
-        let charts = series_charts(&[line(0, &[]), line(1, &[("cut", 3)])], &[0.0, 1.0]);
+        let (a, b) = (line(0, &[]), line(1, &[("cut", 3)]));
+        let charts = series_charts(&[Some(&a), Some(&b)], &[0.0, 1.0]);
         let (failures, load) = (find(&charts, "failures"), find(&charts, "load"));
         assert_eq!(names(&failures), vec!["failed"], "{failures}");
         assert_eq!(failures["note"], "No request failed.");
         assert_eq!(names(&load), vec!["in flight", "dropped/s", "cut at the end/s"], "{load}");
 
-        let charts = series_charts(&[line(0, &[("timeout", 1), ("cut", 2)])], &[0.0]);
+        let charts = series_charts(&[Some(&line(0, &[("timeout", 1), ("cut", 2)]))], &[0.0]);
         assert_eq!(names(&find(&charts, "failures")), vec!["timeout"]);
         // Nothing cut: the load chart as before.
-        let charts = series_charts(&[line(0, &[("timeout", 1)])], &[0.0]);
+        let charts = series_charts(&[Some(&line(0, &[("timeout", 1)]))], &[0.0]);
         assert_eq!(names(&find(&charts, "load")), vec!["in flight", "dropped/s"]);
+    }
+
+    /// A stretch of seconds ends with its last second again, at its end,
+    /// then a break before the next stretch; a drain of a few ms is left off.
+    #[test]
+    fn the_time_axis_breaks_where_the_seconds_stop() {
+        let line = |t: u32, length_s: f64| SeriesLine { t, length_s, ..SeriesLine::default() };
+        let axis = |lines: &[SeriesLine]| -> Vec<(f64, Option<u32>)> {
+            timeline(lines).into_iter().map(|(x, l)| (x, l.map(|l| l.t))).collect()
+        };
+        let cases: [(&[SeriesLine], &[(f64, Option<u32>)]); 5] = [
+            // Whole seconds one after another: the last again at its end.
+            (&[line(0, 1.0), line(1, 1.0)], &[(0.0, Some(0)), (1.0, Some(1)), (2.0, Some(1))]),
+            // A drain of 20 ms (left off), then the next load two seconds on.
+            (
+                &[line(8, 1.0), line(9, 0.02), line(11, 1.0)],
+                &[(8.0, Some(8)), (9.0, Some(8)), (10.0, None), (11.0, Some(11)), (12.0, Some(11))],
+            ),
+            // One second alone between two gaps still draws: its end stands on the axis.
+            (
+                &[line(3, 1.0), line(4, 0.01), line(5, 1.0)],
+                &[(3.0, Some(3)), (4.0, Some(3)), (4.5, None), (5.0, Some(5)), (6.0, Some(5))],
+            ),
+            // The half second whose requests are cut at a run's end is drawn, to its end.
+            (&[line(0, 1.0), line(1, 0.55)], &[(0.0, Some(0)), (1.0, Some(1)), (1.55, Some(1))]),
+            // A missing or odd length reads as a whole second; out of order, sorted.
+            (
+                &[line(2, 0.0), line(0, 7.0)],
+                &[(0.0, Some(0)), (1.0, Some(0)), (1.5, None), (2.0, Some(2)), (3.0, Some(2))],
+            ),
+        ];
+        for (lines, want) in cases {
+            assert_eq!(axis(lines), want, "{:?}", lines.iter().map(|l| (l.t, l.length_s)).collect::<Vec<_>>());
+        }
+
+        // Drawn from that axis: the level's rate holds to its end, the drain's 375/s is nowhere.
+        let level = SeriesLine { achieved_rate: 47.0, in_flight: 1, ..line(1, 1.0) };
+        let drain = SeriesLine { achieved_rate: 375.0, stage: "(draining)".into(), ..line(2, 0.008) };
+        let next = SeriesLine { achieved_rate: 94.0, in_flight: 2, ..line(3, 1.0) };
+        let lines = [level, drain, next];
+        let (x, rows): (Vec<f64>, Vec<Option<&SeriesLine>>) = timeline(&lines).into_iter().unzip();
+        assert_eq!(x, [1.0, 2.0, 2.5, 3.0, 4.0]);
+        let charts = series_charts(&rows, &x);
+        let values = |id: &str, label: &str| -> Value {
+            let chart = charts.iter().find(|c| c["id"] == id).expect(id);
+            chart["series"].as_array().unwrap().iter().find(|s| s["label"] == label).expect(label)["values"].clone()
+        };
+        assert_eq!(values("rate", "achieved"), json!([47.0, 47.0, null, 94.0, 94.0]));
+        assert_eq!(values("load", "in flight"), json!([1.0, 1.0, null, 2.0, 2.0]));
     }
 
     #[test]

@@ -25,6 +25,7 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     slo_matrix(&mut o, m);
     stage_table(&mut o, m);
     step_table(&mut o, m);
+    sweep(&mut o, m, data);
     diagnostics(&mut o, m);
     chart_frames(&mut o, data);
     details(&mut o, m);
@@ -293,6 +294,40 @@ fn step_table(o: &mut String, m: &Model) {
         );
     }
     o.push_str("</tbody></table></div>\n</section>\n");
+}
+
+/// `perfops sweep`: its levels, what the fit says, and throughput and
+/// latency against the users. From the summary alone.
+fn sweep(o: &mut String, m: &Model, data: &Value) {
+    let Some(sw) = m.files.summary.as_ref().and_then(|s| s.sweep.as_ref()) else { return };
+    o.push_str(
+        "<section>\n<h2>Concurrency sweep</h2>\n<div class=\"table-wrap\"><table class=\"sweep\">\n<thead><tr>\
+         <th>users</th><th>throughput</th><th>x vs first</th><th title=\"p50 of the answered requests\">p50 ok</th>\
+         <th>p99</th><th>p50 x first</th><th>errors</th></tr></thead>\n<tbody>\n",
+    );
+    for l in &sw.levels {
+        let best = sw.best_level == Some(l.concurrency);
+        let _ = writeln!(
+            o,
+            "<tr{}><th>{}</th><td>{}</td><td>{}×</td><td>{}</td><td>{}</td><td>{}×</td><td class=\"{}\">{}</td></tr>",
+            if best { " class=\"best\" title=\"the best level measured\"" } else { "" },
+            l.concurrency,
+            rate(Some(l.throughput)),
+            number(l.throughput_ratio),
+            ms(Some(l.p50_ms)),
+            ms(Some(l.p99_ms)),
+            number(l.p50_ratio),
+            if l.error_ratio > 0.0 { "bad" } else { "" },
+            percent(Some(l.error_ratio)),
+        );
+    }
+    o.push_str("</tbody></table></div>\n<ul class=\"findings\">");
+    for line in sw.findings() {
+        let _ = write!(o, "<li>{}</li>", escape(&line));
+    }
+    o.push_str("</ul>\n<div class=\"pair\">\n");
+    chart_list_frames(o, data, "xy_charts", "xy");
+    o.push_str("</div>\n</section>\n");
 }
 
 fn diagnostics(o: &mut String, m: &Model) {

@@ -342,6 +342,8 @@
         facets: [{ scale: "x", auto: true }, { scale: "y", auto: true }],
       };
       if (s.dash) o.dash = [6, 4];
+      // A fitted curve is a line through its points, not points.
+      if (s.points === false) o.points = { show: false };
       return o;
     }));
     var opts = {
