@@ -11,6 +11,7 @@
 //!   cpu_saturated         the target used >= 90% of the CPUs it may use
 //!   pool_bound            busy workers == pool size while the CPU was not saturated
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
+//!                         (the namespace's: said so where the target's queue was read, never deep)
 //!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
 //!   probe_failed          liveness (restart at t) or readiness (out of rotation at t) tripped
 //!   pod_restarted         a watched restart counter (a name with `restart` in it, such as a PromQL
@@ -335,8 +336,28 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     if full_queue.is_some() || overflows.is_some() || drops.is_some() {
         let mut evidence = Vec::new();
         let mut title = "listen queue full".to_string();
+        let mut detail = "the kernel's accept queue overflowed: new connections were dropped (clients see connect \
+                          timeouts and SYN retries), health checks included"
+            .to_string();
         if let Some((t, q, max)) = full_queue {
             title = format!("listen queue full: {q:.0} of {max:.0} connections waiting to be accepted");
+            evidence.push(Evidence { metric: "listen_queue".into(), value: q, t });
+            evidence.push(Evidence { metric: "listen_queue_max".into(), value: max, t });
+        } else if let (None, Some(&(t, q, max))) =
+            (high_queue, with_max.iter().max_by(|a, b| (a.1 / a.2).total_cmp(&(b.1 / b.2))))
+        {
+            // `ListenOverflows` and `ListenDrops` count every listener of the
+            // network namespace, and the target's own queue, read by its port,
+            // was never deep: say whose they may be. A sweep of 8 users whose
+            // queue never held 2 connections read "listen queue full" while
+            // another server on the host overflowed its own.
+            title =
+                format!("listen overflows in the target's network namespace, its own queue at most {q:.0} of {max:.0}");
+            detail = "the kernel dropped connections at a full accept queue, but its counters are every \
+                      listener's of the namespace, and the target's own queue was never near its backlog when \
+                      read: another server's overflows, or a burst between two reads (clients of the target \
+                      would see connect timeouts and SYN retries)"
+                .into();
             evidence.push(Evidence { metric: "listen_queue".into(), value: q, t });
             evidence.push(Evidence { metric: "listen_queue_max".into(), value: max, t });
         }
@@ -346,15 +367,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         if let Some(p) = drops {
             evidence.push(ev("listen_drops_per_s", p));
         }
-        out.push(Diagnostic {
-            kind: "listen_queue_full".into(),
-            title,
-            detail: "the kernel's accept queue overflowed: new connections were dropped (clients see connect \
-                     timeouts and SYN retries), health checks included"
-                .into(),
-            stage: stage.clone(),
-            evidence,
-        });
+        out.push(Diagnostic { kind: "listen_queue_full".into(), title, detail, stage: stage.clone(), evidence });
     } else if let Some((t, q, max)) = high_queue {
         out.push(Diagnostic {
             kind: "listen_queue_high".into(),
@@ -614,6 +627,39 @@ mod tests {
                 (None, None) => {}
                 _ => panic!("{depths:?} of {max}: {d:?}"),
             }
+        }
+    }
+
+    /// The namespace's overflow counters are every listener's: where the
+    /// target's own queue was read and never deep, the diagnosis says so
+    /// instead of calling the target's queue full.
+    #[test]
+    fn listen_overflows_say_whose_they_may_be() {
+        // (the target's queue depths at t = 12, 14 of a backlog of 16, or not read; the title)
+        let cases: [(Option<[f64; 2]>, &str); 4] = [
+            // Its queue never held 2 connections: maybe another listener's.
+            (Some([0.0, 1.0]), "listen overflows in the target's network namespace, its own queue at most 1 of 16"),
+            // Its queue at 12 of 16 when the counters grew: its own.
+            (Some([3.0, 12.0]), "listen queue full"),
+            // Full: its own, named with its depth.
+            (Some([3.0, 17.0]), "listen queue full: 17 of 16 connections waiting to be accepted"),
+            // Not read (no port, or no sock_diag): the counters are all there is.
+            (None, "listen queue full"),
+        ];
+        for (depths, want) in cases {
+            let mut w = BTreeMap::new();
+            w.insert("listen_overflows_per_s".into(), series(&[(12.0, 0.0), (14.0, 211.0)]));
+            if let Some(q) = depths {
+                w.insert("listen_queue".into(), series(&[(12.0, q[0]), (14.0, q[1])]));
+                w.insert("listen_queue_max".into(), series(&[(12.0, 16.0), (14.0, 16.0)]));
+            }
+            let st = stages();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            assert_eq!(kinds(&d), vec!["listen_queue_full"], "{depths:?}: {d:?}");
+            assert_eq!(d[0].title, want, "{d:?}");
+            assert!(d[0].detail.contains("another server's") == want.contains("namespace"), "{d:?}");
+            let ev = d[0].evidence.iter().find(|e| e.metric == "listen_overflows_per_s");
+            assert_eq!(ev.map(|e| e.value), Some(211.0), "{d:?}");
         }
     }
 
