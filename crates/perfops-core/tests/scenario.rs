@@ -151,6 +151,11 @@ fn every_error_at_once_with_its_position() {
             "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"metric(backlog) < 5\" ]\n",
             &["4:9: `metric(backlog)` needs watched metrics"],
         ),
+        // a step name that no step has could never be measured: refused, in the SLO and in abort_when
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { name: home, request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ \"p99(hmoe) < 1s\", \"p99(home, ok) < 1s\" ]\nabort_when: [ \"errors(nope) > 5% for 5s\" ]\n",
+            &["4:13: no step is named `hmoe`", "5:23: no step is named `nope`"],
+        ),
         // watch: and probe: are checked like the rest
         (
             "target: http://h:1\nflows: { a: { steps: [ { request: GET / } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\nwatch: { prometheus: [ metrics ], process: { pid: 1, port: 2 }, evry: 1s }\nprobe: { liveness: { path: /h, failure_treshold: 2 } }\n",

@@ -162,8 +162,8 @@ impl Work {
                     step_names.push(step.name.clone());
                     // A WebSocket step's messages are measured on a row of
                     // their own, next to its upgrade's (see `ws`).
-                    let messages = step.websocket.as_ref().filter(|ws| !ws.send.is_empty()).map(|_| {
-                        step_names.push(format!("{} messages", step.name));
+                    let messages = step.messages_name().map(|name| {
+                        step_names.push(name);
                         index + 1
                     });
                     let capture = !step.save.is_empty() || step.expect.is_some();

@@ -386,15 +386,21 @@ impl Dec<'_> {
         let probe = top.get_node("probe").map(|n| self.probes(n)).unwrap_or_default();
         // The demo target is always watched (its /metrics and its process).
         let watched = watch.is_some() || matches!(target, Some(TargetSpec::Demo(..)));
+        let steps: Vec<String> = flows
+            .iter()
+            .flat_map(|f| &f.steps)
+            .flat_map(|s| std::iter::once(s.name.clone()).chain(s.messages_name()))
+            .collect();
+        let known = Measurable { watched, steps: &steps };
         let slo = match top.get_node("slo") {
-            Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(|c| measurable(c, watched))),
+            Some(n) => self.conditions(n, "slo", |t| Condition::parse(t).and_then(|c| measurable(c, &known))),
             // No `slo:` at all: a stage whose requests failed did not hold, whatever
             // its rate (100% 404s used to read "PASSED"). `slo: []` opts out.
             None => vec![default_slo()],
         };
         let abort_when = match top.get_node("abort_when") {
             Some(n) => self.conditions(n, "abort_when", |t| {
-                AbortRule::parse(t).and_then(|r| measurable(r.condition.clone(), watched).map(|_| r))
+                AbortRule::parse(t).and_then(|r| measurable(r.condition.clone(), &known).map(|_| r))
             }),
             None => Vec::new(),
         };
@@ -635,16 +641,40 @@ fn default_slo() -> Condition {
     Condition::parse(super::DEFAULT_SLO).expect("the default SLO line parses")
 }
 
-/// A condition that can be evaluated: `metric(...)` needs something watched;
-/// a condition that could never be measured would silently never fail.
-fn measurable(c: Condition, watched: bool) -> Result<Condition, ConditionError> {
+/// What a scenario's conditions can be measured against.
+struct Measurable<'a> {
+    /// Something is watched: `metric(...)` has samples.
+    watched: bool,
+    /// The names the flows' requests are measured under: `p99(NAME)`.
+    steps: &'a [String],
+}
+
+/// A condition that can be evaluated: `metric(...)` needs something watched,
+/// `p99(step)` a step of that name. A condition that could never be
+/// measured would fail every stage as "nothing measured" (a typo in a step
+/// name passed `check`, then failed the run with exit 1, as if the service
+/// had missed its SLO).
+fn measurable(c: Condition, known: &Measurable<'_>) -> Result<Condition, ConditionError> {
     if let super::Metric::Watched(name) = &c.metric
-        && !watched
+        && !known.watched
     {
         return Err(ConditionError {
             offset: 0,
             message: format!("`metric({name})` needs watched metrics, and nothing is watched"),
             hint: Some("add `watch: { prometheus: [ /metrics ] }` (or `json:`, `process:`)".into()),
+        });
+    }
+    if let Some(step) = &c.step
+        && !known.steps.contains(step)
+    {
+        let names: Vec<&str> = known.steps.iter().map(String::as_str).collect();
+        return Err(ConditionError {
+            offset: c.text.find(step.as_str()).unwrap_or(0),
+            message: format!("no step is named `{step}`"),
+            hint: Some(match did_you_mean(step, &names) {
+                Some(s) => format!("did you mean `{s}`?"),
+                None => format!("the flows' steps are named: {}", names.join(", ")),
+            }),
         });
     }
     Ok(c)

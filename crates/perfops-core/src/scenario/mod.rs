@@ -161,6 +161,14 @@ pub struct Step {
     pub websocket: Option<WebSocket>,
 }
 
+impl Step {
+    /// The name its messages are measured under, apart from its upgrade's: a
+    /// WebSocket step that sends has a row `NAME messages` of its own.
+    pub fn messages_name(&self) -> Option<String> {
+        self.websocket.as_ref().filter(|ws| !ws.send.is_empty()).map(|_| format!("{} messages", self.name))
+    }
+}
+
 /// A WebSocket step's session: upgrade, send each message and await its
 /// reply, keep the connection open for `hold` (sending the messages again
 /// every `every`), then close it.
