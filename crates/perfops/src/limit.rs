@@ -216,11 +216,14 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
         ),
         (Some(l), None, None) => format!("holds at least {}/s (the highest rate tried)", round(l)),
-        (None, _, None) => format!(
+        // The lowest rate tried, which failed; not where the search stood
+        // (`last_rps`: the rate it would have tried next, never sent).
+        (None, Some(h), None) => format!(
             "no rate held, down to {}/s{}",
-            round(outcome.last_rps),
+            round(h),
             summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
         ),
+        (None, None, None) => "no attempt was made".into(),
     };
     if let Some(v) = summary.verdict.as_mut() {
         v.headline = headline;

@@ -268,6 +268,34 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     assert!(async_capacity >= 3.0 * capacity, "async {async_capacity}/s vs threads {capacity}/s\n{}", f.stderr);
 }
 
+/// `limit` against a target where nothing holds says how low it went: the
+/// lowest rate it tried, not the one it would have tried next ("down to
+/// 1.6/s" after attempts at 50 ... 3.1/s, session 14's tester).
+#[test]
+fn limit_where_nothing_holds_names_the_lowest_rate_tried() {
+    let _cpu = common::shared();
+    let server = perfops_testkit::status(503);
+    let (_wd, path, out) = scenario(
+        "limit-none",
+        &format!(
+            "name: none\ntarget: {}\nflows: {{ a: {{ steps: [ {{ request: GET / }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 40, hold: 1s }} ] }}\nslo: [ errors < 1% ]\n",
+            server.url().trim_end_matches('/')
+        ),
+    );
+    let args = ["limit", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q", "--hold", "1s"];
+    let f = spawn_perfops(&[&args[..], &["--cooldown", "1s", "--attempts", "2"]].concat(), |_| {})
+        .wait(Duration::from_secs(60));
+    f.assert_exit(1);
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let rates: Vec<f64> =
+        summary["limit"]["attempts"].as_array().unwrap().iter().filter_map(|a| a["rate"].as_f64()).collect();
+    assert_eq!(rates, [40.0, 20.0], "{summary:#}");
+    assert_eq!(summary["limit"]["breaks_at_rps"].as_f64(), Some(20.0));
+    let headline = summary["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.starts_with("no rate held, down to 20/s"), "{headline}");
+}
+
 #[test]
 fn sweep_fits_the_universal_scalability_law() {
     let _cpu = exclusive();
