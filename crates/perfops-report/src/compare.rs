@@ -120,6 +120,8 @@ pub struct RunInfo {
     pub capacity_rps: Option<f64>,
     /// The first rate that did not hold.
     pub breaks_at_rps: Option<f64>,
+    /// The command that made it (`run`, `limit`, `sweep`, `coordinator`), as `meta.json` says.
+    pub kind: Option<String>,
 }
 
 impl RunInfo {
@@ -320,6 +322,7 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             result: m.verdict.result,
             capacity_rps: m.verdict.capacity_rps,
             breaks_at_rps: m.verdict.breaks_at_rps,
+            kind: m.files.meta.as_ref().map(|meta| meta.kind.clone()).filter(|k| !k.is_empty()),
         })
         .collect();
     let keys: Vec<Vec<StageKey>> = models
@@ -451,6 +454,9 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
     };
     let no_capacity = |r: &RunInfo| match r.result {
         Outcome::Incomplete => format!("{} is incomplete (no summary.json)", r.title()),
+        _ if r.kind.as_deref() == Some("sweep") => {
+            format!("{} is a sweep: throughput at each concurrency, not a capacity (`limit` finds one)", r.title())
+        }
         Outcome::NoSlo => format!("{} has no SLO, so no verdict", r.title()),
         _ if r.breaks_at_rps.is_some() => format!("{} held no stage", r.title()),
         // An older summary.json may judge the run without naming a capacity.
@@ -507,7 +513,12 @@ fn equal_p95(models: &[Model], runs: &[RunInfo], opts: Options) -> EqualP95 {
     let at_capacity = || {
         let cap = base.verdict.capacity_rps;
         let stage = match cap {
-            Some(c) => base.stages.iter().filter(|s| s.ran).find(|s| s.target.is_some_and(|t| (t - c).abs() < 1e-6)),
+            // An open model's capacity is a stage's target; a closed model's, its achieved rate.
+            Some(c) => base
+                .stages
+                .iter()
+                .filter(|s| s.ran)
+                .find(|s| s.target.or(s.achieved).is_some_and(|t| (t - c).abs() < 1e-6)),
             None => base
                 .stages
                 .iter()

@@ -267,6 +267,9 @@ fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
     in_order(
         &html,
         &[
+            // No capacity tile: a sweep measures throughput at each concurrency.
+            "<div class=\"k\">best level</div><div class=\"v\">192/s at 8 users</div>",
+            "<div class=\"k\">USL peak</div><div class=\"v\">212/s at ~9 users</div>",
             "<h2>Stages</h2>",
             "<h2>Concurrency sweep</h2>",
             "<tr class=\"best\" title=\"the best level measured\"><th>8</th><td>192/s</td><td>4×</td>",
@@ -301,8 +304,32 @@ fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
         assert_eq!(s["values"][at - 1], s["values"][at - 2], "{} holds second 9 to its end", s["label"]);
         assert!(!s["values"][at + 1].is_null(), "{}", s["label"]);
     }
+    assert!(!html.contains("<div class=\"k\">capacity</div>"), "a sweep names no capacity");
     // A run that is no sweep has no such charts.
     assert!(data_of(&render(&fixture(STEPPED)).unwrap()).get("xy_charts").is_none());
+}
+
+/// An interrupted run's whole-run target is the mean of what ran, over the
+/// time it ran: with the stages it never reached (and the planned length
+/// of the one cut short) it read 175/s beside 67.9/s achieved, in red.
+#[test]
+fn an_interrupted_runs_target_is_what_ran() {
+    let scratch = Scratch::new("interrupted-target");
+    let dir = scratch.copy_of(STEPPED);
+    let path = dir.join("summary.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    // Stopped 5 s into 200/s: it ran half its time, 250/s and 300/s never ran.
+    v["interrupted"] = json!(true);
+    v["stages"][3]["duration_s"] = json!(5.0);
+    v["stages"][3]["verdict"] = json!("inconclusive");
+    for i in [4, 5] {
+        v["stages"][i]["duration_s"] = json!(0.0);
+        v["stages"][i]["verdict"] = json!("not run");
+    }
+    std::fs::write(&path, v.to_string()).unwrap();
+    let html = render(&dir).unwrap();
+    // (50 + 100 + 150) x 10 s + 200 x 5 s over 35 s.
+    in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114/s</td>"]);
 }
 
 #[test]

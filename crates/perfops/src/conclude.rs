@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
-use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
+use perfops_core::analysis::verdict::{self, CUT_SHORT, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
 use perfops_core::measure::{Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, StageResult};
 use perfops_core::scenario::Scenario;
@@ -157,6 +157,7 @@ impl Judging<'_> {
                     &self.scenario.slo,
                     &StageFacts {
                         ran_s: s.ran_s,
+                        planned_s: s.plan.duration.as_secs_f64(),
                         stats: &s.stats,
                         steps: &s.steps,
                         target_rate: s.plan.target_rate,
@@ -410,18 +411,31 @@ fn headline(
 ) -> String {
     let rate = |r: f64| format!("{}/s", trim(r));
     let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
+    // The stage the stop cut short, which judges nothing (`verdict::CUT_SHORT`).
+    let cut = loaded.stages.iter().position(|s| s.ran_s > 0.0 && s.ran_s < CUT_SHORT * s.plan.duration.as_secs_f64());
     let mut text = match (v.result, interrupted, first_not_run) {
         (RunResult::Failed, ..) => "FAILED".into(),
         (_, true, _) => format!(
-            "INCONCLUSIVE: interrupted at t={:.0}s, {}: the stages that ran {}",
+            "INCONCLUSIVE: interrupted at t={:.0}s, {}: {}",
             loaded.elapsed.as_secs_f64(),
-            first_not_run
-                .and_then(|i| loaded.stages.get(i))
-                .map_or("in its last stage".to_string(), |s| format!("before stage {}", s.plan.name)),
-            if v.result == RunResult::Inconclusive && judged.iter().any(|j| j.verdict == StageVerdict::Inconclusive) {
-                "judge nothing where the generator was the limit"
+            match (cut.map(|i| &loaded.stages[i]), first_not_run.and_then(|i| loaded.stages.get(i))) {
+                (Some(s), _) => format!(
+                    "during stage {} ({:.1} of {:.0} s: too short to judge)",
+                    s.plan.name,
+                    s.ran_s,
+                    s.plan.duration.as_secs_f64()
+                ),
+                (None, Some(s)) => format!("before stage {}", s.plan.name),
+                (None, None) => "in its last stage".to_string(),
+            },
+            if judged.iter().enumerate().any(|(i, j)| j.verdict == StageVerdict::Inconclusive && Some(i) != cut) {
+                "the stages that ran judge nothing where the generator was the limit"
+            } else if cut == Some(0) {
+                "no stage ran whole"
+            } else if cut.is_some() {
+                "the stages before it held"
             } else {
-                "held"
+                "the stages that ran held"
             }
         ),
         (RunResult::Passed, ..) => "PASSED: every stage held".to_string(),

@@ -388,6 +388,11 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     let headline = s["verdict"]["headline"].as_str().unwrap_or_default();
     assert!(headline.starts_with("INCONCLUSIVE: interrupted at t="), "{headline}\n{}", run.context());
     assert!(run.out.stdout.contains("interrupted at t="), "{}", run.context());
+    // The stage it cut short judges nothing, and is no capacity: it read
+    // "holds 100/s" on 2.5 s of its 20 (session 14's tester).
+    assert!(headline.contains("during stage 100/s (") && headline.ends_with("no stage ran whole"), "{headline}");
+    assert_eq!(s["stages"][0]["verdict"], "inconclusive", "{}", run.context());
+    assert_eq!(s["verdict"]["capacity_rps"], Value::Null, "{}", run.context());
     assert_eq!(s["aborted"], Value::Null);
     let completed = count(&s, "/total/completed");
     assert!(completed > 0, "{}", run.context());

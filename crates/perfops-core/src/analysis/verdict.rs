@@ -117,6 +117,9 @@ impl Range {
 pub struct StageFacts<'a> {
     /// How long it ran, seconds (0: it never started).
     pub ran_s: f64,
+    /// How long it was planned to run, seconds (0: not known). A stage a stop
+    /// cut short of it ([`CUT_SHORT`]) holds nothing: see [`judge`].
+    pub planned_s: f64,
     /// Requests of the arrivals due in this stage.
     pub stats: &'a Stats,
     /// The same by step name.
@@ -137,6 +140,16 @@ pub struct StageFacts<'a> {
     /// Highest share of its CPUs the generator used, if watched, over watch periods long enough
     /// to judge it ([`super::generator::CpuWindow::judged`]).
     pub generator_cpu: Option<f64>,
+}
+
+/// The share of its planned time a stage must have run to be judged held.
+pub const CUT_SHORT: f64 = 0.95;
+
+impl StageFacts<'_> {
+    /// Whether a stop ended it before [`CUT_SHORT`] of its planned time.
+    pub fn cut_short(&self) -> bool {
+        self.ran_s > 0.0 && self.ran_s < CUT_SHORT * self.planned_s
+    }
 }
 
 /// A stage judged.
@@ -333,6 +346,13 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
             }
             (StageVerdict::Fails, fails)
         }
+        // Cut short by a stop (Ctrl-C, `abort_when`): a capacity is a rate
+        // held for a whole stage, and 2.9 s of a 5 s stage read "holds 100/s".
+        // What failed in less time than planned still failed (above).
+        None if f.cut_short() => (
+            StageVerdict::Inconclusive,
+            vec![format!("cut short after {:.1} of {:.0} s: too short to say it held", f.ran_s, f.planned_s)],
+        ),
         None => (StageVerdict::Holds, Vec::new()),
     };
     Judged { verdict, reasons, slo: checks }
@@ -436,6 +456,7 @@ mod tests {
         let dropping_many = stats(20, 1000, 0, 100);
         let base = StageFacts {
             ran_s: 10.0,
+            planned_s: 10.0,
             stats: &fast,
             steps: &steps,
             target_rate: Some(100.0),
@@ -459,7 +480,7 @@ mod tests {
             // 98/s answered in it is all a holding server gives (#20's finding)
             (
                 "short first",
-                StageFacts { ran_s: 1.0, achieved_rate: 98.0, previous_rate: 0.0, ..base },
+                StageFacts { ran_s: 1.0, planned_s: 1.0, achieved_rate: 98.0, previous_rate: 0.0, ..base },
                 rules,
                 StageVerdict::Holds,
                 "",
@@ -467,7 +488,7 @@ mod tests {
             // ... and 94/s is short of the 98/s it would give
             (
                 "short first, behind",
-                StageFacts { ran_s: 1.0, achieved_rate: 94.0, previous_rate: 0.0, ..base },
+                StageFacts { ran_s: 1.0, planned_s: 1.0, achieved_rate: 94.0, previous_rate: 0.0, ..base },
                 rules,
                 StageVerdict::Fails,
                 "of the 98.0/s a server that holds answers",
@@ -512,6 +533,19 @@ mod tests {
             ("unseen", base, &["metric(puma_backlog) < 100"], StageVerdict::Fails, "nothing measured"),
             // a stage that never started
             ("not run", StageFacts { ran_s: 0.0, ..base }, rules, StageVerdict::NotRun, ""),
+            // cut short by Ctrl-C after 2.9 of 10 s: it held nothing (session 14's tester)
+            (
+                "cut short",
+                StageFacts { ran_s: 2.9, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "cut short after 2.9 of 10 s",
+            ),
+            // ... but what failed in less time than planned still failed
+            ("cut short, slow", StageFacts { ran_s: 2.9, stats: &slow, ..base }, rules, StageVerdict::Fails, "p95"),
+            // a stage within a few percent of its plan is whole; an unknown plan judges as before
+            ("whole", StageFacts { ran_s: 9.6, ..base }, rules, StageVerdict::Holds, ""),
+            ("no plan", StageFacts { ran_s: 2.9, planned_s: 0.0, ..base }, rules, StageVerdict::Holds, ""),
         ];
         for (name, facts, lines, want, reason) in cases {
             let conditions = slo(lines);

@@ -169,6 +169,7 @@ fn capacity_sentences() {
         result,
         capacity_rps: cap,
         breaks_at_rps: breaks,
+        kind: None,
     };
     let cases = [
         (
@@ -234,6 +235,12 @@ fn capacity_sentences() {
             run(None, None, Outcome::NoSlo),
             run(None, None, Outcome::NoSlo),
             "no capacity to compare: X x has no SLO, so no verdict; X x has no SLO, so no verdict",
+        ),
+        (
+            // A sweep names no capacity: said as such, not as an older summary's.
+            RunInfo { kind: Some("sweep".into()), ..run(None, None, Outcome::Passed) },
+            run(Some(175.0), Some(200.0), Outcome::Failed),
+            "X x holds 175/s; X x is a sweep: throughput at each concurrency, not a capacity (`limit` finds one)",
         ),
     ];
     for (a, b, want) in cases {

@@ -142,6 +142,8 @@ pub(crate) struct Stage {
     pub slo: Vec<SloCheck>,
     /// Whether any second of it was recorded.
     pub ran: bool,
+    /// How long it ran, seconds (less than planned when a stop cut it short).
+    pub ran_s: f64,
 }
 
 /// The run's verdict, as the summary states it or as derived here.
@@ -236,11 +238,15 @@ impl Model {
                 total.end_s = elapsed_s;
             }
         }
-        // The run's target rate is the stages' mean weighted by time.
+        // The run's target rate is the mean of the stages that ran, weighted
+        // by the time they ran: with the stages an interrupt kept from
+        // running, an interrupted run read "175/s" beside an achieved 67.9/s,
+        // in red, as if the server had kept up with 39% of it.
         if total.target.is_none() {
             let (w, sum) = stages
                 .iter()
-                .filter_map(|s| Some((s.end_s - s.start_s, s.target?)))
+                .filter(|s| s.ran)
+                .filter_map(|s| Some((s.ran_s, s.target?)))
                 .fold((0.0, 0.0), |(w, sum), (d, t)| (w + d, sum + d * t));
             total.target = (w > 0.0).then(|| sum / w);
         }
@@ -377,6 +383,7 @@ fn from_summary(stage: &mut Stage, s: &StageSummary) {
     stage.reasons.clone_from(&s.reasons);
     stage.slo.clone_from(&s.slo);
     stage.ran = s.figures.duration_s > 0.0 && s.verdict != Some(StageVerdict::NotRun);
+    stage.ran_s = s.figures.duration_s;
 }
 
 /// A stage's figures recomputed from its seconds (and its merged histogram).
@@ -405,6 +412,7 @@ fn from_series(
         dropped += l.dropped;
     }
     stage.ran = secs > 0.0;
+    stage.ran_s = secs;
     if !stage.ran {
         return;
     }

@@ -93,7 +93,18 @@ fn verdict(o: &mut String, m: &Model) {
         let _ =
             write!(o, "<div class=\"tile {cls}\"><div class=\"k\">{label}</div><div class=\"v\">{value}</div></div>");
     };
-    if v.capacity_rps.is_some()
+    let sweep = m.files.summary.as_ref().and_then(|s| s.sweep.as_ref());
+    if let Some(sw) = sweep {
+        // A sweep measures throughput at each concurrency, not a capacity.
+        let best = sw.best_level.and_then(|n| sw.levels.iter().find(|l| l.concurrency == n));
+        tile(
+            "best level",
+            best.map_or("–".into(), |b| format!("{}/s at {} users", number(b.throughput), b.concurrency)),
+            "",
+        );
+        let peak = sw.predicted_peak_throughput.zip(sw.predicted_peak_concurrency);
+        tile("USL peak", peak.map_or("not in sight".into(), |(x, n)| format!("{}/s at ~{n:.0} users", number(x))), "");
+    } else if v.capacity_rps.is_some()
         || v.breaks_at_rps.is_some()
         || v.result != Outcome::Incomplete && m.stages.iter().any(|s| s.verdict.is_some())
     {
