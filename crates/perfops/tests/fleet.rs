@@ -510,6 +510,14 @@ fn an_agent_killed_mid_run_is_named_and_the_run_is_inconclusive() {
     assert!(headline.starts_with("INCONCLUSIVE: agent") && headline.contains("shard 1"), "{headline}\n{ctx}");
     // The loss is why, not the generator (nothing was dropped).
     assert!(!headline.contains("the generator was the limit"), "{headline}\n{ctx}");
+    // The stage that ran past the loss judges nothing: no breaking point (it
+    // "broke" at two thirds of its generators, and the report said so in red).
+    assert_eq!(s["stages"][0]["verdict"], "inconclusive", "{ctx}");
+    assert_eq!(
+        (&s["verdict"]["breaks_at_rps"], &s["verdict"]["breaks_at_stage"]),
+        (&Value::Null, &Value::Null),
+        "{ctx}"
+    );
     assert!(s["warnings"].as_array().unwrap().iter().any(|w| w.as_str().unwrap().contains("shard 1")));
     let agent_lines = lines(&dir, "agents.jsonl");
     let of = |event: &str| agent_lines.iter().filter(|l| l["event"] == event && l["agent"] == 1).count();

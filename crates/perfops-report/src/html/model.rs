@@ -312,7 +312,17 @@ fn plan(files: &RunFiles, open: bool) -> Vec<Stage> {
         let stages = series_stages(&files.series);
         return if stages.is_empty() { summary_stages(files) } else { stages };
     }
-    let mut t = 0.0;
+    // The load's first second: 0 for a `run`; later for a coordinator, whose
+    // agents are given a lead to start together (its report drew every stage
+    // a second before its data). A killed coordinator's is its first second.
+    let coordinated = files.meta.as_ref().is_some_and(|m| m.kind == "coordinator");
+    let mut t = files
+        .summary
+        .as_ref()
+        .and_then(|s| s.stages.first())
+        .map(|s| s.from_s)
+        .or_else(|| coordinated.then(|| files.series.first().map(|l| f64::from(l.t))).flatten())
+        .unwrap_or(0.0);
     let mut stages = Vec::new();
     for s in files.meta.as_ref().map_or(&[][..], |m| m.stages.as_slice()) {
         let d = s.duration_s;

@@ -755,14 +755,30 @@ fn losses(members: &[Member]) -> (Vec<String>, Option<u32>) {
 }
 
 /// A stage that ran past a loss lacks a generator's share: its rate and
-/// figures judge the target neither way.
+/// figures judge the target neither way. The run's capacity and breaking
+/// point are then those of the stages as they now stand: a stage that
+/// "failed" at half its generators read "BREAKS AT 150/s" in red beside an
+/// inconclusive result (session 14's tester).
 fn inconclusive_after(summary: &mut RunSummary, t: u32) {
-    use perfops_core::analysis::verdict::StageVerdict;
+    use perfops_core::analysis::verdict::{self, StageVerdict};
     for st in &mut summary.stages {
         let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(t);
         if ran_past_loss && matches!(st.verdict, Some(StageVerdict::Holds | StageVerdict::Fails)) {
             st.verdict = Some(StageVerdict::Inconclusive);
             st.reasons.insert(0, format!("a generator was lost at t={t}s: this stage lacks its share"));
         }
+    }
+    let stages: Vec<(StageVerdict, f64, &str)> = summary
+        .stages
+        .iter()
+        .map(|st| {
+            let rate = st.figures.target_rate.unwrap_or(st.figures.achieved_rate);
+            (st.verdict.unwrap_or(StageVerdict::NotRun), rate, st.figures.name.as_str())
+        })
+        .collect();
+    let now = verdict::run_verdict(&stages);
+    if let Some(v) = summary.verdict.as_mut() {
+        // The result stays what the loss made it (inconclusive, or failed by an abort rule).
+        v.verdict = verdict::RunVerdict { result: v.verdict.result, ..now };
     }
 }
