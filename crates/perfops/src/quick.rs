@@ -24,8 +24,9 @@ use crate::metrics::Metrics;
 /// Flags of `perfops quick`.
 #[derive(Debug, Args)]
 pub(crate) struct QuickArgs {
-    /// The URL to load (http://, https:// where ALPN picks h2 or http/1.1, or
-    /// h2c:// for HTTP/2 in clear text).
+    /// The URL to load (http://, https:// where ALPN picks h2 or http/1.1,
+    /// h2c:// for HTTP/2 in clear text, grpc:// and grpcs:// with --proto,
+    /// ws:// and wss://).
     url: String,
     /// Closed model: this many connections, each looping request -> response
     /// (with HTTP/2, each carrying -p streams). Default 50, and no more than -n.
@@ -122,6 +123,11 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         None => Vec::new(),
     };
     let method = args.method.to_ascii_uppercase();
+    // Any method a server may know (PURGE, PROPFIND), but a token (RFC 9110):
+    // `-m 'GE T'` went out as the request line `GE T / HTTP/1.1`.
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+        return Err(usage(format!("`{}` is not an HTTP method: a method is one word (GET, POST, PURGE)", args.method)));
+    }
     let work = match target.grpc_method() {
         Some(call) => grpc_work(&target, call, &args, &body).map_err(|e| usage(e.to_string()))?,
         None => Work::single(&target, &method, &args.headers, &body)

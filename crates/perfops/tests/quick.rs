@@ -705,8 +705,10 @@ fn usage_errors_exit_2_with_a_clear_message() {
     let addr = kit::refused_addr();
     let url = format!("http://{addr}/");
     let missing_body = format!("@{}", temp_path("missing", "bin").display());
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["not a url", "-n", "1"], "not a valid URL"),
+        // Sent as the request line `GE T / HTTP/1.1` (session 14's tester).
+        (&[&url, "-m", "GE T", "-n", "1"], "`GE T` is not an HTTP method"),
         (&["ftp://127.0.0.1/", "-n", "1"], "only http://, https://, h2c://, grpc://, grpcs://, ws:// and wss://"),
         (&[&url, "-d", "nonsense"], "is not a duration"),
         (&[&url, "-d", "0s", "-c", "1"], "nothing to do"),
