@@ -8,6 +8,8 @@ use std::time::Duration;
 use perfops_core::measure::{FailureKind, Stats};
 use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
 
+use crate::run::SHORTEST_RATE_WINDOW_S;
+
 /// Writes the live line of each second to `out`.
 pub struct LiveLine<W: std::io::Write> {
     out: W,
@@ -57,7 +59,12 @@ pub struct LiveSecond<'a> {
 /// One line, e.g. `  3s  req/s 99,812  p50 0.45ms p95 0.90ms p99 1.20ms  in-flight 50  errors 0`.
 pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
     let secs = s.length.as_secs_f64().max(1e-3);
-    let mut out = format!("{:>4}s  req/s {:>9}", s.index + 1, group(s.stats.completed as f64 / secs));
+    let mut out = if secs < SHORTEST_RATE_WINDOW_S {
+        // A drain of a few ms: its answers, not a rate over them.
+        format!("{:>4}s  answered {:>6}", s.index + 1, group(s.stats.completed as f64))
+    } else {
+        format!("{:>4}s  req/s {:>9}", s.index + 1, group(s.stats.completed as f64 / secs))
+    };
     if let Some(target) = s.target {
         let _ = write!(out, " of {:>7}", group(target / secs));
     }
@@ -149,5 +156,21 @@ mod tests {
             "   3s  req/s       480 of     500  p50  10.0ms p95  10.0ms p99  10.0ms  in-flight     7  dropped 3  errors 20 (timeout)"
         );
         assert!(line(&s, true).contains("\x1b[31m"), "errors in red on a colour terminal");
+    }
+
+    /// The drain after the last arrival, 1 answer in 4 ms, is no 250 req/s
+    /// (after a ramp that never passed 138/s): its answers are counted.
+    #[test]
+    fn a_drain_of_a_few_ms_shows_its_answers_not_a_rate() {
+        let mut stats = Stats { completed: 1, ..Stats::default() };
+        stats.latency.record(Duration::from_millis(22));
+        let drain =
+            LiveSecond { index: 8, length: Duration::from_millis(4), target: None, in_flight: 0, stats: &stats };
+        let text = line(&drain, false);
+        assert!(text.starts_with("   9s  answered      1  p50"), "{text}");
+        // The columns after it stand where a whole second's do.
+        let whole = line(&LiveSecond { length: Duration::from_secs(1), ..drain }, false);
+        assert!(whole.starts_with("   9s  req/s         1  p50"), "{whole}");
+        assert_eq!(text.find("p50"), whole.find("p50"));
     }
 }

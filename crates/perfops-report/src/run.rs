@@ -42,6 +42,12 @@ pub struct StepSecond {
     pub p99: f64,
 }
 
+/// The shortest second a rate is given for (the live line's req/s, the
+/// report's time charts): over a few ms, a few answers make no rate (the
+/// drain after a load's last arrival, 1 answer in 4 ms, read 235/s above
+/// every rate the load had).
+pub const SHORTEST_RATE_WINDOW_S: f64 = 0.25;
+
 /// One line of `series.jsonl`: one second of the run.
 ///
 /// Read leniently (a line is a second a killed run may have cut short, or a

@@ -17,7 +17,7 @@ use perfops_core::measure::{FailureKind, HistogramSummary};
 use super::model::{Model, recorded_s};
 use crate::lttb;
 use crate::read::ProbeLine;
-use crate::run::{SeriesLine, SweepLevel};
+use crate::run::{SHORTEST_RATE_WINDOW_S, SeriesLine, SweepLevel};
 
 /// Version of the embedded data document.
 pub const DATA_VERSION: u32 = 1;
@@ -28,10 +28,6 @@ const CHART_POINTS: usize = 1200;
 const WATCH_POINTS: usize = 600;
 /// Points of the latency-vs-throughput scatter of single seconds.
 const SCATTER_POINTS: usize = 1500;
-/// The shortest second the time charts draw: over a few ms, a few answers
-/// make no rate (at 50/s, 8 ms hold 0.4 answers on average). The 500 ms
-/// after a run's end, whose requests are cut, are drawn.
-const SHORTEST_SECOND_S: f64 = 0.25;
 /// Points of the fitted USL curve of a sweep.
 const USL_POINTS: u32 = 64;
 /// Percentile spectrum: points per decade of 1/(1-q), and decades (to 99.9999%).
@@ -184,7 +180,7 @@ pub(crate) fn data(m: &Model) -> Value {
 /// stretch: between the loads of `limit` and `sweep`, which each start on a
 /// whole second, no line is drawn across the second between them.
 ///
-/// A second shorter than [`SHORTEST_SECOND_S`] is left off: the drain of a
+/// A second shorter than [`SHORTEST_RATE_WINDOW_S`] is left off: the drain of a
 /// load, its last few answers within a few ms of its last arrival (counted
 /// in its stage), is no rate (3 answers in 8 ms drew a spike of 375/s at
 /// the end of each level of a sweep) and too narrow to see.
@@ -196,7 +192,7 @@ pub(crate) fn data(m: &Model) -> Value {
 /// ```
 fn timeline(lines: &[SeriesLine]) -> Vec<(f64, Option<&SeriesLine>)> {
     let length = |l: &SeriesLine| if l.length_s > 0.0 && l.length_s < 1.0 { l.length_s } else { 1.0 };
-    let mut kept: Vec<&SeriesLine> = lines.iter().filter(|l| length(l) >= SHORTEST_SECOND_S).collect();
+    let mut kept: Vec<&SeriesLine> = lines.iter().filter(|l| length(l) >= SHORTEST_RATE_WINDOW_S).collect();
     kept.sort_by_key(|l| l.t);
     let mut out = Vec::with_capacity(kept.len() + 2);
     for (i, l) in kept.iter().enumerate() {
@@ -685,7 +681,9 @@ mod tests {
         let axis = |lines: &[SeriesLine]| -> Vec<(f64, Option<u32>)> {
             timeline(lines).into_iter().map(|(x, l)| (x, l.map(|l| l.t))).collect()
         };
-        let cases: [(&[SeriesLine], &[(f64, Option<u32>)]); 5] = [
+        // (the seconds recorded; the axis: x and the second drawn there, if any)
+        type Case<'a> = (&'a [SeriesLine], &'a [(f64, Option<u32>)]);
+        let cases: [Case; 5] = [
             // Whole seconds one after another: the last again at its end.
             (&[line(0, 1.0), line(1, 1.0)], &[(0.0, Some(0)), (1.0, Some(1)), (2.0, Some(1))]),
             // A drain of 20 ms (left off), then the next load two seconds on.
