@@ -119,7 +119,7 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
                         first = Some(Instant::now());
                         flag.store(true, Ordering::SeqCst);
                         let again = if signal == SIGTERM { "a second SIGTERM" } else { "Ctrl-C again" };
-                        eprintln!("perfops: stopping; {again} exits at once (the seconds written so far are kept)");
+                        eprintln!("perfops: stopping; {again} exits at once (what was measured so far is kept)");
                     }
                     Some(at) if at.elapsed() >= AGAIN => std::process::exit(130),
                     Some(_) => {}
