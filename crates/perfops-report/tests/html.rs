@@ -34,6 +34,16 @@ impl Scratch {
         Scratch(p)
     }
 
+    /// A copy of fixture `name` whose `summary.json` `edit` rewrote.
+    fn copy_with_summary(&self, name: &str, edit: impl FnOnce(&mut Value)) -> PathBuf {
+        let dir = self.copy_of(name);
+        let path = dir.join("summary.json");
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        edit(&mut v);
+        std::fs::write(&path, v.to_string()).unwrap();
+        dir
+    }
+
     /// A copy of fixture `name` inside this directory.
     fn copy_of(&self, name: &str) -> PathBuf {
         let to = self.0.join(name);
@@ -220,11 +230,7 @@ fn a_killed_run_renders_as_incomplete() {
 #[test]
 fn a_run_that_did_not_break_is_not_shown_in_red() {
     let scratch = Scratch::new("unbroken");
-    let dir = scratch.copy_of(STEPPED);
-    let path = dir.join("summary.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    v["verdict"]["breaks_at_rps"] = Value::Null;
-    std::fs::write(&path, v.to_string()).unwrap();
+    let dir = scratch.copy_with_summary(STEPPED, |v| v["verdict"]["breaks_at_rps"] = Value::Null);
     let html = render(&dir).unwrap();
     in_order(
         &html,
@@ -241,21 +247,19 @@ fn a_run_that_did_not_break_is_not_shown_in_red() {
 #[test]
 fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
     let scratch = Scratch::new("sweep");
-    let dir = scratch.copy_of(STEPPED);
-    let path = dir.join("summary.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let level = |users: u32, throughput: f64, p50: f64, p99: f64| {
         json!({"concurrency": users, "throughput": throughput, "p50_ms": p50, "p99_ms": p99,
                "p50_ratio": p50 / 20.0, "throughput_ratio": throughput / 48.0, "error_ratio": 0.0})
     };
-    v["sweep"] = json!({
-        "levels": [level(1, 48.0, 20.0, 22.0), level(2, 94.0, 20.5, 25.0), level(4, 188.0, 21.0, 29.0),
-                   level(8, 192.0, 41.5, 46.0), level(16, 185.0, 42.0, 1065.0)],
-        "usl": {"lambda": 49.7, "sigma": 0.0196, "kappa": 0.013288, "r_squared": 0.94, "rmse_ratio": 0.078},
-        "predicted_peak_concurrency": 8.6, "predicted_peak_throughput": 211.7,
-        "best_level": 8, "concurrency_cap": 4.1,
+    let dir = scratch.copy_with_summary(STEPPED, |v| {
+        v["sweep"] = json!({
+            "levels": [level(1, 48.0, 20.0, 22.0), level(2, 94.0, 20.5, 25.0), level(4, 188.0, 21.0, 29.0),
+                       level(8, 192.0, 41.5, 46.0), level(16, 185.0, 42.0, 1065.0)],
+            "usl": {"lambda": 49.7, "sigma": 0.0196, "kappa": 0.013288, "r_squared": 0.94, "rmse_ratio": 0.078},
+            "predicted_peak_concurrency": 8.6, "predicted_peak_throughput": 211.7,
+            "best_level": 8, "concurrency_cap": 4.1,
+        });
     });
-    std::fs::write(&path, v.to_string()).unwrap();
     // Second 10 was never written: the second between two loads.
     let series = dir.join("series.jsonl");
     let text = std::fs::read_to_string(&series).unwrap();
@@ -315,18 +319,16 @@ fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
 #[test]
 fn an_interrupted_runs_target_is_what_ran() {
     let scratch = Scratch::new("interrupted-target");
-    let dir = scratch.copy_of(STEPPED);
-    let path = dir.join("summary.json");
-    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     // Stopped 5 s into 200/s: it ran half its time, 250/s and 300/s never ran.
-    v["interrupted"] = json!(true);
-    v["stages"][3]["duration_s"] = json!(5.0);
-    v["stages"][3]["verdict"] = json!("inconclusive");
-    for i in [4, 5] {
-        v["stages"][i]["duration_s"] = json!(0.0);
-        v["stages"][i]["verdict"] = json!("not run");
-    }
-    std::fs::write(&path, v.to_string()).unwrap();
+    let dir = scratch.copy_with_summary(STEPPED, |v| {
+        v["interrupted"] = json!(true);
+        v["stages"][3]["duration_s"] = json!(5.0);
+        v["stages"][3]["verdict"] = json!("inconclusive");
+        for i in [4, 5] {
+            v["stages"][i]["duration_s"] = json!(0.0);
+            v["stages"][i]["verdict"] = json!("not run");
+        }
+    });
     let html = render(&dir).unwrap();
     // (50 + 100 + 150) x 10 s + 200 x 5 s over 35 s.
     in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114/s</td>"]);

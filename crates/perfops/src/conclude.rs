@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
-use perfops_core::analysis::verdict::{self, CUT_SHORT, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
+use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
 use perfops_core::measure::{Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, StageResult};
 use perfops_core::scenario::Scenario;
@@ -411,8 +411,8 @@ fn headline(
 ) -> String {
     let rate = |r: f64| format!("{}/s", trim(r));
     let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
-    // The stage the stop cut short, which judges nothing (`verdict::CUT_SHORT`).
-    let cut = loaded.stages.iter().position(|s| s.ran_s > 0.0 && s.ran_s < CUT_SHORT * s.plan.duration.as_secs_f64());
+    // The stage the stop cut short, which judges nothing.
+    let cut = loaded.stages.iter().position(|s| verdict::cut_short(s.ran_s, s.plan.duration.as_secs_f64()));
     let mut text = match (v.result, interrupted, first_not_run) {
         (RunResult::Failed, ..) => "FAILED".into(),
         (_, true, _) => format!(

@@ -118,7 +118,7 @@ pub struct StageFacts<'a> {
     /// How long it ran, seconds (0: it never started).
     pub ran_s: f64,
     /// How long it was planned to run, seconds (0: not known). A stage a stop
-    /// cut short of it ([`CUT_SHORT`]) holds nothing: see [`judge`].
+    /// cut short of it ([`cut_short`]) holds nothing: see [`judge`].
     pub planned_s: f64,
     /// Requests of the arrivals due in this stage.
     pub stats: &'a Stats,
@@ -145,11 +145,10 @@ pub struct StageFacts<'a> {
 /// The share of its planned time a stage must have run to be judged held.
 pub const CUT_SHORT: f64 = 0.95;
 
-impl StageFacts<'_> {
-    /// Whether a stop ended it before [`CUT_SHORT`] of its planned time.
-    pub fn cut_short(&self) -> bool {
-        self.ran_s > 0.0 && self.ran_s < CUT_SHORT * self.planned_s
-    }
+/// Whether a stage that ran `ran_s` of its planned `planned_s` (0: not known)
+/// was ended by a stop before [`CUT_SHORT`] of it.
+pub fn cut_short(ran_s: f64, planned_s: f64) -> bool {
+    ran_s > 0.0 && ran_s < CUT_SHORT * planned_s
 }
 
 /// A stage judged.
@@ -349,7 +348,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         // Cut short by a stop (Ctrl-C, `abort_when`): a capacity is a rate
         // held for a whole stage, and 2.9 s of a 5 s stage read "holds 100/s".
         // What failed in less time than planned still failed (above).
-        None if f.cut_short() => (
+        None if cut_short(f.ran_s, f.planned_s) => (
             StageVerdict::Inconclusive,
             vec![format!("cut short after {:.1} of {:.0} s: too short to say it held", f.ran_s, f.planned_s)],
         ),
