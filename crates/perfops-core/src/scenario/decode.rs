@@ -309,13 +309,22 @@ impl Dec<'_> {
                 self.at_marker(Some(&override_marker()), &o.path, format!("`{key}` is not inside a mapping"), None);
                 return;
             };
+            // What --set adds is dated to --set: an unknown field it names is
+            // reported at `--set:1:1`, not at line 0 of the file.
+            let here = || Span::new_start(override_marker());
             if last {
-                map.insert(MarkedScalarNode::new(Span::new_blank(), key), value);
+                // `stages` and `steps` are two ways to write one load profile:
+                // setting one replaces the other ("give `stages` or `steps`, not
+                // both" refused the guide's own `--set 'load.stages=[...]'` on a
+                // file that wrote `steps`).
+                if i == 1 && parts[0] == "load" && matches!(key, "stages" | "steps") {
+                    map.remove(if key == "stages" { "steps" } else { "stages" });
+                }
+                map.insert(MarkedScalarNode::new(here(), key), value);
                 return;
             }
-            let key_node = MarkedScalarNode::new(Span::new_blank(), key);
-            let child =
-                map.entry(key_node).or_insert_with(|| Node::Mapping(MarkedMappingNode::new_empty(Span::new_blank())));
+            let key_node = MarkedScalarNode::new(here(), key);
+            let child = map.entry(key_node).or_insert_with(|| Node::Mapping(MarkedMappingNode::new_empty(here())));
             node = match index {
                 None => child,
                 Some(n) => match child.as_sequence_mut().and_then(|s| s.get_mut(n)) {
@@ -758,5 +767,21 @@ mod tests {
             let e = set(&[bad]).expect_err(bad);
             assert!(e.0.iter().all(|d| d.file == "--set" && d.column == column), "{bad}: {e:?}");
         }
+        // A field --set adds that the scenario has no place for is its error, not the file's
+        // (it was `o.yaml:0:0`).
+        let e = set(&["nosuch=1"]).expect_err("unknown field");
+        assert_eq!(
+            (e.0[0].file.as_str(), e.0[0].line, e.0[0].message.as_str()),
+            ("--set", 1, "unknown field `nosuch`")
+        );
+        // `steps` replaces `stages` (and the other way): two ways to write one profile, and
+        // "give `stages` or `steps`, not both" refused the guide's own example.
+        let s = set(&["load.steps={from: 10, to: 30, by: 10, hold: 1s}"]).expect("steps replace stages");
+        assert_eq!(s.load.stages().len(), 3);
+        let stepped =
+            file.replace("stages: [ { rate: 10, hold: 1s } ]", "steps: { from: 10, to: 20, by: 10, hold: 1s }");
+        let o: Vec<Override> = vec!["load.stages=[{rate: 5, hold: 2s}]".parse().unwrap()];
+        let s = parse("o.yaml", &stepped, &o).expect("stages replace steps");
+        assert_eq!(s.load.stages().len(), 1);
     }
 }
