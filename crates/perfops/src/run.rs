@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Args;
 use perfops_core::pipeline::AbortWhen;
+use perfops_core::scenario::Override;
 
 use crate::conclude::{self, Ending};
 use crate::exit::Exit;
 use crate::loading::{inputs, load_model, load_scenario, stage_plans};
-use crate::session::{Session, SessionArgs};
+use crate::session::{Session, SessionArgs, overrides};
 use crate::shard::ShardArgs;
 
 /// Flags of `perfops run`.
@@ -31,12 +32,21 @@ pub(crate) struct CheckArgs {
     /// Scenario files to validate.
     #[arg(required = true)]
     files: Vec<PathBuf>,
+    /// Check with this field overridden, as `run --set` would run it
+    /// (repeatable; applied to every file).
+    #[arg(long = "set", value_name = "PATH=VALUE")]
+    set: Vec<Override>,
+    /// Check with this target, as `run --target` would run it.
+    #[arg(long)]
+    target: Option<String>,
 }
 
 pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     let mut ok = true;
+    // What a CI job is about to run: the file with the same overrides.
+    let overrides = overrides(&args.set, args.target.as_deref());
     for path in &args.files {
-        let Some((s, _)) = load_scenario(path, &[])? else {
+        let Some((s, _)) = load_scenario(path, &overrides)? else {
             ok = false;
             continue;
         };

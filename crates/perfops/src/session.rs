@@ -57,6 +57,13 @@ use crate::watching::{self, Judge, Store};
 pub(crate) use perfops_core::pipeline::{StagePlan, StageResult};
 
 /// Flags shared by `run`, `limit` and `sweep`.
+/// `--set` and `--target` as the overrides they are: `--target URL` is
+/// `--set target=URL`, applied last.
+pub(crate) fn overrides(set: &[Override], target: Option<&str>) -> Vec<Override> {
+    let target = target.map(|t| Override { path: "target".into(), value: t.to_string() });
+    set.iter().cloned().chain(target).collect()
+}
+
 #[derive(Debug, Args)]
 pub(crate) struct SessionArgs {
     /// The scenario file (YAML).
@@ -133,10 +140,7 @@ impl Session {
     /// its start instant, the setup values to use instead of running the
     /// setup (a generator alone: [`Placement::default`]).
     pub(crate) fn open(args: &SessionArgs, command: &str, placement: &Placement) -> Result<Option<Session>> {
-        let mut overrides = args.set.clone();
-        if let Some(t) = &args.target {
-            overrides.push(Override { path: "target".into(), value: t.clone() });
-        }
+        let overrides = overrides(&args.set, args.target.as_deref());
         let Some((scenario, text)) = load_scenario(&args.scenario, &overrides)? else { return Ok(None) };
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 

@@ -8,6 +8,7 @@ mod common;
 
 use common::{Finished, RUN_LIMIT, Workdir, quick, shared, spawn_perfops};
 use perfops_testkit as kit;
+use std::path::Path;
 use std::time::Duration;
 
 /// A short open load against `target` (as written), no SLO.
@@ -99,4 +100,24 @@ fn quick_has_ab_processing_row() {
     assert!(out.stdout.contains("(from the send to the end)"), "{}", out.stdout);
     assert!(out.stdout.contains("(from the send: Connect is apart)"), "{}", out.stdout);
     assert_eq!(out.u64("/connects"), 20, "one connection per request\n{}", out.dump());
+}
+
+/// `check` takes `run`'s `--set` and `--target`, so a CI job checks the
+/// scenario it is about to run; an error in what `--set` adds is `--set`'s
+/// (`--set nosuch=1` was reported at `FILE:0:0`), and `load.stages` replaces
+/// a file's `steps` (the guide's own example failed with "give `stages` or
+/// `steps`, not both"). Session 14's tester, F10.
+#[test]
+fn check_takes_the_overrides_run_takes() {
+    let orders = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/orders.yaml").display().to_string();
+    let check =
+        |extra: &[&str]| spawn_perfops(&[&["check", orders.as_str()][..], extra].concat(), |_| {}).wait(RUN_LIMIT);
+    let ok = check(&["--set", "load.stages=[{rate: 50, hold: 10s}]", "--target", "http://127.0.0.1:9"]);
+    ok.assert_exit(0);
+    assert!(ok.stdout.contains("orders.yaml: ok (2 flows, 1 stages, 10 s)"), "{}", ok.stdout);
+    let bad = check(&["--set", "nosuch=1"]);
+    bad.assert_exit(2);
+    assert!(bad.stderr.starts_with("--set:1:1: error: unknown field `nosuch`"), "{}", bad.stderr);
+    let bad = check(&["--target", "ftp://127.0.0.1:9/"]);
+    bad.assert_exit(2);
 }
