@@ -430,8 +430,15 @@ impl QuickSummary {
             );
             for (label, q) in PERCENTAGES {
                 let _ = write!(o, "  {label:>6} {:>9.2}", ms(self.latency.quantile(q)));
-                if open {
-                    let _ = write!(o, " {:>9.2}", ms(self.service.quantile(q)));
+                // Nothing sent (a refused connect has no service time): "-", not a 0.00 that reads as fast.
+                match open {
+                    true if self.service.is_empty() => {
+                        let _ = write!(o, " {:>9}", "-");
+                    }
+                    true => {
+                        let _ = write!(o, " {:>9.2}", ms(self.service.quantile(q)));
+                    }
+                    false => {}
                 }
                 match ok {
                     // Nothing succeeded: no figure, rather than a 0.00 that reads as fast.
@@ -576,6 +583,28 @@ mod tests {
         assert!(t.contains("- [ms] (mean, across all concurrent requests)"), "{t}");
         assert!(t.contains("Cut at the end:         2 (still in flight when the run ended: not failures)"), "{t}");
         assert!(!t.contains("(cut: 2)"), "{t}");
+    }
+
+    /// A dead target in the open model: every request failed before it was
+    /// sent, so there is no service time: "-", not 0.00 (session 14's tester).
+    #[test]
+    fn requests_never_sent_have_no_service_time() {
+        let mut s = Stats { sent: 3, ..Stats::default() };
+        s.failures.add_n(FailureKind::ConnectRefused, 3);
+        for _ in 0..3 {
+            s.latency.record(Duration::from_micros(300));
+        }
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: None,
+            target_rate: Some(100.0),
+            max_in_flight: None,
+            protocol: String::new(),
+        };
+        let t = QuickSummary::new(setup, &s, Duration::from_secs(1), GeneratorUse::default(), false).text();
+        let row = t.lines().find(|l| l.trim_start().starts_with("50%")).unwrap_or_else(|| panic!("{t}"));
+        assert_eq!(row.split_whitespace().collect::<Vec<_>>(), ["50%", "0.30", "-", "-"], "{t}");
     }
 
     #[test]
