@@ -56,7 +56,6 @@ use crate::watching::{self, Judge, Store};
 /// Stages as planned and measured: the pipeline's per-stage accounting.
 pub(crate) use perfops_core::pipeline::{StagePlan, StageResult};
 
-/// Flags shared by `run`, `limit` and `sweep`.
 /// `--set` and `--target` as the overrides they are: `--target URL` is
 /// `--set target=URL`, applied last.
 pub(crate) fn overrides(set: &[Override], target: Option<&str>) -> Vec<Override> {
@@ -64,6 +63,7 @@ pub(crate) fn overrides(set: &[Override], target: Option<&str>) -> Vec<Override>
     set.iter().cloned().chain(target).collect()
 }
 
+/// Flags shared by `run`, `limit` and `sweep`.
 #[derive(Debug, Args)]
 pub(crate) struct SessionArgs {
     /// The scenario file (YAML).
