@@ -234,10 +234,13 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     assert!(f.stdout.contains("capacity"), "{}", f.stdout);
     f.assert_exit(0);
 
-    // The async model on the same settings is bound by the CPU only: at least 3x more.
-    // The search starts and stops at 3x: holding it (and its confirmation) is
+    // The async model on the same settings is bound by the CPU only: at least 2.5x more.
+    // The search starts and stops at 2.5x: holding it (and its confirmation) is
     // the claim; the CPU-bound ceiling above it is not, and bisecting for it
-    // would cost most of this test's time.
+    // would cost most of this test's time. That ceiling, a debug build of the
+    // generator and the demo on one core each, is near 3x here: in a CI run
+    // with clippy beside it, 3x a pool measured at 453/s (1,359/s) reached 95%
+    // and failed, while 1,317/s held and was confirmed (session 14).
     let (_wd, path, out) = scenario(
         "limit-async",
         &format!(
@@ -245,7 +248,7 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
              load: {{ stages: [ {{ rate: 400, hold: 3s }} ] }}\nslo: [ p99 < 250ms, errors < 1% ]\n"
         ),
     );
-    let three_times = (3.0 * capacity).to_string();
+    let at_least = (2.5 * capacity).to_string();
     let f = spawn_perfops(
         &[
             "limit",
@@ -256,16 +259,16 @@ fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
             "--hold",
             "2s",
             "--from",
-            &three_times,
+            &at_least,
             "--max",
-            &three_times,
+            &at_least,
         ],
         |_| {},
     )
     .wait(Duration::from_secs(90));
     let summary = json(&run_dir(&out).join("summary.json"));
     let async_capacity = summary["limit"]["capacity_rps"].as_f64().unwrap_or(0.0);
-    assert!(async_capacity >= 3.0 * capacity, "async {async_capacity}/s vs threads {capacity}/s\n{}", f.stderr);
+    assert!(async_capacity >= 2.5 * capacity, "async {async_capacity}/s vs threads {capacity}/s\n{}", f.stderr);
 }
 
 /// `limit` against a target where nothing holds says how low it went: the
