@@ -430,25 +430,20 @@ impl QuickSummary {
             );
             for (label, q) in PERCENTAGES {
                 let _ = write!(o, "  {label:>6} {:>9.2}", ms(self.latency.quantile(q)));
-                // Nothing sent (a refused connect has no service time): "-", not a 0.00 that reads as fast.
-                match open {
-                    true if self.service.is_empty() => {
-                        let _ = write!(o, " {:>9}", "-");
-                    }
-                    true => {
-                        let _ = write!(o, " {:>9.2}", ms(self.service.quantile(q)));
-                    }
-                    false => {}
+                // A histogram that holds nothing (nothing sent: a refused connect has no service
+                // time; nothing succeeded) is "-", not a 0.00 that reads as fast.
+                let mut column = |h: &Histogram, width: usize| {
+                    let _ = if h.is_empty() {
+                        write!(o, " {:>width$}", "-")
+                    } else {
+                        write!(o, " {:>width$.2}", ms(h.quantile(q)))
+                    };
+                };
+                if open {
+                    column(&self.service, 9);
                 }
-                match ok {
-                    // Nothing succeeded: no figure, rather than a 0.00 that reads as fast.
-                    true if self.latency_ok.is_empty() => {
-                        let _ = write!(o, " {:>11}", "-");
-                    }
-                    true => {
-                        let _ = write!(o, " {:>11.2}", ms(self.latency_ok.quantile(q)));
-                    }
-                    false => {}
+                if ok {
+                    column(&self.latency_ok, 11);
                 }
                 let _ = writeln!(o, "{}", if q == 1.0 { " (longest request)" } else { "" });
             }
