@@ -16,6 +16,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Schedule, Shard};
 use perfops_core::pipeline::StagePlan;
+use perfops_core::scenario::feeder::Feeder;
 use perfops_core::scenario::{Load, Override, Scenario, TargetSpec, sources};
 use perfops_engine::{Target, TargetError};
 
@@ -25,7 +26,7 @@ use crate::exit::UsageError;
 /// the CSV feeders and the target with its `${env.X}` resolved.
 pub(crate) struct Inputs {
     pub(crate) env: HashMap<String, String>,
-    pub(crate) feeders: Vec<perfops_core::scenario::feeder::Feeder>,
+    pub(crate) feeders: Vec<Feeder>,
     pub(crate) target: TargetSpec,
     /// The scenario's folder: CSV and `.proto` files are relative to it.
     pub(crate) folder: std::path::PathBuf,
@@ -51,16 +52,15 @@ impl Inputs {
     }
 }
 
-/// Read the inputs of `scenario` (from the file at `path`) as a session
-/// does, and check that its target parses as a URL. `check` calls it too,
-/// so that it accepts exactly what `run` accepts (#11).
-pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
+/// Read the inputs of `scenario` (from the file at `path`, whose text is
+/// `text`) as a session does, and check that its target parses as a URL.
+/// `check` calls it too, so that it accepts exactly what `run` accepts (#11).
+/// `None`: an unset `${env.X}` or a CSV file that cannot be used, every one
+/// already printed at its place in the file, as [`load_scenario`] prints.
+pub(crate) fn inputs(scenario: &Scenario, path: &Path, text: &str) -> Result<Option<Inputs>> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
-    // ${env.X}: read once; a missing variable is an input error, not an empty string.
-    let env = sources::env(scenario, |name| std::env::var(name).ok()).map_err(|e| usage(e.to_string()))?;
     let folder = path.parent().unwrap_or(Path::new("."));
-    let feeders =
-        sources::feeders(scenario, folder, |p| std::fs::read_to_string(p)).map_err(|e| usage(e.to_string()))?;
+    let Some((env, feeders)) = read_sources(scenario, folder, text) else { return Ok(None) };
     let target = sources::target(scenario, &env);
     let (mut resolved, mut unresolved) = (None, None);
     if let TargetSpec::Url(url) = &target {
@@ -76,7 +76,30 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path) -> Result<Inputs> {
     for step in steps.filter(|s| s.grpc.is_some()) {
         perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
     }
-    Ok(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved, resolved })
+    Ok(Some(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved, resolved }))
+}
+
+/// The `${env.X}` values and the CSV feeders of `scenario` (its folder
+/// `folder`, its text `text`): what it reads besides its file. `None`: what
+/// was missing or broken, every problem at its place in the file, is printed.
+pub(crate) fn read_sources(
+    scenario: &Scenario,
+    folder: &Path,
+    text: &str,
+) -> Option<(HashMap<String, String>, Vec<Feeder>)> {
+    // ${env.X}: read once; a missing variable is an input error, not an empty string.
+    let env = sources::env(scenario, |name| std::env::var(name).ok());
+    let feeders = sources::feeders(scenario, folder, |p| std::fs::read_to_string(p));
+    match (env, feeders) {
+        (Ok(env), Ok(feeders)) => Some((env, feeders)),
+        (env, feeders) => {
+            let mut all = env.err().unwrap_or_default();
+            all.0.extend(feeders.err().unwrap_or_default().0);
+            all.0.sort_by_key(|d| (d.file == "--set", d.line, d.column));
+            eprint!("{}", all.render(text));
+            None
+        }
+    }
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.

@@ -46,18 +46,19 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     // What a CI job is about to run: the file with the same overrides.
     let overrides = overrides(&args.set, args.target.as_deref());
     for path in &args.files {
-        let Some((s, _)) = load_scenario(path, &overrides)? else {
+        let Some((s, text)) = load_scenario(path, &overrides)? else {
             ok = false;
             continue;
         };
         // What `run` reads besides the file (environment, CSV files, the
         // target's URL), read alike: `check` passes what `run` accepts (#11).
-        match inputs(&s, path) {
+        match inputs(&s, path, &text) {
             Err(e) => {
                 eprintln!("{}: {e:#}", path.display());
                 ok = false;
             }
-            Ok(read) => {
+            Ok(None) => ok = false,
+            Ok(Some(read)) => {
                 crate::exit::out(&format!(
                     "{}: ok ({} flows, {} stages, {:.0} s)\n",
                     path.display(),

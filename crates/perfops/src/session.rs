@@ -144,7 +144,7 @@ impl Session {
         let Some((scenario, text)) = load_scenario(&args.scenario, &overrides)? else { return Ok(None) };
         let usage = |m: String| anyhow::Error::new(UsageError(m));
 
-        let inputs = inputs(&scenario, &args.scenario)?;
+        let Some(inputs) = inputs(&scenario, &args.scenario, &text)? else { return Ok(None) };
         if let Some(start) = placement.start_at {
             crate::shard::check_start(start, SystemTime::now(), scenario.load.duration())?;
         }

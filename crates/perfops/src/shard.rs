@@ -289,8 +289,8 @@ pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
     if let Some(t) = &args.target {
         overrides.push(Override { path: "target".into(), value: t.clone() });
     }
-    let Some((scenario, _)) = load_scenario(&args.scenario, &overrides)? else { return Ok(Exit::Usage) };
-    let inputs = inputs(&scenario, &args.scenario)?;
+    let Some((scenario, text)) = load_scenario(&args.scenario, &overrides)? else { return Ok(Exit::Usage) };
+    let Some(inputs) = inputs(&scenario, &args.scenario, &text)? else { return Ok(Exit::Usage) };
     let TargetSpec::Url(url) = &inputs.target else {
         return Err(usage(
             "the target is a demo this command would start and stop: its tokens would be worthless; \

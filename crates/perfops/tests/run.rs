@@ -891,6 +891,61 @@ load:
     assert!(!wd.runs().exists(), "a scenario with errors must not create a results directory");
 }
 
+/// What a scenario reads besides its file is checked as the file is: every
+/// unset `${env.X}` (a WebSocket message's too, which was not read at all),
+/// every CSV file that cannot be used and every `${feeder.column}` its file
+/// lacks (which rendered as an empty value, and the run passed), all at
+/// once, each at its place with a hint; `run` refuses the same file with exit
+/// 2 and no results directory. (`check` stopped at the first, without a line.)
+#[test]
+fn check_reports_what_the_scenario_reads_besides_its_file_at_its_place() {
+    let _cpu = shared();
+    let wd = Workdir::new("check-sources");
+    std::fs::write(wd.path.join("users.csv"), "email,name\na@b,1\n").expect("write users.csv");
+    let file = wd.scenario(
+        "reads.yaml",
+        r#"name: reads
+target: demo:async
+defaults:
+  headers: { X-Api-Key: "${env.PERFOPS_TEST_UNSET_KEY}" }
+data:
+  users: { csv: users.csv }
+  pages: { csv: nowhere/pages.csv }
+flows:
+  list:
+    steps:
+      - request: GET /orders?u=${users.mail}
+      - websocket: /ws
+        send: ["hi ${env.PERFOPS_TEST_UNSET_GREETING}"]
+load:
+  stages: [ { rate: 10, hold: 1s } ]
+"#,
+    );
+    let file_s = file.display().to_string();
+    let unset = |c: &mut std::process::Command| {
+        c.env_remove("PERFOPS_TEST_UNSET_KEY").env_remove("PERFOPS_TEST_UNSET_GREETING");
+    };
+    let out = spawn_perfops(&["check", &file_s], unset).wait(RUN_LIMIT);
+    out.assert_exit(2);
+    for (position, message, hint) in [
+        ("4:26", "`${env.PERFOPS_TEST_UNSET_KEY}` is used in", "hint: set it where perfops runs"),
+        ("7:17", "data `pages`: cannot read", "hint: a CSV file's path is relative to the scenario file's folder"),
+        ("11:32", "`${users.mail}`: ", "hint: did you mean `${users.email}`? its columns: email, name"),
+        ("13:20", "`${env.PERFOPS_TEST_UNSET_GREETING}` is used in", "hint: set it where perfops runs"),
+    ] {
+        let head = format!("{file_s}:{position}: error: {message}");
+        assert!(out.stderr.contains(&head), "stderr lacks {head:?}:\n{}", out.stderr);
+        assert!(out.stderr.contains(hint), "stderr lacks {hint:?}:\n{}", out.stderr);
+    }
+    assert!(out.stderr.contains("4 errors found"), "{}", out.stderr);
+
+    let runs = wd.runs().display().to_string();
+    let out = spawn_perfops(&["run", &file_s, "--out", &runs, "-q"], unset).wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains("4 errors found"), "{}", out.stderr);
+    assert!(!wd.runs().exists(), "an input error must not create a results directory");
+}
+
 /// Issue #3, `--set` and `--target`: `--set load.max_in_flight=2` against
 /// a demo whose orders take 300 ms, at 50/s for 2 s, frees two slots every
 /// 300 ms, so most of the 100 arrivals are dropped, counted (sent + dropped

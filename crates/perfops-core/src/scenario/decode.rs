@@ -22,7 +22,7 @@ use super::condition::{AbortRule, Condition, ConditionError};
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
 use super::feeder::FeedMode;
 use super::template::{Template, VarRef};
-use super::{Defaults, DemoModel, FeederSpec, Http2Options, HttpVersion, Scenario, Step, TargetSpec};
+use super::{Defaults, DemoModel, FeederSpec, Http2Options, HttpVersion, Origin, Scenario, Step, TargetSpec, VarUse};
 use crate::model::Rate;
 use crate::units::parse_duration;
 
@@ -68,7 +68,7 @@ const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu
 /// Parse and validate scenario `text` read from `file` (the name is used in
 /// diagnostics and as the default scenario name).
 pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, Diagnostics> {
-    let mut d = Dec { file, errors: Vec::new(), uses: Vec::new() };
+    let mut d = Dec { file, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new() };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
     let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
@@ -95,6 +95,8 @@ pub(super) struct Dec<'f> {
     /// Every `${saved}` variable used, where, for the final check that each
     /// is saved somewhere.
     pub(super) uses: Vec<(String, Option<Marker>, String)>,
+    /// Every `${env.NAME}` and `${feeder.column}` used, where ([`Scenario::outside_vars`]).
+    outside_vars: Vec<VarUse>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -110,7 +112,8 @@ pub(super) fn kind(node: &Node) -> &'static str {
 }
 
 impl Dec<'_> {
-    pub(super) fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
+    /// Where `marker` is, in the file or in a `--set` value.
+    fn origin(&self, marker: Option<&Marker>, path: &str) -> Origin {
         let (line, mut column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
         if source == OVERRIDE_FLOW_SOURCE {
             column = column.saturating_sub(FLOW_PREFIX.len()).max(1);
@@ -120,7 +123,12 @@ impl Dec<'_> {
         } else {
             self.file.to_string()
         };
-        self.errors.push(Diagnostic { file, line, column, path: path.to_string(), message, hint });
+        Origin { file, line, column, path: path.to_string() }
+    }
+
+    pub(super) fn at_marker(&mut self, marker: Option<&Marker>, path: &str, message: String, hint: Option<String>) {
+        let error = self.origin(marker, path).error(message, hint);
+        self.errors.push(error);
     }
 
     pub(super) fn at(&mut self, span: &Span, path: &str, message: impl Into<String>, hint: Option<String>) {
@@ -258,16 +266,26 @@ impl Dec<'_> {
         }
     }
 
-    /// Note where each saved variable of `t` (parsed from `s` at byte `at`) is used.
+    /// Note where each saved, environment and feeder variable of `t`
+    /// (parsed from `s` at byte `at`) is used.
     pub(super) fn record_uses(&mut self, t: &Template, s: &MarkedScalarNode, at: usize, path: &str) {
         for v in t.vars() {
+            let written = match v {
+                VarRef::Saved(name) => format!("${{{name}"),
+                VarRef::Env(name) => format!("${{env.{name}"),
+                VarRef::Feeder { feeder, column } => format!("${{{feeder}.{column}"),
+                _ => continue,
+            };
+            let mut marker = s.span().start().copied();
+            if let Some(m) = marker.as_mut() {
+                let offset = t.source().find(&written).unwrap_or(0);
+                m.set_column(m.column() + at + offset + usize::from(!s.may_coerce()));
+            }
             if let VarRef::Saved(name) = v {
-                let mut marker = s.span().start().copied();
-                if let Some(m) = marker.as_mut() {
-                    let offset = t.source().find(&format!("${{{name}")).unwrap_or(0);
-                    m.set_column(m.column() + at + offset + usize::from(!s.may_coerce()));
-                }
                 self.uses.push((name.clone(), marker, path.to_string()));
+            } else {
+                let at = self.origin(marker.as_ref(), path);
+                self.outside_vars.push(VarUse { var: v.clone(), used_in: t.source().to_string(), at });
             }
         }
     }
@@ -426,6 +444,7 @@ impl Dec<'_> {
             abort_when,
             watch,
             probe,
+            outside_vars: std::mem::take(&mut self.outside_vars),
         })
     }
 
@@ -478,7 +497,9 @@ impl Dec<'_> {
         // (`sources::target`); nothing else is known before the load.
         if t.contains("${") {
             match Template::parse(t, &[]) {
-                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) => {}
+                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) => {
+                    self.record_uses(&tpl, s, s.as_str().find(t).unwrap_or(0), "target");
+                }
                 Ok(_) => {
                     self.at(
                         s.span(),
@@ -605,7 +626,9 @@ impl Dec<'_> {
         for (k, v) in m.iter() {
             let p = join("data", k.as_str());
             let Some(f) = self.map(v, &p, FEEDER) else { continue };
-            let csv = self.required(f, "csv", &p, "csv: users.csv").and_then(|n| self.string(n, &join(&p, "csv")));
+            let csv_node = self.required(f, "csv", &p, "csv: users.csv");
+            let csv = csv_node.and_then(|n| self.string(n, &join(&p, "csv")));
+            let at = self.origin(csv_node.and_then(|n| n.span().start()), &join(&p, "csv"));
             let mode = match f.get_node("mode").and_then(|n| self.scalar(n, &join(&p, "mode"), "cycle, random or once"))
             {
                 None => Some(FeedMode::Cycle),
@@ -625,7 +648,7 @@ impl Dec<'_> {
                 },
             };
             if let (Some(csv), Some(mode)) = (csv, mode) {
-                out.push(FeederSpec { name: k.as_str().to_string(), csv, mode });
+                out.push(FeederSpec { name: k.as_str().to_string(), csv, mode, at });
             }
         }
         out

@@ -64,6 +64,49 @@ pub struct Scenario {
     pub watch: Option<Watch>,
     /// Kubernetes-style probes.
     pub probe: Probes,
+    /// Every `${env.NAME}` and `${feeder.column}` the scenario uses, where:
+    /// the variables whose values come from outside the file, checked by
+    /// [`sources`] when it reads them, whose errors point at the use.
+    pub outside_vars: Vec<VarUse>,
+}
+
+/// Where in the scenario's text something is written, for an error found
+/// after validation (an unset `${env.X}`, a CSV file that cannot be read).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Origin {
+    /// The file as the user named it, or `--set`.
+    pub file: String,
+    /// 1-based line; 0 when unknown.
+    pub line: usize,
+    /// 1-based column; 0 when unknown.
+    pub column: usize,
+    /// The field path, e.g. `defaults.headers.X-Api-Key`.
+    pub path: String,
+}
+
+impl Origin {
+    /// A diagnostic at this place.
+    pub fn error(&self, message: String, hint: Option<String>) -> Diagnostic {
+        Diagnostic {
+            file: self.file.clone(),
+            line: self.line,
+            column: self.column,
+            path: self.path.clone(),
+            message,
+            hint,
+        }
+    }
+}
+
+/// One use of a variable in the scenario.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VarUse {
+    /// The variable.
+    pub var: template::VarRef,
+    /// The text that uses it, as written.
+    pub used_in: String,
+    /// Where.
+    pub at: Origin,
 }
 
 /// The target: a URL, or the built-in demo server.
@@ -215,6 +258,8 @@ pub struct FeederSpec {
     pub csv: String,
     /// How rows are handed out.
     pub mode: FeedMode,
+    /// Where `csv:` is written.
+    pub at: Origin,
 }
 
 /// The load profile.

@@ -1,68 +1,51 @@
 //! Where a scenario's variables come from outside its file: `${env.X}`
 //! (read once, before the load) and the CSV files of `data:` feeders. The
 //! caller hands in the environment lookup and the file reader, so this stays
-//! free of I/O and tests need neither; the errors say which variable or file
-//! and are input errors of the user's.
+//! free of I/O and tests need neither. Every problem is reported at once, as
+//! a [`Diagnostic`] at the place in the file that asks for the variable or the
+//! file, with a hint: they are input errors of the user's, as the file's own.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::feeder::{Feeder, FeederError};
+use super::diag::{Diagnostic, Diagnostics, did_you_mean};
+use super::feeder::Feeder;
 use super::template::{Template, VarRef, Vars};
-use super::{Body, JsonPart, Scenario, TargetSpec};
+use super::{Scenario, TargetSpec, VarUse};
 
-/// A variable source the scenario names is missing or broken.
-#[derive(Debug, thiserror::Error)]
-pub enum SourceError {
-    /// `${env.X}` with X not set: an input error, not an empty string.
-    #[error("`${{env.{name}}}` is used in `{used_in}` but {name} is not set")]
-    EnvNotSet {
-        /// The variable.
-        name: String,
-        /// The template that uses it, as written.
-        used_in: String,
-    },
-    /// A feeder's CSV file cannot be read.
-    #[error("data `{data}`: cannot read {}: {error}", path.display())]
-    Read {
-        /// The feeder.
-        data: String,
-        /// The file, relative to where the scenario is.
-        path: PathBuf,
-        /// Why.
-        error: io::Error,
-    },
-    /// A feeder's CSV file is not a table of rows.
-    #[error("{}: {error}", path.display())]
-    Csv {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, and where.
-        error: FeederError,
-    },
-}
-
-/// The value of every `${env.X}` the scenario uses, from `lookup`.
+/// The value of every `${env.X}` the scenario uses, from `lookup`; or every
+/// variable that is not set, each at its first use.
 pub fn env(
     scenario: &Scenario,
     lookup: impl Fn(&str) -> Option<String>,
-) -> Result<HashMap<String, String>, SourceError> {
+) -> Result<HashMap<String, String>, Diagnostics> {
     let mut env = HashMap::new();
-    let target = match &scenario.target {
-        TargetSpec::Url(u) if u.contains("${") => Template::parse(u, &[]).ok(),
-        _ => None,
-    };
-    for t in target.iter().chain(templates(scenario)) {
-        for v in t.vars() {
-            if let VarRef::Env(name) = v {
-                let value = lookup(name)
-                    .ok_or_else(|| SourceError::EnvNotSet { name: name.clone(), used_in: t.source().to_string() })?;
-                env.insert(name.clone(), value);
+    let mut unset: Vec<Diagnostic> = Vec::new();
+    let mut uses: Vec<(&str, &VarUse)> = scenario
+        .outside_vars
+        .iter()
+        .filter_map(|u| match &u.var {
+            VarRef::Env(name) => Some((name.as_str(), u)),
+            _ => None,
+        })
+        .collect();
+    uses.sort_by_key(|(_, u)| (u.at.file == "--set", u.at.line, u.at.column));
+    let mut seen = HashSet::new();
+    for (name, u) in uses.into_iter().filter(|(name, _)| seen.insert(*name)) {
+        match lookup(name) {
+            Some(value) => {
+                env.insert(name.to_string(), value);
             }
+            None => unset.push(u.at.error(
+                format!("`${{env.{name}}}` is used in `{}` but {name} is not set", u.used_in),
+                Some(format!(
+                    "set it where perfops runs (`export {name}=...`); it is read once, before the load, and never written to the results"
+                )),
+            )),
         }
     }
-    Ok(env)
+    if unset.is_empty() { Ok(env) } else { Err(Diagnostics(unset)) }
 }
 
 /// The scenario's target with its `${env.NAME}` replaced by `env`'s values
@@ -102,44 +85,56 @@ impl Vars for EnvOnly<'_> {
 }
 
 /// The scenario's feeders, their CSV files (relative to `base`, the
-/// scenario's folder) read with `read`.
+/// scenario's folder) read with `read`; or what is wrong with each.
 pub fn feeders(
     scenario: &Scenario,
     base: &Path,
     read: impl Fn(&Path) -> io::Result<String>,
-) -> Result<Vec<Feeder>, SourceError> {
-    scenario
-        .data
-        .iter()
-        .map(|spec| {
-            let path = base.join(&spec.csv);
-            let csv = read(&path).map_err(|error| SourceError::Read {
-                data: spec.name.clone(),
-                path: path.clone(),
-                error,
-            })?;
-            Feeder::from_csv(&spec.name, &csv, spec.mode).map_err(|error| SourceError::Csv { path, error })
-        })
-        .collect()
-}
-
-/// Every template of the scenario, for finding `${env.X}` uses.
-fn templates(s: &Scenario) -> Vec<&Template> {
-    let mut out: Vec<&Template> = s.defaults.headers.iter().map(|(_, t)| t).collect();
-    for step in s.setup.iter().chain(s.flows.iter().flat_map(|f| f.steps.iter())) {
-        out.push(&step.path);
-        out.extend(step.headers.iter().map(|(_, t)| t));
-        match &step.body {
-            Body::Raw(t) => out.push(t),
-            Body::Form(f) => out.extend(f.iter().map(|(_, t)| t)),
-            Body::Json(parts) => out.extend(parts.iter().filter_map(|p| match p {
-                JsonPart::String(t) => Some(t),
-                JsonPart::Literal(_) => None,
-            })),
-            Body::None => {}
+) -> Result<Vec<Feeder>, Diagnostics> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for spec in &scenario.data {
+        let path = base.join(&spec.csv);
+        match read(&path) {
+            Err(error) => errors.push(spec.at.error(
+                format!("data `{}`: cannot read {}: {error}", spec.name, path.display()),
+                Some("a CSV file's path is relative to the scenario file's folder".into()),
+            )),
+            Ok(csv) => match Feeder::from_csv(&spec.name, &csv, spec.mode) {
+                Ok(feeder) => {
+                    errors.extend(unknown_columns(scenario, &feeder, &path));
+                    out.push(feeder);
+                }
+                Err(error) => errors.push(spec.at.error(
+                    format!("data `{}`: {}: {error}", spec.name, path.display()),
+                    Some("the first row names the columns; every row has as many fields".into()),
+                )),
+            },
         }
     }
-    out
+    if errors.is_empty() { Ok(out) } else { Err(Diagnostics(errors)) }
+}
+
+/// A `${feeder.column}` whose feeder's file (read from `path`) has no such
+/// column: without this check it rendered as an empty value, silently, and a
+/// run against the wrong URLs passed.
+fn unknown_columns<'s>(
+    scenario: &'s Scenario,
+    feeder: &'s Feeder,
+    path: &'s Path,
+) -> impl Iterator<Item = Diagnostic> + 's {
+    scenario.outside_vars.iter().filter_map(move |u| match &u.var {
+        VarRef::Feeder { feeder: name, column } if name == feeder.name() && feeder.column_index(column).is_none() => {
+            let columns = feeder.columns();
+            let names: Vec<&str> = columns.iter().map(String::as_str).collect();
+            let hint = match did_you_mean(column, &names) {
+                Some(near) => format!("did you mean `${{{name}.{near}}}`? its columns: {}", columns.join(", ")),
+                None => format!("its columns: {} (the first row of the file names them)", columns.join(", ")),
+            };
+            Some(u.at.error(format!("`${{{name}.{column}}}`: {} has no column `{column}`", path.display()), Some(hint)))
+        }
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -159,26 +154,51 @@ load: { stages: [ { rate: 10, hold: 1s } ] }
     }
 
     #[test]
-    fn env_values_come_from_the_lookup_and_a_missing_one_is_named() {
+    fn env_values_come_from_the_lookup_and_every_missing_one_is_named_where_it_is_used() {
         let s = scenario();
         let all = |name: &str| Some(format!("<{name}>"));
         let values = env(&s, all).expect("every variable set");
         assert_eq!(values.get("API_KEY").map(String::as_str), Some("<API_KEY>"));
         assert_eq!(values.get("USER_ID").map(String::as_str), Some("<USER_ID>"));
-        let cases = [
-            // The header default is the first template that uses it.
-            ("API_KEY", "`${env.API_KEY}` is used in `${env.API_KEY}` but API_KEY is not set"),
-            // A step's path, named as written.
-            ("USER_ID", "`${env.USER_ID}` is used in `/${pages.path}?u=${env.USER_ID}` but USER_ID is not set"),
+        // (variables unset, each error as `check` prints it: at the `${` of the first use)
+        let cases: [(&[&str], &[&str]); 3] = [
+            // The header default, line 3; the hint says where it is read.
+            (
+                &["API_KEY"],
+                &["s.yaml:3:36: error: `${env.API_KEY}` is used in `${env.API_KEY}` but API_KEY is not set"],
+            ),
+            // A step's path, named as written; the column is the variable's, not the request's.
+            (
+                &["USER_ID"],
+                &[
+                    "s.yaml:5:62: error: `${env.USER_ID}` is used in `/${pages.path}?u=${env.USER_ID}` but USER_ID is not set",
+                ],
+            ),
+            // Both at once, in the file's order (it stopped at the first).
+            (&["USER_ID", "API_KEY"], &["s.yaml:3:36", "s.yaml:5:62"]),
         ];
         for (missing, want) in cases {
-            let err = env(&s, |name: &str| (name != missing).then(|| "x".to_string())).expect_err(missing);
-            assert_eq!(err.to_string(), want);
+            let err = env(&s, |name: &str| (!missing.contains(&name)).then(|| "x".to_string())).expect_err("unset");
+            assert_eq!(err.0.len(), want.len(), "{err}");
+            for (d, w) in err.0.iter().zip(want) {
+                assert!(d.to_string().starts_with(w), "{d}\nwant {w}");
+                assert!(d.hint.as_deref().is_some_and(|h| h.contains("export")), "{d}");
+            }
         }
     }
 
+    /// A variable used twice is asked for once, at its first use.
     #[test]
-    fn feeders_are_read_beside_the_scenario_and_errors_name_the_file() {
+    fn an_unset_variable_used_twice_is_one_error() {
+        let text = TEXT.replace("?u=${env.USER_ID}", "?u=${env.API_KEY}");
+        let s = super::super::parse("s.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+        let err = env(&s, |_: &str| None).expect_err("unset");
+        assert_eq!(err.0.len(), 1, "{err}");
+        assert_eq!((err.0[0].line, err.0[0].path.as_str()), (3, "defaults.headers.X-Api-Key"));
+    }
+
+    #[test]
+    fn feeders_are_read_beside_the_scenario_and_errors_point_at_their_csv() {
         let s = scenario();
         let base = Path::new("/scenarios");
         let read = feeders(&s, base, |p| {
@@ -188,10 +208,54 @@ load: { stages: [ { rate: 10, hold: 1s } ] }
         .expect("a good table");
         assert_eq!(read.len(), 1);
         assert_eq!(read[0].name(), "pages");
+        // `data: { pages: { csv: data/paths.csv } }` is line 4; `data/paths.csv` starts at column 23.
         let unreadable = feeders_err(&s, base, || Err(io::Error::new(io::ErrorKind::NotFound, "no such file")));
-        assert_eq!(unreadable, "data `pages`: cannot read /scenarios/data/paths.csv: no such file");
+        assert_eq!(
+            unreadable,
+            "s.yaml:4:23: error: data `pages`: cannot read /scenarios/data/paths.csv: no such file (at `data.pages.csv`)\n  \
+             hint: a CSV file's path is relative to the scenario file's folder\n"
+        );
         let empty = feeders_err(&s, base, || Ok(String::new()));
-        assert!(empty.starts_with("/scenarios/data/paths.csv: "), "{empty}");
+        assert!(empty.starts_with("s.yaml:4:23: error: data `pages`: /scenarios/data/paths.csv: line "), "{empty}");
+    }
+
+    /// A column the file lacks is refused where it is used (it rendered as an
+    /// empty value, silently); a known one, or another feeder's, is not.
+    #[test]
+    fn a_column_the_csv_lacks_is_named_with_the_columns_it_has() {
+        let s = scenario();
+        // (the CSV text, the error at `${pages.path}` or none)
+        let cases = [
+            ("path\na\n", None),                                                    // the column is there
+            ("paht\na\n", Some("did you mean `${pages.paht}`? its columns: paht")), // a typo in the file
+            ("url,id\na,1\n", Some("its columns: url, id (the first row of the file names them)")), // nothing near
+        ];
+        for (csv, want) in cases {
+            let got = feeders(&s, Path::new(""), |_| Ok(csv.to_string()));
+            match (got, want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(hint)) => {
+                    let d = &e.0[0];
+                    assert_eq!((d.line, d.column), (5, 46), "{d}");
+                    assert_eq!(d.message, "`${pages.path}`: data/paths.csv has no column `path`");
+                    assert_eq!(d.hint.as_deref(), Some(hint), "{csv:?}");
+                }
+                (got, want) => panic!("{csv:?}: {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    /// Two feeders that cannot be read are two errors, not the first alone.
+    #[test]
+    fn every_feeder_that_cannot_be_read_is_named() {
+        let text = TEXT.replace(
+            "data: { pages: { csv: data/paths.csv } }",
+            "data: { pages: { csv: a.csv }, users: { csv: b.csv } }",
+        );
+        let s = super::super::parse("s.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+        let err = feeders(&s, Path::new(""), |_| Err(io::ErrorKind::NotFound.into())).expect_err("none readable");
+        let paths: Vec<&str> = err.0.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(paths, ["data.pages.csv", "data.users.csv"]);
     }
 
     /// #11: `${env.X}` in `target` is read with the others and resolved

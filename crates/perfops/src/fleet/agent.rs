@@ -411,7 +411,7 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     let feeders = sources::feeders(&scenario, Path::new(""), |p| {
         a.files.get(&p.display().to_string()).cloned().ok_or_else(|| std::io::ErrorKind::NotFound.into())
     })
-    .map_err(|e| anyhow!("{e}"))?;
+    .map_err(|e| anyhow!("{}", e.render(&a.scenario)))?;
     let target = Target::parse(&a.target).map_err(|e| anyhow!("target `{}`: {e}", a.target))?;
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();

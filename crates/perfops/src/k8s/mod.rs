@@ -28,7 +28,7 @@ use perfops_engine::{Target, TargetError};
 use serde::Serialize;
 
 use crate::exit::{Exit, UsageError};
-use crate::loading::load_scenario;
+use crate::loading::{load_scenario, read_sources};
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
 
 /// Flags of `perfops k8s`.
@@ -90,13 +90,9 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
     // What `run` would read besides the file (CSV files, environment), checked alike;
     // the target as the pods will see it.
-    let env: BTreeMap<String, String> = sources::env(&scenario, |name| std::env::var(name).ok())
-        .map_err(|e| usage(e.to_string()))?
-        .into_iter()
-        .collect();
     let folder = args.scenario.parent().unwrap_or(Path::new("."));
-    sources::feeders(&scenario, folder, |p| std::fs::read_to_string(p))
-        .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
+    let Some((env, _)) = read_sources(&scenario, folder, &text) else { return Ok(Exit::Usage) };
+    let env: BTreeMap<String, String> = env.into_iter().collect();
     let in_env = env.clone().into_iter().collect();
     target_for_pods(&sources::target(&scenario, &in_env))
         .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
