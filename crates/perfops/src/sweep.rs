@@ -77,10 +77,11 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
             break;
         }
         let st = &loaded.stages[0];
+        // The level table's figures: p50 of the answered requests (see `levels`).
         eprintln!(
             "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",
             st.achieved_rate,
-            st.stats.latency.quantile(0.5).as_secs_f64() * 1000.0,
+            st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0,
             st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
             st.stats.error_ratio() * 100.0
         );
@@ -169,7 +170,9 @@ fn concurrency_cap(levels: &[SweepLevel]) -> Option<f64> {
     let [.., a, b] = levels else { return None };
     let first = levels.first()?;
     let plateau = f64::from(b.concurrency) >= 1.5 * f64::from(a.concurrency) && b.throughput <= a.throughput * 1.10;
-    let cap = b.throughput * first.p50_ms / 1000.0 / f64::from(first.concurrency);
+    // Little's law: requests in service = throughput x the time each takes
+    // unqueued (the lowest level's), whatever users that level had.
+    let cap = b.throughput * first.p50_ms / 1000.0;
     // A cap above the users tried is no cap of the target's.
     (plateau && first.p50_ms > 0.0 && cap < f64::from(b.concurrency)).then_some(cap)
 }
@@ -195,6 +198,11 @@ mod tests {
         // 10 threads at 20 ms: 500/s from 10 users on.
         let pool = [level(1, 50.0, 20.0), level(10, 495.0, 20.2), level(20, 500.0, 40.0), level(50, 500.0, 100.0)];
         let cap = concurrency_cap(&pool).expect("a cap");
+        assert!((cap - 10.0).abs() < 0.5, "{cap}");
+        // The same pool swept from 4 users (it divided by them: "about 2 at once").
+        let from_four =
+            [level(4, 200.0, 20.0), level(10, 495.0, 20.2), level(20, 500.0, 40.0), level(50, 500.0, 100.0)];
+        let cap = concurrency_cap(&from_four).expect("a cap");
         assert!((cap - 10.0).abs() < 0.5, "{cap}");
         // Still growing: no cap.
         let linear = [level(1, 50.0, 20.0), level(10, 500.0, 20.0), level(50, 2400.0, 20.5)];
