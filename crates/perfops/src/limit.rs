@@ -119,7 +119,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         }
         let rate = attempt.rate;
         let name = if attempt.confirming { format!("confirm {}/s", round(rate)) } else { format!("{}/s", round(rate)) };
-        let stage = StagePlan { name, target_rate: Some(rate), duration: args.hold };
+        let stage = StagePlan { name, target_rate: Some(rate), start_rate: None, duration: args.hold };
         let r = Rate::per_second(rate).map_err(|e| anyhow::anyhow!("{e}"))?;
         let schedule = Schedule::new(vec![Segment { duration: args.hold, from: r, to: r }])?;
         let loaded = s.load(LoadModel::Open { schedule, max_in_flight }, &[stage], None)?;

@@ -125,6 +125,7 @@ pub(crate) fn stage_plans(load: &Load, shard: Shard) -> Vec<StagePlan> {
         .map(|st| StagePlan {
             name: st.name.clone(),
             target_rate: load.is_open().then(|| (st.segment.from.as_f64() + st.segment.to.as_f64()) / 2.0 * share),
+            start_rate: load.is_open().then(|| st.segment.from.as_f64() * share),
             duration: st.segment.duration,
         })
         .collect()

@@ -65,7 +65,7 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         if stopped() {
             break;
         }
-        let stage = StagePlan { name: format!("{n} users"), target_rate: None, duration: args.hold };
+        let stage = StagePlan { name: format!("{n} users"), target_rate: None, start_rate: None, duration: args.hold };
         let model =
             LoadModel::Closed { connections: n, think, profile: None, duration: Some(args.hold), max_requests: None };
         let loaded = s.load(model, &[stage], None)?;

@@ -1174,6 +1174,59 @@ fn interrupted_stage_rate_is_over_the_time_it_ran() {
     assert!((achieved / 100.0 - 1.0).abs() <= 0.1, "interrupted stage achieved {achieved}/s at 100/s\n{ctx}");
 }
 
+/// A ramp cut short by Ctrl-C was asked for less than its whole mean: 10 ->
+/// 150/s over 20 s, stopped 3 s in, was asked for ~20/s. Judged against the
+/// whole ramp's 80/s it "failed" on rate ("achieved 20/s is 25% of the target
+/// 80/s"), and the run read FAILED with a false breaking point (review 2).
+/// It is inconclusive, shown and judged against what it was asked for.
+#[test]
+fn a_ramp_cut_short_is_judged_against_the_part_that_ran() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let wd = Workdir::new("ramp-cut");
+    let yaml = LONG_RUN
+        .replace("demo:async", &server.url())
+        .replace("{ rate: 100, hold: 20s }", "{ rate: 10, hold: 1s }, { ramp_to: 150, over: 20s }");
+    let running = wd.spawn("run", &wd.scenario("ramp.yaml", &yaml), &[], |_| {});
+    std::thread::sleep(ms(4000));
+    send_signal("-INT", running.pid());
+    let run = Run::of(&wd, running.wait(Duration::from_secs(15)));
+    let s = run.summary();
+    let ctx = run.context();
+    assert_eq!(s["interrupted"], true, "{ctx}");
+    let stage = &s["stages"][1];
+    let (target, achieved, ran) = (num(stage, "/target_rate"), num(stage, "/achieved_rate"), num(stage, "/duration_s"));
+    let asked = 10.0 + 140.0 * ran / 40.0;
+    assert!((target - asked).abs() < 0.5, "target {target}/s after {ran} s of the ramp, asked for {asked}/s\n{ctx}");
+    assert!((achieved / target - 1.0).abs() <= 0.1, "target {target}/s, achieved {achieved}/s\n{ctx}");
+    assert_eq!(stage["verdict"], "inconclusive", "{ctx}");
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{ctx}");
+    assert_eq!(s["verdict"]["breaks_at_rps"], Value::Null, "{ctx}");
+    assert_eq!(run.out.code, Some(1), "{ctx}");
+}
+
+/// The whole-run `rate >= 97%` line owes what the stages owe: 3 s at 50/s
+/// against a 300 ms server answer the last 0.3 s after the stage, so the
+/// stage holds at ~90% of its plain target, and the whole-run line read
+/// "FAILED (measured 90.00%)" under "PASSED" (review 2).
+#[test]
+fn the_whole_runs_rate_line_owes_what_its_stages_owe() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(300));
+    let wd = Workdir::new("whole-rate");
+    let yaml =
+        LONG_RUN.replace("demo:async", &server.url()).replace("{ rate: 100, hold: 20s }", "{ rate: 50, hold: 3s }")
+            + "slo: [ rate >= 97% ]\n";
+    let run = Run::new(&wd, &wd.scenario("rate.yaml", &yaml), &[]);
+    let s = run.summary();
+    let ctx = run.context();
+    let achieved = num(&s["stages"][0], "/achieved_rate");
+    assert!(achieved < 0.95 * 50.0, "the stage's plain share must be below 97% for this test: {achieved}/s\n{ctx}");
+    assert_eq!(s["stages"][0]["verdict"], "holds", "{ctx}");
+    assert_eq!(s["slo"][0]["passed"], true, "{ctx}");
+    run.assert_exit(0);
+}
+
 /// Issue #3, exit codes: a run that an `abort_when` rule stopped did not
 /// pass; it must not exit 0 ("passed") even without an `slo:` section.
 ///

@@ -160,6 +160,9 @@ pub struct Judged {
     pub reasons: Vec<String>,
     /// Each SLO line over this stage.
     pub slo: Vec<SloCheck>,
+    /// Open model: the responses per second a server that holds gives over
+    /// this stage ([`expected_rate`]), what its achieved rate was judged by.
+    pub expected_rate: Option<f64>,
 }
 
 /// The value `c` looks at, in the threshold's unit (seconds, ratio, or the
@@ -281,7 +284,7 @@ pub fn expected_rate(target: f64, previous: f64, ran_s: f64, lag_s: f64) -> f64 
 /// Judge one stage against the SLO lines.
 pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     if f.ran_s <= 0.0 {
-        return Judged { verdict: StageVerdict::NotRun, reasons: Vec::new(), slo: Vec::new() };
+        return Judged { verdict: StageVerdict::NotRun, reasons: Vec::new(), slo: Vec::new(), expected_rate: None };
     }
     let lag_s = f.stats.latency.quantile(0.5).as_secs_f64();
     let expected = f.target_rate.map(|t| expected_rate(t, f.previous_rate, f.ran_s, lag_s));
@@ -354,7 +357,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         ),
         None => (StageVerdict::Holds, Vec::new()),
     };
-    Judged { verdict, reasons, slo: checks }
+    Judged { verdict, reasons, slo: checks, expected_rate: expected }
 }
 
 /// A run's overall result, written as `passed`, `failed` or `inconclusive`.

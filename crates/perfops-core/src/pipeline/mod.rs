@@ -196,7 +196,7 @@ mod tests {
     }
 
     fn plan(name: &str, secs: u64) -> StagePlan {
-        StagePlan { name: name.into(), target_rate: Some(10.0), duration: Duration::from_secs(secs) }
+        StagePlan { name: name.into(), target_rate: Some(10.0), start_rate: None, duration: Duration::from_secs(secs) }
     }
 
     #[test]

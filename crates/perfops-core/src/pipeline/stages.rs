@@ -16,8 +16,45 @@ pub struct StagePlan {
     pub name: String,
     /// Open model: mean scheduled arrivals per second.
     pub target_rate: Option<f64>,
+    /// Open model: scheduled arrivals per second at its start; a ramp's
+    /// first rate (`None`: the mean's, a constant stage).
+    pub start_rate: Option<f64>,
     /// How long it lasts.
     pub duration: Duration,
+}
+
+impl StagePlan {
+    /// Scheduled arrivals per second `t_s` into the stage (a ramp is linear:
+    /// from its start rate to twice its mean less its start at the end).
+    pub fn rate_at(&self, t_s: f64) -> Option<f64> {
+        let mean = self.target_rate?;
+        let start = self.start_rate.unwrap_or(mean);
+        let d = self.duration.as_secs_f64();
+        let along = if d > 0.0 { (t_s / d).clamp(0.0, 1.0) } else { 1.0 };
+        Some(start + 2.0 * (mean - start) * along)
+    }
+
+    /// Mean scheduled arrivals per second over its first `ran_s` seconds:
+    /// what a stage cut short was asked for while it ran. A ramp stopped
+    /// half-way was asked for less than its whole mean:
+    ///
+    /// ```text
+    ///   rate                       ,' to
+    ///          mean of the whole ,'
+    ///                    ......,'.......
+    ///                        ,'
+    ///   mean of the part   ,'|
+    ///            .......,'...|
+    ///   from   ,'            | stop
+    ///         |--- ran_s ----|---------|
+    /// ```
+    pub fn target_over(&self, ran_s: f64) -> Option<f64> {
+        let mean = self.target_rate?;
+        let start = self.start_rate.unwrap_or(mean);
+        let d = self.duration.as_secs_f64();
+        let along = if d > 0.0 { (ran_s / d).clamp(0.0, 1.0) } else { 1.0 };
+        Some(start + (mean - start) * along)
+    }
 }
 
 /// A stage of one load, as measured.
@@ -37,6 +74,20 @@ pub struct StageResult {
     pub stats: Stats,
     /// The same by step name.
     pub steps: BTreeMap<String, Stats>,
+}
+
+impl StageResult {
+    /// Open model: the mean scheduled arrivals per second over the time it
+    /// ran, the rate its achieved rate is judged and shown against (the
+    /// plan's mean when it ran whole).
+    pub fn target_rate(&self) -> Option<f64> {
+        self.plan.target_over(self.ran_s)
+    }
+
+    /// The scheduled arrivals per second when it ended or was stopped.
+    pub fn end_rate(&self) -> Option<f64> {
+        self.plan.rate_at(self.ran_s)
+    }
 }
 
 /// What a [`StageLedger`] counted over one load.
@@ -231,11 +282,39 @@ impl StageThroughput {
 mod tests {
     use super::*;
 
+    /// What a stage was asked for over the part of it that ran (#review-2:
+    /// a ramp cut short was judged against its whole mean and failed on rate).
+    #[test]
+    fn a_stages_target_is_over_the_time_it_ran() {
+        let ramp = StagePlan {
+            name: "ramp".into(),
+            target_rate: Some(80.0),
+            start_rate: Some(10.0),
+            duration: Duration::from_secs(60),
+        };
+        let constant = StagePlan { start_rate: None, target_rate: Some(100.0), ..ramp.clone() };
+        // (plan, seconds it ran, mean target over them, rate at that point)
+        let cases = [
+            (&ramp, 60.0, 80.0, 150.0),      // whole: the plan's mean; it ends at 150/s
+            (&ramp, 30.0, 45.0, 80.0),       // stopped half-way: 10 -> 80/s, mean 45
+            (&ramp, 0.0, 10.0, 10.0),        // not started: its first rate
+            (&ramp, 90.0, 80.0, 150.0),      // never past its end
+            (&constant, 30.0, 100.0, 100.0), // a constant stage: the same, cut or not
+        ];
+        for (plan, ran, mean, at) in cases {
+            let got = (plan.target_over(ran).unwrap(), plan.rate_at(ran).unwrap());
+            assert!((got.0 - mean).abs() < 1e-9 && (got.1 - at).abs() < 1e-9, "{} after {ran} s: {got:?}", plan.name);
+        }
+        let closed = StagePlan { target_rate: None, start_rate: None, ..ramp };
+        assert_eq!((closed.target_over(10.0), closed.rate_at(10.0)), (None, None), "a closed stage has no target");
+    }
+
     #[test]
     fn a_second_is_placed_in_the_stage_it_starts_in() {
         let plan = |name: &str, secs: f64| StagePlan {
             name: name.into(),
             target_rate: None,
+            start_rate: None,
             duration: Duration::from_secs_f64(secs),
         };
         let stages = [plan("warm", 1.5), plan("peak", 2.0)];
