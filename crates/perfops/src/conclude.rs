@@ -22,7 +22,7 @@ use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
 use perfops_core::measure::{Interval, Stats};
-use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StagePlan, StageResult};
+use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
 use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
@@ -112,6 +112,12 @@ pub(crate) struct Ending {
     pub(crate) gaps: Vec<String>,
     /// Other doubts to pass on as warnings (a late start).
     pub(crate) notes: Vec<String>,
+    /// From this time on (seconds), the seconds lack a generator's share (an
+    /// agent lost, a shard missing or stopped before the others), and why: a
+    /// stage that ran past it judges the target neither way. A stage that
+    /// "failed" at half its generators read "BREAKS AT 150/s" in red beside
+    /// an inconclusive result (session 14's tester; review 2 for `merge`).
+    pub(crate) short_from: Option<(f64, String)>,
 }
 
 impl Ending {
@@ -127,6 +133,7 @@ impl Ending {
             generator: crate::launch::generator_use(loaded.workers, loaded.naps),
             gaps: Vec::new(),
             notes,
+            short_from: None,
         }
     }
 }
@@ -217,8 +224,22 @@ impl Judging<'_> {
     /// The summary of `loaded`: figures, verdicts, diagnostics.
     pub(crate) fn summarize(&self, loaded: &Loaded, ending: Ending) -> RunSummary {
         let s = self;
-        let Ending { interrupted, aborted, generator, gaps, notes } = ending;
-        let judged = s.judge(&loaded.stages);
+        let Ending { interrupted, aborted, generator, gaps, notes, short_from } = ending;
+        let mut judged = s.judge(&loaded.stages);
+        // Why stages judge nothing, for the headline: the generator (its CPU,
+        // its max_in_flight), unless only a missing share made them so.
+        let generator_limited = judged.iter().zip(&loaded.stages).any(|(j, st)| {
+            j.verdict == StageVerdict::Inconclusive && !verdict::cut_short(st.ran_s, st.plan.duration.as_secs_f64())
+        });
+        let doubt = if generator_limited || short_from.is_none() { Doubt::Generator } else { Doubt::Share };
+        if let Some((t, why)) = &short_from {
+            for (st, j) in loaded.stages.iter().zip(&mut judged) {
+                if st.to_s > *t && matches!(j.verdict, StageVerdict::Holds | StageVerdict::Fails) {
+                    j.verdict = StageVerdict::Inconclusive;
+                    j.reasons.insert(0, format!("{why}: this stage lacks its share"));
+                }
+            }
+        }
         let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
         let stages: Vec<StageSummary> = loaded
             .stages
@@ -257,13 +278,13 @@ impl Judging<'_> {
             // Failed first, so that the headline keeps its cause ("— why: the
             // pod restarted at t=...", the likely reason the rule tripped).
             run_verdict.result = RunResult::Failed;
-            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
+            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt));
             let measured = ["FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
             format!("FAILED: stopped by abort_when: {rule}; until then: {measured}")
         } else if gaps.is_empty() {
-            headline(&run_verdict, &judged, &diagnostics, loaded, interrupted)
+            headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt))
         } else {
-            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, interrupted);
+            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt));
             run_verdict.result = RunResult::Inconclusive;
             format!("INCONCLUSIVE: {}; as measured without it: {measured}", gaps.join("; "))
         };
@@ -336,11 +357,12 @@ impl Judging<'_> {
 /// merged live by a coordinator) through the sinks a `run` writes with: the
 /// results writer (with each second's parts by key when `parts`, so the
 /// directory can be merged again), then `extra` (a live line, an exporter),
-/// each second placed in `stages` from 0 on. Returns what the pipeline
-/// measured, as a local load would; `workers` is how many generated it.
+/// each second placed by `ledger` (the stages from 0 on, stopped where the
+/// arrivals were). Returns what the pipeline measured, as a local load would;
+/// `workers` is how many generated it.
 pub(crate) fn replay(
     seconds: impl IntoIterator<Item = Interval>,
-    stages: &[StagePlan],
+    ledger: StageLedger,
     step_names: &[String],
     dir: &mut RunDir,
     parts: bool,
@@ -350,7 +372,7 @@ pub(crate) fn replay(
     let stop = Arc::new(AtomicBool::new(false));
     let mut write_error = false;
     let mut results = ResultsWriter::new(dir, &mut write_error).with_parts(parts);
-    let mut pipeline = Pipeline::new(StageLedger::new(stages, 0.0), 0, step_names, stop).to(&mut results);
+    let mut pipeline = Pipeline::new(ledger, 0, step_names, stop).to(&mut results);
     for sink in extra {
         pipeline = pipeline.to(sink);
     }
@@ -410,12 +432,21 @@ pub(crate) fn finish(dir: &RunDir, summary: &RunSummary, junit: Option<&Path>) -
 }
 
 /// One sentence: what held, where it broke, and the top diagnostic.
+/// Why inconclusive stages judge nothing.
+#[derive(Clone, Copy, PartialEq)]
+enum Doubt {
+    /// The generator was the limit (its CPU, `max_in_flight`).
+    Generator,
+    /// A generator's share is missing past a gap (an agent lost, a shard).
+    Share,
+}
+
 fn headline(
     v: &RunVerdict,
     judged: &[Judged],
     diagnostics: &[Diagnostic],
     loaded: &Loaded,
-    interrupted: bool,
+    (interrupted, doubt): (bool, Doubt),
 ) -> String {
     let rate = |r: f64| format!("{}/s", trim(r));
     let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
@@ -437,7 +468,10 @@ fn headline(
                 (None, None) => "in its last stage".to_string(),
             },
             if judged.iter().enumerate().any(|(i, j)| j.verdict == StageVerdict::Inconclusive && Some(i) != cut) {
-                "the stages that ran judge nothing where the generator was the limit"
+                match doubt {
+                    Doubt::Generator => "the stages that ran judge nothing where the generator was the limit",
+                    Doubt::Share => "the stages that ran past the gap lack a share: they judge nothing",
+                }
             } else if cut == Some(0) {
                 "no stage ran whole"
             } else if cut.is_some() {
@@ -447,8 +481,11 @@ fn headline(
             }
         ),
         (RunResult::Passed, ..) => "PASSED: every stage held".to_string(),
-        (RunResult::Inconclusive, ..) => {
+        (RunResult::Inconclusive, ..) if doubt == Doubt::Generator => {
             "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into()
+        }
+        (RunResult::Inconclusive, ..) => {
+            "INCONCLUSIVE: the stages past the gap lack a share, so they judge nothing".into()
         }
     };
     if let Some(c) = v.capacity_rps {

@@ -22,11 +22,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::measure::Interval;
 use perfops_core::model::Shard;
+use perfops_core::pipeline::StageLedger;
 use perfops_core::scenario::{Override, Scenario};
 use perfops_engine::watch::{ProbeKind, ProbeResult, Sample, WatchEvent};
 use perfops_report::parts::{ReadBack, read_seconds};
@@ -115,13 +117,8 @@ fn check(parts: &[Part]) -> Result<(u32, Vec<String>)> {
         .filter(|i| !by_index.contains_key(i))
         .map(|i| format!("shard {i}/{count} is missing (not given)"))
         .collect();
-    // Seconds within the load every shard must have; past it (draining),
-    // a shard whose responses ended sooner simply has fewer.
-    let planned: f64 = first.read.meta.stages.iter().map(|s| s.duration_s).sum();
-    let expected = planned.ceil() as u32;
     for p in by_index.values() {
-        let have: Vec<u32> = p.read.seconds.iter().map(|iv| iv.index).collect();
-        let missing: Vec<u32> = (0..expected).filter(|t| have.binary_search(t).is_err()).collect();
+        let missing = missing_seconds(p);
         if !missing.is_empty() {
             gaps.push(format!("shard {} ({}) lacks second(s) {}", shard_text(p.shard), name(p), spans(&missing)));
         }
@@ -135,6 +132,66 @@ fn check(parts: &[Part]) -> Result<(u32, Vec<String>)> {
         }
     }
     Ok((count, gaps))
+}
+
+/// Where the merged seconds stop being the whole run's: when the arrivals
+/// stopped, if every shard was stopped (Ctrl-C, `abort_when`), so that the
+/// stages after it read "not run", not "achieved 0/s: fails"; and from when
+/// a share is missing (a shard not given, seconds a shard lacks, a shard
+/// stopped before the others), and why, so that the stages past it judge
+/// nothing: 2 of 3 shards read "achieved 67% of the target", FAILS, and a
+/// red "breaks at" beside INCONCLUSIVE (review 2).
+fn shortfall(parts: &[Part], count: u32) -> (Option<Duration>, Option<(f64, String)>) {
+    let mut short: Vec<(f64, String)> = Vec::new();
+    if (parts.len() as u32) < count {
+        short.push((0.0, "a shard is missing".into()));
+    }
+    let mut stops = Vec::new();
+    for p in parts {
+        let label = format!("shard {}", shard_text(p.shard));
+        if let Some(t) = missing_seconds(p).first() {
+            short.push((f64::from(*t), format!("{label} lacks second {t}")));
+        }
+        let stopped = stopped_at(p);
+        stops.push(stopped);
+        if let Some(t) = stopped {
+            short.push((t, format!("{label} stopped at t={t:.1}s")));
+        }
+    }
+    let all_stopped = stops.iter().all(Option::is_some);
+    let stop_at = all_stopped.then(|| stops.iter().flatten().fold(0.0, |a: f64, b| a.max(*b)));
+    // Shards stopped together (one Ctrl-C to all) lack nothing of each other.
+    if let Some(last) = stop_at {
+        let first = stops.iter().flatten().fold(f64::INFINITY, |a: f64, b| a.min(*b));
+        if last - first < 1.0 {
+            short.retain(|(_, why)| !why.contains(" stopped at t="));
+        }
+    }
+    let first = short.into_iter().min_by(|a, b| a.0.total_cmp(&b.0));
+    (stop_at.map(Duration::from_secs_f64), first)
+}
+
+/// When a shard stopped early (Ctrl-C, `abort_when`): where its last stage
+/// that ran ended. `None`: it ran its whole profile, or said nothing.
+fn stopped_at(p: &Part) -> Option<f64> {
+    let s = p.read.summary.as_ref().filter(|s| s.interrupted || s.aborted.is_some())?;
+    Some(
+        s.stages
+            .iter()
+            .filter(|st| st.figures.duration_s > 0.0)
+            .map(|st| st.from_s + st.figures.duration_s)
+            .fold(0.0, f64::max),
+    )
+}
+
+/// The seconds of its load that a shard lacks: of its profile, up to where
+/// it stopped if it was stopped; past it (draining), a shard whose responses
+/// ended sooner simply has fewer.
+fn missing_seconds(p: &Part) -> Vec<u32> {
+    let planned: f64 = p.read.meta.stages.iter().map(|s| s.duration_s).sum();
+    let until = stopped_at(p).map_or(planned, |t| t.min(planned));
+    let have: Vec<u32> = p.read.seconds.iter().map(|iv| iv.index).collect();
+    (0..until.ceil() as u32).filter(|t| have.binary_search(t).is_err()).collect()
 }
 
 /// `3, 4, 5, 9` as `3-5, 9`.
@@ -297,7 +354,14 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     let seconds = merge_seconds(&parts);
     let stages = crate::loading::stage_plans(&scenario.load, Shard::WHOLE);
     let generator = generators(&parts);
-    let mut loaded = conclude::replay(seconds, &stages, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
+    let (stop_at, short_from) = shortfall(&parts, count);
+    let mut ledger = StageLedger::new(&stages, 0.0);
+    // Every shard was stopped there: the stages after it did not run, and
+    // the seconds after it are the drain.
+    if let Some(at) = stop_at {
+        ledger.stop(at);
+    }
+    let mut loaded = conclude::replay(seconds, ledger, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
     // What each shard's steps spoke, as its summary says (a shard that did
     // not finish says nothing): grouped again when summarized, a step under
     // two names if shards negotiated differently.
@@ -330,7 +394,7 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     eprintln!("perfops: merged {} of {count} shard(s) of {} into {}", parts.len(), scenario.name, dir.path().display());
     let judging =
         Judging { scenario: &scenario, store: &store, step_names: &meta.steps, target_label: &meta.target, started };
-    let ending = Ending { interrupted, aborted, generator, gaps, notes };
+    let ending = Ending { interrupted, aborted, generator, gaps, notes, short_from };
     let mut summary = judging.summarize(&loaded, ending);
     // As one generator would have: the run lasted as long as its longest shard.
     let longest = parts.iter().filter_map(|p| p.read.summary.as_ref().map(|s| s.elapsed_s)).fold(0.0, f64::max);

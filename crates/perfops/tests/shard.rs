@@ -264,6 +264,14 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
     let headline = s["verdict"]["headline"].as_str().unwrap();
     assert!(headline.starts_with("INCONCLUSIVE: shard 1/3 is missing"), "{headline}");
     assert_eq!(s["verdict"]["result"], "inconclusive");
+    // Its stages lack a share: none "fails" at 67% of its target, and no red
+    // "breaks at" stands beside the inconclusive result (review 2).
+    for st in s["stages"].as_array().unwrap() {
+        assert_eq!(st["verdict"], "inconclusive", "{st:#}");
+        assert!(st["reasons"][0].as_str().unwrap().starts_with("a shard is missing"), "{st:#}");
+    }
+    assert_eq!(s["verdict"]["breaks_at_rps"], Value::Null, "{headline}");
+    assert!(!headline.contains("breaks at"), "{headline}");
 
     // A shard killed after writing second 0's line and before its
     // histograms: the seconds it lacks and the one without latency are named.
@@ -537,4 +545,62 @@ fn percentiles_pair(demo: &Demo, quantiles: &[&str]) -> Result<(), String> {
         .map(|q| format!("{q}: one generator {} ms, merged shards {} ms", at(&single, q), at(&m, q)))
         .collect();
     if off.is_empty() { Ok(()) } else { Err(off.join("; ")) }
+}
+
+/// Shards that one Ctrl-C stopped, merged: the arrivals stopped there, so
+/// the stage it cut short is inconclusive and judged over the time it ran;
+/// its planned seconds after the stop are no gap. The merge replayed the
+/// seconds as if nothing stopped: the cut stage read "achieved 9/s is 45% of
+/// the target 20/s", FAILS, and the headline named the missing seconds
+/// (review 2).
+#[test]
+fn shards_stopped_together_merge_as_one_stopped_run() {
+    let _cpu = shared();
+    let w = Workdir::new("stopped");
+    let demo = Demo::start("1ms");
+    let scenario = w.scenario(
+        "s.yaml",
+        &format!(
+            "name: stopped\ntarget: {}\nflows:\n  h:\n    steps:\n      - {{ request: GET /health }}\n\
+             load: {{ stages: [ {{ rate: 20, hold: 2s }}, {{ rate: 20, hold: 4s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let start = start_in(Duration::from_millis(1500));
+    let running: Vec<_> = (0..2)
+        .map(|i| {
+            let (shard, out) = (format!("{i}/2"), w.path.join(format!("runs-{i}")).display().to_string());
+            let args =
+                ["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard, "--start-at", &start];
+            spawn_perfops(&args, |_| {})
+        })
+        .collect();
+    // 2.5 s in: half-way through the second stage.
+    std::thread::sleep(Duration::from_millis(1500 + 3500));
+    for r in &running {
+        common::send_signal("-INT", r.pid());
+    }
+    let dirs: Vec<PathBuf> = running
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let f = r.wait(Duration::from_secs(15));
+            assert_eq!(f.code, Some(1), "an interrupted shard: {}", f.stderr);
+            only_dir(&w.path.join(format!("runs-{i}")))
+        })
+        .collect();
+    let merged = w.path.join("merged");
+    let f = merge(&[&dirs[0], &dirs[1]], &merged);
+    f.assert_exit(1);
+    let s = json(&merged.join("summary.json"));
+    let headline = s["verdict"]["headline"].as_str().unwrap();
+    assert!(!f.stderr.contains("lacks second"), "{}", f.stderr);
+    assert_eq!(s["stages"][0]["verdict"], "holds", "{s:#}");
+    let cut = &s["stages"][1];
+    assert_eq!(cut["verdict"], "inconclusive", "{headline}\n{cut:#}");
+    let (ran, achieved) = (cut["duration_s"].as_f64().unwrap(), cut["achieved_rate"].as_f64().unwrap());
+    assert!(ran < 3.5, "judged over the {ran} s it ran, not its planned 4 s");
+    assert!((achieved / 20.0 - 1.0).abs() < 0.1, "achieved {achieved}/s of 20/s over {ran} s");
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{headline}");
+    assert_eq!(s["verdict"]["breaks_at_rps"], Value::Null, "{headline}");
 }

@@ -39,7 +39,7 @@ use perfops_core::scenario::Override;
 use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan};
 use perfops_report::results::JsonLines;
-use perfops_report::run::{ProtocolUse, RunSummary};
+use perfops_report::run::ProtocolUse;
 use serde::Serialize;
 
 use super::agent::wall_ns;
@@ -273,11 +273,9 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     let mut ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
     let (gaps, first_loss) = losses(&fleet.members);
     ending.gaps = gaps;
+    ending.short_from = first_loss.map(|t| (f64::from(t), format!("a generator was lost at t={t}s")));
     let mut summary = s.judging().summarize(&loaded, ending);
     summary.protocols = fleet_protocols(&fleet.members, &s.step_names);
-    if let Some(t) = first_loss {
-        inconclusive_after(&mut summary, t);
-    }
     let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
     linger(fleet.members);
     exit
@@ -752,33 +750,4 @@ fn losses(members: &[Member]) -> (Vec<String>, Option<u32>) {
         .collect();
     let first = lost.iter().map(|(t, _)| *t).min();
     (lost.into_iter().map(|(_, g)| g).collect(), first)
-}
-
-/// A stage that ran past a loss lacks a generator's share: its rate and
-/// figures judge the target neither way. The run's capacity and breaking
-/// point are then those of the stages as they now stand: a stage that
-/// "failed" at half its generators read "BREAKS AT 150/s" in red beside an
-/// inconclusive result (session 14's tester).
-fn inconclusive_after(summary: &mut RunSummary, t: u32) {
-    use perfops_core::analysis::verdict::{self, StageVerdict};
-    for st in &mut summary.stages {
-        let ran_past_loss = st.from_s + st.figures.duration_s > f64::from(t);
-        if ran_past_loss && matches!(st.verdict, Some(StageVerdict::Holds | StageVerdict::Fails)) {
-            st.verdict = Some(StageVerdict::Inconclusive);
-            st.reasons.insert(0, format!("a generator was lost at t={t}s: this stage lacks its share"));
-        }
-    }
-    let stages: Vec<(StageVerdict, f64, &str)> = summary
-        .stages
-        .iter()
-        .map(|st| {
-            let rate = st.figures.target_rate.unwrap_or(st.figures.achieved_rate);
-            (st.verdict.unwrap_or(StageVerdict::NotRun), rate, st.figures.name.as_str())
-        })
-        .collect();
-    let now = verdict::run_verdict(&stages);
-    if let Some(v) = summary.verdict.as_mut() {
-        // The result stays what the loss made it (inconclusive, or failed by an abort rule).
-        v.verdict = verdict::RunVerdict { result: v.verdict.result, ..now };
-    }
 }
