@@ -226,12 +226,14 @@ impl Judging<'_> {
         let s = self;
         let Ending { interrupted, aborted, generator, gaps, notes, short_from } = ending;
         let mut judged = s.judge(&loaded.stages);
-        // Why stages judge nothing, for the headline: the generator (its CPU,
-        // its max_in_flight), unless only a missing share made them so.
-        let generator_limited = judged.iter().zip(&loaded.stages).any(|(j, st)| {
-            j.verdict == StageVerdict::Inconclusive && !verdict::cut_short(st.ran_s, st.plan.duration.as_secs_f64())
-        });
-        let doubt = if generator_limited || short_from.is_none() { Doubt::Generator } else { Doubt::Share };
+        // Why stages judge nothing, for the headline.
+        let doubt = if judged.iter().any(|j| j.generator_limited) {
+            Doubt::Generator
+        } else if short_from.is_some() {
+            Doubt::Share
+        } else {
+            Doubt::Unwatched
+        };
         if let Some((t, why)) = &short_from {
             for (st, j) in loaded.stages.iter().zip(&mut judged) {
                 if st.to_s > *t && matches!(j.verdict, StageVerdict::Holds | StageVerdict::Fails) {
@@ -439,6 +441,8 @@ enum Doubt {
     Generator,
     /// A generator's share is missing past a gap (an agent lost, a shard).
     Share,
+    /// A watched metric of the SLO had no sample (its source was down).
+    Unwatched,
 }
 
 fn headline(
@@ -471,6 +475,7 @@ fn headline(
                 match doubt {
                     Doubt::Generator => "the stages that ran judge nothing where the generator was the limit",
                     Doubt::Share => "the stages that ran past the gap lack a share: they judge nothing",
+                    Doubt::Unwatched => "the stages that ran judge nothing where a watched metric went unmeasured",
                 }
             } else if cut == Some(0) {
                 "no stage ran whole"
@@ -484,8 +489,11 @@ fn headline(
         (RunResult::Inconclusive, ..) if doubt == Doubt::Generator => {
             "INCONCLUSIVE: the generator was the limit in some stages, so they judge nothing".into()
         }
-        (RunResult::Inconclusive, ..) => {
+        (RunResult::Inconclusive, ..) if doubt == Doubt::Share => {
             "INCONCLUSIVE: the stages past the gap lack a share, so they judge nothing".into()
+        }
+        (RunResult::Inconclusive, ..) => {
+            "INCONCLUSIVE: a watched metric of the SLO went unmeasured in some stages, so they judge nothing".into()
         }
     };
     if let Some(c) = v.capacity_rps {

@@ -240,13 +240,16 @@ watch:
     url: http://{down}
     every: 500ms
     queries: {{ busy: 'sum(puma_busy_threads)' }}
+slo: [ "errors < 1%", "max(metric(busy)) < 9" ]
 "#,
             target = server.url().trim_end_matches('/')
         ),
     );
     let started = Instant::now();
     let out = w.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
-    out.assert_exit(0);
+    // The SLO's watched line went unmeasured: inconclusive (exit 1), not a
+    // failure of a target that answered everything ("FAILED; breaks at 20/s").
+    out.assert_exit(1);
     assert!(started.elapsed() < Duration::from_secs(15), "no hang: {:?}", started.elapsed());
     let warnings: Vec<&str> = out.stderr.lines().filter(|l| l.contains("query `busy` failed")).collect();
     assert_eq!(warnings.len(), 1, "said once:\n{}", out.stderr);
@@ -260,6 +263,11 @@ watch:
     assert!(errors.len() >= 4 && errors.iter().all(|&(_, v)| v == 1.0), "each period's failure counted: {errors:?}");
     let summary = w.summary(&out);
     assert_eq!(summary["total"]["completed"].as_u64(), Some(60), "{summary}");
+    assert_eq!(summary["stages"][0]["verdict"], "inconclusive", "{summary}");
+    assert_eq!(summary["verdict"]["result"], "inconclusive", "{summary}");
+    assert_eq!(summary["verdict"]["breaks_at_rps"], serde_json::Value::Null, "{summary}");
+    let headline = summary["verdict"]["headline"].as_str().unwrap();
+    assert!(headline.starts_with("INCONCLUSIVE: a watched metric of the SLO went unmeasured"), "{headline}");
     assert!(dir.join("report.html").is_file());
 }
 

@@ -163,6 +163,9 @@ pub struct Judged {
     /// Open model: the responses per second a server that holds gives over
     /// this stage ([`expected_rate`]), what its achieved rate was judged by.
     pub expected_rate: Option<f64>,
+    /// Inconclusive because the generator was the limit (its CPU, its
+    /// `max_in_flight`).
+    pub generator_limited: bool,
 }
 
 /// The value `c` looks at, in the threshold's unit (seconds, ratio, or the
@@ -284,19 +287,34 @@ pub fn expected_rate(target: f64, previous: f64, ran_s: f64, lag_s: f64) -> f64 
 /// Judge one stage against the SLO lines.
 pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     if f.ran_s <= 0.0 {
-        return Judged { verdict: StageVerdict::NotRun, reasons: Vec::new(), slo: Vec::new(), expected_rate: None };
+        return Judged {
+            verdict: StageVerdict::NotRun,
+            reasons: Vec::new(),
+            slo: Vec::new(),
+            expected_rate: None,
+            generator_limited: false,
+        };
     }
     let lag_s = f.stats.latency.quantile(0.5).as_secs_f64();
     let expected = f.target_rate.map(|t| expected_rate(t, f.previous_rate, f.ran_s, lag_s));
     let share = expected.filter(|e| *e > 0.0).map(|e| f.achieved_rate / e);
     let checks: Vec<SloCheck> = slo.iter().map(|c| check(c, f.stats, f.steps, share, f.watched)).collect();
     let mut fails = Vec::new();
+    // A watched metric with no sample in the stage: its source said nothing
+    // (a Prometheus down, a query with no series; stderr named it). That is
+    // no failure of the target's: "FAILED; breaks at 50/s" was read off a
+    // monitoring outage, for a service that answered everything in 51 ms.
+    let mut unmeasured = Vec::new();
     for (c, r) in slo.iter().zip(&checks) {
         if !r.passed {
-            fails.push(match r.value {
-                Some(v) => format!("{} (measured {})", c.text, with_unit(c, v)),
-                None => format!("{} (nothing measured)", c.text),
-            });
+            match r.value {
+                Some(v) => fails.push(format!("{} (measured {})", c.text, with_unit(c, v))),
+                None if matches!(c.metric, Metric::Watched(_)) => unmeasured.push(format!(
+                    "{}: nothing watched in this stage (its source was down or had no such series)",
+                    c.text
+                )),
+                None => fails.push(format!("{} (nothing measured)", c.text)),
+            }
         }
     }
     // With arrivals dropped at max_in_flight, the generator capped what the
@@ -325,6 +343,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     for t in f.unready {
         fails.push(format!("readiness probe tripped at t={t:.0}s: Kubernetes would stop sending it traffic"));
     }
+    let nothing_failed = fails.is_empty();
     let (verdict, reasons) = match f.generator_cpu.filter(|c| generator::saturated(*c)) {
         // A busy generator may have caused what failed: kept as context only.
         Some(cpu) => {
@@ -340,6 +359,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
             )],
         ),
         None if !fails.is_empty() => {
+            fails.extend(unmeasured);
             if f.stats.dropped > 0 {
                 fails.push(format!(
                     "{} arrivals were also dropped at max_in_flight: it failed under less load than planned",
@@ -351,13 +371,16 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         // Cut short by a stop (Ctrl-C, `abort_when`): a capacity is a rate
         // held for a whole stage, and 2.9 s of a 5 s stage read "holds 100/s".
         // What failed in less time than planned still failed (above).
+        None if !unmeasured.is_empty() => (StageVerdict::Inconclusive, unmeasured),
         None if cut_short(f.ran_s, f.planned_s) => (
             StageVerdict::Inconclusive,
             vec![format!("cut short after {:.1} of {:.0} s: too short to say it held", f.ran_s, f.planned_s)],
         ),
         None => (StageVerdict::Holds, Vec::new()),
     };
-    Judged { verdict, reasons, slo: checks, expected_rate: expected }
+    let generator_limited = verdict == StageVerdict::Inconclusive
+        && (f.generator_cpu.is_some_and(generator::saturated) || (f.stats.dropped > 0 && nothing_failed));
+    Judged { verdict, reasons, slo: checks, expected_rate: expected, generator_limited }
 }
 
 /// A run's overall result, written as `passed`, `failed` or `inconclusive`.
@@ -531,8 +554,24 @@ mod tests {
                 StageVerdict::Fails,
                 "measured 140",
             ),
-            // a watched metric that was never seen fails rather than passing silently
-            ("unseen", base, &["metric(puma_backlog) < 100"], StageVerdict::Fails, "nothing measured"),
+            // a watched metric that was never seen (its Prometheus down) does not pass
+            // silently, nor does it fail the target: "FAILED; breaks at 50/s" was read
+            // off a monitoring outage (review 2's tester, W1)
+            (
+                "unseen",
+                base,
+                &["metric(puma_backlog) < 100"],
+                StageVerdict::Inconclusive,
+                "metric(puma_backlog) < 100: nothing watched in this stage",
+            ),
+            // ... and what the target itself failed still fails, the unseen named beside it
+            (
+                "unseen, slow",
+                StageFacts { stats: &slow, ..base },
+                &["metric(puma_backlog) < 100", "p95 < 500ms"],
+                StageVerdict::Fails,
+                "nothing watched",
+            ),
             // a stage that never started
             ("not run", StageFacts { ran_s: 0.0, ..base }, rules, StageVerdict::NotRun, ""),
             // cut short by Ctrl-C after 2.9 of 10 s: it held nothing (session 14's tester)
