@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use perfops_core::scenario::feeder::Feeder;
-use perfops_core::scenario::template::{Escape, MissingVar, Template, Vars};
+use perfops_core::scenario::template::{Escape, MissingVar, Template, VarRef, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
@@ -39,8 +39,21 @@ pub struct Work {
     cycle: Vec<u32>,
     /// A step through the cycle coprime with its length.
     stride: u64,
+    /// Per feeder, which arrivals of a cycle use it ([`Work::feeder_seq`]).
+    feeder_turns: Vec<FeederTurns>,
     /// Redirects to follow (0: none, the default: a 3xx is the answer).
     pub redirects: u8,
+}
+
+/// Which arrivals of one weight cycle use a feeder: those whose flow
+/// renders one of its columns.
+#[derive(Debug, Clone, Default)]
+struct FeederTurns {
+    /// How many arrivals of a cycle use it.
+    per_cycle: u64,
+    /// For each arrival of a cycle (by `seq mod cycle`), how many before it
+    /// in the cycle use the feeder; `None`: its flow does not.
+    rank: Vec<Option<u32>>,
 }
 
 /// One flow of the plan.
@@ -183,8 +196,10 @@ impl Work {
             defaults,
             stride: coprime_stride(cycle.len() as u64),
             cycle,
+            feeder_turns: Vec::new(),
             redirects: 0,
         };
+        work.feeder_turns = work.feeders.iter().map(|f| work.turns_of(f.name())).collect();
         let mut rng = fastrand::Rng::with_seed(0);
         for f in 0..work.flows.len() {
             for s in 0..work.flows[f].steps.len() {
@@ -326,6 +341,46 @@ impl Work {
             )
             .into_bytes(),
         )
+    }
+
+    /// Which arrivals use feeder `name`: every arrival if a default header
+    /// renders it, else those of the flows whose steps do.
+    fn turns_of(&self, name: &str) -> FeederTurns {
+        let reads = |t: &Template| t.vars().any(|v| matches!(v, VarRef::Feeder { feeder, .. } if feeder == name));
+        let everyone = self.defaults.iter().any(|(_, t)| reads(t));
+        let uses: Vec<bool> = self
+            .flows
+            .iter()
+            .map(|f| everyone || f.steps.iter().any(|s| s.step.templates().into_iter().any(reads)))
+            .collect();
+        let n = self.cycle.len() as u64;
+        let mut per_cycle = 0;
+        let rank = (0..n)
+            .map(|r| {
+                uses[self.pick(r)].then(|| {
+                    per_cycle += 1;
+                    per_cycle as u32 - 1
+                })
+            })
+            .collect();
+        FeederTurns { per_cycle, rank }
+    }
+
+    /// The row number feeder `i` gives arrival `seq`: how many arrivals
+    /// before it use that feeder, so that each of them takes the next row
+    /// (`None`: its flow does not use the feeder). A pure function of `seq`,
+    /// as the flow's pick is, so shards and workers share no counter and a
+    /// `once` feeder's rows stay disjoint. The global `seq` itself gave a
+    /// flow of weight 1 beside one of weight 9 every tenth row: with 5 rows,
+    /// row 1 alone (review 2's tester, S1).
+    pub fn feeder_seq(&self, i: usize, seq: u64) -> Option<u64> {
+        let t = &self.feeder_turns[i];
+        let n = t.rank.len() as u64;
+        if n == 0 {
+            return Some(seq);
+        }
+        let before = t.rank[(seq % n) as usize]?;
+        Some(seq / n * t.per_cycle + u64::from(before))
     }
 
     /// The flow of arrival `seq`. Weights are honoured exactly over every
@@ -517,5 +572,31 @@ mod tests {
         // ... and not all at the start of the cycle
         let first: Vec<u64> = (0..1001).filter(|&s| w.pick(s) == 0).collect();
         assert_eq!(first.len(), 1);
+    }
+
+    /// Each arrival that uses a feeder takes its next row, whichever flows
+    /// use it (review 2's tester, S1: a login flow of weight 1 beside orders
+    /// of weight 9 took row `seq mod 5`, always row 0, of a 5-row file).
+    #[test]
+    fn the_arrivals_that_use_a_feeder_take_its_rows_in_turn() {
+        use perfops_core::scenario::feeder::FeedMode;
+        let plain = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        let mut login = plain.clone();
+        login.path = Template::parse("/login?u=${users.email}", &["users"]).unwrap();
+        let users = |mode| Feeder::from_csv("users", "email\nu1\nu2\nu3\nu4\nu5\n", mode).unwrap();
+        let flows =
+            |a: &Step, b: &Step| vec![("login".into(), 1, vec![a.clone()]), ("orders".into(), 9, vec![b.clone()])];
+        let w = Work::new(&target(), flows(&login, &plain), Vec::new(), HashMap::new(), vec![users(FeedMode::Cycle)]);
+        let logins: Vec<u64> = (0..100).filter(|&s| w.pick(s) == 0).collect();
+        let turns: Vec<Option<u64>> = logins.iter().map(|&s| w.feeder_seq(0, s)).collect();
+        assert_eq!(turns, (0..10).map(Some).collect::<Vec<_>>(), "the logins take turns 0, 1, 2, ...");
+        assert!((0..100).filter(|&s| w.pick(s) == 1).all(|s| w.feeder_seq(0, s).is_none()), "orders use no row");
+        // Both flows read it: every arrival takes a turn, in seq order.
+        let w = Work::new(&target(), flows(&login, &login), Vec::new(), HashMap::new(), vec![users(FeedMode::Once)]);
+        assert!((0..30).all(|s| w.feeder_seq(0, s) == Some(s)));
+        // A default header that reads it: every flow uses it.
+        let header = vec![("X-User".to_string(), Template::parse("${users.email}", &["users"]).unwrap())];
+        let w = Work::new(&target(), flows(&plain, &plain), header, HashMap::new(), vec![users(FeedMode::Cycle)]);
+        assert!((0..30).all(|s| w.feeder_seq(0, s) == Some(s)));
     }
 }

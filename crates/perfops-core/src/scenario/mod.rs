@@ -210,6 +210,23 @@ impl Step {
     pub fn messages_name(&self) -> Option<String> {
         self.websocket.as_ref().filter(|ws| !ws.send.is_empty()).map(|_| format!("{} messages", self.name))
     }
+
+    /// Every template it renders: its path, headers, body and WebSocket messages.
+    pub fn templates(&self) -> Vec<&Template> {
+        let mut out: Vec<&Template> = vec![&self.path];
+        out.extend(self.headers.iter().map(|(_, t)| t));
+        match &self.body {
+            Body::Raw(t) => out.push(t),
+            Body::Form(f) => out.extend(f.iter().map(|(_, t)| t)),
+            Body::Json(parts) => out.extend(parts.iter().filter_map(|p| match p {
+                JsonPart::String(t) => Some(t),
+                JsonPart::Literal(_) => None,
+            })),
+            Body::None => {}
+        }
+        out.extend(self.websocket.iter().flat_map(|ws| ws.send.iter()));
+        out
+    }
 }
 
 /// A WebSocket step's session: upgrade, send each message and await its

@@ -75,10 +75,16 @@ impl Worker {
         self.rec.borrow_mut().dropped(Key { stage, step });
     }
 
-    /// The feeders' rows for arrival `seq` (`None`: a `once` feeder ran out).
+    /// The feeders' rows for arrival `seq` (`None`: a `once` feeder its flow
+    /// uses ran out; an empty row for a feeder its flow does not use).
     pub(super) fn rows(&self, seq: u64) -> Vec<Option<&[String]>> {
         let work = &*self.shared.work;
-        work.feeders.iter().map(|f| f.row(seq, &mut self.rng.borrow_mut())).collect()
+        let mut rng = self.rng.borrow_mut();
+        let mut rows = Vec::with_capacity(work.feeders.len());
+        for (i, f) in work.feeders.iter().enumerate() {
+            rows.push(work.feeder_seq(i, seq).map_or(Some(&[][..]), |n| f.row(n, &mut rng)));
+        }
+        rows
     }
 
     /// Run one step: an HTTP request ([`Worker::perform`]) or a WebSocket
