@@ -293,9 +293,13 @@ impl Judging<'_> {
         let elapsed = loaded.elapsed.as_secs_f64();
         let per_second = |n: u64| if elapsed > 0.0 { n as f64 / elapsed } else { 0.0 };
         // A step's achieved rate is its responses per second; the run's, its arrivals answered.
+        // One row per name: steps of two flows that share a name are counted
+        // together (by name), and were listed twice, each with both counts.
+        let mut listed = std::collections::HashSet::new();
         let step_figures: Vec<Figures> = s
             .step_names
             .iter()
+            .filter(|n| listed.insert(n.as_str()))
             .map(|n| {
                 let st = loaded.steps.get(n).cloned().unwrap_or_default();
                 Figures::new(n, &st, elapsed, None, per_second(st.completed))

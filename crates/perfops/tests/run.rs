@@ -1227,6 +1227,33 @@ fn the_whole_runs_rate_line_owes_what_its_stages_owe() {
     run.assert_exit(0);
 }
 
+/// A step name two flows share is one row of `steps`, counted once: it was
+/// listed once per flow, each row with both flows' requests, and the steps
+/// added up to 220 requests where 140 were sent (review 2's tester, D1).
+#[test]
+fn a_step_two_flows_share_is_one_row() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let wd = Workdir::new("shared-step");
+    let yaml = format!(
+        "name: shared\ntarget: {}\nflows:\n  f1: {{ weight: 1, steps: [ {{ request: GET /a }} ] }}\n  \
+         f2: {{ weight: 3, steps: [ {{ request: GET /a }}, {{ request: GET /b }} ] }}\n\
+         load: {{ stages: [ {{ rate: 40, hold: 1s }} ] }}\n",
+        server.url().trim_end_matches('/')
+    );
+    let run = Run::new(&wd, &wd.scenario("shared.yaml", &yaml), &[]);
+    run.assert_exit(0);
+    let s = run.summary();
+    let steps: Vec<(&str, u64)> = s["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|st| (st["name"].as_str().unwrap(), st["sent"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(steps, [("GET /a", 40), ("GET /b", 30)], "{}", run.context());
+    assert_eq!(count(&s, "/total/sent"), 70, "{}", run.context());
+}
+
 /// Issue #3, exit codes: a run that an `abort_when` rule stopped did not
 /// pass; it must not exit 0 ("passed") even without an `slo:` section.
 ///
