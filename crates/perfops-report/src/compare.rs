@@ -120,6 +120,11 @@ pub struct RunInfo {
     pub capacity_rps: Option<f64>,
     /// The first rate that did not hold.
     pub breaks_at_rps: Option<f64>,
+    /// Why it broke, as its own headline says (`pool-bound: 10 of 10
+    /// workers busy with the CPU at 11%`): the first diagnostic of a run
+    /// that broke. Two servers are compared for where each breaks and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
     /// The command that made it (`run`, `limit`, `sweep`, `coordinator`), as `meta.json` says.
     pub kind: Option<String>,
 }
@@ -229,7 +234,7 @@ pub struct EqualP95 {
 
 /// The definition of throughput at equal p95, as printed.
 pub const EQUAL_P95_DEFINITION: &str = "throughput at equal p95 = the most each run carried while its p95 stayed \
-     at or under L: stage points (p95, achieved rate less its failed share) sorted by p95, the rate made \
+     at or under L: stage points (p95, achieved rate less its answered failures) sorted by p95, the rate made \
      non-decreasing, read linearly between the two stages around L";
 
 /// The comparison (what `--json` prints).
@@ -322,6 +327,11 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             result: m.verdict.result,
             capacity_rps: m.verdict.capacity_rps,
             breaks_at_rps: m.verdict.breaks_at_rps,
+            why: m
+                .diagnostics
+                .first()
+                .filter(|_| m.verdict.breaks_at_rps.is_some() || m.verdict.result == Outcome::Failed)
+                .map(|d| d.title.clone()),
             kind: m.files.meta.as_ref().map(|meta| meta.kind.clone()).filter(|k| !k.is_empty()),
         })
         .collect();
@@ -493,13 +503,19 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
 }
 
 /// Points (p95, good throughput) of a run's stages that ran: the achieved
-/// rate less its failed share, since a server that answers fast with errors
-/// carries nothing at that latency (a pool refusing connections does).
+/// rate less its answered failures, since a server that answers fast with
+/// errors carries nothing at that latency. The achieved rate counts answered
+/// arrivals only: a refused connect or a timeout is not in it, and taking
+/// the whole error share off again counted it twice (30% refused at 300/s
+/// plotted 147/s where 210 were answered well; review 2).
 fn points(m: &Model) -> Vec<(f64, f64)> {
     m.stages
         .iter()
         .filter(|s| s.ran)
-        .filter_map(|s| Some((s.latency?.p95?, s.achieved? * (1.0 - s.error_ratio.unwrap_or(0.0).clamp(0.0, 1.0)))))
+        .filter_map(|s| {
+            let bad = s.answered_failed_ratio.or(s.error_ratio).unwrap_or(0.0).clamp(0.0, 1.0);
+            Some((s.latency?.p95?, s.achieved? * (1.0 - bad)))
+        })
         .collect()
 }
 

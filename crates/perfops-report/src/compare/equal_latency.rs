@@ -1,7 +1,8 @@
 //! Throughput at equal latency: "B lost 5.2% throughput at equal p95".
 //!
-//! Each run's stages give points (p95, achieved rate less its failed share:
-//! an error answered fast is no traffic carried). A run's **throughput at
+//! Each run's stages give points (p95, achieved rate less its answered
+//! failures: an error answered fast is no traffic carried; a refused connect
+//! was never in the achieved rate). A run's **throughput at
 //! p95 = L** is the most it carried while its p95 stayed at or under L,
 //! read on the line through those points: the points sorted by p95, the
 //! achieved rate made non-decreasing along them (a faster point that carried

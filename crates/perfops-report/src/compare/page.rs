@@ -58,7 +58,7 @@ fn swatch(i: usize) -> String {
 
 fn runs_table(o: &mut String, c: &Comparison) {
     o.push_str(
-        "<section>\n<h2>Runs</h2>\n<div class=\"table-wrap\"><table>\n<thead><tr><th>run</th><th class=\"left\">result</th>\
+        "<section>\n<h2>Runs</h2>\n<div class=\"table-wrap\"><table class=\"runs\">\n<thead><tr><th>run</th><th class=\"left\">result</th>\
          <th>capacity</th><th>breaks at</th><th class=\"left\">target</th><th class=\"left\">protocol</th>\
          <th class=\"left\">started</th><th class=\"left\">results</th></tr></thead>\n<tbody>\n",
     );
@@ -72,7 +72,10 @@ fn runs_table(o: &mut String, c: &Comparison) {
             r.result.badge(),
             rate(r.capacity_rps),
             match (r.breaks_at_rps, r.capacity_rps) {
-                (Some(b), _) => rate(Some(b)),
+                (Some(b), _) => match &r.why {
+                    Some(why) => format!("{}<div class=\"hint why\">why: {}</div>", rate(Some(b)), escape(why)),
+                    None => rate(Some(b)),
+                },
                 (None, Some(_)) => "did not break".into(),
                 (None, None) => "–".into(),
             },
@@ -311,7 +314,7 @@ fn hockey(models: &[Model], titles: &[String]) -> Vec<Value> {
     let mut series = Vec::new();
     for (k, m) in models.iter().enumerate() {
         for (p, dash) in [("p95", false), ("p99", true)] {
-            let mut pts: Vec<(f64, f64, &str)> = m
+            let pts: Vec<(f64, f64, &str)> = m
                 .stages
                 .iter()
                 .filter(|s| s.ran)
@@ -322,7 +325,10 @@ fn hockey(models: &[Model], titles: &[String]) -> Vec<Value> {
                 })
                 .filter(|(_, y, _)| *y > 0.0)
                 .collect();
-            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // In stage order, as the run's own report draws it: sorted by
+            // throughput, a stage past capacity (192/s at 2 s) came before
+            // the one below it (193/s at 100 ms), and the line zigzagged
+            // (review 2's tester, C2).
             if pts.is_empty() {
                 continue;
             }

@@ -14,20 +14,22 @@ use crate::run::{Figures, ProtocolUse, RunMeta, RunSummary, SeriesLine, StageSum
 /// A stage: name, target, achieved, p50, p95, p99, error ratio, verdict.
 type S = (&'static str, f64, f64, f64, f64, f64, f64, StageVerdict);
 
-/// Figures with only what the comparison reads.
+/// Figures with only what the comparison reads: its failures, of 1000
+/// requests, are 5xx answers.
 fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: HistogramSummary, error_ratio: f64) -> Figures {
+    let failed = (error_ratio * 1000.0).round() as u64;
     Figures {
         name: name.into(),
         duration_s: 10.0,
         target_rate: target,
         achieved_rate: achieved,
-        sent: 0,
-        completed: 0,
-        succeeded: 0,
-        failed: 0,
+        sent: 1000,
+        completed: 1000,
+        succeeded: 1000 - failed,
+        failed,
         dropped: 0,
         error_ratio,
-        failures: BTreeMap::new(),
+        failures: BTreeMap::from([("http_5xx".to_string(), failed)]),
         latency_ms,
         service_ms: HistogramSummary::default(),
         latency_ok_ms: None,
@@ -169,6 +171,7 @@ fn capacity_sentences() {
         result,
         capacity_rps: cap,
         breaks_at_rps: breaks,
+        why: None,
         kind: None,
     };
     let cases = [
@@ -308,6 +311,45 @@ fn errors_answered_fast_are_no_throughput() {
     let c = compare_models(&runs, Options::default());
     assert_eq!(c.equal_p95.runs, vec![ThroughputAt::At { rate: 500.0 }, ThroughputAt::AtLeast { rate: 250.0 }]);
     assert!(c.equal_p95.statements[0].text.contains("cannot be told"), "{:?}", c.equal_p95.statements);
+}
+
+/// Each run says why it broke, as its own headline does (review 2's tester,
+/// C1: compare said "breaks at 200/s" and left the why in each run's report).
+#[test]
+fn each_run_says_why_it_broke() {
+    let stages = [
+        ("100/s", 100.0, 100.0, 10.0, 20.0, 30.0, 0.0, Holds),
+        ("200/s", 200.0, 150.0, 10.0, 900.0, 950.0, 0.0, Fails),
+    ];
+    let mut broke = summary("threads", Some(100.0), Some(200.0), &["p95 < 250ms"], &stages);
+    broke.diagnostics = vec![perfops_core::analysis::diagnose::Diagnostic {
+        kind: "pool_bound".into(),
+        title: "pool-bound: 10 of 10 workers busy with the CPU at 11%".into(),
+        detail: String::new(),
+        stage: Some("200/s".into()),
+        evidence: Vec::new(),
+    }];
+    let mut held = summary("async", Some(200.0), None, &["p95 < 250ms"], &stages[..1]);
+    held.diagnostics = broke.diagnostics.clone(); // a note beside a pass is no "why"
+    let c = compare_models(&[model("a", broke), model("b", held)], Options::default());
+    assert_eq!(c.runs[0].why.as_deref(), Some("pool-bound: 10 of 10 workers busy with the CPU at 11%"));
+    assert_eq!(c.runs[1].why, None);
+    assert!(text::table(&c).contains("why: pool-bound: 10 of 10 workers busy"), "{}", text::table(&c));
+}
+
+/// Refused connects are not in the achieved rate (only answered arrivals
+/// are): 300/s with 30% refused achieved 210/s, all good; taking the error
+/// share off again plotted 147/s (review 2).
+#[test]
+fn refused_connects_are_not_taken_off_twice() {
+    let a = [("300/s", 300.0, 300.0, 10.0, 20.0, 30.0, 0.0, Holds)];
+    let b = [("300/s", 300.0, 210.0, 10.0, 20.0, 30.0, 0.3, Fails)];
+    let mut sb = summary("b", None, Some(300.0), &["p95 < 40ms"], &b);
+    sb.stages[0].figures.succeeded = 700;
+    sb.stages[0].figures.failures = BTreeMap::from([("connect_refused".to_string(), 300)]);
+    let runs = [model("a", summary("a", Some(300.0), None, &["p95 < 40ms"], &a)), model("b", sb)];
+    let c = compare_models(&runs, Options::default());
+    assert_eq!(c.equal_p95.runs[1], ThroughputAt::AtLeast { rate: 210.0 }, "{:?}", c.equal_p95);
 }
 
 #[test]

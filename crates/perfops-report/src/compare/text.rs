@@ -113,6 +113,9 @@ pub fn table(c: &Comparison) -> String {
             (None, None) => "no capacity".into(),
         };
         let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), r.dir);
+        if let Some(why) = &r.why {
+            let _ = writeln!(o, "  {:<title_w$}  why: {why}", "");
+        }
         if let Some(p) = &r.protocol {
             let _ = writeln!(o, "  {:<title_w$}  protocol: {p}", "");
         }

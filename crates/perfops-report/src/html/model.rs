@@ -8,10 +8,12 @@
 //! or reported as incomplete. Nothing here formats but the headline of an
 //! incomplete run: the page is `page.rs`.
 
+use std::collections::BTreeMap;
+
 use hdrhistogram::Histogram;
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::{RunResult, SloCheck, StageVerdict};
-use perfops_core::measure::HistogramSummary;
+use perfops_core::measure::{FailureKind, HistogramSummary};
 use serde::Serialize;
 
 use crate::format::clock;
@@ -134,6 +136,11 @@ pub(crate) struct Stage {
     /// The successes alone (none in results of format 1).
     pub latency_ok: Option<Percentiles>,
     pub error_ratio: Option<f64>,
+    /// Of the answered requests, the share that failed (a 5xx, a failed
+    /// check): what the achieved rate, which counts answered arrivals,
+    /// carries that is no good answer. Refused connects and timeouts are
+    /// not in the achieved rate to begin with.
+    pub answered_failed_ratio: Option<f64>,
     pub failed: Option<u64>,
     pub dropped: Option<u64>,
     /// None: not judged (an incomplete run, an older summary, the total).
@@ -383,8 +390,21 @@ fn from_figures(stage: &mut Stage, f: &Figures) {
     stage.latency = Percentiles::from_summary(&f.latency_ms);
     stage.latency_ok = f.latency_ok_ms.as_ref().and_then(Percentiles::from_summary);
     stage.error_ratio = Some(f.error_ratio);
+    stage.answered_failed_ratio = Some(answered_failed_ratio(f.succeeded, &f.failures));
     stage.failed = Some(f.failed);
     stage.dropped = Some(f.dropped);
+}
+
+/// Of `succeeded` and the failures by kind that came with a response, the
+/// share of those failures.
+fn answered_failed_ratio(succeeded: u64, failures: &BTreeMap<String, u64>) -> f64 {
+    let answered_failed: u64 = failures
+        .iter()
+        .filter(|(kind, _)| FailureKind::from_name(kind).is_some_and(FailureKind::has_response))
+        .map(|(_, n)| n)
+        .sum();
+    let answered = succeeded + answered_failed;
+    if answered == 0 { 0.0 } else { answered_failed as f64 / answered as f64 }
 }
 
 fn from_summary(stage: &mut Stage, s: &StageSummary) {
@@ -405,6 +425,7 @@ fn from_series(
 ) {
     let (mut secs, mut answered, mut target_sum, mut target_secs) = (0.0, 0.0, 0.0, 0.0);
     let (mut failed, mut ok, mut dropped) = (0_u64, 0_u64, 0_u64);
+    let mut failures: BTreeMap<String, u64> = BTreeMap::new();
     for l in series {
         let t = f64::from(l.t);
         if t + 1e-6 < stage.start_s || t + 1e-6 >= stage.end_s || l.is_drain() {
@@ -420,6 +441,9 @@ fn from_series(
         failed += l.failed;
         ok += l.succeeded;
         dropped += l.dropped;
+        for (kind, n) in &l.failures {
+            *failures.entry(kind.clone()).or_default() += n;
+        }
     }
     stage.ran = secs > 0.0;
     stage.ran_s = secs;
@@ -433,6 +457,7 @@ fn from_series(
     stage.failed = Some(failed);
     stage.dropped = Some(dropped);
     stage.error_ratio = Some(if failed + ok == 0 { 0.0 } else { failed as f64 / (failed + ok) as f64 });
+    stage.answered_failed_ratio = Some(answered_failed_ratio(ok, &failures));
     stage.latency = latency.and_then(Percentiles::from_histogram);
     stage.latency_ok = latency_ok.and_then(Percentiles::from_histogram);
 }
