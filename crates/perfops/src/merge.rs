@@ -329,8 +329,15 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
         .and_then(parse_time)
         .ok_or_else(|| refuse(format!("{}: meta.json has no start instant", first.dir.display())))?;
 
-    let mut dir = RunDir::create_at(&args.out, started)
-        .with_context(|| format!("creating the merged results directory {}", args.out.display()))?;
+    // A directory that holds something is the user's to move (exit 2), as
+    // for any flag that names a place that cannot be used; other failures
+    // to create it are the machine's (exit 3).
+    let mut dir = match RunDir::create_at(&args.out, started) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            return Err(refuse(format!("--out {}: {e}: give a new or an empty directory", args.out.display())));
+        }
+        created => created.with_context(|| format!("creating the merged results directory {}", args.out.display()))?,
+    };
     let meta = RunMeta {
         perfops_version: env!("CARGO_PKG_VERSION").into(),
         host: None,

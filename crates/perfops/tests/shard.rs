@@ -255,6 +255,11 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
     runs_list.assert_exit(0);
     assert!(runs_list.stdout.contains("merged"), "{}", runs_list.stdout);
 
+    // Into a directory that holds something: the user's to change (exit 2, not 3).
+    let again = merge(&dirs, &merged);
+    again.assert_exit(2);
+    assert!(again.stderr.contains("it exists and is not empty"), "{}", again.stderr);
+
     // A merge of 2 of the 3 names the missing shard and judges nothing (exit 1).
     let partial = w.path.join("partial");
     let f = merge(&[dirs[0], dirs[2]], &partial);
