@@ -104,8 +104,28 @@ pub(crate) fn read_sources(
 
 /// Read and validate a scenario; on errors, print them all and return `None`.
 pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
-    let text = std::fs::read_to_string(path)
+    let bytes = std::fs::read(path)
         .map_err(|e| anyhow::Error::new(UsageError(format!("cannot read {}: {e}", path.display()))))?;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            // Where the first byte that is not UTF-8 is, as for any error in the file.
+            let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+            let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column =
+                String::from_utf8_lossy(good.rsplit(|&b| b == b'\n').next().unwrap_or_default()).chars().count() + 1;
+            let d = perfops_core::scenario::Diagnostic {
+                file: path.display().to_string(),
+                line,
+                column,
+                path: String::new(),
+                message: "not UTF-8 text".into(),
+                hint: Some("a scenario is YAML in UTF-8; convert the file (e.g. `iconv -f latin1 -t utf-8`)".into()),
+            };
+            eprint!("{}", perfops_core::scenario::Diagnostics(vec![d]).render(""));
+            return Ok(None);
+        }
+    };
     match perfops_core::scenario::parse(&path.display().to_string(), &text, overrides) {
         Ok(s) => Ok(Some((s, text))),
         Err(diagnostics) => {

@@ -946,6 +946,21 @@ load:
     assert!(!wd.runs().exists(), "an input error must not create a results directory");
 }
 
+/// A file that is not UTF-8 (a Latin-1 export, a binary picked by mistake)
+/// is an error at its first bad byte, with a hint, as any error in the file
+/// (review 2's tester, D4: "stream did not contain valid UTF-8", no place).
+#[test]
+fn a_scenario_that_is_not_utf8_is_refused_at_its_first_bad_byte() {
+    let wd = Workdir::new("latin1");
+    let file = wd.path.join("latin1.yaml");
+    std::fs::write(&file, b"name: x\ntarget: http://127.0.0.1:1\n# caf\xe9\n").expect("write");
+    let file_s = file.display().to_string();
+    let out = spawn_perfops(&["check", &file_s], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains(&format!("{file_s}:3:6: error: not UTF-8 text")), "{}", out.stderr);
+    assert!(out.stderr.contains("hint: a scenario is YAML in UTF-8"), "{}", out.stderr);
+}
+
 /// Issue #3, `--set` and `--target`: `--set load.max_in_flight=2` against
 /// a demo whose orders take 300 ms, at 50/s for 2 s, frees two slots every
 /// 300 ms, so most of the 100 arrivals are dropped, counted (sent + dropped
