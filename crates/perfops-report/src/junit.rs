@@ -2,6 +2,9 @@
 //! test suite per stage, one test case per SLO line, and one for the stage's
 //! own verdict (achieved rate and probes). A stage the generator could not
 //! judge (inconclusive) or that never ran is reported as skipped, not passed.
+//! A run that an `abort_when` rule stopped has a suite `abort_when` with one
+//! failing case, the rule: the run failed (exit 1), and a panel of skipped
+//! stages alone read green beside a red job.
 
 use std::fmt::Write;
 
@@ -13,8 +16,9 @@ use crate::run::{RunSummary, StageSummary, slo_value};
 /// The JUnit XML document for `summary`.
 pub fn render(summary: &RunSummary) -> String {
     let mut o = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let cases: usize = summary.stages.iter().map(|s| s.slo.len() + 1).sum();
-    let failures: usize = summary.stages.iter().map(stage_failures).sum();
+    let aborted = usize::from(summary.aborted.is_some());
+    let cases: usize = summary.stages.iter().map(|s| s.slo.len() + 1).sum::<usize>() + aborted;
+    let failures: usize = summary.stages.iter().map(stage_failures).sum::<usize>() + aborted;
     let _ = writeln!(
         o,
         "<testsuites name=\"perfops {}\" tests=\"{cases}\" failures=\"{failures}\" time=\"{:.3}\">",
@@ -43,6 +47,18 @@ pub fn render(summary: &RunSummary) -> String {
         let why = st.reasons.join("; ");
         let fails = st.verdict == Some(StageVerdict::Fails);
         case(&mut o, &class, "stage holds", skipped.then_some(&skip_reason), fails.then_some(&why));
+        o.push_str("  </testsuite>\n");
+    }
+    if let Some(rule) = &summary.aborted {
+        let _ =
+            writeln!(o, "  <testsuite name=\"abort_when\" tests=\"1\" failures=\"1\" skipped=\"0\" time=\"0.000\">");
+        case(
+            &mut o,
+            &format!("perfops.{}", summary.name),
+            "abort_when",
+            None,
+            Some(&format!("stopped by abort_when: {rule}")),
+        );
         o.push_str("  </testsuite>\n");
     }
     o.push_str("</testsuites>\n");

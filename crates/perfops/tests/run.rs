@@ -1020,10 +1020,15 @@ abort_when:
 fn abort_when_stops_the_run_early_and_says_why() {
     let _cpu = shared();
     let wd = Workdir::new("abort");
-    let yaml = REFUSED.replace("@ADDR@", &kit::refused_addr().to_string());
-    let run = Run::new(&wd, &wd.scenario("refused.yaml", &yaml), &[]);
+    // No SLO line to fail beside the rule: the JUnit file must fail on the rule alone.
+    let yaml = REFUSED.replace("@ADDR@", &kit::refused_addr().to_string()) + "slo: []\n";
+    let junit = wd.path.join("junit.xml");
+    let run = Run::new(&wd, &wd.scenario("refused.yaml", &yaml), &["--junit", junit.to_str().unwrap()]);
     let s = run.summary();
     let ctx = run.context();
+    let xml = std::fs::read_to_string(&junit).expect("junit.xml");
+    assert!(xml.contains("<testsuite name=\"abort_when\" tests=\"1\" failures=\"1\""), "{xml}");
+    assert!(xml.contains("<failure message=\"stopped by abort_when: `errors &gt; 50% for 2s`"), "{xml}");
     assert!(run.out.wall < Duration::from_secs(6), "took {:?} for a 10 s stage\n{ctx}", run.out.wall);
     assert!(num(&s, "/elapsed_s") < 4.0, "{ctx}");
     let aborted = s["aborted"].as_str().unwrap_or_else(|| panic!("no `aborted` reason\n{ctx}"));
