@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::time::Duration;
 
+use crate::run::SHORTEST_RATE_WINDOW_S;
 use perfops_core::measure::{FailureKind, Histogram, Stats};
 
 /// The `le` bounds of the latency histograms, seconds: about 1-2-5 steps
@@ -213,7 +214,15 @@ impl Exposition {
         self.in_flight = s.in_flight;
         let secs = s.length.as_secs_f64().max(1e-3);
         self.target_rate = s.target.map(|n| n / secs);
-        self.achieved_rate = t.iterations as f64 / secs;
+        // A second of a few ms (the drain at a load's end) is no rate: 1
+        // answer in 4 ms read 250/s, and stayed on the gauge through limit's
+        // cool-downs (review 2). During the load the last rate stands; after
+        // it, nothing arrives any more.
+        if secs >= SHORTEST_RATE_WINDOW_S {
+            self.achieved_rate = t.iterations as f64 / secs;
+        } else if s.target.is_none() {
+            self.achieved_rate = 0.0;
+        }
         self.stage = Some(s.stage.to_string());
     }
 
@@ -390,6 +399,12 @@ mod tests {
         assert!(target.samples.is_empty());
         assert_eq!(value(&families, "perfops_achieved_arrivals_per_second", &[]), 2.0);
         assert_eq!(value(&families, "perfops_stage_info", &[("stage", "100/s")]), 1.0);
+        // A drain of 4 ms, 1 answer: no 250/s; nothing arrives any more (review 2).
+        let one = stats(&[22], &[]);
+        let drain = Second { length: Duration::from_millis(4), target: None, total: &one, steps: vec![], ..last(&s2) };
+        e.add_second(&drain);
+        let families = prometheus::parse(&e.render()).expect("valid exposition");
+        assert_eq!(value(&families, "perfops_achieved_arrivals_per_second", &[]), 0.0);
 
         let bucket = |le: &str| value(&families, "perfops_latency_seconds_bucket", &[("step", "orders"), ("le", le)]);
         // (le, values at or below it): 1 ms; +30 ms at 0.05; +120 ms at 0.2; +700 ms at 1; 90 s only in +Inf.
@@ -403,6 +418,11 @@ mod tests {
         assert!((sum - 90.851).abs() < 90.851 * 0.001, "{sum}");
         let service = value(&families, "perfops_service_time_seconds_sum", &[("step", "orders")]);
         assert!((service - 45.425).abs() < 45.425 * 0.001, "{service}");
+    }
+
+    /// A second of the load that ran, 1 s long.
+    fn last(s: &Stats) -> Second<'_> {
+        Second { stage: "100/s", length: Duration::from_secs(1), target: None, in_flight: 0, total: s, steps: vec![] }
     }
 
     #[test]
