@@ -83,8 +83,10 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         t: s.t,
         length_s: iv.length.as_secs_f64(),
         stage: s.stage.to_string(),
-        // As scheduled, draining or not: the arrivals of a second are what they were.
-        target_rate: iv.target.map(|t| t / secs),
+        // None once the arrivals ended: past the schedule's end it asks for
+        // nothing, and after a stop (Ctrl-C, abort_when) nothing was sent,
+        // though the schedule's full rate read as a server collapsing (review 2).
+        target_rate: s.target().map(|t| t / secs),
         achieved_rate: st.iterations as f64 / secs,
         iterations: st.iterations,
         sent: st.sent,
@@ -103,5 +105,31 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         stream_waits: st.stream_waits,
         steps,
         parts: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use perfops_core::measure::Interval;
+
+    use super::*;
+
+    /// A second after a stop asks for nothing: the schedule's full rate there
+    /// read as a server collapsing (review 2).
+    #[test]
+    fn a_second_after_the_arrivals_ended_has_no_target() {
+        let iv = Interval { target: Some(300.0), length: Duration::from_secs(1), ..Interval::empty(9) };
+        let second = |draining| Second {
+            interval: &iv,
+            t: 9,
+            start: Duration::from_secs(9),
+            stage: if draining { "(draining)" } else { "300/s" },
+            draining,
+            step_names: &[],
+        };
+        assert_eq!(series_line(&second(false)).target_rate, Some(300.0));
+        assert_eq!(series_line(&second(true)).target_rate, None);
     }
 }
