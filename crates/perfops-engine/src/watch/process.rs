@@ -477,7 +477,8 @@ fn socket_inode(link: &Path) -> Option<u64> {
 }
 
 /// The process that holds the socket listening on `port`: its inode from `/proc/net/tcp{,6}`,
-/// then the first process, by pid, with a descriptor on it (for a pre-forking server, the parent).
+/// then, of the processes with a descriptor on it, the one whose parent holds none (for a
+/// pre-forking server, the parent: [`topmost`]).
 fn pid_by_port(port: u16) -> Result<u32, String> {
     let mut inodes = HashSet::new();
     for file in ["/proc/net/tcp", "/proc/net/tcp6"] {
@@ -498,21 +499,55 @@ fn pid_by_port(port: u16) -> Result<u32, String> {
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
     pids.sort_unstable();
-    for pid in pids {
+    let holds = |pid: u32| {
         // Another user's process cannot be looked into without privileges: skipped.
-        let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { continue };
-        for entry in entries.flatten() {
-            if fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode).is_some_and(|i| inodes.contains(&i)) {
-                return Ok(pid);
-            }
-        }
-    }
-    Err(format!("port {port} listens, but its process is not visible (another user's, without privileges?)"))
+        let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else { return false };
+        entries.flatten().any(|entry| {
+            fs::read_link(entry.path()).ok().as_deref().and_then(socket_inode).is_some_and(|i| inodes.contains(&i))
+        })
+    };
+    let holders: Vec<(u32, u32)> = pids
+        .into_iter()
+        .filter(|&pid| holds(pid))
+        .map(|pid| {
+            let ppid = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_pid_stat(&t).ok());
+            (pid, ppid.map_or(0, |s| s.ppid))
+        })
+        .collect();
+    topmost(&holders).ok_or_else(|| {
+        format!("port {port} listens, but its process is not visible (another user's, without privileges?)")
+    })
+}
+
+/// Of the processes holding a listening socket, `(pid, parent)` by pid, the one whose parent
+/// holds none of it: a pre-forking server's parent. The lowest pid was taken for it, but after
+/// a reload (`nginx -s reload`, a phased restart) or the pids' wrap-around a worker can have a
+/// lower pid than its parent, and one worker was watched for the whole server (review 2's
+/// tester, W3).
+fn topmost(holders: &[(u32, u32)]) -> Option<u32> {
+    let holds = |pid: u32| holders.iter().any(|&(p, _)| p == pid);
+    holders.iter().find(|&&(_, parent)| !holds(parent)).or(holders.first()).map(|&(pid, _)| pid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_whose_parent_holds_nothing_is_the_server() {
+        // (holders as (pid, parent), by pid; the server's process)
+        type Case<'a> = (&'a [(u32, u32)], Option<u32>);
+        let cases: [Case<'_>; 5] = [
+            (&[(9662, 1), (9663, 9662), (9664, 9662)], Some(9662)), // parent first: as before
+            (&[(5636, 24806), (24806, 1)], Some(24806)),            // a reloaded nginx: its worker has the lower pid
+            (&[(700, 1), (701, 1)], Some(700)),                     // two unrelated holders (SO_REUSEPORT): the first
+            (&[(42, 0)], Some(42)),                                 // a parent not read: itself
+            (&[], None),                                            // nothing visible
+        ];
+        for (holders, want) in cases {
+            assert_eq!(topmost(holders), want, "{holders:?}");
+        }
+    }
 
     #[test]
     fn socket_links() {
