@@ -147,6 +147,11 @@ pub struct Outcome {
     /// `websocket (TLS)`, ... (the run's protocol as its connections
     /// negotiated it, and what the step carried over it).
     pub step_protocols: Vec<&'static str>,
+    /// `https://`: the server was reached but the TLS handshake of the ALPN
+    /// probe before the run failed, and why (a certificate not trusted here,
+    /// most often): every request then fails as `tls`, and the protocol
+    /// named is no server's choice.
+    pub tls_refused: Option<String>,
 }
 
 /// The collector's view of one second being assembled.
@@ -331,7 +336,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         let from = Duration::from_secs(u64::from(k));
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols })
+    let tls_refused = shared.tls_refused.clone();
+    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols, tls_refused })
 }
 
 /// What each step of `work` speaks once the run's protocol is `decided`,
@@ -364,13 +370,13 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     let name = || {
         ServerName::try_from(plan.target.host.clone()).map_err(|_| EngineError::ServerName(plan.target.host.clone()))
     };
-    let protocol = match plan.target.protocol {
+    let (protocol, tls_refused) = match plan.target.protocol {
         Protocol::Alpn if plan.target.tls => {
             let offer = TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H2_OR_H1)?);
             negotiate(&plan.target, offer, name()?, plan.connect_timeout.min(plan.timeout))
         }
-        Protocol::Alpn => Protocol::Http1,
-        p => p,
+        Protocol::Alpn => (Protocol::Http1, None),
+        p => (p, None),
     };
     let tls = if plan.target.tls {
         let alpn = if protocol == Protocol::H2 { tls::ALPN_H2 } else { tls::ALPN_H1 };
@@ -421,6 +427,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     };
     Ok(Arc::new(Shared {
         protocol,
+        tls_refused,
         http2: plan.http2,
         h2_requests,
         h2_indexing,
@@ -441,18 +448,28 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
 /// handshake before the run, so that every connection of the run speaks the
 /// same (a server's choice does not change between connections). A server
 /// that cannot be reached is HTTP/1.1's: the run's own connects will say
-/// what is wrong with it.
-fn negotiate(target: &Target, connector: TlsConnector, name: ServerName<'static>, within: Duration) -> Protocol {
-    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Protocol::Http1 };
+/// what is wrong with it. A server reached whose handshake failed is too,
+/// and why it failed is returned: its certificate, most often, which no
+/// request of the run will get past.
+fn negotiate(
+    target: &Target,
+    connector: TlsConnector,
+    name: ServerName<'static>,
+    within: Duration,
+) -> (Protocol, Option<String>) {
+    let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+        return (Protocol::Http1, None);
+    };
     rt.block_on(async {
         let handshake = async {
-            let tcp = tokio::net::TcpStream::connect(target.addr).await.ok()?;
-            let tls = connector.connect(name, tcp).await.ok()?;
-            Some(tls.get_ref().1.alpn_protocol() == Some(b"h2"))
+            let Ok(tcp) = tokio::net::TcpStream::connect(target.addr).await else { return Ok(false) };
+            let tls = connector.connect(name, tcp).await.map_err(|e| e.to_string())?;
+            Ok(tls.get_ref().1.alpn_protocol() == Some(b"h2"))
         };
         match tokio::time::timeout(within, handshake).await {
-            Ok(Some(true)) => Protocol::H2,
-            _ => Protocol::Http1,
+            Ok(Ok(true)) => (Protocol::H2, None),
+            Ok(Err(why)) => (Protocol::Http1, Some(why)),
+            _ => (Protocol::Http1, None),
         }
     })
 }

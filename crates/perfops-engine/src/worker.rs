@@ -113,6 +113,8 @@ pub(crate) enum WorkerLoad {
 
 /// Everything a worker needs, shared read-only between workers.
 pub(crate) struct Shared {
+    /// Why the TLS handshake of the ALPN probe failed, if it did ([`crate::Outcome::tls_refused`]).
+    pub(crate) tls_refused: Option<String>,
     pub(crate) target: Target,
     pub(crate) work: Arc<Work>,
     pub(crate) tls: Option<(TlsConnector, ServerName<'static>)>,

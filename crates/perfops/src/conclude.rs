@@ -47,6 +47,8 @@ pub(crate) struct Loaded {
     pub(crate) naps: (u64, Duration),
     /// How late the load started (`--start-at` already past), if it was.
     pub(crate) late: Option<Duration>,
+    /// The TLS handshake before the load failed: what to say of it ([`tls_note`]).
+    pub(crate) tls_note: Option<String>,
     /// What its steps spoke (#14), as its connections negotiated it.
     pub(crate) protocols: Vec<ProtocolUse>,
 }
@@ -64,6 +66,7 @@ impl Loaded {
             stopped: false,
             naps: (0, Duration::ZERO),
             late: None,
+            tls_note: loads.iter().find_map(|l| l.tls_note.clone()),
             protocols: Vec::new(),
         };
         // Grouped again, in step order, when summarized.
@@ -127,6 +130,7 @@ impl Ending {
         if let Some(late) = loaded.late {
             notes.push(late_note(late));
         }
+        notes.extend(loaded.tls_note.clone());
         Ending {
             interrupted,
             aborted,
@@ -136,6 +140,18 @@ impl Ending {
             short_from: None,
         }
     }
+}
+
+/// What a TLS handshake that failed before the load (`why`) is said as:
+/// every request then failed as `tls`, and the hint a user needs is how to
+/// accept the certificate (review 2's tester, P2: 50 `tls` failures, no word).
+pub(crate) fn tls_note(why: &str, insecure: bool) -> String {
+    let hint = if insecure {
+        ""
+    } else {
+        ": a certificate this machine does not trust (self-signed, a private CA) is accepted with -k (--insecure)"
+    };
+    format!("the TLS handshake with the target failed ({why}){hint}")
 }
 
 /// What a late start (`--start-at` already past) is said as.
@@ -407,6 +423,7 @@ pub(crate) fn replay(
         stopped: measured.stopped,
         naps: (0, Duration::ZERO),
         late: None,
+        tls_note: None,
         protocols: Vec::new(),
     })
 }

@@ -227,12 +227,17 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
         protocol: {
             let name = outcome.step_protocols.first().copied().unwrap_or(outcome.protocol.name());
             match outcome.protocol {
+                // No server chose it: the handshake that would have asked failed.
+                _ if outcome.tls_refused.is_some() => "unknown (the TLS handshake failed)".to_string(),
                 Protocol::H2 => format!("{name} ({} streams per connection at most)", plan.http2.streams),
                 _ => name.to_string(),
             }
         },
     };
     let mut summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    if let Some(why) = &outcome.tls_refused {
+        summary.warnings.insert(0, crate::conclude::tls_note(why, args.insecure));
+    }
     if target_is_websocket {
         // Its one step's rows: the upgrade, then its messages (if it sends one).
         let empty = Stats::default();

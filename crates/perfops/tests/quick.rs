@@ -540,6 +540,12 @@ fn https_with_and_without_insecure() {
     assert_eq!(run.json()["failures"], json!({"tls": 2}), "{}", run.dump());
     assert_eq!(run.u64("/completed"), 0);
     assert_eq!(server.requests(), 20, "no request may go out over an unverified connection");
+    // Said once, with the way out, and no protocol claimed that no server
+    // chose (review 2's tester, P2: "Protocol: http/1.1 (ALPN)", 50 `tls`, no word).
+    let warnings = run.json()["warnings"].to_string();
+    assert!(warnings.contains("the TLS handshake with the target failed ("), "{warnings}");
+    assert!(warnings.contains("accepted with -k (--insecure)"), "{warnings}");
+    assert_eq!(run.json()["protocol"], "unknown (the TLS handshake failed)", "{}", run.dump());
 }
 
 /// Issue #2, closed model: `-n 200 -c 4` sends exactly 200 requests on

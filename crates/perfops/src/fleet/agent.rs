@@ -343,6 +343,7 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
         protocol: perfops_engine::Protocol::Http1,
         // Nothing was negotiated: no protocol to report.
         step_protocols: Vec::new(),
+        tls_refused: None,
     })
 }
 

@@ -700,6 +700,8 @@ fn drive(
         // their Done messages (`fleet_protocols`), not one protocol.
         protocol: perfops_engine::Protocol::Alpn,
         step_protocols: Vec::new(),
+        // Each agent's own handshake: their runs say so.
+        tls_refused: None,
     };
     Ok((outcome, measured))
 }
