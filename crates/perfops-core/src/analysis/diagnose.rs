@@ -17,6 +17,8 @@
 //!   pod_restarted         a watched restart counter (a name with `restart` in it, such as a PromQL
 //!                         query over kube_pod_container_status_restarts_total) went up at t: a
 //!                         real restart, beside the simulated probe
+//!   process_restarted     the process on the target's port changed at t (`process_pid`): a local
+//!                         target killed and started again, its requests in flight lost
 //!   memory_growth         RSS grew by half and >= 32 MiB over the run; or a watched heap or
 //!                         memory metric (`heap`, `memory` in its name) grew by half
 //!   gc_growth             a watched GC time or pause metric (`gc` in its name, not a count of
@@ -417,6 +419,7 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
     }
 
     out.extend(restarts(i));
+    out.extend(process_restart(i));
 
     if let Some(rss) = i.watched.get("process_rss_bytes")
         && let (Some(first), Some(last)) = (rss.first(), rss.last())
@@ -485,6 +488,35 @@ fn restarts(i: &Inputs<'_>) -> Vec<Diagnostic> {
         });
     }
     out
+}
+
+/// "The target's process restarted at t": the process listening on its port
+/// (the process watch's `process_pid`) changed. Errors from a restart read as
+/// a rate the server could not hold, with no cause named (review 2's tester,
+/// W2: "process 30663 exited" on stderr, no diagnosis).
+fn process_restart(i: &Inputs<'_>) -> Option<Diagnostic> {
+    let pids = i.watched.get("process_pid")?;
+    let changes: Vec<(f64, f64, f64)> =
+        pids.windows(2).filter(|w| w[1].1 != w[0].1).map(|w| (w[1].0, w[0].1, w[1].1)).collect();
+    let &(t, from, to) = changes.first()?;
+    // A pid that comes back is no restart: the samples of several generators
+    // merged, each watching its own machine's process, alternate.
+    if pids.iter().any(|&(at, pid)| at > t && pid == from) {
+        return None;
+    }
+    let again = match changes.len() {
+        1 => String::new(),
+        n => format!(" (and {} more time{} after)", n - 1, if n == 2 { "" } else { "s" }),
+    };
+    Some(Diagnostic {
+        kind: "process_restarted".into(),
+        title: format!("the target's process restarted at t={t:.0}s: pid {from} is now pid {to}{again}"),
+        detail: "another process took the target's port during the load (a crash and a supervisor's restart, \
+                 a deploy, a reload): the requests in flight on the old one failed, and the new one started cold"
+            .into(),
+        stage: i.stages.iter().find(|s| t >= s.from && t < s.to).map(|s| s.name.clone()),
+        evidence: changes.iter().map(|&(t, _, v)| Evidence { metric: "process_pid".into(), value: v, t }).collect(),
+    })
 }
 
 /// A watched heap or memory metric that grew by half, and a GC metric that doubled (#15: a Node
@@ -660,6 +692,23 @@ mod tests {
             assert!(d[0].detail.contains("another server's") == want.contains("namespace"), "{d:?}");
             let ev = d[0].evidence.iter().find(|e| e.metric == "listen_overflows_per_s");
             assert_eq!(ev.map(|e| e.value), Some(211.0), "{d:?}");
+        }
+    }
+
+    /// The process on the target's port changed (review 2's tester, W2).
+    #[test]
+    fn a_new_process_on_the_port_is_a_restart() {
+        let w: BTreeMap<String, Vec<(f64, f64)>> =
+            [("process_pid".to_string(), vec![(1.0, 30663.0), (3.0, 30663.0), (5.0, 8125.0), (7.0, 8125.0)])].into();
+        let st = stages();
+        let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+        assert_eq!(kinds(&d), ["process_restarted"], "{d:?}");
+        assert_eq!(d[0].title, "the target's process restarted at t=5s: pid 30663 is now pid 8125");
+        // The same process all along, or two generators' processes merged: nothing.
+        for pids in [vec![(1.0, 7.0), (3.0, 7.0)], vec![(1.0, 7.0), (1.0, 9.0), (3.0, 7.0), (3.0, 9.0)]] {
+            let w: BTreeMap<String, Vec<(f64, f64)>> = [("process_pid".to_string(), pids)].into();
+            let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+            assert!(d.is_empty(), "{d:?}");
         }
     }
 
