@@ -210,14 +210,20 @@ pub fn display_value(c: &Condition, v: f64) -> f64 {
 /// `0.52ms`, `101.9ms`, `0.42%`, a watched metric's bare number. Every
 /// output that shows a measured SLO value says it this way.
 pub fn with_unit(c: &Condition, v: f64) -> String {
-    if c.metric.is_latency() {
+    let (places, unit) = if c.metric.is_latency() {
         // Two places below 10 ms, as the stage table: `p95 < 1ms` measured 0.96 is not "1.0ms".
-        if v < 10.0 { format!("{v:.2}ms") } else { format!("{v:.1}ms") }
+        (if v < 10.0 { 2 } else { 1 }, "ms")
     } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
-        format!("{v:.2}%")
+        (2, "%")
     } else {
-        format!("{v}")
-    }
+        return format!("{v}");
+    };
+    // More places where fewer would put it on the threshold's other side:
+    // `errors < 1%` measured 1.004% read "FAILS (measured 1.00%)".
+    let t = display_value(c, c.threshold);
+    let side = |x: f64| x.total_cmp(&t);
+    let places = (places..places + 3).find(|&p| format!("{v:.p$}").parse::<f64>().is_ok_and(|x| side(x) == side(v)));
+    format!("{v:.*}{unit}", places.unwrap_or(5))
 }
 
 /// `share` (below `floor`, both 0..1) in percent with as few decimals as
@@ -647,6 +653,27 @@ mod tests {
             assert_eq!(got.passed, passed, "{line}: {got:?}");
             let v = got.value.unwrap_or(0.0);
             assert!((v - ms).abs() <= ms * 0.002, "{line}: measured {v}, want {ms}");
+        }
+    }
+
+    /// A measured value never reads as its threshold beside a verdict the
+    /// other way (review 2: "errors < 1% FAILS (measured 1.00%)").
+    #[test]
+    fn a_measured_value_stays_on_its_side_of_the_threshold() {
+        // (line, value as displayed, text)
+        let cases = [
+            ("errors < 1%", 1.004, "1.004%"),    // failed: not "1.00%"
+            ("errors < 1%", 0.9996, "0.9996%"),  // passed: not "1.00%"
+            ("errors < 1%", 0.42, "0.42%"),      // far from it: two places
+            ("rate >= 97%", 96.996, "96.996%"),  // failed: not "97.00%"
+            ("p95 < 250ms", 250.04, "250.04ms"), // failed: not "250.0ms"
+            ("p95 < 1ms", 0.96, "0.96ms"),       // below 10 ms: two places
+            ("p95 < 500ms", 101.94, "101.9ms"),  // one place above
+            ("errors < 1%", 1.0, "1.00%"),       // on it: as it is
+            ("metric(busy) < 9", 9.5, "9.5"),    // a metric's own number
+        ];
+        for (line, v, want) in cases {
+            assert_eq!(with_unit(&Condition::parse(line).unwrap(), v), want, "{line}");
         }
     }
 
