@@ -238,6 +238,17 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     if let Some(why) = &outcome.tls_refused {
         summary.warnings.insert(0, crate::conclude::tls_note(why, args.insecure));
     }
+    // -p is HTTP/2's: said, not silently taken (review 2's tester).
+    if let Some(p) = args.parallel.filter(|&p| p > 1)
+        && outcome.protocol != Protocol::H2
+        && outcome.tls_refused.is_none()
+    {
+        summary.warnings.push(format!(
+            "-p {p} is HTTP/2's streams per connection; over {} a connection carries one request at a time{}",
+            outcome.protocol.name(),
+            if open { " (-p did nothing)" } else { ": -c x -p users had as many connections" }
+        ));
+    }
     if target_is_websocket {
         // Its one step's rows: the upgrade, then its messages (if it sends one).
         let empty = Stats::default();

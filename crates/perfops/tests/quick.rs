@@ -548,6 +548,19 @@ fn https_with_and_without_insecure() {
     assert_eq!(run.json()["protocol"], "unknown (the TLS handshake failed)", "{}", run.dump());
 }
 
+/// `-p` is HTTP/2's: over HTTP/1.1 it is said what it did, not taken
+/// silently (review 2's tester): `-c 2 -p 3` is 6 users on 6 connections.
+#[test]
+fn parallel_streams_over_http1_are_warned_about() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(ms(1));
+    let run = quick(&[&server.url(), "-c", "2", "-p", "3", "-n", "60", "-q"]);
+    run.assert_exit(0);
+    assert_eq!(run.u64("/connects"), 6, "{}", run.dump());
+    let warnings = run.json()["warnings"].to_string();
+    assert!(warnings.contains("-p 3 is HTTP/2's streams per connection; over http/1.1"), "{warnings}");
+}
+
 /// Issue #2, closed model: `-n 200 -c 4` sends exactly 200 requests on
 /// exactly 4 keep-alive connections.
 #[test]
