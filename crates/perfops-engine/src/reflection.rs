@@ -140,6 +140,10 @@ impl Reflection {
             match tokio::time::timeout(self.timeout, self.fetch(service)).await {
                 Ok(result) => result.map_err(|e| match e {
                     Fetch::Failed(why) => fail(format!("cannot ask {at} for `{service}` by reflection: {why}")),
+                    // No server: a .proto file would not help (review 2's tester).
+                    Fetch::Unreachable(why) => ReflectionError(format!(
+                        "cannot ask {at} for `{service}` by reflection: {why}: is the server running there?"
+                    )),
                     Fetch::NoReflection => fail(format!(
                         "{at} does not serve gRPC reflection (grpc.reflection.v1 nor v1alpha), so `{service}` cannot \
                          be looked up there"
@@ -156,7 +160,7 @@ impl Reflection {
     }
 
     async fn fetch(&self, service: &str) -> Result<DescriptorPool, Fetch> {
-        let tcp = TcpStream::connect(self.target.addr).await.map_err(|e| Fetch::Failed(e.to_string()))?;
+        let tcp = TcpStream::connect(self.target.addr).await.map_err(|e| Fetch::Unreachable(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         if self.target.tls {
             let config =
@@ -231,7 +235,9 @@ enum Fetch {
     NoReflection,
     /// The server's reflection does not know the symbol or file.
     NotFound(String),
-    /// Anything else: connection, protocol, a malformed answer.
+    /// No connection to the server (refused, unreachable).
+    Unreachable(String),
+    /// Anything else: protocol, a malformed answer.
     Failed(String),
 }
 
