@@ -55,12 +55,14 @@ pub(crate) fn number(v: f64) -> String {
     }
 }
 
-/// Milliseconds, as `0.42 ms`, `812 ms`, `1.52 s`; `–` when not available.
+/// Milliseconds, as `0.42 ms`, `812.3 ms`, `1.52 s`; `–` when not available.
+/// One place from 10 ms, as the terminal: a p95 of 250.4 ms that failed
+/// `p95 < 250ms` read "250 ms" (review 2).
 pub(crate) fn ms(v: Option<f64>) -> String {
     match v {
         None => "–".into(),
         Some(v) if v < 10.0 => format!("{v:.2} ms"),
-        Some(v) if v < 1000.0 => format!("{v:.0} ms"),
+        Some(v) if v < 1000.0 => format!("{v:.1} ms"),
         Some(v) => format!("{:.2} s", v / 1000.0),
     }
 }
@@ -128,7 +130,8 @@ mod tests {
     fn figures_for_people() {
         let cases = [
             (ms(Some(0.421)), "0.42 ms"),
-            (ms(Some(812.34)), "812 ms"),
+            (ms(Some(812.34)), "812.3 ms"),
+            (ms(Some(250.4)), "250.4 ms"), // not "250 ms" beside a failed `p95 < 250ms`
             (ms(Some(1523.0)), "1.52 s"),
             (ms(None), "–"),
             (rate(Some(205.345)), "205/s"),

@@ -590,6 +590,12 @@ fn ms(v: f64) -> String {
     }
 }
 
+/// An error ratio for the stage table, one place: a few failures are never
+/// "0.0%" (0.04% beside FAILS of `errors < 0.01%` read as none; review 2).
+fn error_percent(ratio: f64) -> String {
+    if ratio > 0.0 && ratio < 0.0005 { "<0.1%".into() } else { format!("{:.1}%", ratio * 100.0) }
+}
+
 /// The end-of-run text: the per-stage table with verdicts, the SLO over the
 /// whole run, the verdict and why it broke.
 pub fn stage_table(summary: &RunSummary) -> String {
@@ -619,7 +625,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
         let l = &f.latency_ms;
         let _ = writeln!(
             o,
-            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6.1}% {:>8}  {:<12} {}",
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  {:<12} {}",
             truncate(&f.name, 16),
             f.target_rate.map_or("-".into(), |r| format!("{r:.1}")),
             format!("{:.1}", f.achieved_rate),
@@ -629,7 +635,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.p99),
             ms(l.max),
             ms(f.latency_ok_ms.map_or(0.0, |l| l.p99)),
-            f.error_ratio * 100.0,
+            error_percent(f.error_ratio),
             group(f.dropped as f64),
             match verdict {
                 Some(StageVerdict::Fails) => "FAILS",
@@ -715,6 +721,15 @@ pub use perfops_core::pipeline::StageThroughput;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_few_failures_never_read_as_none() {
+        // (ratio, as the stage table shows it)
+        let cases = [(0.0, "0.0%"), (0.0004, "<0.1%"), (0.0005, "0.1%"), (0.0123, "1.2%"), (1.0, "100.0%")];
+        for (ratio, want) in cases {
+            assert_eq!(error_percent(ratio), want, "{ratio}");
+        }
+    }
 
     #[test]
     fn slo_values_carry_the_unit_of_their_line() {
