@@ -5,8 +5,8 @@
 //! scenario run twice names its stages alike), then, for those left, by
 //! target rate within [`RATE_TOLERANCE`] (a scenario whose stages were
 //! renamed, or `200/s` against `step 4` at 200/s), the closest rate first.
-//! A stage that finds no row gets its own, shown as unmatched: it is never
-//! forced beside a stage of another rate.
+//! A stage that finds no row gets its own, shown as unmatched, placed among
+//! the rows by its rate: it is never forced beside a stage of another rate.
 //!
 //! Pure: it sees only names and rates, so it is table-tested.
 
@@ -85,7 +85,13 @@ pub fn match_stages(runs: &[Vec<StageKey>]) -> Vec<MatchedRow> {
             if placed[s].is_none() {
                 let mut members = vec![None; n];
                 members[r] = Some((s, MatchedBy::Own));
-                rows.push((key.clone(), MatchedRow { members }));
+                // Among the rows by rate, not after them all: B's unmatched
+                // 150/s stood after A's 400/s (review 2's tester).
+                let at = key
+                    .target_rate
+                    .filter(|_| r > 0)
+                    .and_then(|rate| rows.iter().position(|(k, _)| k.target_rate.is_some_and(|t| t > rate)));
+                rows.insert(at.unwrap_or(rows.len()), (key.clone(), MatchedRow { members }));
             }
         }
     }
@@ -150,6 +156,21 @@ mod tests {
                 "three runs",
                 vec![vec![("a", Some(100.0))], vec![("a", Some(100.0)), ("b", Some(900.0))], vec![("c", Some(890.0))]],
                 vec![vec![Some((0, Own)), Some((0, Name)), None], vec![None, Some((1, Own)), Some((0, TargetRate))]],
+            ),
+            (
+                // Other steps: B's unmatched stages stand among A's by rate.
+                "interleaved",
+                vec![
+                    vec![("100/s", Some(100.0)), ("200/s", Some(200.0)), ("300/s", Some(300.0))],
+                    vec![("150/s", Some(150.0)), ("300/s", Some(300.0)), ("450/s", Some(450.0))],
+                ],
+                vec![
+                    vec![Some((0, Own)), None],
+                    vec![None, Some((0, Own))],
+                    vec![Some((1, Own)), None],
+                    vec![Some((2, Own)), Some((1, Name))],
+                    vec![None, Some((2, Own))],
+                ],
             ),
             (
                 // Two stages at one rate (warm-up and cool-down): each row is used once.
