@@ -112,8 +112,10 @@ fn bad_methods_and_messages_are_usage_errors() {
     let dir = Workdir::new("grpc-usage");
     let proto = proto(&dir).display().to_string();
     // (URL path, flags, stderr contains)
-    let cases: [(&str, Vec<&str>, &str); 3] = [
+    let cases: [(&str, Vec<&str>, &str); 4] = [
         ("bench.Echo/Shout", vec!["--proto", &proto], "has no method `Shout`"),
+        // A file that is not there is said so (not "is not in any include path").
+        ("bench.Echo/Say", vec!["--proto", "/nonexistent/echo.proto"], "echo.proto: cannot read it: No such file"),
         ("bench.Echo/Say", vec!["--proto", &proto, "-b", r#"{"text": 5}"#], "does not fit bench.Msg"),
         // No --proto: the server's reflection is asked, and nobody listens there.
         ("bench.Echo/Say", vec![], "by reflection: Connection refused"),
