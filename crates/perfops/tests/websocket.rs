@@ -222,6 +222,20 @@ fn quick_takes_a_websocket_url() {
     assert!(run.stdout.contains("WebSocket messages:     30 answered, 0 failed"), "{}", run.stdout);
 }
 
+/// An upgrade answered 200 (a server that speaks no WebSocket there) is a
+/// `protocol` failure, and what it sent counts as received (it read "0 bytes
+/// received" for 20 answers; review 2's tester).
+#[test]
+fn an_upgrade_answered_200_counts_its_bytes() {
+    let _cpu = shared();
+    let server = kit::fixed_delay(Duration::ZERO);
+    let url = server.url().replace("http://", "ws://");
+    let run = common::quick(&[&url, "-n", "3", "-c", "1"]);
+    run.assert_exit(1);
+    assert_eq!(run.json()["failures"]["protocol"], 3, "{}", run.dump());
+    assert!(run.u64("/bytes_in") > 0, "{}", run.dump());
+}
+
 /// `wss://`: the worker's TLS handshake (its own phase, its histogram),
 /// then the upgrade and the messages inside the TLS session.
 #[test]

@@ -208,11 +208,11 @@ impl Worker {
             Some(Ok(opened)) => opened,
             Some(Err(kind)) => {
                 in_flight.done = true;
-                return Err(self.session_failed(up, req, None, kind, 0));
+                return Err(self.session_failed(up, req, None, kind, (0, 0)));
             }
             None => {
                 in_flight.done = true;
-                return Err(self.session_failed(up, req, None, FailureKind::Timeout, 0));
+                return Err(self.session_failed(up, req, None, FailureKind::Timeout, (0, 0)));
             }
         };
         let authority = &shared.target.authority;
@@ -236,8 +236,21 @@ impl Worker {
                 Response { status, bytes_in: hs.bytes_in, sent_at: ready, first_byte, last_byte: t0 },
                 FailureKind::of_status(status),
             ),
-            Some(Err(refused)) => return Err(self.session_failed(up, req, Some(ready), refused.kind(), hs.bytes_out)),
-            None => return Err(self.session_failed(up, req, Some(ready), FailureKind::Timeout, hs.bytes_out)),
+            // What the server sent counts (a 200 to an upgrade read "0 bytes
+            // received" for 20 answers; review 2's tester).
+            Some(Err(refused)) => {
+                let kind = refused.kind();
+                return Err(self.session_failed(up, req, Some(ready), kind, (hs.bytes_out, hs.bytes_in)));
+            }
+            None => {
+                return Err(self.session_failed(
+                    up,
+                    req,
+                    Some(ready),
+                    FailureKind::Timeout,
+                    (hs.bytes_out, hs.bytes_in),
+                ));
+            }
         };
         let answer =
             Answer { due: req.due, sent: ready, response, bytes_out: hs.bytes_out, failure, ends_iteration: true };
@@ -273,10 +286,10 @@ impl Worker {
         req: &Request<'_>,
         sent: Option<Instant>,
         kind: FailureKind,
-        bytes_out: u64,
+        (bytes_out, bytes_in): (u64, u64),
     ) -> Ended {
         let at = Instant::now();
-        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in: 0 };
+        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(key, &failure);
         Ended { at, failed: true }
     }
