@@ -651,7 +651,13 @@ pub fn stage_table(summary: &RunSummary) -> String {
             o,
             "SLO (whole run) {:<24} {}{}",
             s.slo,
-            if s.passed { "passed" } else { "FAILED" },
+            // Nothing to measure (a watched metric whose source was down) is
+            // no failure: the stages say inconclusive (the retest of W1).
+            match (s.passed, s.value) {
+                (true, _) => "passed",
+                (false, None) => "not measured",
+                (false, Some(_)) => "FAILED",
+            },
             s.value.map_or(String::new(), |v| format!(" (measured {})", slo_value(&s.slo, v)))
         );
     }

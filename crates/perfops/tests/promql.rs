@@ -268,6 +268,7 @@ slo: [ "errors < 1%", "max(metric(busy)) < 9" ]
     assert_eq!(summary["verdict"]["breaks_at_rps"], serde_json::Value::Null, "{summary}");
     let headline = summary["verdict"]["headline"].as_str().unwrap();
     assert!(headline.starts_with("INCONCLUSIVE: a watched metric of the SLO went unmeasured"), "{headline}");
+    assert!(out.stdout.contains("SLO (whole run) max(metric(busy)) < 9    not measured"), "{}", out.stdout);
     assert!(dir.join("report.html").is_file());
 }
 

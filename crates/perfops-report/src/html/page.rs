@@ -181,7 +181,13 @@ fn slo_matrix(o: &mut String, m: &Model) {
     let cell = |o: &mut String, cells: &[SloCheck], line: &str| match cells.iter().find(|c| c.slo == line) {
         None => o.push_str("<td class=\"na\">–</td>"),
         Some(c) => {
-            let (cls, mark) = if c.passed { ("pass", "✓") } else { ("fail", "✗") };
+            // Not measured is no failure of the target's (an SLO's watched metric
+            // whose source was down makes the stage inconclusive): no red cross.
+            let (cls, mark) = match (c.passed, c.value) {
+                (true, _) => ("pass", "✓"),
+                (false, None) => ("na", "?"),
+                (false, Some(_)) => ("fail", "✗"),
+            };
             let value = c.value.map_or("not measured".into(), |v| slo_value(line, v));
             let _ = write!(o, "<td class=\"{cls}\"><span class=\"mark\">{mark}</span> {}</td>", escape(&value));
         }
