@@ -118,6 +118,12 @@ fn a_server_allowing_one_stream_is_sent_one_at_a_time() {
     // users on 16 streams measured as 16).
     let (latency, service) = (run.f64("/latency_ms/mean"), run.f64("/service_ms/mean"));
     assert!(latency > 4.0 * service, "latency {latency} ms, service time {service} ms\n{}", run.dump());
+    // ... in turn: nearly every request waits, and the median one too (the
+    // user whose request ended took the stream back, and 4 of 8 waited the
+    // whole run while the others cycled).
+    assert!(run.u64("/stream_waits") > 600, "{} of 800 waited\n{}", run.u64("/stream_waits"), run.dump());
+    let (p50, service_p50) = (run.f64("/latency_ms/p50"), run.f64("/service_ms/p50"));
+    assert!(p50 > 4.0 * service_p50, "p50 latency {p50} ms, service time {service_p50} ms\n{}", run.dump());
 }
 
 /// A stream the server resets (`RST_STREAM`: nginx's `return 444` over

@@ -162,13 +162,15 @@ impl Worker {
     /// one, or after waiting for one (see `http2`'s sketch). Returns when it
     /// was ready, if it was not at once, and whether it waited for a stream.
     async fn h2_stream(&self, pool: &H2Pool, key: Key) -> Result<(Lease, Option<Instant>, bool), FailureKind> {
-        let mut waited = false;
+        // In the queue for a stream once it found every stream busy: served in turn.
+        let mut waiting = None;
         loop {
             let goaways = pool.prune();
             if goaways > 0 {
                 self.rec.borrow_mut().goaways(key, goaways);
             }
-            match pool.take() {
+            let waited = waiting.is_some();
+            match pool.take(waiting.as_ref()) {
                 Take::Stream(lease) => return Ok((lease, waited.then(Instant::now), waited)),
                 Take::AwaitOpening => {
                     let _waiting = pool.awaiting_open();
@@ -176,7 +178,7 @@ impl Worker {
                 }
                 Take::Full => {
                     if !waited {
-                        waited = true;
+                        waiting = Some(pool.waiting());
                         self.rec.borrow_mut().stream_wait(key);
                     }
                     pool.changed().await;
