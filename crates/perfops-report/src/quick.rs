@@ -426,6 +426,15 @@ impl QuickSummary {
         if self.failed > 0 {
             let _ = writeln!(o, "(every request that ended counts, a failure at the time it took)");
         }
+        // In the latency at what they had waited, a lower bound (the slowest
+        // of an overloaded run are the ones still in flight): Total can then
+        // read below Processing, which they are not in (the retest's Q1b).
+        if let Some(n) = self.failures.get(FailureKind::Cut.name()) {
+            let _ = writeln!(
+                o,
+                "(the {n} cut at the end count in Total at what they had waited so far, not in Processing)"
+            );
+        }
 
         if !self.latency.is_empty() {
             // All requests, and beside them the successes when some failed.
@@ -618,6 +627,8 @@ mod tests {
         let t = QuickSummary::new(setup, &s, Duration::from_millis(3500), GeneratorUse::default(), false).text();
         let want = "Target rate:            100.00 [#/sec] (305 arrivals: 268 answered, 30 cut at the end, 2 unanswered, 5 dropped)";
         assert!(t.contains(want), "{t}");
+        // Why Total can read below Processing (the retest's Q1b).
+        assert!(t.contains("(the 30 cut at the end count in Total at what they had waited so far"), "{t}");
     }
 
     /// A dead target in the open model: every request failed before it was
