@@ -219,7 +219,11 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
     let setup = QuickSetup {
         url: args.url.clone(),
         method,
-        connections: (!open).then_some(connections),
+        // Over HTTP/1.1 each of the -c x -p users has a connection of its own.
+        connections: (!open).then_some(match outcome.protocol {
+            Protocol::H2 => connections,
+            _ => connections.saturating_mul(args.parallel.unwrap_or(1)).min(at_most),
+        }),
         target_rate: args.rate.map(Rate::as_f64),
         max_in_flight: open.then_some(args.max_in_flight),
         // As the connections negotiated it, and what the step carried: `h2

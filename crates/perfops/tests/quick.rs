@@ -559,6 +559,7 @@ fn parallel_streams_over_http1_are_warned_about() {
     assert_eq!(run.u64("/connects"), 6, "{}", run.dump());
     let warnings = run.json()["warnings"].to_string();
     assert!(warnings.contains("-p 3 is HTTP/2's streams per connection; over http/1.1"), "{warnings}");
+    assert_eq!(run.json()["connections"], 6, "the header's count is what was opened\n{}", run.dump());
 }
 
 /// Issue #2, closed model: `-n 200 -c 4` sends exactly 200 requests on
