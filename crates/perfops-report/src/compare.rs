@@ -564,7 +564,8 @@ fn equal_p95(models: &[Model], runs: &[RunInfo], opts: Options) -> EqualP95 {
                 (ThroughputAt::At { rate: a }, ThroughputAt::At { rate: b }) if a > 0.0 => Some(b / a),
                 _ => None,
             };
-            let text = equal_latency::sentence((&runs[0].title(), at[0]), (&runs[i].title(), at[i]), l);
+            let complete = (runs[0].complete, runs[i].complete);
+            let text = equal_latency::sentence((&runs[0].title(), at[0]), (&runs[i].title(), at[i]), l, complete);
             Statement { run: i, text, ratio }
         })
         .collect();

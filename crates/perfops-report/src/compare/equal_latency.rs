@@ -114,10 +114,13 @@ pub fn p95_threshold_ms(slo: &str) -> Option<f64> {
 }
 
 /// One run against the baseline at p95 = `l_ms`, as a sentence; `None` when
-/// the two say nothing comparable.
-pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f64) -> String {
+/// the two say nothing comparable. `complete`: whether each run ran its
+/// whole profile: a run killed before its later stages did not "never get
+/// that slow", it stopped first (review 2's tester, K1).
+pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f64, complete: (bool, bool)) -> String {
     let (a_name, a) = base;
     let (b_name, b) = other;
+    let never = |complete: bool| if complete { "it never got that slow" } else { "it stopped before it got that slow" };
     let at = format!("at equal p95 ({})", super::text::ms(l_ms));
     let rate = |r: f64| format!("{}/s", super::text::rate(r));
     match (a, b) {
@@ -132,18 +135,20 @@ pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f
         }
         (ThroughputAt::At { rate: ra }, ThroughputAt::AtLeast { rate: rb }) if ra > 0.0 && rb >= ra => {
             format!(
-                "{b_name} gained at least {:.1}% throughput {at}: at least {} (it never got that slow) vs {} for {a_name}",
+                "{b_name} gained at least {:.1}% throughput {at}: at least {} ({}) vs {} for {a_name}",
                 (rb - ra) / ra * 100.0,
                 rate(rb),
+                never(complete.1),
                 rate(ra)
             )
         }
         (ThroughputAt::AtLeast { rate: ra }, ThroughputAt::At { rate: rb }) if ra > 0.0 && rb <= ra => {
             format!(
-                "{b_name} lost at least {:.1}% throughput {at}: {} vs at least {} for {a_name} (it never got that slow)",
+                "{b_name} lost at least {:.1}% throughput {at}: {} vs at least {} for {a_name} ({})",
                 (ra - rb) / ra * 100.0,
                 rate(rb),
-                rate(ra)
+                rate(ra),
+                never(complete.0)
             )
         }
         (_, ThroughputAt::NeverThatFast { lowest_p95_ms }) => format!(
@@ -266,7 +271,10 @@ mod tests {
             ),
         ];
         for (base, other, want) in cases {
-            assert_eq!(sentence(base, other, 50.0), want);
+            assert_eq!(sentence(base, other, 50.0, (true, true)), want);
         }
+        // A run killed before its later stages stopped; it did not "never get that slow".
+        let killed = sentence(a, ("B", AtLeast { rate: 310.0 }), 50.0, (true, false));
+        assert!(killed.contains("at least 310/s (it stopped before it got that slow)"), "{killed}");
     }
 }
