@@ -151,7 +151,18 @@ pub(crate) fn tls_note(why: &str, insecure: bool) -> String {
     } else {
         ": a certificate this machine does not trust (self-signed, a private CA) is accepted with -k (--insecure)"
     };
-    format!("the TLS handshake with the target failed ({why}){hint}")
+    // rustls names the certificate's problem in its own words (`UnknownIssuer`,
+    // `Other(OtherError(CaUsedAsEndEntity))`): said in a user's first, kept after.
+    let plain = [
+        ("CaUsedAsEndEntity", "its certificate is a CA's used as the server's own (self-signed)"),
+        ("UnknownIssuer", "its certificate is signed by an authority this machine does not trust"),
+        ("NotValidForName", "its certificate is not for this host name"),
+        ("Expired", "its certificate has expired"),
+    ]
+    .into_iter()
+    .find(|(k, _)| why.contains(k))
+    .map_or(String::new(), |(_, p)| format!("{p}: "));
+    format!("the TLS handshake with the target failed ({plain}{why}){hint}")
 }
 
 /// What a late start (`--start-at` already past) is said as.

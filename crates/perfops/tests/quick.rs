@@ -543,7 +543,7 @@ fn https_with_and_without_insecure() {
     // Said once, with the way out, and no protocol claimed that no server
     // chose (review 2's tester, P2: "Protocol: http/1.1 (ALPN)", 50 `tls`, no word).
     let warnings = run.json()["warnings"].to_string();
-    assert!(warnings.contains("the TLS handshake with the target failed ("), "{warnings}");
+    assert!(warnings.contains("the TLS handshake with the target failed (its certificate "), "{warnings}");
     assert!(warnings.contains("accepted with -k (--insecure)"), "{warnings}");
     assert_eq!(run.json()["protocol"], "unknown (the TLS handshake failed)", "{}", run.dump());
 }
