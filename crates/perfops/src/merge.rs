@@ -142,29 +142,23 @@ fn check(parts: &[Part]) -> Result<(u32, Vec<String>)> {
 /// nothing: 2 of 3 shards read "achieved 67% of the target", FAILS, and a
 /// red "breaks at" beside INCONCLUSIVE (review 2).
 fn shortfall(parts: &[Part], count: u32) -> (Option<Duration>, Option<(f64, String)>) {
+    let stops: Vec<Option<f64>> = parts.iter().map(stopped_at).collect();
+    let first_stop = stops.iter().flatten().fold(f64::INFINITY, |a: f64, b| a.min(*b));
+    let last_stop = stops.iter().flatten().fold(0.0, |a: f64, b| a.max(*b));
+    let stop_at = stops.iter().all(Option::is_some).then_some(last_stop);
+    // Shards stopped together (one Ctrl-C to all) lack nothing of each other.
+    let together = stop_at.is_some() && last_stop - first_stop < 1.0;
     let mut short: Vec<(f64, String)> = Vec::new();
     if (parts.len() as u32) < count {
         short.push((0.0, "a shard is missing".into()));
     }
-    let mut stops = Vec::new();
-    for p in parts {
+    for (p, stop) in parts.iter().zip(&stops) {
         let label = format!("shard {}", shard_text(p.shard));
         if let Some(t) = missing_seconds(p).first() {
             short.push((f64::from(*t), format!("{label} lacks second {t}")));
         }
-        let stopped = stopped_at(p);
-        stops.push(stopped);
-        if let Some(t) = stopped {
+        if let Some(t) = stop.filter(|_| !together) {
             short.push((t, format!("{label} stopped at t={t:.1}s")));
-        }
-    }
-    let all_stopped = stops.iter().all(Option::is_some);
-    let stop_at = all_stopped.then(|| stops.iter().flatten().fold(0.0, |a: f64, b| a.max(*b)));
-    // Shards stopped together (one Ctrl-C to all) lack nothing of each other.
-    if let Some(last) = stop_at {
-        let first = stops.iter().flatten().fold(f64::INFINITY, |a: f64, b| a.min(*b));
-        if last - first < 1.0 {
-            short.retain(|(_, why)| !why.contains(" stopped at t="));
         }
     }
     let first = short.into_iter().min_by(|a, b| a.0.total_cmp(&b.0));
