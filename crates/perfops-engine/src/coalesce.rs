@@ -63,8 +63,9 @@
 //! where every read is so dated), so it is measured as if read at once; a
 //! flow's next step starts at most [`PACE_MAX`] later, and that wait is
 //! charged to it from its due time; a connection goes back to the pool that
-//! much later (a few more connections open). Arrivals are never sent early:
-//! the sleep ends at the due time, as the timerfd does. A worker whose
+//! much later (a few more connections open). The sleep ends at the due time
+//! less what this machine takes to wake a thread, as the timerfd's does
+//! (`timer.rs`: a timer is aimed at the median of its own lateness). A worker whose
 //! arrivals are further apart (below 4,000/s per worker) uses its timerfd as
 //! before.
 //!
@@ -75,27 +76,35 @@
 //! by our `sendto` (`sock_def_readable`: 6.8 µs per request against 1.1 µs
 //! for oha, which sends several requests per wake-up; the server woke 2.6
 //! times per request against oha's 0.34: `bench/open-profile.sh`,
-//! bench/README.md). So an arrival waits for the
-//! arrivals due within [`GATHER`] after it, and they go out together in one
-//! wake-up:
+//! bench/README.md). So the pacer wakes for an arrival and sends with it
+//! every arrival due within [`GATHER`] after it, early:
 //!
 //! ```text
-//!   due:      a1    a2    a3    a4          (20,000/s: 50 µs apart)
-//!   sent:           a1a2        a3a4        a1, a3 late by 50 µs, charged from their due times
+//!   due:      a1    a2    a3    a4          (10,000/s: 100 µs apart)
+//!   sent:     a1a2        a3a4              a2, a4 early by 100 µs: they count from their send
 //! ```
 //!
-//! What it costs the measurement, measured: the lateness is charged in full
-//! (latency counts from each arrival's due time; service time from its send
-//! is unchanged), and against a server whose own time is narrow it shows
-//! almost whole in p50. Pairs at 20,000/s (this window) cut perfops' CPU per
-//! request 30 % (2.94 -> 2.05 CPU s per 100k, oha's 1.98) with p50 +0.133 ms
-//! over the server's own clock (open-model-20261125T061600Z). Pairs at
-//! 10,000/s (a 100 µs window) cut it as much (3.48 -> 2.44, below oha's
-//! 2.77) but moved p50 from +0.088 to +0.196 ms (open-model-20261125T060257Z),
-//! past the issue's budget of +0.15 ms (#18).
-//! Hence 50 µs: the budget's room over the ~+0.09 ms the exact pacer measures.
-//! Arrivals further apart than that (below 20,000/s on a worker) are each
-//! waited for alone, as before; so is every arrival at 2,000/s.
+//! What it costs the measurement: nothing in latency. No arrival is sent
+//! late on purpose, and one sent early counts from its send (it waited for
+//! nothing; counting from its due time still to come would understate it,
+//! `worker/open_loop.rs`). What changes is the schedule's fine grain: the
+//! server sees pairs 200 µs apart instead of arrivals 100 µs apart (the rate
+//! holds over any span longer than the window), and a pair is real load: its
+//! second request may wait behind the first in the server, which the server's
+//! own clock of its handler does not see but perfops does.
+//!
+//! Why early and not late, measured: the first design waited for the later
+//! arrivals and sent the pair at the second's due time, the first late and
+//! charged for it. Against a server whose own time is narrow that lateness
+//! shows whole in p50: pairs at 10,000/s cut CPU per request 30 % (3.48 ->
+//! 2.44 CPU s per 100k, below oha's 2.77) but moved p50 from +0.088 to
+//! +0.196 ms over the server's clock (open-model-20261125T060257Z), past the
+//! issue's +0.15 ms budget (#18), so only arrivals 50 µs apart were paired.
+//! Sent early, pairs at 10,000/s cost perfops 4.38 CPU s per 100k against
+//! oha's 4.59 and the exact pacer's 5.26 in one run, with p50 +0.262 ms
+//! against +0.769 and oha's +1.179 (open-model-20261128T160545Z, a VM twice
+//! as slow as the one above; bench/README.md). Arrivals further apart than
+//! the window (below 10,000/s on a worker) are each waited for alone.
 
 use std::cell::{Cell, RefCell};
 use std::task::Waker;
@@ -194,10 +203,10 @@ fn pace_before_park() {
     waker.wake();
 }
 
-/// How long an arrival may wait for the arrivals due after it, so that they
-/// go out together in one wake-up (see the module doc): the most any arrival
-/// is sent late on purpose. Zero turns gathering off.
-pub(crate) const GATHER: Duration = Duration::from_micros(50);
+/// How far ahead of a wake-up's first arrival the arrivals that go out with
+/// it may be due (see the module doc): the most any arrival is sent early.
+/// None is sent late on purpose. Zero turns gathering off.
+pub(crate) const GATHER: Duration = Duration::from_micros(100);
 
 /// What the schedule's rounding may add to a gap between two due times.
 const ROUNDING: Duration = Duration::from_nanos(100);
@@ -206,17 +215,17 @@ const ROUNDING: Duration = Duration::from_nanos(100);
 /// so high that many are due within the window, the pacer is behind anyway.
 const GATHER_MOST: usize = 16;
 
-/// Open model: when the pacer wakes for an arrival due at `first`, given the
-/// due times of the arrivals after it in order (`None`: the schedule ends):
-/// the due time of the last of them within `window` of `first`, so that all
-/// of them go out in that one wake-up, none early and none later than
-/// `window` after its due time. Arrivals further apart than `window` are
+/// Open model: the pacer wakes for an arrival due at `first`; given the due
+/// times of the arrivals after it in order (`None`: the schedule ends), the
+/// due time of the last of them within `window` of `first`: every arrival due
+/// up to then goes out in that wake-up, none later than its due time and
+/// none more than `window` early. Arrivals further apart than `window` are
 /// waited for one by one, as without gathering.
 pub(crate) fn gather(first: Duration, next: impl IntoIterator<Item = Option<Duration>>, window: Duration) -> Duration {
     let mut wake = first;
     for due in next.into_iter().take(GATHER_MOST).map_while(|d| d) {
         // Due times are rounded to the nanosecond: arrivals exactly `window`
-        // apart (20,000/s on one worker, 50 µs) may be a few ns further.
+        // apart (10,000/s on one worker, 100 µs) may be a few ns further.
         if due.saturating_sub(first) > window + ROUNDING {
             break;
         }
@@ -257,33 +266,33 @@ mod tests {
         }
     }
 
-    /// The open model's gathering: when the pacer wakes for an arrival, given
-    /// the due times after it. Never before the first's due time (nothing is
-    /// sent early), never later than the window after it (the most any
-    /// arrival is late on purpose).
+    /// The open model's gathering: the pacer wakes at the first arrival's due
+    /// time; given the due times after it, up to which due time the arrivals
+    /// go out with it. Never past the window after the first (the most any
+    /// arrival is sent early); none is late on purpose.
     #[test]
     fn gather_policy() {
         let due = |v: &[u64]| v.iter().map(|&n| Some(us(n))).collect::<Vec<_>>();
-        // (first due, the dues after it, window, wake-up)
+        // (first due, the dues after it, window, the last due sent with the first)
         let cases = [
-            // 20,000/s on one worker (50 µs apart), a 50 µs window: pairs, the first 50 µs late.
-            (us(1000), due(&[1050, 1100, 1150]), us(50), us(1050)),
+            // 10,000/s on one worker (100 µs apart), a 100 µs window: pairs, the second 100 µs early.
+            (us(1000), due(&[1100, 1200, 1300]), us(100), us(1100)),
             // The same, the second due a few ns past the window (the schedule's rounding): still a pair.
-            (us(1000), vec![Some(us(1050) + Duration::from_nanos(3))], us(50), us(1050) + Duration::from_nanos(3)),
-            // 10,000/s (100 µs apart): nothing within 50 µs, each waited for alone.
-            (us(1000), due(&[1100, 1200]), us(50), us(1000)),
+            (us(1000), vec![Some(us(1100) + Duration::from_nanos(3))], us(100), us(1100) + Duration::from_nanos(3)),
+            // 20,000/s (50 µs apart): three in one wake-up, the last 100 µs early.
+            (us(1000), due(&[1050, 1100, 1150]), us(100), us(1100)),
+            // 5,000/s (200 µs apart): nothing within 100 µs, each waited for alone.
+            (us(1000), due(&[1200, 1400]), us(100), us(1000)),
             // 2,000/s: unchanged, whatever the window.
             (us(1000), due(&[1500]), us(100), us(1000)),
-            // 40,000/s, 25 µs apart: three in one wake-up, the first 50 µs late.
-            (us(1000), due(&[1025, 1050, 1075]), us(50), us(1050)),
             // A window of zero: no gathering, only arrivals due at the same instant.
             (us(1000), due(&[1000, 1001]), Duration::ZERO, us(1000)),
             // The schedule ends within the window: up to its last arrival.
-            (us(1000), vec![Some(us(1020)), None, Some(us(1030))], us(50), us(1020)),
+            (us(1000), vec![Some(us(1020)), None, Some(us(1030))], us(100), us(1020)),
             // Nothing after it.
-            (us(1000), vec![], us(50), us(1000)),
+            (us(1000), vec![], us(100), us(1000)),
             // Arrivals due together beyond GATHER_MOST: the wake-up stops at the 16th.
-            (us(1000), (1..=40).map(|k| Some(us(1000 + k))).collect(), us(50), us(1016)),
+            (us(1000), (1..=40).map(|k| Some(us(1000 + k))).collect(), us(100), us(1016)),
         ];
         for (i, (first, next, window, want)) in cases.into_iter().enumerate() {
             assert_eq!(gather(first, next, window), want, "case {i}");

@@ -1,6 +1,10 @@
 //! The open model: arrival n is sent at `start + due(n)` whatever the server
 //! does (wrk2's rule: absolute due times, never a sum of sleeps), and counted
 //! as dropped, never delayed, when `max_in_flight` requests are already out.
+//! "At" within a few µs either way (the timer is aimed at the machine's
+//! wake-up lateness, `timer.rs`), or up to `coalesce::GATHER` early when it
+//! goes out with the arrival before it; an arrival sent early counts from
+//! its send.
 //!
 //! Owns the pacing: which timer the worker sleeps on (the timerfd, or the
 //! park hook's nap where every response is dated by the kernel), the
@@ -37,31 +41,33 @@ impl Worker {
         let dated = self.stamped && shared.protocol == Protocol::Http1 && shared.tls.is_none();
         let websocket = shared.work.flows.iter().flat_map(|f| &f.steps).any(|s| s.step.websocket.is_some());
         let mut timer = if dated && !websocket { PreciseTimer::paced() } else { PreciseTimer::new() };
-        let mut late_in_a_row = 0u32;
+        // Arrivals sent since the pacer last waited.
+        let mut since_wait = 0u32;
         let step = u64::from(shard.count.max(1));
-        // Until when the arrivals are gathered into the current wake-up.
+        // The due time of the last arrival gathered into the current wake-up.
         let mut gathered = self.start;
         for n in shard.arrivals(schedule.total_arrivals()) {
             let Some(offset) = schedule.due(n) else { break };
             let due = self.start + offset;
-            if due > gathered && due > Instant::now() {
-                late_in_a_row = 0;
-                // Wait for the arrivals due within the window too: they go out
-                // together, none early, each charged its lateness from its due time.
+            if due > gathered {
+                // The first arrival of a wake-up: the arrivals due within the
+                // window after it go out with it, early (each counts from its
+                // send, `Arrival::due` below), none later than its due time.
                 let next = (1..).map(|k| schedule.due(n.saturating_add(k * step)));
                 gathered = self.start + coalesce::gather(offset, next, coalesce::GATHER);
-                tokio::select! {
-                    _ = timer.sleep_until(gathered) => {}
-                    _ = self.stop_notify.notified() => {}
+                if due > Instant::now() {
+                    tokio::select! {
+                        _ = timer.sleep_until(due) => {}
+                        _ = self.stop_notify.notified() => {}
+                    }
+                    since_wait = 0;
                 }
-            } else if due > gathered {
-                // Behind schedule: send at once (the lateness shows as latency),
-                // but let responses be read now and then. (Due at or before
-                // `gathered`: one of this wake-up's arrivals, sent with it.)
-                late_in_a_row += 1;
-                if late_in_a_row.is_multiple_of(16) {
-                    tokio::task::yield_now().await;
-                }
+            }
+            // Behind schedule, arrivals go out at once (the lateness shows as
+            // latency), but responses are read now and then.
+            since_wait += 1;
+            if since_wait.is_multiple_of(16) {
+                tokio::task::yield_now().await;
             }
             if self.stopping.get() {
                 break;
@@ -81,7 +87,12 @@ impl Worker {
                         spares.timers.pop().unwrap_or_else(|| Box::pin(new_timer())),
                     )
                 };
-                let arrival = Arrival { seq: n, stage, due: Due::At(due), start: Instant::now() };
+                // Sent early (with its wake-up's first arrival, or by the
+                // timer's aim), it waited for nothing: its latency counts from
+                // its send, never from a due time still to come (which would
+                // understate it).
+                let start = Instant::now();
+                let arrival = Arrival { seq: n, stage, due: Due::At(due.min(start)), start };
                 let ended = me.arrival(&mut conn, timer.as_mut(), arrival).await;
                 let mut spares = me.spares.borrow_mut();
                 if let Some(conn) = conn {
