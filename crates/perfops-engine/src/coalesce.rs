@@ -65,9 +65,9 @@
 //! charged to it from its due time; a connection goes back to the pool that
 //! much later (a few more connections open). The sleep ends at the due time
 //! less what this machine takes to wake a thread, as the timerfd's does
-//! (`timer.rs`: a timer is aimed at the median of its own lateness). A worker whose
-//! arrivals are further apart (below 4,000/s per worker) uses its timerfd as
-//! before.
+//! (`timer.rs`: a timer is aimed at the median of its own lateness). A worker
+//! whose arrivals are further apart (below 4,000/s per worker) uses its
+//! timerfd as before.
 //!
 //! **Arrivals gathered** ([`gather`], [`GATHER`]): one wake-up per arrival
 //! was still the largest cost left, and it is paid twice. On this VM a

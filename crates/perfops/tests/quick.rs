@@ -109,8 +109,9 @@ fn open_model_at_a_high_rate_reads_responses_on_arrival_wake_ups_truthfully() {
 /// and the arrivals in pairs (at least 30 % of its gaps under 50 µs), and an
 /// arrival sent early counts from its send, not from its due time still to
 /// come: latency is never below service time (at its least, on average, at
-/// the median and at p90: half the requests would lose up to 100 µs), and at most 0.3 ms above it
-/// at the median (the wake-up's own lateness, and a loaded test machine's).
+/// the median and at p90: half the requests would lose up to 100 µs), and at
+/// most 0.3 ms above it at the median (the wake-up's own lateness, and a
+/// loaded test machine's).
 #[test]
 fn open_model_gathering_arrivals_keeps_the_rate_and_sends_none_late() {
     let _cpu = exclusive();

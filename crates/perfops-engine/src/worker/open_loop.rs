@@ -63,8 +63,9 @@ impl Worker {
                     since_wait = 0;
                 }
             }
-            // Behind schedule, arrivals go out at once (the lateness shows as
-            // latency), but responses are read now and then.
+            // Arrivals that go out without a wait between them (a wake-up's
+            // gathered ones, or all of them when behind schedule: the lateness
+            // shows as latency) let the responses be read now and then.
             since_wait += 1;
             if since_wait.is_multiple_of(16) {
                 tokio::task::yield_now().await;
