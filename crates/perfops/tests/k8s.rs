@@ -16,15 +16,17 @@ use std::time::{Duration, Instant};
 
 use common::{Finished, Workdir, send_signal, shared, spawn_perfops};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Container, PersistentVolumeClaim, Pod, PodSpec, Secret, Service, Volume};
+use k8s_openapi::api::core::v1::{Container, PersistentVolumeClaim, Pod, PodSpec, Secret, Service, Volume};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-const FILES: [&str; 6] = [
+const FILES: [&str; 7] = [
     "01-secret.yaml",
-    "02-configmap.yaml",
+    "02-tls-secret.yaml",
     "03-results-volume.yaml",
+    "04-coordinator-network-policy.yaml",
     "04-coordinator-service.yaml",
     "05-coordinator.yaml",
     "06-agents.yaml",
@@ -187,7 +189,7 @@ fn manifests_read_back() {
     run.assert_exit(0);
     let out = wd.path.join("out");
 
-    // Exactly the six objects and the fetch pod, nothing else.
+    // Exactly the seven objects and the fetch pod, nothing else.
     let mut found: Vec<String> = Vec::new();
     for e in walk(&out) {
         found.push(e.strip_prefix(&out).unwrap().display().to_string());
@@ -197,29 +199,41 @@ fn manifests_read_back() {
     want.sort();
     assert_eq!(found, want);
 
-    // Secret: the token (only its owner reads the file) and the ${env.X} value.
+    // Secret: the token (256 bits; only its owner reads the file), the ${env.X} value,
+    // the scenario and its CSV files (#31, point 6: no ConfigMap any more).
     let secret: Secret = read(&out.join(FILES[0]));
-    assert_eq!(secret.metadata.name.as_deref(), Some("perfops-checkout-api-token"));
+    assert_eq!(secret.metadata.name.as_deref(), Some("perfops-checkout-api-secret"));
     assert_eq!(secret.metadata.namespace.as_deref(), Some("load"));
     let data = secret.string_data.as_ref().expect("stringData");
     let token = &data["token"];
     assert!(token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit()), "{token}");
     assert_eq!(data["env.PERFOPS_TEST_API_KEY"], "s3cret");
-    assert_eq!(data.len(), 2);
-    let mode = std::fs::metadata(out.join(FILES[0])).unwrap().permissions().mode() & 0o777;
-    assert_eq!(mode, 0o600, "the Secret's file");
-    // A second run makes another token.
+    assert_eq!(data["scenario.yaml"], SCENARIO);
+    assert_eq!(data.len(), 5, "token, env, scenario and two CSV files: {:?}", data.keys());
+    for f in [FILES[0], FILES[1]] {
+        let mode = std::fs::metadata(out.join(f)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{f}: a Secret's file");
+    }
+    // A second run makes another token, and another TLS key.
+    let first_tls: Secret = read(&out.join(FILES[1]));
     let again = perfops_in(&wd.path, &args, Some("s3cret"));
     again.assert_exit(0);
     let secret2: Secret = read(&out.join(FILES[0]));
     assert_ne!(secret2.string_data.as_ref().unwrap()["token"], *token, "a fresh token per run");
+    let second_tls: Secret = read(&out.join(FILES[1]));
+    assert_ne!(first_tls.string_data.unwrap()["tls.key"], second_tls.string_data.unwrap()["tls.key"], "a fresh key");
 
-    // ConfigMap: the scenario as written, and each CSV file once.
-    let cm: ConfigMap = read(&out.join(FILES[1]));
-    let cm_name = cm.metadata.name.clone().unwrap();
-    let cm_data = cm.data.as_ref().expect("data");
-    assert_eq!(cm_data["scenario.yaml"], SCENARIO);
-    assert_eq!(cm_data.len(), 3, "scenario and two CSV files: {:?}", cm_data.keys());
+    let secret_name = secret.metadata.name.clone().unwrap();
+    let cm_data = data;
+
+    // #31, point 3: the TLS Secret, a certificate for the Service's names and its key.
+    let tls: Secret = read(&out.join(FILES[1]));
+    assert_eq!(tls.type_.as_deref(), Some("kubernetes.io/tls"));
+    let tls_name = tls.metadata.name.clone().unwrap();
+    let tls_data = tls.string_data.as_ref().expect("stringData");
+    assert!(tls_data["tls.crt"].starts_with("-----BEGIN CERTIFICATE-----\n"), "{:?}", tls_data.get("tls.crt"));
+    assert!(tls_data["tls.key"].starts_with("-----BEGIN PRIVATE KEY-----\n"));
+    assert_eq!(tls_data.len(), 2);
 
     // The results volume.
     let pvc: PersistentVolumeClaim = read(&out.join(FILES[2]));
@@ -230,8 +244,8 @@ fn manifests_read_back() {
     assert_eq!(ps.storage_class_name, None, "the cluster's default class");
 
     // The coordinator: its Job, and the Service the agents reach it by.
-    let svc: Service = read(&out.join(FILES[3]));
-    let coord: Job = read(&out.join(FILES[4]));
+    let svc: Service = read(&out.join(FILES[4]));
+    let coord: Job = read(&out.join(FILES[5]));
     assert_eq!(coord.metadata.name, svc.metadata.name);
     let cs = coord.spec.as_ref().unwrap();
     assert_eq!((cs.backoff_limit, cs.completions, cs.parallelism), (Some(0), Some(1), Some(1)));
@@ -240,9 +254,21 @@ fn manifests_read_back() {
     let c = &cpod.containers[0];
     assert_eq!(
         c.args.as_deref().unwrap(),
-        ["coordinator", "/etc/perfops/scenario.yaml", "--agents", "4", "--listen", "0.0.0.0:7070", "--out", "/results"]
+        [
+            "coordinator",
+            "/etc/perfops/scenario.yaml",
+            "--agents",
+            "4",
+            "--listen",
+            "0.0.0.0:7070",
+            "--out",
+            "/results",
+            "--tls-cert",
+            "/etc/perfops-tls/tls.crt",
+            "--tls-key",
+            "/etc/perfops-tls/tls.key"
+        ]
     );
-    let secret_name = secret.metadata.name.clone().unwrap();
     let want_env = BTreeMap::from([
         ("PERFOPS_TOKEN".to_string(), (secret_name.clone(), "token".to_string())),
         ("PERFOPS_TEST_API_KEY".to_string(), (secret_name.clone(), "env.PERFOPS_TEST_API_KEY".to_string())),
@@ -252,6 +278,7 @@ fn manifests_read_back() {
         mounts(c),
         BTreeMap::from([
             ("/etc/perfops".to_string(), ("scenario".to_string(), true)),
+            ("/etc/perfops-tls".to_string(), ("tls".to_string(), true)),
             ("/results".to_string(), ("results".to_string(), false)),
             ("/tmp".to_string(), ("tmp".to_string(), false)),
         ])
@@ -271,10 +298,18 @@ fn manifests_read_back() {
     assert_eq!(cport.container_port, 7070);
     assert!(c.readiness_probe.as_ref().unwrap().tcp_socket.is_some(), "ready when it listens");
 
+    // The coordinator's TLS volume: the certificate and the key.
+    let ctls = volume(cpod, "tls").secret.as_ref().unwrap();
+    assert_eq!(ctls.secret_name.as_deref(), Some(tls_name.as_str()));
+    let keys: Vec<&str> = ctls.items.iter().flatten().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["tls.crt", "tls.key"]);
+
     // The scenario's relative CSV paths resolve under the mount: lay the
-    // ConfigMap out as the volume would and let `perfops check` read it.
-    let scenario_volume = volume(cpod, "scenario").config_map.as_ref().unwrap();
-    assert_eq!(scenario_volume.name, cm_name);
+    // Secret out as the volume would and let `perfops check` read it.
+    let scenario_volume = volume(cpod, "scenario").secret.as_ref().unwrap();
+    assert_eq!(scenario_volume.secret_name.as_deref(), Some(secret_name.as_str()));
+    let projected: Vec<&str> = scenario_volume.items.iter().flatten().map(|i| i.key.as_str()).collect();
+    assert!(!projected.iter().any(|k| k.starts_with("token") || k.starts_with("env.")), "{projected:?}");
     let mount = wd.path.join("etc-perfops");
     for item in scenario_volume.items.iter().flatten() {
         let file = mount.join(&item.path);
@@ -287,15 +322,25 @@ fn manifests_read_back() {
     check.assert_exit(0);
 
     // The agents: an Indexed Job of 4, each with its shard index.
-    let agents: Job = read(&out.join(FILES[5]));
+    let agents: Job = read(&out.join(FILES[6]));
     let js = agents.spec.as_ref().unwrap();
     assert_eq!(js.completion_mode.as_deref(), Some("Indexed"));
     assert_eq!((js.completions, js.parallelism, js.backoff_limit_per_index), (Some(4), Some(4), Some(0)));
     let apod = pod_of(&agents);
     assert_locked_down("agents", apod);
     let a = &apod.containers[0];
-    let join = format!("http://{}.load.svc:7070", svc.metadata.name.as_deref().unwrap());
-    assert_eq!(a.args.as_deref().unwrap(), ["agent".to_string(), "--join".to_string(), join]);
+    // #31, point 3: https, to the Service's name, pinning the run's certificate.
+    let join = format!("https://{}.load.svc:7070", svc.metadata.name.as_deref().unwrap());
+    assert_eq!(
+        a.args.as_deref().unwrap(),
+        ["agent".to_string(), "--join".to_string(), join, "--tls-ca".into(), "/etc/perfops-tls/tls.crt".into()]
+    );
+    // The agents mount the certificate, never the key.
+    let atls = volume(apod, "tls").secret.as_ref().unwrap();
+    assert_eq!(atls.secret_name.as_deref(), Some(tls_name.as_str()));
+    let keys: Vec<&str> = atls.items.iter().flatten().map(|i| i.key.as_str()).collect();
+    assert_eq!(keys, ["tls.crt"], "the agents get no key");
+    assert_eq!(mounts(a)["/etc/perfops-tls"], ("tls".to_string(), true));
     assert_eq!(env_from_secret(a), want_env);
     let index = a.env.iter().flatten().find(|e| e.name == "JOB_COMPLETION_INDEX").expect("JOB_COMPLETION_INDEX");
     assert_eq!(
@@ -315,7 +360,7 @@ fn manifests_read_back() {
     assert!(picked.iter().all(|(k, v)| alabels.get(k) == Some(v)), "selects the agents");
     assert!(!picked.iter().all(|(k, v)| labels.get(k) == Some(v)), "not the coordinator");
     // Agents get the scenario's files at the same paths (no results volume).
-    assert_eq!(volume(apod, "scenario").config_map, Some(scenario_volume.clone()));
+    assert_eq!(volume(apod, "scenario").secret, Some(scenario_volume.clone()));
     assert!(apod.volumes.iter().flatten().all(|v| v.persistent_volume_claim.is_none()));
 
     // The fetch pod: the results volume, read-only, and a process that holds.
@@ -325,6 +370,26 @@ fn manifests_read_back() {
     let claim = volume(fpod, "results").persistent_volume_claim.as_ref().unwrap();
     assert_eq!((claim.claim_name.as_str(), claim.read_only), (pvc_name.as_str(), Some(true)));
     assert_eq!(fpod.containers[0].args.as_deref().unwrap(), ["tar", "/results", "--hold", "1h"]);
+
+    // #31, point 3: the NetworkPolicy lets the agents' pods, and nothing
+    // else, reach the coordinator's pods, on its port.
+    let policy: NetworkPolicy = read(&out.join(FILES[3]));
+    let ps = policy.spec.as_ref().unwrap();
+    let sel = ps.pod_selector.as_ref().unwrap().match_labels.clone().unwrap();
+    assert!(sel.iter().all(|(k, v)| labels.get(k) == Some(v)), "selects the coordinator");
+    assert!(!sel.iter().all(|(k, v)| alabels.get(k) == Some(v)), "not the agents");
+    assert_eq!(ps.policy_types.as_deref(), Some(&["Ingress".to_string()][..]));
+    let rules = ps.ingress.as_ref().unwrap();
+    assert_eq!(rules.len(), 1);
+    let from = rules[0].from.as_ref().unwrap();
+    assert_eq!(from.len(), 1);
+    assert!(from[0].namespace_selector.is_none() && from[0].ip_block.is_none());
+    let peers = from[0].pod_selector.as_ref().unwrap().match_labels.clone().unwrap();
+    assert!(peers.iter().all(|(k, v)| alabels.get(k) == Some(v)), "admits the agents");
+    assert!(!peers.iter().all(|(k, v)| labels.get(k) == Some(v)), "not the coordinator itself");
+    let ports = rules[0].ports.as_ref().unwrap();
+    assert_eq!(ports.len(), 1);
+    assert_eq!(ports[0].port, Some(IntOrString::Int(7070)));
 
     // Every object carries the label the printed commands select by.
     for f in FILES.iter().chain([&FETCH]) {
@@ -359,7 +424,7 @@ fn input_errors() {
         a
     };
     let cases: Vec<(Vec<&str>, Option<&str>, &str)> = vec![
-        // A CSV file outside the scenario's folder has no place in the ConfigMap.
+        // A CSV file outside the scenario's folder has no place under the mount.
         (
             vec!["k8s", "sub/outside.yaml", "--agents", "2", "--image", "x:1", "--out", "o1"],
             Some("k"),
@@ -398,12 +463,12 @@ fn input_errors() {
 }
 
 /// #14, point 3: a scenario's gRPC `.proto` files, and the files they
-/// import, go into the ConfigMap at their paths relative to the scenario,
+/// import, go into the Secret at their paths relative to the scenario,
 /// as CSV files do, so the coordinator's pod compiles them (`perfops check`
-/// on the ConfigMap laid out as the volume mounts it) and ships them to its
+/// on the Secret laid out as the volume mounts it) and ships them to its
 /// agents; a `.proto` outside the scenario's folder is refused.
 #[test]
-fn proto_files_go_into_the_config_map() {
+fn proto_files_go_beside_the_scenario() {
     let _cpu = shared();
     let wd = Workdir::new("k8s-protos");
     std::fs::create_dir_all(wd.path.join("protos/types")).unwrap();
@@ -416,11 +481,11 @@ fn proto_files_go_into_the_config_map() {
     wd.scenario("grpc.yaml", yaml);
     let run = perfops_in(&wd.path, &["k8s", "grpc.yaml", "--agents", "2", "--image", "x:1", "--out", "out"], None);
     run.assert_exit(0);
-    let cm: ConfigMap = read(&wd.path.join("out").join(FILES[1]));
-    let cm_data = cm.data.as_ref().expect("data");
-    assert_eq!(cm_data.len(), 3, "the scenario, the .proto and its import: {:?}", cm_data.keys());
-    let coord: Job = read(&wd.path.join("out").join(FILES[4]));
-    let scenario_volume = volume(pod_of(&coord), "scenario").config_map.as_ref().unwrap();
+    let secret: Secret = read(&wd.path.join("out").join(FILES[0]));
+    let cm_data = secret.string_data.as_ref().expect("stringData");
+    assert_eq!(cm_data.len(), 4, "the token, the scenario, the .proto and its import: {:?}", cm_data.keys());
+    let coord: Job = read(&wd.path.join("out").join(FILES[5]));
+    let scenario_volume = volume(pod_of(&coord), "scenario").secret.as_ref().unwrap();
     let mount = wd.path.join("etc-perfops");
     let mut paths = Vec::new();
     for item in scenario_volume.items.iter().flatten() {
@@ -435,13 +500,81 @@ fn proto_files_go_into_the_config_map() {
     // `check` compiles the step's .proto from the mount: the import resolves there.
     perfops_in(&wd.path, &["check", "etc-perfops/scenario.yaml"], None).assert_exit(0);
 
-    // A .proto outside the scenario's folder has no place in the ConfigMap.
+    // A .proto outside the scenario's folder has no place under the mount.
     std::fs::create_dir_all(wd.path.join("sub")).unwrap();
     wd.scenario("sub/outside.yaml", &yaml.replace("proto: protos/echo.proto", "proto: ../protos/echo.proto"));
     let run =
         perfops_in(&wd.path, &["k8s", "sub/outside.yaml", "--agents", "1", "--image", "x:1", "--out", "o2"], None);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stderr.contains("is outside the scenario's folder"), "{}", run.stderr);
+}
+
+/// #31, point 6: literal secrets in a scenario (a header value, a custom
+/// auth header, a password body field, an `api_key` query parameter) and the
+/// values of its `${env.X}` reach no manifest but the Secret's file (0600),
+/// nor what `perfops k8s` prints; nor does the token, nor the TLS key but in
+/// its own Secret. Before, the scenario went into a ConfigMap as written.
+#[test]
+fn literal_secrets_stay_in_the_secret() {
+    let _cpu = shared();
+    let wd = Workdir::new("k8s-literal-secrets");
+    // Each literal is distinctive, so that finding it anywhere is no accident.
+    let yaml = "\
+name: secrets
+target: http://127.0.0.1:9
+defaults:
+  headers:
+    Authorization: Bearer abc-7f3e9
+    X-Auth-Token: lit-51c2d
+    Accept: application/json
+flows:
+  login:
+    steps:
+      - name: login
+        request: POST /login?api_key=xyz-0a8b4&page=1
+        json: { user: alice, password: hunter2-9d1e }
+      - { name: env, request: GET /me, headers: { X-Api-Key: \"${env.PERFOPS_TEST_API_KEY}\" } }
+load: { stages: [ { rate: 1, hold: 1s } ] }
+";
+    wd.scenario("secrets.yaml", yaml);
+    let run = perfops_in(
+        &wd.path,
+        &["k8s", "secrets.yaml", "--agents", "2", "--image", "perfops:test", "--out", "out"],
+        Some("env-secret-6e2f"),
+    );
+    run.assert_exit(0);
+    let out = wd.path.join("out");
+    let literals = ["abc-7f3e9", "lit-51c2d", "hunter2-9d1e", "xyz-0a8b4", "env-secret-6e2f"];
+    let secret_file = out.join(FILES[0]);
+    let secret: Secret = read(&secret_file);
+    let data = secret.string_data.as_ref().unwrap();
+    let token = data["token"].clone();
+    // The Secret holds the scenario as written: the pods run what the user wrote.
+    assert_eq!(data["scenario.yaml"], yaml);
+    assert_eq!(data["env.PERFOPS_TEST_API_KEY"], "env-secret-6e2f");
+    let tls: Secret = read(&out.join(FILES[1]));
+    let key = tls.string_data.unwrap()["tls.key"].clone();
+    let key_body: String = key.lines().nth(1).unwrap().to_string();
+    let mut checked = 0;
+    for file in walk(&out) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let name = file.strip_prefix(&out).unwrap().display().to_string();
+        if file == secret_file {
+            continue;
+        }
+        for secret in literals.iter().copied().chain([token.as_str()]) {
+            assert!(!text.contains(secret), "{name} holds {secret:?}:\n{text}");
+        }
+        if name != FILES[1] {
+            assert!(!text.contains(&key_body), "{name} holds the TLS key");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, FILES.len(), "every file but the Secret's, the fetch pod's included");
+    // Nor what it prints: the kubectl commands and the note on stderr.
+    for secret in literals.iter().copied().chain([token.as_str(), key_body.as_str()]) {
+        assert!(!run.stdout.contains(secret) && !run.stderr.contains(secret), "printed {secret:?}");
+    }
 }
 
 /// The README's "Running on Kubernetes" shows exactly what `perfops k8s`
@@ -650,7 +783,7 @@ mod dry_run {
     fn collection_of(kind: &str, ns: &str) -> String {
         match kind {
             "Secret" => collection::<Secret>(ns),
-            "ConfigMap" => collection::<ConfigMap>(ns),
+            "NetworkPolicy" => collection::<NetworkPolicy>(ns),
             "PersistentVolumeClaim" => collection::<PersistentVolumeClaim>(ns),
             "Service" => collection::<Service>(ns),
             "Job" => collection::<Job>(ns),
@@ -718,10 +851,10 @@ mod dry_run {
             .expect("run kubectl");
         let said = String::from_utf8_lossy(&kubectl.stdout);
         assert!(kubectl.status.success(), "kubectl apply: {said}{}", String::from_utf8_lossy(&kubectl.stderr));
-        assert_eq!(said.matches("(server dry run)").count(), 7, "{said}");
+        assert_eq!(said.matches("(server dry run)").count(), 8, "{said}");
 
         // Broken objects: refused, with the field named (the check can fail).
-        let agents = std::fs::read_to_string(out.join(FILES[5])).unwrap();
+        let agents = std::fs::read_to_string(out.join(FILES[6])).unwrap();
         let broken: [(&str, String, u16, &str); 3] = [
             // A value the API does not know.
             (
@@ -750,6 +883,15 @@ mod dry_run {
             let message = status["message"].as_str().unwrap_or_default();
             assert!(message.contains(want), "{what}: want {want:?} in {message:?}");
         }
+        // The NetworkPolicy is validated too: a policy type the API does not know is refused.
+        let policy = std::fs::read_to_string(out.join(FILES[3])).unwrap();
+        let bad = policy.replace("- Ingress", "- Ingres");
+        assert_ne!(bad, policy, "the edit must change the policy");
+        let path = wd.path.join("broken-policy.yaml");
+        std::fs::write(&path, &bad).unwrap();
+        let (code, _, body) = api.call("POST", &collection::<NetworkPolicy>(ns), "application/yaml", &path);
+        assert_eq!(code, 422, "{body}");
+        assert!(body.contains("spec.policyTypes[0]"), "{body}");
         // Dry runs store nothing.
         assert_eq!(api.get(&format!("/apis/batch/v1/namespaces/{ns}/jobs/perfops-checkout-api-agents")), 404);
         eprintln!("dry-run test took {:?}", t0.elapsed());

@@ -1,6 +1,6 @@
 //! Checks of what the user gives `perfops k8s`, each failing with an input
 //! error's message: names and namespaces (DNS labels), quantities, and where
-//! each CSV file goes in the ConfigMap. Pure; `manifest.rs` trusts what
+//! each CSV file goes under the scenario's mount. Pure; `manifest.rs` trusts what
 //! passed them.
 
 use super::manifest::{MAX_NAME, SCENARIO_KEY};
@@ -66,7 +66,7 @@ pub(crate) fn quantity(flag: &str, s: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("{flag} `{s}` is not a positive quantity like 500m, 1, 1.5, 512Mi or 2Gi")) }
 }
 
-/// A feeder's CSV path as it will sit under the ConfigMap's mount: made
+/// A feeder's CSV path as it will sit under the scenario's mount: made
 /// relative (`./` dropped), and refused when it leaves the scenario's
 /// folder or takes the scenario's own name.
 pub(crate) fn csv_path(data: &str, path: &str) -> Result<String, String> {
@@ -78,7 +78,7 @@ pub(crate) fn csv_path(data: &str, path: &str) -> Result<String, String> {
             Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
             Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
                 return Err(format!(
-                    "data `{data}`: perfops k8s puts the CSV files in a ConfigMap at their paths relative to the \
+                    "data `{data}`: perfops k8s mounts the CSV files at their paths relative to the \
                      scenario, so `{path}` must be inside the scenario's folder"
                 ));
             }

@@ -5,15 +5,18 @@
 //! randomness (the token comes in with the spec); `mod.rs` does the I/O.
 //!
 //! ```text
-//!            Secret <base>-token ─────────────┐ PERFOPS_TOKEN, ${env.X}
-//!   ConfigMap <base>-scenario ──┐             │
-//!   (scenario.yaml + CSVs at    ▼             ▼
-//!    their relative paths)  Job <base>-coordinator ──── PVC <base>-results
-//!                          `perfops coordinator`          (/results)
-//!                                 ▲ :7070                     ▲
-//!              Service <base>-coordinator                     │ after the run
-//!                                 ▲                    Pod <base>-fetch (fetch/)
-//!   Indexed Job <base>-agents ────┘                    `perfops tar /results`
+//!   Secret <base>-secret ───────────────────┐ PERFOPS_TOKEN, ${env.X} (env);
+//!   (token, ${env.X}, scenario.yaml + CSV   │ scenario.yaml and its files
+//!    and .proto files)                      │ (volume, /etc/perfops)
+//!   Secret <base>-tls ──── tls.crt+tls.key ──┤
+//!                                           ▼
+//!   NetworkPolicy ──────▶ Job <base>-coordinator ──── PVC <base>-results
+//!   (ingress: agents     `perfops coordinator`          (/results)
+//!    only, on :7070)       --tls-cert --tls-key              ▲
+//!                                 ▲ https :7070              │ after the run
+//!              Service <base>-coordinator             Pod <base>-fetch (fetch/)
+//!                                 ▲                   `perfops tar /results`
+//!   Indexed Job <base>-agents ────┘ --tls-ca tls.crt (the certificate only)
 //!   N pods, JOB_COMPLETION_INDEX = shard,                through `kubectl exec`
 //!   spread over nodes (preferred anti-affinity)
 //! ```
@@ -35,26 +38,42 @@
 //!   there are enough, and still run on a single node.
 //! - The fetch pod is in `fetch/`, apart: `kubectl apply -f DIR` must not start
 //!   it beside the coordinator, which holds the results volume while it runs.
+//! - The scenario and its files go into the Secret, always, not a ConfigMap
+//!   (#31, point 6): a scenario carries credentials in forms no list of names
+//!   catches (a literal header, a `password` body field, an `api_key` query
+//!   parameter, a CSV column of passwords), and one miss would give them to
+//!   everyone who may read ConfigMaps (Kubernetes' `view` role may; it may
+//!   not read Secrets, which a cluster can also encrypt at rest). Moving only
+//!   the literals into `${env.X}` would rewrite the user's file and still
+//!   depend on finding every one.
+//! - The fleet channel is TLS with a certificate made for this run
+//!   ([`super::tls`]): the coordinator mounts the certificate and its key,
+//!   the agents the certificate alone, which they pin (`--tls-ca`). A
+//!   NetworkPolicy admits the agents' pods, and nothing else, to the
+//!   coordinator's pods, on its port only (#31, point 3); where the cluster's
+//!   network does not enforce policies, TLS and the token still hold.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
-    Affinity, Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EmptyDirVolumeSource, EnvVar,
-    EnvVarSource, KeyToPath, ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec,
-    PersistentVolumeClaimVolumeSource, Pod, PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec,
-    PodTemplateSpec, Probe, ResourceRequirements, SeccompProfile, Secret, SecretKeySelector, SecurityContext, Service,
-    ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements,
-    WeightedPodAffinityTerm,
+    Affinity, Capabilities, Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, KeyToPath,
+    ObjectFieldSelector, PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimVolumeSource, Pod,
+    PodAffinityTerm, PodAntiAffinity, PodSecurityContext, PodSpec, PodTemplateSpec, Probe, ResourceRequirements,
+    SeccompProfile, Secret, SecretKeySelector, SecretVolumeSource, SecurityContext, Service, ServicePort, ServiceSpec,
+    TCPSocketAction, Volume, VolumeMount, VolumeResourceRequirements, WeightedPodAffinityTerm,
+};
+use k8s_openapi::api::networking::v1::{
+    NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicySpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-/// Where the ConfigMap is mounted: the scenario is `CONFIG_DIR/scenario.yaml`,
+/// Where the scenario's part of the Secret is mounted: the scenario is `CONFIG_DIR/scenario.yaml`,
 /// its CSV and `.proto` files at the same paths relative to it as on the user's machine.
 pub(crate) const CONFIG_DIR: &str = "/etc/perfops";
-/// The scenario's file name in the ConfigMap and under [`CONFIG_DIR`].
+/// The scenario's file name in the Secret and under [`CONFIG_DIR`].
 pub(crate) const SCENARIO_KEY: &str = "scenario.yaml";
 /// Where the results volume is mounted (the coordinator's `--out`).
 pub(crate) const RESULTS_DIR: &str = "/results";
@@ -62,6 +81,11 @@ pub(crate) const RESULTS_DIR: &str = "/results";
 pub(crate) const PORT: i32 = 7070;
 /// The Secret's key holding the fleet token.
 pub(crate) const TOKEN_KEY: &str = "token";
+/// Where the TLS Secret is mounted: `tls.crt` in every pod, `tls.key` in the coordinator's only.
+pub(crate) const TLS_DIR: &str = "/etc/perfops-tls";
+/// The TLS Secret's keys (those of the `kubernetes.io/tls` type).
+pub(crate) const TLS_CERT_KEY: &str = "tls.crt";
+pub(crate) const TLS_KEY_KEY: &str = "tls.key";
 /// The user and group the pods run as (distroless' `nonroot`).
 pub(crate) const USER_ID: i64 = 65532;
 /// How long the fetch pod waits to be read from before it ends by itself.
@@ -95,6 +119,9 @@ pub(crate) struct Spec {
     pub(crate) files: Vec<(String, String)>,
     /// The fleet token (goes into the Secret only).
     pub(crate) token: String,
+    /// The coordinator's certificate and key for its Service's names
+    /// ([`super::tls::service_names`] of [`Names::coordinator`]).
+    pub(crate) tls: super::tls::Material,
     /// The scenario's `${env.X}` values, by name (go into the Secret, and into
     /// every container's environment from there).
     pub(crate) env: BTreeMap<String, String>,
@@ -115,10 +142,12 @@ pub(crate) const MAX_NAME: usize = 40;
 /// The objects of one run, in the order they are applied.
 #[derive(Debug, Clone)]
 pub(crate) struct Bundle {
-    /// The token and the scenario's `${env.X}` values.
+    /// The token, the scenario's `${env.X}` values, the scenario and its CSV and `.proto` files.
     pub(crate) secret: Secret,
-    /// The scenario and its CSV and `.proto` files.
-    pub(crate) config_map: ConfigMap,
+    /// The coordinator's certificate and key.
+    pub(crate) tls: Secret,
+    /// Only the agents reach the coordinator's port.
+    pub(crate) policy: NetworkPolicy,
     /// The results volume.
     pub(crate) results: PersistentVolumeClaim,
     /// The coordinator's address for the agents.
@@ -135,7 +164,7 @@ pub(crate) struct Bundle {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Names {
     pub(crate) secret: String,
-    pub(crate) config_map: String,
+    pub(crate) tls: String,
     pub(crate) results: String,
     /// The Service and the coordinator's Job share it.
     pub(crate) coordinator: String,
@@ -146,8 +175,8 @@ pub(crate) struct Names {
 impl Names {
     pub(crate) fn new(name: &str) -> Names {
         Names {
-            secret: format!("{name}-token"),
-            config_map: format!("{name}-scenario"),
+            secret: format!("{name}-secret"),
+            tls: format!("{name}-tls"),
             results: format!("{name}-results"),
             coordinator: format!("{name}-coordinator"),
             agents: format!("{name}-agents"),
@@ -163,10 +192,11 @@ const COMPONENT_LABEL: &str = "app.kubernetes.io/component";
 
 /// The file each object is written to, relative to `--out`, in apply order
 /// (`kubectl apply -f DIR` takes a folder's files by name).
-pub(crate) const FILES: [&str; 6] = [
+pub(crate) const FILES: [&str; 7] = [
     "01-secret.yaml",
-    "02-configmap.yaml",
+    "02-tls-secret.yaml",
     "03-results-volume.yaml",
+    "04-coordinator-network-policy.yaml",
     "04-coordinator-service.yaml",
     "05-coordinator.yaml",
     "06-agents.yaml",
@@ -175,13 +205,15 @@ pub(crate) const FILES: [&str; 6] = [
 pub(crate) const FETCH_DIR: &str = "fetch";
 pub(crate) const FETCH_FILE: &str = "results-pod.yaml";
 
-/// The agents' URL of the coordinator: its Service's cluster DNS name.
+/// The agents' URL of the coordinator: its Service's cluster DNS name, one
+/// of the certificate's names, over TLS.
 pub(crate) fn join_url(spec: &Spec) -> String {
-    format!("http://{}.{}.svc:{PORT}", Names::new(&spec.name).coordinator, spec.namespace)
+    format!("https://{}.{}.svc:{PORT}", Names::new(&spec.name).coordinator, spec.namespace)
 }
 
-/// The ConfigMap key of the CSV or `.proto` file at relative path `path` (the `i`th):
-/// keys allow neither `/` nor most punctuation, and the index keeps two paths
+/// The Secret key of the CSV or `.proto` file at relative path `path` (the `i`th):
+/// keys allow neither `/` nor most punctuation (and cannot meet `token`, `env.X`
+/// or `scenario.yaml`), and the index keeps two paths
 /// that sanitize alike apart.
 fn csv_key(i: usize, path: &str) -> String {
     let flat: String =
@@ -196,7 +228,8 @@ pub(crate) fn bundle(spec: &Spec) -> Bundle {
     let names = Names::new(&spec.name);
     Bundle {
         secret: secret(spec, &names),
-        config_map: config_map(spec, &names),
+        tls: tls_secret(spec, &names),
+        policy: policy(spec, &names),
         results: results(spec, &names),
         service: service(spec, &names),
         coordinator: coordinator(spec, &names),
@@ -232,20 +265,61 @@ fn secret(spec: &Spec, names: &Names) -> Secret {
     for (name, value) in &spec.env {
         data.insert(env_key(name), value.clone());
     }
+    data.insert(SCENARIO_KEY.to_string(), spec.scenario.clone());
+    for (i, (path, text)) in spec.files.iter().enumerate() {
+        data.insert(csv_key(i, path), text.clone());
+    }
     Secret {
-        metadata: meta(spec, &names.secret, "token"),
+        metadata: meta(spec, &names.secret, "secret"),
         type_: Some("Opaque".into()),
         string_data: Some(data),
         ..Secret::default()
     }
 }
 
-fn config_map(spec: &Spec, names: &Names) -> ConfigMap {
-    let mut data = BTreeMap::from([(SCENARIO_KEY.to_string(), spec.scenario.clone())]);
-    for (i, (path, text)) in spec.files.iter().enumerate() {
-        data.insert(csv_key(i, path), text.clone());
+fn tls_secret(spec: &Spec, names: &Names) -> Secret {
+    let data = BTreeMap::from([
+        (TLS_CERT_KEY.to_string(), spec.tls.cert_pem.clone()),
+        (TLS_KEY_KEY.to_string(), spec.tls.key_pem.clone()),
+    ]);
+    Secret {
+        metadata: meta(spec, &names.tls, "tls"),
+        type_: Some("kubernetes.io/tls".into()),
+        string_data: Some(data),
+        ..Secret::default()
     }
-    ConfigMap { metadata: meta(spec, &names.config_map, "scenario"), data: Some(data), ..ConfigMap::default() }
+}
+
+/// Ingress to the coordinator's pods: from the agents' pods of this run, on
+/// the fleet port, and nothing else (a policy that selects a pod denies what
+/// its rules do not allow). Egress is left alone: the coordinator reaches the
+/// target for `setup` and `watch`.
+fn policy(spec: &Spec, names: &Names) -> NetworkPolicy {
+    NetworkPolicy {
+        metadata: meta(spec, &names.coordinator, "coordinator"),
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(selector(spec, "coordinator")),
+                ..LabelSelector::default()
+            }),
+            policy_types: Some(vec!["Ingress".into()]),
+            ingress: Some(vec![NetworkPolicyIngressRule {
+                from: Some(vec![NetworkPolicyPeer {
+                    pod_selector: Some(LabelSelector {
+                        match_labels: Some(selector(spec, "agent")),
+                        ..LabelSelector::default()
+                    }),
+                    ..NetworkPolicyPeer::default()
+                }]),
+                ports: Some(vec![NetworkPolicyPort {
+                    port: Some(IntOrString::Int(PORT)),
+                    protocol: Some("TCP".into()),
+                    end_port: None,
+                }]),
+            }]),
+            ..NetworkPolicySpec::default()
+        }),
+    }
 }
 
 fn results(spec: &Spec, names: &Names) -> PersistentVolumeClaim {
@@ -352,6 +426,8 @@ fn tmp_volume() -> Volume {
     Volume { name: "tmp".into(), empty_dir: Some(EmptyDirVolumeSource::default()), ..Volume::default() }
 }
 
+/// The scenario and its files from the Secret; the listed items only, so
+/// the token and `${env.X}` values (given as environment) are no files.
 fn scenario_volume(spec: &Spec, names: &Names) -> Volume {
     let mut items = vec![KeyToPath { key: SCENARIO_KEY.into(), path: SCENARIO_KEY.into(), mode: None }];
     items.extend(spec.files.iter().enumerate().map(|(i, (path, _))| KeyToPath {
@@ -359,12 +435,27 @@ fn scenario_volume(spec: &Spec, names: &Names) -> Volume {
         path: path.clone(),
         mode: None,
     }));
+    secret_volume("scenario", &names.secret, items)
+}
+
+/// The TLS Secret: the certificate, and the key too when `with_key` (the
+/// coordinator's pod; never an agent's).
+fn tls_volume(names: &Names, with_key: bool) -> Volume {
+    let mut keys = vec![TLS_CERT_KEY];
+    if with_key {
+        keys.push(TLS_KEY_KEY);
+    }
+    let items = keys.into_iter().map(|k| KeyToPath { key: k.into(), path: k.into(), mode: None }).collect();
+    secret_volume("tls", &names.tls, items)
+}
+
+fn secret_volume(name: &str, secret: &str, items: Vec<KeyToPath>) -> Volume {
     Volume {
-        name: "scenario".into(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: names.config_map.clone(),
+        name: name.into(),
+        secret: Some(SecretVolumeSource {
+            secret_name: Some(secret.to_string()),
             items: Some(items),
-            ..ConfigMapVolumeSource::default()
+            ..SecretVolumeSource::default()
         }),
         ..Volume::default()
     }
@@ -422,12 +513,20 @@ fn coordinator(spec: &Spec, names: &Names) -> Job {
         format!("0.0.0.0:{PORT}"),
         "--out".into(),
         RESULTS_DIR.into(),
+        "--tls-cert".into(),
+        format!("{TLS_DIR}/{TLS_CERT_KEY}"),
+        "--tls-key".into(),
+        format!("{TLS_DIR}/{TLS_KEY_KEY}"),
     ];
     if let Some(t) = &spec.join_timeout {
         args.extend(["--join-timeout".into(), t.clone()]);
     }
-    let mounts =
-        vec![mount("scenario", CONFIG_DIR, true), mount("results", RESULTS_DIR, false), mount("tmp", "/tmp", false)];
+    let mounts = vec![
+        mount("scenario", CONFIG_DIR, true),
+        mount("tls", TLS_DIR, true),
+        mount("results", RESULTS_DIR, false),
+        mount("tmp", "/tmp", false),
+    ];
     let mut c = container("coordinator", spec, args, env(spec, names), mounts);
     c.resources = Some(size(&spec.coordinator));
     c.ports = Some(vec![ContainerPort {
@@ -443,7 +542,8 @@ fn coordinator(spec: &Spec, names: &Names) -> Job {
         period_seconds: Some(2),
         ..Probe::default()
     });
-    let volumes = vec![scenario_volume(spec, names), results_volume(names, false), tmp_volume()];
+    let volumes =
+        vec![scenario_volume(spec, names), tls_volume(names, true), results_volume(names, false), tmp_volume()];
     Job {
         metadata: meta(spec, &names.coordinator, "coordinator"),
         spec: Some(JobSpec {
@@ -458,7 +558,10 @@ fn coordinator(spec: &Spec, names: &Names) -> Job {
 }
 
 fn agents(spec: &Spec, names: &Names) -> Job {
-    let args = vec!["agent".into(), "--join".into(), join_url(spec)];
+    // The certificate is the agents' only trust anchor: they accept this
+    // coordinator and no other, whatever the system's roots would say.
+    let args =
+        vec!["agent".into(), "--join".into(), join_url(spec), "--tls-ca".into(), format!("{TLS_DIR}/{TLS_CERT_KEY}")];
     let mut env = env(spec, names);
     // Kubernetes sets it for Indexed Jobs; written out so the manifest shows
     // where the shard comes from (the Job controller keeps one given).
@@ -473,10 +576,10 @@ fn agents(spec: &Spec, names: &Names) -> Job {
         }),
         ..EnvVar::default()
     });
-    let mounts = vec![mount("scenario", CONFIG_DIR, true), mount("tmp", "/tmp", false)];
+    let mounts = vec![mount("scenario", CONFIG_DIR, true), mount("tls", TLS_DIR, true), mount("tmp", "/tmp", false)];
     let mut c = container("agent", spec, args, env, mounts);
     c.resources = Some(size(&spec.agent));
-    let mut pod = pod(vec![c], vec![scenario_volume(spec, names), tmp_volume()]);
+    let mut pod = pod(vec![c], vec![scenario_volume(spec, names), tls_volume(names, false), tmp_volume()]);
     pod.affinity = Some(Affinity {
         pod_anti_affinity: Some(PodAntiAffinity {
             preferred_during_scheduling_ignored_during_execution: Some(vec![WeightedPodAffinityTerm {
@@ -570,6 +673,7 @@ mod tests {
             scenario: "name: orders\n".into(),
             files: vec![("users.csv".into(), "id\n1\n".into()), ("data/pages.csv".into(), "path\n/\n".into())],
             token: "t0k3n".into(),
+            tls: super::super::tls::Material { cert_pem: "CERT".into(), key_pem: "KEY".into() },
             env: BTreeMap::from([("API_KEY".to_string(), "secret".to_string())]),
             agent: Size { cpu: "2".into(), memory: "1Gi".into() },
             coordinator: Size { cpu: "1".into(), memory: "512Mi".into() },
@@ -584,11 +688,16 @@ mod tests {
         let n = Names::new("perfops-orders");
         assert_eq!(n.coordinator, "perfops-orders-coordinator");
         assert_eq!(n.agents, "perfops-orders-agents");
-        assert_eq!(join_url(&spec()), "http://perfops-orders-coordinator.load.svc:7070");
+        // #31, point 3: TLS, to a name the certificate holds.
+        assert_eq!(join_url(&spec()), "https://perfops-orders-coordinator.load.svc:7070");
+        assert!(
+            super::super::tls::service_names(&n.coordinator, "load")
+                .contains(&"perfops-orders-coordinator.load.svc".into())
+        );
         // The longest prefix still makes DNS labels of every name.
         let long = "a".repeat(MAX_NAME);
         let n = Names::new(&long);
-        for name in [&n.secret, &n.config_map, &n.results, &n.coordinator, &n.agents, &n.fetch] {
+        for name in [&n.secret, &n.tls, &n.results, &n.coordinator, &n.agents, &n.fetch] {
             assert!(name.len() <= 63, "{name}");
         }
     }
@@ -603,7 +712,16 @@ mod tests {
         assert_eq!((js.completions, js.parallelism, js.backoff_limit_per_index), (Some(3), Some(3), Some(0)));
         let pod = js.template.spec.as_ref().unwrap();
         let c = &pod.containers[0];
-        assert_eq!(c.args.as_deref().unwrap(), ["agent", "--join", "http://perfops-orders-coordinator.load.svc:7070"]);
+        assert_eq!(
+            c.args.as_deref().unwrap(),
+            [
+                "agent",
+                "--join",
+                "https://perfops-orders-coordinator.load.svc:7070",
+                "--tls-ca",
+                "/etc/perfops-tls/tls.crt"
+            ]
+        );
         let env: Vec<&str> = c.env.as_ref().unwrap().iter().map(|e| e.name.as_str()).collect();
         assert_eq!(env, ["PERFOPS_TOKEN", "API_KEY", "JOB_COMPLETION_INDEX"]);
         let anti = pod.affinity.as_ref().unwrap().pod_anti_affinity.as_ref().unwrap();
@@ -626,16 +744,19 @@ mod tests {
         assert!(!sel.iter().all(|(k, v)| agent.get(k) == Some(v)));
     }
 
-    /// The ConfigMap's keys are valid keys, and the volume puts each file at
-    /// its path relative to the scenario.
+    /// The Secret's keys are valid keys, and the volume puts each file at
+    /// its path relative to the scenario, and nothing else (#31, point 6:
+    /// the scenario is in the Secret, and the token is no file).
     #[test]
-    fn config_map_and_paths() {
+    fn scenario_in_the_secret_and_paths() {
         let b = bundle(&spec());
-        let data = b.config_map.data.as_ref().unwrap();
+        let data = b.secret.string_data.as_ref().unwrap();
         assert!(data.keys().all(|k| k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))));
         let pod = b.coordinator.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
         let vol = pod.volumes.as_ref().unwrap().iter().find(|v| v.name == "scenario").unwrap();
-        let items = vol.config_map.as_ref().unwrap().items.as_ref().unwrap();
+        let source = vol.secret.as_ref().unwrap();
+        assert_eq!(source.secret_name.as_deref(), Some("perfops-orders-secret"));
+        let items = source.items.as_ref().unwrap();
         let at: BTreeMap<&str, &str> = items.iter().map(|i| (i.path.as_str(), data[&i.key].as_str())).collect();
         assert_eq!(
             at,
@@ -645,6 +766,72 @@ mod tests {
                 ("data/pages.csv", "path\n/\n")
             ])
         );
+    }
+
+    /// #31, point 3: the coordinator serves with the certificate and its
+    /// key; the agents mount the certificate only and pin it.
+    #[test]
+    fn tls_key_in_the_coordinators_pod_only() {
+        let b = bundle(&spec());
+        assert_eq!(b.tls.type_.as_deref(), Some("kubernetes.io/tls"));
+        let data = b.tls.string_data.as_ref().unwrap();
+        assert_eq!((data["tls.crt"].as_str(), data["tls.key"].as_str()), ("CERT", "KEY"));
+        // (job, mounted keys, TLS flags and their files)
+        let cases: [(&Job, &[&str], &[&str]); 2] = [
+            // The coordinator: both, given to --tls-cert and --tls-key.
+            (
+                &b.coordinator,
+                &["tls.crt", "tls.key"],
+                &["--tls-cert", "/etc/perfops-tls/tls.crt", "--tls-key", "/etc/perfops-tls/tls.key"],
+            ),
+            // An agent: the certificate alone, as its only trust anchor.
+            (&b.agents, &["tls.crt"], &["--tls-ca", "/etc/perfops-tls/tls.crt"]),
+        ];
+        for (job, keys, flags) in cases {
+            let pod = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+            let vol = pod.volumes.as_ref().unwrap().iter().find(|v| v.name == "tls").unwrap();
+            let source = vol.secret.as_ref().unwrap();
+            assert_eq!(source.secret_name.as_deref(), Some("perfops-orders-tls"));
+            let got: Vec<&str> = source.items.as_ref().unwrap().iter().map(|i| i.key.as_str()).collect();
+            assert_eq!(got, keys);
+            let c = &pod.containers[0];
+            let m = c.volume_mounts.as_ref().unwrap().iter().find(|m| m.name == "tls").unwrap();
+            assert_eq!((m.mount_path.as_str(), m.read_only), ("/etc/perfops-tls", Some(true)));
+            let args = c.args.as_ref().unwrap();
+            let at = args.iter().position(|a| a == flags[0]).unwrap();
+            assert_eq!(&args[at..at + flags.len()], flags);
+        }
+    }
+
+    /// #31, point 3: the NetworkPolicy picks the coordinator's pods and lets
+    /// in the agents' pods of this run alone, on the fleet port alone.
+    #[test]
+    fn network_policy_admits_the_agents_only() {
+        let b = bundle(&spec());
+        let p = b.policy.spec.as_ref().unwrap();
+        let labels = |j: &Job| j.spec.as_ref().unwrap().template.metadata.as_ref().unwrap().labels.clone().unwrap();
+        let (coord, agent) = (labels(&b.coordinator), labels(&b.agents));
+        let picks = |sel: &LabelSelector, l: &BTreeMap<String, String>| {
+            sel.match_expressions.is_none()
+                && sel.match_labels.as_ref().unwrap().iter().all(|(k, v)| l.get(k) == Some(v))
+        };
+        let target = p.pod_selector.as_ref().unwrap();
+        assert!(picks(target, &coord) && !picks(target, &agent));
+        assert_eq!(p.policy_types.as_deref(), Some(&["Ingress".to_string()][..]));
+        let rules = p.ingress.as_ref().unwrap();
+        assert_eq!(rules.len(), 1, "one rule: nothing else is let in");
+        let from = rules[0].from.as_ref().unwrap();
+        assert_eq!(from.len(), 1);
+        assert!(from[0].namespace_selector.is_none() && from[0].ip_block.is_none(), "this namespace's pods only");
+        let peers = from[0].pod_selector.as_ref().unwrap();
+        assert!(picks(peers, &agent) && !picks(peers, &coord));
+        // Another run's agents (another instance label) are not let in.
+        let mut stranger = agent.clone();
+        stranger.insert(INSTANCE_LABEL.into(), "perfops-other".into());
+        assert!(!picks(peers, &stranger));
+        let ports = rules[0].ports.as_ref().unwrap();
+        assert_eq!(ports.len(), 1);
+        assert_eq!((ports[0].port.clone(), ports[0].protocol.as_deref()), (Some(IntOrString::Int(PORT)), Some("TCP")));
     }
 
     /// Two paths that flatten alike get distinct keys.

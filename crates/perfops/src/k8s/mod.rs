@@ -5,8 +5,9 @@
 //! machines itself.
 //!
 //! This file is the glue: it reads the scenario and the CSV files it names,
-//! reads the scenario's `${env.X}` values from the environment, makes a token,
-//! writes the files and prints the commands. What the objects hold is
+//! reads the scenario's `${env.X}` values from the environment, makes a token
+//! and the coordinator's TLS material ([`tls`]), writes the files and prints
+//! the commands. What the objects hold is
 //! [`manifest`]'s (pure, typed, table-tested), after [`check`] accepted the
 //! user's names and sizes; how they become YAML is [`yaml`]'s; [`tar`] is
 //! `perfops tar`, which copies the results out of the shell-less image. The
@@ -15,6 +16,7 @@
 mod check;
 pub(crate) mod manifest;
 pub(crate) mod tar;
+mod tls;
 mod yaml;
 
 use std::collections::BTreeMap;
@@ -29,12 +31,12 @@ use serde::Serialize;
 
 use crate::exit::{Exit, UsageError};
 use crate::loading::{load_scenario, read_sources};
-use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Size, Spec};
+use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Names, Size, Spec};
 
 /// Flags of `perfops k8s`.
 #[derive(Debug, Args)]
 pub(crate) struct K8sArgs {
-    /// The scenario file; its CSV files go into the ConfigMap beside it.
+    /// The scenario file; it and its CSV and .proto files go into the Secret.
     scenario: PathBuf,
     /// How many agents: one pod each, each running 1/N of the load.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -72,8 +74,8 @@ pub(crate) struct K8sArgs {
     join_timeout: Option<String>,
 }
 
-/// The most a ConfigMap holds (the API server refuses more).
-const CONFIG_MAP_MAX_BYTES: usize = 1024 * 1024;
+/// The most a Secret holds (the API server refuses more).
+const SECRET_MAX_BYTES: usize = 1024 * 1024;
 
 fn usage(message: String) -> anyhow::Error {
     anyhow::Error::new(UsageError(message))
@@ -81,7 +83,7 @@ fn usage(message: String) -> anyhow::Error {
 
 pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     let Some((scenario, text)) = load_scenario(&args.scenario, &[])? else { return Ok(Exit::Usage) };
-    // Where each CSV file goes in the ConfigMap, before reading any.
+    // Where each CSV file goes under the scenario's mount, before reading any.
     let rels = scenario
         .data
         .iter()
@@ -121,10 +123,13 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
             files.push((rel, content));
         }
     }
-    let bytes = text.len() + files.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>();
-    if bytes > CONFIG_MAP_MAX_BYTES {
+    // The Secret holds them beside the token and the ${env.X} values.
+    let bytes = text.len()
+        + files.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>()
+        + env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+    if bytes > SECRET_MAX_BYTES - 4096 {
         return Err(usage(format!(
-            "the scenario and its CSV and .proto files are {:.2} MiB; a ConfigMap holds at most 1 MiB",
+            "the scenario, its CSV and .proto files and its ${{env.X}} values are {:.2} MiB; a Secret holds at most 1 MiB",
             bytes as f64 / 1048576.0
         )));
     }
@@ -151,6 +156,14 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     if args.image.is_empty() || args.image.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(usage(format!("--image `{}` is not an image reference", args.image)));
     }
+    let days = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .context("the system clock is before 1970")?
+        .as_secs()
+        / 86_400;
+    let service = Names::new(&name).coordinator;
+    let tls = tls::material(&tls::service_names(&service, &args.namespace), days as i64)
+        .context("making the coordinator's TLS certificate")?;
     let spec = Spec {
         name,
         namespace: args.namespace,
@@ -159,6 +172,7 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
         scenario: text,
         files,
         token: token()?,
+        tls,
         env,
         agent: Size { cpu: args.agent_cpu, memory: args.agent_memory },
         coordinator: Size { cpu: args.coordinator_cpu, memory: args.coordinator_memory },
@@ -168,7 +182,8 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
     write(&args.out, &manifest::bundle(&spec))?;
     let secrets: Vec<&str> = spec.env.keys().map(String::as_str).collect();
     eprintln!(
-        "perfops: wrote {} objects for {} agents to {} (namespace {}); the Secret holds the fleet token{}",
+        "perfops: wrote {} objects for {} agents to {} (namespace {}); the Secrets hold the fleet token, the \
+         coordinator's TLS key and certificate, the scenario and its files{}",
         FILES.len(),
         spec.agents,
         args.out.display(),
@@ -198,7 +213,8 @@ fn target_for_pods(target: &TargetSpec) -> Result<(), String> {
     }
 }
 
-/// A fresh fleet token: 32 random bytes, in hex.
+/// A fresh fleet token: 32 random bytes (256 bits, twice the 128 that #31
+/// asks of a fleet token), in hex.
 fn token() -> Result<String> {
     let mut bytes = [0u8; 32];
     std::fs::File::open("/dev/urandom")
@@ -227,17 +243,18 @@ fn write(out: &Path, b: &Bundle) -> Result<()> {
         }
     }
     std::fs::create_dir_all(&fetch_dir).with_context(|| format!("creating {}", fetch_dir.display()))?;
-    let docs: [(&str, String); 6] = [
+    let docs: [(&str, String); 7] = [
         (FILES[0], doc(&b.secret)?),
-        (FILES[1], doc(&b.config_map)?),
+        (FILES[1], doc(&b.tls)?),
         (FILES[2], doc(&b.results)?),
-        (FILES[3], doc(&b.service)?),
-        (FILES[4], doc(&b.coordinator)?),
-        (FILES[5], doc(&b.agents)?),
+        (FILES[3], doc(&b.policy)?),
+        (FILES[4], doc(&b.service)?),
+        (FILES[5], doc(&b.coordinator)?),
+        (FILES[6], doc(&b.agents)?),
     ];
     for (file, text) in docs {
-        // The Secret's file is readable by its owner only, like the token it holds.
-        let private = file == FILES[0];
+        // The Secrets' files are readable by their owner only, like the token and key they hold.
+        let private = file == FILES[0] || file == FILES[1];
         write_file(&out.join(file), &text, private)?;
     }
     write_file(&fetch_dir.join(FETCH_FILE), &doc(&b.fetch)?, false)

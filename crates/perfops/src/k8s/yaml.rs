@@ -10,7 +10,7 @@
 //! version (it starts with a letter and holds only letters, digits and
 //! `. _ / -`, and is not a boolean or null word); otherwise it is double-quoted
 //! with JSON-style escapes (a subset of YAML's), or, when it spans lines, as a
-//! literal block (`|`) so that a scenario in a ConfigMap stays readable.
+//! literal block (`|`) so that a scenario in a Secret's `stringData` stays readable.
 //! This module owns the text only; what the objects hold is `manifest.rs`'s.
 
 use serde_json::Value;
