@@ -383,7 +383,10 @@ fn a_fleet_run_in_pods_end_to_end() {
     assert!(std::fs::metadata(run.join("report.html")).unwrap().len() > 10_000);
     // Everything deleted, the results volume too.
     let left = c
-        .kubectl(&dir, "get jobs,pods,pvc,secrets,configmaps -l app.kubernetes.io/instance=perfops-orders -o name")
+        .kubectl(
+            &dir,
+            "get jobs,pods,pvc,secrets,configmaps,networkpolicies -l app.kubernetes.io/instance=perfops-orders -o name",
+        )
         .ok();
     assert!(left.stdout.trim().is_empty(), "left over: {}", left.stdout);
     c.until(&dir, "get pv -o name", Duration::from_secs(30), |s| s.trim().is_empty());
@@ -549,8 +552,9 @@ fn wrong_token(c: &Cluster, dir: &Path) {
     let printed = variant(c, dir, "token", "10s", IMAGE, "--join-timeout 15s");
     for f in [
         "01-secret.yaml",
-        "02-configmap.yaml",
+        "02-tls-secret.yaml",
         "03-results-volume.yaml",
+        "04-coordinator-network-policy.yaml",
         "04-coordinator-service.yaml",
         "05-coordinator.yaml",
     ] {
