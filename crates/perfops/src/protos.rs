@@ -1,6 +1,6 @@
 //! The `.proto` files a distributed run ships with its scenario (#14): a
 //! coordinator sends them to its agents in the assignment, `perfops k8s`
-//! puts them in the ConfigMap beside the scenario, as both do with CSV
+//! puts them in the Secret beside the scenario, as both do with CSV
 //! files. Each goes by its path relative to the scenario's folder, which
 //! is where an agent (or the coordinator's pod) puts it back, so the
 //! scenario's `proto:` paths and the files' own imports resolve there as
