@@ -28,11 +28,26 @@ const V2: u32 = 0x1c84_9303 | 0x10;
 const V2_DEFLATE: u32 = 0x1c84_9304 | 0x10;
 
 /// Add the histogram encoded in `bytes` (V2, or V2 deflate) to `into`.
-/// `scratch` is reused between calls for the inflated bytes.
-pub(crate) fn add_encoded(bytes: &[u8], into: &mut Histogram, scratch: &mut Vec<u8>) -> Result<(), String> {
+/// `scratch` is reused between calls for the inflated bytes. Returns how
+/// many values it added.
+pub(crate) fn add_encoded(bytes: &[u8], into: &mut Histogram, scratch: &mut Vec<u8>) -> Result<u64, String> {
+    read_encoded(bytes, scratch, |us, n| into.record_us(us, n))
+}
+
+/// How many values the histogram encoded in `bytes` holds, read to its end
+/// (every bucket in range, the total within a `u64`) without recording it.
+pub(crate) fn count_encoded(bytes: &[u8], scratch: &mut Vec<u8>) -> Result<u64, String> {
+    read_encoded(bytes, scratch, |_, _| {})
+}
+
+/// Walk the histogram encoded in `bytes`: `each(value_us, count)` for every
+/// non-zero bucket, in order; the total count is returned. A total past
+/// `u64::MAX` is an error, never a wrap: HdrHistogram saturates its counts
+/// silently, and a peer must not be able to make a merged count lie.
+fn read_encoded(bytes: &[u8], scratch: &mut Vec<u8>, each: impl FnMut(u64, u64)) -> Result<u64, String> {
     let (cookie, rest) = be_u32(bytes)?;
     match cookie {
-        V2 => add_v2(rest, into),
+        V2 => walk_v2(rest, each),
         V2_DEFLATE => {
             let (len, rest) = be_u32(rest)?;
             let zipped = rest.get(..len as usize).ok_or("truncated deflate payload")?;
@@ -47,7 +62,7 @@ pub(crate) fn add_encoded(bytes: &[u8], into: &mut Histogram, scratch: &mut Vec<
             if inner != V2 {
                 return Err(format!("inner cookie {inner:#x}"));
             }
-            add_v2(rest, into)
+            walk_v2(rest, each)
         }
         other => Err(format!("cookie {other:#x} is no V2 histogram")),
     }
@@ -65,7 +80,7 @@ fn be_u64(b: &[u8]) -> Result<(u64, &[u8]), String> {
     Ok((u64::from_be_bytes(a), &b[8..]))
 }
 
-fn add_v2(b: &[u8], into: &mut Histogram) -> Result<(), String> {
+fn walk_v2(b: &[u8], mut each: impl FnMut(u64, u64)) -> Result<u64, String> {
     let (payload_len, b) = be_u32(b)?;
     let (offset, b) = be_u32(b)?;
     let (digits, b) = be_u32(b)?;
@@ -80,21 +95,25 @@ fn add_v2(b: &[u8], into: &mut Histogram) -> Result<(), String> {
     }
     let layout = Layout::new(lowest, digits);
     let mut payload = b.get(..payload_len as usize).ok_or("truncated payload")?;
-    let mut index: u64 = 0;
+    let (mut index, mut total): (u64, u64) = (0, 0);
     while !payload.is_empty() {
         let (n, used) = varint(payload)?;
         payload = &payload[used..];
         let n = ((n >> 1) as i64) ^ -((n & 1) as i64);
         if n < 0 {
+            // Saturating: a peer's run of 2^63 empty buckets lands out of range (an
+            // error at the next count), not back at a small index.
             index = index.saturating_add(n.unsigned_abs());
         } else {
             if n > 0 {
-                into.record_us(layout.value_for(index).ok_or("index out of range")?, n as u64);
+                let value = layout.value_for(index).ok_or("index out of range")?;
+                total = total.checked_add(n as u64).ok_or("counts past u64::MAX")?;
+                each(value, n as u64);
             }
-            index += 1;
+            index = index.saturating_add(1);
         }
     }
-    Ok(())
+    Ok(total)
 }
 
 /// LEB128, at most 9 bytes, the ninth taken whole (hdrhistogram's LEB128-64b9B).
@@ -139,8 +158,10 @@ impl Layout {
             sub -= self.half_count;
             bucket = 0;
         }
-        let shift = bucket as u32 + self.unit_magnitude;
-        (shift < 64 && sub.leading_zeros() >= shift).then(|| sub << shift)
+        // Compared before narrowing: a bucket of 2^32 must not wrap to bucket 0
+        // (a peer's far index would land on a small value instead of being refused).
+        let shift = u64::try_from(bucket).ok()?.checked_add(u64::from(self.unit_magnitude))?;
+        (shift < 64 && u64::from(sub.leading_zeros()) >= shift).then(|| sub << shift)
     }
 }
 
@@ -209,6 +230,62 @@ mod tests {
         ];
         for (b, why) in cases {
             assert!(add_encoded(&b, &mut Histogram::new(), &mut scratch).is_err(), "{why}");
+        }
+    }
+
+    /// A V2 histogram of perfops' bounds (1 µs, 3 digits) with `payload`: zig-zag LEB128 counts.
+    fn v2(counts: &[i64]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        for &n in counts {
+            let mut z = ((n << 1) ^ (n >> 63)) as u64;
+            for i in 0..9 {
+                if i == 8 {
+                    payload.push((z & 0xff) as u8);
+                    break;
+                }
+                let byte = (z & 0x7f) as u8;
+                z >>= 7;
+                if z == 0 {
+                    payload.push(byte);
+                    break;
+                }
+                payload.push(byte | 0x80);
+            }
+        }
+        let mut b = V2.to_be_bytes().to_vec();
+        b.extend((payload.len() as u32).to_be_bytes());
+        b.extend(0u32.to_be_bytes());
+        b.extend(3u32.to_be_bytes());
+        b.extend(1u64.to_be_bytes());
+        b.extend(3_600_000_000u64.to_be_bytes());
+        b.extend(1.0f64.to_bits().to_be_bytes());
+        b.extend(payload);
+        b
+    }
+
+    /// #31: what a peer can put in a payload that HdrHistogram's own encoder
+    /// never writes: each refused, none a panic, none a wrong value.
+    #[test]
+    fn hostile_payloads_are_refused() {
+        let mut scratch = Vec::new();
+        // The v2 helper agrees with hdrhistogram on an honest payload: 3 empty, then 5 at index 3.
+        let mut h = Histogram::new();
+        assert_eq!(add_encoded(&v2(&[-3, 5]), &mut h, &mut scratch), Ok(5));
+        assert_eq!(buckets(&h), vec![(3, 5)]);
+        // (counts, why): each would have been a panic or a wrong value before.
+        let cases: Vec<(Vec<i64>, &str)> = vec![
+            // Runs of empty buckets that add up past u64::MAX, then a zero count: the index
+            // saturates instead of wrapping (was: an overflow panic).
+            (vec![i64::MIN, i64::MIN, i64::MIN, 0, 1], "index out of range"),
+            // Bucket 2^32 narrowed to a u32 was bucket 0: a small value, recorded (was: 1 µs).
+            (vec![-((1i64 << 42) + (1 << 10)), 1], "index out of range"),
+            // Two counts whose sum passes u64::MAX: HdrHistogram would saturate silently.
+            (vec![i64::MAX, i64::MAX, 2], "counts past u64::MAX"),
+        ];
+        for (counts, want) in cases {
+            let mut h = Histogram::new();
+            assert_eq!(add_encoded(&v2(&counts), &mut h, &mut scratch), Err(want.to_string()), "{counts:?}");
+            assert_eq!(count_encoded(&v2(&counts), &mut scratch), Err(want.to_string()), "{counts:?}");
         }
     }
 }

@@ -20,6 +20,13 @@
 //! rounded on the way: a merged second is exactly the sum of the agents'.
 //! A frame larger than [`MAX_FRAME`] is refused before it is read, so a
 //! peer cannot make the other side allocate without bound.
+//!
+//! A second is read in two steps, so that nothing a peer sends is added
+//! before all of it was checked (#31): [`RawSecond::parts`] reads each
+//! part's counters, [`RawPart::check`] reads its histograms to their end
+//! and holds its counts against what an engine can count; only then are
+//! they added (the join, `fleet::join`, also holds them to the plan).
+//! Property tests from arbitrary bytes: `tests/fleet_wire.rs`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -62,6 +69,9 @@ pub enum WireError {
     /// A histogram that HdrHistogram cannot read, or out of perfops' range.
     #[error("bad histogram: {0}")]
     Histogram(String),
+    /// Counts that no engine can produce, or that add up past a `u64`.
+    #[error("impossible counts: {0}")]
+    Counts(String),
 }
 
 /// What one frame carries.
@@ -362,7 +372,7 @@ impl<'a> Reader<'a> {
 }
 
 /// A second as received: its head read, its parts checked for shape and
-/// kept encoded until they are merged (see [`RawSecond::merge_into`]): the
+/// kept encoded until they are merged (see [`RawSecond::parts`]): the
 /// coordinator adds each agent's histograms straight into the second it
 /// assembles, never building an agent's own copy first.
 #[derive(Debug, Clone)]
@@ -395,8 +405,21 @@ pub struct Counts {
 }
 
 const COUNTERS: usize = 9;
-const STATS_FIXED: usize = 8 * (COUNTERS + FailureKind::ALL.len());
+const KINDS: usize = FailureKind::ALL.len();
+const STATS_FIXED: usize = 8 * (COUNTERS + KINDS);
 const HISTOGRAMS: usize = 7;
+
+// Where each counter and histogram sits in a part, in the wire's order
+// (`counters` and `histograms` above).
+const COMPLETED: usize = 2;
+const ITERATIONS: usize = 1;
+const CONNECTS: usize = 6;
+const LATENCY: usize = 0;
+const SERVICE: usize = 1;
+const LATENCY_OK: usize = 2;
+const SERVICE_OK: usize = 3;
+const CONNECT: usize = 4;
+const TTFB: usize = 6;
 
 impl RawSecond {
     fn parse(r: &mut Reader<'_>) -> Result<RawSecond, WireError> {
@@ -423,73 +446,35 @@ impl RawSecond {
         Ok(RawSecond { index, length, in_flight, target, parts, body })
     }
 
-    /// Add every part to `parts` (by key), histograms bucket by bucket;
-    /// `scratch` is reused for inflating. On a histogram that does not
-    /// decode, what came before it is added already: the sender is broken
-    /// and should be dropped.
-    pub fn merge_into(&self, parts: &mut BTreeMap<Key, Stats>, scratch: &mut Vec<u8>) -> Result<Counts, WireError> {
-        let mut r = Reader(&self.body);
-        let mut counts = Counts::default();
-        for _ in 0..self.parts {
-            let key = Key { stage: r.u16()?, step: r.u16()? };
-            let s = parts.entry(key).or_default();
-            let mut c = [0u64; COUNTERS];
-            for v in &mut c {
-                *v = r.u64()?;
-            }
-            for (field, add) in [
-                &mut s.sent,
-                &mut s.iterations,
-                &mut s.completed,
-                &mut s.dropped,
-                &mut s.bytes_in,
-                &mut s.bytes_out,
-                &mut s.connects,
-                &mut s.goaways,
-                &mut s.stream_waits,
-            ]
-            .into_iter()
-            .zip(c)
-            {
-                *field += add;
-            }
-            let mut failed = 0;
-            for k in FailureKind::ALL {
-                let n = r.u64()?;
-                s.failures.add_n(k, n);
-                if k != FailureKind::Cut {
-                    failed += n;
-                }
-            }
-            let latency_before = s.latency.len();
-            for h in [
-                &mut s.latency,
-                &mut s.service,
-                &mut s.latency_ok,
-                &mut s.service_ok,
-                &mut s.connect,
-                &mut s.tls,
-                &mut s.ttfb,
-            ] {
-                let len = r.u32()? as usize;
-                let bytes = r.take(len)?;
-                if len > 0 {
-                    hdr::add_encoded(bytes, h, scratch).map_err(WireError::Histogram)?;
-                }
-            }
-            counts.sent += c[0];
-            counts.completed += c[2];
-            counts.dropped += c[3];
-            counts.failed += failed;
-            counts.latency_count += s.latency.len() - latency_before;
-        }
-        Ok(counts)
+    /// How many (stage, step) parts it holds, as its head says.
+    pub fn part_count(&self) -> u16 {
+        self.parts
     }
 
-    /// The whole second, as the agent had it.
+    /// Its parts, in the order sent: counters read, histograms still
+    /// encoded (see [`RawPart::check`] and [`RawPart::add_to`]).
+    pub fn parts(&self) -> impl Iterator<Item = Result<RawPart<'_>, WireError>> + '_ {
+        let mut r = Reader(&self.body);
+        (0..self.parts).map(move |_| RawPart::read(&mut r))
+    }
+
+    /// The whole second, as the agent had it: every part checked
+    /// ([`RawPart::check`]), and its counts, added up, within a `u64`.
+    /// Each distinct key costs 7 histograms (~1.3 MB), as many as the second
+    /// names: for a second of one's own (tests, tools). A coordinator goes
+    /// through its join, which holds an agent's keys to the plan's.
     pub fn decode(&self) -> Result<Interval, WireError> {
-        let mut map = BTreeMap::new();
-        self.merge_into(&mut map, &mut Vec::new())?;
+        let mut map: BTreeMap<Key, Stats> = BTreeMap::new();
+        let (mut scratch, mut sum) = (Vec::new(), 0u128);
+        for part in self.parts() {
+            let part = part?;
+            sum += part.check(&mut scratch)?.sum;
+            // Every total below (a key's, the second's) is a part of this sum: none can wrap.
+            if sum > u128::from(u64::MAX) {
+                return Err(WireError::Counts("its counts add up past u64::MAX".into()));
+            }
+            part.add_to(map.entry(part.key).or_default(), &mut scratch)?;
+        }
         let mut stats = Stats::default();
         for s in map.values() {
             stats.merge(s);
@@ -503,6 +488,155 @@ impl RawSecond {
             parts: map.into_iter().collect(),
         })
     }
+}
+
+/// One (stage, step) part of a received second: its counters read, its
+/// histograms still encoded.
+#[derive(Debug, Clone)]
+pub struct RawPart<'a> {
+    /// Where it belongs.
+    pub key: Key,
+    counters: [u64; COUNTERS],
+    failures: [u64; KINDS],
+    histograms: [&'a [u8]; HISTOGRAMS],
+}
+
+/// What a part holds, its histograms read to their end ([`RawPart::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Tally {
+    /// Values in each histogram, in the wire's order (latency, service,
+    /// latency_ok, service_ok, connect, tls, ttfb).
+    pub histograms: [u64; HISTOGRAMS],
+    /// Every count of the part added up: counters, failures and histogram
+    /// values (in a `u128`, so the sum itself cannot wrap).
+    pub sum: u128,
+    /// What `agents.jsonl` says of it.
+    pub counts: Counts,
+}
+
+impl<'a> RawPart<'a> {
+    fn read(r: &mut Reader<'a>) -> Result<RawPart<'a>, WireError> {
+        let key = Key { stage: r.u16()?, step: r.u16()? };
+        let mut counters = [0u64; COUNTERS];
+        for c in &mut counters {
+            *c = r.u64()?;
+        }
+        let mut failures = [0u64; KINDS];
+        for f in &mut failures {
+            *f = r.u64()?;
+        }
+        let mut histograms: [&[u8]; HISTOGRAMS] = [&[]; HISTOGRAMS];
+        for h in &mut histograms {
+            let len = r.u32()? as usize;
+            *h = r.take(len)?;
+        }
+        Ok(RawPart { key, counters, failures, histograms })
+    }
+
+    /// Read every histogram to its end (each bucket in range, each total
+    /// within a `u64`) and hold what the part claims against what an
+    /// engine can count ([`impossible`]). Nothing is added anywhere: a part
+    /// refused here leaves no trace.
+    pub fn check(&self, scratch: &mut Vec<u8>) -> Result<Tally, WireError> {
+        let mut t = Tally::default();
+        for (n, bytes) in t.histograms.iter_mut().zip(self.histograms) {
+            if !bytes.is_empty() {
+                *n = hdr::count_encoded(bytes, scratch).map_err(WireError::Histogram)?;
+            }
+        }
+        let failures: u128 = self.failures.iter().map(|&n| u128::from(n)).sum();
+        if let Some(what) = impossible(&self.counters, failures, &t.histograms) {
+            return Err(WireError::Counts(what.into()));
+        }
+        let counted = self.counters.iter().chain(&t.histograms).map(|&n| u128::from(n)).sum::<u128>();
+        t.sum = counted + failures;
+        let cut = self.failures[FailureKind::Cut as usize];
+        t.counts = Counts {
+            sent: self.counters[0],
+            completed: self.counters[COMPLETED],
+            dropped: self.counters[3],
+            // The sum of the kinds fits: `impossible` found no more failures than a u64 holds.
+            failed: (failures - u128::from(cut)) as u64,
+            latency_count: t.histograms[LATENCY],
+        };
+        Ok(t)
+    }
+
+    /// Add the part to `into`, histograms bucket by bucket (`scratch`: reused
+    /// inflate space). For a part that passed [`RawPart::check`] and a
+    /// caller that keeps the sums within a `u64` (the join's run total):
+    /// then nothing can overflow.
+    pub(crate) fn add_to(&self, into: &mut Stats, scratch: &mut Vec<u8>) -> Result<(), WireError> {
+        let s = into;
+        for (field, add) in [
+            &mut s.sent,
+            &mut s.iterations,
+            &mut s.completed,
+            &mut s.dropped,
+            &mut s.bytes_in,
+            &mut s.bytes_out,
+            &mut s.connects,
+            &mut s.goaways,
+            &mut s.stream_waits,
+        ]
+        .into_iter()
+        .zip(self.counters)
+        {
+            *field += add;
+        }
+        for (k, n) in FailureKind::ALL.into_iter().zip(self.failures) {
+            s.failures.add_n(k, n);
+        }
+        for (h, bytes) in [
+            &mut s.latency,
+            &mut s.service,
+            &mut s.latency_ok,
+            &mut s.service_ok,
+            &mut s.connect,
+            &mut s.tls,
+            &mut s.ttfb,
+        ]
+        .into_iter()
+        .zip(self.histograms)
+        {
+            if !bytes.is_empty() {
+                hdr::add_encoded(bytes, h, scratch).map_err(WireError::Histogram)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The first thing in one part (one key of one agent's second) that no
+/// engine can count, if any. Each rule follows from `perfops-engine`'s
+/// `record.rs`, the one place where a second is counted:
+/// - `answered` alone counts `completed`, and with it a `latency`, a
+///   `service` and a `ttfb`, the success's `latency_ok` and `service_ok`
+///   together, and an iteration if the flow ended;
+/// - `failed` counts a failure with a `latency` (and a `service` if it was
+///   sent), `cut` a failure with a `latency`, `closed` (a WebSocket) a
+///   failure alone;
+/// - `connected` counts a connection with its `connect` time.
+///
+/// Every rule is linear, so it holds for a worker's second, an agent's (its
+/// workers merged) and any merge of them: cut requests, failed ones and
+/// closed-model iterations included. What is recorded elsewhere (`tls`
+/// without a connection in the same second, `dropped`, `goaways`, bytes)
+/// has no rule: nothing ties it to the rest within a second.
+fn impossible(c: &[u64; COUNTERS], failures: u128, h: &[u64; HISTOGRAMS]) -> Option<&'static str> {
+    let completed = c[COMPLETED];
+    let rules: [(bool, &'static str); 9] = [
+        (failures > u128::from(u64::MAX), "more failures than a u64 holds"),
+        (c[ITERATIONS] > completed, "more iterations than responses"),
+        (h[TTFB] > completed, "more first-byte times than responses"),
+        (h[LATENCY_OK] > completed, "more successes than responses"),
+        (h[LATENCY_OK] != h[SERVICE_OK], "successes' latencies and service times differ in number"),
+        (h[SERVICE] > h[LATENCY], "more service times than latencies"),
+        (h[LATENCY_OK] > h[LATENCY], "more successes' latencies than latencies"),
+        (u128::from(h[LATENCY]) > u128::from(completed) + failures, "more latencies than requests that ended"),
+        (h[CONNECT] > c[CONNECTS], "more connect times than connections"),
+    ];
+    rules.into_iter().find(|(broken, _)| *broken).map(|(_, what)| what)
 }
 
 #[cfg(test)]
@@ -523,6 +657,7 @@ mod tests {
             s.service.record(Duration::from_micros(us / 2));
         }
         s.latency_ok.record(Duration::from_micros(150));
+        s.service_ok.record(Duration::from_micros(75));
         s.ttfb.record(Duration::from_micros(80));
         s
     }

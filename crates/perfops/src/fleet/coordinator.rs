@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::Args;
 use perfops_core::fleet::clock::{self, Estimate, Sample};
-use perfops_core::fleet::join::{Join, Taken};
+use perfops_core::fleet::join::{Join, Limits, Taken};
 use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
@@ -556,9 +556,14 @@ fn drive(
         let _ = m.out.send(Message::Control(Control::Start { at: start_wall + m.estimate.offset_ns }));
     }
     let began = Instant::now();
-    let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO);
     // An agent still live this long after the planned end (plus its requests' timeout) is lost.
-    let overdue = plan.end.map(|e| e + plan.timeout + Duration::from_secs(10) + fleet.silence);
+    let tail = plan.timeout + Duration::from_secs(10) + fleet.silence;
+    let overdue = plan.end.map(|e| e + tail);
+    // #31: an agent's seconds are held to the plan (its keys, its seconds: none can
+    // come after `overdue`), and to 30 s ahead of the slowest agent, so what waits
+    // for the slowest stays bounded whatever an agent with the token sends.
+    let limits = Limits::of_plan(&plan.stage_ends, plan.work.step_names.len(), plan.end, tail, Duration::from_secs(30));
+    let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO, limits);
     let (mut total, mut failed, mut reason, mut stop_sent) = (Stats::default(), None, None, false);
     let mut scratch = Vec::new();
     loop {
@@ -580,11 +585,8 @@ fn drive(
                             latency_count: c.latency_count,
                         }),
                         Ok((Taken::Ignored(_), _)) => {}
-                        Err(e) => {
-                            if join.lost(i) {
-                                lose(fleet, &join, i, offset, format!("sent a second that does not decode ({e})"));
-                            }
-                        }
+                        // Refused whole (the join marked it lost): what it sent before is kept.
+                        Err(e) => lose(fleet, &join, i, offset, e.to_string()),
                     },
                     Message::Second(_) => {}
                     Message::Control(Control::Done {
