@@ -620,7 +620,8 @@ mod tests {
             (r, String::from_utf8_lossy(&out).into_owned())
         };
         // (saved values, refused, the request line when sent)
-        let cases: &[(&[(&str, &str)], bool, &str)] = &[
+        type Case<'a> = (&'a [(&'a str, &'a str)], bool, &'a str);
+        let cases: &[Case<'_>] = &[
             // Clean values: sent, the space in the query encoded.
             (&[("q", "two words"), ("token", "abc")], false, "GET /s?q=two%20words HTTP/1.1\r\n"),
             // The token of #31 in the header: refused.
