@@ -67,7 +67,9 @@ pub fn is_refused(b: u8) -> bool {
 
 /// The index of the first CR, LF or NUL in `bytes`, if any.
 pub fn first_refused(bytes: &[u8]) -> Option<usize> {
-    bytes.iter().position(|&b| is_refused(b))
+    // memchr's vectorised search: a bearer token in every request's header
+    // costs a few nanoseconds, where a byte loop cost tens (measured).
+    memchr::memchr3(b'\r', b'\n', 0, bytes)
 }
 
 /// How a refused byte is named in messages: `CR (\r)`, `LF (\n)`, `NUL (\0)`.
