@@ -364,3 +364,64 @@ proptest! {
         let _ = parse("fuzz.yaml", &text, &[]);
     }
 }
+
+/// #31 point 5: YAML turns `\r`, `\n`, `\0` (and `\x0a`, `\u000d`...) in double quotes into control
+/// characters; in a path, a header value or gRPC metadata they would end the line and smuggle a
+/// header or a request. `check` refuses them at the column of their escape, with a hint.
+#[test]
+fn crlf_and_nul_in_a_request_head_are_refused_where_written() {
+    const LOAD: &str = "load: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    // (target, line 2 of the file, "line:column: message fragment")
+    let cases: &[(&str, &str, &str)] = &[
+        // A header value: points at the `\r`, not at the quote.
+        (
+            "http://h:1",
+            r#"flows: { a: { steps: [ { request: GET /, headers: { X-A: "a\r\nX-Evil: 1" } } ] } }"#,
+            "2:60: a header value cannot hold CR (\\r)",
+        ),
+        // The request's path: the whole `METHOD /path` is one scalar; the column is the escape's.
+        (
+            "http://h:1",
+            r#"flows: { a: { steps: [ { request: "GET /o?t=x\r\nX-Evil: 1" } ] } }"#,
+            "2:46: a request's path cannot hold CR (\\r)",
+        ),
+        // A WebSocket path, with NUL written as `\x00`.
+        (
+            "http://h:1",
+            r#"flows: { a: { steps: [ { websocket: "/ws\x00" } ] } }"#,
+            "2:41: a WebSocket path cannot hold NUL",
+        ),
+        // A default header; the escapes before it (`\u263a`, 6 columns) are counted as written.
+        (
+            "http://h:1",
+            r#"defaults: { headers: { X-B: "\u263a \x0ab" } }"#,
+            "2:37: a header value cannot hold LF (\\n)",
+        ),
+        // gRPC metadata is headers.
+        (
+            "grpc://h:1",
+            r#"flows: { a: { steps: [ { grpc: bench.Echo/Say, metadata: { k: "v\0" } } ] } }"#,
+            "2:65: a header value cannot hold NUL",
+        ),
+    ];
+    for (target, line, want) in cases {
+        let flows = if line.starts_with("flows") { "" } else { "flows: { a: { steps: [ { request: GET / } ] } }\n" };
+        let text = format!("target: {target}\n{line}\n{flows}{LOAD}");
+        let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert!(got.len() == 1 && got[0].starts_with(want), "for\n{text}\ngot {got:#?}\nwant {want}");
+        let hint = errors[0].hint.as_deref().unwrap_or_default();
+        assert!(hint.contains("double quotes"), "{hint}");
+    }
+    // Single quotes keep a backslash as text: `'a\r\nb'` is six plain characters, and accepted.
+    let text = format!(
+        "target: http://h:1\nflows: {{ a: {{ steps: [ {{ request: GET /, headers: {{ X-A: 'a\\r\\nb' }} }} ] }} }}\n{LOAD}"
+    );
+    let s = parse("t.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+    assert_eq!(s.flows[0].steps[0].headers[0].1.source(), "a\\r\\nb");
+    // A form body is not in the head: its values are percent-encoded, a line break is data.
+    let text = format!(
+        "target: http://h:1\nflows: {{ a: {{ steps: [ {{ request: POST /, form: {{ note: \"two\\nlines\" }} }} ] }} }}\n{LOAD}"
+    );
+    parse("t.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+}

@@ -47,7 +47,7 @@ pub use perfops_core::measure::{Interval, Key};
 pub use reflection::Reflection;
 pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
-pub use work::{FlowPlan, StepPlan, Work, check_grpc};
+pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
 
 use worker::{Msg, Shared, WorkerLoad};
 

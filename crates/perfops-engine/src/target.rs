@@ -30,7 +30,9 @@ pub enum TargetError {
         reason: String,
     },
     /// A header that would break the request framing.
-    #[error("header `{0}` is not `Name: value` or contains a line break")]
+    #[error(
+        "header `{0}` is not `Name: value` with a token for a name (letters, digits, `-`...), or holds CR, LF or NUL"
+    )]
     BadHeader(String),
 }
 

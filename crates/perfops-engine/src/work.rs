@@ -5,13 +5,21 @@
 //! once, when the plan is built: `perfops quick` is a plan of one flow of one
 //! such step, so its hot path writes the same bytes every time and renders
 //! nothing.
+//!
+//! What goes into the request's head (the target, header values, gRPC
+//! metadata) is rendered with `Template::render_head`: a value holding CR,
+//! LF or NUL makes [`Work::render`] refuse the request, which the worker
+//! counts as `unsafe_value` without writing anything (issue #31), and the
+//! target is percent-encoded. A literal step is checked once, here, when its
+//! bytes are cached: its requests pay nothing per request.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use perfops_core::scenario::feeder::Feeder;
-use perfops_core::scenario::template::{Escape, MissingVar, Template, VarRef, Vars};
+use perfops_core::scenario::template::head::{first_refused, is_token};
+use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, UnsafeValue, VarRef, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
@@ -207,9 +215,13 @@ impl Work {
                 if step.websocket.is_none() && step_is_literal(step, &work.defaults) {
                     let mut out = Vec::new();
                     let mut body = Vec::new();
-                    // Literal templates have no variable to miss.
-                    let _ = work.render(&work.flows[f].steps[s], &NoVars, &mut rng, &mut body, &mut out);
-                    work.flows[f].steps[s].cached = Some(out);
+                    // Literal templates have no variable to miss. One holding
+                    // CR/LF (`check` refuses it in a file) is not cached: each
+                    // of its requests is then refused as `unsafe_value`.
+                    let rendered = work.render(&work.flows[f].steps[s], &NoVars, &mut rng, &mut body, &mut out);
+                    if !matches!(rendered, Err(RenderError::Unsafe(_))) {
+                        work.flows[f].steps[s].cached = Some(out);
+                    }
                 }
             }
         }
@@ -220,16 +232,7 @@ impl Work {
     /// a `ws://` or `wss://` target, one WebSocket session that sends `body`
     /// as its one message (none: the upgrade alone is measured).
     pub fn single(target: &Target, method: &str, headers: &[String], body: &[u8]) -> Result<Work, TargetError> {
-        let mut parsed = Vec::new();
-        for h in headers {
-            let Some((name, value)) = h.split_once(':') else {
-                return Err(TargetError::BadHeader(h.clone()));
-            };
-            if name.trim().is_empty() || h.contains(['\r', '\n']) {
-                return Err(TargetError::BadHeader(h.clone()));
-            }
-            parsed.push((name.trim().to_string(), Template::literal(value.trim())));
-        }
+        let parsed = headers.iter().map(|h| parse_header(h)).collect::<Result<Vec<_>, _>>()?;
         if target.websocket {
             let send =
                 if body.is_empty() { Vec::new() } else { vec![Template::literal(&String::from_utf8_lossy(body))] };
@@ -402,6 +405,10 @@ impl Work {
     }
 
     /// Render `step`'s request into `out` (`body` is scratch space).
+    ///
+    /// A missing value renders empty and is reported (the first one); a
+    /// value holding CR, LF or NUL where it would go into the head stops
+    /// rendering with [`RenderError::Unsafe`]: then `out` must not be sent.
     pub(crate) fn render(
         &self,
         step: &StepPlan,
@@ -409,26 +416,31 @@ impl Work {
         rng: &mut fastrand::Rng,
         body: &mut Vec<u8>,
         out: &mut Vec<u8>,
-    ) -> Result<(), MissingVar> {
+    ) -> Result<(), RenderError> {
         let s = &step.step;
         let mut missing = Ok(());
-        let mut keep = |r: Result<(), MissingVar>| {
-            if missing.is_ok() {
-                missing = r;
+        let mut keep = |r: Result<(), RenderError>| -> Result<(), UnsafeValue> {
+            match r {
+                Err(RenderError::Unsafe(u)) => return Err(u),
+                Err(m) if missing.is_ok() => missing = Err(m),
+                _ => {}
             }
+            Ok(())
         };
         body.clear();
         let content_type = match &s.body {
             Body::None => None,
             Body::Raw(t) => {
-                keep(t.render(vars, rng, body));
+                keep(t.render(vars, rng, body).map_err(RenderError::from))?;
                 None
             }
             Body::Json(parts) => {
                 for p in parts {
                     match p {
                         JsonPart::Literal(l) => body.extend_from_slice(l.as_bytes()),
-                        JsonPart::String(t) => keep(t.render_escaped(vars, rng, body, Escape::JsonString)),
+                        JsonPart::String(t) => {
+                            keep(t.render_escaped(vars, rng, body, Escape::JsonString).map_err(RenderError::from))?;
+                        }
                     }
                 }
                 Some("application/json")
@@ -438,9 +450,13 @@ impl Work {
                     if i > 0 {
                         body.push(b'&');
                     }
-                    keep(Template::literal(name).render_escaped(vars, rng, body, Escape::Form));
+                    keep(
+                        Template::literal(name)
+                            .render_escaped(vars, rng, body, Escape::Form)
+                            .map_err(RenderError::from),
+                    )?;
                     body.push(b'=');
-                    keep(t.render_escaped(vars, rng, body, Escape::Form));
+                    keep(t.render_escaped(vars, rng, body, Escape::Form).map_err(RenderError::from))?;
                 }
                 Some("application/x-www-form-urlencoded")
             }
@@ -448,7 +464,7 @@ impl Work {
         out.clear();
         out.extend_from_slice(s.method.as_bytes());
         out.push(b' ');
-        keep(s.path.render(vars, rng, out));
+        keep(s.path.render_head(vars, rng, out, HeadPlace::Target))?;
         out.extend_from_slice(b" HTTP/1.1\r\n");
         let has = |name: &str| s.headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
         let defaults_have = |name: &str| self.defaults.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
@@ -463,7 +479,7 @@ impl Work {
         for (name, value) in self.defaults.iter().filter(|(n, _)| !has(n)).chain(s.headers.iter()) {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b": ");
-            keep(value.render(vars, rng, out));
+            keep(value.render_head(vars, rng, out, HeadPlace::HeaderValue))?;
             out.extend_from_slice(b"\r\n");
         }
         if let Some(ct) = content_type
@@ -482,6 +498,20 @@ impl Work {
         out.extend_from_slice(body);
         missing
     }
+}
+
+/// A header given as `Name: value` (`quick -H`): the name must be a token
+/// and the value hold no CR, LF or NUL, or the request could carry a header
+/// (or a request) of its own.
+pub fn parse_header(h: &str) -> Result<(String, Template), TargetError> {
+    let bad = || TargetError::BadHeader(h.escape_debug().to_string());
+    let (name, value) = h.split_once(':').ok_or_else(bad)?;
+    let (name, value) = (name.trim(), value.trim());
+    // The whole text: a trailing CR/LF, trimmed off, still says it was not meant.
+    if !is_token(name.as_bytes()) || first_refused(h.as_bytes()).is_some() {
+        return Err(bad());
+    }
+    Ok((name.to_string(), Template::literal(value)))
 }
 
 /// Check a gRPC `step` as [`Work::resolve_grpc`] would (its `.proto` files
@@ -543,6 +573,85 @@ mod tests {
         let custom_host = Work::single(&target(), "GET", &["host: example".into()], b"").unwrap();
         let bytes = custom_host.flows[0].steps[0].cached.clone().unwrap();
         assert_eq!(String::from_utf8_lossy(&bytes).matches("ost:").count(), 1, "a given Host replaces ours");
+    }
+
+    /// #31: `quick -H` (and gRPC metadata from it): a name must be a token,
+    /// and the text hold no CR, LF or NUL.
+    #[test]
+    fn quick_headers_are_tokens_without_crlf() {
+        // (header as given, accepted)
+        let cases = [
+            ("Authorization: Bearer x", true), // the ordinary case
+            ("  X-Id :  42 ", true),           // blanks around name and value are trimmed
+            ("X-A: a b \"c\"", true),          // spaces and quotes in a value are the header's business
+            ("X-A: a\r\nEvil: 1", false),      // the smuggle
+            ("X-A: a\0b", false),              // NUL
+            ("X-A: v\n", false),               // a trailing LF, though trimmed, was not meant
+            ("X Evil: 1", false),              // a space in the name: it went out as `X Evil: 1`
+            ("X-\u{e9}: 1", false),            // non-ASCII in the name
+            (": v", false),                    // no name
+            ("no colon", false),               // no value
+        ];
+        for (header, ok) in cases {
+            assert_eq!(parse_header(header).is_ok(), ok, "{header:?}");
+            assert_eq!(Work::single(&target(), "GET", &[header.to_string()], b"").is_ok(), ok, "{header:?}");
+        }
+        let err = parse_header("X-A: a\r\nb").unwrap_err().to_string();
+        assert!(err.contains("X-A: a\\r\\nb"), "printed escaped, not as a line break: {err}");
+    }
+
+    /// #31: a templated step's values go into the head through the head's
+    /// rules: a saved value with CR/LF refuses the request, a space in the
+    /// path is percent-encoded; a literal step with CR/LF (built in code:
+    /// `check` refuses it in a file) is not cached, so each request renders
+    /// and is refused.
+    #[test]
+    fn head_values_with_crlf_refuse_the_request_and_paths_are_encoded() {
+        let mut step = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        step.path = Template::parse("/s?q=${q}", &[]).unwrap();
+        step.headers = vec![("Authorization".into(), Template::parse("Bearer ${token}", &[]).unwrap())];
+        let w = Work::new(&target(), vec![("f".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new());
+        let plan = &w.flows[0].steps[0];
+        assert!(plan.cached.is_none(), "templated");
+        let render = |saved: &[(&str, &str)]| {
+            let saved: HashMap<String, String> = saved.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+            let (mut body, mut out) = (Vec::new(), Vec::new());
+            let r = w.render(plan, &w.vars(&saved, 1, &[]), &mut fastrand::Rng::with_seed(1), &mut body, &mut out);
+            (r, String::from_utf8_lossy(&out).into_owned())
+        };
+        // (saved values, refused, the request line when sent)
+        type Case<'a> = (&'a [(&'a str, &'a str)], bool, &'a str);
+        let cases: &[Case<'_>] = &[
+            // Clean values: sent, the space in the query encoded.
+            (&[("q", "two words"), ("token", "abc")], false, "GET /s?q=two%20words HTTP/1.1\r\n"),
+            // The token of #31 in the header: refused.
+            (&[("q", "x"), ("token", "abc\r\nX-Evil: 1\r\n\r\nGET /other HTTP/1.1")], true, ""),
+            // A bare LF in the query: refused.
+            (&[("q", "x\ny"), ("token", "abc")], true, ""),
+        ];
+        for (saved, refused, line) in cases {
+            let (r, out) = render(saved);
+            assert_eq!(matches!(r, Err(RenderError::Unsafe(_))), *refused, "{saved:?}: {r:?}");
+            if !refused {
+                assert!(out.starts_with(line), "{out}");
+                assert!(out.contains("Authorization: Bearer abc\r\n"), "{out}");
+            }
+        }
+
+        let mut literal = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        literal.headers = vec![("X-A".into(), Template::literal("a\r\nX-Evil: 1"))];
+        let w = Work::new(&target(), vec![("f".into(), 1, vec![literal])], Vec::new(), HashMap::new(), Vec::new());
+        assert!(w.flows[0].steps[0].cached.is_none(), "a literal that would smuggle is not cached");
+        let (mut body, mut out) = (Vec::new(), Vec::new());
+        let saved = HashMap::new();
+        let r = w.render(
+            &w.flows[0].steps[0],
+            &w.vars(&saved, 1, &[]),
+            &mut fastrand::Rng::with_seed(1),
+            &mut body,
+            &mut out,
+        );
+        assert!(matches!(r, Err(RenderError::Unsafe(_))), "{r:?}");
     }
 
     #[test]

@@ -286,11 +286,9 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
         ("te".to_string(), Template::literal("trailers")),
     ];
     for h in &args.headers {
-        let Some((name, value)) = h.split_once(':') else { anyhow::bail!("header `{h}` is not `Name: value`") };
-        if name.trim().is_empty() || h.contains(['\r', '\n']) {
-            anyhow::bail!("header `{h}` is not `Name: value` or contains a line break");
-        }
-        headers.push((name.trim().to_ascii_lowercase(), Template::literal(value.trim())));
+        // Metadata is headers: the same rule, a token name and no CR, LF or NUL (#31).
+        let (name, value) = perfops_engine::parse_header(h)?;
+        headers.push((name.to_ascii_lowercase(), value));
     }
     let message = if body.is_empty() { "{}".to_string() } else { String::from_utf8_lossy(body).into_owned() };
     let step = Step {

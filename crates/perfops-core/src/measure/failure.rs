@@ -87,11 +87,19 @@ pub enum FailureKind {
     /// (normal) or 1001 (going away), e.g. 1011 (server error), or with any
     /// code while a reply was still awaited.
     WsClose,
+    /// A value that would have gone into the request's head (its line or a
+    /// header, gRPC metadata, a WebSocket upgrade) held CR, LF or NUL: a
+    /// value saved from a response, `${env.X}`, a CSV field. The request was
+    /// not sent (nothing was written for it), since it would have smuggled a
+    /// header or a second request onto the connection (issue #31). A
+    /// failure of the scenario's data, counted like the target's so that a
+    /// run full of them cannot pass.
+    UnsafeValue,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 32] = [
+    pub const ALL: [FailureKind; 33] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -124,6 +132,7 @@ impl FailureKind {
         FailureKind::Cut,
         FailureKind::WsAbnormalClose,
         FailureKind::WsClose,
+        FailureKind::UnsafeValue,
     ];
 
     /// The stable snake_case name used in results files and the terminal.
@@ -161,6 +170,7 @@ impl FailureKind {
             FailureKind::Cut => "cut",
             FailureKind::WsAbnormalClose => "ws_abnormal_close",
             FailureKind::WsClose => "ws_close",
+            FailureKind::UnsafeValue => "unsafe_value",
         }
     }
 
@@ -224,8 +234,15 @@ impl fmt::Display for FailureKind {
 }
 
 /// A count per [`FailureKind`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FailureCounts([u64; FailureKind::ALL.len()]);
+
+// By hand: the standard library derives `Default` for arrays of at most 32.
+impl Default for FailureCounts {
+    fn default() -> FailureCounts {
+        FailureCounts([0; FailureKind::ALL.len()])
+    }
+}
 
 impl FailureCounts {
     /// Count one failure of `kind`.
@@ -309,5 +326,10 @@ mod tests {
         assert!(FailureKind::GrpcUnavailable.has_response() && FailureKind::GrpcUnavailable.is_grpc());
         assert!(!FailureKind::Http5xx.is_grpc() && !FailureKind::Cut.is_grpc());
         assert_eq!(FailureKind::GrpcUnavailable.name(), "grpc_unavailable");
+        // #31: a value refused before sending is a failure of its own, counted in the errors.
+        c.add(FailureKind::UnsafeValue);
+        assert_eq!(c.total(), 5);
+        assert_eq!(FailureKind::from_name("unsafe_value"), Some(FailureKind::UnsafeValue));
+        assert!(!FailureKind::UnsafeValue.has_response(), "nothing was sent, nothing answered");
     }
 }

@@ -21,10 +21,15 @@ use marked_yaml::{LoaderOptions, Marker, Node, Span};
 use super::condition::{AbortRule, Condition, ConditionError};
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
 use super::feeder::FeedMode;
+use super::template::head::{first_refused, is_token, refused_name};
 use super::template::{Template, VarRef};
 use super::{Defaults, DemoModel, FeederSpec, Http2Options, HttpVersion, Origin, Scenario, Step, TargetSpec, VarUse};
 use crate::model::Rate;
 use crate::units::parse_duration;
+
+/// The hint for a CR, LF or NUL written into a scalar that goes into a request's head.
+const QUOTED_ESCAPES: &str = "in double quotes YAML turns `\\r`, `\\n` and `\\0` into control characters; remove them \
+     (single quotes keep a backslash as text)";
 
 /// Source id of nodes that came from `--set` rather than the file.
 const OVERRIDE_SOURCE: usize = 1;
@@ -68,7 +73,7 @@ const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu
 /// Parse and validate scenario `text` read from `file` (the name is used in
 /// diagnostics and as the default scenario name).
 pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, Diagnostics> {
-    let mut d = Dec { file, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new() };
+    let mut d = Dec { file, text, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new() };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
     let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
@@ -91,6 +96,8 @@ pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario,
 /// The decoder: where errors go.
 pub(super) struct Dec<'f> {
     file: &'f str,
+    /// The file's text, to place an error inside a quoted scalar ([`Dec::marker_in`]).
+    text: &'f str,
     pub(super) errors: Vec<Diagnostic>,
     /// Every `${saved}` variable used, where, for the final check that each
     /// is saved somewhere.
@@ -583,7 +590,21 @@ impl Dec<'_> {
         out
     }
 
+    /// A mapping of header names to templated values: `headers:`, `defaults.headers`, gRPC
+    /// `metadata:` (`in_head`: they go into the request's head) and a `form:` body (they do not: its
+    /// values are percent-encoded).
     pub(super) fn headers(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Vec<(String, Template)> {
+        self.fields(node, path, feeders, true)
+    }
+
+    /// [`Dec::headers`], or a `form:` body's fields when `in_head` is false.
+    pub(super) fn fields(
+        &mut self,
+        node: &Node,
+        path: &str,
+        feeders: &[&str],
+        in_head: bool,
+    ) -> Vec<(String, Template)> {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -597,19 +618,83 @@ impl Dec<'_> {
         for (k, v) in m.iter() {
             let p = join(path, k.as_str());
             let name = k.as_str();
-            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
-                self.at(k.span(), &p, format!("`{name}` is not a valid header name"), None);
+            if !is_token(name.as_bytes()) {
+                let hint = first_refused(name.as_bytes()).map(|_| QUOTED_ESCAPES.to_string());
+                self.at(k.span(), &p, format!("`{}` is not a valid header name", name.escape_debug()), hint);
+                continue;
+            }
+            if in_head
+                && let Some(s) = v.as_scalar()
+                && self.refuse_in_head(s, 0, &p, "a header value")
+            {
                 continue;
             }
             if let Some(t) = self.template(v, &p, feeders) {
-                if t.source().contains(['\r', '\n']) {
-                    self.at(v.span(), &p, "header values cannot contain line breaks", None);
-                    continue;
-                }
                 out.push((name.to_string(), t));
             }
         }
         out
+    }
+
+    /// Report a CR, LF or NUL in `s`'s text from byte `from` on, where it would go into a request's
+    /// head as `what` (issue #31): at its line and column, with how YAML made it. True when reported.
+    pub(super) fn refuse_in_head(&mut self, s: &MarkedScalarNode, from: usize, path: &str, what: &str) -> bool {
+        let text = s.as_str().as_bytes();
+        let Some(i) = text.get(from..).and_then(first_refused) else { return false };
+        let marker = self.marker_in(s, from + i);
+        let message = format!(
+            "{what} cannot hold {}: it would end the line, and what follows would be sent as headers or a request of its own",
+            refused_name(text[from + i])
+        );
+        self.at_marker(marker.as_ref(), path, message, Some(QUOTED_ESCAPES.into()));
+        true
+    }
+
+    /// Where byte `offset` of scalar `s`'s text is in the file: exact for a scalar on one line, its
+    /// escapes counted as written (`\r` is two columns, `\x0d` four); the scalar's start for one over
+    /// several lines (a block scalar, a folded string) or from `--set`.
+    pub(super) fn marker_in(&self, s: &MarkedScalarNode, offset: usize) -> Option<Marker> {
+        let start = s.span().start().copied()?;
+        if start.source() != 0 {
+            return Some(start);
+        }
+        let want = s.as_str().get(..offset).map_or(0, |t| t.chars().count());
+        let mut src = self.text.chars().skip(start.character()).peekable();
+        let (double, single) = match src.peek() {
+            Some('"') => (true, false),
+            Some('\'') => (false, true),
+            _ => (false, false),
+        };
+        let mut column = start.column();
+        if double || single {
+            src.next();
+            column += 1;
+        }
+        for _ in 0..want {
+            match src.next() {
+                None | Some('\n' | '\r') => return Some(start),
+                Some('\\') if double => {
+                    let digits = match src.next() {
+                        Some('x') => 2,
+                        Some('u') => 4,
+                        Some('U') => 8,
+                        Some('\n' | '\r') | None => return Some(start),
+                        Some(_) => 0,
+                    };
+                    src.by_ref().take(digits).for_each(drop);
+                    column += 2 + digits;
+                }
+                // `''` is one `'` in a single-quoted scalar.
+                Some('\'') if single => {
+                    src.next();
+                    column += 2;
+                }
+                Some(_) => column += 1,
+            }
+        }
+        let mut marker = start;
+        marker.set_column(column);
+        Some(marker)
     }
 
     fn data(&mut self, node: &Node) -> Vec<FeederSpec> {

@@ -152,6 +152,10 @@ impl Dec<'_> {
                     Some("the host comes from `target:`".into()),
                 );
             }
+            // A CR/LF in the path would end the request line (issue #31): refused at its column.
+            if self.refuse_in_head(s, s.as_str().find(target).unwrap_or(0), &rp, "a request's path") {
+                return None;
+            }
             match Template::parse(target, feeders) {
                 Ok(t) => {
                     self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
@@ -186,7 +190,8 @@ impl Dec<'_> {
         } else if let Some(b) = m.get_node("body") {
             self.template(b, &join(path, "body"), feeders).map_or(Body::None, Body::Raw)
         } else if let Some(f) = m.get_node("form") {
-            Body::Form(self.headers(f, &join(path, "form"), feeders))
+            // Not in the head: a form's values are percent-encoded, a line break in them is data.
+            Body::Form(self.fields(f, &join(path, "form"), feeders, false))
         } else {
             Body::None
         };
@@ -282,7 +287,11 @@ impl Dec<'_> {
                 Some("the host comes from `target:` (ws:// or wss://, or http:// and https://)".into()),
             );
         }
-        let path_t = self.template(ws, &wp, feeders);
+        let path_t = if self.refuse_in_head(target, 0, &wp, "a WebSocket path") {
+            None
+        } else {
+            self.template(ws, &wp, feeders)
+        };
         let sp = join(path, "send");
         let send: Vec<Template> = match m.get_node("send") {
             None => Vec::new(),

@@ -18,6 +18,13 @@
 //!
 //! Names are `[A-Za-z_][A-Za-z0-9_]*`; blanks just inside the braces are ignored (`${ token }`).
 //! `seq`, `uuid`, `env` and `random` are reserved: they never name a saved value or a feeder.
+//!
+//! A template that lands in a request's head (its target, a header value, gRPC metadata) is rendered
+//! with [`Template::render_head`]: a value holding CR, LF or NUL is refused there, whatever its
+//! source (issue #31: a token saved from a response smuggled a header and a second request), and the
+//! target is percent-encoded ([`head`]).
+
+pub mod head;
 
 use std::fmt;
 use std::ops::Range;
@@ -93,6 +100,37 @@ pub struct MissingVar(
     pub String,
 );
 
+/// Where in a request's head a template's text lands ([`Template::render_head`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadPlace {
+    /// The request target (path and query): percent-encoded ([`head::write_target`]).
+    Target,
+    /// A header value or gRPC metadata: as it is.
+    HeaderValue,
+}
+
+/// A CR, LF or NUL would have gone into a request's head: the request is not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{} holds {} where it would go into the request's head", .var.as_deref().unwrap_or("the text"), head::refused_name(*byte))]
+pub struct UnsafeValue {
+    /// The `${...}` whose value held it, as written in the template; `None`: the template's own text.
+    /// The value itself is not kept: it may be a secret.
+    pub var: Option<String>,
+    /// The byte: `\r`, `\n` or `\0`.
+    pub byte: u8,
+}
+
+/// Why a head's template did not render cleanly.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RenderError {
+    /// A variable had no value; it rendered empty and rendering went on.
+    #[error(transparent)]
+    Missing(#[from] MissingVar),
+    /// A value held CR, LF or NUL; rendering stopped, and the request must not be sent.
+    #[error(transparent)]
+    Unsafe(#[from] UnsafeValue),
+}
+
 /// Where the values of variables come from at render time (the engine's per-request state).
 pub trait Vars {
     /// A value saved by `save:` in an earlier step or in `setup`.
@@ -116,6 +154,10 @@ struct Literal {
     text: Box<str>,
     json_clean: bool,
     form_clean: bool,
+    /// Goes into a request target as it is ([`head::target_clean`]).
+    target_clean: bool,
+    /// Holds CR, LF or NUL: the first such byte.
+    refused: Option<u8>,
 }
 
 impl Literal {
@@ -125,6 +167,8 @@ impl Literal {
             text: text.into(),
             json_clean: bytes.iter().all(|&b| json_safe(b)),
             form_clean: bytes.iter().all(|&b| form_safe(b)),
+            target_clean: head::target_clean(bytes),
+            refused: head::first_refused(bytes).map(|i| bytes[i]),
         }
     }
 
@@ -301,6 +345,77 @@ impl Template {
         match missing {
             None => Ok(()),
             Some(span) => Err(MissingVar(self.source[span.clone()].to_owned())),
+        }
+    }
+}
+
+impl Template {
+    /// Append the rendered text to `out` for `place` in a request's head: the target percent-encoded,
+    /// a header value as it is; a CR, LF or NUL anywhere (in a value or in the text itself) stops
+    /// rendering with [`RenderError::Unsafe`], and the caller must not send the request.
+    ///
+    /// One pass over each value's bytes; literal text was classified at parse time, so a clean
+    /// literal is one copy, as in [`Template::render`]. Missing values render empty as there, and the
+    /// first is reported unless a value was refused.
+    pub fn render_head(
+        &self,
+        vars: &dyn Vars,
+        rng: &mut fastrand::Rng,
+        out: &mut Vec<u8>,
+        place: HeadPlace,
+    ) -> Result<(), RenderError> {
+        let mut missing: Option<&Range<usize>> = None;
+        for part in &self.parts {
+            let (var, span) = match part {
+                Part::Lit(lit) => {
+                    if let Some(byte) = lit.refused {
+                        return Err(UnsafeValue { var: None, byte }.into());
+                    }
+                    match place {
+                        HeadPlace::Target if !lit.target_clean => {
+                            // Cannot fail: the literal holds no refused byte.
+                            let _ = head::write_target(out, lit.text.as_bytes());
+                        }
+                        _ => out.extend_from_slice(lit.text.as_bytes()),
+                    }
+                    continue;
+                }
+                Part::Var { var, span } => (var, span),
+            };
+            let value = match var {
+                VarRef::Saved(name) => vars.saved(name),
+                VarRef::Env(name) => vars.env(name),
+                VarRef::Feeder { feeder, column } => vars.feeder(feeder, column),
+                // Digits, `-` and hex: allowed everywhere in a head, written directly.
+                VarRef::Seq => {
+                    write_u64(out, vars.seq());
+                    continue;
+                }
+                VarRef::RandomInt(lo, hi) => {
+                    write_i64(out, rng.i64(*lo..=*hi));
+                    continue;
+                }
+                VarRef::Uuid => {
+                    write_uuid(out, rng);
+                    continue;
+                }
+            };
+            let Some(value) = value else {
+                missing.get_or_insert(span);
+                continue;
+            };
+            let bytes = value.as_bytes();
+            let written = match place {
+                HeadPlace::Target => head::write_target(out, bytes),
+                HeadPlace::HeaderValue => head::write_header_value(out, bytes),
+            };
+            if let Err(i) = written {
+                return Err(UnsafeValue { var: Some(self.source[span.clone()].to_owned()), byte: bytes[i] }.into());
+            }
+        }
+        match missing {
+            None => Ok(()),
+            Some(span) => Err(MissingVar(self.source[span.clone()].to_owned()).into()),
         }
     }
 }
@@ -725,6 +840,83 @@ mod tests {
             let (got, r) = render(&t, *escape);
             assert_eq!(got, *want, "{text:?} {escape:?}");
             assert_eq!(r, missing.map(|m| Err(MissingVar(m.to_owned()))).unwrap_or(Ok(())), "{text:?}");
+        }
+    }
+
+    /// Issue #31 point 5: what lands in a request's head. Saved, env and feeder values holding CR, LF
+    /// or NUL are refused wherever they land; the target is percent-encoded, a header value is not.
+    #[test]
+    fn head_rendering_encodes_the_target_and_refuses_crlf() {
+        let smuggle = "abc\r\nX-Evil: 1\r\n\r\nGET /other HTTP/1.1";
+        let v = MapVars {
+            saved: HashMap::from([("token", smuggle), ("q", "two words"), ("enc", "a%20b"), ("ok", "abc123")]),
+            env: HashMap::from([("LF", "x\ny"), ("NUL", "x\0y")]),
+            feeder: HashMap::from([(("users", "email"), "u1@example.com\r\nX: 1")]),
+            seq: 42,
+        };
+        use HeadPlace::{HeaderValue, Target};
+        let unsafe_in = |var: &str, byte: u8| Err(RenderError::Unsafe(UnsafeValue { var: Some(var.into()), byte }));
+        // (template, place, rendered text when it renders, error)
+        let cases: Vec<(&str, HeadPlace, &str, Result<(), RenderError>)> = vec![
+            // A clean value in a header: as it is.
+            ("Bearer ${ok}", HeaderValue, "Bearer abc123", Ok(())),
+            // The finding of #31: a saved token with CR/LF in a header is refused.
+            ("Bearer ${token}", HeaderValue, "", unsafe_in("${token}", b'\r')),
+            // ... and in the path.
+            ("/o?t=${token}", Target, "", unsafe_in("${token}", b'\r')),
+            // An environment variable with a bare LF.
+            ("${env.LF}", HeaderValue, "", unsafe_in("${env.LF}", b'\n')),
+            // NUL from the environment, in the target.
+            ("/${env.NUL}", Target, "", unsafe_in("${env.NUL}", 0)),
+            // A CSV field, spelled as written.
+            ("/u/${ users.email }", Target, "", unsafe_in("${ users.email }", b'\r')),
+            // A space in a value is percent-encoded in the target ...
+            ("/search?q=${q}&n=${seq}", Target, "/search?q=two%20words&n=42", Ok(())),
+            // ... and left alone in a header value.
+            ("${q}", HeaderValue, "two words", Ok(())),
+            // An already encoded value is not encoded twice.
+            ("/f/${enc}", Target, "/f/a%20b", Ok(())),
+            // The template's own text is encoded too (a literal space in a path).
+            ("/a b/${ok}", Target, "/a%20b/abc123", Ok(())),
+            // A missing value renders empty and is reported, as `render` does.
+            ("/x/${nope}", Target, "/x/", Err(RenderError::Missing(MissingVar("${nope}".into())))),
+            // A refused value wins over a missing one: the request is not sent at all.
+            ("${nope}${token}", HeaderValue, "", unsafe_in("${token}", b'\r')),
+        ];
+        for (text, place, want, want_err) in cases {
+            let t = Template::parse(text, FEEDERS).unwrap();
+            let mut out = Vec::new();
+            let r = t.render_head(&v, &mut fastrand::Rng::with_seed(1), &mut out, place);
+            assert_eq!(r, want_err, "{text:?} {place:?}");
+            if !matches!(r, Err(RenderError::Unsafe(_))) {
+                assert_eq!(String::from_utf8(out).unwrap(), want, "{text:?} {place:?}");
+            }
+        }
+        // Literal text with CR/LF (a template built in code; `check` refuses it in a file) is refused too.
+        let r =
+            Template::literal("a\r\nb").render_head(&v, &mut fastrand::Rng::with_seed(1), &mut Vec::new(), HeaderValue);
+        assert_eq!(r, Err(RenderError::Unsafe(UnsafeValue { var: None, byte: b'\r' })));
+        // The message names the variable and the byte, never the value (it may be a secret).
+        let e = Template::parse("${token}", &[]).unwrap().render_head(
+            &v,
+            &mut fastrand::Rng::with_seed(1),
+            &mut Vec::new(),
+            HeaderValue,
+        );
+        let text = e.unwrap_err().to_string();
+        assert!(text.contains("${token}") && text.contains("CR") && !text.contains("abc"), "{text}");
+    }
+
+    #[test]
+    fn render_head_does_not_reallocate_a_buffer_with_room() {
+        let t = Template::parse("/u/${seq}?t=${token}&id=${uuid}&q=${amp}", FEEDERS).unwrap();
+        let mut out = Vec::with_capacity(256);
+        let ptr = out.as_ptr();
+        let mut rng = fastrand::Rng::with_seed(1);
+        for place in [HeadPlace::Target, HeadPlace::HeaderValue] {
+            out.clear();
+            t.render_head(&vars(), &mut rng, &mut out, place).unwrap();
+            assert_eq!((out.as_ptr(), out.capacity()), (ptr, 256));
         }
     }
 

@@ -13,6 +13,7 @@
 use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
+use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep};
 
 use super::checks::status_failure;
@@ -21,6 +22,16 @@ use crate::http1::{Conn, Response};
 use crate::work::StepPlan;
 
 impl Worker {
+    /// Record `req` as refused before anything was written for it: a value
+    /// held CR, LF or NUL where it would have gone into the request's head
+    /// (issue #31; HTTP/1.1, HTTP/2, gRPC and WebSocket upgrades alike).
+    /// Counted as sent and failed as `unsafe_value`, so the error rate shows
+    /// it; its flow ends, as after any failure.
+    pub(super) fn refused(&self, req: &Request<'_>) -> Ended {
+        self.rec.borrow_mut().sent(req.key);
+        self.failed(req, FailureKind::UnsafeValue, None, 0, 0)
+    }
+
     /// Send `req` on the connection in `conn` or a new one, timed out by
     /// `timer`, and record everything under its key (its iteration too when it
     /// is its flow's last step or failed with an answer). Leaves the
@@ -48,7 +59,11 @@ impl Worker {
                 let vars = self.vars.borrow();
                 let av = work.vars(&vars, req.seq, req.rows);
                 // A missing value renders empty; the server's answer says the rest.
-                let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                let r = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                if matches!(r, Err(RenderError::Unsafe(_))) {
+                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                    return self.refused(&req);
+                }
                 &rendered
             }
         };

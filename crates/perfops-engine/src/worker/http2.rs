@@ -17,6 +17,7 @@ use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
 use perfops_core::scenario::grpc::GrpcCode;
+use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
@@ -53,11 +54,17 @@ impl Worker {
             None => {
                 let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
                 let work = &*shared.work;
-                {
+                let r = {
                     let vars = self.vars.borrow();
                     let av = work.vars(&vars, req.seq, req.rows);
                     // A missing value renders empty; the server's answer says the rest.
-                    let _ = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                    work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
+                };
+                // CR/LF in a value: what HTTP/1.1's rendering would split into
+                // a header of its own, HPACK would carry (#31). Not sent.
+                if matches!(r, Err(RenderError::Unsafe(_))) {
+                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                    return self.refused(&req);
                 }
                 let none = Indexing::default();
                 let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);

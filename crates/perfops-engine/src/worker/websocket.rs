@@ -48,6 +48,7 @@ use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
 use perfops_core::scenario::extract::ParsedBody;
+use perfops_core::scenario::template::{HeadPlace, RenderError, UnsafeValue};
 use tokio::time::{Instant, Sleep};
 
 use super::{Ended, Request, Worker, within};
@@ -55,6 +56,9 @@ use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
 use crate::work::StepPlan;
 use crate::ws::{self, Idle, Refused};
+
+/// An upgrade's rendered path and headers (name, value).
+type UpgradeRequest = (Vec<u8>, Vec<(String, Vec<u8>)>);
 
 /// Bytes through a session's socket, counted from the last record on.
 struct Marks {
@@ -202,7 +206,9 @@ impl Worker {
     async fn upgrade(&self, mut timer: Pin<&mut Sleep>, req: &Request<'_>) -> Result<(ws::Ws, Instant), Ended> {
         let shared = &*self.shared;
         let up = req.key;
-        let (path, headers) = self.upgrade_request(req.step, req);
+        let Ok((path, headers)) = self.upgrade_request(req.step, req) else {
+            return Err(self.refused(req));
+        };
         let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
             Some(Ok(opened)) => opened,
@@ -258,25 +264,30 @@ impl Worker {
         Err(Ended { at: t0, failed: true })
     }
 
-    /// The upgrade's path and headers, rendered for this arrival.
-    fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+    /// The upgrade's path (percent-encoded) and headers, rendered for this
+    /// arrival; `Err` when a value held CR, LF or NUL (#31): not sent.
+    fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> Result<UpgradeRequest, UnsafeValue> {
         let shared = &*self.shared;
         let work = &*shared.work;
         let vars = self.vars.borrow();
         let av = work.vars(&vars, req.seq, req.rows);
         let mut rng = self.rng.borrow_mut();
-        let mut path = Vec::new();
         // A missing value renders empty; the server's answer says the rest.
-        let _ = step.step.path.render(&av, &mut rng, &mut path);
+        let refused = |r: Result<(), RenderError>| match r {
+            Err(RenderError::Unsafe(u)) => Err(u),
+            _ => Ok(()),
+        };
+        let mut path = Vec::new();
+        refused(step.step.path.render_head(&av, &mut rng, &mut path, HeadPlace::Target))?;
         let headers = work
             .headers_of(&step.step)
             .map(|(name, value)| {
                 let mut v = Vec::new();
-                let _ = value.render(&av, &mut rng, &mut v);
-                (name.clone(), v)
+                refused(value.render_head(&av, &mut rng, &mut v, HeadPlace::HeaderValue))?;
+                Ok((name.clone(), v))
             })
-            .collect();
-        (path, headers)
+            .collect::<Result<_, _>>()?;
+        Ok((path, headers))
     }
 
     /// Record a session's upgrade that got no answer, and end the flow.
