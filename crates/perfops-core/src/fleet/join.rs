@@ -878,7 +878,7 @@ mod tests {
         for k in keys {
             body.extend(k.stage.to_le_bytes());
             body.extend(k.step.to_le_bytes());
-            body.extend([0u8; 8 * (9 + 32) + 4 * 7]);
+            body.extend(vec![0u8; 8 * (9 + crate::measure::FailureKind::ALL.len()) + 4 * 7]);
         }
         let Ok(Message::Received(r)) = decode(&body) else { panic!("a valid second") };
         r

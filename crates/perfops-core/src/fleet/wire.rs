@@ -10,7 +10,7 @@
 //!                     parts:u16 { stage:u16 step:u16 stats }*
 //!  stats   = 9 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
 //!                             goaways stream_waits)
-//!            32 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
+//!            33 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
 //!
