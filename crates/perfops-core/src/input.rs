@@ -167,15 +167,15 @@ pub fn read(folder: &Path, name: &Path, cap: Cap) -> Result<Vec<u8>, InputError>
     if let Some(what) = not_regular(&before.file_type()) {
         return Err(InputError::NotRegular { path, what, cap });
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&real)
-        .map_err(|e| match e.raw_os_error() {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&real).map_err(
+        |e| match e.raw_os_error() {
             // O_NOFOLLOW met a link put there since the check.
-            Some(libc::ELOOP) => InputError::Outside { path: path.clone(), folder: folder.to_path_buf(), target: real.clone(), cap },
+            Some(libc::ELOOP) => {
+                InputError::Outside { path: path.clone(), folder: folder.to_path_buf(), target: real.clone(), cap }
+            }
             _ => io_err(e),
-        })?;
+        },
+    )?;
     let meta = file.metadata().map_err(io_err)?;
     if let Some(what) = not_regular(&meta.file_type()) {
         return Err(InputError::NotRegular { path, what, cap });
@@ -287,18 +287,18 @@ mod tests {
         mkfifo(&p.join("fifo"));
         // (name, Ok(contents) or the start of the error's kind)
         let cases: [(&str, Result<&str, &str>); 12] = [
-            ("ok.txt", Ok("hello")),               // a plain file
-            ("sub/deep.txt", Ok("deep")),          // a path below the folder
-            ("link-inside", Ok("hello")),          // a link that stays inside
-            ("link-down", Ok("deep")),             // a link into a sub-folder
-            ("link-out", Err("outside")),          // a link to a system file
-            ("zero", Err("outside")),              // a link to an endless device
-            ("dir-out/x", Err("io")),              // through a linked folder, to nothing
-            ("dangling", Err("io")),               // a link to nothing: not found
-            ("fifo", Err("not regular")),          // a FIFO: refused without blocking
-            ("sub", Err("not regular")),           // a folder
-            ("nine.txt", Err("too large")),        // one byte over the cap
-            ("..", Err("outside")),                // a name that climbs out
+            ("ok.txt", Ok("hello")),        // a plain file
+            ("sub/deep.txt", Ok("deep")),   // a path below the folder
+            ("link-inside", Ok("hello")),   // a link that stays inside
+            ("link-down", Ok("deep")),      // a link into a sub-folder
+            ("link-out", Err("outside")),   // a link to a system file
+            ("zero", Err("outside")),       // a link to an endless device
+            ("dir-out/x", Err("io")),       // through a linked folder, to nothing
+            ("dangling", Err("io")),        // a link to nothing: not found
+            ("fifo", Err("not regular")),   // a FIFO: refused without blocking
+            ("sub", Err("not regular")),    // a folder
+            ("nine.txt", Err("too large")), // one byte over the cap
+            ("..", Err("outside")),         // a name that climbs out
         ];
         for (name, want) in cases {
             let got = read(p, Path::new(name), SMALL);
@@ -331,7 +331,10 @@ mod tests {
         assert!(link.contains("series.jsonl is a symbolic link that leads out of "), "{link}");
         assert!(link.contains("(to /dev/zero): a results file is read only inside its folder"), "{link}");
         let fifo = read(&d.0, Path::new("probe.jsonl"), Cap::RESULTS_STREAM).unwrap_err().to_string();
-        assert!(fifo.ends_with("probe.jsonl is a FIFO, not a regular file: a results file is read only as a regular file"), "{fifo}");
+        assert!(
+            fifo.ends_with("probe.jsonl is a FIFO, not a regular file: a results file is read only as a regular file"),
+            "{fifo}"
+        );
         let big = read(&d.0, Path::new("ok.txt"), Cap { kind: "CSV file", max_bytes: 1 }).unwrap_err().to_string();
         assert!(big.ends_with("ok.txt is larger than 1 bytes, the most perfops reads of a CSV file"), "{big}");
     }
@@ -346,11 +349,11 @@ mod tests {
         // (folder, path as written, Ok(contents) or Err)
         let absolute = format!("{}/ok.txt", p.display());
         let cases: [(PathBuf, &str, Result<&str, ()>); 5] = [
-            (p.clone(), "ok.txt", Ok("hello")),                       // beside the scenario
-            (p.join("sub"), "../ok.txt", Ok("hello")),                // written outside: read in the folder it names
-            (p.join("sub"), &absolute, Ok("hello")), // absolute
-            (p.clone(), "sub/users.csv", Err(())),                    // a link out of the scenario's folder
-            (p.join("x"), "../sub/users.csv", Err(())),               // the same link, written from elsewhere
+            (p.clone(), "ok.txt", Ok("hello")),         // beside the scenario
+            (p.join("sub"), "../ok.txt", Ok("hello")),  // written outside: read in the folder it names
+            (p.join("sub"), &absolute, Ok("hello")),    // absolute
+            (p.clone(), "sub/users.csv", Err(())),      // a link out of the scenario's folder
+            (p.join("x"), "../sub/users.csv", Err(())), // the same link, written from elsewhere
         ];
         for (folder, rel, want) in cases {
             let got = read_beside(&folder, Path::new(rel), SMALL);

@@ -65,18 +65,18 @@ mod tests {
     fn every_control_character_is_escaped() {
         // (text, escaped, escaped keeping newlines)
         let cases = [
-            ("orders", "orders", "orders"),                                     // plain: untouched
-            ("café ✓ 注文", "café ✓ 注文", "café ✓ 注文"),                      // Unicode is not control
+            ("orders", "orders", "orders"),                // plain: untouched
+            ("café ✓ 注文", "café ✓ 注文", "café ✓ 注文"), // Unicode is not control
             ("\u{1b}[31mred\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m"), // ESC: colours
             ("\u{1b}]0;title\u{7}", "\\u{1b}]0;title\\u{7}", "\\u{1b}]0;title\\u{7}"), // OSC, ended by BEL
-            ("a\rb", "a\\rb", "a\\rb"),                                          // CR: overwrites the line
-            ("a\nb", "a\\nb", "a\nb"),                                           // LF: a forged line; kept by `lines`
-            ("a\tb", "a\\tb", "a\\tb"),                                          // tab
-            ("\u{0}\u{8}", "\\u{0}\\u{8}", "\\u{0}\\u{8}"),                       // NUL, backspace
-            ("\u{7f}", "\\u{7f}", "\\u{7f}"),                                    // DEL
-            ("\u{9b}2J", "\\u{9b}2J", "\\u{9b}2J"),                              // C1 CSI: an 8-bit escape
-            ("\u{85}", "\\u{85}", "\\u{85}"),                                    // C1 NEL
-            ("a\\b", "a\\b", "a\\b"),                                            // a backslash is kept
+            ("a\rb", "a\\rb", "a\\rb"),                    // CR: overwrites the line
+            ("a\nb", "a\\nb", "a\nb"),                     // LF: a forged line; kept by `lines`
+            ("a\tb", "a\\tb", "a\\tb"),                    // tab
+            ("\u{0}\u{8}", "\\u{0}\\u{8}", "\\u{0}\\u{8}"), // NUL, backspace
+            ("\u{7f}", "\\u{7f}", "\\u{7f}"),              // DEL
+            ("\u{9b}2J", "\\u{9b}2J", "\\u{9b}2J"),        // C1 CSI: an 8-bit escape
+            ("\u{85}", "\\u{85}", "\\u{85}"),              // C1 NEL
+            ("a\\b", "a\\b", "a\\b"),                      // a backslash is kept
         ];
         for (text, want, want_lines) in cases {
             assert_eq!(escape(text), want, "{text:?}");

@@ -38,8 +38,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use prost::Message;
 use perfops_core::input::{self, Cap};
+use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 use protox::file::{ChainFileResolver, File as ProtoFile, FileResolver, GoogleFileResolver, IncludeFileResolver};
 
@@ -151,7 +151,10 @@ pub fn proto_sources(protos: &[PathBuf]) -> Result<Vec<PathBuf>, GrpcError> {
 
 /// What `protox::compile(protos, includes)` does, but with every file read
 /// through [`SafeInclude`].
-fn compile_set(protos: &[PathBuf], includes: &[PathBuf]) -> Result<prost_reflect::prost_types::FileDescriptorSet, protox::Error> {
+fn compile_set(
+    protos: &[PathBuf],
+    includes: &[PathBuf],
+) -> Result<prost_reflect::prost_types::FileDescriptorSet, protox::Error> {
     let mut resolver = ChainFileResolver::new();
     for include in includes {
         resolver.add(SafeInclude(include.clone()));
@@ -177,8 +180,8 @@ impl FileResolver for SafeInclude {
     fn open_file(&self, name: &str) -> Result<ProtoFile, protox::Error> {
         match input::read(&self.0, Path::new(name), Cap::PROTO) {
             Ok(bytes) => {
-                let text = String::from_utf8(bytes)
-                    .map_err(|_| protox::Error::new(format!("{name} is not UTF-8 text")))?;
+                let text =
+                    String::from_utf8(bytes).map_err(|_| protox::Error::new(format!("{name} is not UTF-8 text")))?;
                 ProtoFile::from_source(name, &text)
             }
             // The next include path may have it.

@@ -32,10 +32,10 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use perfops_core::input::{self, Cap, InputError};
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use perfops_core::input::{self, Cap, InputError};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
@@ -440,7 +440,12 @@ mod tests {
                    x.jsonl:4:13: EOF while parsing a string)"],
             ),
             // An array where an object goes, indented: its first character.
-            ("{\"t\": 0}\n  []\n", &["x.jsonl: 1 line(s) that are not JSON objects were skipped (the first: x.jsonl:2:3: not a JSON object)"]),
+            (
+                "{\"t\": 0}\n  []\n",
+                &[
+                    "x.jsonl: 1 line(s) that are not JSON objects were skipped (the first: x.jsonl:2:3: not a JSON object)",
+                ],
+            ),
             // Two kinds, each named by its first.
             (
                 "nonsense\n{\"t\": \"x\"}\n{\"t\": \"y\"}\n",
@@ -454,7 +459,10 @@ mod tests {
         for (text, want) in cases {
             let (lines, skipped) = json_lines::<SeriesLine>("x.jsonl", text);
             assert_eq!(skipped.notes("x.jsonl"), want, "{text:?}");
-            assert_eq!(lines.len(), text.lines().filter(|l| l.starts_with("{\"t\": 0") || l.starts_with("{\"t\": 1")).count());
+            assert_eq!(
+                lines.len(),
+                text.lines().filter(|l| l.starts_with("{\"t\": 0") || l.starts_with("{\"t\": 1")).count()
+            );
         }
     }
 
@@ -473,8 +481,16 @@ mod tests {
         assert!(made.success());
         let f = RunFiles::read(&dir).expect("summary.json is there");
         assert!(f.scenario.is_none(), "scenario.yaml was read through the link");
-        assert!(f.notes.iter().any(|n| n.starts_with("scenario.yaml was not read: ") && n.contains("symbolic link")), "{:?}", f.notes);
-        assert!(f.notes.iter().any(|n| n.starts_with("series.jsonl was not read: ") && n.contains("is a FIFO")), "{:?}", f.notes);
+        assert!(
+            f.notes.iter().any(|n| n.starts_with("scenario.yaml was not read: ") && n.contains("symbolic link")),
+            "{:?}",
+            f.notes
+        );
+        assert!(
+            f.notes.iter().any(|n| n.starts_with("series.jsonl was not read: ") && n.contains("is a FIFO")),
+            "{:?}",
+            f.notes
+        );
         std::fs::remove_file(dir.join("summary.json")).unwrap();
         let err = RunFiles::read(&dir).unwrap_err().to_string();
         assert!(err.contains("holds no results that can be read: ") && err.contains("is a FIFO"), "{err}");

@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use perfops_report::html::{self, ReportError};
 use perfops_core::printable::escape;
+use perfops_report::html::{self, ReportError};
 use perfops_report::runs;
 
 use crate::exit::{Exit, UsageError};

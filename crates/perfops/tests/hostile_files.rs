@@ -100,7 +100,11 @@ fn a_series_that_never_ends_is_refused_promptly() {
         let dir = run.display().to_string();
         let report = perfops(&["report", &dir, "-o", &wd.path.join("r.html").display().to_string()]);
         report.assert_exit(2);
-        assert!(report.stderr.contains("holds no results that can be read") && report.stderr.contains(says), "{name}: {}", report.stderr);
+        assert!(
+            report.stderr.contains("holds no results that can be read") && report.stderr.contains(says),
+            "{name}: {}",
+            report.stderr
+        );
         let compare = perfops(&["compare", &base.display().to_string(), &dir, "--no-html"]);
         compare.assert_exit(2);
         assert!(compare.stderr.contains(says), "{name}: {}", compare.stderr);
