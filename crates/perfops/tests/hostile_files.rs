@@ -81,7 +81,9 @@ fn a_series_that_never_ends_is_refused_promptly() {
     let _cpu = shared();
     let wd = Workdir::new("endless-series");
     let base = copy_fixture(STEPPED, &wd.path, "base");
-    let cases: [(&str, &dyn Fn(&Path), &str); 2] = [
+    // (the case, how its series.jsonl is made, what the error says)
+    type Make<'a> = &'a dyn Fn(&Path);
+    let cases: [(&str, Make, &str); 2] = [
         ("fifo", &|p: &Path| mkfifo(p), "series.jsonl is a FIFO, not a regular file"),
         (
             "zero",
