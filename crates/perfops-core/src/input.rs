@@ -50,12 +50,15 @@ pub struct Cap {
 
 impl Cap {
     /// `series.jsonl`, `watch.jsonl`, `probe.jsonl`: 2 GiB. A second of
-    /// `series.jsonl` is about 1 KiB with a few steps (24 KiB would still
-    /// fit a 24 h run, 86,400 lines); watch and probe lines are smaller and
-    /// fewer.
+    /// `series.jsonl` is under 1 KiB with one step (777 bytes at most in the
+    /// committed fixture of a stepped run), a few KiB with many: a 24 h run
+    /// (86,400 lines) writes under 100 MiB, and would still fit at 24 KiB a
+    /// line. Watch and probe lines are smaller and fewer.
     pub const RESULTS_STREAM: Cap = Cap { kind: "results file", max_bytes: 2048 * MIB };
-    /// `latency.hlog`: 4 GiB. Two compressed histograms a second, a few KiB
-    /// each: a 24 h run writes well under 1 GiB.
+    /// `latency.hlog`: 4 GiB. Two compressed histograms a second of about
+    /// 300 bytes each (the fixture: 38 KiB for 64 intervals of two tags): a
+    /// 24 h run writes about 50 MiB; a wide-ranged histogram is larger, never
+    /// 80 times so.
     pub const RESULTS_HLOG: Cap = Cap { kind: "results file", max_bytes: 4096 * MIB };
     /// `meta.json`, `summary.json`, `scenario.yaml` of a results directory:
     /// 64 MiB. They hold a few KiB to a few MiB (a summary per stage).
