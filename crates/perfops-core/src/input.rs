@@ -56,7 +56,7 @@ impl Cap {
     /// line. Watch and probe lines are smaller and fewer.
     pub const RESULTS_STREAM: Cap = Cap { kind: "results file", max_bytes: 2048 * MIB };
     /// `latency.hlog`: 4 GiB. Two compressed histograms a second of about
-    /// 300 bytes each (the fixture: 38 KiB for 64 intervals of two tags): a
+    /// 300 bytes each (the fixture: 38 KiB for 62 seconds): a
     /// 24 h run writes about 50 MiB; a wide-ranged histogram is larger, never
     /// 80 times so.
     pub const RESULTS_HLOG: Cap = Cap { kind: "results file", max_bytes: 4096 * MIB };

@@ -5,13 +5,15 @@
 //! damaged line of `series.jsonl`. Each command returns promptly, reads
 //! nothing outside, prints nothing raw and names what it refused.
 //!
-//! Nothing here opens a socket but the `run` of a refused scenario, which
-//! is refused before it starts.
+//! And `--metrics-listen` of a running `quick`, scraped on loopback while a
+//! client trickles its request a byte a second.
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{Finished, Workdir, shared, spawn_perfops};
 
@@ -226,4 +228,54 @@ fn a_damaged_third_line_is_named_by_its_place_in_the_file() {
     assert!(out.stderr.contains(want), "stderr:\n{}", out.stderr);
     assert!(html.contains("series.jsonl:3:32: invalid type"), "the page does not name line 3");
     assert!(!out.stderr.contains("at line 1 column"), "stderr:\n{}", out.stderr);
+}
+
+/// `--metrics-listen` of a running `quick`: a client sending a byte a second
+/// delays no scrape, each answered within a second, and is cut off at its
+/// deadline. Before, the endpoint answered one connection at a time and the
+/// slow client held it for as long as it kept sending.
+#[test]
+fn a_slow_client_blocks_no_scrape_of_metrics_listen() {
+    let _cpu = shared();
+    let server = perfops_testkit::status(200);
+    let addr = {
+        let l = TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("addr")
+    };
+    let url = server.url();
+    let run = spawn_perfops(&["quick", "-r", "20", "-d", "8s", "--metrics-listen", &addr.to_string(), &url], |_| {});
+    let up = Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(addr).is_err() {
+        assert!(Instant::now() < up, "--metrics-listen {addr} never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut slow = TcpStream::connect(addr).expect("connect");
+    let mut slow_reader = slow.try_clone().expect("clone");
+    let opened = Instant::now();
+    let trickle = std::thread::spawn(move || {
+        for b in b"GET /metrics HTTP/1.1".iter().take(7) {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    for _ in 0..3 {
+        let started = Instant::now();
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(1))).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+        let mut page = String::new();
+        s.read_to_string(&mut page).unwrap_or_else(|e| panic!("no scrape within 1 s ({e}): {page:?}"));
+        assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("perfops_"), "{page}");
+        assert!(started.elapsed() < Duration::from_secs(1), "scraped in {:?}", started.elapsed());
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    slow_reader.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    let read = slow_reader.read(&mut [0u8; 64]);
+    let cut = opened.elapsed();
+    assert!(matches!(read, Ok(0) | Err(_)), "the slow client got an answer: {read:?}");
+    assert!(cut < Duration::from_secs(7), "the slow client was held {cut:?}");
+    trickle.join().expect("trickle");
+    run.wait(Duration::from_secs(30)).assert_exit(0);
 }
