@@ -11,14 +11,20 @@
 //! - [`pipeline`]: each second of a load handed to one ordered list of sinks
 //!   (results, judge, live line, exporter), with the per-stage accounting.
 //!
+//! - [`input`]: files someone else prepared (results, feeders, `.proto`), opened inside their
+//!   folder, regular only, with a size cap: the one module that touches the file system.
+//! - [`printable`]: text from such files, made safe to print on a terminal.
+//!
 //! Everything here is testable without a clock: time enters as `Duration` offsets
 //! from the start of a run.
 
 pub mod analysis;
 pub mod fleet;
+pub mod input;
 pub mod measure;
 pub mod model;
 pub mod pipeline;
+pub mod printable;
 pub mod scenario;
 pub mod telemetry;
 pub mod units;

@@ -7,17 +7,25 @@
 //! which swaps one pointer under a lock no worker ever takes. A scrape reads
 //! that pointer and writes the bytes; workers never know it happened.
 //!
-//! One request per connection (`Connection: close`), answered in turn: a
-//! Prometheus server scrapes every few seconds, and a slow client is cut off
-//! by a 2 s socket timeout rather than holding the thread forever.
+//! One request per connection (`Connection: close`). Connections are served
+//! together by one thread that polls them all (non-blocking sockets), each
+//! with a deadline for the whole exchange ([`REQUEST_DEADLINE`], request read
+//! and answer written), and at most [`MAX_CONNECTIONS`] held (#31). Before,
+//! they were answered in turn with a 2 s timeout per read: a client sending
+//! a byte a second renewed it forever and every scraper waited behind it.
+//! Now a slow or silent client is dropped at its deadline and delays nobody
+//! meanwhile; a flood of them beyond the bound closes the oldest first, so a
+//! scraper that has just connected is the last to go. No thread per
+//! connection: a flood costs a few KiB each, not a stack.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, poll};
@@ -27,9 +35,13 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
 /// A request head larger than this is refused: a scrape is one short line.
 const MAX_HEAD_BYTES: usize = 8 * 1024;
-/// How long a client may take to send its request or read the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often the accept loop looks at the stop flag.
+/// How long a client may take to send its request and read the answer, in
+/// all: a scrape on loopback or a cluster's network takes milliseconds.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// Connections held at once; one more closes the oldest. A Prometheus or
+/// two scrape one connection each every few seconds.
+pub const MAX_CONNECTIONS: usize = 64;
+/// How often the loop looks at the stop flag and the deadlines.
 const STOP_POLL_MS: u16 = 100;
 
 /// Why the metrics endpoint could not start.
@@ -101,50 +113,128 @@ impl Drop for Exporter {
 }
 
 fn serve(listener: &TcpListener, page: &Mutex<Arc<str>>, stop: &AtomicBool) {
+    if listener.set_nonblocking(true).is_err() {
+        return;
+    }
+    // Oldest first: the front is the first to go when the bound is reached.
+    let mut conns: VecDeque<Conn> = VecDeque::new();
     while !stop.load(Ordering::Relaxed) {
-        // Wait for a connection, but never longer than it takes to see the stop flag.
-        let mut fds = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
-        match poll(&mut fds, STOP_POLL_MS) {
-            Ok(0) | Err(Errno::EINTR) => continue,
-            Ok(_) => {}
-            Err(_) => return,
+        let now = Instant::now();
+        conns.retain(|c| now.duration_since(c.since) < REQUEST_DEADLINE);
+        // Wait for a connection or a client, but never longer than it takes
+        // to see the stop flag or a deadline pass.
+        let ready: Vec<bool> = {
+            let mut fds = Vec::with_capacity(conns.len() + 1);
+            fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+            for c in &conns {
+                let wants = if c.out.is_empty() { PollFlags::POLLIN } else { PollFlags::POLLOUT };
+                fds.push(PollFd::new(c.stream.as_fd(), wants));
+            }
+            match poll(&mut fds, STOP_POLL_MS) {
+                Ok(0) | Err(Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(_) => return,
+            }
+            fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect()
+        };
+        let mut i = 0;
+        conns.retain_mut(|c| {
+            i += 1;
+            !ready[i] || c.step(|| page.lock().unwrap_or_else(PoisonError::into_inner).clone())
+        });
+        if ready[0] {
+            accept(listener, &mut conns);
         }
-        let Ok((stream, _)) = listener.accept() else { continue };
-        let current = page.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        // A client that goes away mid-answer is its own business.
-        let _ = answer(stream, &current);
     }
 }
 
-/// Read one request head and answer it.
-fn answer(mut stream: TcpStream, page: &str) -> io::Result<()> {
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let mut head = Vec::with_capacity(512);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > MAX_HEAD_BYTES {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", b"too large\n", true);
+/// Take every waiting connection; beyond [`MAX_CONNECTIONS`], close the oldest.
+fn accept(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if stream.set_nonblocking(true).is_err() {
+                    continue;
+                }
+                if conns.len() >= MAX_CONNECTIONS {
+                    conns.pop_front();
+                }
+                conns.push_back(Conn { stream, since: Instant::now(), head: Vec::new(), out: Vec::new(), sent: 0 });
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // Out of descriptors, or the peer gone before it was taken: try
+            // again at the next poll, after a pause rather than a spin.
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(u64::from(STOP_POLL_MS) / 10));
+                return;
+            }
         }
-        let n = stream.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
     }
+}
+
+/// One client: its request as read so far, then the answer as sent so far.
+struct Conn {
+    stream: TcpStream,
+    since: Instant,
+    head: Vec<u8>,
+    /// The whole answer, once the request is read; empty until then.
+    out: Vec<u8>,
+    sent: usize,
+}
+
+impl Conn {
+    /// Move the exchange on as far as the socket allows without waiting;
+    /// `false`: it is over (answered, gone or broken), drop it.
+    fn step(&mut self, page: impl FnOnce() -> Arc<str>) -> bool {
+        if self.out.is_empty() {
+            let mut buf = [0u8; 1024];
+            match self.stream.read(&mut buf) {
+                Ok(0) => return false,
+                Ok(n) => self.head.extend_from_slice(&buf[..n]),
+                Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => return true,
+                Err(_) => return false,
+            }
+            if self.head.windows(4).any(|w| w == b"\r\n\r\n") {
+                self.out = answer(&self.head, &page());
+            } else if self.head.len() > MAX_HEAD_BYTES {
+                self.out = respond("431 Request Header Fields Too Large", "text/plain", b"too large\n", true);
+            } else {
+                return true;
+            }
+        }
+        loop {
+            match self.stream.write(&self.out[self.sent..]) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.sent += n;
+                    if self.sent == self.out.len() {
+                        return false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return false,
+            }
+        }
+    }
+}
+
+/// The answer to a complete request head.
+fn answer(head: &[u8], page: &str) -> Vec<u8> {
     let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split(' ');
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
     match (method, path) {
-        ("GET" | "HEAD", "/metrics") => respond(&mut stream, "200 OK", CONTENT_TYPE, page.as_bytes(), method == "GET"),
-        (_, "/metrics") => respond(&mut stream, "405 Method Not Allowed", "text/plain", b"GET /metrics\n", true),
-        _ => respond(&mut stream, "404 Not Found", "text/plain", b"perfops serves GET /metrics\n", true),
+        ("GET" | "HEAD", "/metrics") => respond("200 OK", CONTENT_TYPE, page.as_bytes(), method == "GET"),
+        (_, "/metrics") => respond("405 Method Not Allowed", "text/plain", b"GET /metrics\n", true),
+        _ => respond("404 Not Found", "text/plain", b"perfops serves GET /metrics\n", true),
     }
 }
 
-fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &[u8], with_body: bool) -> io::Result<()> {
+fn respond(status: &str, content_type: &str, body: &[u8], with_body: bool) -> Vec<u8> {
     let head = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -154,8 +244,7 @@ fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &[u8]
     if with_body {
         out.extend_from_slice(body);
     }
-    stream.write_all(&out)?;
-    stream.flush()
+    out
 }
 
 #[cfg(test)]
@@ -186,6 +275,59 @@ mod tests {
         drop(e);
         // Stopped with its owner: the port is free again.
         assert!(TcpStream::connect(addr).is_err(), "still listening after drop");
+    }
+
+    /// A scrape with its own deadline: the answer, or a panic saying how long it waited.
+    fn scrape_within(addr: SocketAddr, limit: Duration) -> String {
+        let started = Instant::now();
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(limit)).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap_or_else(|e| panic!("no answer within {limit:?} ({e}): {out:?}"));
+        assert!(started.elapsed() < limit, "answered after {:?}", started.elapsed());
+        out
+    }
+
+    /// #31: a client that sends a byte a second, and a crowd of silent ones
+    /// beyond the bound, delay no scraper; the slow one is dropped at its
+    /// deadline. Before: answered in turn with a timeout per read, the slow
+    /// client held the only thread for as long as it kept sending.
+    #[test]
+    fn slow_and_silent_clients_block_no_scraper() {
+        let e = Exporter::start("127.0.0.1:0", "a 1\n".into()).expect("bind");
+        let addr = e.local_addr();
+        // Silent connections, more than are held: the oldest are closed.
+        let silent: Vec<TcpStream> =
+            (0..MAX_CONNECTIONS + 8).map(|_| TcpStream::connect(addr).expect("connect")).collect();
+        let mut slow = TcpStream::connect(addr).expect("connect");
+        let mut slow_reader = slow.try_clone().expect("clone");
+        let opened = Instant::now();
+        let trickle = std::thread::spawn(move || {
+            for b in b"GET /metrics HTTP/1.1\r\nHost: x".iter().take(9) {
+                if slow.write_all(&[*b]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        });
+        for _ in 0..3 {
+            let got = scrape_within(addr, Duration::from_secs(1));
+            assert!(got.starts_with("HTTP/1.1 200 OK\r\n") && got.ends_with("\r\n\r\na 1\n"), "{got}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        // The slow client is cut off at its deadline, while it still sends.
+        slow_reader.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let mut buf = [0u8; 64];
+        let read = slow_reader.read(&mut buf);
+        let cut = opened.elapsed();
+        assert!(matches!(read, Ok(0) | Err(_)), "the slow client got an answer: {read:?}");
+        assert!(
+            cut >= REQUEST_DEADLINE - Duration::from_millis(200) && cut < REQUEST_DEADLINE + Duration::from_secs(2),
+            "the slow client was cut off after {cut:?}, its deadline is {REQUEST_DEADLINE:?}"
+        );
+        trickle.join().expect("trickle");
+        drop(silent);
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //! answers to the server's, is not here). A step without `.proto` files
 //! takes its descriptors from the server's reflection instead
 //! (`reflection.rs`), once, before the run. Not here: compression.
+//!
+//! The `.proto` files, imports included, are read through
+//! `perfops_core::input` (#31): inside the folder each is found in (a link
+//! out of it is refused), regular files only, at most 16 MiB each.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,8 +38,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
+use perfops_core::input::{self, Cap};
 use prost::Message;
 use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
+use protox::file::{ChainFileResolver, File as ProtoFile, FileResolver, GoogleFileResolver, IncludeFileResolver};
 
 /// A method to call, resolved from its `.proto` files.
 #[derive(Debug, Clone)]
@@ -115,7 +121,7 @@ pub fn compile(protos: &[PathBuf]) -> Result<DescriptorPool, GrpcError> {
     let first = protos.first().map(|p| p.display().to_string()).unwrap_or_default();
     exist(protos)?;
     let includes = includes(protos);
-    let set = protox::compile(protos, &includes)
+    let set = compile_set(protos, &includes)
         .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
     DescriptorPool::from_file_descriptor_set(set)
         .map_err(|e| GrpcError::Compile { file: first, message: e.to_string() })
@@ -129,7 +135,7 @@ pub fn proto_sources(protos: &[PathBuf]) -> Result<Vec<PathBuf>, GrpcError> {
     let first = protos.first().map(|p| p.display().to_string()).unwrap_or_default();
     exist(protos)?;
     let includes = includes(protos);
-    let set = protox::compile(protos, &includes)
+    let set = compile_set(protos, &includes)
         .map_err(|e| GrpcError::Compile { file: first.clone(), message: e.to_string() })?;
     let mut files = Vec::new();
     for f in &set.file {
@@ -141,6 +147,48 @@ pub fn proto_sources(protos: &[PathBuf]) -> Result<Vec<PathBuf>, GrpcError> {
         }
     }
     Ok(files)
+}
+
+/// What `protox::compile(protos, includes)` does, but with every file read
+/// through [`SafeInclude`].
+fn compile_set(
+    protos: &[PathBuf],
+    includes: &[PathBuf],
+) -> Result<prost_reflect::prost_types::FileDescriptorSet, protox::Error> {
+    let mut resolver = ChainFileResolver::new();
+    for include in includes {
+        resolver.add(SafeInclude(include.clone()));
+    }
+    // The well-known google/protobuf/*.proto that protox carries: not files.
+    resolver.add(GoogleFileResolver::new());
+    Ok(protox::Compiler::with_file_resolver(resolver)
+        .include_source_info(true)
+        .include_imports(true)
+        .open_files(protos)?
+        .file_descriptor_set())
+}
+
+/// protox's include path (`IncludeFileResolver`), its files opened under
+/// `perfops_core::input`'s rule rather than followed wherever a link leads.
+struct SafeInclude(PathBuf);
+
+impl FileResolver for SafeInclude {
+    fn resolve_path(&self, path: &Path) -> Option<String> {
+        IncludeFileResolver::new(self.0.clone()).resolve_path(path)
+    }
+
+    fn open_file(&self, name: &str) -> Result<ProtoFile, protox::Error> {
+        match input::read(&self.0, Path::new(name), Cap::PROTO) {
+            Ok(bytes) => {
+                let text =
+                    String::from_utf8(bytes).map_err(|_| protox::Error::new(format!("{name} is not UTF-8 text")))?;
+                ProtoFile::from_source(name, &text)
+            }
+            // The next include path may have it.
+            Err(e) if e.is_not_found() => Err(protox::Error::file_not_found(name)),
+            Err(e) => Err(protox::Error::new(e)),
+        }
+    }
 }
 
 /// Each file's folder, in order, once: the include paths of [`compile`].
@@ -335,6 +383,40 @@ message Msg { string text = 1; int64 n = 2; }
         std::fs::write(dir.join("bad.proto"), "syntax = \"proto3\";\nmessage {").unwrap();
         let e = compile(&[dir.join("bad.proto")]).expect_err("a syntax error").to_string();
         assert!(e.contains("bad.proto"), "{e}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// #31: a `.proto` file, or an import, that is a link out of its folder
+    /// is refused with the rule; one that stays inside compiles. Before, the
+    /// compiler followed any link (a FIFO import hung it).
+    #[test]
+    fn proto_files_linked_out_of_their_folder_are_refused() {
+        let dir = std::env::temp_dir().join(format!("perfops-grpc-linked-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("s")).unwrap();
+        std::fs::write(dir.join("outside.proto"), "syntax = \"proto3\";\npackage x;\nmessage M {}\n").unwrap();
+        std::fs::write(dir.join("s/inside.proto"), "syntax = \"proto3\";\npackage y;\nmessage N {}\n").unwrap();
+        std::os::unix::fs::symlink("../outside.proto", dir.join("s/common.proto")).unwrap();
+        std::os::unix::fs::symlink("inside.proto", dir.join("s/alias.proto")).unwrap();
+        let importing = |name: &str| format!("syntax = \"proto3\";\nimport \"{name}\";\nservice S {{}}\n");
+        std::fs::write(dir.join("s/a.proto"), importing("common.proto")).unwrap();
+        std::fs::write(dir.join("s/b.proto"), importing("alias.proto")).unwrap();
+        // (the file compiled, the error it gives or none)
+        let cases = [
+            ("s/common.proto", Some("is a symbolic link that leads out of")), // given: a link out
+            ("s/a.proto", Some("is a symbolic link that leads out of")),      // imported: a link out
+            ("s/b.proto", None),                                              // imported: a link inside
+        ];
+        for (file, want) in cases {
+            match (compile(&[dir.join(file)]), want) {
+                (Ok(_), None) => {}
+                (Err(e), Some(w)) => {
+                    let e = e.to_string();
+                    assert!(e.contains(w) && e.contains("a .proto file is read only inside its folder"), "{file}: {e}");
+                }
+                (got, _) => panic!("{file}: {:?}", got.map(|_| "compiled")),
+            }
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 

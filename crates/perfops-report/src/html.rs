@@ -28,8 +28,16 @@ use crate::read::RunFiles;
 
 /// Render the report of the results directory `dir` as one HTML document.
 pub fn render(dir: &Path) -> Result<String, ReportError> {
+    render_noting(dir).map(|(page, _)| page)
+}
+
+/// [`render`], and what could not be read (the page's notes), for the
+/// terminal: a file refused or left out must not be said only inside the
+/// page (#31).
+pub fn render_noting(dir: &Path) -> Result<(String, Vec<String>), ReportError> {
     let files = RunFiles::read(dir)?;
+    let notes = files.notes.clone();
     let model = model::Model::new(files);
     let data = charts::data(&model);
-    Ok(page::page(&model, &data))
+    Ok((page::page(&model, &data), notes))
 }

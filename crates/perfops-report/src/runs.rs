@@ -6,17 +6,23 @@
 //! Reads only `meta.json`, `summary.json` and the length of `series.jsonl`,
 //! through the types that wrote them, as the report does (a file that does
 //! not read counts as missing, and is named in the entry's notes); a folder
-//! that holds none of them is not a run and is left out.
+//! that holds none of them is not a run and is left out. Files are opened as
+//! the report opens them (`read::read_file`): a link out of the directory or
+//! a FIFO is named in the notes, never followed or waited on (#31).
+//!
+//! The table escapes every control character of what it prints
+//! ([`perfops_core::printable`]): a run's name comes from a file.
 
 use std::fmt::Write;
 use std::path::Path;
 
+use perfops_core::printable::escape;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::format::clock;
 use crate::html::model::{self, Outcome, recorded_s};
-use crate::read::{ReportError, is_object};
+use crate::read::{ReportError, is_object, json_lines, read_file};
 use crate::run::{RunMeta, RunSummary, SeriesLine};
 
 /// One run in the listing.
@@ -56,17 +62,11 @@ pub fn list(base: &Path) -> Result<Vec<RunEntry>, ReportError> {
     Ok(runs)
 }
 
-/// The bytes of `dir/name`: none when it is not there; when it is there but
-/// cannot be read, none and a note naming it.
+/// The bytes of `dir/name`, opened as the report opens them (inside the
+/// directory, a regular file, under a cap: #31): none when it is not there;
+/// when it is there but cannot be read, none and a note naming it.
 fn read_bytes(dir: &Path, name: &str, notes: &mut Vec<String>) -> Option<Vec<u8>> {
-    match std::fs::read(dir.join(name)) {
-        Ok(b) => Some(b),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            notes.push(format!("{name} could not be read ({e})"));
-            None
-        }
-    }
+    read_file(dir, name, notes)
 }
 
 /// `dir/name` as `T`; a file there that does not read is named in `notes`
@@ -101,8 +101,8 @@ fn entry(dir: &Path) -> Option<RunEntry> {
     };
     // An incomplete run ran as long as the seconds it recorded.
     let recorded = series.as_deref().map(|s| {
-        let lines: Vec<SeriesLine> =
-            s.lines().filter(|l| is_object(l.as_bytes())).filter_map(|l| serde_json::from_str(l).ok()).collect();
+        // A damaged line costs its second; the report names it, the listing only counts.
+        let (lines, _) = json_lines::<SeriesLine>("series.jsonl", s);
         recorded_s(&lines)
     });
     let verdict = model::verdict(summary.as_ref());
@@ -126,7 +126,7 @@ pub fn table(runs: &[RunEntry]) -> String {
         return "no runs\n".into();
     }
     let rate = |v: Option<f64>| v.map_or("-".into(), |r| format!("{r:.0}/s"));
-    let width = runs.iter().map(|r| r.name.chars().count()).max().unwrap_or(0).clamp(4, 32);
+    let width = runs.iter().map(|r| escape(&r.name).chars().count()).max().unwrap_or(0).clamp(4, 32);
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -139,13 +139,13 @@ pub fn table(runs: &[RunEntry]) -> String {
         let _ = writeln!(
             o,
             "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {}",
-            when,
-            r.name,
+            escape(&when),
+            escape(&r.name),
             r.result.name(),
             rate(r.capacity_rps),
             rate(r.breaks_at_rps),
             r.duration_s.map_or("-".into(), clock),
-            r.path
+            escape(&r.path)
         );
     }
     o
@@ -177,5 +177,10 @@ mod tests {
         assert!(lines[1].contains("1:01") && lines[1].ends_with("runs/a"), "{t}");
         assert!(lines[2].contains("incomplete"), "{t}");
         assert_eq!(table(&[]), "no runs\n");
+        // #31: a name from a file, with terminal escapes, is printed escaped.
+        let mut evil = run("c", Outcome::Passed, None);
+        evil.name = "x\u{1b}[2J\ry".into();
+        let t = table(&[evil]);
+        assert!(t.contains("x\\u{1b}[2J\\ry") && !t.contains('\u{1b}') && !t.contains('\r'), "{t}");
     }
 }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use perfops_core::input::{self, Cap};
 use perfops_core::model::{LoadModel, Schedule, Shard};
 use perfops_core::pipeline::StagePlan;
 use perfops_core::scenario::feeder::Feeder;
@@ -89,7 +90,7 @@ pub(crate) fn read_sources(
 ) -> Option<(HashMap<String, String>, Vec<Feeder>)> {
     // ${env.X}: read once; a missing variable is an input error, not an empty string.
     let env = sources::env(scenario, |name| std::env::var(name).ok());
-    let feeders = sources::feeders(scenario, folder, |p| std::fs::read_to_string(p));
+    let feeders = sources::feeders(scenario, folder, |p| read_csv(folder, p));
     match (env, feeders) {
         (Ok(env), Ok(feeders)) => Some((env, feeders)),
         (env, feeders) => {
@@ -100,6 +101,16 @@ pub(crate) fn read_sources(
             None
         }
     }
+}
+
+/// A CSV feeder's file, `path` as `sources::feeders` joined it to the
+/// scenario's `folder`: opened inside the folder the scenario names it in,
+/// never through a link out of it, a regular file under [`Cap::CSV`] (#31).
+fn read_csv(folder: &Path, path: &Path) -> std::io::Result<String> {
+    let rel = path.strip_prefix(folder).unwrap_or(path);
+    let bytes = input::read_beside(folder, rel, Cap::CSV)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.

@@ -146,7 +146,8 @@ fn main() -> ExitCode {
         Err(e) => {
             // Input errors carry their own exit code; anything else is a runtime failure.
             let code = e.downcast_ref::<UsageError>().map_or(Exit::Runtime, |_| Exit::Usage);
-            eprintln!("perfops: {e:#}");
+            // Errors quote names and lines from files: no terminal escape gets through (#31).
+            eprintln!("perfops: {}", perfops_core::printable::lines(&format!("{e:#}")));
             ExitCode::from(code as u8)
         }
     }

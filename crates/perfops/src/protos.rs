@@ -16,6 +16,7 @@ use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
+use perfops_core::input::{self, Cap};
 use perfops_core::scenario::Scenario;
 
 use crate::exit::UsageError;
@@ -49,7 +50,9 @@ pub(crate) fn gather(scenario: &Scenario, folder: &Path) -> Result<Vec<(String, 
             if out.iter().any(|(p, _)| *p == rel) {
                 continue;
             }
-            let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+            // As the compiler read it (#31): inside the scenario's folder, a regular file, capped.
+            let bytes = input::read(folder, Path::new(&rel), Cap::PROTO).map_err(|e| usage(e.to_string()))?;
+            let text = String::from_utf8(bytes).with_context(|| format!("reading {}", path.display()))?;
             out.push((rel, text));
         }
     }

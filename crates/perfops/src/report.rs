@@ -1,11 +1,15 @@
 //! `perfops report RUN_DIR` and `perfops runs`: glue between the command
 //! line and `perfops_report::{html, runs}`, which read the results
 //! directories. A missing or unreadable directory is an input error (exit 2).
+//! A file of the directory that is not read (damaged, or refused: a link out
+//! of the directory, a FIFO, over its size cap) is left out of the page and
+//! named on stderr, escaped; the exit code stays 0 unless nothing is left.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
+use perfops_core::printable::escape;
 use perfops_report::html::{self, ReportError};
 use perfops_report::runs;
 
@@ -38,7 +42,12 @@ fn usage(e: ReportError) -> anyhow::Error {
 }
 
 pub(crate) fn report(args: ReportArgs) -> Result<Exit> {
-    let page = html::render(&args.run_dir).map_err(usage)?;
+    let (page, notes) = html::render_noting(&args.run_dir).map_err(usage)?;
+    // Also in the page; here so that a file left out (a link out of the
+    // directory, a FIFO) is not said only where nobody may look.
+    for n in &notes {
+        eprintln!("perfops: {}: {}", args.run_dir.display(), escape(n));
+    }
     let out = args.output.unwrap_or_else(|| args.run_dir.join("report.html"));
     write_atomically(&out, page.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
     crate::exit::out(&format!("{}\n", out.display()));
@@ -61,7 +70,7 @@ pub(crate) fn list(args: RunsArgs) -> Result<Exit> {
     // On stderr, so that stdout stays the table (or the JSON, which has them too).
     for r in &found {
         for n in &r.notes {
-            eprintln!("perfops: {}: {n}", r.path);
+            eprintln!("perfops: {}: {}", escape(&r.path), escape(n));
         }
     }
     if args.json {

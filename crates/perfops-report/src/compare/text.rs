@@ -2,10 +2,16 @@
 //! (capacity, throughput at equal p95, with the definition), then one block
 //! per stage with a line per run and, under each run after the baseline, its
 //! deltas in the same columns — aligned like `perfops run`'s stage table.
+//!
+//! Names come from the runs' files (#31): each is printed with its control
+//! characters escaped ([`perfops_core::printable`]), and the whole text is
+//! escaped again but for its newlines, so that no sentence built from a name
+//! carries a terminal escape either.
 
 use std::fmt::Write;
 
 use perfops_core::analysis::verdict::StageVerdict;
+use perfops_core::printable::{self, escape};
 
 use super::{Cell, Comparison, Delta, Row};
 
@@ -57,13 +63,14 @@ fn header(o: &mut String, stage_w: usize, run_w: usize) {
 fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize) {
     let mut first = true;
     for (i, c) in r.cells.iter().enumerate() {
-        let stage = if first { r.name.as_str() } else { "" };
+        let own = escape(&r.name);
+        let stage = if first { own.as_ref() } else { "" };
         first = false;
         let Some(c) = c else {
             let _ = writeln!(o, "{stage:<stage_w$}  {:<run_w$}  (no such stage)", titles[i]);
             continue;
         };
-        let name = if c.stage != r.name { format!("{} ({})", titles[i], c.stage) } else { titles[i].clone() };
+        let name = if c.stage != r.name { format!("{} ({})", titles[i], escape(&c.stage)) } else { titles[i].clone() };
         let _ = writeln!(
             o,
             "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
@@ -102,7 +109,7 @@ fn deltas(o: &mut String, c: &Cell, base: &str, stage_w: usize, run_w: usize) {
 /// The whole comparison as text.
 pub fn table(c: &Comparison) -> String {
     let mut o = String::new();
-    let titles: Vec<String> = c.runs.iter().map(super::RunInfo::title).collect();
+    let titles: Vec<String> = c.runs.iter().map(|r| escape(&r.title()).into_owned()).collect();
     let _ = writeln!(o, "compare: {} (baseline) vs {}", titles[0], titles[1..].join(", "));
     let title_w = titles.iter().map(|t| t.chars().count()).max().unwrap_or(1);
     for (r, t) in c.runs.iter().zip(&titles) {
@@ -112,7 +119,7 @@ pub fn table(c: &Comparison) -> String {
             (None, Some(b)) => format!("no stage held, breaks at {}/s", rate(b)),
             (None, None) => "no capacity".into(),
         };
-        let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), r.dir);
+        let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), escape(&r.dir));
         if let Some(why) = &r.why {
             let _ = writeln!(o, "  {:<title_w$}  why: {why}", "");
         }
@@ -141,14 +148,15 @@ pub fn table(c: &Comparison) -> String {
         }
     }
     o.push('\n');
-    let stage_w = c.stages.iter().map(|r| r.name.chars().count()).max().unwrap_or(5).clamp(9, 24);
+    let stage_w = c.stages.iter().map(|r| escape(&r.name).chars().count()).max().unwrap_or(5).clamp(9, 24);
     // A run's line names its own stage when it differs from the row's.
     let run_w = c
         .stages
         .iter()
         .flat_map(|r| {
             r.cells.iter().enumerate().map(|(i, cell)| {
-                let own = cell.as_ref().filter(|c| c.stage != r.name).map_or(0, |c| c.stage.chars().count() + 3);
+                let own =
+                    cell.as_ref().filter(|c| c.stage != r.name).map_or(0, |c| escape(&c.stage).chars().count() + 3);
                 titles[i].chars().count() + own
             })
         })
@@ -162,5 +170,5 @@ pub fn table(c: &Comparison) -> String {
     for n in &c.notes {
         let _ = writeln!(o, "note: {n}");
     }
-    o
+    printable::lines(&o).into_owned()
 }
