@@ -657,8 +657,8 @@ mod tests {
             ((MAX_FRAME - 1) as u32, false),     // what the attacker sent: a near-full frame
         ];
         for (len, ok) in cases {
+            // The prefix alone: accepted means waiting for the body, refused means refused at once.
             let mut buf = len.to_be_bytes().to_vec();
-            buf.push(KIND_CONTROL);
             let got = take_frames_within(&mut buf, HANDSHAKE_FRAME);
             assert_eq!(got.is_ok(), ok, "{len}");
             if !ok {
