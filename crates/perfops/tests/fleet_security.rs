@@ -478,3 +478,89 @@ fn an_agent_with_another_token_is_refused() {
     assert!(other.stderr.contains("wrong token"), "{}", other.stderr);
     assert!(out.stderr.contains("agent other: wrong token"), "{}", out.stderr);
 }
+
+/// CPU time (user + system, in clock ticks of 1/100 s) of process `pid`.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may hold spaces.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Issue #31 point 1: out of file descriptors, accept fails at once, again
+/// and again; the coordinator backs off (100 ms doubling to 1 s) instead of
+/// spinning (it used to take ~90 % of a core), says so in a few lines, and
+/// ends as it would have (no agent: exit 3 naming the missing shard).
+#[test]
+fn out_of_file_descriptors_the_accept_loop_backs_off() {
+    let _cpu = exclusive();
+    let wd = Workdir::new("fleet-emfile");
+    let scenario = scenario(&wd, "http://127.0.0.1:9");
+    let listen = format!("127.0.0.1:{}", free_port());
+    // 14 descriptors: the coordinator's own ~9, then a few handshakes, then EMFILE.
+    let (runs, sc) = (wd.runs().display().to_string(), scenario.display().to_string());
+    let args = [
+        "--nofile=14",
+        env!("CARGO_BIN_EXE_perfops"),
+        "coordinator",
+        &sc,
+        "--out",
+        &runs,
+        "-q",
+        "--agents",
+        "1",
+        "--listen",
+        &listen,
+        "--join-timeout",
+        "7s",
+    ];
+    let Ok(mut child) = Command::new("prlimit")
+        .args(args)
+        .env("PERFOPS_TOKEN", TOKEN)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        // prlimit (util-linux) sets the child's limit without unsafe code here.
+        eprintln!("skipped: no prlimit(1)");
+        return;
+    };
+    let pid = child.id();
+    let mut stderr = child.stderr.take().expect("piped");
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    drop(connect(&listen));
+    // Idle connections: a few take the descriptors left, the rest wait in the backlog.
+    let held: Vec<TcpStream> = (0..40).filter_map(|_| TcpStream::connect(&listen).ok()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cpu_ticks(pid).expect("the coordinator runs");
+    std::thread::sleep(Duration::from_secs(4));
+    let spent = cpu_ticks(pid).expect("the coordinator still runs") - before;
+    let deadline = Instant::now() + RUN_LIMIT;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the coordinator did not end");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    drop(held);
+    let err = reader.join().expect("stderr");
+    let ctx = format!("{spent} ticks in 4 s; exit {:?}\n{}", status.code(), tail(&err));
+    assert!(err.contains("cannot accept a connection"), "it ran out of descriptors\n{ctx}");
+    assert!(spent < 80, "under 20 % of a core while accept fails: no spin\n{ctx}");
+    assert!(err.matches("cannot accept").count() <= 20, "a few lines, not a flood\n{ctx}");
+    assert_eq!(status.code(), Some(3), "{ctx}");
+    assert!(err.contains("did not join within 7s"), "{ctx}");
+    assert!(!err.contains("panicked"), "{ctx}");
+    eprintln!("out of descriptors: {ctx}");
+}
