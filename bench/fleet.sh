@@ -49,7 +49,8 @@ if [ -n "$LOCK" ]; then
     exec 9>"$LOCK"
     flock -w 600 9 || { echo "could not take $LOCK" >&2; exit 1; }
 fi
-export PERFOPS_TOKEN=bench-$RANDOM$RANDOM
+# 128 bits at least: a weaker token is refused (#31).
+export PERFOPS_TOKEN=$(python3 -c "import secrets; print(secrets.token_hex(16))")
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
@@ -122,7 +123,7 @@ for round in $(seq 1 "$SPREAD_ROUNDS"); do
     PIDS+=($coord)
     agents=()
     for i in $(seq 0 $((SPREAD_AGENTS - 1))); do
-        "$BIN" agent --join "http://127.0.0.1:$PORT" --index "$i" 2>"$OUT/spread-$round-agent$i.err" & agents+=($!)
+        "$BIN" agent --join "https://127.0.0.1:$PORT" --index "$i" 2>"$OUT/spread-$round-agent$i.err" & agents+=($!)
         PIDS+=($!)
     done
     # Its verdict is not the point (the logger is slow); the arrivals it logged are.
@@ -166,14 +167,14 @@ health_scenario record "$REC_SECONDS"
 "$BIN" coordinator "$OUT/record.yaml" --agents 1 --listen "127.0.0.1:$PORT" --out "$OUT/runs" -q \
     >"$OUT/record.out" 2>"$OUT/record.err" & coord=$!
 PIDS+=($coord)
-"$BIN" agent --join "http://127.0.0.1:$PORT" --record-seconds "$OUT/seconds.bin" 2>"$OUT/record-agent.err" || true
+"$BIN" agent --join "https://127.0.0.1:$PORT" --record-seconds "$OUT/seconds.bin" 2>"$OUT/record-agent.err" || true
 wait "$coord" || true
 health_scenario sim "$SIM_SECONDS"
 "$BIN" coordinator "$OUT/sim.yaml" --agents "$SIM_AGENTS" --listen "127.0.0.1:$PORT" --out "$OUT/sim" -q \
     --join-timeout 300s >"$OUT/sim.out" 2>"$OUT/sim.err" & coord=$!
 PIDS+=($coord)
 for i in $(seq 1 "$SIM_AGENTS"); do
-    "$BIN" agent --join "http://127.0.0.1:$PORT" --replay-seconds "$OUT/seconds.bin" --name "sim-$i" \
+    "$BIN" agent --join "https://127.0.0.1:$PORT" --replay-seconds "$OUT/seconds.bin" --name "sim-$i" \
         2>>"$OUT/sim-agents.err" & PIDS+=($!)
 done
 # CPU over the load only: from the results directory's first second to the coordinator's exit.

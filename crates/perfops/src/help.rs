@@ -97,13 +97,19 @@ Examples:
 
 pub(crate) const COORDINATOR: &str = "\
 Examples:
-  PERFOPS_TOKEN=s3cret perfops coordinator examples/orders.yaml --agents 2 --listen 127.0.0.1:7070
-  perfops coordinator examples/orders.yaml --agents 3 --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem";
+  perfops coordinator examples/orders.yaml --agents 2 --listen 127.0.0.1:7070   # generates a token, prints it
+  export PERFOPS_TOKEN=$(openssl rand -hex 16)                                    # or bring one: 128 bits at least
+  perfops coordinator examples/orders.yaml --agents 3 --listen 0.0.0.0:7070 --tls-cert cert.pem --tls-key key.pem
+
+The channel is always TLS: without --tls-cert, a self-signed certificate made at start.";
 
 pub(crate) const AGENT: &str = "\
 Examples:
-  PERFOPS_TOKEN=s3cret perfops agent --join http://127.0.0.1:7070
-  perfops agent --join https://coordinator:7070 --tls-ca ca.pem --index 1";
+  PERFOPS_TOKEN=$TOKEN perfops agent --join https://127.0.0.1:7070   # the coordinator's token
+  perfops agent --join https://coordinator:7070 --tls-ca ca.pem --index 1
+
+The channel is always TLS (http:// is refused). Without --tls-ca the coordinator's certificate is not
+verified: the token handshake, bound to the TLS session, proves the coordinator.";
 
 pub(crate) const CHECK: &str = "\
 Examples:

@@ -70,7 +70,7 @@ enum Command {
     /// One run over N agents: live merge of their seconds, global SLO and abort, one results directory.
     #[command(after_help = help::COORDINATOR)]
     Coordinator(fleet::coordinator::CoordinatorArgs),
-    /// A generator of a coordinated run: `perfops agent --join http://COORDINATOR:7070`.
+    /// A generator of a coordinated run: `perfops agent --join https://COORDINATOR:7070`.
     #[command(after_help = help::AGENT)]
     Agent(fleet::agent::AgentArgs),
     /// Validate scenario files only; every error with file:line:column and a hint.

@@ -6,6 +6,7 @@
 //! [`RUN_LIMIT`]; servers are stopped by PID.
 
 mod common;
+mod fleet_client;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -16,7 +17,8 @@ use std::time::{Duration, Instant};
 use common::{Finished, RUN_LIMIT, Running, Workdir, exclusive, send_signal, shared, spawn_perfops};
 use serde_json::Value;
 
-const TOKEN: &str = "t0ken-for-tests";
+/// Strong enough (issue #31: 128 bits at least): what `openssl rand -hex 16` gives.
+const TOKEN: &str = fleet_client::TOKEN;
 
 /// A free port on 127.0.0.1 (bound, read, released: the coordinator binds it next).
 fn free_port() -> u16 {
@@ -84,7 +86,7 @@ fn coordinator(wd: &Workdir, scenario: &Path, agents: usize, extra: &[&str]) -> 
     let running = wd.spawn("coordinator", scenario, &args, |c| {
         c.env("PERFOPS_TOKEN", TOKEN);
     });
-    (running, format!("http://{listen}"))
+    (running, format!("https://{listen}"))
 }
 
 /// `perfops agent --join URL EXTRA...` with `token` in its environment.
@@ -596,25 +598,25 @@ fn refusals_and_a_bounded_wait_that_names_the_missing() {
     let (coord, url) = coordinator(&wd, &scenario, 2, &["--join-timeout", "6s"]);
     let good = agent(&url, TOKEN, &["--index", "0"]);
     std::thread::sleep(Duration::from_millis(1500));
-    let wrong_token = agent(&url, "not-the-token", &[]);
+    let wrong_token = agent(&url, "0123456789abcdef0123456789abcdef", &[]);
     let twice = agent(&url, TOKEN, &["--index", "0"]);
     let skewed = agent(&url, TOKEN, &["--clock-offset-for-tests", "50"]);
     let raw = raw_wrong_proof(&url);
     // A readiness probe: connects, says nothing, closes. Not logged as a refused peer.
-    TcpStream::connect(url.trim_start_matches("http://")).expect("probe connect");
+    TcpStream::connect(url.trim_start_matches("https://")).expect("probe connect");
     let out = coord.wait(RUN_LIMIT);
     let [good, wrong_token, twice, skewed] = [good, wrong_token, twice, skewed].map(|a| a.wait(RUN_LIMIT));
     let ctx = context(&out, &[&good, &wrong_token, &twice, &skewed]);
     assert_eq!(out.code, Some(3), "{ctx}");
     assert!(out.stderr.contains("1 of 2 agent(s) did not join within 6s: shard(s) 1 missing"), "{ctx}");
     assert!(!out.stderr.contains(TOKEN) && !out.stdout.contains(TOKEN), "the token is never printed");
-    // The agent with the wrong token finds out first: the coordinator's proof does not hold.
+    // The agent with the wrong token proves first (issue #31) and is refused.
     assert_eq!(wrong_token.code, Some(3), "{ctx}");
-    assert!(wrong_token.stderr.contains("does not know the token"), "{ctx}");
+    assert!(wrong_token.stderr.contains("refused by the coordinator: wrong token"), "{ctx}");
     // A peer that cannot prove the token is told so (this one skips checking the coordinator).
     assert!(raw.contains("wrong token"), "raw peer got {raw:?}\n{ctx}");
     assert!(out.stderr.contains("wrong token"), "{ctx}");
-    // Refused peers: the raw one, the skewed clock, the agent that refused the coordinator; not the probe.
+    // Refused peers: the raw one, the skewed clock, the agent with the wrong token; not the probe.
     assert_eq!(out.stderr.matches("refused a peer").count(), 3, "{ctx}");
     assert!(!out.stderr.contains("connection closed"), "the probe is not logged\n{ctx}");
     assert_eq!(twice.code, Some(3));
@@ -628,7 +630,7 @@ fn refusals_and_a_bounded_wait_that_names_the_missing() {
 /// it said "could not reach the coordinator within 20s" after 1 s.
 #[test]
 fn an_agent_stopped_while_waiting_for_its_coordinator_says_so() {
-    let dead = format!("http://127.0.0.1:{}", free_port());
+    let dead = format!("https://127.0.0.1:{}", free_port());
     let waiting = agent(&dead, TOKEN, &[]);
     std::thread::sleep(Duration::from_millis(1000));
     send_signal("-TERM", waiting.pid());
@@ -642,42 +644,27 @@ fn an_agent_stopped_while_waiting_for_its_coordinator_says_so() {
 }
 
 /// A client that speaks the protocol but proves the token with garbage: the
-/// coordinator's answer to its proof, as text.
+/// coordinator's answer to its proof.
 fn raw_wrong_proof(url: &str) -> String {
-    let addr = url.trim_start_matches("http://");
+    let addr = url.trim_start_matches("https://");
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut s = loop {
-        match TcpStream::connect(addr) {
+        match TcpStream::connect(addr).and_then(|t| fleet_client::tls_over(t, Duration::from_secs(10))) {
             Ok(s) => break s,
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => panic!("connect {addr}: {e}"),
         }
     };
-    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
-    let send = |s: &mut TcpStream, json: &str| {
-        let mut frame = ((json.len() + 1) as u32).to_be_bytes().to_vec();
-        frame.push(1);
-        frame.extend_from_slice(json.as_bytes());
-        s.write_all(&frame).expect("send");
-    };
-    let recv = |s: &mut TcpStream| {
-        let mut len = [0u8; 4];
-        s.read_exact(&mut len).expect("a frame");
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        s.read_exact(&mut body).expect("its body");
-        String::from_utf8_lossy(&body[1..]).into_owned()
-    };
-    let protocol = perfops_core::fleet::wire::PROTOCOL;
-    send(&mut s, &format!(r#"{{"type":"hello","protocol":{protocol},"nonce":"00","index":null,"name":"raw"}}"#));
-    let challenge = recv(&mut s);
-    assert!(challenge.contains("challenge"), "{challenge}");
-    send(&mut s, &format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32)));
-    recv(&mut s)
+    fleet_client::send(&mut s, &fleet_client::hello(&fleet_client::nonce(1), "raw")).expect("hello");
+    let challenge = fleet_client::recv(&mut s).expect("a challenge");
+    assert_eq!(challenge["type"], "challenge", "{challenge}");
+    fleet_client::send(&mut s, &format!(r#"{{"type":"proof","proof":"{}"}}"#, "ab".repeat(32))).expect("proof");
+    fleet_client::recv(&mut s).map_or_else(|e| e.to_string(), |v| v.to_string())
 }
 
-/// Issue #13: with `--tls-cert/--tls-key` the coordinator speaks TLS; an
-/// agent joins with `https://` and trusts the certificate through
-/// `--tls-ca`. The run goes as over plain TCP.
+/// Issue #13: with `--tls-cert/--tls-key` the coordinator serves that
+/// certificate; an agent joins with `https://` and verifies it through
+/// `--tls-ca`. The run goes as with the coordinator's own certificate.
 #[test]
 fn agents_join_a_tls_coordinator() {
     let _cpu = shared();
@@ -695,7 +682,6 @@ fn agents_join_a_tls_coordinator() {
     let scenario = wd.scenario("tls.yaml", &yaml);
     let (c, k) = (cert_pem.display().to_string(), key_pem.display().to_string());
     let (coord, url) = coordinator(&wd, &scenario, 2, &["--join-timeout", "20s", "--tls-cert", &c, "--tls-key", &k]);
-    let url = url.replace("http://", "https://");
     let agents: Vec<Running> = (0..2).map(|_| agent(&url, TOKEN, &["--tls-ca", &c])).collect();
     let out = coord.wait(RUN_LIMIT);
     let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();

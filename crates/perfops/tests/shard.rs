@@ -317,6 +317,9 @@ fn three_shards_and_their_merge_are_the_single_node_run() {
     }
 }
 
+/// The fleet token of [`coordinated_replay`]: 128 bits, as a coordinator requires (#31).
+const REPLAY_TOKEN: &str = "5e0c7a91d2b84f36a1c9e07d4b2f8a63";
+
 /// A coordinator whose 3 agents send no request but replay the seconds of
 /// the shards' directories (`--replay-seconds DIR`, shard i as agent i);
 /// returns its results directory.
@@ -327,9 +330,9 @@ fn coordinated_replay(w: &Workdir, scenario: &Path, dirs: &[&Path]) -> PathBuf {
     let (n, out_s) = (dirs.len().to_string(), out.display().to_string());
     let args = ["coordinator", scenario.to_str().unwrap(), "--agents", &n, "--listen", &listen, "-q", "--out", &out_s];
     let coordinator = spawn_perfops(&args, |c| {
-        c.env("PERFOPS_TOKEN", "replay-token");
+        c.env("PERFOPS_TOKEN", REPLAY_TOKEN);
     });
-    let url = format!("http://{listen}");
+    let url = format!("https://{listen}");
     let agents: Vec<_> = dirs
         .iter()
         .enumerate()
@@ -339,7 +342,7 @@ fn coordinated_replay(w: &Workdir, scenario: &Path, dirs: &[&Path]) -> PathBuf {
             let mut args = args.to_vec();
             args.push(d.to_str().unwrap());
             spawn_perfops(&args, |c| {
-                c.env("PERFOPS_TOKEN", "replay-token").env_remove("JOB_COMPLETION_INDEX");
+                c.env("PERFOPS_TOKEN", REPLAY_TOKEN).env_remove("JOB_COMPLETION_INDEX");
             })
         })
         .collect();

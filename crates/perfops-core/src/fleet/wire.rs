@@ -41,12 +41,22 @@ use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 /// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
 /// (`goaways`, `stream_waits`). 3 (#14): an agent says in `Done` what its
 /// steps spoke (`protocols`), and an assignment carries the scenario's
-/// `.proto` files (`protos`).
-pub const PROTOCOL: u32 = 3;
+/// `.proto` files (`protos`). 4 (#31): the channel is always TLS and the
+/// handshake is bound to the TLS session; the agent proves first and the
+/// coordinator answers with its own proof in `Accepted` only then (a
+/// `Challenge` carries no proof: a stranger gets nothing to guess the token
+/// from offline). A 3 and a 4 cannot understand each other's handshake.
+pub const PROTOCOL: u32 = 4;
 
-/// The largest frame either side accepts (a second with many steps and
-/// stages stays far below it).
+/// The largest frame either side accepts once the peer proved the token (a
+/// second with many steps and stages stays far below it).
 pub const MAX_FRAME: usize = 16 << 20;
+
+/// The largest frame either side accepts before the peer proved the token:
+/// the handshake's messages (`Hello`, `Challenge`, `Proof`, `Accepted`, the
+/// clock probes, a refusal) are a few hundred bytes, so a stranger can make
+/// the other side hold no more than this per connection.
+pub const HANDSHAKE_FRAME: usize = 4 << 10;
 
 const KIND_CONTROL: u8 = 1;
 const KIND_SECOND: u8 = 2;
@@ -100,16 +110,19 @@ pub enum Control {
         /// A name for logs and results (its host name).
         name: String,
     },
-    /// Coordinator -> agent: its nonce and its proof that it knows the token.
+    /// Coordinator -> agent: its nonce, and nothing else: no proof before the agent proved.
     Challenge {
         /// The coordinator's nonce, hex.
         nonce: String,
-        /// HMAC proof over both nonces, hex.
-        proof: String,
     },
     /// Agent -> coordinator: the agent's proof that it knows the token.
     Proof {
-        /// HMAC proof over both nonces, hex.
+        /// HMAC proof over the TLS session and both nonces, hex.
+        proof: String,
+    },
+    /// Coordinator -> agent, once the agent's proof held: the coordinator's own proof.
+    Accepted {
+        /// HMAC proof over the TLS session and both nonces, hex.
         proof: String,
     },
     /// Coordinator -> agent: a clock probe, the coordinator's wall clock at sending (ns since the epoch).
@@ -185,6 +198,31 @@ pub enum Control {
     Bye,
 }
 
+impl Control {
+    /// The message's name as it travels (`hello`, `proof`, ...): what a log
+    /// line says of an unexpected message, without a word of what the peer put in it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Control::Hello { .. } => "hello",
+            Control::Challenge { .. } => "challenge",
+            Control::Proof { .. } => "proof",
+            Control::Accepted { .. } => "accepted",
+            Control::Ping { .. } => "ping",
+            Control::Pong { .. } => "pong",
+            Control::Welcome { .. } => "welcome",
+            Control::Assign(_) => "assign",
+            Control::Ready => "ready",
+            Control::Start { .. } => "start",
+            Control::Heartbeat => "heartbeat",
+            Control::Stop { .. } => "stop",
+            Control::Done { .. } => "done",
+            Control::Refused { .. } => "refused",
+            Control::Failed { .. } => "failed",
+            Control::Bye => "bye",
+        }
+    }
+}
+
 /// Everything an agent needs to run its shard exactly as the coordinator
 /// would have run the whole: the scenario as written, what the coordinator
 /// resolved (target URL, `${env.X}` values, CSV files, setup values) and the
@@ -256,8 +294,13 @@ pub fn encode(msg: &Message) -> Vec<u8> {
 
 /// The length of the frame whose 4-byte prefix is `prefix`, if acceptable.
 pub fn frame_len(prefix: [u8; 4]) -> Result<usize, WireError> {
+    frame_len_within(prefix, MAX_FRAME)
+}
+
+/// The length of the frame whose 4-byte prefix is `prefix`, if at most `max`.
+pub fn frame_len_within(prefix: [u8; 4], max: usize) -> Result<usize, WireError> {
     let len = u32::from_be_bytes(prefix) as usize;
-    if len == 0 || len > MAX_FRAME {
+    if len == 0 || len > max {
         return Err(WireError::Size(len));
     }
     Ok(len)
@@ -266,10 +309,18 @@ pub fn frame_len(prefix: [u8; 4]) -> Result<usize, WireError> {
 /// Split complete frames off the front of `buf`: what they carry, in order.
 /// A partial frame stays in `buf` for the next read.
 pub fn take_frames(buf: &mut Vec<u8>) -> Result<Vec<Message>, WireError> {
+    take_frames_within(buf, MAX_FRAME)
+}
+
+/// [`take_frames`] with frames of at most `max` bytes (before
+/// authentication: [`HANDSHAKE_FRAME`]). A longer one is refused on its
+/// length prefix, before its body is waited for, so `buf` never holds more
+/// than `max` and one read.
+pub fn take_frames_within(buf: &mut Vec<u8>, max: usize) -> Result<Vec<Message>, WireError> {
     let mut out = Vec::new();
     let mut at = 0;
     while buf.len() - at >= 4 {
-        let len = frame_len([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])?;
+        let len = frame_len_within([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]], max)?;
         if buf.len() - at - 4 < len {
             break;
         }
@@ -730,6 +781,50 @@ mod tests {
     }
 
     #[test]
+    fn before_authentication_a_frame_is_refused_on_its_length() {
+        // Issue #31: a stranger's frame announcing more than HANDSHAKE_FRAME is refused
+        // on its 4-byte prefix: nothing of its body is waited for or held.
+        // (prefix, accepted under the handshake limit)
+        let cases: [(u32, bool); 4] = [
+            (1, true),                           // the smallest frame
+            (HANDSHAKE_FRAME as u32, true),      // exactly the limit
+            (HANDSHAKE_FRAME as u32 + 1, false), // one byte above it
+            ((MAX_FRAME - 1) as u32, false),     // what the issue's attacker sent: a near-full frame
+        ];
+        for (len, ok) in cases {
+            // The prefix alone: accepted means waiting for the body, refused means refused at once.
+            let mut buf = len.to_be_bytes().to_vec();
+            let got = take_frames_within(&mut buf, HANDSHAKE_FRAME);
+            assert_eq!(got.is_ok(), ok, "{len}");
+            if !ok {
+                assert_eq!(got.err(), Some(WireError::Size(len as usize)));
+            }
+        }
+        // After authentication the full limit holds, as before.
+        assert!(take_frames(&mut ((MAX_FRAME - 1) as u32).to_be_bytes().to_vec()).is_ok());
+    }
+
+    proptest::proptest! {
+        /// Issue #31 point 8: arbitrary bytes, cut anywhere, under the
+        /// handshake limit: an error or frames, never a panic, and what
+        /// stays buffered is less than one frame of the limit.
+        #[test]
+        fn arbitrary_bytes_never_panic_and_stay_bounded(
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..9000),
+            cut in 0usize..9000,
+        ) {
+            let cut = cut.min(bytes.len());
+            let mut buf = bytes[..cut].to_vec();
+            if take_frames_within(&mut buf, HANDSHAKE_FRAME).is_ok() {
+                buf.extend_from_slice(&bytes[cut..]);
+                if take_frames_within(&mut buf, HANDSHAKE_FRAME).is_ok() {
+                    proptest::prop_assert!(buf.len() < 4 + HANDSHAKE_FRAME);
+                }
+            }
+        }
+    }
+
+    #[test]
     fn control_messages_round_trip() {
         let a = Assignment {
             path: "s.yaml".into(),
@@ -747,6 +842,8 @@ mod tests {
         };
         for c in [
             Control::Hello { protocol: PROTOCOL, nonce: "00ff".into(), index: Some(2), name: "h".into() },
+            Control::Challenge { nonce: "ab".into() },
+            Control::Accepted { proof: "cd".into() },
             Control::Pong { t0: -1, t1: 2, t2: i64::MAX },
             Control::Assign(Box::new(a)),
             Control::Done {

@@ -1,7 +1,9 @@
 //! `perfops agent --join URL`: one generator of a coordinated run. It
-//! connects (retrying for a bounded time: the coordinator's Service may come
-//! up after the agent's pod), proves it knows the token and checks that the
-//! coordinator does too, answers the clock probes, claims its shard
+//! connects over TLS (retrying for a bounded time: the coordinator's Service
+//! may come up after the agent's pod, and a coordinator busy with other
+//! handshakes closes a connection at once), proves it knows the token and
+//! checks that the coordinator does too before it takes a word from it
+//! (until then, frames of a few KiB at most), answers the clock probes, claims its shard
 //! (`--index`, or `JOB_COMPLETION_INDEX` in a Kubernetes Indexed Job, or
 //! the first free one), builds its plan from the assignment, starts at the
 //! instant given, and sends every second as it completes. A Stop from the
@@ -30,16 +32,18 @@ use perfops_engine::{Outcome, Plan, Target, Work};
 
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
+use super::gate::{REASON_CHARS, sanitize};
 use crate::exit::Exit;
 use crate::launch::{self, PlanBase};
 
 /// Flags of `perfops agent`.
 #[derive(Debug, Args)]
 pub(crate) struct AgentArgs {
-    /// The coordinator: `http://HOST:PORT` (plain TCP), `https://HOST:PORT` (TLS) or `HOST:PORT`.
+    /// The coordinator: `https://HOST:PORT` or `HOST:PORT` (the channel is always TLS).
     #[arg(long, value_name = "URL")]
     join: String,
-    /// The shared secret (else the environment variable PERFOPS_TOKEN); never sent, only proved.
+    /// The shared secret, as the coordinator has it (else the environment variable PERFOPS_TOKEN);
+    /// never sent, only proved.
     #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// The shard this agent claims (else JOB_COMPLETION_INDEX; else the first free one).
@@ -48,7 +52,9 @@ pub(crate) struct AgentArgs {
     /// Keep trying to reach the coordinator this long.
     #[arg(long, value_parser = parse_duration, default_value = "120s")]
     connect_timeout: Duration,
-    /// With an https:// coordinator: trust this CA (PEM) instead of the system's roots.
+    /// Verify the coordinator's certificate chain and host name against this CA (PEM); without it,
+    /// the certificate is taken unverified and the token handshake (bound to the TLS session)
+    /// proves the coordinator.
     #[arg(long, value_name = "FILE")]
     tls_ca: Option<PathBuf>,
     /// A name for the coordinator's logs and results (default: the host name).
@@ -106,59 +112,41 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     let name = args.name.clone().unwrap_or_else(|| {
         nix::unistd::gethostname().ok().map_or_else(|| "agent".into(), |h| h.to_string_lossy().into_owned())
     });
-    let (host, port, tls) = parse_join(&args.join)?;
-    let tls = if tls { Some(conn::client_tls(args.tls_ca.as_deref())?) } else { None };
+    let (host, port) = parse_join(&args.join)?;
+    let tls = conn::client_tls(args.tls_ca.as_deref())?;
     let stop = launch::stop_flag()?;
 
-    let Some(tcp) = connect(&host, port, args.connect_timeout, &stop)? else {
-        if stop.load(Ordering::Relaxed) {
-            return refused(format!("interrupted while waiting for the coordinator at {}", args.join));
-        }
-        return refused(format!("could not reach the coordinator at {} within {:?}", args.join, args.connect_timeout));
-    };
-    let mut c = match tls {
-        Some(config) => Conn::tls_client(tcp, config, &host)?,
-        None => Conn::plain(tcp)?,
-    };
-
-    // The token, both ways.
-    let own = auth::nonce()?;
-    c.control(Control::Hello { protocol: PROTOCOL, nonce: own.clone(), index: args.index, name: name.clone() })?;
-    let wait = Duration::from_secs(30);
-    let (their, proof) = match c.expect(wait, "challenge")? {
-        Control::Challenge { nonce, proof } => (nonce, proof),
-        Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
-        other => bail!("the coordinator said {other:?} instead of its challenge"),
-    };
-    if !auth::check(&token, Role::Coordinator, &own, &their, &proof) {
-        let _ = c.control(Control::Refused { reason: "the coordinator's token proof is wrong".into() });
-        return refused(format!(
-            "the coordinator at {} does not know the token: refusing to take load orders from it",
-            args.join
-        ));
-    }
-    c.control(Control::Proof { proof: auth::prove(&token, Role::Agent, &their, &own) })?;
-
-    // Clock probes until the coordinator decides.
-    let (index, count) = loop {
-        match c.expect(wait, "clock probe or welcome")? {
-            Control::Ping { t0 } => {
-                let t1 = clock.now();
-                c.control(Control::Pong { t0, t1, t2: clock.now() })?;
+    // A coordinator busy with other handshakes closes a connection at once: try again
+    // until --connect-timeout, as for a coordinator not up yet.
+    let deadline = Instant::now() + args.connect_timeout;
+    let mut said_busy = false;
+    let (c, index, count) = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let Some(tcp) = connect(&host, port, left, &stop)? else {
+            if stop.load(Ordering::Relaxed) {
+                return refused(format!("interrupted while waiting for the coordinator at {}", args.join));
             }
-            Control::Welcome { index, count, offset_ns } => {
-                eprintln!(
-                    "perfops: agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
-                    args.join,
-                    offset_ns as f64 / 1e6
-                );
-                break (index, count);
+            return refused(format!(
+                "could not reach the coordinator at {} within {:?}",
+                args.join, args.connect_timeout
+            ));
+        };
+        match join(tcp, &tls, &host, &token, &name, &args, clock) {
+            Ok(Joined::In(c, index, count)) => break (c, index, count),
+            Ok(Joined::Refused(message)) => return refused(message),
+            Err(Attempt::Busy(e)) if Instant::now() < deadline && !stop.load(Ordering::Relaxed) => {
+                if !said_busy {
+                    eprintln!(
+                        "perfops: agent: the coordinator at {} closed the connection ({e}); trying again",
+                        args.join
+                    );
+                    said_busy = true;
+                }
+                std::thread::sleep(Duration::from_millis(300 + u64::from(std::process::id() % 400)));
             }
-            Control::Refused { reason } => return refused(format!("refused by the coordinator: {reason}")),
-            other => bail!("the coordinator said {other:?} during the clock probes"),
+            Err(Attempt::Busy(e) | Attempt::Failed(e)) => return Err(e),
         }
     };
-
     let (events_tx, events) = mpsc::channel();
     let out = conn::Hub::start()?.pump(c, 0, events_tx);
     let assignment = match next(&events, &stop)? {
@@ -188,13 +176,13 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
     let ordered = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (stop, lost, ordered) = (stop.clone(), lost.clone(), ordered.clone());
-        std::thread::spawn(move || {
+        std::thread::Builder::new().name("perfops-agent-watch".into()).spawn(move || {
             loop {
                 // The coordinator says something at least every second (a heartbeat):
                 // silent for longer than SILENCE, it hangs or is cut off, and nobody watches this load.
                 match events.recv_timeout(SILENCE) {
                     Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
-                        eprintln!("perfops: agent: stopped by the coordinator: {reason}");
+                        eprintln!("perfops: agent: stopped by the coordinator: {}", sanitize(&reason, REASON_CHARS));
                         ordered.store(true, Ordering::Relaxed);
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -207,7 +195,7 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
                     }
                 }
             }
-        })
+        })?
     };
     let outcome = match &args.replay_seconds {
         Some(file) => replay(file, &plan, &stop, &out)?,
@@ -266,6 +254,108 @@ pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
         outcome.elapsed.as_secs_f64()
     );
     Ok(Exit::Passed)
+}
+
+/// How one attempt to join ended well.
+enum Joined {
+    /// In, as shard `index` of `count`.
+    In(Conn, u32, u32),
+    /// Refused or not to be trusted: why, for stderr (exit 3).
+    Refused(String),
+}
+
+/// How one attempt to join failed.
+enum Attempt {
+    /// The coordinator closed the connection before it said a word (busy with
+    /// other handshakes, or just starting): worth another try.
+    Busy(anyhow::Error),
+    /// Anything else: a certificate not verified, a protocol error.
+    Failed(anyhow::Error),
+}
+
+/// TLS, the token both ways (the agent first: issue #31), the clock
+/// probes, over `tcp`.
+fn join(
+    tcp: TcpStream,
+    tls: &Arc<rustls::ClientConfig>,
+    host: &str,
+    token: &str,
+    name: &str,
+    args: &AgentArgs,
+    clock: Clock,
+) -> Result<Joined, Attempt> {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+    let wait = Duration::from_secs(30);
+    let busy = |e: std::io::Error| {
+        if matches!(e.kind(), UnexpectedEof | ConnectionReset | ConnectionAborted | BrokenPipe) {
+            Attempt::Busy(e.into())
+        } else {
+            Attempt::Failed(anyhow::Error::new(e).context(format!("TLS with the coordinator at {}", args.join)))
+        }
+    };
+    let failed = |e: std::io::Error| Attempt::Failed(e.into());
+    let (mut c, session) = Conn::tls_client(tcp, tls.clone(), host, wait).map_err(busy)?;
+    let own = auth::nonce().map_err(Attempt::Failed)?;
+    c.control(Control::Hello { protocol: PROTOCOL, nonce: own.clone(), index: args.index, name: name.to_string() })
+        .map_err(busy)?;
+    // Until the coordinator proved the token, what it says is a stranger's: small frames
+    // (the connection's limit), reasons escaped before they are printed.
+    let told =
+        |reason: String| Joined::Refused(format!("refused by the coordinator: {}", sanitize(&reason, REASON_CHARS)));
+    let their = match c.expect(wait, "challenge").map_err(busy)? {
+        Control::Challenge { nonce } if auth::is_nonce(&nonce) => nonce,
+        Control::Refused { reason } => return Ok(told(reason)),
+        other => {
+            return Err(Attempt::Failed(anyhow!("the coordinator said {} instead of its challenge", other.kind())));
+        }
+    };
+    c.control(Control::Proof { proof: auth::prove(token, Role::Agent, &session.binding, &their, &own) })
+        .map_err(failed)?;
+    match c.expect(wait, "the coordinator's proof").map_err(failed)? {
+        Control::Accepted { proof }
+            if auth::check(token, Role::Coordinator, &session.binding, &own, &their, &proof) => {}
+        Control::Accepted { .. } => {
+            let _ = c.control(Control::Refused { reason: "the coordinator's token proof is wrong".into() });
+            return Ok(Joined::Refused(format!(
+                "the coordinator at {} does not know the token: refusing to take load orders from it",
+                args.join
+            )));
+        }
+        Control::Refused { reason } => return Ok(told(reason)),
+        other => {
+            return Err(Attempt::Failed(anyhow!("the coordinator said {} instead of its proof", other.kind())));
+        }
+    }
+    c.trust();
+    if args.tls_ca.is_none() {
+        eprintln!(
+            "perfops: agent {name}: the coordinator's certificate (SHA-256 {}) is not verified (no --tls-ca); the \
+             coordinator proved the token over this TLS session",
+            session.fingerprint
+        );
+    }
+
+    // Clock probes until the coordinator decides.
+    loop {
+        match c.expect(wait, "clock probe or welcome").map_err(failed)? {
+            Control::Ping { t0 } => {
+                let t1 = clock.now();
+                c.control(Control::Pong { t0, t1, t2: clock.now() }).map_err(failed)?;
+            }
+            Control::Welcome { index, count, offset_ns } => {
+                eprintln!(
+                    "perfops: agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
+                    args.join,
+                    offset_ns as f64 / 1e6
+                );
+                return Ok(Joined::In(c, index, count));
+            }
+            Control::Refused { reason } => return Ok(told(reason)),
+            other => {
+                return Err(Attempt::Failed(anyhow!("the coordinator said {} during the clock probes", other.kind())));
+            }
+        }
+    }
 }
 
 /// The next control message from the pump (heartbeats skipped), `None` if
@@ -347,14 +437,23 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
     })
 }
 
-/// `http://host:port`, `https://host:port` or `host:port` (default port 7070).
-fn parse_join(url: &str) -> Result<(String, u16, bool)> {
+/// `https://host:port` or `host:port` (default port 7070). `http://` is
+/// refused: the fleet channel is always TLS (issue #31), and a URL that
+/// says otherwise would mislead whoever reads it.
+fn parse_join(url: &str) -> Result<(String, u16)> {
     let usage = |m: String| anyhow::Error::new(crate::exit::UsageError(m));
-    let (tls, rest) = match url.split_once("://") {
-        Some(("http" | "tcp", r)) => (false, r),
-        Some(("https" | "tls", r)) => (true, r),
-        Some((s, _)) => return Err(usage(format!("--join {url}: scheme `{s}` is not http or https"))),
-        None => (false, url),
+    let rest = match url.split_once("://") {
+        Some(("https" | "tls", r)) => r,
+        Some(("http" | "tcp", r)) => {
+            return Err(usage(format!(
+                "--join {url}: the fleet channel is always TLS, there is no plain-text mode: use https://{} \
+                 (or just {})",
+                r.trim_end_matches('/'),
+                r.trim_end_matches('/')
+            )));
+        }
+        Some((s, _)) => return Err(usage(format!("--join {url}: scheme `{s}` is not https"))),
+        None => url,
     };
     let rest = rest.trim_end_matches('/');
     let (host, port) = match rest.rsplit_once(':') {
@@ -366,7 +465,7 @@ fn parse_join(url: &str) -> Result<(String, u16, bool)> {
     if host.is_empty() {
         return Err(usage(format!("--join {url}: no host")));
     }
-    Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), port, tls))
+    Ok((host.trim_start_matches('[').trim_end_matches(']').to_string(), port))
 }
 
 /// Connect to `host:port`, retrying every half second until `within` passed
@@ -453,19 +552,28 @@ mod tests {
 
     #[test]
     fn join_urls() {
-        // (--join, host, port, tls): the forms a user or a manifest writes.
+        // (--join, host, port): the forms a user or a manifest writes.
         let cases = [
-            ("http://perfops-coordinator.load.svc:7070", "perfops-coordinator.load.svc", 7070, false),
-            ("https://10.0.0.5:9000/", "10.0.0.5", 9000, true),
-            ("127.0.0.1:7171", "127.0.0.1", 7171, false),
-            ("coordinator", "coordinator", 7070, false),
-            ("http://[::1]:7070", "::1", 7070, false),
+            ("https://perfops-coordinator.load.svc:7070", "perfops-coordinator.load.svc", 7070),
+            ("https://10.0.0.5:9000/", "10.0.0.5", 9000),
+            ("127.0.0.1:7171", "127.0.0.1", 7171),
+            ("coordinator", "coordinator", 7070),
+            ("https://[::1]:7070", "::1", 7070),
         ];
-        for (url, host, port, tls) in cases {
-            assert_eq!(parse_join(url).unwrap(), (host.to_string(), port, tls), "{url}");
+        for (url, host, port) in cases {
+            assert_eq!(parse_join(url).unwrap(), (host.to_string(), port), "{url}");
         }
-        for bad in ["ftp://x:1", "http://:7070", "http://x:notaport"] {
-            assert!(parse_join(bad).is_err(), "{bad}");
+        // (--join, what the error says): refused, with the way out.
+        let bad = [
+            ("ftp://x:1", "not https"),                              // another scheme
+            ("https://:7070", "no host"),                            // no host
+            ("https://x:notaport", "bad port"),                      // no port
+            ("http://coordinator:7070", "https://coordinator:7070"), // issue #31: no plain text any more
+            ("tcp://10.0.0.5:7070", "always TLS"),                   // the other plain-text spelling
+        ];
+        for (url, want) in bad {
+            let e = parse_join(url).unwrap_err().to_string();
+            assert!(e.contains(want), "{url}: {e}");
         }
     }
 }

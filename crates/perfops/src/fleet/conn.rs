@@ -1,8 +1,10 @@
-//! One coordinator–agent connection: a TCP stream (or rustls over it, with
-//! `--tls-cert/--tls-key`) carrying the frames of `perfops_core::fleet::wire`.
+//! One coordinator–agent connection: rustls over TCP (always: issue #31;
+//! the coordinator's own certificate or an ephemeral self-signed one)
+//! carrying the frames of `perfops_core::fleet::wire`.
 //!
-//! Used two ways: step by step during the handshake ([`Conn::recv`] with a
-//! deadline, on a blocking socket), then handed to a [`Hub`] for the rest of
+//! Used two ways: step by step during the agent's handshake ([`Conn::recv`]
+//! with a deadline, on a blocking socket; the coordinator's handshakes are
+//! async tasks on its hub, `accept.rs`), then handed to a [`Hub`] for the rest of
 //! the run: what the owner queues on the connection's [`Outbox`] is written,
 //! every frame read is handed on as an [`Event`], a heartbeat goes out after
 //! a second of quiet, and the close is reported.
@@ -28,8 +30,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfops_core::fleet::wire::{self, Control, Message};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+use super::auth::{self, Binding};
 
 /// Quiet this long, a connection sends a heartbeat.
 const HEARTBEAT: Duration = Duration::from_secs(1);
@@ -56,8 +62,19 @@ pub(crate) struct Conn {
     inbox: VecDeque<Message>,
     /// Encoded frames the stream has not taken yet (non-blocking use only).
     out: Vec<u8>,
+    /// The largest frame taken from the peer: [`wire::HANDSHAKE_FRAME`]
+    /// until it proved the token ([`Conn::trust`]), then [`wire::MAX_FRAME`].
+    limit: usize,
     /// The peer's address.
     pub(crate) peer: SocketAddr,
+}
+
+/// What the agent learned of the coordinator's TLS session.
+pub(crate) struct Session {
+    /// The session's exported keying material, for the proofs.
+    pub(crate) binding: Binding,
+    /// SHA-256 of the coordinator's certificate, hex with colons.
+    pub(crate) fingerprint: String,
 }
 
 /// What a hub hands its owner.
@@ -69,22 +86,39 @@ pub(crate) enum Event {
 }
 
 impl Conn {
-    /// A plain connection over `tcp`.
-    pub(crate) fn plain(tcp: TcpStream) -> io::Result<Conn> {
-        Conn::over(tcp.try_clone()?, tcp)
+    /// The coordinator's side of a connection whose TLS handshake and token
+    /// handshake are done (`accept.rs`): the session as it stands, and the
+    /// bytes read past the last whole frame.
+    pub(crate) fn server(tcp: TcpStream, session: rustls::ServerConnection, rest: Vec<u8>) -> io::Result<Conn> {
+        tcp.set_nonblocking(false)?;
+        let mut c = Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp))?;
+        c.buf = rest;
+        c.trust();
+        Ok(c)
     }
 
-    /// The server side of TLS over `tcp` (the handshake happens on first use).
-    pub(crate) fn tls_server(tcp: TcpStream, config: Arc<rustls::ServerConfig>) -> io::Result<Conn> {
-        let session = rustls::ServerConnection::new(config).map_err(io::Error::other)?;
-        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp))
-    }
-
-    /// The client side of TLS over `tcp` to `host`.
-    pub(crate) fn tls_client(tcp: TcpStream, config: Arc<rustls::ClientConfig>, host: &str) -> io::Result<Conn> {
+    /// The client side of TLS over `tcp` to `host`, its TLS handshake done
+    /// within `wait`: the connection, untrusted (small frames only) until
+    /// [`Conn::trust`], and what the session says.
+    pub(crate) fn tls_client(
+        tcp: TcpStream,
+        config: Arc<rustls::ClientConfig>,
+        host: &str,
+        wait: Duration,
+    ) -> io::Result<(Conn, Session)> {
         let name = ServerName::try_from(host.to_string()).map_err(io::Error::other)?;
         let session = rustls::ClientConnection::new(config, name).map_err(io::Error::other)?;
-        Conn::over(tcp.try_clone()?, rustls::StreamOwned::new(session, tcp))
+        let mut s = rustls::StreamOwned::new(session, tcp);
+        s.sock.set_read_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        s.sock.set_write_timeout(Some(wait.max(Duration::from_millis(1))))?;
+        while s.conn.is_handshaking() {
+            s.conn.complete_io(&mut s.sock)?;
+        }
+        let mut binding = [0u8; 32];
+        s.conn.export_keying_material(&mut binding, auth::BINDING_LABEL, None).map_err(io::Error::other)?;
+        let fingerprint = s.conn.peer_certificates().and_then(|c| c.first()).map_or_else(String::new, fingerprint);
+        let conn = Conn::over(s.sock.try_clone()?, s)?;
+        Ok((conn, Session { binding, fingerprint }))
     }
 
     fn over(tcp: TcpStream, stream: impl Stream + 'static) -> io::Result<Conn> {
@@ -92,7 +126,20 @@ impl Conn {
         // A peer that stops reading must not hang its other side for ever.
         tcp.set_write_timeout(Some(STUCK))?;
         let peer = tcp.peer_addr()?;
-        Ok(Conn { stream: Box::new(stream), tcp, buf: Vec::new(), inbox: VecDeque::new(), out: Vec::new(), peer })
+        Ok(Conn {
+            stream: Box::new(stream),
+            tcp,
+            buf: Vec::new(),
+            inbox: VecDeque::new(),
+            out: Vec::new(),
+            limit: wire::HANDSHAKE_FRAME,
+            peer,
+        })
+    }
+
+    /// The peer proved the token: frames up to [`wire::MAX_FRAME`] from now on.
+    pub(crate) fn trust(&mut self) {
+        self.limit = wire::MAX_FRAME;
     }
 
     /// Send one message.
@@ -128,7 +175,8 @@ impl Conn {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "connection closed"));
         }
         self.buf.extend_from_slice(&chunk[..n]);
-        let frames = wire::take_frames(&mut self.buf).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+        let frames = wire::take_frames_within(&mut self.buf, self.limit)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
         self.inbox.extend(frames);
         if self.buf.is_empty() && self.buf.capacity() > READ_CHUNK {
             // A large frame passed: its room is not kept for the quiet seconds after it.
@@ -213,6 +261,18 @@ impl Hub {
             runtime.block_on(std::future::pending::<()>());
         })?;
         Ok(Hub { runtime: handle })
+    }
+
+    /// Run `task` on the hub's event loop.
+    pub(crate) fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.runtime.spawn(task);
+    }
+
+    /// `listener` (non-blocking) registered with the hub's event loop.
+    pub(crate) fn listener(&self, listener: std::net::TcpListener) -> io::Result<tokio::net::TcpListener> {
+        let _in = self.runtime.enter();
+        listener.set_nonblocking(true)?;
+        tokio::net::TcpListener::from_std(listener)
     }
 
     /// Hand `conn` to the hub: its frames go to `events` tagged `id`, and
@@ -315,6 +375,27 @@ pub(crate) fn server_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerCo
         .collect::<Result<_, _>>()
         .with_context(|| format!("reading {}", cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(key).with_context(|| format!("reading {}", key.display()))?;
+    server_config(certs, key)
+}
+
+/// The coordinator's TLS configuration without `--tls-cert`: a self-signed
+/// certificate made now, for this process only, and its fingerprint.
+/// Agents do not verify it (they have nothing to verify it against); the
+/// token handshake, bound to the TLS session, is what keeps a machine in
+/// the middle out (see `auth.rs`).
+pub(crate) fn ephemeral_tls() -> Result<(Arc<rustls::ServerConfig>, String)> {
+    let made = rcgen::generate_simple_self_signed(vec!["perfops-coordinator".to_string(), "localhost".to_string()])
+        .context("making the coordinator's self-signed certificate")?;
+    let cert = made.cert.der().clone();
+    let print = fingerprint(&cert);
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(made.key_pair.serialize_der()));
+    Ok((server_config(vec![cert], key)?, print))
+}
+
+fn server_config(
+    certs: Vec<CertificateDer<'static>>,
+    key: PrivateKeyDer<'static>,
+) -> Result<Arc<rustls::ServerConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
@@ -324,24 +405,72 @@ pub(crate) fn server_tls(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerCo
     Ok(Arc::new(config))
 }
 
-/// An agent's TLS configuration: the CA in `ca` (PEM), or the system's roots.
+/// SHA-256 of a certificate (DER), hex bytes joined by colons (as `openssl x509 -fingerprint -sha256` prints it).
+pub(crate) fn fingerprint(cert: &CertificateDer<'_>) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, cert.as_ref());
+    d.as_ref().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+}
+
+/// An agent's TLS configuration: with `ca` (PEM), the coordinator's chain
+/// and host name verified against it; without, its certificate taken
+/// unverified (the token handshake proves the coordinator: `auth.rs`).
 pub(crate) fn client_tls(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder =
+        rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+    let config = match ca {
         Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
             let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
             for cert in CertificateDer::pem_slice_iter(&text) {
                 roots.add(cert.with_context(|| format!("reading {}", path.display()))?)?;
             }
+            builder.with_root_certificates(roots).with_no_client_auth()
         }
         None => {
-            roots.add_parsable_certificates(rustls_native_certs::load_native_certs().certs);
+            builder.dangerous().with_custom_certificate_verifier(Arc::new(Unverified(provider))).with_no_client_auth()
         }
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    };
     Ok(Arc::new(config))
+}
+
+/// Takes any certificate, but still checks that the peer holds its key
+/// (the handshake's signatures): the coordinator's identity comes from the
+/// token proof over this session, not from a CA.
+#[derive(Debug)]
+struct Unverified(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for Unverified {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }

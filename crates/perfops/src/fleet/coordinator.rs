@@ -19,7 +19,6 @@
 //! clock offsets, each agent's counts per second, losses and missed seconds.
 
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,9 +28,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use perfops_core::fleet::clock::{self, Estimate, Sample};
+use perfops_core::fleet::clock::Estimate;
 use perfops_core::fleet::join::{Join, Limits, Taken};
-use perfops_core::fleet::wire::{Assignment, Control, Message, PROTOCOL};
+use perfops_core::fleet::wire::{Assignment, Control, Message};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
 use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline};
@@ -42,9 +41,10 @@ use perfops_report::results::JsonLines;
 use perfops_report::run::ProtocolUse;
 use serde::Serialize;
 
+use super::accept::{self, Arrived};
 use super::agent::wall_ns;
-use super::auth::{self, Role};
-use super::conn::{self, Conn, Event, Hub, Outbox};
+use super::conn::{self, Event, Hub, Outbox};
+use super::gate::{REASON_CHARS, sanitize};
 use crate::conclude::{self, Ending};
 use crate::exit::{Exit, UsageError};
 use crate::loading::load_scenario;
@@ -59,10 +59,11 @@ pub(crate) struct CoordinatorArgs {
     /// How many agents run the load; each runs 1/N of it.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     agents: u32,
-    /// Where agents join (`perfops agent --join http://THIS`).
+    /// Where agents join (`perfops agent --join https://THIS`; the channel is always TLS).
     #[arg(long, default_value = "0.0.0.0:7070", value_name = "ADDR")]
     listen: String,
-    /// The shared secret (else the environment variable PERFOPS_TOKEN); never sent, only proved.
+    /// The shared secret, at least 128 bits (`openssl rand -hex 16`; else the environment
+    /// variable PERFOPS_TOKEN; neither: one is generated and printed once). Never sent, only proved.
     #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// Refuse an agent whose clock is further off than this.
@@ -74,23 +75,13 @@ pub(crate) struct CoordinatorArgs {
     /// An agent silent this long during the load is lost.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     agent_timeout: Duration,
-    /// Serve agents over TLS with this certificate chain (PEM); agents join with https://.
+    /// Serve agents with this certificate chain (PEM; agents verify it with --tls-ca); without it,
+    /// a self-signed certificate made at start, its SHA-256 fingerprint printed.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
     /// The TLS certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
-}
-
-/// Clock probes per agent; the quickest [`clock::KEEP`] decide.
-const PROBES: usize = 8;
-
-/// An agent that passed the handshake, not yet placed.
-struct Arrival {
-    conn: Conn,
-    name: String,
-    claim: Option<u32>,
-    estimate: Estimate,
 }
 
 /// A placed agent.
@@ -139,7 +130,7 @@ enum AgentLine {
 struct Fleet {
     members: Vec<Member>,
     events: Receiver<Event>,
-    arrivals: Receiver<Result<Arrival, (SocketAddr, String)>>,
+    arrivals: Receiver<Arrived>,
     lines: Vec<AgentLine>,
     out: Option<JsonLines>,
     silence: Duration,
@@ -199,13 +190,21 @@ impl Fleet {
     }
 
     fn refused(&mut self, addr: SocketAddr, reason: String) {
+        if addr.port() == 0 {
+            // Not a peer: the listener itself (out of file descriptors).
+            eprintln!("perfops: {reason}");
+            return;
+        }
         eprintln!("perfops: refused a peer from {addr}: {reason}");
         self.log(AgentLine::Refused { addr: addr.to_string(), reason });
     }
 }
 
 pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
-    let token = super::token(args.token.as_deref())?;
+    let (token, generated) = match args.token.as_deref() {
+        None | Some("") => (super::auth::generate_token()?, true),
+        Some(t) => (super::token(Some(t))?, false),
+    };
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     // Checked before anyone joins: a scenario with errors costs no agent its time.
     let mut overrides = args.session.set.clone();
@@ -213,26 +212,43 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
         overrides.push(Override { path: "target".into(), value: t.clone() });
     }
     let Some((_, text)) = load_scenario(&args.session.scenario, &overrides)? else { return Ok(Exit::Usage) };
-    let tls = match (&args.tls_cert, &args.tls_key) {
-        (Some(c), Some(k)) => Some(conn::server_tls(c, k).map_err(|e| usage(format!("{e:#}")))?),
-        _ => None,
+    // The channel is always TLS (issue #31): with the user's certificate, or one made now.
+    let (tls, made) = match (&args.tls_cert, &args.tls_key) {
+        (Some(c), Some(k)) => (conn::server_tls(c, k).map_err(|e| usage(format!("{e:#}")))?, None),
+        _ => {
+            let (config, print) = conn::ephemeral_tls()?;
+            (config, Some(print))
+        }
     };
     let listener = TcpListener::bind(&args.listen).map_err(|e| usage(format!("--listen {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
     let n = args.agents as usize;
-    eprintln!(
-        "perfops: coordinator listening on {addr}{}: waiting up to {:?} for {n} agent(s)",
-        if tls.is_some() { " (TLS)" } else { "" },
-        args.join_timeout
-    );
+    eprintln!("perfops: coordinator listening on {addr} (TLS): waiting up to {:?} for {n} agent(s)", args.join_timeout);
+    if let Some(print) = &made {
+        eprintln!(
+            "perfops: TLS with a self-signed certificate made for this run, SHA-256 {print} (agents need no \
+             --tls-ca: the token handshake is bound to the TLS session)"
+        );
+    }
+    if generated {
+        // Once, here, and nowhere else: not in the results, meta.json or agents.jsonl.
+        eprintln!(
+            "perfops: no --token or PERFOPS_TOKEN: generated one for this run. Start each agent with:\n  \
+             PERFOPS_TOKEN={token} perfops agent --join https://{}",
+            join_address(addr)
+        );
+    }
 
     let (arrive_tx, arrivals) = mpsc::channel();
-    accept(listener, token.clone(), tls, args.max_clock_offset, arrive_tx);
+    let hub = Hub::start()?;
+    let door = accept::open(&hub, listener, token.clone(), tls, args.max_clock_offset, arrive_tx)?;
     let (events_tx, events) = mpsc::channel();
     let mut fleet =
         Fleet { members: Vec::new(), events, arrivals, lines: Vec::new(), out: None, silence: args.agent_timeout };
-    let hub = Hub::start()?;
-    let Some(members) = gather(&mut fleet, &hub, n, args.join_timeout, &events_tx)? else { return Ok(Exit::Runtime) };
+    let Some(members) = gather(&mut fleet, &hub, n, args.join_timeout, &events_tx)? else {
+        door.say_unsaid();
+        return Ok(Exit::Runtime);
+    };
     fleet.members = members;
 
     // The setup runs once, here; its values go to every agent.
@@ -250,6 +266,7 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     if let Err(e) = ready(&mut fleet) {
         fleet.say_all(&Control::Bye);
         eprintln!("perfops: {e:#}");
+        door.say_unsaid();
         linger(fleet.members);
         return Ok(Exit::Runtime);
     }
@@ -276,9 +293,20 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
     ending.short_from = first_loss.map(|t| (f64::from(t), format!("a generator was lost at t={t}s")));
     let mut summary = s.judging().summarize(&loaded, ending);
     summary.protocols = fleet_protocols(&fleet.members, &s.step_names);
+    door.say_unsaid();
     let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
     linger(fleet.members);
     exit
+}
+
+/// What an agent is told to join: the listening address, with the host's
+/// name in place of an unspecified address (0.0.0.0, ::).
+fn join_address(addr: SocketAddr) -> String {
+    if !addr.ip().is_unspecified() {
+        return addr.to_string();
+    }
+    let host = nix::unistd::gethostname().ok().map_or_else(|| "HOST".into(), |h| h.to_string_lossy().into_owned());
+    format!("{host}:{}", addr.port())
 }
 
 /// Close the agents' connections and give their pumps a moment to send
@@ -286,97 +314,6 @@ pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
 fn linger<T>(members: T) {
     drop(members);
     std::thread::sleep(Duration::from_millis(100));
-}
-
-/// Accept connections on a thread of their own; each handshake on its own
-/// thread too, so a slow or hostile peer holds up nobody.
-fn accept(
-    listener: TcpListener,
-    token: String,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    max_offset: Duration,
-    arrivals: Sender<Result<Arrival, (SocketAddr, String)>>,
-) {
-    std::thread::spawn(move || {
-        for tcp in listener.incoming() {
-            let Ok(tcp) = tcp else { continue };
-            let (token, tls, arrivals) = (token.clone(), tls.clone(), arrivals.clone());
-            std::thread::spawn(move || {
-                let Ok(addr) = tcp.peer_addr() else { return };
-                let conn = match tls {
-                    Some(config) => Conn::tls_server(tcp, config),
-                    None => Conn::plain(tcp),
-                };
-                let result = conn
-                    .map_err(|e| e.to_string())
-                    .and_then(|c| handshake(c, &token, max_offset))
-                    .map_err(|reason| (addr, reason));
-                if matches!(&result, Err((_, reason)) if reason.is_empty()) {
-                    return;
-                }
-                let _ = arrivals.send(result);
-            });
-        }
-    });
-}
-
-/// The token both ways, then the clock: an agent that fails either is
-/// refused (and told why) before it can be given anything.
-fn handshake(mut c: Conn, token: &str, max_offset: Duration) -> Result<Arrival, String> {
-    let wait = Duration::from_secs(10);
-    let e = |e: std::io::Error| e.to_string();
-    // A probe (Kubernetes' tcpSocket readiness check) connects and closes without a word:
-    // not a peer worth a log line every two seconds.
-    let hello = match c.expect(wait, "hello") {
-        Err(err) if matches!(err.kind(), ErrorKind::UnexpectedEof | ErrorKind::ConnectionReset) => {
-            return Err(String::new());
-        }
-        other => other.map_err(e)?,
-    };
-    let (their, claim, name) = match hello {
-        Control::Hello { protocol, nonce, index, name } if protocol == PROTOCOL => (nonce, index, name),
-        Control::Hello { protocol, .. } => {
-            let reason = format!("protocol {protocol}, this coordinator speaks {PROTOCOL}: use the same perfops");
-            let _ = c.control(Control::Refused { reason: reason.clone() });
-            return Err(reason);
-        }
-        other => return Err(format!("said {other:?} instead of hello")),
-    };
-    let own = auth::nonce().map_err(|e| e.to_string())?;
-    let proof = auth::prove(token, Role::Coordinator, &their, &own);
-    c.control(Control::Challenge { nonce: own.clone(), proof }).map_err(e)?;
-    match c.expect(wait, "proof").map_err(e)? {
-        Control::Proof { proof } if auth::check(token, Role::Agent, &own, &their, &proof) => {}
-        Control::Proof { .. } => {
-            let reason = "wrong token".to_string();
-            let _ = c.control(Control::Refused { reason: reason.clone() });
-            return Err(format!("agent {name}: {reason}"));
-        }
-        Control::Refused { reason } => return Err(format!("agent {name} refused this coordinator: {reason}")),
-        other => return Err(format!("said {other:?} instead of its proof")),
-    }
-    let mut samples = Vec::with_capacity(PROBES);
-    for _ in 0..PROBES {
-        let t0 = wall_ns();
-        c.control(Control::Ping { t0 }).map_err(e)?;
-        match c.expect(wait, "clock probe").map_err(e)? {
-            Control::Pong { t0: back, t1, t2 } if back == t0 => samples.push(Sample { t0, t1, t2, t3: wall_ns() }),
-            other => return Err(format!("said {other:?} to a clock probe")),
-        }
-    }
-    let estimate = clock::estimate(&samples).ok_or("no usable clock probe (the clock moved while probing)")?;
-    if estimate.offset_ns.unsigned_abs() > max_offset.as_nanos() as u64 {
-        let reason = format!(
-            "clock offset {:+.1} ms (round trip {:.1} ms) is above the bound of {:?}: synchronise the clocks \
-             (NTP, chrony) or raise --max-clock-offset",
-            estimate.offset_ns as f64 / 1e6,
-            estimate.rtt_ns as f64 / 1e6,
-            max_offset
-        );
-        let _ = c.control(Control::Refused { reason: reason.clone() });
-        return Err(format!("agent {name}: {reason}"));
-    }
-    Ok(Arrival { conn: c, name, claim, estimate })
 }
 
 /// Place agents in shards as they arrive, until all `n` are in or
@@ -524,7 +461,9 @@ fn ready(fleet: &mut Fleet) -> Result<()> {
                 let name = &fleet.members[i].name;
                 match c {
                     Control::Ready => ready[i] = true,
-                    Control::Failed { reason } => anyhow::bail!("agent {name} (shard {i}) cannot run: {reason}"),
+                    Control::Failed { reason } => {
+                        anyhow::bail!("agent {name} (shard {i}) cannot run: {}", sanitize(&reason, REASON_CHARS))
+                    }
                     _ => {}
                 }
             }
@@ -627,7 +566,7 @@ fn drive(
                     }
                     Message::Control(Control::Failed { reason }) => {
                         if join.lost(i) {
-                            lose(fleet, &join, i, offset, format!("failed: {reason}"));
+                            lose(fleet, &join, i, offset, format!("failed: {}", sanitize(&reason, REASON_CHARS)));
                         }
                     }
                     Message::Control(_) => {}
@@ -721,6 +660,7 @@ fn fleet_protocols(members: &[Member], step_names: &[String]) -> Vec<ProtocolUse
 
 /// Agent `i` is lost: say so, note it, close its connection.
 fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
+    let why = sanitize(&why, REASON_CHARS);
     let t = offset + join.next_of(i).unwrap_or(0);
     let m = &mut fleet.members[i];
     eprintln!(
