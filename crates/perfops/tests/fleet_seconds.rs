@@ -77,7 +77,7 @@ fn an_agent_sending_keys_outside_the_plan_is_refused_and_the_run_is_inconclusive
     let coordinator = wd.spawn("coordinator", &scenario, &["--agents", "2", "--listen", &listen], |c| {
         c.env("PERFOPS_TOKEN", TOKEN);
     });
-    let url = format!("http://{listen}");
+    let url = format!("https://{listen}");
     let agents: Vec<_> = [&honest, &rogue]
         .iter()
         .enumerate()
