@@ -421,8 +421,9 @@ fn assignment(
     let folder = path.parent().unwrap_or(Path::new("."));
     let mut files = BTreeMap::new();
     for spec in &s.scenario.data {
-        let file = folder.join(&spec.csv);
-        let csv = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        // Through `input`, as the session read it: no link out of the folder, a size cap.
+        let bytes = perfops_core::input::read_beside(folder, Path::new(&spec.csv), perfops_core::input::Cap::CSV)?;
+        let csv = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", spec.csv))?;
         files.insert(spec.csv.clone(), csv);
     }
     Ok(Assignment {

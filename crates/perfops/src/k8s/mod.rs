@@ -104,8 +104,10 @@ pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
             continue;
         }
         let file = folder.join(&feeder.csv);
-        let content =
-            std::fs::read_to_string(&file).map_err(|e| usage(format!("cannot read {}: {e}", file.display())))?;
+        // Through `input`, as `check` read it: no link out of the folder, a size cap.
+        let content = perfops_core::input::read_beside(folder, Path::new(&feeder.csv), perfops_core::input::Cap::CSV)
+            .map_err(|e| usage(e.to_string()))
+            .and_then(|b| String::from_utf8(b).map_err(|_| usage(format!("{} is not UTF-8", file.display()))))?;
         files.push((rel, content));
     }
     // gRPC steps' .proto files and their imports (#14): the coordinator's pod
