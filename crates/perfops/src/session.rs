@@ -35,7 +35,7 @@ use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::Measured;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
-use perfops_core::scenario::redact::{redact, redact_arg};
+use perfops_core::scenario::redact::{redact, redact_command};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Outcome, Plan, Target, Work};
@@ -234,7 +234,7 @@ impl Session {
             version: RESULTS_VERSION,
             perfops_version: env!("CARGO_PKG_VERSION").into(),
             host: nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
-            command: std::env::args().map(|a| redact_arg(&a)).collect(),
+            command: redact_command(&std::env::args().collect::<Vec<_>>()),
             kind: command.into(),
             started_at: utc_rfc3339(started),
             name: scenario.name.clone(),
