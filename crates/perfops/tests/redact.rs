@@ -134,6 +134,38 @@ fn no_secret_reaches_results_report_junit_or_output() {
     }
 }
 
+/// `perfops report` of a directory that an older perfops wrote, its secrets in the clear: the report
+/// shows the scenario and the command line redacted all the same.
+#[test]
+fn the_report_redacts_what_an_older_perfops_left_in_the_clear() {
+    let _cpu = shared();
+    let wd = Workdir::new("redact-report");
+    let scenario = wd.scenario(
+        "old.yaml",
+        "name: old\ntarget: demo:async\nflows:\n  f:\n    steps:\n      - request: GET /\nload:\n  stages: [ { rate: 5, hold: 1s } ]\nslo: []\n",
+    );
+    let out = wd.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let dir = wd.result_dir(&out);
+    // What an older perfops kept: a literal X-Auth-Token, and the value after --token.
+    let old = "name: old\ntarget: demo:async\ndefaults:\n  headers: { X-Auth-Token: lit-old-7e1 }\nflows:\n  f:\n    steps:\n      - request: GET /\nload:\n  stages: [ { rate: 5, hold: 1s } ]\nslo: []\n";
+    std::fs::write(dir.join("scenario.yaml"), old).expect("write scenario.yaml");
+    let meta_path = dir.join("meta.json");
+    let mut meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&meta_path).unwrap()).unwrap();
+    meta["command"] = serde_json::json!(["perfops", "coordinator", "old.yaml", "--token", "lit-old-7e2"]);
+    std::fs::write(&meta_path, meta.to_string()).expect("write meta.json");
+
+    let html = wd.path.join("again.html");
+    let (d, h) = (dir.display().to_string(), html.display().to_string());
+    let out = common::spawn_perfops(&["report", &d, "-o", &h], |_| {}).wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let page = std::fs::read_to_string(&html).expect("the report");
+    assert!(page.contains("--token &lt;redacted&gt;") || page.contains("--token <redacted>"), "the command is gone");
+    for secret in ["lit-old-7e1", "lit-old-7e2"] {
+        assert!(!page.contains(secret), "the report shows {secret}");
+    }
+}
+
 /// Every file under `dir`, read.
 fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
     for entry in std::fs::read_dir(dir).expect("list the results") {
@@ -142,6 +174,31 @@ fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
             files_under(&path, out);
         } else {
             out.push((path.display().to_string(), std::fs::read(&path).expect("read a results file")));
+        }
+    }
+}
+
+/// `quick -H` refused for its form: the message names the header, never its value, and a value typed
+/// without its name (`-H TOKEN`) is not echoed at all. Nothing is sent: the address refuses anyway.
+#[test]
+fn a_refused_header_is_not_echoed() {
+    let url = format!("http://{}/", perfops_testkit::refused_addr());
+    let cases: [(&str, &str); 2] = [
+        // No colon: the whole value may be a token.
+        ("lit-quick-7d2", "is not `Name: value`"),
+        // A line break: the value is not shown (whatever refuses it: the message may change).
+        ("Authorization: lit-quick-7d3\r\nX-Forged: 1", ""),
+    ];
+    for (header, needle) in cases {
+        let run = common::quick(&[&url, "-H", header, "-n", "1"]);
+        run.assert_exit(2);
+        assert!(run.stderr.contains(needle), "-H {header:?}: stderr lacks {needle:?}:\n{}", run.stderr);
+        for secret in ["lit-quick-7d2", "lit-quick-7d3"] {
+            assert!(
+                !run.stderr.contains(secret) && !run.stdout.contains(secret),
+                "-H {header:?} echoed:\n{}",
+                run.stderr
+            );
         }
     }
 }

@@ -502,7 +502,13 @@ pub fn redact_override_value(path: &str, value: &str) -> String {
 /// the value holds no literal.
 pub fn redact_header_line(line: &str) -> String {
     match line.split_once(':') {
-        Some((name, value)) if !harmless_header(name) && holds_literal(value) => format!("{name}: {REDACTED}"),
+        // The name escaped: it is printed in messages, and a line break in it would forge a line.
+        Some((name, value)) if !harmless_header(name) && holds_literal(value) => {
+            format!("{}: {REDACTED}", name.escape_debug())
+        }
+        Some(_) if line.contains(|c: char| c.is_control()) => {
+            format!("{}: {REDACTED}", line.split(':').next().unwrap_or("").escape_debug())
+        }
         Some(_) => line.to_string(),
         None => REDACTED.to_string(),
     }
