@@ -33,8 +33,10 @@ const SECRETS: &[&str] = &[
     "lit-setup-7c9",
     // An environment value.
     "lit-env-7d0",
-    // A literal block under gRPC-style metadata of a step.
+    // A literal block (`|-`) in a step's header.
     "lit-block-7d1",
+    // A password in the target's URL.
+    "lit-url-7d4",
 ];
 
 const SCENARIO: &str = r#"name: redact-e2e
@@ -76,7 +78,8 @@ fn no_secret_reaches_results_report_junit_or_output() {
     let _cpu = shared();
     let server = perfops_testkit::nginx();
     let wd = Workdir::new("redact-e2e");
-    let scenario = wd.scenario("redact.yaml", &SCENARIO.replace("TARGET", server.url().trim_end_matches('/')));
+    let target = server.url().trim_end_matches('/').replace("http://", "http://bob:lit-url-7d4@");
+    let scenario = wd.scenario("redact.yaml", &SCENARIO.replace("TARGET", &target));
     let setup_values = wd.path.join("setup.json");
     std::fs::write(&setup_values, r#"{"token": "lit-setup-7c9"}"#).expect("write setup values");
     let junit = wd.path.join("junit.xml");

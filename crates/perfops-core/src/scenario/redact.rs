@@ -35,7 +35,8 @@
 //! costs a secret, so the list errs wide.
 //!
 //! Comments between a redacted value and the next token go with it (`Authorization: abc  # was xyz`);
-//! other comments are kept. Keys are never redacted.
+//! other comments are kept. Keys are never redacted, nor what `save:` extracts (a JSONPath,
+//! `header:NAME`, a regex): it says where a value is found, never the value.
 //!
 //! # The copy keeps its lines
 //!
@@ -280,8 +281,9 @@ enum Place {
     Headers,
     /// A header's value (not a harmless one).
     HeaderValue,
-    /// A harmless header's value: kept.
-    KeptHeader,
+    /// A harmless header's value, or what `save:` extracts (a JSONPath, `header:NAME`, a regex that
+    /// names a token it finds, never a secret itself): kept.
+    Kept,
     /// Inside a request body.
     Body,
     /// Under a credential-like field of a body.
@@ -292,15 +294,16 @@ impl Place {
     /// The place of the value under `key` of a mapping at `self`.
     fn child(self, key: &str) -> Place {
         match self {
-            Place::Secret | Place::HeaderValue | Place::KeptHeader => self,
-            Place::Headers if harmless_header(key) => Place::KeptHeader,
+            Place::Secret | Place::HeaderValue | Place::Kept => self,
+            Place::Headers if harmless_header(key) => Place::Kept,
             Place::Headers => Place::HeaderValue,
             Place::Body if credential_name(key) => Place::Secret,
             Place::Body => Place::Body,
             Place::Top | Place::Other => match key {
                 "headers" | "metadata" => Place::Headers,
                 "json" | "form" | "body" | "message" | "send" if self == Place::Top => Place::Body,
-                "expect" | "save" | "watch" | "data" | "slo" | "abort_when" | "load" | "probe" => Place::Other,
+                "save" => Place::Kept,
+                "expect" | "watch" | "data" | "slo" | "abort_when" | "load" | "probe" => Place::Other,
                 _ => self,
             },
         }
@@ -323,7 +326,7 @@ impl Place {
     /// What a scalar `value` at this place becomes, if it must change.
     fn judge(self, value: &str) -> Option<String> {
         match self {
-            Place::KeptHeader => None,
+            Place::Kept => None,
             Place::HeaderValue | Place::Secret | Place::Headers => holds_literal(value).then(|| REDACTED.to_string()),
             Place::Top | Place::Other | Place::Body => match redact_text(value) {
                 Cow::Borrowed(_) => None,
@@ -452,7 +455,6 @@ fn check(root: &Node, out: &str, edits: &HashMap<usize, String>) -> bool {
 }
 
 /// Whether `new` is `old` with the edits made and every scalar on the line it was on.
-
 fn same(old: &Node, new: &Node, edits: &HashMap<usize, String>) -> bool {
     match (old, new) {
         (Node::Scalar(a), Node::Scalar(b)) => {
@@ -667,10 +669,14 @@ mod tests {
             // A password in the target's URL; the user stays.
             ("target: http://bob:pw-t@127.0.0.1:1/\n", &["http://bob:<redacted>@127.0.0.1:1/"], &["pw-t"]),
             // A comment after a redacted value goes with it; a `json:` under `expect` is no body, and
-            // `save: { token: ... }` names a variable, not a secret.
+            // `save:` names variables and where to find them (a regex that names a token), no secret.
             (
-                "flows:\n  f:\n    steps:\n      - request: GET /\n        headers:\n          X-A: lit-c  # was old-c\n        expect: { json: { token: ok } }\n        save: { token: $.token }\n",
-                &["X-A: \"<redacted>\"\n", "json: { token: ok }", "save: { token: $.token }"],
+                "flows:\n  f:\n    steps:\n      - request: GET /\n        headers:\n          X-A: lit-c  # was old-c\n        expect: { json: { token: ok } }\n        save: { token: $.token, t2: 'regex:\"token\":\"([^\"]+)\"' }\n",
+                &[
+                    "X-A: \"<redacted>\"\n",
+                    "json: { token: ok }",
+                    "save: { token: $.token, t2: 'regex:\"token\":\"([^\"]+)\"' }",
+                ],
                 &["lit-c", "old-c"],
             ),
         ];
