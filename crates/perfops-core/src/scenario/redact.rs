@@ -44,8 +44,9 @@
 //! new value and the same line breaks and indentation: a folded block `Authorization: >-` over three
 //! lines becomes `Authorization: "<redacted>"` and two blank lines, so a line number in a later message
 //! (`merge` re-reads the copy) still points at the same line of the user's file. The result is parsed
-//! again and compared with the tree it should be; if that ever fails, or the input is not YAML, the copy
-//! holds a comment and blank lines instead of any of the text: never a secret, never a guess.
+//! again and compared with the tree it should be; if that ever fails, or the input is not YAML, or it
+//! holds a second document (`---`) that the scenario ignores, the copy holds a comment and blank lines
+//! instead of any of the text: never a secret, never a guess.
 //!
 //! # The command line
 //!
@@ -361,6 +362,10 @@ fn rewrite(text: &str, under: Option<(&str, Place)>) -> Option<String> {
         None => walk(&root, Place::Top, &mut edits),
         Some((key, place)) => walk(root.as_mapping()?.get_node(key)?, place, &mut edits),
     }
+    let scanned: Vec<_> = Scanner::new(text.chars()).collect();
+    if later_documents(scanned.iter().map(|t| &t.1)) {
+        return None;
+    }
     if edits.is_empty() {
         return Some(text.to_string());
     }
@@ -368,7 +373,8 @@ fn rewrite(text: &str, under: Option<(&str, Place)>) -> Option<String> {
     // Marks count characters; the text is sliced by bytes.
     let bytes_at: Vec<usize> = text.char_indices().map(|(b, _)| b).chain(std::iter::once(text.len())).collect();
     let chars: Vec<char> = text.chars().collect();
-    let tokens: Vec<(usize, Option<TScalarStyle>)> = Scanner::new(text.chars())
+    let tokens: Vec<(usize, Option<TScalarStyle>)> = scanned
+        .iter()
         .map(|t| {
             let style = match t.1 {
                 TokenType::Scalar(style, _) => Some(style),
@@ -409,6 +415,30 @@ fn rewrite(text: &str, under: Option<(&str, Place)>) -> Option<String> {
     }
     out.push_str(&text[done..]);
     check(&root, &out, &edits).then_some(out)
+}
+
+/// Whether the stream holds a document after the first one: the tree is the first document's only,
+/// so a second one would be copied unjudged.
+fn later_documents<'a>(tokens: impl Iterator<Item = &'a TokenType>) -> bool {
+    // 0: before the first document's content, 1: in it, 2: after its end.
+    let mut phase = 0;
+    for t in tokens {
+        match t {
+            TokenType::StreamStart(_)
+            | TokenType::StreamEnd
+            | TokenType::BlockEnd
+            | TokenType::VersionDirective(..)
+            | TokenType::TagDirective(..) => {}
+            TokenType::DocumentStart | TokenType::DocumentEnd => {
+                if phase == 1 {
+                    phase = 2;
+                }
+            }
+            _ if phase == 2 => return true,
+            _ => phase = 1,
+        }
+    }
+    false
 }
 
 /// The line breaks of a replaced region and the blanks before the next token, so that the lines and
@@ -693,6 +723,47 @@ mod tests {
             // Deterministic, and a second pass changes nothing.
             assert_eq!(redact(input), out);
             assert_eq!(redact(&out), out, "{out}");
+        }
+    }
+
+    #[test]
+    fn a_second_document_is_no_hiding_place() {
+        // Only the first document is a scenario; a second one is still text of the copy.
+        let out = redact("name: a\n---\ndefaults: { headers: { X-K: lit-doc2 } }\n");
+        assert!(!out.contains("lit-doc2"), "{out}");
+        assert_eq!(out.lines().count(), 3, "{out}");
+    }
+
+    proptest::proptest! {
+        /// Whatever the style a header value is written in (plain, quoted, a flow mapping, a block)
+        /// and whatever surrounds the secret in it, the copy lacks the secret, keeps the lines and is
+        /// rewritten in place.
+        #[test]
+        fn no_style_hides_a_header_secret(
+            secret in "zq[a-z0-9]{6,10}",
+            before in "[ a-zA-Z#:,=-]{0,6}",
+            after in "[ a-zA-Z#:,=-]{0,6}",
+            name in "X-[A-Za-z]{1,8}",
+            style in 0..6usize,
+        ) {
+            let value = format!("{}{secret}{}", before.trim(), after.trim_end());
+            let quoted = serde_json::to_string(&value).unwrap();
+            let single = format!("'{}'", value.replace('\'', "''"));
+            let header = match style {
+                0 => format!("    {name}: {quoted}\n"),
+                1 => format!("    {name}: {single}\n"),
+                2 => format!("    {name}: |-\n      {value}\n      more\n"),
+                3 => format!("    {name}: >\n      {value}\n\n      more\n"),
+                4 => format!("    {name}: {quoted}  # note\n"),
+                // A literal beside a reference.
+                _ => format!("    {name}: {}\n", serde_json::to_string(&format!("${{seq}} {value}")).unwrap()),
+            };
+            let text = format!("defaults:\n  headers:\n{header}    Accept: a/b\nflows: {{ f: {{ steps: [ {{ request: GET / }} ] }} }}\n");
+            let out = redact(&text);
+            proptest::prop_assert!(!out.contains(&secret), "{text}\n->\n{out}");
+            proptest::prop_assert_eq!(out.lines().count(), text.lines().count());
+            proptest::prop_assert!(!out.contains(UNREDACTABLE), "{text}\n->\n{out}");
+            proptest::prop_assert!(out.contains("Accept: a/b"));
         }
     }
 
