@@ -727,6 +727,29 @@ mod tests {
     }
 
     #[test]
+    fn the_examples_stay_scenarios_once_redacted() {
+        // `merge` re-reads the copy: each example, redacted, is rewritten in place, keeps its lines
+        // and still parses as a scenario whenever the original does.
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let mut seen = 0;
+        for entry in std::fs::read_dir(&dir).expect("examples/") {
+            let path = entry.expect("an entry").path();
+            if path.extension().is_none_or(|x| x != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("an example");
+            let out = redact(&text);
+            let name = path.display().to_string();
+            assert!(!out.contains(UNREDACTABLE), "{name}:\n{out}");
+            assert_eq!(out.lines().count(), text.lines().count(), "{name}");
+            let (before, after) = (super::super::parse(&name, &text, &[]), super::super::parse(&name, &out, &[]));
+            assert_eq!(before.is_ok(), after.is_ok(), "{name}:\n{out}");
+            seen += 1;
+        }
+        assert!(seen >= 5, "{seen} examples in {}", dir.display());
+    }
+
+    #[test]
     fn a_second_document_is_no_hiding_place() {
         // Only the first document is a scenario; a second one is still text of the copy.
         let out = redact("name: a\n---\ndefaults: { headers: { X-K: lit-doc2 } }\n");
