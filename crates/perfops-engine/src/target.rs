@@ -29,9 +29,11 @@ pub enum TargetError {
         /// What the resolver said.
         reason: String,
     },
-    /// A header that would break the request framing.
+    /// A header that would break the request framing. Shown redacted (#31): a value typed without
+    /// its name (`-H TOKEN`) is a secret echoed into a log.
     #[error(
-        "header `{0}` is not `Name: value` with a token for a name (letters, digits, `-`...), or holds CR, LF or NUL"
+        "header `{}` is not `Name: value` with a token for a name (letters, digits, `-`...), or holds CR, LF or NUL",
+        perfops_core::scenario::redact::redact_header_line(.0)
     )]
     BadHeader(String),
 }

@@ -335,14 +335,15 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
     let meta = RunMeta {
         perfops_version: env!("CARGO_PKG_VERSION").into(),
         host: None,
-        command: std::env::args().map(|a| perfops_core::scenario::redact::redact_arg(&a)).collect(),
+        command: perfops_core::scenario::redact::redact_command(&std::env::args().collect::<Vec<_>>()),
         shard: None,
         merged: parts.iter().map(|p| format!("{}: {}", shard_text(p.shard), p.dir.display())).collect(),
         ..meta0.clone()
     };
     dir.write_json("meta.json", &meta)?;
     if let Some(text) = &first.read.scenario {
-        dir.write_file("scenario.yaml", text.as_bytes())?;
+        // Redacted again: a shard written by an older perfops may hold what this one redacts.
+        dir.write_file("scenario.yaml", perfops_core::scenario::redact::redact(text).as_bytes())?;
     }
 
     let (tx, rx) = mpsc::channel();

@@ -217,7 +217,8 @@ pub(crate) fn run(args: QuickArgs) -> Result<Exit> {
 
     let generator = launch::generator_use(outcome.workers, (outcome.naps, outcome.longest_nap));
     let setup = QuickSetup {
-        url: args.url.clone(),
+        // The JSON summary and the terminal show it: without a password or a query key (#31).
+        url: perfops_core::scenario::redact::redact_text(&args.url).into_owned(),
         method,
         // Over HTTP/1.1 each of the -c x -p users has a connection of its own.
         connections: (!open).then_some(match outcome.protocol {

@@ -35,7 +35,7 @@ use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::Measured;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
-use perfops_core::scenario::redact::{redact, redact_arg};
+use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Outcome, Plan, Target, Work};
@@ -167,9 +167,10 @@ impl Session {
                 (Some(child), url, target)
             }
         };
-        // As written: an environment value (`${env.PORT}`) never reaches the results.
+        // As written: an environment value (`${env.PORT}`) never reaches the results; a password in
+        // the URL (`http://user:password@host`) neither (#31).
         let target_label = match &scenario.target {
-            TargetSpec::Url(u) => u.clone(),
+            TargetSpec::Url(u) => redact_text(u).into_owned(),
             TargetSpec::Demo(model, _) => format!("demo:{} ({url})", demo_name(model)),
         };
 
@@ -234,7 +235,7 @@ impl Session {
             version: RESULTS_VERSION,
             perfops_version: env!("CARGO_PKG_VERSION").into(),
             host: nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
-            command: std::env::args().map(|a| redact_arg(&a)).collect(),
+            command: redact_command(&std::env::args().collect::<Vec<_>>()),
             kind: command.into(),
             started_at: utc_rfc3339(started),
             name: scenario.name.clone(),

@@ -157,7 +157,9 @@ pub(crate) fn check_start(start: SystemTime, now: SystemTime, length: Duration) 
 /// A hash of the redacted scenario text and the overrides it ran with
 /// (FNV-1a, 64 bits, hex): equal for shards of one scenario, different when
 /// a stage, a flow or an `--set` differs. Not a secret and not a defence
-/// against forgery: a guard against merging the wrong directories.
+/// against forgery: a guard against merging the wrong directories. The
+/// overrides are hashed redacted too (#31): a fast hash of a short secret
+/// in `meta.json` would give it back to whoever tries the candidates.
 pub(crate) fn fingerprint(redacted: &str, overrides: &[Override]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     let mut eat = |bytes: &[u8]| {
@@ -171,7 +173,7 @@ pub(crate) fn fingerprint(redacted: &str, overrides: &[Override]) -> String {
         eat(b"\n--set ");
         eat(o.path.as_bytes());
         eat(b"=");
-        eat(o.value.as_bytes());
+        eat(perfops_core::scenario::redact::redact_override_value(&o.path, &o.value).as_bytes());
     }
     format!("fnv1a64:{h:016x}")
 }

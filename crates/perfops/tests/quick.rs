@@ -742,7 +742,8 @@ fn usage_errors_exit_2_with_a_clear_message() {
         (&[&url, "-d", "0s", "-c", "1"], "nothing to do"),
         (&[&url, "-c", "0", "-n", "1"], "-c must be at least 1"),
         (&[&url, "-r", "0", "-d", "1s"], "-r 0/s"),
-        (&[&url, "-H", "NoColonHere", "-n", "1"], "header `NoColonHere` is not `Name: value`"),
+        // Not echoed: a value typed without its name may be a secret (#31).
+        (&[&url, "-H", "NoColonHere", "-n", "1"], "header `<redacted>` is not `Name: value`"),
         (&[&url, "-b", &missing_body, "-n", "1"], "cannot read body file"),
         (&[&url, "-c", "2", "-r", "10"], "cannot be used with"),
     ];

@@ -436,14 +436,16 @@ fn details(o: &mut String, m: &Model) {
         let _ = writeln!(
             o,
             "<details><summary>Scenario (<code>scenario.yaml</code>, secrets redacted)</summary><pre>{}</pre></details>",
-            escape(s)
+            // Redacted again (it changes nothing already redacted): a directory written by an older
+            // perfops, or by hand, may hold what this one redacts (#31).
+            escape(&perfops_core::scenario::redact::redact(s))
         );
     }
     let mut rows: Vec<(String, String)> = vec![("results".into(), m.files.dir_name.clone())];
     if let Some(meta) = &m.files.meta {
         // An empty command is one the file did not have.
         if !meta.command.is_empty() {
-            rows.push(("command".into(), meta.command.join(" ")));
+            rows.push(("command".into(), perfops_core::scenario::redact::redact_command(&meta.command).join(" ")));
         }
         for (key, v) in [("host", &meta.host), ("shard", &meta.shard)] {
             if let Some(v) = v {
