@@ -6,8 +6,11 @@
 //!
 //! Escaped: C0 (U+0000..U+001F, tab and newline included: a name has
 //! neither), DEL (U+007F) and C1 (U+0080..U+009F, which some terminals take
-//! as 8-bit escapes: U+009B is CSI), each as Rust writes it (`\u{1b}`,
-//! `\n`, `\t`). Everything else, any other Unicode included, is kept; a
+//! as 8-bit escapes: U+009B is CSI), and the marks that reorder or hide
+//! text (bidirectional overrides and isolates, zero-width characters, the
+//! byte-order mark: `evil\u{202e}gnp.exe` reads as `evilexe.png`), each as
+//! Rust writes it (`\u{1b}`, `\n`, `\t`). Everything else, any other
+//! Unicode included, is kept; a
 //! backslash too, so that escaping twice changes nothing (a table escapes
 //! its names, then its whole text).
 //! [`lines`] keeps the newlines of a text of many lines (a table, an error
@@ -32,6 +35,7 @@ pub fn lines(text: &str) -> Cow<'_, str> {
 
 fn needs(c: char) -> bool {
     c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 fn escape_but(text: &str, keep: Option<char>) -> Cow<'_, str> {
@@ -67,16 +71,18 @@ mod tests {
         let cases = [
             ("orders", "orders", "orders"),                // plain: untouched
             ("café ✓ 注文", "café ✓ 注文", "café ✓ 注文"), // Unicode is not control
+            ("evil\u{202e}gnp.exe", "evil\\u{202e}gnp.exe", "evil\\u{202e}gnp.exe"), // a bidi override reorders what follows
+            ("a\u{200b}b", "a\\u{200b}b", "a\\u{200b}b"), // a zero-width space hides in a name
             ("\u{1b}[31mred\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m"), // ESC: colours
             ("\u{1b}]0;title\u{7}", "\\u{1b}]0;title\\u{7}", "\\u{1b}]0;title\\u{7}"), // OSC, ended by BEL
-            ("a\rb", "a\\rb", "a\\rb"),                    // CR: overwrites the line
-            ("a\nb", "a\\nb", "a\nb"),                     // LF: a forged line; kept by `lines`
-            ("a\tb", "a\\tb", "a\\tb"),                    // tab
+            ("a\rb", "a\\rb", "a\\rb"),                   // CR: overwrites the line
+            ("a\nb", "a\\nb", "a\nb"),                    // LF: a forged line; kept by `lines`
+            ("a\tb", "a\\tb", "a\\tb"),                   // tab
             ("\u{0}\u{8}", "\\u{0}\\u{8}", "\\u{0}\\u{8}"), // NUL, backspace
-            ("\u{7f}", "\\u{7f}", "\\u{7f}"),              // DEL
-            ("\u{9b}2J", "\\u{9b}2J", "\\u{9b}2J"),        // C1 CSI: an 8-bit escape
-            ("\u{85}", "\\u{85}", "\\u{85}"),              // C1 NEL
-            ("a\\b", "a\\b", "a\\b"),                      // a backslash is kept
+            ("\u{7f}", "\\u{7f}", "\\u{7f}"),             // DEL
+            ("\u{9b}2J", "\\u{9b}2J", "\\u{9b}2J"),       // C1 CSI: an 8-bit escape
+            ("\u{85}", "\\u{85}", "\\u{85}"),             // C1 NEL
+            ("a\\b", "a\\b", "a\\b"),                     // a backslash is kept
         ];
         for (text, want, want_lines) in cases {
             assert_eq!(escape(text), want, "{text:?}");

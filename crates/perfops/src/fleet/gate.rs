@@ -31,24 +31,17 @@ pub(crate) const REASON_CHARS: usize = 512;
 /// `s` safe to print on a terminal and to store: control characters (C0,
 /// DEL, C1: an ANSI escape starts with ESC, U+001B) and the Unicode marks
 /// that reorder or hide text (bidirectional overrides, zero-width
-/// characters) written as `\u{..}`, and at most `max` characters kept
+/// characters) escaped as everything printed from outside is
+/// ([`perfops_core::printable`]), and at most `max` characters kept
 /// (then `…`). A peer chooses its name and its reasons: unescaped, they
 /// forge log lines; uncapped, a megabyte of name is kept in memory and in
 /// `agents.jsonl`.
 pub(crate) fn sanitize(s: &str, max: usize) -> String {
-    let mut out = String::new();
-    for (n, c) in s.chars().enumerate() {
-        if n == max {
-            out.push('…');
-            break;
-        }
-        let hidden =
-            matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}');
-        if c.is_control() || hidden {
-            out.push_str(&format!("\\u{{{:x}}}", c as u32));
-        } else {
-            out.push(c);
-        }
+    // Capped first: a megabyte of name is never escaped whole.
+    let kept: String = s.chars().take(max).collect();
+    let mut out = perfops_core::printable::escape(&kept).into_owned();
+    if s.chars().nth(max).is_some() {
+        out.push('…');
     }
     out
 }
@@ -362,12 +355,12 @@ mod tests {
     fn names_and_reasons_are_escaped_and_capped() {
         // (what a peer sent, how it is printed and stored)
         let cases = [
-            ("agent-7", "agent-7".to_string()),                                // plain: as it is
-            ("\u{1b}[31mred\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m".into()),     // ANSI escapes
-            ("a\nperfops: forged line", "a\\u{a}perfops: forged line".into()), // a forged log line
-            ("\u{7f}\u{9b}", "\\u{7f}\\u{9b}".into()),                         // DEL and a C1 control (CSI)
-            ("evil\u{202e}gnp.exe", "evil\\u{202e}gnp.exe".into()),            // a bidirectional override
-            ("é日本", "é日本".into()),                                         // letters of any script stay
+            ("agent-7", "agent-7".to_string()),                             // plain: as it is
+            ("\u{1b}[31mred\u{1b}[0m", "\\u{1b}[31mred\\u{1b}[0m".into()),  // ANSI escapes
+            ("a\nperfops: forged line", "a\\nperfops: forged line".into()), // a forged log line
+            ("\u{7f}\u{9b}", "\\u{7f}\\u{9b}".into()),                      // DEL and a C1 control (CSI)
+            ("evil\u{202e}gnp.exe", "evil\\u{202e}gnp.exe".into()),         // a bidirectional override
+            ("é日本", "é日本".into()),                                      // letters of any script stay
         ];
         for (raw, want) in cases {
             assert_eq!(sanitize(raw, NAME_CHARS), want, "{raw:?}");
