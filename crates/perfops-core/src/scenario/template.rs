@@ -317,27 +317,10 @@ impl Template {
                 }
                 Part::Var { var, span } => (var, span),
             };
-            let value = match var {
-                VarRef::Saved(name) => vars.saved(name),
-                VarRef::Env(name) => vars.env(name),
-                VarRef::Feeder { feeder, column } => vars.feeder(feeder, column),
-                // Digits, `-` and hex need no escape under any `Escape`: written directly.
-                VarRef::Seq => {
-                    write_u64(out, vars.seq());
-                    continue;
-                }
-                VarRef::RandomInt(lo, hi) => {
-                    write_i64(out, rng.i64(*lo..=*hi));
-                    continue;
-                }
-                VarRef::Uuid => {
-                    write_uuid(out, rng);
-                    continue;
-                }
-            };
-            match value {
-                Some(value) => write_escaped(out, value.as_bytes(), escape),
-                None => {
+            match var.value(vars, rng, out) {
+                Value::Written => {}
+                Value::Found(value) => write_escaped(out, value.as_bytes(), escape),
+                Value::Missing => {
                     missing.get_or_insert(span);
                 }
             }
@@ -382,29 +365,14 @@ impl Template {
                 }
                 Part::Var { var, span } => (var, span),
             };
-            let value = match var {
-                VarRef::Saved(name) => vars.saved(name),
-                VarRef::Env(name) => vars.env(name),
-                VarRef::Feeder { feeder, column } => vars.feeder(feeder, column),
-                // Digits, `-` and hex: allowed everywhere in a head, written directly.
-                VarRef::Seq => {
-                    write_u64(out, vars.seq());
-                    continue;
-                }
-                VarRef::RandomInt(lo, hi) => {
-                    write_i64(out, rng.i64(*lo..=*hi));
-                    continue;
-                }
-                VarRef::Uuid => {
-                    write_uuid(out, rng);
+            let bytes = match var.value(vars, rng, out) {
+                Value::Written => continue,
+                Value::Found(value) => value.as_bytes(),
+                Value::Missing => {
+                    missing.get_or_insert(span);
                     continue;
                 }
             };
-            let Some(value) = value else {
-                missing.get_or_insert(span);
-                continue;
-            };
-            let bytes = value.as_bytes();
             let written = match place {
                 HeadPlace::Target => head::write_target(out, bytes),
                 HeadPlace::HeaderValue => head::write_header_value(out, bytes),
@@ -417,6 +385,44 @@ impl Template {
             None => Ok(()),
             Some(span) => Err(MissingVar(self.source[span.clone()].to_owned()).into()),
         }
+    }
+}
+
+/// What [`VarRef::value`] found.
+enum Value<'v> {
+    /// A built-in, already written.
+    Written,
+    /// The variable's value, to write as the place asks.
+    Found(&'v str),
+    /// No such value: it renders empty.
+    Missing,
+}
+
+impl VarRef {
+    /// This variable's value from `vars`. The built-ins (`${seq}`,
+    /// `${random.int}`, `${uuid}`) are written to `out` at once: digits, `-`
+    /// and hex need no escape under any [`Escape`] and are allowed everywhere
+    /// in a request's head.
+    #[inline]
+    fn value<'v>(&self, vars: &'v dyn Vars, rng: &mut fastrand::Rng, out: &mut Vec<u8>) -> Value<'v> {
+        let found = match self {
+            VarRef::Saved(name) => vars.saved(name),
+            VarRef::Env(name) => vars.env(name),
+            VarRef::Feeder { feeder, column } => vars.feeder(feeder, column),
+            VarRef::Seq => {
+                write_u64(out, vars.seq());
+                return Value::Written;
+            }
+            VarRef::RandomInt(lo, hi) => {
+                write_i64(out, rng.i64(*lo..=*hi));
+                return Value::Written;
+            }
+            VarRef::Uuid => {
+                write_uuid(out, rng);
+                return Value::Written;
+            }
+        };
+        found.map_or(Value::Missing, Value::Found)
     }
 }
 
