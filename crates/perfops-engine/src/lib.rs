@@ -46,7 +46,7 @@ pub use http2::Http2;
 pub use perfops_core::measure::{Interval, Key};
 pub use reflection::Reflection;
 pub use target::{Protocol, Target, TargetError};
-pub use tls::TlsSetupError;
+pub use tls::{AnyCertificate, TlsSetupError};
 pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
 
 use worker::{Msg, Shared, WorkerLoad};

@@ -30,10 +30,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfops_core::fleet::wire::{self, Control, Message};
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName, UnixTime};
-use rustls::{DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 
 use super::auth::{self, Binding};
 
@@ -427,50 +425,10 @@ pub(crate) fn client_tls(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>>
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
-        None => {
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(Unverified(provider))).with_no_client_auth()
-        }
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(perfops_engine::AnyCertificate::new(provider)))
+            .with_no_client_auth(),
     };
     Ok(Arc::new(config))
-}
-
-/// Takes any certificate, but still checks that the peer holds its key
-/// (the handshake's signatures): the coordinator's identity comes from the
-/// token proof over this session, not from a CA.
-#[derive(Debug)]
-struct Unverified(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for Unverified {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
