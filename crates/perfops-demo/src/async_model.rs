@@ -73,12 +73,12 @@ async fn connection(mut stream: TcpStream, open: OpenConnection) {
                 app.metrics.busy.fetch_add(1, Ordering::Relaxed);
                 let (route, response) = match app.begin(&req) {
                     Step::Respond(route, response) => (route, response),
-                    Step::Orders => {
+                    Step::Work(work) => {
                         // Even a zero sleep would wait for the timer wheel's next millisecond tick.
                         if !app.io_wait().is_zero() {
                             tokio::time::sleep(app.io_wait()).await;
                         }
-                        (Route::Orders, app.finish_orders())
+                        app.finish(&work)
                     }
                 };
                 let keep_alive = req.keep_alive && !response.close;

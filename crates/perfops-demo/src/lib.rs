@@ -12,6 +12,14 @@
 //! POST /auth     {"user":"x"} (body optional)  -> 200 {"token":"<header>.<payload>.<signature>"}
 //! GET  /orders   Authorization: Bearer <token> -> 200 25 orders (~2 KB) after io_wait + cpu_work
 //!                missing or forged token       -> 401 {"error":...}
+//! GET  /me           (token) -> 200 {"user":...}                       after io_wait + cpu_work
+//! GET  /products     (token) -> 200 {"count":20,"products":[...]}      after io_wait + cpu_work
+//! POST /orders       (token) {"sku":"SKU-00042","qty":3}
+//!                            -> 201 {"id":100001,...}                  after io_wait + cpu_work
+//!                            -> 422 {"error":"field `qty` must be a JSON integer, found \"3\""} at once
+//! GET  /orders/{id}  (token) -> 200 {"order":{...}} (an order POSTed)  after io_wait + cpu_work
+//!                            -> 404 an id never created (or forgotten: the last 150 000 are kept)
+//!                every shop route without a valid token -> 401, as /orders
 //! GET  /health   -> 200 ok      (served by the same pool: slow when the pool is)
 //! GET  /metrics  -> Prometheus text 0.0.4 (also served by the pool)
 //! GET  /         -> 200 "perfops demo target (model threads)"

@@ -21,7 +21,12 @@ use crate::Model;
 pub(crate) enum Route {
     Root,
     Auth,
+    /// `GET /orders`, `POST /orders`.
     Orders,
+    /// `GET /orders/{id}`.
+    OrderById,
+    Me,
+    Products,
     Health,
     Metrics,
     /// Any other path or method (404).
@@ -32,8 +37,18 @@ pub(crate) enum Route {
 
 impl Route {
     /// Every route, in the order of their metric arrays.
-    pub(crate) const ALL: [Route; 7] =
-        [Route::Root, Route::Auth, Route::Orders, Route::Health, Route::Metrics, Route::Other, Route::Invalid];
+    pub(crate) const ALL: [Route; 10] = [
+        Route::Root,
+        Route::Auth,
+        Route::Orders,
+        Route::OrderById,
+        Route::Me,
+        Route::Products,
+        Route::Health,
+        Route::Metrics,
+        Route::Other,
+        Route::Invalid,
+    ];
 
     /// The `path` label: the route's path, or a fixed word so that scanners cannot blow up the
     /// label set.
@@ -42,6 +57,9 @@ impl Route {
             Route::Root => "/",
             Route::Auth => "/auth",
             Route::Orders => "/orders",
+            Route::OrderById => "/orders/{id}",
+            Route::Me => "/me",
+            Route::Products => "/products",
             Route::Health => "/health",
             Route::Metrics => "/metrics",
             Route::Other => "other",
@@ -51,7 +69,7 @@ impl Route {
 }
 
 /// Status codes the server can answer; anything else would be counted as 500.
-const CODES: [u16; 7] = [200, 400, 401, 404, 413, 431, 500];
+const CODES: [u16; 9] = [200, 201, 400, 401, 404, 413, 422, 431, 500];
 /// Histogram upper bounds in seconds, from a fast in-memory answer to a badly queued one.
 const BUCKETS: [f64; 13] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 

@@ -280,12 +280,12 @@ fn turn(mut conn: Conn, app: &App) -> Turn {
                 app.metrics.busy.fetch_add(1, Ordering::Relaxed);
                 let (route, response) = match app.begin(&req) {
                     Step::Respond(route, response) => (route, response),
-                    Step::Orders => {
+                    Step::Work(work) => {
                         // The simulated database call: it holds this thread, which is the point.
                         if !app.io_wait().is_zero() {
                             thread::sleep(app.io_wait());
                         }
-                        (Route::Orders, app.finish_orders())
+                        app.finish(&work)
                     }
                 };
                 let keep_alive = req.keep_alive && !response.close;

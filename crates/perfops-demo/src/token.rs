@@ -48,6 +48,14 @@ impl Signer {
         constant_time_eq(self.sign(signing_input).as_bytes(), signature.as_bytes())
     }
 
+    /// The user a token was issued to, read from its payload (call [`Signer::verify`] first: this
+    /// trusts the payload).
+    pub(crate) fn user_of(&self, token: &str) -> Option<String> {
+        let payload = base64url_decode(token.split('.').nth(1)?)?;
+        let value: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+        value.get("user")?.as_str().map(str::to_owned)
+    }
+
     fn sign(&self, signing_input: &str) -> String {
         let mut mac = [0u8; 16];
         mac[..8].copy_from_slice(&self.key.hash_one((0u8, signing_input)).to_be_bytes());
@@ -76,6 +84,35 @@ pub(crate) fn base64url(bytes: &[u8]) -> String {
     out
 }
 
+/// The inverse of [`base64url`]; `None` for a character outside the alphabet or a dangling one.
+pub(crate) fn base64url_decode(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(u32::from(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            b'_' => 63,
+            _ => return None,
+        }))
+    };
+    let mut out = Vec::with_capacity(text.len() * 3 / 4);
+    for chunk in text.as_bytes().chunks(4) {
+        // 2 characters -> 1 byte, 3 -> 2, 4 -> 3; 1 is no byte at all.
+        if chunk.len() < 2 {
+            return None;
+        }
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c)? << (18 - 6 * i);
+        }
+        for i in 0..chunk.len() - 1 {
+            out.push((n >> (16 - 8 * i)) as u8);
+        }
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +127,13 @@ mod tests {
         }
         // The url-safe alphabet: 0xfb 0xff -> "-_8".
         assert_eq!(base64url(&[0xfb, 0xff]), "-_8");
+        // Decoding undoes encoding, whatever the length's remainder.
+        for input in ["", "f", "fo", "foo", "foob", "fooba", "\u{fb}\u{ff}"] {
+            assert_eq!(base64url_decode(&base64url(input.as_bytes())).as_deref(), Some(input.as_bytes()));
+        }
+        // A character outside the alphabet, or one left alone, is no base64url.
+        assert_eq!(base64url_decode("Zm9v+"), None);
+        assert_eq!(base64url_decode("Zm9vY"), None);
     }
 
     #[test]
@@ -98,6 +142,7 @@ mod tests {
         let token = signer.issue("alice");
         assert_eq!(token.split('.').count(), 3);
         assert!(signer.verify(&token));
+        assert_eq!(signer.user_of(&token).as_deref(), Some("alice"), "GET /me reads the user back");
         // Another server's key refuses it.
         assert!(!Signer::new().verify(&token));
         // A changed payload (same signature) is refused.

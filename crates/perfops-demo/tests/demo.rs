@@ -73,8 +73,15 @@ impl Client {
     }
 
     fn post(&mut self, path: &str, body: &str) -> io::Result<Reply> {
+        self.post_as(path, body, None)
+    }
+
+    fn post_as(&mut self, path: &str, body: &str, token: Option<&str>) -> io::Result<Reply> {
         let len = body.len();
-        self.send(format!("POST {path} HTTP/1.1\r\nHost: demo\r\nContent-Length: {len}\r\n\r\n{body}").as_bytes())
+        let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+        self.send(
+            format!("POST {path} HTTP/1.1\r\nHost: demo\r\n{auth}Content-Length: {len}\r\n\r\n{body}").as_bytes(),
+        )
     }
 
     fn token(&mut self, user: &str) -> String {
@@ -214,6 +221,97 @@ fn check_routes(model: Model) {
     let stopping = Instant::now();
     server.stop().unwrap();
     assert!(stopping.elapsed() < Duration::from_secs(2), "{:?}", stopping.elapsed());
+}
+
+/// The shop's routes (#32: the realistic example's login, `/me`, `/products`, an order created
+/// from a feeder's row and read back), each behind the token and each costing one I/O wait.
+fn check_shop_routes(model: Model) {
+    let io_wait = Duration::from_millis(30);
+    let server = start(model, |c| c.io_wait = io_wait);
+    let mut c = Client::connect(server.addr()).unwrap();
+    let token = c.token("alice");
+    let t = Some(token.as_str());
+
+    // Timed: every authorised shop request waits the simulated database call, as GET /orders does.
+    let timed = |c: &mut Client, send: &dyn Fn(&mut Client) -> Reply| {
+        let started = Instant::now();
+        let reply = send(c);
+        (reply, started.elapsed())
+    };
+    let (me, took) = timed(&mut c, &|c| c.get("/me", t).unwrap());
+    assert_eq!((me.status, &me.json()["user"]), (200, &"alice".into()), "/me names the token's user");
+    assert!(took >= io_wait, "/me took {took:?}, less than its I/O wait");
+    let (products, took) = timed(&mut c, &|c| c.get("/products", t).unwrap());
+    assert_eq!(products.status, 200);
+    let list = products.json()["products"].as_array().cloned().unwrap_or_default();
+    assert!(list.len() >= 10 && list[0]["sku"].is_string(), "{}", products.text());
+    assert!(took >= io_wait, "/products took {took:?}");
+    let (created, took) = timed(&mut c, &|c| c.post_as("/orders", r#"{"sku":"SKU-00042","qty":3}"#, t).unwrap());
+    assert_eq!(created.status, 201, "{}", created.text());
+    assert!(took >= io_wait, "POST /orders took {took:?}");
+    let id = created.json()["id"].as_u64().expect("the new order's id");
+    let (read, took) = timed(&mut c, &|c| c.get(&format!("/orders/{id}"), t).unwrap());
+    assert_eq!(read.status, 200, "{}", read.text());
+    assert_eq!((&read.json()["order"]["sku"], &read.json()["order"]["qty"]), (&"SKU-00042".into(), &3.into()));
+    assert!(took >= io_wait, "GET /orders/{{id}} took {took:?}");
+    // A second order gets another id.
+    let second = c.post_as("/orders", r#"{"sku":"SKU-00043","qty":1}"#, t).unwrap();
+    assert_ne!(second.json()["id"].as_u64(), Some(id));
+    // The listing is what it always was (other examples and tests read it).
+    let page = c.get("/orders", t).unwrap();
+    assert_eq!((page.status, page.json()["count"].as_u64()), (200, Some(25)));
+    assert_eq!(page.json()["orders"][0]["id"], 10_001);
+
+    // (request, expected status, a word the JSON error must hold), one case per way to be refused.
+    let cases: [(&dyn Fn(&mut Client) -> Reply, u16, &str); 11] = [
+        // No token: every shop route is behind the bearer token.
+        (&|c| c.get("/me", None).unwrap(), 401, "bearer"),
+        (&|c| c.get("/products", None).unwrap(), 401, "bearer"),
+        (&|c| c.post_as("/orders", r#"{"sku":"A","qty":1}"#, None).unwrap(), 401, "bearer"),
+        (&|c| c.get(&format!("/orders/{id}"), None).unwrap(), 401, "bearer"),
+        // The feeder's mistake the story is about: qty sent as a string names the field.
+        (&|c| c.post_as("/orders", r#"{"sku":"A","qty":"3"}"#, t).unwrap(), 422, "`qty`"),
+        // A fraction, zero and a missing qty are no quantity either.
+        (&|c| c.post_as("/orders", r#"{"sku":"A","qty":1.5}"#, t).unwrap(), 422, "`qty`"),
+        (&|c| c.post_as("/orders", r#"{"sku":"A","qty":0}"#, t).unwrap(), 422, "`qty`"),
+        (&|c| c.post_as("/orders", r#"{"sku":"A"}"#, t).unwrap(), 422, "`qty`"),
+        // The sku must be a string; a body that is no JSON object is refused as a whole.
+        (&|c| c.post_as("/orders", r#"{"sku":7,"qty":1}"#, t).unwrap(), 422, "`sku`"),
+        (&|c| c.post_as("/orders", "[1,2]", t).unwrap(), 422, "object"),
+        // An id never created, and one that is no number.
+        (&|c| c.get("/orders/99999999", t).unwrap(), 404, "99999999"),
+    ];
+    for (i, (send, status, word)) in cases.iter().enumerate() {
+        let reply = send(&mut c);
+        assert_eq!(reply.status, *status, "case {i}: {}", reply.text());
+        let error = reply.json()["error"].as_str().unwrap_or_default().to_owned();
+        assert!(error.contains(word), "case {i}: `{word}` not in {error:?}");
+    }
+    assert_eq!(c.get("/orders/abc", t).unwrap().status, 404);
+
+    // The metrics count the new routes by their own path label, and 201/422 as themselves.
+    let page = c.get("/metrics", None).unwrap().text();
+    for line in [
+        "demo_requests_total{path=\"/me\",code=\"200\"} 1\n",
+        "demo_requests_total{path=\"/orders\",code=\"201\"} 2\n",
+        "demo_requests_total{path=\"/orders\",code=\"422\"} 6\n",
+        "demo_requests_total{path=\"/orders/{id}\",code=\"200\"} 1\n",
+    ] {
+        assert!(page.contains(line), "{line} not in\n{page}");
+    }
+    server.stop().unwrap();
+}
+
+#[test]
+fn shop_routes_threads_model() {
+    let _load = exclusive();
+    check_shop_routes(Model::Threads);
+}
+
+#[test]
+fn shop_routes_async_model() {
+    let _load = exclusive();
+    check_shop_routes(Model::Async);
 }
 
 #[test]

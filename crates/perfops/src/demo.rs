@@ -35,10 +35,10 @@ pub(crate) struct DemoArgs {
     /// Listen backlog (threads model).
     #[arg(long, default_value_t = 16)]
     backlog: u32,
-    /// Simulated I/O wait per /orders request.
+    /// Simulated I/O wait per request to a route behind the token (/orders, /me, /products, /orders/{id}).
     #[arg(long, value_parser = parse_duration, default_value = "20ms")]
     io_wait: Duration,
-    /// CPU work per /orders request.
+    /// CPU work per request to a route behind the token.
     #[arg(long, value_parser = parse_duration, default_value = "500us")]
     cpu_work: Duration,
     /// Also serve /metrics on this address, outside the pool (like Puma's control app).

@@ -143,6 +143,16 @@ Examples:
   perfops merge shard-0 shard-1 shard-2 --out merged --junit junit.xml";
 
 pub(crate) const DEMO: &str = "\
+Routes (the same in both models):
+  POST /auth          {\"user\":\"x\"} -> 200 {\"token\":...}
+  GET  /orders        a page of 25 orders        (Bearer token; io_wait + cpu_work)
+  GET  /me            who the token belongs to   (Bearer token; io_wait + cpu_work)
+  GET  /products      the catalogue              (Bearer token; io_wait + cpu_work)
+  POST /orders        {\"sku\":\"SKU-00042\",\"qty\":3} -> 201 {\"id\":...}; a qty that is no JSON
+                      integer -> 422 naming the field (Bearer token; io_wait + cpu_work)
+  GET  /orders/{id}   an order POSTed before     (Bearer token; io_wait + cpu_work)
+  GET  /health, GET /metrics (Prometheus), GET /
+
 Examples:
   perfops demo
   perfops demo --model async --listen 127.0.0.1:8081

@@ -17,8 +17,11 @@ use common::{Finished, Workdir, exclusive, shared, spawn_perfops};
 use serde_json::Value;
 
 /// The examples each test below runs; `every_example_file_is_covered` checks the list is whole.
-const COVERED: [&str; 10] = [
+const COVERED: [&str; 12] = [
     "orders.yaml",
+    "shop.yaml",
+    // The feeder of shop.yaml, run with it.
+    "shop-orders.csv",
     "ramp.yaml",
     "ab.yaml",
     "sweep.yaml",
@@ -113,6 +116,49 @@ fn orders_steps_until_the_pool_breaks() {
         assert!(kinds.iter().any(|k| named.contains(k)), "the cause is named: {kinds:?}");
     }
     assert!(out.stdout.contains("verdict: FAILED"), "{}", out.stdout);
+}
+
+/// shop.yaml (#32, "done means"): a realistic flow (login, `/me`, `/products` with 300 ms of think
+/// time after login and after products, an order from a CSV feeder whose `qty` goes out as a
+/// JSON number, the order read back by its saved id), a 10/s warm-up, a ramp and a 40/s hold,
+/// against the thread-pool demo that answers all of it well within its capacity: every stage
+/// holds, nothing fails (the demo answers a `qty` sent as `"3"` with 422), every step is measured.
+#[test]
+fn shop_flow_with_think_time_holds_every_stage() {
+    let _cpu = exclusive();
+    let work = Workdir::new("ex-shop");
+    // The warm-up keeps its 5 s; the ramp and the hold are shortened.
+    let sets = ["--set", "load.stages[1].over=5s", "--set", "load.stages[2].hold=5s"];
+    let out = perfops(&work, "run", "shop.yaml", &sets);
+    let s = work.summary(&out);
+    let stages = s["stages"].as_array().expect("stages");
+    let names: Vec<&str> = stages.iter().filter_map(|st| st["name"].as_str()).collect();
+    assert_eq!(names, ["warm-up", "ramp", "steady"], "{}", out.dump());
+    // No failure of any kind: a 422 here is `qty` sent as a string (a typed value lost).
+    // (`cut`: requests the run's end cut off, no answer of the server's.)
+    let failures = &s["total"]["failures"];
+    let kinds: Vec<&String> = failures.as_object().expect("failures").keys().filter(|k| *k != "cut").collect();
+    assert!(kinds.is_empty(), "failures: {failures}\n{}", out.dump());
+    for st in stages {
+        // A flow of about 0.7 s, its pauses falling in the next stage: the server answered all.
+        assert_eq!(st["verdict"], "holds", "stage {}: {}\n{}", st["name"], st["reasons"], out.dump());
+    }
+    // Each step of the story was sent and answered, and the order read back is the one created.
+    let steps = s["steps"].as_array().expect("steps");
+    let step = |name: &str| {
+        steps.iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("step {name} not measured: {steps:?}"))
+    };
+    let logins = step("login")["succeeded"].as_u64().unwrap_or(0);
+    assert!(logins >= 100, "about 10x5 + 25x5 + 40x5 visits: {logins}");
+    for name in ["me", "products", "create-order", "get-order"] {
+        let st = step(name);
+        assert!(st["latency_ms"]["p50"].as_f64().is_some_and(|p| p >= 15.0), "{name}: the ~20 ms I/O wait: {st}");
+        // Arrivals still in their pauses at the end are cut, nothing else is missing.
+        let done = st["succeeded"].as_u64().unwrap_or(0);
+        assert!(done + 60 >= logins && done <= logins, "{name}: {done} of {logins} visits");
+    }
+    out.assert_exit(0);
+    assert!(out.stdout.contains("verdict: PASSED"), "{}", out.stdout);
 }
 
 /// ramp.yaml: every second is a line of series.jsonl with its percentiles, the target climbing.
