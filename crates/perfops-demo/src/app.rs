@@ -188,15 +188,13 @@ impl App {
                 let NewOrder { sku, qty } = new_order(&req.body)?;
                 Ok(Work::CreateOrder { user, sku, qty })
             }),
-            (p, _) if read && p.starts_with("/orders/") => {
-                match p["/orders/".len()..].parse::<u64>() {
-                    Ok(id) => self.authorised_work(req, Route::OrderById, |_| Ok(Work::GetOrder { id })),
-                    Err(_) => Step::Respond(
-                        Route::OrderById,
-                        Response::json_error(404, "no such order: an order id is a number (POST /orders answers it)"),
-                    ),
-                }
-            }
+            (p, _) if read && p.starts_with("/orders/") => match p["/orders/".len()..].parse::<u64>() {
+                Ok(id) => self.authorised_work(req, Route::OrderById, |_| Ok(Work::GetOrder { id })),
+                Err(_) => Step::Respond(
+                    Route::OrderById,
+                    Response::json_error(404, "no such order: an order id is a number (POST /orders answers it)"),
+                ),
+            },
             _ => Step::Respond(Route::Other, Response::json_error(404, "not found")),
         }
     }
@@ -349,7 +347,7 @@ fn listed_order(i: u64) -> Order {
 /// Product `i` of the catalogue (SKU-00001..).
 fn product(i: u64) -> Product {
     let sku = format!("SKU-{i:05}");
-    Product { unit_price_cents: price_of(&sku), name: format!("Product {i}"), sku, in_stock: i % 7 != 0 }
+    Product { unit_price_cents: price_of(&sku), name: format!("Product {i}"), sku, in_stock: !i.is_multiple_of(7) }
 }
 
 /// A stable price for any sku, so that a created order has one.

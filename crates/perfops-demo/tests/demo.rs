@@ -79,9 +79,7 @@ impl Client {
     fn post_as(&mut self, path: &str, body: &str, token: Option<&str>) -> io::Result<Reply> {
         let len = body.len();
         let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-        self.send(
-            format!("POST {path} HTTP/1.1\r\nHost: demo\r\n{auth}Content-Length: {len}\r\n\r\n{body}").as_bytes(),
-        )
+        self.send(format!("POST {path} HTTP/1.1\r\nHost: demo\r\n{auth}Content-Length: {len}\r\n\r\n{body}").as_bytes())
     }
 
     fn token(&mut self, user: &str) -> String {
@@ -263,7 +261,8 @@ fn check_shop_routes(model: Model) {
     assert_eq!(page.json()["orders"][0]["id"], 10_001);
 
     // (request, expected status, a word the JSON error must hold), one case per way to be refused.
-    let cases: [(&dyn Fn(&mut Client) -> Reply, u16, &str); 11] = [
+    type SendFn<'a> = &'a dyn Fn(&mut Client) -> Reply;
+    let cases: [(SendFn, u16, &str); 11] = [
         // No token: every shop route is behind the bearer token.
         (&|c| c.get("/me", None).unwrap(), 401, "bearer"),
         (&|c| c.get("/products", None).unwrap(), 401, "bearer"),

@@ -375,7 +375,8 @@ fn compare_keys(block: &str, file: &str) -> Option<String> {
             .unwrap_or_else(|| want.clone());
         bad.extend(best);
     }
-    (!bad.is_empty()).then(|| format!("keys the docs show that the program does not write: {bad:?}\n--- the file:\n{file}"))
+    (!bad.is_empty())
+        .then(|| format!("keys the docs show that the program does not write: {bad:?}\n--- the file:\n{file}"))
 }
 
 /// Words of a command line, as a shell splits them (quotes, no variables).
@@ -551,6 +552,8 @@ fn as_seen(text: &str) -> Vec<String> {
 
 /// Check one marked block against a run; `Err(diff)` when it differs. With `update`, also the
 /// block's new lines.
+// With UPDATE_GOLDEN, what was rewritten goes to stderr (shown with --nocapture).
+#[allow(clippy::print_stderr)]
 fn check_block(m: &Marker, b: &Block, p: &Produced) -> Result<Option<Vec<String>>, String> {
     if m.exit.is_some() && p.code != m.exit {
         return Err(format!(
@@ -580,8 +583,7 @@ fn check_block(m: &Marker, b: &Block, p: &Produced) -> Result<Option<Vec<String>
             .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
             .unwrap_or_default();
         written.sort();
-        let missing: Vec<&&str> =
-            listed.iter().filter(|f| !written.iter().any(|w| w == **f) && !optional(f)).collect();
+        let missing: Vec<&&str> = listed.iter().filter(|f| !written.iter().any(|w| w == **f) && !optional(f)).collect();
         let unlisted: Vec<&String> = written.iter().filter(|w| !listed.contains(&w.as_str())).collect();
         return if missing.is_empty() && unlisted.is_empty() {
             Ok(None)
@@ -920,7 +922,11 @@ fn comparison_masks_numbers_and_catches_drift() {
     assert!(m("<!-- perfops-output: ls -l -->").is_err(), "only perfops is run");
     // Quotes: (format, quote, fits).
     for (format, quote, ok) in [
-        ("achieved {:.1}/s is {}% of {of} (needs {:.0}%)", "achieved 9.2/s is 92% of the target 10.0/s (needs 97%)", true),
+        (
+            "achieved {:.1}/s is {}% of {of} (needs {:.0}%)",
+            "achieved 9.2/s is 92% of the target 10.0/s (needs 97%)",
+            true,
+        ),
         // The old wording of the rate message no longer fits.
         ("achieved {:.1}/s is {}% of {of} (needs {:.0}%)", "achieved 92% of the target (needs 97%)", false),
         ("no rate held, down to {}/s{}", "no rate held, down to 0.6/s", true),
