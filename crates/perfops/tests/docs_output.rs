@@ -20,6 +20,7 @@
 //! | `exit: N` | the exit code of the (last) command; default 0; `exit: any` for a block about files, whatever the verdict |
 //! | `stderr` | compare stderr (default stdout); `tty` runs under a terminal (`script(1)`), stdout and stderr as one |
 //! | `excerpt` | the block's lines appear in the output in this order, others left out; a line `...` says so, a line ending in `...` is cut short (it stands for a line that starts so) |
+//! | `scrape` | the block is what the command's `--metrics-listen` endpoint serves two seconds into the run |
 //! | `files` | the block lists a results directory: the first word of each line but the first names a file the run wrote (unless the line says `only)`), and every file it wrote is listed |
 //! | `file: PATH` | compare a file the command wrote, not its output (`RUN/` is its results directory) |
 //! | `json-keys` | the block is JSON (or JSON lines): every key it shows is one the file has, with a value of the same type |
@@ -96,6 +97,7 @@ struct Marker {
     file: Option<String>,
     json_keys: bool,
     files: bool,
+    scrape: bool,
 }
 
 /// A fenced block of a page.
@@ -144,6 +146,7 @@ fn parse_mark(line: &str) -> Result<Mark, String> {
             "file" => m.file = Some(value.to_string()),
             "json-keys" => m.json_keys = true,
             "files" => m.files = true,
+            "scrape" => m.scrape = true,
             _ => return Err(format!("unknown option `{opt}` in {line}")),
         }
     }
@@ -483,12 +486,50 @@ fn produce(m: &Marker) -> Produced {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let child = c.spawn().expect("spawn perfops");
-        last = Some(wait(child, command));
+        let mut child = c.spawn().expect("spawn perfops");
+        if m.scrape {
+            let scraped = scrape(&mut child);
+            let (code, _, stderr) = wait(child, command);
+            last = Some((code, scraped, stderr));
+        } else {
+            last = Some(wait(child, command));
+        }
     }
     let (code, stdout, stderr) = last.expect("a command");
     let dir = glob(&work.path, "runs/*").last().map(|d| work.path.join(d)).unwrap_or_else(|| work.path.clone());
     Produced { code, stdout, stderr, dir, work }
+}
+
+/// What the `--metrics-listen` endpoint of `child` serves two seconds after it says where it is
+/// (`perfops: metrics for Prometheus at URL` on stderr, which is then left to [`wait`]).
+fn scrape(child: &mut std::process::Child) -> String {
+    use std::io::{BufRead, Read, Write};
+    let stderr = child.stderr.take().expect("piped stderr");
+    let mut reader = std::io::BufReader::new(stderr);
+    let mut seen = String::new();
+    let url = loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return format!("(no metrics address on stderr: {seen})");
+        }
+        seen.push_str(&line);
+        if let Some(url) = line.trim().strip_prefix("perfops: metrics for Prometheus at ") {
+            break url.to_string();
+        }
+    };
+    // The rest of stderr, drained so that the child never blocks on it.
+    std::thread::spawn(move || {
+        let _ = reader.read_to_end(&mut Vec::new());
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let rest = url.strip_prefix("http://").unwrap_or(&url);
+    let (addr, path) = rest.split_once('/').map_or((rest, "/"), |(a, _)| (a, "/metrics"));
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else { return format!("(no answer at {url})") };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let _ = write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut answer = String::new();
+    let _ = stream.read_to_string(&mut answer);
+    answer.split_once("\r\n\r\n").map_or(answer.clone(), |(_, body)| body.to_string())
 }
 
 /// Wait for `child` at most [`LIMIT`]; its exit code, stdout and stderr.
