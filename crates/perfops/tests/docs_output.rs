@@ -812,6 +812,11 @@ const QUOTES: &[(&str, &str, &str)] = &[
     ("no rate held, down to {}/s{}", "docs/guide/diagnoses.md", "no rate held, down to 3.1/s"),
     ("best measured {:.1}/s at {} users", "docs/guide/diagnoses.md", "best measured 192.0/s at 8 users"),
     ("aborting: {reason}", "docs/guide/slo.md", "aborting: `p50 > 5ms for 2s` held for 2 s (t=0s..2s)"),
+    (
+        "{bn} holds {ratio:.1}x the capacity of {an}: {figures}",
+        "README.md",
+        "B async holds 4.0x the capacity of A threads: 800/s vs 200/s",
+    ),
 ];
 
 /// The literal parts of a format string, `{{`/`}}` unescaped.
