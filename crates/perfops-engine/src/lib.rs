@@ -32,7 +32,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use perfops_core::measure::Stats;
+use perfops_core::measure::{FailureSamples, Stats};
 use perfops_core::model::{LoadModel, Shard};
 use rustls::pki_types::ServerName;
 use tokio::time::Instant;
@@ -152,6 +152,9 @@ pub struct Outcome {
     /// most often): every request then fails as `tls`, and the protocol
     /// named is no server's choice.
     pub tls_refused: Option<String>,
+    /// The first few failing exchanges of each (step, failure kind), merged
+    /// over the workers (#32).
+    pub failures: FailureSamples,
 }
 
 /// The collector's view of one second being assembled.
@@ -241,6 +244,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
     let mut total = Stats::default();
+    let mut failures = FailureSamples::default();
     // The merged second's `Stats`, reused from one second to the next.
     let mut spare: Option<Stats> = None;
     let recycle = |worker: usize, mut stats: Stats| {
@@ -273,7 +277,10 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     };
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Msg::Interval { worker, index, parts, in_flight, last }) => {
+            Ok(Msg::Interval { worker, index, parts, samples, in_flight, last }) => {
+                for (key, sample) in samples {
+                    failures.add(key, sample);
+                }
                 let p = pending.entry(index).or_default();
                 for (key, stats) in parts {
                     // The first report of a key is moved in, not merged into a
@@ -337,7 +344,19 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
     let tls_refused = shared.tls_refused.clone();
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols, tls_refused })
+    Ok(Outcome {
+        total,
+        elapsed,
+        workers,
+        interrupted,
+        naps,
+        longest_nap,
+        late,
+        protocol,
+        step_protocols,
+        tls_refused,
+        failures,
+    })
 }
 
 /// What each step of `work` speaks once the run's protocol is `decided`,
