@@ -36,6 +36,7 @@
 //!   websocket.rs    a `websocket:` step's session
 //!   checks.rs       a response against its step: status, `expect`, `save`
 //!   sample.rs       a failing exchange kept as an example (#32), redacted
+//!   debug.rs        `run --debug`: each flow once, every exchange shown (#32)
 //!   connect.rs      TCP connect and TLS handshake, timed
 //!   spares.rs       what finished requests leave for the next ones
 //! ```
@@ -68,6 +69,7 @@ mod arrival;
 mod checks;
 mod closed_loop;
 mod connect;
+pub(crate) mod debug;
 mod http1;
 mod http2;
 mod open_loop;
@@ -231,6 +233,8 @@ struct Worker {
     rec: RefCell<Recorder>,
     /// The first few failures of each step and kind, as examples (#32).
     samples: RefCell<Sampler>,
+    /// `run --debug` only: the wire bytes of the last exchange (`debug.rs`).
+    trace: Option<RefCell<debug::Wire>>,
     in_flight: Cell<u64>,
     spares: RefCell<Spares>,
     /// Variables saved so far (setup's, then this worker's flows').
@@ -409,6 +413,7 @@ impl Worker {
             shared,
             rec: RefCell::default(),
             samples: RefCell::default(),
+            trace: None,
             in_flight: Cell::new(0),
             spares: RefCell::default(),
             rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),

@@ -464,7 +464,7 @@ impl Drop for Session {
     }
 }
 
-fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
+pub(crate) fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
     match model {
         perfops_core::scenario::DemoModel::Threads => "threads",
         perfops_core::scenario::DemoModel::Async => "async",

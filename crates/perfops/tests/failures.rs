@@ -138,3 +138,79 @@ load:
     assert!(out.stderr.contains(want), "want {want:?} in stderr:\n{}", out.stderr);
     assert_ne!(out.code, Some(0), "a failed setup fails the run");
 }
+
+/// #32: `run --debug` runs setup, then each flow once, and prints each
+/// exchange once (request, response, what was saved, the outcome), with the
+/// `${env.*}` secret and the saved token redacted; a failed exchange makes
+/// it exit 1; it writes no results directory.
+#[test]
+fn debug_prints_each_exchange_once_with_secrets_redacted() {
+    let _cpu = shared();
+    let shop = perfops_testkit::python::shop();
+    let wd = Workdir::new("debug");
+    let yaml = r#"name: debug
+target: TARGET
+defaults:
+  headers: { Authorization: "Bearer ${env.SHOP_SECRET}" }
+setup:
+  - name: login
+    request: POST /login
+    json: { user: bob, password: right }
+    expect: { status: 200 }
+    save: { token: $.token }
+flows:
+  buy:
+    steps:
+      - name: create-order
+        request: POST /orders
+        json: { qty: 3 }
+        expect: { status: 201 }
+        save: { id: $.id }
+      - name: get-order
+        request: GET /orders/${id}
+        expect: { json: { "$.status": new } }
+  echo:
+    weight: 5
+    steps:
+      - name: echo
+        request: GET /echo
+load:
+  stages: [ { rate: 50, hold: 10s } ]
+"#;
+    let scenario = wd.scenario("debug.yaml", &yaml.replace("TARGET", &shop.url(0)));
+    let out = wd
+        .spawn("run", &scenario, &["--debug"], |c| {
+            c.env("SHOP_SECRET", SECRET);
+        })
+        .wait(RUN_LIMIT);
+    out.assert_exit(1);
+    let said = &out.stdout;
+    // Each exchange once, in order: setup, then each flow once whatever its weight.
+    let heads: Vec<&str> = said.lines().filter(|l| l.starts_with("== ")).collect();
+    let names: Vec<String> = heads.iter().map(|l| l.split("  ").next().unwrap_or("").to_string()).collect();
+    assert_eq!(
+        names,
+        ["== setup / login", "== buy / create-order", "== buy / get-order", "== echo / echo"],
+        "stdout:\n{said}"
+    );
+    assert!(heads[1].ends_with("ok") && heads[2].ends_with("ok"), "{heads:?}");
+    assert!(heads[3].ends_with("FAILED http_5xx"), "{heads:?}");
+    for want in [
+        "> POST /orders HTTP/1.1",
+        r#"> {"qty":3}"#,
+        "> Authorization: <redacted>",
+        "< HTTP/1.1 201 Created",
+        r#"< {"id":7}"#,
+        "  saved id = 7",
+        "  saved token = <redacted>",
+        "> GET /orders/7 HTTP/1.1",
+        r#"< {"error":"you sent Bearer <redacted>"}"#,
+        "4 exchange(s), 1 failed (each failed step ends its flow)",
+    ] {
+        assert!(said.lines().any(|l| l == want), "want the line {want:?} in stdout:\n{said}");
+    }
+    for secret in [SECRET, "tok-from-login-5f3"] {
+        assert!(!said.contains(secret) && !out.stderr.contains(secret), "{secret} was printed:\n{said}");
+    }
+    assert!(wd.result_dirs().is_empty(), "--debug writes no results directory");
+}

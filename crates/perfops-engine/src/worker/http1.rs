@@ -97,6 +97,10 @@ impl Worker {
                     }
                 };
         }
+        // `run --debug` only: one test of a `None` on every other run.
+        if self.trace.is_some() {
+            self.trace(request, conn.as_deref());
+        }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
