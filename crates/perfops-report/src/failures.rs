@@ -57,7 +57,7 @@ const SHOWN: usize = 10;
 /// with its count and its first sample (empty without failures).
 pub fn failures_text(groups: &[FailureGroup]) -> String {
     let mut sorted: Vec<&FailureGroup> = groups.iter().collect();
-    sorted.sort_by(|a, b| b.count.cmp(&a.count));
+    sorted.sort_by_key(|g| std::cmp::Reverse(g.count));
     let mut o = String::new();
     if sorted.is_empty() {
         return o;

@@ -334,7 +334,7 @@ fn failures(o: &mut String, m: &Model) {
         return;
     }
     let mut groups: Vec<&crate::failures::FailureGroup> = summary.failures.iter().collect();
-    groups.sort_by(|a, b| b.count.cmp(&a.count));
+    groups.sort_by_key(|g| std::cmp::Reverse(g.count));
     o.push_str(
         "<section>\n<h2>Failures</h2>\n<p class=\"hint\">The first failing exchange of each step and kind; \
          up to three of each in summary.json's <code>failures</code>.</p>\n\
