@@ -330,6 +330,8 @@ impl Conn {
 
     /// Send `request` (for a HEAD request, `head_request`) and read its whole
     /// response; with `capture`, keep its head and body in `self.head`/`self.body`.
+    /// A 4xx or 5xx is kept whatever `capture` says: its body is what a
+    /// failure's sample shows (#32), and a success never pays for it.
     pub(crate) async fn exchange(
         &mut self,
         request: &[u8],
@@ -340,9 +342,10 @@ impl Conn {
         // than it was asked; such connections are never reused (see below).
         self.start = 0;
         self.end = 0;
+        // Always emptied (two stores): a 4xx/5xx may have filled them last time.
+        self.head.clear();
+        self.body.clear();
         if capture {
-            self.head.clear();
-            self.body.clear();
             // A huge body once must not be kept for every later request.
             self.head.shrink_to(BUF_MAX);
             self.body.shrink_to(BUF_MAX);
@@ -362,7 +365,7 @@ impl Conn {
         let mut bytes_in = 0u64;
         let mut read_at = None;
 
-        let (status, framing, keep_alive) = loop {
+        let (status, framing, keep_alive, capture) = loop {
             if self.end > self.start {
                 match self.heads.parse(&self.buf[self.start..self.end], head_request)? {
                     Head::Partial => {}
@@ -371,11 +374,12 @@ impl Conn {
                         continue;
                     }
                     Head::Complete { len, status, framing, keep_alive } => {
+                        let capture = capture || status >= 400;
                         if capture {
                             self.head.extend_from_slice(&self.buf[self.start..self.start + len]);
                         }
                         self.start += len;
-                        break (status, framing, keep_alive);
+                        break (status, framing, keep_alive, capture);
                     }
                 }
             }

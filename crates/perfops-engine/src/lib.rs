@@ -32,7 +32,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use perfops_core::measure::Stats;
+use perfops_core::measure::{FailureSamples, Stats};
 use perfops_core::model::{LoadModel, Shard};
 use rustls::pki_types::ServerName;
 use tokio::time::Instant;
@@ -152,6 +152,9 @@ pub struct Outcome {
     /// most often): every request then fails as `tls`, and the protocol
     /// named is no server's choice.
     pub tls_refused: Option<String>,
+    /// The first few failing exchanges of each (step, failure kind), merged
+    /// over the workers (#32).
+    pub failures: FailureSamples,
 }
 
 /// The collector's view of one second being assembled.
@@ -241,6 +244,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
     let mut total = Stats::default();
+    let mut failures = FailureSamples::default();
     // The merged second's `Stats`, reused from one second to the next.
     let mut spare: Option<Stats> = None;
     let recycle = |worker: usize, mut stats: Stats| {
@@ -273,7 +277,10 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     };
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
-            Ok(Msg::Interval { worker, index, parts, in_flight, last }) => {
+            Ok(Msg::Interval { worker, index, parts, samples, in_flight, last }) => {
+                for (key, sample) in samples {
+                    failures.add(key, sample);
+                }
                 let p = pending.entry(index).or_default();
                 for (key, stats) in parts {
                     // The first report of a key is moved in, not merged into a
@@ -337,7 +344,19 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
     }
     let tls_refused = shared.tls_refused.clone();
-    Ok(Outcome { total, elapsed, workers, interrupted, naps, longest_nap, late, protocol, step_protocols, tls_refused })
+    Ok(Outcome {
+        total,
+        elapsed,
+        workers,
+        interrupted,
+        naps,
+        longest_nap,
+        late,
+        protocol,
+        step_protocols,
+        tls_refused,
+        failures,
+    })
 }
 
 /// What each step of `work` speaks once the run's protocol is `decided`,
@@ -481,6 +500,25 @@ pub fn run_setup(plan: &Plan) -> Result<std::collections::HashMap<String, String
     let shared = shared(plan, Arc::new(AtomicBool::new(false))).map_err(|e| SetupError(e.to_string()))?;
     worker::run_setup(shared).map_err(SetupError)
 }
+
+/// `perfops run --debug` (#32): run `plan.work`'s flows once each, in
+/// order (put setup first, as a flow of its own, and its saved values go to
+/// the others), one arrival per flow and no load model, every response
+/// read whole; `on` sees each exchange as it ends, redacted. HTTP/1.1
+/// exchanges show their wire bytes; others their outcome alone.
+pub fn run_debug(plan: &Plan, on: impl FnMut(DebugExchange)) -> Result<(), SetupError> {
+    let mut plan = plan.clone();
+    let mut work = (*plan.work).clone();
+    for step in work.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
+        // Every response read whole, to show it.
+        step.capture = true;
+    }
+    plan.work = Arc::new(work);
+    let shared = shared(&plan, Arc::new(AtomicBool::new(false))).map_err(|e| SetupError(e.to_string()))?;
+    worker::debug::run(shared, on).map_err(SetupError)
+}
+
+pub use worker::debug::{BODY_SHOWN, DebugExchange};
 
 /// A setup step failed.
 #[derive(Debug, thiserror::Error)]

@@ -53,6 +53,27 @@ pub struct Work {
     pub redirects: u8,
 }
 
+impl Work {
+    /// The values no result may show (#32: a failure's body head, `--debug`'s exchanges): every
+    /// `${env.*}` value, the literal value of every header that is not harmless (the scenario's
+    /// own rule, [`redact`](perfops_core::scenario::redact)), and what was saved under a name
+    /// that looks like a credential (`token`, `session_id`) in `saved`. Made when a failure is
+    /// sampled (a few per step), never per request.
+    pub fn secrets(&self, saved: &HashMap<String, String>) -> Vec<String> {
+        use perfops_core::scenario::redact::{credential_name, harmless_header};
+        let steps = self.flows.iter().flat_map(|f| f.steps.iter().flat_map(|s| s.step.headers.iter()));
+        let headers = self.defaults.iter().chain(steps);
+        let literal = headers.filter(|(name, _)| !harmless_header(name)).filter_map(|(_, t)| t.as_literal());
+        let saved = saved.iter().chain(&self.globals).filter(|(name, _)| credential_name(name)).map(|(_, v)| v);
+        let mut out: Vec<String> =
+            self.env.values().cloned().chain(literal.map(str::to_string)).chain(saved.cloned()).collect();
+        // A secret that holds another is replaced first, whole.
+        out.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        out.dedup();
+        out
+    }
+}
+
 /// Which arrivals of one weight cycle use a feeder: those whose flow
 /// renders one of its columns.
 #[derive(Debug, Clone, Default)]

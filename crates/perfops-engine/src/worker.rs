@@ -35,6 +35,8 @@
 //!   http2.rs        a step over HTTP/2: a stream on the worker's pool, gRPC's status
 //!   websocket.rs    a `websocket:` step's session
 //!   checks.rs       a response against its step: status, `expect`, `save`
+//!   sample.rs       a failing exchange kept as an example (#32), redacted
+//!   debug.rs        `run --debug`: each flow once, every exchange shown (#32)
 //!   connect.rs      TCP connect and TLS handshake, timed
 //!   spares.rs       what finished requests leave for the next ones
 //! ```
@@ -55,7 +57,7 @@ use std::sync::mpsc::Sender;
 use std::task::Poll;
 use std::time::Duration;
 
-use perfops_core::measure::{FailureKind, Stats};
+use perfops_core::measure::{FailureKind, FailureSample, SampleKey, Sampler, Stats};
 use perfops_core::model::{LoadModel, Schedule, Shard};
 use rustls::pki_types::ServerName;
 use tokio::sync::Notify;
@@ -67,9 +69,11 @@ mod arrival;
 mod checks;
 mod closed_loop;
 mod connect;
+pub(crate) mod debug;
 mod http1;
 mod http2;
 mod open_loop;
+mod sample;
 mod spares;
 mod websocket;
 
@@ -86,7 +90,16 @@ use crate::work::{StepPlan, Work};
 pub(crate) enum Msg {
     /// Stats of interval `index` (second `index` of the run) from one worker;
     /// `last`: its final, possibly partial, second (a `Done` follows).
-    Interval { worker: usize, index: u32, parts: Vec<(Key, Stats)>, in_flight: u64, last: bool },
+    /// `samples`: the failures it sampled in that second (#32; empty, and
+    /// unallocated, when none).
+    Interval {
+        worker: usize,
+        index: u32,
+        parts: Vec<(Key, Stats)>,
+        samples: Vec<(SampleKey, FailureSample)>,
+        in_flight: u64,
+        last: bool,
+    },
     /// The worker has sent its last interval; `naps`: wake-ups it coalesced
     /// ([`coalesce`](crate::coalesce)), and the longest nap.
     Done { worker: usize, end: Instant, naps: u64, longest_nap: Duration },
@@ -218,6 +231,10 @@ struct Worker {
     start: Instant,
     shared: Arc<Shared>,
     rec: RefCell<Recorder>,
+    /// The first few failures of each step and kind, as examples (#32).
+    samples: RefCell<Sampler>,
+    /// `run --debug` only: the wire bytes of the last exchange (`debug.rs`).
+    trace: Option<RefCell<debug::Wire>>,
     in_flight: Cell<u64>,
     spares: RefCell<Spares>,
     /// Variables saved so far (setup's, then this worker's flows').
@@ -309,7 +326,8 @@ pub(crate) fn run(
     drop(local);
     let end = Instant::now();
     let parts = w.rec.borrow_mut().take();
-    let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, in_flight: 0, last: true });
+    let samples = w.samples.borrow_mut().take();
+    let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, samples, in_flight: 0, last: true });
     let (naps, longest_nap) = coalesce::taken();
     let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
 }
@@ -367,8 +385,13 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
             let key = Key { stage: 0, step: step.index };
             let req = Request { step, key, due: Due::OnSend, start: Instant::now(), seq: 0, rows: &rows, last: false };
             if w.step(&mut conn, timer.as_mut(), req).await.failed {
-                let kind = w.rec.borrow_mut().first_failure(key);
-                return Err(format!("setup step `{}` failed: {}", step.step.name, kind.map_or("?", |k| k.name())));
+                // Its sample says what was expected and what came (#32),
+                // not only the kind it counts as.
+                let why = match w.samples.borrow_mut().take().into_iter().find(|((s, _), _)| *s == step.index) {
+                    Some(((_, kind), sample)) => sample.describe(kind),
+                    None => w.rec.borrow_mut().first_failure(key).map_or("?", |k| k.name()).to_string(),
+                };
+                return Err(format!("setup step `{}` failed: {why}", step.step.name));
             }
             for (name, _) in &step.step.save {
                 if !w.vars.borrow().contains_key(name) {
@@ -389,6 +412,8 @@ impl Worker {
             vars: RefCell::new(shared.work.globals.clone()),
             shared,
             rec: RefCell::default(),
+            samples: RefCell::default(),
+            trace: None,
             in_flight: Cell::new(0),
             spares: RefCell::default(),
             rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),
@@ -407,6 +432,7 @@ impl Worker {
             let k = self.interval.get();
             sleep_until(self.start + Duration::from_secs(u64::from(k) + 1)).await;
             let parts = self.rec.borrow_mut().take();
+            let samples = self.samples.borrow_mut().take();
             self.interval.set(k + 1);
             if let Some(cutoff) = Instant::now().checked_sub(IDLE_CLOSE) {
                 self.spares.borrow_mut().close_idle(cutoff);
@@ -418,7 +444,14 @@ impl Worker {
                 coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
             }
             if tx
-                .send(Msg::Interval { worker: self.id, index: k, parts, in_flight: self.in_flight.get(), last: false })
+                .send(Msg::Interval {
+                    worker: self.id,
+                    index: k,
+                    parts,
+                    samples,
+                    in_flight: self.in_flight.get(),
+                    last: false,
+                })
                 .is_err()
             {
                 return;
@@ -490,6 +523,7 @@ impl Worker {
         let at = Instant::now();
         let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(req.key, &failure);
+        self.sample(req.step, kind, at, None, None);
         Ended { at, failed: true }
     }
 }

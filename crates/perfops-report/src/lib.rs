@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod exposition;
+pub mod failures;
 pub mod format;
 pub mod html;
 pub mod junit;

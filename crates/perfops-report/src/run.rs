@@ -25,6 +25,7 @@ use perfops_core::analysis::usl::UslFit;
 use perfops_core::analysis::verdict::{RunVerdict, SloCheck, StageVerdict, with_unit};
 use perfops_core::scenario::Condition;
 
+use crate::failures::{FailureGroup, failures_text};
 use crate::live::group;
 
 /// One step's figures in one second.
@@ -572,6 +573,10 @@ pub struct RunSummary {
     pub generator: GeneratorUse,
     /// Doubts about the truthfulness of the figures (the generator as a limit).
     pub warnings: Vec<String>,
+    /// What failed, by step and kind, with the first few failing exchanges
+    /// (#32; absent before, and when nothing failed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<FailureGroup>,
 }
 
 fn first_version() -> u32 {
@@ -670,6 +675,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
     for w in &summary.warnings {
         let _ = writeln!(o, "warning: {w}");
     }
+    o.push_str(&failures_text(&summary.failures));
     if let Some(v) = &summary.verdict {
         let _ = writeln!(o, "\nverdict: {}", v.headline);
     }

@@ -21,7 +21,8 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
 use perfops_core::analysis::usl::{self, Observation, UslFit};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerdict};
-use perfops_core::measure::{FailureKind, Stats};
+use perfops_core::measure::{FailureKind, FailureSample, Stats};
+use perfops_report::failures::FailureGroup;
 use perfops_report::run::GeneratorUse;
 use perfops_report::run::{
     Figures, LimitAttempt, LimitSearch, ProbeSummary, ProtocolUse, RunSummary, StageSummary, SweepLevel, SweepResult,
@@ -141,6 +142,17 @@ fn full() -> RunSummary {
             longest_nap_us: 9.6,
         },
         warnings: vec!["3 arrivals were dropped".into()],
+        failures: vec![FailureGroup {
+            step: "create-order".into(),
+            kind: "http_4xx".into(),
+            count: 523,
+            samples: vec![FailureSample {
+                t: 1.25,
+                status: Some(422),
+                check: Some("status: expected 201, found 422".into()),
+                body: Some(r#"{"error":"qty must be a number"}"#.into()),
+            }],
+        }],
     }
 }
 
@@ -236,6 +248,7 @@ fn accepted() -> Vec<(&'static str, Value)> {
     (empty.aborted, empty.limit, empty.sweep) = (None, None, None);
     empty.diagnostics.clear();
     empty.probes.clear();
+    empty.failures.clear();
     empty.steps.clear();
     let mut sweep = full();
     sweep.sweep.as_mut().expect("sweep").usl = None;

@@ -225,6 +225,63 @@ pub fn two_sends() -> Python {
     start(&format!("{READ_REQUEST}{TWO_SENDS}"), &[])
 }
 
+const SHOP: &str = r#"
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+class Shop(BaseHTTPRequestHandler):
+    protocol_version = 'HTTP/1.1'
+    def log_message(self, *args):
+        pass
+    def answer(self, status, doc):
+        body = json.dumps(doc, separators=(',', ':')).encode()
+        self.send_response(status)
+        self.send_header('Content-Type', 'application/json')
+        self.send_header('Content-Length', str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        n = int(self.headers.get('Content-Length') or 0)
+        try:
+            doc = json.loads(self.rfile.read(n) or b'null')
+        except ValueError:
+            doc = None
+        if self.path == '/login':
+            if isinstance(doc, dict) and doc.get('password') == 'right':
+                self.answer(200, {'token': 'tok-from-login-5f3'})
+            else:
+                self.answer(401, {'error': 'bad password'})
+        elif self.path == '/orders':
+            if isinstance(doc, dict) and isinstance(doc.get('qty'), int):
+                self.answer(201, {'id': 7})
+            else:
+                self.answer(422, {'error': 'qty must be a number', 'got': doc.get('qty') if isinstance(doc, dict) else None})
+        else:
+            self.answer(404, {'error': 'no such page'})
+    def do_GET(self):
+        if self.path.startswith('/orders/'):
+            self.answer(200, {'id': 7, 'status': 'new'})
+        elif self.path == '/echo':
+            self.answer(500, {'error': 'you sent ' + (self.headers.get('Authorization') or 'nothing')})
+        else:
+            self.answer(404, {'error': 'no such page'})
+server = ThreadingHTTPServer(('127.0.0.1', 0), Shop)
+server.daemon_threads = True
+print(server.server_address[1], flush=True)
+server.serve_forever()
+"#;
+
+/// A small shop (Python's own `http.server`, a thread per connection,
+/// keep-alive) whose answers say why they refuse, as a real API does (#32):
+/// `POST /login` answers 200 `{"token": ...}` for `{"password": "right"}`,
+/// else 401 `{"error":"bad password"}`; `POST /orders` 201 `{"id":7}` when
+/// `qty` is a JSON number, else 422 `{"error":"qty must be a number",...}`;
+/// `GET /orders/ID` 200 `{"id":7,"status":"new"}`; `GET /echo` 500 with the
+/// request's `Authorization` echoed in its body (a server that leaks what it
+/// was sent); anything else 404.
+pub fn shop() -> Python {
+    start(SHOP, &[])
+}
+
 const WEBSOCKET: &str = r#"
 import sys
 # Debian's python3-websockets, also when python3 on PATH is another build.

@@ -21,9 +21,10 @@ use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
-use perfops_core::measure::{Interval, Stats};
+use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
+use perfops_report::failures::FailureGroup;
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
 use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
@@ -51,6 +52,9 @@ pub(crate) struct Loaded {
     pub(crate) tls_note: Option<String>,
     /// What its steps spoke (#14), as its connections negotiated it.
     pub(crate) protocols: Vec<ProtocolUse>,
+    /// The first few failing exchanges of each step and kind (#32; none
+    /// from seconds read back or an agent's wire).
+    pub(crate) failures: FailureSamples,
 }
 
 impl Loaded {
@@ -68,6 +72,7 @@ impl Loaded {
             late: None,
             tls_note: loads.iter().find_map(|l| l.tls_note.clone()),
             protocols: Vec::new(),
+            failures: FailureSamples::default(),
         };
         // Grouped again, in step order, when summarized.
         m.protocols = loads.iter().flat_map(|l| l.protocols.iter().cloned()).collect();
@@ -83,6 +88,7 @@ impl Loaded {
             m.stopped |= l.stopped;
             m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
             m.late = m.late.max(l.late);
+            m.failures.merge(&l.failures);
         }
         m
     }
@@ -382,8 +388,43 @@ impl Judging<'_> {
             sweep: None,
             generator,
             warnings,
+            failures: failure_groups(s.step_names, &loaded.steps, &loaded.failures),
         }
     }
+}
+
+/// `summary.json`'s `failures` (#32): every step and kind that failed, in
+/// step order, with its count over the load (`steps`, by name) and the
+/// samples the workers kept of it (`samples`, by step index). Requests cut
+/// at the end are no failure of the step: not listed.
+pub(crate) fn failure_groups(
+    step_names: &[String],
+    steps: &BTreeMap<String, Stats>,
+    samples: &FailureSamples,
+) -> Vec<FailureGroup> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for name in step_names {
+        if !seen.insert(name.as_str()) {
+            continue;
+        }
+        let Some(stats) = steps.get(name) else { continue };
+        for (kind, count) in stats.failures.nonzero() {
+            if kind == FailureKind::Cut {
+                continue;
+            }
+            // Steps of one name are one row of the results: their samples too, first by time.
+            let mut kept = FailureSamples::default();
+            for (index, _) in step_names.iter().enumerate().filter(|(_, n)| *n == name) {
+                for s in samples.of((index as u16, kind)) {
+                    kept.add((0, kind), s.clone());
+                }
+            }
+            let samples = kept.of((0, kind)).to_vec();
+            out.push(FailureGroup { step: name.clone(), kind: kind.name().to_string(), count, samples });
+        }
+    }
+    out
 }
 
 /// Seconds from elsewhere (shards read back by `merge`, agents' seconds
@@ -436,6 +477,7 @@ pub(crate) fn replay(
         late: None,
         tls_note: None,
         protocols: Vec::new(),
+        failures: FailureSamples::default(),
     })
 }
 

@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod compare;
 mod conclude;
+mod debug;
 mod demo;
 mod exit;
 mod fleet;

@@ -24,6 +24,14 @@ pub(crate) struct RunArgs {
     session: SessionArgs,
     #[command(flatten)]
     shard: ShardArgs,
+    /// Run setup, then each flow once (one arrival per flow, in file order,
+    /// no load model) and print every exchange: the request, the response
+    /// (the first KiB of each body), each check and save with expected vs
+    /// found, the time; secrets redacted. Writes no results. Exit 0 when
+    /// every exchange passed its checks, 1 otherwise (k6's
+    /// `--iterations 1 --http-debug`).
+    #[arg(long)]
+    debug: bool,
 }
 
 /// Flags of `perfops check`.
@@ -76,6 +84,9 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
 }
 
 pub(crate) fn run(args: RunArgs) -> Result<Exit> {
+    if args.debug {
+        return crate::debug::run(&args.session);
+    }
     let placement = args.shard.placement()?;
     let Some(mut s) = Session::open(&args.session, "run", &placement)? else { return Ok(Exit::Usage) };
     let model = load_model(&s.scenario.load)?;

@@ -412,6 +412,7 @@ impl Session {
             // Lateness worth a word: a few ms are the cost of starting threads.
             late: (outcome.late > Duration::from_millis(20)).then_some(outcome.late),
             tls_note: outcome.tls_refused.as_deref().map(|why| crate::conclude::tls_note(why, self.base.insecure)),
+            failures: outcome.failures,
             protocols: ProtocolUse::group(
                 &self.step_names,
                 self.step_names.iter().map(String::as_str).zip(outcome.step_protocols.iter().copied()),
@@ -463,7 +464,7 @@ impl Drop for Session {
     }
 }
 
-fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
+pub(crate) fn demo_name(model: &perfops_core::scenario::DemoModel) -> &'static str {
     match model {
         perfops_core::scenario::DemoModel::Threads => "threads",
         perfops_core::scenario::DemoModel::Async => "async",

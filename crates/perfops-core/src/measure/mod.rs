@@ -9,9 +9,11 @@
 mod failure;
 mod histogram;
 mod interval;
+mod samples;
 mod stats;
 
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};
+pub use samples::{BODY_HEAD_BYTES, FailureSample, FailureSamples, MAX_KEYS, PER_KEY, SampleKey, Sampler};
 pub use stats::Stats;

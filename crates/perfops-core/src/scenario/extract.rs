@@ -176,6 +176,20 @@ impl Extractor {
     pub fn needs_body(&self) -> bool {
         !matches!(self, Extractor::Header { .. })
     }
+
+    /// Why `save: { name: self }` saved nothing from a response whose body is `body`, for a
+    /// failure's sample (#32): `save token: $.token matched nothing`, and why when the body could
+    /// not be searched (`(the body is not JSON)`, `(no body)`).
+    pub fn missed(&self, name: &str, body: &ParsedBody<'_>) -> String {
+        let source = self.source();
+        let why = match self {
+            Extractor::Header { .. } => "",
+            _ if body.bytes().is_empty() => " (no body)",
+            Extractor::JsonPath { .. } if body.json().is_none() => " (the body is not JSON)",
+            _ => "",
+        };
+        format!("save {name}: {source} matched nothing{why}")
+    }
 }
 
 /// Two extractors are equal when they are of the same kind and written the same.
@@ -281,7 +295,9 @@ impl Expect {
     }
 
     /// `None` when the response passes; `Some(reason)` when it fails, short, for the first failed
-    /// check (e.g. `status 404 not in [200]`).
+    /// check, as "what: expected X, found Y" (#32, Gatling's "but actually found"):
+    /// `status: expected 200, found 404`, `$.id: expected 1, matched nothing`,
+    /// `body_contains "ok": not found`.
     pub fn check(&self, status: u16, headers: &[(&str, &[u8])], body: &[u8]) -> Option<String> {
         self.check_from(status, headers, &ParsedBody::new(body))
     }
@@ -292,17 +308,17 @@ impl Expect {
             && !ranges.iter().any(|r| r.contains(status))
         {
             let list: Vec<String> = ranges.iter().map(StatusRange::to_string).collect();
-            return Some(format!("status {status} not in [{}]", list.join(", ")));
+            return Some(format!("status: expected {}, found {status}", list.join(" or ")));
         }
         if let Some(needle) = &self.body_contains
             && !contains(body.bytes(), needle.as_bytes())
         {
-            return Some(format!("body does not contain {:?}", shorten(needle)));
+            return Some(format!("body_contains {:?}: not found", shorten(needle)));
         }
         if let Some(needle) = &self.message_contains
             && !contains(body.bytes(), needle.as_bytes())
         {
-            return Some(format!("message does not contain {:?}", shorten(needle)));
+            return Some(format!("message_contains {:?}: not found", shorten(needle)));
         }
         for (extractor, expected) in &self.json {
             if let Some(reason) = check_value(extractor, expected, headers, body) {
@@ -327,27 +343,30 @@ fn check_value(
     let source = extractor.source();
     if let Extractor::JsonPath { path, .. } = extractor {
         let Some(json) = body.json() else {
-            return Some(format!("{source}: body is not JSON"));
+            return Some(format!(
+                "{source}: expected {}, found a body that is not JSON",
+                shorten(&expected.to_string())
+            ));
         };
         return match path.query(json).first() {
-            None => Some(format!("{source}: no match, expected {}", shorten(&expected.to_string()))),
+            None => Some(format!("{source}: expected {}, matched nothing", shorten(&expected.to_string()))),
             Some(actual) if json_eq(actual, expected) => None,
             Some(actual) => Some(format!(
-                "{source} is {}, expected {}",
-                shorten(&actual.to_string()),
-                shorten(&expected.to_string())
+                "{source}: expected {}, found {}",
+                shorten(&expected.to_string()),
+                shorten(&actual.to_string())
             )),
         };
     }
     let Some(actual) = extractor.extract_from(headers, body) else {
-        return Some(format!("{source}: no match, expected {}", shorten(&expected.to_string())));
+        return Some(format!("{source}: expected {}, matched nothing", shorten(&expected.to_string())));
     };
     // A header or regex value is text: compare it with a string as is, with anything else as JSON text.
     let equal = match expected {
         Value::String(s) => actual == *s,
         other => actual.as_str() == other.to_string().as_str(),
     };
-    (!equal).then(|| format!("{source} is {:?}, expected {}", shorten(&actual), shorten(&expected.to_string())))
+    (!equal).then(|| format!("{source}: expected {}, found {:?}", shorten(&expected.to_string()), shorten(&actual)))
 }
 
 /// JSON equality with numbers compared by value (`1 == 1.0`), since the expected value comes from
@@ -549,19 +568,19 @@ mod tests {
             // Exact status passes.
             (status(&["200"]), 200, BODY, None),
             // Exact status fails, with the list in the reason.
-            (status(&["200"]), 404, BODY, Some("status 404 not in [200]")),
+            (status(&["200"]), 404, BODY, Some("status: expected 200, found 404")),
             // A class passes.
             (status(&["2xx"]), 204, BODY, None),
             // Any of several ranges.
             (status(&["200", "3xx"]), 302, BODY, None),
-            (status(&["200", "3xx"]), 500, BODY, Some("status 500 not in [200, 3xx]")),
+            (status(&["200", "3xx"]), 500, BODY, Some("status: expected 200 or 3xx, found 500")),
             // Body contains.
             (Expect { body_contains: Some("\"ok\":true".into()), ..Expect::default() }, 200, BODY, None),
             (
                 Expect { body_contains: Some("welcome".into()), ..Expect::default() },
                 200,
                 BODY,
-                Some("body does not contain \"welcome\""),
+                Some("body_contains \"welcome\": not found"),
             ),
             // A WebSocket reply (given as the body, status 101) contains the text.
             (Expect { message_contains: Some("\"ok\":true".into()), ..Expect::default() }, 101, BODY, None),
@@ -569,21 +588,21 @@ mod tests {
                 Expect { message_contains: Some("hello".into()), ..Expect::default() },
                 101,
                 BODY,
-                Some("message does not contain \"hello\""),
+                Some("message_contains \"hello\": not found"),
             ),
             // JSON equality on a string.
             (jsonpath("$.token", json!("abc")), 200, BODY, None),
-            (jsonpath("$.token", json!("xyz")), 200, BODY, Some("$.token is \"abc\", expected \"xyz\"")),
+            (jsonpath("$.token", json!("xyz")), 200, BODY, Some("$.token: expected \"xyz\", found \"abc\"")),
             // Numbers compare by value.
             (jsonpath("$.n", json!(42.0)), 200, BODY, None),
             // A string is not a number.
-            (jsonpath("$.n", json!("42")), 200, BODY, Some("$.n is 42, expected \"42\"")),
+            (jsonpath("$.n", json!("42")), 200, BODY, Some("$.n: expected \"42\", found 42")),
             // Whole objects, numbers by value inside.
             (jsonpath("$.user", json!({"tags": ["a", "b"], "id": 7.0})), 200, BODY, None),
             // No match.
-            (jsonpath("$.nope", json!(1)), 200, BODY, Some("$.nope: no match, expected 1")),
+            (jsonpath("$.nope", json!(1)), 200, BODY, Some("$.nope: expected 1, matched nothing")),
             // Not JSON.
-            (jsonpath("$.a", json!(1)), 200, b"oops", Some("$.a: body is not JSON")),
+            (jsonpath("$.a", json!(1)), 200, b"oops", Some("$.a: expected 1, found a body that is not JSON")),
             // A header compared with a string.
             (
                 Expect { json: vec![(Extractor::parse("header:x-token").unwrap(), json!("t-1"))], ..Expect::default() },
@@ -591,16 +610,53 @@ mod tests {
                 BODY,
                 None,
             ),
+            // A header that differs: expected vs found, as text.
+            (
+                Expect { json: vec![(Extractor::parse("header:x-token").unwrap(), json!("t-2"))], ..Expect::default() },
+                200,
+                BODY,
+                Some("header:x-token: expected \"t-2\", found \"t-1\""),
+            ),
+            // A header that is not there.
+            (
+                Expect { json: vec![(Extractor::parse("header:x-none").unwrap(), json!("t-1"))], ..Expect::default() },
+                200,
+                BODY,
+                Some("header:x-none: expected \"t-1\", matched nothing"),
+            ),
             // Status is checked first.
             (
                 Expect { status: Some(vec![StatusRange::Exact(201)]), ..jsonpath("$.a", json!(1)) },
                 200,
                 b"oops",
-                Some("status 200 not in [201]"),
+                Some("status: expected 201, found 200"),
             ),
         ];
         for (i, (expect, code, body, want)) in cases.iter().enumerate() {
             assert_eq!(expect.check(*code, &headers(), body).as_deref(), *want, "case {i}");
+        }
+    }
+
+    /// #32: a `save` that found nothing says what it looked for, and why when the body could
+    /// not be searched.
+    #[test]
+    fn a_save_that_found_nothing_says_what_it_looked_for() {
+        // (extractor, body, description)
+        let cases: [(&str, &[u8], &str); 5] = [
+            // a JSONPath that matches nothing in a JSON body
+            ("$.id", BODY, "save x: $.id matched nothing"),
+            // a JSONPath in a body that is not JSON
+            ("$.id", b"<html>oops</html>", "save x: $.id matched nothing (the body is not JSON)"),
+            // an empty body
+            ("$.id", b"", "save x: $.id matched nothing (no body)"),
+            // a header that did not come
+            ("header:Location", BODY, "save x: header:Location matched nothing"),
+            // a regex that did not match
+            ("regex:id=(\\d+)", BODY, "save x: regex:id=(\\d+) matched nothing"),
+        ];
+        for (i, (spec, body, want)) in cases.into_iter().enumerate() {
+            let e = Extractor::parse(spec).unwrap();
+            assert_eq!(e.missed("x", &ParsedBody::new(body)), want, "case {i}");
         }
     }
 

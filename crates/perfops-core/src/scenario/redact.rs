@@ -169,7 +169,7 @@ fn words(name: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether a header is harmless (its value kept as written).
-fn harmless_header(name: &str) -> bool {
+pub fn harmless_header(name: &str) -> bool {
     HARMLESS_HEADERS.contains(&name.trim().to_ascii_lowercase().as_str())
 }
 
@@ -206,6 +206,28 @@ pub fn holds_literal(value: &str) -> bool {
             !(refs > 0 && SCHEMES.contains(&w.to_ascii_lowercase().as_str()) && value.trim_start().starts_with(w))
         }
         _ => true,
+    }
+}
+
+/// The shortest secret value [`redact_values`] looks for: a shorter one (`1`, `on`) would blank
+/// every digit of a body while it hides nothing worth guessing.
+pub const SHORTEST_SECRET: usize = 4;
+
+/// Text that came back from a server (the first bytes of a failing response's body, #32), made
+/// safe for results: every occurrence of one of `secrets` (values known to be secret: `${env.*}`
+/// values, literal values of headers that are not harmless) replaced by `<redacted>`, then
+/// [`redact_text`]'s rule (credential-like `"name": value` and `name=value` pairs). A server
+/// that echoes the request's token back must not put it in `summary.json`.
+pub fn redact_values<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(text);
+    for secret in secrets.iter().filter(|s| s.len() >= SHORTEST_SECRET) {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), REDACTED));
+        }
+    }
+    match out {
+        Cow::Borrowed(t) => redact_text(t),
+        Cow::Owned(t) => Cow::Owned(redact_text(&t).into_owned()),
     }
 }
 
@@ -838,6 +860,25 @@ mod tests {
         ];
         for (value, want) in cases {
             assert_eq!(holds_literal(value), want, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn text_from_a_server_loses_known_secrets_and_credential_pairs() {
+        let secrets = vec!["s3cr3t-token".to_string(), "ab".to_string()];
+        // (text, redacted)
+        let cases = [
+            // an echoed secret, wherever it is
+            ("you sent Bearer s3cr3t-token", "you sent Bearer <redacted>"),
+            // a credential-like JSON field, whatever its value
+            (r#"{"error":"bad","token":"xyz"}"#, r#"{"error":"bad","token":"<redacted>"}"#),
+            // a value too short to be looked for is kept (it would blank every "ab")
+            ("abc", "abc"),
+            // nothing secret: as is
+            (r#"{"error":"qty must be a number"}"#, r#"{"error":"qty must be a number"}"#),
+        ];
+        for (i, (text, want)) in cases.into_iter().enumerate() {
+            assert_eq!(redact_values(text, &secrets), want, "case {i}");
         }
     }
 

@@ -13,24 +13,36 @@ use crate::work::StepPlan;
 
 impl Worker {
     /// Run the step's `expect` and `save` on a response's header fields
-    /// (`pairs`) and body.
-    pub(super) fn check_and_save(&self, step: &StepPlan, status: u16, pairs: &[(&str, &[u8])], body: &[u8]) -> bool {
+    /// (`pairs`) and body. `Err`: why it failed, as the checks say it
+    /// (`status: expected 201, found 422`, `save id: $.id matched nothing`),
+    /// made only for a response that failed (#32).
+    pub(super) fn check_and_save(
+        &self,
+        step: &StepPlan,
+        status: u16,
+        pairs: &[(&str, &[u8])],
+        body: &[u8],
+    ) -> Result<(), String> {
         let body = ParsedBody::new(body);
         if let Some(expect) = &step.step.expect
-            && expect.check_from(status, pairs, &body).is_some()
+            && let Some(why) = expect.check_from(status, pairs, &body)
         {
-            return false;
+            return Err(why);
         }
-        let mut ok = true;
+        let mut missed = None;
         for (name, extractor) in &step.step.save {
             match extractor.extract_from(pairs, &body) {
                 Some(v) => {
                     self.vars.borrow_mut().insert(name.clone(), v);
                 }
-                None => ok = false,
+                None => {
+                    if missed.is_none() {
+                        missed = Some(extractor.missed(name, &body));
+                    }
+                }
             }
         }
-        ok
+        missed.map_or(Ok(()), Err)
     }
 }
 

@@ -17,9 +17,9 @@ use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep};
 
 use super::checks::status_failure;
+use super::sample::Answered;
 use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response};
-use crate::work::StepPlan;
 
 impl Worker {
     /// Record `req` as refused before anything was written for it: a value
@@ -97,17 +97,39 @@ impl Worker {
                     }
                 };
         }
+        // `run --debug` only: one test of a `None` on every other run.
+        if self.trace.is_some() {
+            self.trace(request, conn.as_deref());
+        }
         self.spares.borrow_mut().buffers.push((body_buf, rendered));
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
         match outcome {
             Ok((response, sent)) => {
                 let mut failure = status_failure(step, response.status);
-                if failure.is_none()
-                    && step.capture
-                    && !conn.as_deref().is_some_and(|c| self.check_and_save_h1(step, response.status, c))
-                {
-                    failure = Some(FailureKind::CheckFailed);
+                let mut check = None;
+                if failure.is_none() && step.capture {
+                    match conn
+                        .as_deref()
+                        .map(|c| with_fields(c, |pairs| self.check_and_save(step, response.status, pairs, &c.body)))
+                    {
+                        Some(Ok(())) => {}
+                        Some(Err(why)) => {
+                            failure = Some(FailureKind::CheckFailed);
+                            check = Some(why);
+                        }
+                        None => failure = Some(FailureKind::CheckFailed),
+                    }
+                }
+                // Only a failure is sampled (#32): a success never comes here.
+                if let Some(kind) = failure {
+                    match conn.as_deref() {
+                        Some(c) => with_fields(c, |pairs| {
+                            let answer = Answered { status: response.status, pairs, body: &c.body };
+                            self.sample(step, kind, response.last_byte, check, Some(answer));
+                        }),
+                        None => self.sample(step, kind, response.last_byte, check, None),
+                    }
                 }
                 if conn.as_ref().is_some_and(|c| !c.keep_alive) {
                     *conn = None;
@@ -176,13 +198,13 @@ impl Worker {
             *conn = None;
         }
     }
+}
 
-    /// Run the step's `expect` and `save` on the response captured on `c`.
-    fn check_and_save_h1(&self, step: &StepPlan, status: u16, c: &Conn) -> bool {
-        let mut headers = [httparse::EMPTY_HEADER; crate::http1::MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        let _ = resp.parse(&c.head);
-        let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
-        self.check_and_save(step, status, &pairs, &c.body)
-    }
+/// `f` on the header fields of the response captured on `c`.
+fn with_fields<R>(c: &Conn, f: impl FnOnce(&[(&str, &[u8])]) -> R) -> R {
+    let mut headers = [httparse::EMPTY_HEADER; crate::http1::MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    let _ = resp.parse(&c.head);
+    let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
+    f(&pairs)
 }

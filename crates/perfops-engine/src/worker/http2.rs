@@ -21,6 +21,7 @@ use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
+use super::sample::Answered;
 use super::{Ended, Request, Worker, within};
 use crate::h2::answer::Captured;
 use crate::h2::stamped::H2Io;
@@ -105,11 +106,24 @@ impl Worker {
                         c.body = m.first_as_json(&c.body).unwrap_or_default();
                     }
                 }
+                let mut check = None;
                 if failure.is_none()
                     && let Some(c) = &captured
-                    && !self.check_and_save(step, response.status, &c.fields(), &c.body)
+                    && let Err(why) = self.check_and_save(step, response.status, &c.fields(), &c.body)
                 {
                     failure = Some(FailureKind::CheckFailed);
+                    check = Some(why);
+                }
+                // Only a failure is sampled (#32); gRPC's code is its status there.
+                if let Some(kind) = failure {
+                    let status = match (&step.grpc, grpc_status) {
+                        (Some(_), Some(code)) => u16::try_from(code).unwrap_or(u16::MAX),
+                        _ => response.status,
+                    };
+                    let fields = captured.as_ref().map(|c| c.fields()).unwrap_or_default();
+                    let body = captured.as_ref().map_or(&[][..], |c| &c.body[..]);
+                    let answer = Answered { status, pairs: &fields, body };
+                    self.sample(step, kind, response.last_byte, check, Some(answer));
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }

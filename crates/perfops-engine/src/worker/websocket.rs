@@ -47,10 +47,10 @@
 use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
-use perfops_core::scenario::extract::ParsedBody;
 use perfops_core::scenario::template::{HeadPlace, RenderError, UnsafeValue};
 use tokio::time::{Instant, Sleep};
 
+use super::sample::Answered;
 use super::{Ended, Request, Worker, within};
 use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
@@ -161,7 +161,12 @@ impl Worker {
                         return Ended { at, failed: true };
                     }
                 };
-                let failure = (step.capture && !self.check_reply(step, &rt.reply)).then_some(FailureKind::CheckFailed);
+                let check = if step.capture { self.check_reply(step, &rt.reply).err() } else { None };
+                let failure = check.is_some().then_some(FailureKind::CheckFailed);
+                if let Some(kind) = failure {
+                    let answer = Answered { status: 101, pairs: &[], body: &rt.reply };
+                    self.sample(step, kind, rt.reply_at, check, Some(answer));
+                }
                 let response = Response {
                     status: 101,
                     bytes_in,
@@ -302,27 +307,13 @@ impl Worker {
         let at = Instant::now();
         let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(key, &failure);
+        self.sample(req.step, kind, at, None, None);
         Ended { at, failed: true }
     }
 
-    /// Run the step's `expect` and `save` on a reply; false when a check
+    /// Run the step's `expect` and `save` on a reply; `Err`: why a check
     /// failed or a value to save was not found.
-    fn check_reply(&self, step: &StepPlan, reply: &[u8]) -> bool {
-        let body = ParsedBody::new(reply);
-        if let Some(expect) = &step.step.expect
-            && expect.check_from(101, &[], &body).is_some()
-        {
-            return false;
-        }
-        let mut ok = true;
-        for (name, extractor) in &step.step.save {
-            match extractor.extract_from(&[], &body) {
-                Some(v) => {
-                    self.vars.borrow_mut().insert(name.clone(), v);
-                }
-                None => ok = false,
-            }
-        }
-        ok
+    fn check_reply(&self, step: &StepPlan, reply: &[u8]) -> Result<(), String> {
+        self.check_and_save(step, 101, &[], reply)
     }
 }

@@ -83,6 +83,7 @@ fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str],
         sweep: None,
         generator: GeneratorUse::default(),
         warnings: Vec::new(),
+        failures: Vec::new(),
     }
 }
 

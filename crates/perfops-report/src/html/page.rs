@@ -25,6 +25,7 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     slo_matrix(&mut o, m);
     stage_table(&mut o, m);
     step_table(&mut o, m);
+    failures(&mut o, m);
     sweep(&mut o, m, data);
     diagnostics(&mut o, m);
     chart_frames(&mut o, data);
@@ -318,6 +319,42 @@ fn step_table(o: &mut String, m: &Model) {
             if f.error_ratio > 0.0 { "bad" } else { "" },
             percent(Some(f.error_ratio)),
             escape(&kinds.join(", "))
+        );
+    }
+    o.push_str("</tbody></table></div>\n</section>\n");
+}
+
+/// What failed, by step and kind, with the first failing exchange of each
+/// (#32): its status, the check with expected vs found, and the first bytes
+/// of its body (redacted and escaped by the engine, escaped for HTML here).
+/// From the summary alone; nothing when nothing failed.
+fn failures(o: &mut String, m: &Model) {
+    let Some(summary) = &m.files.summary else { return };
+    if summary.failures.is_empty() {
+        return;
+    }
+    let mut groups: Vec<&crate::failures::FailureGroup> = summary.failures.iter().collect();
+    groups.sort_by_key(|g| std::cmp::Reverse(g.count));
+    o.push_str(
+        "<section>\n<h2>Failures</h2>\n<p class=\"hint\">The first failing exchange of each step and kind; \
+         up to three of each in summary.json's <code>failures</code>.</p>\n\
+         <div class=\"table-wrap\"><table class=\"failures\">\n<thead><tr><th>step</th><th class=\"left\">kind</th>\
+         <th>count</th><th>status</th><th class=\"left\">check: expected, found</th><th class=\"left\">body</th>\
+         <th>at</th></tr></thead>\n<tbody>\n",
+    );
+    for g in groups {
+        let first = g.samples.first();
+        let _ = writeln!(
+            o,
+            "<tr><th>{}</th><td class=\"left\">{}</td><td>{}</td><td>{}</td><td class=\"left\">{}</td>\
+             <td class=\"left body\"><code>{}</code></td><td>{}</td></tr>",
+            escape(&g.step),
+            escape(&g.kind),
+            count(Some(g.count)),
+            first.and_then(|s| s.status).map_or("-".to_string(), |s| s.to_string()),
+            escape(first.and_then(|s| s.check.as_deref()).unwrap_or("-")),
+            escape(first.and_then(|s| s.body.as_deref()).unwrap_or("")),
+            first.map_or("-".to_string(), |s| format!("t={:.1}s", s.t)),
         );
     }
     o.push_str("</tbody></table></div>\n</section>\n");

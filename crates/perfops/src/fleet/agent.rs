@@ -434,6 +434,7 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
         // Nothing was negotiated: no protocol to report.
         step_protocols: Vec::new(),
         tls_refused: None,
+        failures: Default::default(),
     })
 }
 

@@ -644,6 +644,9 @@ fn drive(
         step_protocols: Vec::new(),
         // Each agent's own handshake: their runs say so.
         tls_refused: None,
+        // Not carried over the agent wire yet (#32): a fleet's summary
+        // shows the failures' counts, without samples.
+        failures: Default::default(),
     };
     Ok((outcome, measured))
 }

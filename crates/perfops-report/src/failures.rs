@@ -1,0 +1,109 @@
+//! What failed, said with what was expected and what came (#32):
+//! `summary.json`'s `failures` (one [`FailureGroup`] per step and failure
+//! kind: its count and its first few samples), the terminal's "top
+//! failures" lines ([`failures_text`]) and the one line a verdict's "why"
+//! can quote ([`top_failure`]).
+//!
+//! The samples are made, redacted and bounded by the engine
+//! (`perfops_core::measure::samples`); this module only groups and shows
+//! them. The HTML report's table is `html::page`'s.
+
+use std::fmt::Write;
+
+use perfops_core::measure::{FailureKind, FailureSample};
+use perfops_core::printable;
+use serde::{Deserialize, Serialize};
+
+/// The failures of one step of one kind: `summary.json`'s `failures[]`
+/// (absent from summaries before #32).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureGroup {
+    /// The step's name.
+    pub step: String,
+    /// The failure kind's name (`http_4xx`, `check_failed`, ...).
+    pub kind: String,
+    /// How many failed so, over the run.
+    pub count: u64,
+    /// The first few of them by time (at most three; none from a fleet's
+    /// agents, whose wire carries counts only).
+    #[serde(default)]
+    pub samples: Vec<FailureSample>,
+}
+
+impl FailureGroup {
+    /// One line for this group: `create-order: 523 http_4xx, e.g. status:
+    /// expected 201, found 422 (body: ...)`, printable (names and bodies
+    /// escaped). What a verdict's "why" can say of a step's failing answers.
+    pub fn line(&self) -> String {
+        let name = printable::escape(&self.step);
+        let example = match (self.samples.first(), FailureKind::from_name(&self.kind)) {
+            (Some(s), Some(kind)) => format!(", e.g. {}", s.describe(kind)),
+            _ => String::new(),
+        };
+        printable::escape(&format!("{name}: {} {}{example}", self.count, self.kind)).into_owned()
+    }
+}
+
+/// The group that failed most, in `step` when given: what a stage's or a
+/// run's "why" names for its failing answers (#32, for the verdict's why).
+pub fn top_failure<'a>(groups: &'a [FailureGroup], step: Option<&str>) -> Option<&'a FailureGroup> {
+    groups.iter().filter(|g| step.is_none_or(|s| g.step == s)).max_by_key(|g| g.count)
+}
+
+/// The most lines the terminal gives failures; the rest are in `summary.json`.
+const SHOWN: usize = 10;
+
+/// The terminal's failures, most frequent first: one line per step and kind
+/// with its count and its first sample (empty without failures).
+pub fn failures_text(groups: &[FailureGroup]) -> String {
+    let mut sorted: Vec<&FailureGroup> = groups.iter().collect();
+    sorted.sort_by_key(|g| std::cmp::Reverse(g.count));
+    let mut o = String::new();
+    if sorted.is_empty() {
+        return o;
+    }
+    let _ = writeln!(o, "failures (by step; the first of each in summary.json's `failures`):");
+    for g in sorted.iter().take(SHOWN) {
+        let _ = writeln!(o, "  {}", g.line());
+    }
+    if sorted.len() > SHOWN {
+        let _ = writeln!(o, "  ... and {} more in summary.json", sorted.len() - SHOWN);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(step: &str, kind: &str, count: u64, sample: Option<FailureSample>) -> FailureGroup {
+        FailureGroup { step: step.into(), kind: kind.into(), count, samples: sample.into_iter().collect() }
+    }
+
+    /// #32: the terminal names the step, the count, the failed check with
+    /// expected vs found and the body head; most frequent first.
+    #[test]
+    fn failures_are_shown_most_frequent_first_with_their_example() {
+        let s422 = FailureSample {
+            t: 1.2,
+            status: Some(422),
+            check: Some("status: expected 201, found 422".into()),
+            body: Some(r#"{"error":"qty must be a number"}"#.into()),
+        };
+        let groups =
+            vec![group("get-order", "check_failed", 30, None), group("create-order", "http_4xx", 523, Some(s422))];
+        let text = failures_text(&groups);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[1],
+            r#"  create-order: 523 http_4xx, e.g. status: expected 201, found 422 (body: {"error":"qty must be a number"})"#
+        );
+        assert_eq!(lines[2], "  get-order: 30 check_failed");
+        assert_eq!(top_failure(&groups, None).map(|g| g.step.as_str()), Some("create-order"));
+        assert_eq!(top_failure(&groups, Some("get-order")).map(|g| g.count), Some(30));
+        assert_eq!(failures_text(&[]), "", "no failures: nothing said");
+        // A step name from the scenario cannot forge a line.
+        let evil = failures_text(&[group("a\nb", "http_5xx", 1, None)]);
+        assert_eq!(evil.lines().count(), 2, "{evil}");
+    }
+}
