@@ -425,3 +425,46 @@ fn crlf_and_nul_in_a_request_head_are_refused_where_written() {
     );
     parse("t.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
 }
+
+/// Issue #32 want 5: a `json:` leaf that is one `${...}` (quoted or not) is a whole value, typed when
+/// sent; a conversion is checked where it is written: unknown, or where it would change nothing (a
+/// path, a header, text around it), an error at its line and column with a hint.
+#[test]
+fn typed_values_decode_and_misplaced_conversions_are_placed() {
+    use perfops_core::scenario::JsonPart;
+    let text = "target: http://h:1\ndata: { orders: { csv: o.csv } }\nflows:\n  a:\n    steps:\n      - request: POST /o\n        json:\n          qty: ${orders.qty}\n          q2: \"${orders.qty:number}\"\n          id: \"n-${seq}\"\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let s = parse("t.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let Body::Json(parts) = &s.flows[0].steps[0].body else { panic!("a json body") };
+    let kinds: Vec<&str> = parts
+        .iter()
+        .map(|p| match p {
+            JsonPart::Literal(_) => "lit",
+            JsonPart::String(_) => "string",
+            JsonPart::Value(_) => "value",
+        })
+        .collect();
+    // qty and q2 are whole values; `n-${seq}` is text around a reference: a string.
+    assert_eq!(kinds, ["lit", "value", "lit", "value", "lit", "string", "lit"]);
+    // (line 2 of the file, "line:column: message fragment")
+    let cases: &[(&str, &str)] = &[
+        // An unknown conversion, in a json body: at its name.
+        (
+            r#"flows: { a: { steps: [ { request: POST /o, json: { q: "${seq:int}" } } ] } }"#,
+            "2:62: unknown conversion `:int`",
+        ),
+        // A conversion in a path changes nothing there: at its `$`.
+        (
+            r#"flows: { a: { steps: [ { request: "GET /o/${seq:number}" } ] } }"#,
+            "2:43: a conversion (`:string`, `:number`) only applies",
+        ),
+        // ... nor in a header value.
+        (r#"flows: { a: { steps: [ { request: GET /, headers: { X-N: "${seq:string}" } } ] } }"#, "2:59: a conversion"),
+    ];
+    for (line, want) in cases {
+        let text = format!("target: http://h:1\n{line}\nload: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n");
+        let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert!(got.len() == 1 && got[0].starts_with(want), "for\n{text}\ngot {got:#?}\nwant {want}");
+        assert!(errors[0].hint.is_some(), "{:?}", errors[0]);
+    }
+}

@@ -254,7 +254,30 @@ impl Dec<'_> {
         }
     }
 
+    /// A template where its text is sent as it is: a `:string` / `:number` conversion would change
+    /// nothing there, and is an error (issue #32).
     pub(super) fn template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
+        let t = self.typed_template(node, path, feeders)?;
+        if let (Some(at), Some(s)) = (t.conversion_at(), node.as_scalar()) {
+            self.misplaced_conversion(s, at, path);
+            return None;
+        }
+        Some(t)
+    }
+
+    /// A `:string` / `:number` at byte `at` of `s`, where the text is sent as it is.
+    pub(super) fn misplaced_conversion(&mut self, s: &MarkedScalarNode, at: usize, path: &str) {
+        let marker = self.column_in(s, at);
+        self.at_marker(
+            marker.as_ref(),
+            path,
+            "a conversion (`:string`, `:number`) only applies to a whole value in `json:` or `message:`".into(),
+            Some("here the text is sent as it is: remove the conversion".into()),
+        );
+    }
+
+    /// A template that may carry conversions: a leaf of a `json:` body or a gRPC message.
+    pub(super) fn typed_template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
         let s = self.scalar(node, path, "a text value")?;
         match Template::parse(s.as_str(), feeders) {
             Ok(t) => {
@@ -262,15 +285,21 @@ impl Dec<'_> {
                 Some(t)
             }
             Err(e) => {
-                let mut marker = s.span().start().copied();
-                if let Some(m) = marker.as_mut() {
-                    // Quoted scalars start one column before their text.
-                    m.set_column(m.column() + e.offset + usize::from(!s.may_coerce()));
-                }
+                let marker = self.column_in(s, e.offset);
                 self.at_marker(marker.as_ref(), path, e.message.clone(), e.hint.clone());
                 None
             }
         }
+    }
+
+    /// The position of byte `offset` of scalar `s`'s text.
+    fn column_in(&self, s: &MarkedScalarNode, offset: usize) -> Option<Marker> {
+        let mut marker = s.span().start().copied();
+        if let Some(m) = marker.as_mut() {
+            // Quoted scalars start one column before their text.
+            m.set_column(m.column() + offset + usize::from(!s.may_coerce()));
+        }
+        marker
     }
 
     /// Note where each saved, environment and feeder variable of `t`
@@ -504,7 +533,7 @@ impl Dec<'_> {
         // (`sources::target`); nothing else is known before the load.
         if t.contains("${") {
             match Template::parse(t, &[]) {
-                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) => {
+                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) && tpl.conversion_at().is_none() => {
                     self.record_uses(&tpl, s, s.as_str().find(t).unwrap_or(0), "target");
                 }
                 Ok(_) => {

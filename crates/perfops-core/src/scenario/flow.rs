@@ -157,6 +157,13 @@ impl Dec<'_> {
                 return None;
             }
             match Template::parse(target, feeders) {
+                Ok(t) if t.conversion_at().is_some() => {
+                    let target_at = s.as_str().find(target).unwrap_or(0);
+                    // Its variables are still checked: an error of theirs is an error of its own.
+                    self.record_uses(&t, s, target_at, &rp);
+                    self.misplaced_conversion(s, target_at + t.conversion_at().unwrap_or(0), &rp);
+                    None
+                }
                 Ok(t) => {
                     self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
                     Some((method, t))
@@ -411,9 +418,11 @@ impl Dec<'_> {
                     lit(out, text);
                     return;
                 }
-                let Some(t) = self.template(node, path, feeders) else { return };
+                let Some(t) = self.typed_template(node, path, feeders) else { return };
                 match t.as_literal() {
                     Some(l) => lit(out, &serde_json::to_string(l).unwrap_or_default()),
+                    // One `${...}` and nothing else keeps its value's type (issue #32).
+                    None if t.is_whole_value() => out.push(JsonPart::Value(t)),
                     None => {
                         lit(out, "\"");
                         out.push(JsonPart::String(t));
