@@ -69,6 +69,12 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
                 if let Some(why) = read.unresolved {
                     eprintln!("{}: note: {why}: `run` needs it to resolve where it runs", path.display());
                 }
+                // What a valid file will surely do wrong when it runs: said, not refused (#32).
+                let warnings =
+                    perfops_core::scenario::warn::warnings(&path.display().to_string(), &text, &s, &read.feeders);
+                if !warnings.0.is_empty() {
+                    eprint!("{}", warnings.render_warnings(&text));
+                }
             }
         }
     }

@@ -73,23 +73,46 @@ const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu
 /// Parse and validate scenario `text` read from `file` (the name is used in
 /// diagnostics and as the default scenario name).
 pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, Diagnostics> {
-    let mut d = Dec { file, text, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new() };
+    parse_partial(file, text, overrides).map_err(|(d, _)| d)
+}
+
+/// What a file with errors still says about the inputs it reads besides itself: its feeders and where
+/// it uses `${env.X}` and feeder columns. `check` reads those too, so that an unknown CSV column or an
+/// unset variable is reported in the same pass as the file's own errors, not after they are fixed
+/// (issue #32).
+#[derive(Debug, Clone, Default)]
+pub struct Partial {
+    /// The feeders declared under `data:` whose `csv:` was readable in the file (one with a bad `mode`
+    /// included: its columns can still be checked).
+    pub data: Vec<FeederSpec>,
+    /// Every `${env.NAME}` and `${feeder.column}` used where it was decoded ([`Scenario::outside_vars`]).
+    pub outside_vars: Vec<VarUse>,
+}
+
+/// [`parse`], and on errors what the file still says ([`Partial`]).
+pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, (Diagnostics, Partial)> {
+    let mut d = Dec { file, text, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new(), data: Vec::new() };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
     let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
     let mut root = match marked_yaml::parse_yaml_with_options(0, text, options) {
         Ok(node) => node,
-        Err(e) => return Err(Diagnostics(vec![d.load_error(e)])),
+        Err(e) => return Err((Diagnostics(vec![d.load_error(e)]), Partial::default())),
     };
     for o in overrides {
         d.apply_override(&mut root, o);
     }
     let scenario = d.scenario(&root);
-    if d.errors.is_empty() {
-        scenario.ok_or_else(|| Diagnostics(vec![]))
-    } else {
-        d.errors.sort_by_key(|e| (e.file == "--set", e.line, e.column));
-        Err(Diagnostics(d.errors))
+    match scenario {
+        Some(s) if d.errors.is_empty() => Ok(s),
+        scenario => {
+            d.errors.sort_by_key(|e| (e.file == "--set", e.line, e.column));
+            let outside_vars = match scenario {
+                Some(s) => s.outside_vars,
+                None => d.outside_vars,
+            };
+            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars }))
+        }
     }
 }
 
@@ -104,6 +127,8 @@ pub(super) struct Dec<'f> {
     pub(super) uses: Vec<(String, Option<Marker>, String)>,
     /// Every `${env.NAME}` and `${feeder.column}` used, where ([`Scenario::outside_vars`]).
     outside_vars: Vec<VarUse>,
+    /// The feeders decoded, for [`Partial`].
+    data: Vec<FeederSpec>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -427,8 +452,11 @@ impl Dec<'_> {
         let target = self
             .required(top, "target", "", "e.g. `target: http://127.0.0.1:8080` or `target: demo:threads`")
             .and_then(|n| self.target(n));
-        let data = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
-        let feeders: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
+        let (data, declared) = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
+        self.data = data.clone();
+        // Every name declared, even one whose `csv:` or `mode` is wrong: `${users.email}` is then a
+        // use of that feeder, not a second, false "unknown feeder" error (issue #32).
+        let feeders: Vec<&str> = declared.iter().map(String::as_str).collect();
         let defaults = self.defaults(top.get_node("defaults"), &feeders);
         let setup: Vec<Step> = match top.get_node("setup") {
             Some(n) => self
@@ -726,7 +754,9 @@ impl Dec<'_> {
         Some(marker)
     }
 
-    fn data(&mut self, node: &Node) -> Vec<FeederSpec> {
+    /// The feeders whose `csv:` decoded (a bad `mode` reported, and read as `cycle`), and the name of
+    /// every feeder declared.
+    fn data(&mut self, node: &Node) -> (Vec<FeederSpec>, Vec<String>) {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -734,11 +764,13 @@ impl Dec<'_> {
                 "expected a mapping of feeder names",
                 Some("data: { users: { csv: users.csv, mode: cycle } }".into()),
             );
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut out = Vec::new();
+        let mut declared = Vec::new();
         for (k, v) in m.iter() {
             let p = join("data", k.as_str());
+            declared.push(k.as_str().to_string());
             let Some(f) = self.map(v, &p, FEEDER) else { continue };
             let csv_node = self.required(f, "csv", &p, "csv: users.csv");
             let csv = csv_node.and_then(|n| self.string(n, &join(&p, "csv")));
@@ -751,13 +783,14 @@ impl Dec<'_> {
                     "random" => Some(FeedMode::Random),
                     "once" => Some(FeedMode::Once),
                     other => {
-                        self.at(
-                            s.span(),
-                            &join(&p, "mode"),
-                            format!("unknown mode `{other}`"),
-                            Some("cycle, random or once".into()),
-                        );
-                        None
+                        let names: Vec<&str> = FeedMode::ALL.iter().map(|m| m.name()).collect();
+                        let hint = match did_you_mean(other, &names) {
+                            Some(near) => format!("did you mean `{near}`? modes: cycle, random or once"),
+                            None => "cycle, random or once".into(),
+                        };
+                        self.at(s.span(), &join(&p, "mode"), format!("unknown mode `{other}`"), Some(hint));
+                        // The error stands; its file's columns can still be checked.
+                        Some(FeedMode::Cycle)
                     }
                 },
             };
@@ -765,7 +798,7 @@ impl Dec<'_> {
                 out.push(FeederSpec { name: k.as_str().to_string(), csv, mode, at });
             }
         }
-        out
+        (out, declared)
     }
 
     fn conditions<T>(&mut self, node: &Node, path: &str, parse: impl Fn(&str) -> Result<T, ConditionError>) -> Vec<T> {

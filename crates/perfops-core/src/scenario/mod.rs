@@ -20,12 +20,13 @@ mod load;
 pub mod redact;
 pub mod sources;
 pub mod template;
+pub mod warn;
 mod watch;
 
 use std::time::Duration;
 
 pub use condition::{AbortRule, Agg, Condition, Metric};
-pub use decode::{Override, parse};
+pub use decode::{Override, Partial, parse, parse_partial};
 pub use diag::{Diagnostic, Diagnostics};
 pub use watch::chart_picks;
 
