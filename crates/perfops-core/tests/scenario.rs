@@ -468,3 +468,33 @@ fn typed_values_decode_and_misplaced_conversions_are_placed() {
         assert!(errors[0].hint.is_some(), "{:?}", errors[0]);
     }
 }
+
+/// Issue #32 want 7: a step with an error of its own (a misspelled `request`, a broken extractor)
+/// still has its name and what it saves: an SLO line naming it and a later `${token}` it saves are not
+/// second, false errors. Every real error is still reported.
+#[test]
+fn a_broken_step_does_not_make_its_references_errors() {
+    // (the login step's broken line, the errors wanted as "line:column: message start")
+    let cases: &[(&str, &[&str])] = &[
+        // `reqest`: the step has no request; its name and its save still count.
+        ("reqest: POST /login", &["5:9: missing field `request`", "6:9: unknown field `reqest`"]),
+        // A request line without a path.
+        ("request: POST login", &["6:18: `login`: the path must start with `/`"]),
+    ];
+    for (line, want) in cases {
+        for save in ["$.token", "\"regex:(\""] {
+            let text = format!(
+                "target: http://h:1\nflows:\n  browse:\n    steps:\n      - name: login\n        {line}\n        save: {{ token: {save} }}\n      - {{ name: me, request: GET /me, headers: {{ Authorization: \"Bearer ${{token}}\" }} }}\nload: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\nslo: [ \"p95(login) < 500ms\", \"p95(me) < 500ms\" ]\n"
+            );
+            let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+            let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+            // A broken extractor is one more real error, at its place.
+            let extra = usize::from(save.contains('('));
+            assert_eq!(got.len(), want.len() + extra, "for\n{text}\ngot {got:#?}");
+            for (g, w) in got.iter().zip(want.iter()) {
+                assert!(g.starts_with(w), "for\n{text}\ngot {got:#?}\nwant {w}");
+            }
+            assert!(!got.iter().any(|g| g.contains("never saved") || g.contains("no step is named")), "{got:#?}");
+        }
+    }
+}

@@ -91,7 +91,16 @@ pub struct Partial {
 
 /// [`parse`], and on errors what the file still says ([`Partial`]).
 pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, (Diagnostics, Partial)> {
-    let mut d = Dec { file, text, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new(), data: Vec::new() };
+    let mut d = Dec {
+        file,
+        text,
+        errors: Vec::new(),
+        uses: Vec::new(),
+        outside_vars: Vec::new(),
+        data: Vec::new(),
+        salvaged_steps: Vec::new(),
+        salvaged_saves: Vec::new(),
+    };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
     let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
@@ -129,6 +138,10 @@ pub(super) struct Dec<'f> {
     outside_vars: Vec<VarUse>,
     /// The feeders decoded, for [`Partial`].
     data: Vec<FeederSpec>,
+    /// The names of steps that did not decode ([`Dec::step_or_salvage`]).
+    pub(super) salvaged_steps: Vec<String>,
+    /// The names every step's `save:` meant, decoded or not.
+    pub(super) salvaged_saves: Vec<String>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -463,10 +476,12 @@ impl Dec<'_> {
                 .list(n, "setup", "steps")
                 .iter()
                 .enumerate()
-                .filter_map(|(i, s)| self.step(s, &format!("setup[{i}]"), &feeders))
+                .filter_map(|(i, s)| self.step_or_salvage(s, &format!("setup[{i}]"), &feeders))
                 .collect(),
             None => Vec::new(),
         };
+        // What setup saves is known to the flows; its steps are not measured, so an SLO cannot name them.
+        self.salvaged_steps.clear();
         let flows = match self.required(top, "flows", "", "flows: { name: { steps: [ { request: GET / } ] } }") {
             Some(n) => self.flows(n, &feeders),
             None => Vec::new(),
@@ -481,6 +496,7 @@ impl Dec<'_> {
             .iter()
             .flat_map(|f| &f.steps)
             .flat_map(|s| std::iter::once(s.name.clone()).chain(s.messages_name()))
+            .chain(std::mem::take(&mut self.salvaged_steps))
             .collect();
         let known = Measurable { watched, steps: &steps };
         let slo = match top.get_node("slo") {
