@@ -181,3 +181,34 @@ fn two_runs_against_two_ports_show_two_ports() {
     }
     assert!(!cmp.stdout.contains("${env.SHOP_PORT}"), "{}", cmp.dump());
 }
+
+/// A password in the target's URL is redacted wherever the resolved target is
+/// shown: the line at start, `meta.json`, the summary and the report.
+#[test]
+fn a_password_in_the_target_is_never_shown() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-userinfo");
+    let port = closed_port();
+    let path = wd.scenario(
+        "secret.yaml",
+        &format!(
+            "name: secret\ntarget: http://load:hunter2@127.0.0.1:{port}\n\
+             flows: {{ f: {{ steps: [ {{ request: GET / }} ] }} }}\nload: {{ stages: [ {{ rate: 5, hold: 10s }} ] }}\n"
+        ),
+    );
+    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", wd.runs().to_str().unwrap(), "-q"], |_| {})
+        .wait(RUN_LIMIT);
+    let ctx = out.dump();
+    out.assert_exit(3);
+    assert!(
+        out.stderr.contains(&format!("perfops: target http://load:<redacted>@127.0.0.1:{port} (127.0.0.1:{port})")),
+        "{ctx}"
+    );
+    let dir = wd.result_dir(&out);
+    for file in ["meta.json", "summary.json", "report.html"] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(!text.contains("hunter2"), "{file} holds the password");
+    }
+    assert!(!format!("{}{}", out.stdout, out.stderr).contains("hunter2"), "{ctx}");
+    assert_eq!(meta(&dir)["resolved"]["url"], format!("http://load:<redacted>@127.0.0.1:{port}"));
+}

@@ -20,6 +20,9 @@
 //! - **A `mode: once` feeder shorter than the arrivals that read it** (open model): the profile plans
 //!   `sum((from + to) / 2 x duration)` arrivals, the flows that render one of its columns take their
 //!   weights' share of them, and past its last row those flows stop.
+//! - **A column forced to a number that holds text** (`qty: ${orders.qty:number}`, a row `abc`): the
+//!   arrivals that get that row are refused as `bad_value` (any model). Said with the row's line in
+//!   the CSV file, never its value (it may be a secret).
 
 use std::time::Duration;
 
@@ -27,6 +30,7 @@ use marked_yaml::{LoaderOptions, Node};
 
 use super::diag::{Diagnostic, Diagnostics};
 use super::feeder::{FeedMode, Feeder};
+use super::template::typed::is_json_number;
 use super::template::{Template, VarRef};
 use super::{Flow, Load, Scenario};
 
@@ -39,6 +43,7 @@ pub fn warnings(file: &str, text: &str, scenario: &Scenario, feeders: &[Feeder])
         Diagnostic { file: file.to_owned(), line, column, path: path.join("."), message, hint: Some(hint) }
     };
     let mut out = Vec::new();
+    out.extend(text_forced_to_numbers(scenario, feeders, &at));
     let Load::Open { stages, max_in_flight } = &scenario.load else { return Diagnostics(out) };
     let total_weight: f64 = scenario.flows.iter().map(|f| f64::from(f.weight)).sum();
     if total_weight == 0.0 {
@@ -102,6 +107,46 @@ pub fn warnings(file: &str, text: &str, scenario: &Scenario, feeders: &[Feeder])
     }
     out.sort_by_key(|d| (d.line, d.column));
     Diagnostics(out)
+}
+
+/// A `${feeder.column:number}` whose column holds a row that is not a number, once per reference.
+fn text_forced_to_numbers(
+    scenario: &Scenario,
+    feeders: &[Feeder],
+    at: &dyn Fn(&[&str], String, String) -> Diagnostic,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut said: Vec<(&str, &str)> = Vec::new();
+    let steps = scenario.setup.iter().chain(scenario.flows.iter().flat_map(|f| f.steps.iter()));
+    let forced = steps.flat_map(|s| s.templates()).flat_map(|t| t.forced_numbers());
+    for var in forced {
+        let VarRef::Feeder { feeder, column } = var else { continue };
+        if said.contains(&(feeder.as_str(), column.as_str())) {
+            continue;
+        }
+        let Some(f) = feeders.iter().find(|f| f.name() == feeder) else { continue };
+        let Some(col) = f.column_index(column) else { continue };
+        let bad: Vec<usize> = f
+            .rows()
+            .enumerate()
+            .filter(|(_, row)| row.get(col).is_some_and(|v| !is_json_number(v.as_bytes())))
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(first) = bad.first() {
+            said.push((feeder, column));
+            out.push(at(
+                &["data", feeder, "csv"],
+                format!(
+                    "`${{{feeder}.{column}:number}}`: {} of {} rows of column `{column}` are not numbers (the first: data row {}): their requests will be refused as `bad_value`",
+                    bad.len(),
+                    f.len(),
+                    first + 1
+                ),
+                format!("fix those rows, or send the column as text with `${{{feeder}.{column}:string}}`"),
+            ));
+        }
+    }
+    out
 }
 
 /// The least time an arrival spends in `flow` whatever the server does: its pauses and WebSocket holds.
@@ -237,6 +282,12 @@ mod tests {
                 ),
                 10,
                 vec![],
+            ),
+            // A column forced to a number holding text: said at the feeder, whatever the model.
+            (
+                "target: http://h:1\ndata: { users: { csv: u.csv } }\nflows: { f: { steps: [ { request: POST /, json: { n: \"${users.email:number}\" } } ] } }\nload:\n  model: closed\n  stages: [ { users: 1, hold: 1s } ]\n".into(),
+                2,
+                vec!["2:18: `${users.email:number}`: 2 of 2 rows of column `email` are not numbers (the first: data row 1)"],
             ),
             // The closed model has no arrival rate: nothing to say.
             (

@@ -88,6 +88,14 @@ impl Template {
         })
     }
 
+    /// The references forced to a number (`${x:number}`), for `check`'s look at a feeder's rows.
+    pub fn forced_numbers(&self) -> impl Iterator<Item = &VarRef> {
+        self.parts.iter().filter_map(|p| match p {
+            Part::Var { var, to: Some(Conversion::Number), .. } => Some(var),
+            _ => None,
+        })
+    }
+
     /// Append the template as a whole JSON value (quotes included), typed as the module doc says.
     ///
     /// A template that is not a whole value is a JSON string of its rendered text. A missing value
