@@ -96,7 +96,9 @@ mod tests {
     #[test]
     fn down_only_when_every_attempt_of_the_first_seconds_failed_to_connect() {
         // (seconds as (refused, timeouts, answered, 5xx), the second (0-based) that says it, its words)
-        let cases: &[(&[(u64, u64, u64, u64)], Option<(usize, &str)>)] = &[
+        // A second as (refused, timed out, answered, 5xx).
+        type Seconds = &'static [(u64, u64, u64, u64)];
+        let cases: &[(Seconds, Option<(usize, &str)>)] = &[
             // Refused twice: said on the second second, naming the address and the count.
             (
                 &[(5, 0, 0, 0), (5, 0, 0, 0)],
