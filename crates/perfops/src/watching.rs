@@ -305,8 +305,14 @@ impl<'a> Judge<'a> {
 impl Sink for Judge<'_> {
     fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
         self.store.drain(self.events);
-        if let Some(reason) = self.down.as_deref_mut().and_then(|d| d.second(s.interval)) {
+        // The first reason to stop is the one: seconds still in the pipeline after a stop must
+        // not find a second one (an `abort_when` rule that held on second 0, refusals on second 1).
+        let aborted = self.abort.as_deref().is_some_and(|a| a.reason().is_some());
+        if !aborted && let Some(reason) = self.down.as_deref_mut().and_then(|d| d.second(s.interval)) {
             return Ok(Flow::Stop(reason));
+        }
+        if self.down.as_deref().is_some_and(|d| d.reason().is_some()) {
+            return Ok(Flow::Continue);
         }
         let Some(abort) = self.abort.as_deref_mut() else { return Ok(Flow::Continue) };
         let store = &*self.store;
