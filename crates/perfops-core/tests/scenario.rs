@@ -425,3 +425,76 @@ fn crlf_and_nul_in_a_request_head_are_refused_where_written() {
     );
     parse("t.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
 }
+
+/// Issue #32 want 5: a `json:` leaf that is one `${...}` (quoted or not) is a whole value, typed when
+/// sent; a conversion is checked where it is written: unknown, or where it would change nothing (a
+/// path, a header, text around it), an error at its line and column with a hint.
+#[test]
+fn typed_values_decode_and_misplaced_conversions_are_placed() {
+    use perfops_core::scenario::JsonPart;
+    let text = "target: http://h:1\ndata: { orders: { csv: o.csv } }\nflows:\n  a:\n    steps:\n      - request: POST /o\n        json:\n          qty: ${orders.qty}\n          q2: \"${orders.qty:number}\"\n          id: \"n-${seq}\"\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let s = parse("t.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let Body::Json(parts) = &s.flows[0].steps[0].body else { panic!("a json body") };
+    let kinds: Vec<&str> = parts
+        .iter()
+        .map(|p| match p {
+            JsonPart::Literal(_) => "lit",
+            JsonPart::String(_) => "string",
+            JsonPart::Value(_) => "value",
+        })
+        .collect();
+    // qty and q2 are whole values; `n-${seq}` is text around a reference: a string.
+    assert_eq!(kinds, ["lit", "value", "lit", "value", "lit", "string", "lit"]);
+    // (line 2 of the file, "line:column: message fragment")
+    let cases: &[(&str, &str)] = &[
+        // An unknown conversion, in a json body: at its name.
+        (
+            r#"flows: { a: { steps: [ { request: POST /o, json: { q: "${seq:int}" } } ] } }"#,
+            "2:62: unknown conversion `:int`",
+        ),
+        // A conversion in a path changes nothing there: at its `$`.
+        (
+            r#"flows: { a: { steps: [ { request: "GET /o/${seq:number}" } ] } }"#,
+            "2:43: a conversion (`:string`, `:number`) only applies",
+        ),
+        // ... nor in a header value.
+        (r#"flows: { a: { steps: [ { request: GET /, headers: { X-N: "${seq:string}" } } ] } }"#, "2:59: a conversion"),
+    ];
+    for (line, want) in cases {
+        let text = format!("target: http://h:1\n{line}\nload: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n");
+        let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert!(got.len() == 1 && got[0].starts_with(want), "for\n{text}\ngot {got:#?}\nwant {want}");
+        assert!(errors[0].hint.is_some(), "{:?}", errors[0]);
+    }
+}
+
+/// Issue #32 want 7: a step with an error of its own (a misspelled `request`, a broken extractor)
+/// still has its name and what it saves: an SLO line naming it and a later `${token}` it saves are not
+/// second, false errors. Every real error is still reported.
+#[test]
+fn a_broken_step_does_not_make_its_references_errors() {
+    // (the login step's broken line, the errors wanted as "line:column: message start")
+    let cases: &[(&str, &[&str])] = &[
+        // `reqest`: the step has no request; its name and its save still count.
+        ("reqest: POST /login", &["5:9: missing field `request`", "6:9: unknown field `reqest`"]),
+        // A request line without a path.
+        ("request: POST login", &["6:18: `login`: the path must start with `/`"]),
+    ];
+    for (line, want) in cases {
+        for save in ["$.token", "\"regex:(\""] {
+            let text = format!(
+                "target: http://h:1\nflows:\n  browse:\n    steps:\n      - name: login\n        {line}\n        save: {{ token: {save} }}\n      - {{ name: me, request: GET /me, headers: {{ Authorization: \"Bearer ${{token}}\" }} }}\nload: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\nslo: [ \"p95(login) < 500ms\", \"p95(me) < 500ms\" ]\n"
+            );
+            let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+            let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+            // A broken extractor is one more real error, at its place.
+            let extra = usize::from(save.contains('('));
+            assert_eq!(got.len(), want.len() + extra, "for\n{text}\ngot {got:#?}");
+            for (g, w) in got.iter().zip(want.iter()) {
+                assert!(g.starts_with(w), "for\n{text}\ngot {got:#?}\nwant {w}");
+            }
+            assert!(!got.iter().any(|g| g.contains("never saved") || g.contains("no step is named")), "{got:#?}");
+        }
+    }
+}

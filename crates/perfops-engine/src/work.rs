@@ -12,6 +12,10 @@
 //! counts as `unsafe_value` without writing anything (issue #31), and the
 //! target is percent-encoded. A literal step is checked once, here, when its
 //! bytes are cached: its requests pay nothing per request.
+//!
+//! A whole value of a `json:` body (`qty: ${orders.qty}`) keeps its value's
+//! JSON type (`Template::render_json_value`, issue #32); one forced to a
+//! number that is not one refuses the request as `bad_value`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +23,7 @@ use std::sync::Arc;
 
 use perfops_core::scenario::feeder::Feeder;
 use perfops_core::scenario::template::head::{first_refused, is_token};
-use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, UnsafeValue, VarRef, Vars};
+use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, VarRef, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
@@ -240,7 +244,7 @@ impl Work {
                     // CR/LF (`check` refuses it in a file) is not cached: each
                     // of its requests is then refused as `unsafe_value`.
                     let rendered = work.render(&work.flows[f].steps[s], &NoVars, &mut rng, &mut body, &mut out);
-                    if !matches!(rendered, Err(RenderError::Unsafe(_))) {
+                    if !rendered.as_ref().is_err_and(RenderError::refuses) {
                         work.flows[f].steps[s].cached = Some(out);
                     }
                 }
@@ -440,9 +444,10 @@ impl Work {
     ) -> Result<(), RenderError> {
         let s = &step.step;
         let mut missing = Ok(());
-        let mut keep = |r: Result<(), RenderError>| -> Result<(), UnsafeValue> {
+        // A refused value stops rendering; the first missing one is kept and rendering goes on.
+        let mut keep = |r: Result<(), RenderError>| -> Result<(), RenderError> {
             match r {
-                Err(RenderError::Unsafe(u)) => return Err(u),
+                Err(e) if e.refuses() => return Err(e),
                 Err(m) if missing.is_ok() => missing = Err(m),
                 _ => {}
             }
@@ -462,6 +467,7 @@ impl Work {
                         JsonPart::String(t) => {
                             keep(t.render_escaped(vars, rng, body, Escape::JsonString).map_err(RenderError::from))?;
                         }
+                        JsonPart::Value(t) => keep(t.render_json_value(vars, rng, body))?,
                     }
                 }
                 Some("application/json")

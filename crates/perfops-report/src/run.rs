@@ -223,6 +223,42 @@ pub struct RunMeta {
     /// Written by `merge`: the shard directories it merged, in shard order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub merged: Vec<String>,
+    /// The target as the run resolved it, where `target` is as written (`${env.PORT}` and all):
+    /// two runs of one file against two ports show two ports (absent before #32).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<ResolvedTarget>,
+}
+
+/// Where a run's connections went, in `meta.json` (#32).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct ResolvedTarget {
+    /// The URL after `${env.X}`, `--set` and `--target`, or the demo's: a password in it and
+    /// credential-like query parameters redacted, as everywhere in the results.
+    pub url: String,
+    /// The socket address its host resolved to, once, before the load (`127.0.0.1:8080`).
+    pub address: String,
+}
+
+impl ResolvedTarget {
+    /// `http://localhost:8080 (127.0.0.1:8080)`: how `run`, the report, `compare` and `runs` show it.
+    pub fn shown(&self) -> String {
+        format!("{} ({})", self.url, self.address)
+    }
+}
+
+impl RunMeta {
+    /// The target as the run resolved it when it says (a demo's model kept in front:
+    /// `demo:async http://127.0.0.1:37077 (127.0.0.1:37077)`), else as written.
+    pub fn target_shown(&self) -> String {
+        match &self.resolved {
+            Some(r) => match self.target.strip_prefix("demo:").and_then(|t| t.split_whitespace().next()) {
+                Some(model) => format!("demo:{model} {}", r.shown()),
+                None => r.shown(),
+            },
+            None => self.target.clone(),
+        }
+    }
 }
 
 /// A planned stage in `meta.json`.

@@ -34,6 +34,8 @@ pub struct RunEntry {
     pub path: String,
     /// The scenario's name.
     pub name: String,
+    /// The target as the run resolved it, else as written ([`RunMeta::target_shown`], #32).
+    pub target: Option<String>,
     /// RFC 3339 UTC start time.
     pub started_at: Option<String>,
     /// `passed`, `failed`, `inconclusive`, `none` (no SLO) or `incomplete`
@@ -110,6 +112,11 @@ fn entry(dir: &Path) -> Option<RunEntry> {
         path: dir.display().to_string(),
         name: field(|m| &m.name, |s| &s.name).unwrap_or_else(|| dir_name.clone()),
         started_at: field(|m| &m.started_at, |s| &s.started_at),
+        target: meta
+            .as_ref()
+            .map(RunMeta::target_shown)
+            .filter(|t| !t.is_empty())
+            .or_else(|| summary.as_ref().map(|s| s.target.clone()).filter(|t| !t.is_empty())),
         result: verdict.result,
         capacity_rps: verdict.capacity_rps,
         breaks_at_rps: verdict.breaks_at_rps,
@@ -127,24 +134,27 @@ pub fn table(runs: &[RunEntry]) -> String {
     }
     let rate = |v: Option<f64>| v.map_or("-".into(), |r| format!("{r:.0}/s"));
     let width = runs.iter().map(|r| escape(&r.name).chars().count()).max().unwrap_or(0).clamp(4, 32);
+    let target = |r: &RunEntry| escape(r.target.as_deref().unwrap_or("-")).into_owned();
+    let t_width = runs.iter().map(|r| target(r).chars().count()).max().unwrap_or(0).clamp(6, 60);
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  dir",
-        "started (UTC)", "name", "result", "capacity", "breaks at", "ran"
+        "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {:<t_width$}  dir",
+        "started (UTC)", "name", "result", "capacity", "breaks at", "ran", "target"
     );
     for r in runs {
         let when: String =
             r.started_at.as_deref().map_or("-".into(), |s| s.replace('T', " ").chars().take(16).collect());
         let _ = writeln!(
             o,
-            "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {}",
+            "{:<16}  {:<width$}  {:<12}  {:>9}  {:>9}  {:>7}  {:<t_width$}  {}",
             escape(&when),
             escape(&r.name),
             r.result.name(),
             rate(r.capacity_rps),
             rate(r.breaks_at_rps),
             r.duration_s.map_or("-".into(), clock),
+            target(r),
             escape(&r.path)
         );
     }
@@ -161,6 +171,11 @@ mod tests {
             dir: dir.into(),
             path: format!("runs/{dir}"),
             name: "orders".into(),
+            target: Some(format!(
+                "http://127.0.0.1:{} (127.0.0.1:{})",
+                8080 + cap.is_some() as u16,
+                8080 + cap.is_some() as u16
+            )),
             started_at: Some("2026-11-22T04:30:00Z".into()),
             result,
             capacity_rps: cap,
@@ -176,6 +191,9 @@ mod tests {
         assert!(lines[1].contains("failed") && lines[1].contains("200/s") && lines[1].contains("250/s"), "{t}");
         assert!(lines[1].contains("1:01") && lines[1].ends_with("runs/a"), "{t}");
         assert!(lines[2].contains("incomplete"), "{t}");
+        // #32: each run's target as it resolved, under its header.
+        assert!(lines[0].contains("target") && lines[1].contains("http://127.0.0.1:8081 (127.0.0.1:8081)"), "{t}");
+        assert!(lines[2].contains("http://127.0.0.1:8080 (127.0.0.1:8080)"), "{t}");
         assert_eq!(table(&[]), "no runs\n");
         // #31: a name from a file, with terminal escapes, is printed escaped.
         let mut evil = run("c", Outcome::Passed, None);

@@ -315,7 +315,9 @@ impl Judging<'_> {
             run_verdict.result = RunResult::Failed;
             let measured = headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt));
             let measured = ["FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
-            format!("FAILED: stopped by abort_when: {rule}; until then: {measured}")
+            // `run`'s early stop on a target that is down is no rule of the file's (#32).
+            let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
+            format!("FAILED: stopped{by} {rule}; until then: {measured}")
         } else if gaps.is_empty() {
             headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt))
         } else {

@@ -137,9 +137,17 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
             return Ok(None);
         }
     };
-    match perfops_core::scenario::parse(&path.display().to_string(), &text, overrides) {
+    match perfops_core::scenario::parse_partial(&path.display().to_string(), &text, overrides) {
         Ok(s) => Ok(Some((s, text))),
-        Err(diagnostics) => {
+        Err((mut diagnostics, partial)) => {
+            // What it reads besides itself, checked in the same pass: an unknown CSV column or an
+            // unset `${env.X}` is not hidden until the file's own errors are fixed (#32).
+            let folder = path.parent().unwrap_or(Path::new("."));
+            let env = sources::env_of(&partial.outside_vars, |name| std::env::var(name).ok());
+            let feeders = sources::feeders_of(&partial.data, &partial.outside_vars, folder, |p| read_csv(folder, p));
+            diagnostics.0.extend(env.err().unwrap_or_default().0);
+            diagnostics.0.extend(feeders.err().unwrap_or_default().0);
+            diagnostics.0.sort_by_key(|d| (d.file == "--set", d.line, d.column));
             eprint!("{}", diagnostics.render(&text));
             Ok(None)
         }

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use perfops_core::pipeline::AbortWhen;
+use perfops_core::pipeline::{AbortWhen, TargetDown};
 use perfops_core::scenario::Override;
 
 use crate::conclude::{self, Ending};
@@ -32,6 +32,11 @@ pub(crate) struct RunArgs {
     /// `--iterations 1 --http-debug`).
     #[arg(long)]
     debug: bool,
+    /// Go on when the first seconds find the target down (every connection
+    /// refused or timed out, none answered); by default the run stops there
+    /// and exits 3.
+    #[arg(long)]
+    keep_going: bool,
 }
 
 /// Flags of `perfops check`.
@@ -77,6 +82,12 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
                 if let Some(why) = read.unresolved {
                     eprintln!("{}: note: {why}: `run` needs it to resolve where it runs", path.display());
                 }
+                // What a valid file will surely do wrong when it runs: said, not refused (#32).
+                let warnings =
+                    perfops_core::scenario::warn::warnings(&path.display().to_string(), &text, &s, &read.feeders);
+                if !warnings.0.is_empty() {
+                    eprint!("{}", warnings.render_warnings(&text));
+                }
             }
         }
     }
@@ -100,11 +111,22 @@ pub(crate) fn run(args: RunArgs) -> Result<Exit> {
         s.dir.path().display()
     );
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
+    if !args.keep_going {
+        s.stop_if_down();
+    }
     let loaded = s.load(model, &stages, Some(&mut abort))?;
     // The last samples (the queue the load left behind) before judging.
     s.close();
-    let interrupted = loaded.stopped && abort.reason().is_none();
-    let ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
+    // A target that is down stopped the load at once (#32): said now, judged and written as an
+    // aborted run, and a runtime failure, not a verdict on the target's capacity.
+    let down = s.down().map(str::to_string);
+    if let Some(why) = &down {
+        eprintln!("perfops: stopped after {} s: {why} (--keep-going runs on)", TargetDown::WINDOW);
+    }
+    let reason = down.clone().or_else(|| abort.reason().map(str::to_string));
+    let interrupted = loaded.stopped && reason.is_none();
+    let ending = Ending::local(&loaded, interrupted, reason);
     let summary = s.judging().summarize(&loaded, ending);
-    conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
+    let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref())?;
+    Ok(if down.is_some() { Exit::Runtime } else { exit })
 }

@@ -34,14 +34,14 @@ use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::Measured;
-use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger};
+use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger, TargetDown};
 use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
 use perfops_engine::{Outcome, Plan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
-use perfops_report::run::{MetaStage, ProtocolUse, RunMeta};
+use perfops_report::run::{MetaStage, ProtocolUse, ResolvedTarget, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::conclude::{Judging, Loaded};
@@ -129,6 +129,10 @@ pub(crate) struct Session {
     keep_start: bool,
     /// Loads run so far.
     loads: u32,
+    /// The early stop on a target that is down ([`Session::stop_if_down`], #32).
+    down: Option<TargetDown>,
+    /// The address connections go to, as the early stop names it.
+    address: String,
 }
 
 impl Session {
@@ -173,6 +177,11 @@ impl Session {
             TargetSpec::Url(u) => redact_text(u).into_owned(),
             TargetSpec::Demo(model, _) => format!("demo:{} ({url})", demo_name(model)),
         };
+        // And as resolved (#32): the file's `${env.PORT}` says nothing of which port a run hit.
+        let resolved = ResolvedTarget { url: redact_text(&url).into_owned(), address: target.addr.to_string() };
+        if demo.is_none() {
+            eprintln!("perfops: target {}", resolved.shown());
+        }
 
         let stop = launch::stop_flag()?;
         let timeout = scenario.defaults.timeout;
@@ -258,6 +267,7 @@ impl Session {
             start: Some(utc_rfc3339_ms(started)),
             scenario_fingerprint: Some(crate::shard::fingerprint(&redacted, &overrides)),
             merged: Vec::new(),
+            resolved: Some(resolved),
         };
         dir.write_json("meta.json", &meta)?;
         dir.write_file("scenario.yaml", redacted.as_bytes())?;
@@ -289,6 +299,8 @@ impl Session {
             parts: placement.shard.is_some(),
             keep_start: placement.start_at.is_some(),
             loads: 0,
+            down: None,
+            address: target.addr.to_string(),
         }))
     }
 
@@ -315,6 +327,18 @@ impl Session {
     /// Accept any TLS certificate?
     pub(crate) fn insecure(&self) -> bool {
         self.base.insecure
+    }
+
+    /// Stop the next load when its first seconds find the target down: every connection refused,
+    /// timed out or failed, none answered ([`TargetDown`], #32). `run` asks for it, unless
+    /// `--keep-going`.
+    pub(crate) fn stop_if_down(&mut self) {
+        self.down = Some(TargetDown::new(self.address.clone()));
+    }
+
+    /// Why the load stopped early on a target that is down, if it did.
+    pub(crate) fn down(&self) -> Option<&str> {
+        self.down.as_ref().and_then(TargetDown::reason)
     }
 
     /// The demo target's or the scenario's URL joined with `path`.
@@ -387,7 +411,7 @@ impl Session {
             }
         }
 
-        let mut judge = Judge::new(&mut self.store, &self.events, abort);
+        let mut judge = Judge::new(&mut self.store, &self.events, abort, self.down.as_mut());
         let mut results = ResultsWriter::new(&mut self.dir, &mut self.write_error).with_parts(self.parts);
         let mut live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
         let mut pipeline = Pipeline::new(ledger, offset as u32, &self.step_names, self.stop.clone()).to(&mut judge);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
 use perfops_core::analysis::generator::{CpuClock, CpuWindow};
 use perfops_core::analysis::verdict::Range;
-use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError};
+use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError, TargetDown};
 use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
 use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlSource, WatchEvent, WatchPlan};
 use perfops_report::results::JsonLines;
@@ -286,6 +286,9 @@ pub(crate) struct Judge<'a> {
     store: &'a mut Store,
     events: &'a Receiver<WatchEvent>,
     abort: Option<&'a mut AbortWhen>,
+    /// `run`'s early stop on a target that is down (#32); none for the other commands and with
+    /// `--keep-going`.
+    down: Option<&'a mut TargetDown>,
 }
 
 impl<'a> Judge<'a> {
@@ -293,14 +296,24 @@ impl<'a> Judge<'a> {
         store: &'a mut Store,
         events: &'a Receiver<WatchEvent>,
         abort: Option<&'a mut AbortWhen>,
+        down: Option<&'a mut TargetDown>,
     ) -> Self {
-        Judge { store, events, abort }
+        Judge { store, events, abort, down }
     }
 }
 
 impl Sink for Judge<'_> {
     fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
         self.store.drain(self.events);
+        // The first reason to stop is the one: seconds still in the pipeline after a stop must
+        // not find a second one (an `abort_when` rule that held on second 0, refusals on second 1).
+        let aborted = self.abort.as_deref().is_some_and(|a| a.reason().is_some());
+        if !aborted && let Some(reason) = self.down.as_deref_mut().and_then(|d| d.second(s.interval)) {
+            return Ok(Flow::Stop(reason));
+        }
+        if self.down.as_deref().is_some_and(|d| d.reason().is_some()) {
+            return Ok(Flow::Continue);
+        }
         let Some(abort) = self.abort.as_deref_mut() else { return Ok(Flow::Continue) };
         let store = &*self.store;
         Ok(abort.second_over(s.interval, &|name| store.range(name)).map_or(Flow::Continue, Flow::Stop))

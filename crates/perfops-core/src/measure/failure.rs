@@ -95,11 +95,16 @@ pub enum FailureKind {
     /// failure of the scenario's data, counted like the target's so that a
     /// run full of them cannot pass.
     UnsafeValue,
+    /// A value forced to a number in a `json:` body (`${orders.qty:number}`)
+    /// was not one (`abc`, ``): the request was not sent, since the server
+    /// would have received a body its author said it must not (issue #32). A
+    /// failure of the scenario's data, counted like `unsafe_value`.
+    BadValue,
 }
 
 impl FailureKind {
     /// Every kind, in the order of [`FailureCounts`].
-    pub const ALL: [FailureKind; 33] = [
+    pub const ALL: [FailureKind; 34] = [
         FailureKind::ConnectRefused,
         FailureKind::ConnectTimeout,
         FailureKind::ConnectError,
@@ -133,6 +138,7 @@ impl FailureKind {
         FailureKind::WsAbnormalClose,
         FailureKind::WsClose,
         FailureKind::UnsafeValue,
+        FailureKind::BadValue,
     ];
 
     /// The stable snake_case name used in results files and the terminal.
@@ -171,6 +177,7 @@ impl FailureKind {
             FailureKind::WsAbnormalClose => "ws_abnormal_close",
             FailureKind::WsClose => "ws_close",
             FailureKind::UnsafeValue => "unsafe_value",
+            FailureKind::BadValue => "bad_value",
         }
     }
 
@@ -331,5 +338,10 @@ mod tests {
         assert_eq!(c.total(), 5);
         assert_eq!(FailureKind::from_name("unsafe_value"), Some(FailureKind::UnsafeValue));
         assert!(!FailureKind::UnsafeValue.has_response(), "nothing was sent, nothing answered");
+        // #32: a value that `:number` could not send is one too.
+        c.add(FailureKind::BadValue);
+        assert_eq!(c.total(), 6);
+        assert_eq!(FailureKind::from_name("bad_value"), Some(FailureKind::BadValue));
+        assert!(!FailureKind::BadValue.has_response());
     }
 }

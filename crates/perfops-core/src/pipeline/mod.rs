@@ -22,6 +22,7 @@
 //! [`Notice::Failed`] and ends the command with an error.
 
 mod abort;
+mod down;
 mod stages;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 pub use abort::AbortWhen;
+pub use down::TargetDown;
 pub use stages::{Measured, StageLedger, StagePlan, StageResult, StageThroughput};
 
 use crate::measure::Interval;

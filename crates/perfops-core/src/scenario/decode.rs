@@ -73,23 +73,55 @@ const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu
 /// Parse and validate scenario `text` read from `file` (the name is used in
 /// diagnostics and as the default scenario name).
 pub fn parse(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, Diagnostics> {
-    let mut d = Dec { file, text, errors: Vec::new(), uses: Vec::new(), outside_vars: Vec::new() };
+    parse_partial(file, text, overrides).map_err(|(d, _)| d)
+}
+
+/// What a file with errors still says about the inputs it reads besides itself: its feeders and where
+/// it uses `${env.X}` and feeder columns. `check` reads those too, so that an unknown CSV column or an
+/// unset variable is reported in the same pass as the file's own errors, not after they are fixed
+/// (issue #32).
+#[derive(Debug, Clone, Default)]
+pub struct Partial {
+    /// The feeders declared under `data:` whose `csv:` was readable in the file (one with a bad `mode`
+    /// included: its columns can still be checked).
+    pub data: Vec<FeederSpec>,
+    /// Every `${env.NAME}` and `${feeder.column}` used where it was decoded ([`Scenario::outside_vars`]).
+    pub outside_vars: Vec<VarUse>,
+}
+
+/// [`parse`], and on errors what the file still says ([`Partial`]).
+pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<Scenario, (Diagnostics, Partial)> {
+    let mut d = Dec {
+        file,
+        text,
+        errors: Vec::new(),
+        uses: Vec::new(),
+        outside_vars: Vec::new(),
+        data: Vec::new(),
+        salvaged_steps: Vec::new(),
+        salvaged_saves: Vec::new(),
+    };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
     let options = LoaderOptions::default().error_on_duplicate_keys(true).prevent_coercion(true);
     let mut root = match marked_yaml::parse_yaml_with_options(0, text, options) {
         Ok(node) => node,
-        Err(e) => return Err(Diagnostics(vec![d.load_error(e)])),
+        Err(e) => return Err((Diagnostics(vec![d.load_error(e)]), Partial::default())),
     };
     for o in overrides {
         d.apply_override(&mut root, o);
     }
     let scenario = d.scenario(&root);
-    if d.errors.is_empty() {
-        scenario.ok_or_else(|| Diagnostics(vec![]))
-    } else {
-        d.errors.sort_by_key(|e| (e.file == "--set", e.line, e.column));
-        Err(Diagnostics(d.errors))
+    match scenario {
+        Some(s) if d.errors.is_empty() => Ok(s),
+        scenario => {
+            d.errors.sort_by_key(|e| (e.file == "--set", e.line, e.column));
+            let outside_vars = match scenario {
+                Some(s) => s.outside_vars,
+                None => d.outside_vars,
+            };
+            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars }))
+        }
     }
 }
 
@@ -104,6 +136,12 @@ pub(super) struct Dec<'f> {
     pub(super) uses: Vec<(String, Option<Marker>, String)>,
     /// Every `${env.NAME}` and `${feeder.column}` used, where ([`Scenario::outside_vars`]).
     outside_vars: Vec<VarUse>,
+    /// The feeders decoded, for [`Partial`].
+    data: Vec<FeederSpec>,
+    /// The names of steps that did not decode ([`Dec::step_or_salvage`]).
+    pub(super) salvaged_steps: Vec<String>,
+    /// The names every step's `save:` meant, decoded or not.
+    pub(super) salvaged_saves: Vec<String>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -254,7 +292,30 @@ impl Dec<'_> {
         }
     }
 
+    /// A template where its text is sent as it is: a `:string` / `:number` conversion would change
+    /// nothing there, and is an error (issue #32).
     pub(super) fn template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
+        let t = self.typed_template(node, path, feeders)?;
+        if let (Some(at), Some(s)) = (t.conversion_at(), node.as_scalar()) {
+            self.misplaced_conversion(s, at, path);
+            return None;
+        }
+        Some(t)
+    }
+
+    /// A `:string` / `:number` at byte `at` of `s`, where the text is sent as it is.
+    pub(super) fn misplaced_conversion(&mut self, s: &MarkedScalarNode, at: usize, path: &str) {
+        let marker = self.column_in(s, at);
+        self.at_marker(
+            marker.as_ref(),
+            path,
+            "a conversion (`:string`, `:number`) only applies to a whole value in `json:` or `message:`".into(),
+            Some("here the text is sent as it is: remove the conversion".into()),
+        );
+    }
+
+    /// A template that may carry conversions: a leaf of a `json:` body or a gRPC message.
+    pub(super) fn typed_template(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Template> {
         let s = self.scalar(node, path, "a text value")?;
         match Template::parse(s.as_str(), feeders) {
             Ok(t) => {
@@ -262,15 +323,21 @@ impl Dec<'_> {
                 Some(t)
             }
             Err(e) => {
-                let mut marker = s.span().start().copied();
-                if let Some(m) = marker.as_mut() {
-                    // Quoted scalars start one column before their text.
-                    m.set_column(m.column() + e.offset + usize::from(!s.may_coerce()));
-                }
+                let marker = self.column_in(s, e.offset);
                 self.at_marker(marker.as_ref(), path, e.message.clone(), e.hint.clone());
                 None
             }
         }
+    }
+
+    /// The position of byte `offset` of scalar `s`'s text.
+    fn column_in(&self, s: &MarkedScalarNode, offset: usize) -> Option<Marker> {
+        let mut marker = s.span().start().copied();
+        if let Some(m) = marker.as_mut() {
+            // Quoted scalars start one column before their text.
+            m.set_column(m.column() + offset + usize::from(!s.may_coerce()));
+        }
+        marker
     }
 
     /// Note where each saved, environment and feeder variable of `t`
@@ -398,18 +465,23 @@ impl Dec<'_> {
         let target = self
             .required(top, "target", "", "e.g. `target: http://127.0.0.1:8080` or `target: demo:threads`")
             .and_then(|n| self.target(n));
-        let data = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
-        let feeders: Vec<&str> = data.iter().map(|f| f.name.as_str()).collect();
+        let (data, declared) = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
+        self.data = data.clone();
+        // Every name declared, even one whose `csv:` or `mode` is wrong: `${users.email}` is then a
+        // use of that feeder, not a second, false "unknown feeder" error (issue #32).
+        let feeders: Vec<&str> = declared.iter().map(String::as_str).collect();
         let defaults = self.defaults(top.get_node("defaults"), &feeders);
         let setup: Vec<Step> = match top.get_node("setup") {
             Some(n) => self
                 .list(n, "setup", "steps")
                 .iter()
                 .enumerate()
-                .filter_map(|(i, s)| self.step(s, &format!("setup[{i}]"), &feeders))
+                .filter_map(|(i, s)| self.step_or_salvage(s, &format!("setup[{i}]"), &feeders))
                 .collect(),
             None => Vec::new(),
         };
+        // What setup saves is known to the flows; its steps are not measured, so an SLO cannot name them.
+        self.salvaged_steps.clear();
         let flows = match self.required(top, "flows", "", "flows: { name: { steps: [ { request: GET / } ] } }") {
             Some(n) => self.flows(n, &feeders),
             None => Vec::new(),
@@ -424,6 +496,7 @@ impl Dec<'_> {
             .iter()
             .flat_map(|f| &f.steps)
             .flat_map(|s| std::iter::once(s.name.clone()).chain(s.messages_name()))
+            .chain(std::mem::take(&mut self.salvaged_steps))
             .collect();
         let known = Measurable { watched, steps: &steps };
         let slo = match top.get_node("slo") {
@@ -504,7 +577,7 @@ impl Dec<'_> {
         // (`sources::target`); nothing else is known before the load.
         if t.contains("${") {
             match Template::parse(t, &[]) {
-                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) => {
+                Ok(tpl) if tpl.vars().all(|v| matches!(v, VarRef::Env(_))) && tpl.conversion_at().is_none() => {
                     self.record_uses(&tpl, s, s.as_str().find(t).unwrap_or(0), "target");
                 }
                 Ok(_) => {
@@ -697,7 +770,9 @@ impl Dec<'_> {
         Some(marker)
     }
 
-    fn data(&mut self, node: &Node) -> Vec<FeederSpec> {
+    /// The feeders whose `csv:` decoded (a bad `mode` reported, and read as `cycle`), and the name of
+    /// every feeder declared.
+    fn data(&mut self, node: &Node) -> (Vec<FeederSpec>, Vec<String>) {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -705,11 +780,13 @@ impl Dec<'_> {
                 "expected a mapping of feeder names",
                 Some("data: { users: { csv: users.csv, mode: cycle } }".into()),
             );
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut out = Vec::new();
+        let mut declared = Vec::new();
         for (k, v) in m.iter() {
             let p = join("data", k.as_str());
+            declared.push(k.as_str().to_string());
             let Some(f) = self.map(v, &p, FEEDER) else { continue };
             let csv_node = self.required(f, "csv", &p, "csv: users.csv");
             let csv = csv_node.and_then(|n| self.string(n, &join(&p, "csv")));
@@ -722,13 +799,14 @@ impl Dec<'_> {
                     "random" => Some(FeedMode::Random),
                     "once" => Some(FeedMode::Once),
                     other => {
-                        self.at(
-                            s.span(),
-                            &join(&p, "mode"),
-                            format!("unknown mode `{other}`"),
-                            Some("cycle, random or once".into()),
-                        );
-                        None
+                        let names: Vec<&str> = FeedMode::ALL.iter().map(|m| m.name()).collect();
+                        let hint = match did_you_mean(other, &names) {
+                            Some(near) => format!("did you mean `{near}`? modes: cycle, random or once"),
+                            None => "cycle, random or once".into(),
+                        };
+                        self.at(s.span(), &join(&p, "mode"), format!("unknown mode `{other}`"), Some(hint));
+                        // The error stands; its file's columns can still be checked.
+                        Some(FeedMode::Cycle)
                     }
                 },
             };
@@ -736,7 +814,7 @@ impl Dec<'_> {
                 out.push(FeederSpec { name: k.as_str().to_string(), csv, mode, at });
             }
         }
-        out
+        (out, declared)
     }
 
     fn conditions<T>(&mut self, node: &Node, path: &str, parse: impl Fn(&str) -> Result<T, ConditionError>) -> Vec<T> {

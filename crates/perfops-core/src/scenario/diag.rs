@@ -42,10 +42,20 @@ pub struct Diagnostics(pub Vec<Diagnostic>);
 impl Diagnostics {
     /// Render all, each with its source line and a caret, for a terminal.
     pub fn render(&self, source: &str) -> String {
+        self.render_as(source, "error")
+    }
+
+    /// Render all as warnings: what a valid file will surely do wrong when it runs (`check`'s
+    /// warnings, issue #32).
+    pub fn render_warnings(&self, source: &str) -> String {
+        self.render_as(source, "warning")
+    }
+
+    fn render_as(&self, source: &str, what: &str) -> String {
         let lines: Vec<&str> = source.lines().collect();
         let mut out = String::new();
         for d in &self.0 {
-            out.push_str(&format!("{}:{}:{}: error: {}\n", d.file, d.line, d.column, d.message));
+            out.push_str(&format!("{}:{}:{}: {what}: {}\n", d.file, d.line, d.column, d.message));
             if d.file != "--set"
                 && let Some(text) = d.line.checked_sub(1).and_then(|i| lines.get(i))
             {
@@ -61,7 +71,7 @@ impl Diagnostics {
             }
         }
         let n = self.0.len();
-        out.push_str(&format!("{n} error{} found\n", if n == 1 { "" } else { "s" }));
+        out.push_str(&format!("{n} {what}{} found\n", if n == 1 { "" } else { "s" }));
         out
     }
 }

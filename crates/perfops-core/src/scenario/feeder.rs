@@ -114,6 +114,11 @@ impl Feeder {
         &self.columns
     }
 
+    /// Every data row, in file order (values in [`Feeder::columns`] order).
+    pub fn rows(&self) -> impl Iterator<Item = &[String]> {
+        self.rows.iter().map(Vec::as_slice)
+    }
+
     /// The number of data rows (the header not counted); at least 1.
     pub fn len(&self) -> usize {
         self.rows.len()

@@ -85,13 +85,34 @@ impl Dec<'_> {
                     if items.is_empty() && s.as_sequence().is_some() {
                         self.at(s.span(), &sp, "a flow needs at least one step", None);
                     }
-                    items.iter().enumerate().filter_map(|(i, s)| self.step(s, &format!("{sp}[{i}]"), feeders)).collect()
+                    items
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(i, s)| self.step_or_salvage(s, &format!("{sp}[{i}]"), feeders))
+                        .collect()
                 }
                 None => Vec::new(),
             };
             out.push(Flow { name: k.as_str().to_string(), weight, steps });
         }
         out
+    }
+
+    /// [`Dec::step`]; and what a step with errors still says (its name, the names it saves), so
+    /// that an SLO line naming it or a later `${token}` it saves is not a second, false error (#32).
+    pub(super) fn step_or_salvage(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
+        let step = self.step(node, path, feeders);
+        let Some(m) = node.as_mapping() else { return step };
+        // A save whose extractor is wrong is dropped from the step, but its name was meant.
+        if let Some(save) = m.get_node("save").and_then(Node::as_mapping) {
+            self.salvaged_saves.extend(save.keys().map(|k| k.as_str().to_string()));
+        }
+        if step.is_none() {
+            let text = |key: &str| m.get_node(key).and_then(Node::as_scalar).map(|s| s.as_str().trim().to_string());
+            let name = text("name").or_else(|| text("request")).or_else(|| text("websocket")).or_else(|| text("grpc"));
+            self.salvaged_steps.extend(name);
+        }
+        step
     }
 
     pub(super) fn step(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
@@ -157,6 +178,13 @@ impl Dec<'_> {
                 return None;
             }
             match Template::parse(target, feeders) {
+                Ok(t) if t.conversion_at().is_some() => {
+                    let target_at = s.as_str().find(target).unwrap_or(0);
+                    // Its variables are still checked: an error of theirs is an error of its own.
+                    self.record_uses(&t, s, target_at, &rp);
+                    self.misplaced_conversion(s, target_at + t.conversion_at().unwrap_or(0), &rp);
+                    None
+                }
                 Ok(t) => {
                     self.record_uses(&t, s, s.as_str().find(target).unwrap_or(0), &rp);
                     Some((method, t))
@@ -411,9 +439,11 @@ impl Dec<'_> {
                     lit(out, text);
                     return;
                 }
-                let Some(t) = self.template(node, path, feeders) else { return };
+                let Some(t) = self.typed_template(node, path, feeders) else { return };
                 match t.as_literal() {
                     Some(l) => lit(out, &serde_json::to_string(l).unwrap_or_default()),
+                    // One `${...}` and nothing else keeps its value's type (issue #32).
+                    None if t.is_whole_value() => out.push(JsonPart::Value(t)),
                     None => {
                         lit(out, "\"");
                         out.push(JsonPart::String(t));
@@ -534,10 +564,12 @@ impl Dec<'_> {
 
     /// Every `${name}` must be saved somewhere: by setup or by a step.
     pub(super) fn check_variables(&mut self, setup: &[Step], flows: &[Flow]) {
+        let salvaged = std::mem::take(&mut self.salvaged_saves);
         let saved: Vec<&str> = setup
             .iter()
             .chain(flows.iter().flat_map(|f| f.steps.iter()))
             .flat_map(|s| s.save.iter().map(|(n, _)| n.as_str()))
+            .chain(salvaged.iter().map(String::as_str))
             .collect();
         for (name, marker, path) in std::mem::take(&mut self.uses) {
             if saved.contains(&name.as_str()) {

@@ -20,12 +20,13 @@ mod load;
 pub mod redact;
 pub mod sources;
 pub mod template;
+pub mod warn;
 mod watch;
 
 use std::time::Duration;
 
 pub use condition::{AbortRule, Agg, Condition, Metric};
-pub use decode::{Override, parse};
+pub use decode::{Override, Partial, parse, parse_partial};
 pub use diag::{Diagnostic, Diagnostics};
 pub use watch::chart_picks;
 
@@ -219,7 +220,7 @@ impl Step {
             Body::Raw(t) => out.push(t),
             Body::Form(f) => out.extend(f.iter().map(|(_, t)| t)),
             Body::Json(parts) => out.extend(parts.iter().filter_map(|p| match p {
-                JsonPart::String(t) => Some(t),
+                JsonPart::String(t) | JsonPart::Value(t) => Some(t),
                 JsonPart::Literal(_) => None,
             })),
             Body::None => {}
@@ -264,6 +265,9 @@ pub enum JsonPart {
     Literal(String),
     /// The contents of a JSON string value (the quotes are literal parts).
     String(Template),
+    /// A whole JSON value that is one `${...}` (`qty: ${orders.qty}`): sent with its value's JSON type,
+    /// quotes included when it is a string ([`Template::render_json_value`], issue #32).
+    Value(Template),
 }
 
 /// A CSV feeder declared under `data:`.

@@ -12,7 +12,7 @@ use std::path::Path;
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
 use super::feeder::Feeder;
 use super::template::{Template, VarRef, Vars};
-use super::{Scenario, TargetSpec, VarUse};
+use super::{FeederSpec, Scenario, TargetSpec, VarUse};
 
 /// The value of every `${env.X}` the scenario uses, from `lookup`; or every
 /// variable that is not set, each at its first use.
@@ -20,10 +20,17 @@ pub fn env(
     scenario: &Scenario,
     lookup: impl Fn(&str) -> Option<String>,
 ) -> Result<HashMap<String, String>, Diagnostics> {
+    env_of(&scenario.outside_vars, lookup)
+}
+
+/// [`env`] from the variables' uses alone: a file with errors still has them ([`super::Partial`]).
+pub fn env_of(
+    outside_vars: &[VarUse],
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<HashMap<String, String>, Diagnostics> {
     let mut env = HashMap::new();
     let mut unset: Vec<Diagnostic> = Vec::new();
-    let mut uses: Vec<(&str, &VarUse)> = scenario
-        .outside_vars
+    let mut uses: Vec<(&str, &VarUse)> = outside_vars
         .iter()
         .filter_map(|u| match &u.var {
             VarRef::Env(name) => Some((name.as_str(), u)),
@@ -91,9 +98,20 @@ pub fn feeders(
     base: &Path,
     read: impl Fn(&Path) -> io::Result<String>,
 ) -> Result<Vec<Feeder>, Diagnostics> {
+    feeders_of(&scenario.data, &scenario.outside_vars, base, read)
+}
+
+/// [`feeders`] from the feeders and the variables' uses alone: a file with errors still has them
+/// ([`super::Partial`]).
+pub fn feeders_of(
+    data: &[FeederSpec],
+    outside_vars: &[VarUse],
+    base: &Path,
+    read: impl Fn(&Path) -> io::Result<String>,
+) -> Result<Vec<Feeder>, Diagnostics> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
-    for spec in &scenario.data {
+    for spec in data {
         let path = base.join(&spec.csv);
         match read(&path) {
             Err(error) => errors.push(spec.at.error(
@@ -102,7 +120,7 @@ pub fn feeders(
             )),
             Ok(csv) => match Feeder::from_csv(&spec.name, &csv, spec.mode) {
                 Ok(feeder) => {
-                    errors.extend(unknown_columns(scenario, &feeder, &path));
+                    errors.extend(unknown_columns(outside_vars, &feeder, &path));
                     out.push(feeder);
                 }
                 Err(error) => errors.push(spec.at.error(
@@ -119,11 +137,11 @@ pub fn feeders(
 /// column: without this check it rendered as an empty value, silently, and a
 /// run against the wrong URLs passed.
 fn unknown_columns<'s>(
-    scenario: &'s Scenario,
+    outside_vars: &'s [VarUse],
     feeder: &'s Feeder,
     path: &'s Path,
 ) -> impl Iterator<Item = Diagnostic> + 's {
-    scenario.outside_vars.iter().filter_map(move |u| match &u.var {
+    outside_vars.iter().filter_map(move |u| match &u.var {
         VarRef::Feeder { feeder: name, column } if name == feeder.name() && feeder.column_index(column).is_none() => {
             let columns = feeder.columns();
             let names: Vec<&str> = columns.iter().map(String::as_str).collect();

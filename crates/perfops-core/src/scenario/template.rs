@@ -15,6 +15,7 @@
 //! | `${random.int(1,100)}` | a random integer, bounds inclusive ([`VarRef::RandomInt`]) |
 //! | `${users.email}` | column `email` of feeder `users` ([`VarRef::Feeder`]) |
 //! | `$${` | a literal `${` |
+//! | `${orders.qty:number}`, `${id:string}` | the same value, typed where it is a whole `json:` value ([`typed`]) |
 //!
 //! Names are `[A-Za-z_][A-Za-z0-9_]*`; blanks just inside the braces are ignored (`${ token }`).
 //! `seq`, `uuid`, `env` and `random` are reserved: they never name a saved value or a feeder.
@@ -23,8 +24,15 @@
 //! with [`Template::render_head`]: a value holding CR, LF or NUL is refused there, whatever its
 //! source (issue #31: a token saved from a response smuggled a header and a second request), and the
 //! target is percent-encoded ([`head`]).
+//!
+//! A template that is a whole value of a `json:` body (`qty: ${orders.qty}`) is rendered with
+//! [`Template::render_json_value`]: it keeps its value's JSON type, or the one a conversion asks for
+//! (issue #32, [`typed`]).
 
 pub mod head;
+pub mod typed;
+
+pub use typed::{Conversion, NotANumber};
 
 use std::fmt;
 use std::ops::Range;
@@ -129,6 +137,18 @@ pub enum RenderError {
     /// A value held CR, LF or NUL; rendering stopped, and the request must not be sent.
     #[error(transparent)]
     Unsafe(#[from] UnsafeValue),
+    /// A value forced to a number (`${x:number}`) was not one; rendering stopped, and the request must
+    /// not be sent.
+    #[error(transparent)]
+    NotANumber(#[from] NotANumber),
+}
+
+impl RenderError {
+    /// True when the request must not be sent (a refused value), false when it was only incomplete (a
+    /// missing value rendered empty).
+    pub fn refuses(&self) -> bool {
+        !matches!(self, RenderError::Missing(_))
+    }
 }
 
 /// Where the values of variables come from at render time (the engine's per-request state).
@@ -189,10 +209,11 @@ impl Literal {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Part {
     Lit(Literal),
-    /// `span` is the `${...}` in the source, for [`MissingVar`].
+    /// `span` is the `${...}` in the source, for [`MissingVar`]; `to` its `:string` / `:number`.
     Var {
         var: VarRef,
         span: Range<usize>,
+        to: Option<Conversion>,
     },
 }
 
@@ -237,14 +258,22 @@ impl Template {
                 return Err(TemplateError::new(i, "unterminated `${`")
                     .hint("close it with `}`, or write `$${` for a literal `${`"));
             };
-            let var = parse_ref(&text[inner_start..inner_start + len], inner_start, i, feeders)?;
+            let inner = &text[inner_start..inner_start + len];
+            // `${orders.qty:number}`: no reference holds a `:`, so the first one starts a conversion.
+            let (reference, to) = match inner.find(':') {
+                Some(colon) => {
+                    (&inner[..colon], Some(Conversion::parse(&inner[colon + 1..], inner_start + colon + 1)?))
+                }
+                None => (inner, None),
+            };
+            let var = parse_ref(reference, inner_start, i, feeders)?;
             lit.push_str(&text[run..i]);
             if !lit.is_empty() {
                 parts.push(Part::Lit(Literal::new(&lit)));
                 lit.clear();
             }
             let end = inner_start + len + 1;
-            parts.push(Part::Var { var, span: i..end });
+            parts.push(Part::Var { var, span: i..end, to });
             i = end;
             run = end;
         }
@@ -315,7 +344,7 @@ impl Template {
                     lit.write(out, escape);
                     continue;
                 }
-                Part::Var { var, span } => (var, span),
+                Part::Var { var, span, .. } => (var, span),
             };
             match var.value(vars, rng, out) {
                 Value::Written => {}
@@ -363,7 +392,7 @@ impl Template {
                     }
                     continue;
                 }
-                Part::Var { var, span } => (var, span),
+                Part::Var { var, span, .. } => (var, span),
             };
             let bytes = match var.value(vars, rng, out) {
                 Value::Written => continue,

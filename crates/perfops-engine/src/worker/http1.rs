@@ -26,10 +26,15 @@ impl Worker {
     /// held CR, LF or NUL where it would have gone into the request's head
     /// (issue #31; HTTP/1.1, HTTP/2, gRPC and WebSocket upgrades alike).
     /// Counted as sent and failed as `unsafe_value`, so the error rate shows
-    /// it; its flow ends, as after any failure.
-    pub(super) fn refused(&self, req: &Request<'_>) -> Ended {
+    /// it; its flow ends, as after any failure. A value `:number` could not
+    /// send (#32) is refused the same way, as `bad_value`.
+    pub(super) fn refused(&self, req: &Request<'_>, why: &RenderError) -> Ended {
+        let kind = match why {
+            RenderError::NotANumber(_) => FailureKind::BadValue,
+            _ => FailureKind::UnsafeValue,
+        };
         self.rec.borrow_mut().sent(req.key);
-        self.failed(req, FailureKind::UnsafeValue, None, 0, 0)
+        self.failed(req, kind, None, 0, 0)
     }
 
     /// Send `req` on the connection in `conn` or a new one, timed out by
@@ -60,9 +65,11 @@ impl Worker {
                 let av = work.vars(&vars, req.seq, req.rows);
                 // A missing value renders empty; the server's answer says the rest.
                 let r = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
-                if matches!(r, Err(RenderError::Unsafe(_))) {
+                if let Err(e) = r.as_ref()
+                    && e.refuses()
+                {
                     self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                    return self.refused(&req);
+                    return self.refused(&req, e);
                 }
                 &rendered
             }

@@ -17,7 +17,6 @@ use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
 use perfops_core::scenario::grpc::GrpcCode;
-use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
@@ -63,9 +62,11 @@ impl Worker {
                 };
                 // CR/LF in a value: what HTTP/1.1's rendering would split into
                 // a header of its own, HPACK would carry (#31). Not sent.
-                if matches!(r, Err(RenderError::Unsafe(_))) {
+                if let Err(e) = r.as_ref()
+                    && e.refuses()
+                {
                     self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                    return self.refused(&req);
+                    return self.refused(&req, e);
                 }
                 let none = Indexing::default();
                 let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);

@@ -211,8 +211,9 @@ impl Worker {
     async fn upgrade(&self, mut timer: Pin<&mut Sleep>, req: &Request<'_>) -> Result<(ws::Ws, Instant), Ended> {
         let shared = &*self.shared;
         let up = req.key;
-        let Ok((path, headers)) = self.upgrade_request(req.step, req) else {
-            return Err(self.refused(req));
+        let (path, headers) = match self.upgrade_request(req.step, req) {
+            Ok(request) => request,
+            Err(unsafe_value) => return Err(self.refused(req, &unsafe_value.into())),
         };
         let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {

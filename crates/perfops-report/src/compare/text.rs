@@ -123,6 +123,10 @@ pub fn table(c: &Comparison) -> String {
         if let Some(why) = &r.why {
             let _ = writeln!(o, "  {:<title_w$}  why: {why}", "");
         }
+        if let Some(t) = &r.target {
+            // As resolved (#32): one file run against two ports shows the two ports.
+            let _ = writeln!(o, "  {:<title_w$}  target: {}", "", escape(t));
+        }
         if let Some(p) = &r.protocol {
             let _ = writeln!(o, "  {:<title_w$}  protocol: {p}", "");
         }

@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::format::clock;
 use crate::read::{RunFiles, for_each_interval};
-use crate::run::{Figures, ProtocolUse, RunSummary, SeriesLine, StageSummary, slo_value};
+use crate::run::{Figures, ProtocolUse, RunMeta, RunSummary, SeriesLine, StageSummary, slo_value};
 
 /// What a report, a comparison or a listing says of a run as a whole: its
 /// verdict when it has one, or why it has none. Written as `passed`,
@@ -212,7 +212,9 @@ impl Model {
             m.filter(|v| !v.is_empty()).or(s.filter(|v| !v.is_empty())).cloned()
         };
         let name = pick(meta.map(|m| &m.name), summary.map(|s| &s.name)).unwrap_or_else(|| files.dir_name.clone());
-        let target = pick(meta.map(|m| &m.target), summary.map(|s| &s.target));
+        // As resolved when meta.json says (#32: two runs against two ports show two ports).
+        let shown = meta.map(RunMeta::target_shown);
+        let target = pick(shown.as_ref(), summary.map(|s| &s.target));
         let model = pick(meta.map(|m| &m.model), summary.map(|s| &s.model));
         let started_at = pick(meta.map(|m| &m.started_at), summary.map(|s| &s.started_at));
         let recorded_s = recorded_s(&files.series);

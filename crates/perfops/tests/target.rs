@@ -1,0 +1,214 @@
+//! End to end, issue #32 want 6: the target as it was. A run prints its
+//! target as resolved (after `${env.X}`) and the address it resolved to,
+//! stores both in `meta.json`, and `compare` and `runs` show them, so two runs
+//! of one file against two ports show the two ports. A target that is down
+//! (nothing listens on its port) is said at once: the run stops within its
+//! first seconds, exits 3 and keeps a readable results directory, unless
+//! `--keep-going`. Targets are python3 servers on 127.0.0.1, and a port
+//! where nothing listens (bound, read, closed).
+
+mod common;
+
+use common::{Finished, RUN_LIMIT, Workdir, shared, spawn_perfops};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Answers every HTTP/1.1 request 200 on 127.0.0.1 (port on the first line).
+const OK_SERVER: &str = r#"
+import socket, threading
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0))
+s.listen(128)
+print(s.getsockname()[1], flush=True)
+def serve(c):
+    buf = b''
+    try:
+        while True:
+            data = c.recv(65536)
+            if not data:
+                return
+            buf += data
+            while b'\r\n\r\n' in buf:
+                _, buf = buf.split(b'\r\n\r\n', 1)
+                c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok')
+    except OSError:
+        pass
+    finally:
+        c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()
+"#;
+
+/// A server; dropping it kills it by its PID.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start() -> Server {
+        let mut child = Command::new("python3")
+            .arg("-c")
+            .arg(OK_SERVER)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 runs the server (apt-get install python3)");
+        let mut line = String::new();
+        let _ = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("the server did not say its port: {line:?}"));
+        Server { child, port }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens: bound, read, closed.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+const SCENARIO: &str = "name: shop\ntarget: http://127.0.0.1:${env.SHOP_PORT}\n\
+                        flows: { f: { steps: [ { request: GET /health } ] } }\n";
+
+fn run(wd: &Workdir, port: u16, hold: &str, extra: &[&str]) -> (Finished, Duration) {
+    let yaml = format!("{SCENARIO}load: {{ stages: [ {{ rate: 5, hold: {hold} }} ] }}\n");
+    let path = wd.scenario("shop.yaml", &yaml);
+    let out = wd.runs().display().to_string();
+    let mut args = vec!["run", path.to_str().unwrap(), "--out", &out, "-q"];
+    args.extend(extra);
+    let started = Instant::now();
+    let port = port.to_string();
+    let done = spawn_perfops(&args, move |c| {
+        c.env("SHOP_PORT", port);
+    })
+    .wait(RUN_LIMIT);
+    (done, started.elapsed())
+}
+
+fn meta(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("meta.json")).unwrap()).unwrap()
+}
+
+/// Issue #32: a run against a port where nothing listens ran its whole
+/// length. Now it stops within its first seconds with exit 3, names the
+/// address, and keeps what it wrote: meta.json with the resolved target, a
+/// readable summary.
+#[test]
+fn a_target_that_is_down_is_said_at_once_and_the_run_stops() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-down");
+    let port = closed_port();
+    let (out, took) = run(&wd, port, "20s", &[]);
+    let ctx = out.dump();
+    out.assert_exit(3);
+    assert!(took < Duration::from_secs(8), "stopped early, not after its 20 s: {took:?}\n{ctx}");
+    let said = format!("target down: connection refused at 127.0.0.1:{port}");
+    assert!(out.stderr.contains(&said), "{said}\n{ctx}");
+    let dir = wd.result_dir(&out);
+    let m = meta(&dir);
+    assert_eq!(m["target"], "http://127.0.0.1:${env.SHOP_PORT}", "as written\n{ctx}");
+    assert_eq!(m["resolved"]["url"], format!("http://127.0.0.1:{port}"), "{m}");
+    assert_eq!(m["resolved"]["address"], format!("127.0.0.1:{port}"), "{m}");
+    let s = wd.summary(&out);
+    assert!(s["aborted"].as_str().is_some_and(|a| a.contains(&said)), "{s}");
+}
+
+/// `--keep-going` runs to the end whatever the first seconds say.
+#[test]
+fn keep_going_runs_on_against_a_target_that_is_down() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-down-keep-going");
+    let (out, took) = run(&wd, closed_port(), "4s", &["--keep-going"]);
+    let ctx = out.dump();
+    out.assert_exit(1);
+    // Its 20 arrivals (5/s for 4 s, the last due at 3.8 s) were all sent.
+    assert!(took >= Duration::from_millis(3500), "ran its 4 s: {took:?}\n{ctx}");
+    assert_eq!(wd.summary(&out)["total"]["failures"]["connect_refused"], 20, "{ctx}");
+    assert!(!out.stderr.contains("target down"), "{ctx}");
+}
+
+/// Two runs of one file against two ports (`${env.SHOP_PORT}`): each prints
+/// its resolved target, and `compare` and `runs` show the two ports, not
+/// `${env.SHOP_PORT}` twice.
+#[test]
+fn two_runs_against_two_ports_show_two_ports() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-two-ports");
+    let (a, b) = (Server::start(), Server::start());
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for server in [&a, &b] {
+        let (out, _) = run(&wd, server.port, "1s", &[]);
+        let ctx = out.dump();
+        out.assert_exit(0);
+        let shown = format!("http://127.0.0.1:{0} (127.0.0.1:{0})", server.port);
+        assert!(out.stderr.contains(&format!("perfops: target {shown}")), "printed at start: {shown}\n{ctx}");
+        let new = wd.result_dirs().into_iter().find(|d| !dirs.contains(d)).expect("a new results directory");
+        dirs.push(new);
+    }
+    let html = wd.path.join("compare.html");
+    let cmp = spawn_perfops(
+        &["compare", dirs[0].to_str().unwrap(), dirs[1].to_str().unwrap(), "-o", html.to_str().unwrap()],
+        |_| {},
+    )
+    .wait(RUN_LIMIT);
+    let runs = spawn_perfops(&["runs", "--dir", wd.runs().to_str().unwrap()], |_| {}).wait(RUN_LIMIT);
+    let page = std::fs::read_to_string(&html).unwrap_or_default();
+    for port in [a.port, b.port] {
+        let shown = format!("http://127.0.0.1:{port} (127.0.0.1:{port})");
+        assert!(cmp.stdout.contains(&format!("target: {shown}")), "compare: {shown}\n{}", cmp.dump());
+        assert!(page.contains(&shown), "compare.html: {shown}");
+        assert!(runs.stdout.contains(&shown), "runs: {shown}\n{}", runs.dump());
+        let report = std::fs::read_to_string(
+            dirs.iter()
+                .find(|d| meta(d)["resolved"]["address"] == format!("127.0.0.1:{port}"))
+                .unwrap()
+                .join("report.html"),
+        )
+        .unwrap();
+        assert!(report.contains(&shown), "report.html: {shown}");
+    }
+    assert!(!cmp.stdout.contains("${env.SHOP_PORT}"), "{}", cmp.dump());
+}
+
+/// A password in the target's URL is redacted wherever the resolved target is
+/// shown: the line at start, `meta.json`, the summary and the report.
+#[test]
+fn a_password_in_the_target_is_never_shown() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-userinfo");
+    let port = closed_port();
+    let path = wd.scenario(
+        "secret.yaml",
+        &format!(
+            "name: secret\ntarget: http://load:hunter2@127.0.0.1:{port}\n\
+             flows: {{ f: {{ steps: [ {{ request: GET / }} ] }} }}\nload: {{ stages: [ {{ rate: 5, hold: 10s }} ] }}\n"
+        ),
+    );
+    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", wd.runs().to_str().unwrap(), "-q"], |_| {})
+        .wait(RUN_LIMIT);
+    let ctx = out.dump();
+    out.assert_exit(3);
+    assert!(
+        out.stderr.contains(&format!("perfops: target http://load:<redacted>@127.0.0.1:{port} (127.0.0.1:{port})")),
+        "{ctx}"
+    );
+    let dir = wd.result_dir(&out);
+    for file in ["meta.json", "summary.json", "report.html"] {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        assert!(!text.contains("hunter2"), "{file} holds the password");
+    }
+    assert!(!format!("{}{}", out.stdout, out.stderr).contains("hunter2"), "{ctx}");
+    assert_eq!(meta(&dir)["resolved"]["url"], format!("http://load:<redacted>@127.0.0.1:{port}"));
+}
