@@ -199,6 +199,7 @@ impl Judging<'_> {
                         target_rate: s.target_rate(),
                         end_rate: s.end_rate(),
                         achieved_rate: s.achieved_rate,
+                        first_lag_s: s.first_lag_s,
                         // The stage before, if it ran up to this one's start in
                         // the same load: `limit`'s attempts each start a load,
                         // after a cool-down, with nothing of the last in flight.
@@ -598,6 +599,7 @@ mod tests {
             to_s: from_s + 3.0,
             ran_s: 3.0,
             achieved_rate: achieved,
+            first_lag_s: None,
             stats,
             steps: BTreeMap::new(),
         }
