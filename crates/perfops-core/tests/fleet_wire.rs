@@ -306,7 +306,7 @@ fn second_bytes() -> impl Strategy<Value = Vec<u8>> {
     let part = (
         any::<u16>(),
         any::<u16>(),
-        prop::collection::vec(counter(), 9 + FailureKind::ALL.len()),
+        prop::collection::vec(counter(), 10 + FailureKind::ALL.len()),
         prop::collection::vec(histogram_bytes(), 7),
     );
     (any::<u32>(), counter(), counter(), prop::option::of(any::<f64>()), prop::collection::vec(part, 0..4), any::<u8>())

@@ -63,6 +63,9 @@ pub(crate) struct Answer {
     pub(crate) failure: Option<FailureKind>,
     /// It completes an arrival's flow (its last step, or a failure that ends it).
     pub(crate) ends_iteration: bool,
+    /// It is its arrival's first request: its answer is what the open model's
+    /// rate asked of the server (`Stats::arrivals_answered`, #32).
+    pub(crate) first: bool,
 }
 
 /// What one request that got no answer measured.
@@ -203,6 +206,9 @@ impl Recorder {
         if a.ends_iteration {
             st.iterations += 1;
         }
+        if a.first {
+            st.arrivals_answered += 1;
+        }
     }
 
     /// A request that got no answer: counted in the latency at the time it
@@ -324,13 +330,14 @@ mod tests {
         for (i, (due, sent, done, latency, service)) in cases.into_iter().enumerate() {
             let mut rec = Recorder::default();
             let response = Response { status: 200, bytes_in: 1, sent_at: sent, first_byte: done, last_byte: done };
-            rec.answered(key, &Answer { due, sent, response, bytes_out: 1, failure: None, ends_iteration: true });
+            let answer = Answer { due, sent, response, bytes_out: 1, failure: None, ends_iteration: true, first: true };
+            rec.answered(key, &answer);
             let parts = rec.take();
             let st = &parts[0].1;
             // Whole milliseconds: the histograms keep 3 significant digits.
             let got = (st.latency.max().as_millis(), st.service.max().as_millis());
             assert_eq!(got, (latency.as_millis(), service.as_millis()), "case {i}");
-            assert_eq!((st.completed, st.iterations), (1, 1), "case {i}");
+            assert_eq!((st.completed, st.iterations, st.arrivals_answered), (1, 1, 1), "case {i}");
             assert_eq!((st.latency_ok.len(), st.service_ok.len()), (1, 1), "case {i}: a success counts in both");
         }
     }
@@ -376,7 +383,7 @@ mod tests {
         let failure = Some(Http5xx);
         rec.answered(
             key,
-            &Answer { due: Due::At(t0), sent: t0, response, bytes_out: 1, failure, ends_iteration: true },
+            &Answer { due: Due::At(t0), sent: t0, response, bytes_out: 1, failure, ends_iteration: true, first: true },
         );
         let parts = rec.take();
         assert_eq!((parts[0].1.latency.len(), parts[0].1.latency_ok.len()), (1, 0));

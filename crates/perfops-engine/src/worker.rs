@@ -267,6 +267,9 @@ struct Request<'a> {
     rows: &'a [Option<&'a [String]>],
     /// The flow's last step: its answer completes an iteration.
     last: bool,
+    /// The flow's first step: its answer is the arrival answered, what the
+    /// open model's rate judges (#32).
+    first: bool,
 }
 
 /// How one request ended, and when (its response's last byte read, or the failure seen).
@@ -383,7 +386,17 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let rows = w.rows(0);
         for step in &shared.work.flows[0].steps {
             let key = Key { stage: 0, step: step.index };
-            let req = Request { step, key, due: Due::OnSend, start: Instant::now(), seq: 0, rows: &rows, last: false };
+            // Setup is no arrival: it counts in no rate.
+            let req = Request {
+                step,
+                key,
+                due: Due::OnSend,
+                start: Instant::now(),
+                seq: 0,
+                rows: &rows,
+                last: false,
+                first: false,
+            };
             if w.step(&mut conn, timer.as_mut(), req).await.failed {
                 // Its sample says what was expected and what came (#32),
                 // not only the kind it counts as.
@@ -505,7 +518,7 @@ impl Worker {
         failure: Option<FailureKind>,
     ) -> Ended {
         let ends_iteration = req.last || failure.is_some();
-        let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration };
+        let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration, first: req.first };
         self.rec.borrow_mut().answered(req.key, &answer);
         Ended { at: response.last_byte, failed: failure.is_some() }
     }

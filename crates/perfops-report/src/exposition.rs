@@ -56,10 +56,12 @@ const REQUESTS: MetricDef = def(
     "Requests finished, by step and outcome (ok, or the failure kind: http_4xx, http_5xx, timeout, connect_refused, ...).",
 );
 const SENT: MetricDef = def("perfops_requests_sent_total", "counter", "Requests started, by step.");
-const ITERATIONS: MetricDef = def(
-    "perfops_iterations_total",
+const ITERATIONS: MetricDef =
+    def("perfops_iterations_total", "counter", "Arrivals (flows) whose last step was answered: completed flows.");
+const ANSWERED: MetricDef = def(
+    "perfops_arrivals_answered_total",
     "counter",
-    "Arrivals (flows) whose last step was answered: the achieved rate, comparable with the target rate.",
+    "Arrivals whose first request was answered: the achieved rate, comparable with the target rate.",
 );
 const DROPPED: MetricDef = def(
     "perfops_dropped_arrivals_total",
@@ -96,9 +98,9 @@ const SECONDS: MetricDef = def(
 );
 
 /// Every family written, in the order written.
-pub const METRICS: [MetricDef; 13] = [
-    REQUESTS, SENT, ITERATIONS, DROPPED, BYTES_IN, BYTES_OUT, LATENCY, SERVICE, IN_FLIGHT, TARGET, ACHIEVED, STAGE,
-    SECONDS,
+pub const METRICS: [MetricDef; 14] = [
+    REQUESTS, SENT, ITERATIONS, ANSWERED, DROPPED, BYTES_IN, BYTES_OUT, LATENCY, SERVICE, IN_FLIGHT, TARGET, ACHIEVED,
+    STAGE, SECONDS,
 ];
 
 /// One merged second, as the collector sees it.
@@ -167,6 +169,7 @@ impl Default for StepCounters {
 pub struct Exposition {
     steps: BTreeMap<String, StepCounters>,
     iterations: u64,
+    arrivals_answered: u64,
     dropped: u64,
     bytes_in: u64,
     bytes_out: u64,
@@ -207,6 +210,7 @@ impl Exposition {
         }
         let t = s.total;
         self.iterations += t.iterations;
+        self.arrivals_answered += t.arrivals_answered;
         self.dropped += t.dropped;
         self.bytes_in += t.bytes_in;
         self.bytes_out += t.bytes_out;
@@ -219,7 +223,9 @@ impl Exposition {
         // cool-downs (review 2). During the load the last rate stands; after
         // it, nothing arrives any more.
         if secs >= SHORTEST_RATE_WINDOW_S {
-            self.achieved_rate = t.iterations as f64 / secs;
+            // Arrivals answered, not flows ended: a flow's later steps and
+            // pauses end it in later seconds (#32).
+            self.achieved_rate = t.arrivals_answered as f64 / secs;
         } else if s.target.is_none() {
             self.achieved_rate = 0.0;
         }
@@ -241,7 +247,7 @@ impl Exposition {
         for (step, c) in &self.steps {
             let _ = writeln!(o, "{}{{step=\"{}\"}} {}", SENT.name, escape(step), c.sent);
         }
-        for (d, v) in [(&ITERATIONS, self.iterations), (&DROPPED, self.dropped)] {
+        for (d, v) in [(&ITERATIONS, self.iterations), (&ANSWERED, self.arrivals_answered), (&DROPPED, self.dropped)] {
             header(&mut o, d);
             let _ = writeln!(o, "{} {v}", d.name);
         }
@@ -328,6 +334,7 @@ mod tests {
             s.sent += 1;
             s.completed += 1;
             s.iterations += 1;
+            s.arrivals_answered += 1;
             s.latency.record(Duration::from_millis(ms));
             s.service.record(Duration::from_millis(ms / 2));
         }
@@ -378,6 +385,9 @@ mod tests {
         // Second 2: one 5xx response (120 ms) and one 90 s outlier past the last bound.
         let mut s2 = stats(&[120, 90_000], &[(FailureKind::Http5xx, 1)]);
         s2.dropped = 4;
+        // #32: its two arrivals were answered, their flows go on in later
+        // seconds (a pause, more steps): achieved counts them, iterations not.
+        s2.iterations = 0;
         for (s, target) in [(&s1, Some(10.0)), (&s2, None)] {
             e.add_second(&Second {
                 stage: "100/s",
@@ -392,7 +402,8 @@ mod tests {
         let req = |o: &str| value(&families, "perfops_requests_total", &[("step", "orders"), ("outcome", o)]);
         assert_eq!((req("ok"), req("timeout"), req("http_5xx")), (4.0, 2.0, 1.0));
         assert_eq!(value(&families, "perfops_dropped_arrivals_total", &[]), 4.0);
-        assert_eq!(value(&families, "perfops_iterations_total", &[]), 5.0);
+        assert_eq!(value(&families, "perfops_iterations_total", &[]), 3.0);
+        assert_eq!(value(&families, "perfops_arrivals_answered_total", &[]), 5.0);
         assert_eq!(value(&families, "perfops_in_flight_requests", &[]), 7.0);
         // The last second was draining: no target sample, the achieved rate of that second.
         let target = families.iter().find(|f| f.name == "perfops_target_arrivals_per_second").expect("declared");

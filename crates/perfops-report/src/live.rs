@@ -57,8 +57,9 @@ pub struct LiveSecond<'a> {
 }
 
 /// One line, e.g. `  3s  req/s 99,812  p50 0.45ms p95 0.90ms p99 1.20ms  in-flight 50  errors 0`;
-/// in the open model `arrivals/s 480 of 500`: arrivals answered against
-/// those the schedule asked for, as the achieved rate counts them. Responses
+/// in the open model `arrivals/s 480 of 500`: arrivals answered (their first
+/// request, #32) against those the schedule asked for, as the achieved rate
+/// counts them. Responses
 /// against arrivals read `req/s 291 of 300` for 97 three-step flows a second
 /// (review 2).
 pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
@@ -71,7 +72,7 @@ pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
         Some(target) => format!(
             "{:>4}s  arrivals/s {:>7} of {:>7}",
             s.index + 1,
-            group(s.stats.iterations as f64 / secs),
+            group(s.stats.arrivals_answered as f64 / secs),
             group(target / secs)
         ),
         None => format!("{:>4}s  req/s {:>9}", s.index + 1, group(s.stats.completed as f64 / secs)),
@@ -150,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_second_with_failures() {
-        let mut stats = Stats { completed: 480, iterations: 480, ..Stats::default() };
+        let mut stats = Stats { completed: 480, iterations: 480, arrivals_answered: 480, ..Stats::default() };
         for _ in 0..480 {
             stats.latency.record(Duration::from_millis(10));
         }
@@ -165,9 +166,14 @@ mod tests {
         );
         assert!(line(&s, true).contains("\x1b[31m"), "errors in red on a colour terminal");
         // Three-step flows: 97 arrivals answered a second, 291 responses.
-        let flows = Stats { completed: 291, iterations: 97, ..stats.clone() };
+        let flows = Stats { completed: 291, iterations: 97, arrivals_answered: 97, ..stats.clone() };
         let text = line(&LiveSecond { target: Some(100.0), stats: &flows, ..s }, false);
         assert!(text.starts_with("   3s  arrivals/s      97 of     100  p50"), "{text}");
+        // #32: flows with pauses; 100 arrivals answered this second, 60 flows
+        // ended (the rest end in the next seconds): the arrivals are the rate.
+        let paused = Stats { completed: 291, iterations: 60, arrivals_answered: 100, ..stats.clone() };
+        let text = line(&LiveSecond { target: Some(100.0), stats: &paused, ..s }, false);
+        assert!(text.starts_with("   3s  arrivals/s     100 of     100  p50"), "{text}");
     }
 
     /// The drain after the last arrival, 1 answer in 4 ms, is no 250 req/s

@@ -77,6 +77,7 @@ pub fn part_lines(iv: &Interval) -> Vec<PartLine> {
             step: key.step,
             sent: st.sent,
             iterations: st.iterations,
+            arrivals_answered: Some(st.arrivals_answered),
             completed: st.completed,
             dropped: st.dropped,
             failures: failures(st),
@@ -162,6 +163,8 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
             let mut st = Stats {
                 sent: p.sent,
                 iterations: p.iterations,
+                // Written before #32: "achieved" counted iterations then.
+                arrivals_answered: p.arrivals_answered.unwrap_or(p.iterations),
                 completed: p.completed,
                 dropped: p.dropped,
                 bytes_in: p.bytes_in,

@@ -66,9 +66,10 @@ pub struct SeriesLine {
     pub stage: String,
     /// Open model: scheduled arrivals per second.
     pub target_rate: Option<f64>,
-    /// Arrivals (flows) answered per second: comparable with `target_rate`.
+    /// Arrivals answered per second (their first request answered, #32):
+    /// comparable with `target_rate`.
     pub achieved_rate: f64,
-    /// Arrivals whose last step was answered.
+    /// Arrivals whose last step was answered (completed flows).
     pub iterations: u64,
     /// Requests started.
     pub sent: u64,
@@ -124,6 +125,11 @@ pub struct PartLine {
     pub sent: u64,
     /// Arrivals whose last step was answered.
     pub iterations: u64,
+    /// Arrivals whose first request was answered (#32): the achieved rate's
+    /// count. Absent in parts written before it, which read it as
+    /// `iterations` (what "achieved" counted then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arrivals_answered: Option<u64>,
     /// Responses received.
     pub completed: u64,
     /// Arrivals dropped at the in-flight cap.

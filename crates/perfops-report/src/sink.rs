@@ -87,7 +87,7 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         // nothing, and after a stop (Ctrl-C, abort_when) nothing was sent,
         // though the schedule's full rate read as a server collapsing (review 2).
         target_rate: s.target().map(|t| t / secs),
-        achieved_rate: st.iterations as f64 / secs,
+        achieved_rate: st.arrivals_answered as f64 / secs,
         iterations: st.iterations,
         sent: st.sent,
         completed: st.completed,

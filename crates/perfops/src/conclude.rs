@@ -203,7 +203,9 @@ impl Judging<'_> {
                         // What it was asked for while it ran: a ramp cut short
                         // was asked for less than its whole mean.
                         target_rate: s.target_rate(),
+                        end_rate: s.end_rate(),
                         achieved_rate: s.achieved_rate,
+                        first_lag_s: s.first_lag_s,
                         // The stage before, if it ran up to this one's start in
                         // the same load: `limit`'s attempts each start a load,
                         // after a cool-down, with nothing of the last in flight.
@@ -340,7 +342,7 @@ impl Judging<'_> {
                 Figures::new(n, &st, elapsed, None, per_second(st.completed))
             })
             .collect();
-        let total = Figures::new("total", &loaded.total, elapsed, None, per_second(loaded.total.iterations));
+        let total = Figures::new("total", &loaded.total, elapsed, None, per_second(loaded.total.arrivals_answered));
         // The SLO over the whole run, for k6 habits; the verdict judges stages.
         // Its rate is the stages' answers over what each was judged to owe
         // (their expected rates, not the plain targets: a run whose every
@@ -641,6 +643,7 @@ mod tests {
             to_s: from_s + 3.0,
             ran_s: 3.0,
             achieved_rate: achieved,
+            first_lag_s: None,
             stats,
             steps: BTreeMap::new(),
         }

@@ -481,7 +481,7 @@ mod tests {
 
     /// Agent `from`'s second `k`: `sent` requests, one latency each of `sent` µs.
     fn iv(k: u32, sent: u64) -> Interval {
-        let mut st = Stats { sent, completed: sent, iterations: sent, ..Stats::default() };
+        let mut st = Stats { sent, completed: sent, iterations: sent, arrivals_answered: sent, ..Stats::default() };
         for _ in 0..sent {
             st.latency.record(Duration::from_micros(sent * 100));
         }
@@ -748,6 +748,13 @@ mod tests {
                 with(0, |st| st.iterations = st.completed + 1),
                 |w| matches!(w, Why::Part { error: WireError::Counts(m), .. } if m.contains("iterations")),
             ),
+            // More arrivals answered than responses (#32): `answered` counts both.
+            (
+                "arrivals answered",
+                vec![],
+                with(0, |st| st.arrivals_answered = st.completed + 1),
+                |w| matches!(w, Why::Part { error: WireError::Counts(m), .. } if m.contains("arrivals answered")),
+            ),
             // A success's latency without its service time: `answered` records both.
             (
                 "ok without service",
@@ -769,6 +776,7 @@ mod tests {
                 with(0, |st| {
                     st.completed = 0;
                     st.iterations = 0;
+                    st.arrivals_answered = 0;
                     st.ttfb.record(Duration::from_millis(1));
                 }),
                 |w| matches!(w, Why::Part { error: WireError::Counts(m), .. } if m.contains("first-byte")),
@@ -878,7 +886,7 @@ mod tests {
         for k in keys {
             body.extend(k.stage.to_le_bytes());
             body.extend(k.step.to_le_bytes());
-            body.extend(vec![0u8; 8 * (9 + crate::measure::FailureKind::ALL.len()) + 4 * 7]);
+            body.extend(vec![0u8; 8 * (crate::fleet::wire::COUNTERS + crate::measure::FailureKind::ALL.len()) + 4 * 7]);
         }
         let Ok(Message::Received(r)) = decode(&body) else { panic!("a valid second") };
         r

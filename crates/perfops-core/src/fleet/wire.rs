@@ -8,8 +8,8 @@
 //!  kind 1  = control: JSON of [`Control`]
 //!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
 //!                     parts:u16 { stage:u16 step:u16 stats }*
-//!  stats   = 9 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
-//!                             goaways stream_waits)
+//!  stats   = 10 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
+//!                              goaways stream_waits arrivals_answered)
 //!            33 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
@@ -46,7 +46,10 @@ use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 /// coordinator answers with its own proof in `Accepted` only then (a
 /// `Challenge` carries no proof: a stranger gets nothing to guess the token
 /// from offline). A 3 and a 4 cannot understand each other's handshake.
-pub const PROTOCOL: u32 = 4;
+/// 5 (#32): a part's counters end with `arrivals_answered` (arrivals whose
+/// first request was answered: the achieved rate), so its seconds are 8
+/// bytes longer.
+pub const PROTOCOL: u32 = 5;
 
 /// The largest frame either side accepts once the peer proved the token (a
 /// second with many steps and stages stays far below it).
@@ -365,7 +368,18 @@ fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
 }
 
 fn counters(s: &Stats) -> [u64; COUNTERS] {
-    [s.sent, s.iterations, s.completed, s.dropped, s.bytes_in, s.bytes_out, s.connects, s.goaways, s.stream_waits]
+    [
+        s.sent,
+        s.iterations,
+        s.completed,
+        s.dropped,
+        s.bytes_in,
+        s.bytes_out,
+        s.connects,
+        s.goaways,
+        s.stream_waits,
+        s.arrivals_answered,
+    ]
 }
 
 fn histograms(s: &Stats) -> [&Histogram; 7] {
@@ -455,7 +469,8 @@ pub struct Counts {
     pub latency_count: u64,
 }
 
-const COUNTERS: usize = 9;
+/// Counters per part on the wire (`counters` above).
+pub(crate) const COUNTERS: usize = 10;
 const KINDS: usize = FailureKind::ALL.len();
 const STATS_FIXED: usize = 8 * (COUNTERS + KINDS);
 const HISTOGRAMS: usize = 7;
@@ -464,6 +479,7 @@ const HISTOGRAMS: usize = 7;
 // (`counters` and `histograms` above).
 const COMPLETED: usize = 2;
 const ITERATIONS: usize = 1;
+const ARRIVALS_ANSWERED: usize = 9;
 const CONNECTS: usize = 6;
 const LATENCY: usize = 0;
 const SERVICE: usize = 1;
@@ -629,6 +645,7 @@ impl<'a> RawPart<'a> {
             &mut s.connects,
             &mut s.goaways,
             &mut s.stream_waits,
+            &mut s.arrivals_answered,
         ]
         .into_iter()
         .zip(self.counters)
@@ -663,7 +680,8 @@ impl<'a> RawPart<'a> {
 /// `record.rs`, the one place where a second is counted:
 /// - `answered` alone counts `completed`, and with it a `latency`, a
 ///   `service` and a `ttfb`, the success's `latency_ok` and `service_ok`
-///   together, and an iteration if the flow ended;
+///   together, an iteration if the flow ended and an arrival answered if it
+///   was the flow's first request;
 /// - `failed` counts a failure with a `latency` (and a `service` if it was
 ///   sent), `cut` a failure with a `latency`, `closed` (a WebSocket) a
 ///   failure alone;
@@ -676,9 +694,10 @@ impl<'a> RawPart<'a> {
 /// has no rule: nothing ties it to the rest within a second.
 fn impossible(c: &[u64; COUNTERS], failures: u128, h: &[u64; HISTOGRAMS]) -> Option<&'static str> {
     let completed = c[COMPLETED];
-    let rules: [(bool, &'static str); 9] = [
+    let rules: [(bool, &'static str); 10] = [
         (failures > u128::from(u64::MAX), "more failures than a u64 holds"),
         (c[ITERATIONS] > completed, "more iterations than responses"),
+        (c[ARRIVALS_ANSWERED] > completed, "more arrivals answered than responses"),
         (h[TTFB] > completed, "more first-byte times than responses"),
         (h[LATENCY_OK] > completed, "more successes than responses"),
         (h[LATENCY_OK] != h[SERVICE_OK], "successes' latencies and service times differ in number"),
@@ -695,7 +714,14 @@ mod tests {
     use super::*;
 
     fn stats(seed: u64) -> Stats {
-        let mut s = Stats { sent: 10 + seed, completed: 9, iterations: 8, dropped: seed, ..Stats::default() };
+        let mut s = Stats {
+            sent: 10 + seed,
+            completed: 9,
+            iterations: 8,
+            arrivals_answered: 7,
+            dropped: seed,
+            ..Stats::default()
+        };
         s.bytes_in = 1234;
         s.bytes_out = 567;
         s.connects = 2;

@@ -8,6 +8,13 @@ use super::{FailureCounts, FailureKind, Histogram};
 /// Definitions (one request = one arrival of the open model, or one loop of a
 /// closed-model user):
 /// - `sent`: requests started; `completed`: responses received (any status);
+/// - `arrivals_answered`: arrivals whose first request was answered (any
+///   status), counted when that answer came: what the server was asked for
+///   at the open model's rate. The flow's later steps follow the server
+///   (each due when the one before ended, plus its pause) and may end a whole
+///   flow's duration later, in another stage's seconds (#32); they are judged
+///   by the latency and error lines. `iterations`: flows whose last step was
+///   answered (completed flows). For a one-step flow the two are equal;
 ///   `failures`: by kind, including responses that were 4xx/5xx;
 /// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
 ///   the generator, not the server, was the limit;
@@ -30,8 +37,11 @@ pub struct Stats {
     /// Requests started.
     pub sent: u64,
     /// Arrivals (flows) whose last step was answered, whatever the status:
-    /// the achieved rate, comparable with a target in arrivals per second.
+    /// completed flows.
     pub iterations: u64,
+    /// Arrivals whose first request was answered, whatever the status: the
+    /// achieved rate, comparable with a target in arrivals per second (#32).
+    pub arrivals_answered: u64,
     /// Responses received, whatever their status.
     pub completed: u64,
     /// Open-model arrivals dropped at the `max_in_flight` cap.
@@ -72,6 +82,7 @@ impl Stats {
     pub fn merge(&mut self, other: &Stats) {
         self.sent += other.sent;
         self.iterations += other.iterations;
+        self.arrivals_answered += other.arrivals_answered;
         self.completed += other.completed;
         self.dropped += other.dropped;
         self.failures += &other.failures;
@@ -97,6 +108,7 @@ impl Stats {
         let Stats {
             sent,
             iterations,
+            arrivals_answered,
             completed,
             dropped,
             failures,
@@ -113,7 +125,18 @@ impl Stats {
             tls,
             ttfb,
         } = self;
-        for n in [sent, iterations, completed, dropped, bytes_in, bytes_out, connects, goaways, stream_waits] {
+        for n in [
+            sent,
+            iterations,
+            arrivals_answered,
+            completed,
+            dropped,
+            bytes_in,
+            bytes_out,
+            connects,
+            goaways,
+            stream_waits,
+        ] {
             *n = 0;
         }
         *failures = FailureCounts::default();
@@ -166,6 +189,7 @@ mod tests {
             }
             s.dropped += u64::from(us % 2);
             s.iterations += u64::from(us % 7 == 0);
+            s.arrivals_answered += u64::from(us % 3 == 0);
             s.goaways += u64::from(us % 11 == 0);
             s.stream_waits += u64::from(us % 13 == 0);
         }
@@ -211,6 +235,7 @@ mod tests {
         s.ttfb.record(Duration::from_micros(300));
         s.bytes_out = 77;
         s.connects = 2;
+        s.arrivals_answered = 5;
         s.clear();
         assert_eq!(s, Stats::default());
     }

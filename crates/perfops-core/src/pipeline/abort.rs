@@ -42,7 +42,8 @@ impl AbortWhen {
             return None;
         }
         for (rule, held) in &mut self.rules {
-            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.iterations as f64 / t);
+            // Arrivals answered, as a stage's achieved rate counts them (#32).
+            let share = iv.target.filter(|t| *t > 0.0).map(|t| iv.stats.arrivals_answered as f64 / t);
             // A watched metric is judged by its latest sample.
             let mut values = BTreeMap::new();
             if let Metric::Watched(name) = &rule.condition.metric

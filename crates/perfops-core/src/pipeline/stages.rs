@@ -70,6 +70,11 @@ pub struct StageResult {
     pub ran_s: f64,
     /// Arrivals answered per second while it ran.
     pub achieved_rate: f64,
+    /// The lowest, over its seconds, of the median latency of its first
+    /// requests (s): how long a server that holds takes to answer an
+    /// arrival, what its achieved rate lags its arrivals by. `None`: none
+    /// answered.
+    pub first_lag_s: Option<f64>,
     /// Requests of the arrivals due in it.
     pub stats: Stats,
     /// The same by step name.
@@ -117,6 +122,9 @@ pub struct StageLedger {
     // were due): a stage past capacity must not look faster because its
     // backlog drained later.
     throughput: StageThroughput,
+    // Per stage: the lowest per-second median latency of its first requests
+    // (see `StageResult::first_lag_s`).
+    first_lag: Vec<Option<f64>>,
     dropped: Vec<(f64, u64)>,
     stopped: bool,
 }
@@ -139,6 +147,7 @@ impl StageLedger {
             per_stage_step: vec![BTreeMap::new(); stages.len()],
             steps: BTreeMap::new(),
             throughput: StageThroughput::new(ends),
+            first_lag: vec![None; stages.len()],
             dropped: Vec::new(),
             stopped: false,
         }
@@ -185,9 +194,42 @@ impl StageLedger {
             }
             self.steps.entry(name).or_default().merge(stats);
         }
+        self.note_first_lag(iv);
         let at = Duration::from_secs(u64::from(iv.index));
-        self.throughput.add_second(at, iv.length, iv.stats.iterations);
+        // Arrivals answered (their first request), not flows ended: a flow's
+        // pauses and later steps end it a flow's length later, in the next
+        // stage's seconds, and a 5 s warm-up of 10/s read 9.2/s (#32).
+        self.throughput.add_second(at, iv.length, iv.stats.arrivals_answered);
         self.dropped.push((self.offset_s + at.as_secs_f64(), iv.stats.dropped));
+    }
+
+    /// Lower each stage's first-request lag to this second's median latency
+    /// of the first requests of its arrivals (the parts that answered
+    /// arrivals: only a flow's first step does).
+    ///
+    /// Subtleness ahead: the lowest second, not the stage's median. A server
+    /// whose queue grows answers later and later; over the whole stage its
+    /// median latency grows with the backlog, and an allowance of that much
+    /// lag forgave the backlog itself: a first stage answered at 95% of its
+    /// target held (#32). A server that holds answers as fast in each second.
+    fn note_first_lag(&mut self, iv: &Interval) {
+        for (stage, lag) in self.first_lag.iter_mut().enumerate() {
+            let mut firsts = iv.parts.iter().filter(|(k, s)| usize::from(k.stage) == stage && s.arrivals_answered > 0);
+            let median = match (firsts.next(), firsts.next()) {
+                (None, _) => continue,
+                (Some((_, one)), None) => one.latency.quantile(0.5),
+                (Some((_, a)), Some((_, b))) => {
+                    let mut h = a.latency.clone();
+                    h.merge(&b.latency);
+                    for (_, s) in firsts {
+                        h.merge(&s.latency);
+                    }
+                    h.quantile(0.5)
+                }
+            };
+            let median = median.as_secs_f64();
+            *lag = Some(lag.map_or(median, |l| l.min(median)));
+        }
     }
 
     /// Each stage as measured, and the rest.
@@ -205,6 +247,7 @@ impl StageLedger {
                     to_s: self.offset_s + start.as_secs_f64() + ran,
                     ran_s: ran,
                     achieved_rate: self.throughput.rate(i),
+                    first_lag_s: self.first_lag[i],
                     stats: std::mem::take(&mut self.per_stage[i]),
                     steps: std::mem::take(&mut self.per_stage_step[i]),
                 }

@@ -49,7 +49,7 @@ impl Worker {
         for (i, step) in flow.steps.iter().enumerate() {
             let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
-            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last };
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first: i == 0 };
             let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
             if ended.failed {

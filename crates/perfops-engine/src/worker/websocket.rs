@@ -174,7 +174,9 @@ impl Worker {
                     first_byte: rt.reply_at,
                     last_byte: rt.reply_at,
                 };
-                let answer = Answer { due, sent: start, response, bytes_out, failure, ends_iteration: false };
+                // A message's round trip: never its arrival's first request (the upgrade was).
+                let answer =
+                    Answer { due, sent: start, response, bytes_out, failure, ends_iteration: false, first: false };
                 self.rec.borrow_mut().answered(msgs, &answer);
                 if failure.is_some() {
                     Box::pin(ws::close(ws)).await;
@@ -238,8 +240,9 @@ impl Worker {
                 let c = ws.get_ref();
                 let response = Response { status: 101, bytes_in: c.read, sent_at: ready, first_byte, last_byte: t0 };
                 let ends_iteration = req.last;
+                let (bytes_out, first) = (c.written, req.first);
                 let answer =
-                    Answer { due: req.due, sent: ready, response, bytes_out: c.written, failure: None, ends_iteration };
+                    Answer { due: req.due, sent: ready, response, bytes_out, failure: None, ends_iteration, first };
                 self.rec.borrow_mut().answered(up, &answer);
                 return Ok((ws, t0));
             }
@@ -264,8 +267,8 @@ impl Worker {
                 ));
             }
         };
-        let answer =
-            Answer { due: req.due, sent: ready, response, bytes_out: hs.bytes_out, failure, ends_iteration: true };
+        let (bytes_out, first) = (hs.bytes_out, req.first);
+        let answer = Answer { due: req.due, sent: ready, response, bytes_out, failure, ends_iteration: true, first };
         self.rec.borrow_mut().answered(up, &answer);
         Err(Ended { at: t0, failed: true })
     }
