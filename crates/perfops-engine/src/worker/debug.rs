@@ -96,7 +96,8 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
                 }
                 let start = Instant::now();
                 let last = i + 1 == flow.steps.len();
-                let req = Request { step, key, due: Due::OnSend, start, seq: seq as u64, rows: &rows, last };
+                let req =
+                    Request { step, key, due: Due::OnSend, start, seq: seq as u64, rows: &rows, last, first: i == 0 };
                 let ended = w.step(&mut conn, timer.as_mut(), req).await;
                 let took = ended.at.saturating_duration_since(start);
                 let secrets = shared.work.secrets(&w.vars.borrow());
