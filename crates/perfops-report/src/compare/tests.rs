@@ -66,6 +66,7 @@ fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str],
         verdict: Some(VerdictSummary {
             verdict: RunVerdict { result, capacity_rps: capacity, breaks_at_rps: breaks, breaks_at_stage: None },
             headline: String::new(),
+            why: None,
         }),
         stages: stages.iter().map(stage).collect(),
         steps: Vec::new(),
@@ -173,6 +174,7 @@ fn capacity_sentences() {
         capacity_rps: cap,
         breaks_at_rps: breaks,
         why: None,
+        any_held: false,
         kind: None,
     };
     let cases = [
