@@ -69,10 +69,11 @@ pub(crate) fn ms(v: Option<f64>) -> String {
     }
 }
 
-/// A rate without its unit, as every output says it: `205`, `23.8`, `24`,
-/// `0.6`, `9.25` ([`number`], without trailing zeros).
+/// A rate without its unit, as every output says it: to a tenth from 1/s
+/// (`205.3`, `23.8`, `24`: what the stage tables and a stage's reasons
+/// print), to a hundredth below (`0.6`, `0.25`), without trailing zeros.
 pub fn rate_number(v: f64) -> String {
-    let n = number(v);
+    let n = if v.abs() >= 1.0 { format!("{v:.1}") } else { format!("{v:.2}") };
     if n.contains('.') { n.trim_end_matches('0').trim_end_matches('.').to_string() } else { n }
 }
 
@@ -157,14 +158,15 @@ mod tests {
             (ms(Some(250.4)), "250.4 ms"), // not "250 ms" beside a failed `p95 < 250ms`
             (ms(Some(1523.0)), "1.52 s"),
             (ms(None), "–"),
-            (rate(Some(205.345)), "205/s"),
+            (rate(Some(205.345)), "205.3/s"),
             (rate(Some(12.34)), "12.3/s"),
             // #32: one form for a rate everywhere, no needless zeros.
             (per_second(23.77), "23.8/s"),
             (per_second(24.0), "24/s"),
             (per_second(0.6), "0.6/s"),
-            (per_second(9.25), "9.25/s"),
-            (per_second(10.04), "10/s"),
+            (per_second(0.25), "0.25/s"),
+            (per_second(9.96), "10/s"),
+            (per_second(194.5), "194.5/s"),
             (rate_number(0.0), "0"),
             (percent(Some(0.032)), "3.20%"),
             (percent(Some(0.0)), "0%"),

@@ -266,7 +266,7 @@ fn a_killed_run_renders_as_incomplete() {
             "Incomplete: the run was interrupted.",
             "INCOMPLETE",
             "No verdict: the run stopped 0:23 in, during stage 150/s.",
-            "<th>150/s</th><td>150/s</td><td class=\"\">150/s</td>",
+            "<th>150/s</th><td>150/s</td><td class=\"\">149.7/s</td>",
             "<tr class=\"s-not-run\"><th>200/s</th>",
             "series.jsonl: 1 line(s) that are not JSON objects were skipped",
         ],
@@ -387,7 +387,7 @@ fn an_interrupted_runs_target_is_what_ran() {
     });
     let html = render(&dir).unwrap();
     // (50 + 100 + 150) x 10 s + 200 x 5 s over 35 s.
-    in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114/s</td>"]);
+    in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114.3/s</td>"]);
 }
 
 #[test]

@@ -13,7 +13,7 @@
 //!   the rate fell short                       -> the shortfall, then what limited it: arrivals
 //!                                                dropped at max_in_flight, the generator's CPU,
 //!                                                connections that failed, the server's CPU, pool
-//!                                                or listen queue; or that nothing watched says
+//!                                                or listen queue; or that nothing watched shows
 //!   a latency line failed                     -> the line, then the server's saturation if
 //!                                                watched, else the steps that failed
 //!   a watched metric's line failed            -> the line
@@ -257,8 +257,8 @@ pub fn why(s: &Stage<'_>, diagnostics: &[Diagnostic], target: &str) -> Option<Wh
         } else if !s.failing.is_empty() {
             format!("answers failed: {}", steps(2))
         } else {
-            "nothing watched says what limited it (watch the target's process or metrics to see its CPU, pool \
-             and queue)"
+            "nothing watched shows what limited it (no saturation of the target's CPU, pool or queue was seen \
+             in the stage)"
                 .into()
         };
         return Some(Why { kind: WhyKind::Rate, text: format!("{shortfall} — {limited}") });

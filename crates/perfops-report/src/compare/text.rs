@@ -75,8 +75,8 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
         let _ = writeln!(
             o,
             "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
-            opt(c.target_rate, |v| format!("{v:.1}")),
-            opt(c.achieved_rate, |v| format!("{v:.1}")),
+            opt(c.target_rate, rate),
+            opt(c.achieved_rate, rate),
             opt(c.p50_ms, ms),
             opt(c.p95_ms, ms),
             opt(c.p99_ms, ms),

@@ -178,7 +178,7 @@ fn the_why_is_tied_to_the_rule_that_failed() {
             restarts: vec![],
             diagnostics: vec![nagle(), diag("pool_bound", "pool-bound: 10 of 10 workers busy", Some("80/s"))],
             want: Some(WhyKind::Rate),
-            says: &["nothing watched says what limited it"],
+            says: &["nothing watched shows what limited it"],
             not: &["Nagle", "pool-bound"],
         },
         // Connections that failed limited the rate.
