@@ -237,6 +237,25 @@ fn the_why_box_is_the_verdicts_and_a_pass_has_none() {
     }
 }
 
+/// #32: "best stage, achieved" showed a failed stage's rate (250/s answered
+/// 205.3/s and failed): it is the best of the stages that held, or says none held.
+#[test]
+fn the_best_stage_card_never_shows_a_failed_stage() {
+    let card = |html: &str| -> String {
+        let label = "best stage that held, achieved</div><div class=\"v\">";
+        let at = html.find(label).expect("the card") + label.len();
+        html[at..at + html[at..].find('<').unwrap()].to_string()
+    };
+    assert_eq!(card(&render(&fixture(STEPPED)).unwrap()), "199.8/s", "200/s held, 250/s (205.3/s) failed");
+    let scratch = Scratch::new("best");
+    let dir = scratch.copy_with_summary(STEPPED, |v| {
+        for s in v["stages"].as_array_mut().unwrap() {
+            s["verdict"] = json!("fails");
+        }
+    });
+    assert_eq!(card(&render(&dir).unwrap()), "none held");
+}
+
 /// #32: in the percentile spectrum, latency and service time are drawn in
 /// two colours (both were black), each apart from every stage's line, and
 /// named in the legend by their labels.
