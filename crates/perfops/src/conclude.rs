@@ -328,7 +328,16 @@ impl Judging<'_> {
         );
         // The run's why: its breaking stage's, or, where nothing failed, the
         // first stage that judged nothing; none for a run that passed.
+        // An abort rule is the rule that failed: it is the why, with the
+        // cause seen (a restart, a saturation) if one was: the likely reason
+        // the rule tripped.
+        let abort_cause = diagnostics.iter().find(|d| why::CAUSES.contains(&d.kind.as_str())).map(|d| d.title.clone());
         let run_why = |v: &RunVerdict| -> Option<String> {
+            if let Some(rule) = &aborted {
+                let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));
+                let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
+                return Some(format!("stopped{by} {rule}{cause}"));
+            }
             let at = match v.result {
                 RunResult::Passed => None,
                 RunResult::Failed => judged.iter().position(|j| j.verdict == StageVerdict::Fails),
@@ -350,14 +359,15 @@ impl Judging<'_> {
             // An abort rule is a threshold too: a run it stopped failed,
             // whatever the stages that ran showed before it ("PASSED: every
             // stage held" above an exit code of 1 read as a contradiction).
-            // Failed first, so that the headline keeps its cause ("— why: the
-            // pod restarted at t=...", the likely reason the rule tripped).
+            // The cause seen, if one was, after it ("— the pod restarted at
+            // t=...", the likely reason the rule tripped).
             run_verdict.result = RunResult::Failed;
             let measured = headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt));
             let measured = ["FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
             // `run`'s early stop on a target that is down is no rule of the file's (#32).
             let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
-            format!("FAILED: stopped{by} {rule}; until then: {measured}")
+            let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));
+            format!("FAILED: stopped{by} {rule}; until then: {measured}{cause}")
         } else if gaps.is_empty() {
             headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt))
         } else {
@@ -408,6 +418,7 @@ impl Judging<'_> {
                 loaded.total.dropped
             ));
         }
+        let why = run_why(&run_verdict);
         RunSummary {
             format: "perfops.summary".into(),
             version: RESULTS_VERSION,
@@ -419,7 +430,7 @@ impl Judging<'_> {
             elapsed_s: elapsed,
             interrupted,
             aborted,
-            verdict: Some(VerdictSummary { why: run_why(&run_verdict), verdict: run_verdict, headline }),
+            verdict: Some(VerdictSummary { why, verdict: run_verdict, headline }),
             stages,
             steps: step_figures,
             total,
