@@ -176,16 +176,12 @@ pub fn why(s: &Stage<'_>, diagnostics: &[Diagnostic], target: &str) -> Option<Wh
         });
     }
     if j.verdict == StageVerdict::Inconclusive {
+        // The verdict's own first reason names the cap or the CPU already.
         return j.generator_limited.then(|| Why {
             kind: WhyKind::Generator,
-            text: if s.stats.dropped > 0 {
-                format!(
-                    "the generator's cap: {} arrivals dropped at max_in_flight, so the stage did not get its load",
-                    s.stats.dropped
-                )
-            } else {
-                j.reasons.first().cloned().unwrap_or_else(|| "the generator was the limit".into())
-            },
+            text: j.reasons.first().cloned().unwrap_or_else(|| {
+                format!("the generator was the limit: {} arrivals dropped at max_in_flight", s.stats.dropped)
+            }),
         });
     }
     let line = |i: usize| s.slo.get(i);
