@@ -70,13 +70,18 @@ struct Case {
 }
 
 fn run(c: &Case) -> Option<Why> {
+    judged_why(c, c.slo).0
+}
+
+/// The why of case `c` under SLO lines `lines`, and the stage's judgement.
+fn judged_why(c: &Case, lines: &[&str]) -> (Option<Why>, crate::analysis::verdict::Judged) {
     let mut total = Stats::default();
     let steps: BTreeMap<String, Stats> = c.steps.iter().map(|(n, s)| (n.to_string(), s.clone())).collect();
     for s in steps.values() {
         total.merge(s);
     }
     let watched: BTreeMap<String, Range> = BTreeMap::new();
-    let slo: Vec<Condition> = c.slo.iter().map(|l| Condition::parse(l).unwrap()).collect();
+    let slo: Vec<Condition> = lines.iter().map(|l| Condition::parse(l).unwrap()).collect();
     let judged = judge(
         &slo,
         &StageFacts {
@@ -94,11 +99,12 @@ fn run(c: &Case) -> Option<Why> {
         },
     );
     let failing = step_failures(&steps);
-    why(
+    let why = why(
         &Stage { name: "40/s", judged: &judged, slo: &slo, stats: &total, failing: &failing },
         &c.diagnostics,
         "http://127.0.0.1:8089",
-    )
+    );
+    (why, judged)
 }
 
 #[test]
@@ -316,5 +322,51 @@ fn the_address_of_a_target() {
     ];
     for (target, want) in cases {
         assert_eq!(address(target), want, "{target}");
+    }
+}
+
+proptest::proptest! {
+    /// Any stage, any findings: a why exactly where the stage failed (or the
+    /// generator made it judge nothing), never empty, never a finding's words;
+    /// and the target is said to be down exactly when 90% or more of its
+    /// requests never connected.
+    #[test]
+    fn a_why_exactly_where_a_stage_did_not_hold(
+        ok in 0u64..500,
+        refused in 0u64..500,
+        client in 0u64..100,
+        timeouts in 0u64..100,
+        dropped in 0u64..50,
+        achieved in 0.0f64..45.0,
+        lines in proptest::sample::subsequence(vec!["p95 < 30ms", "errors < 1%", "p99(orders, ok) < 500ms"], 0..=3),
+    ) {
+        use FailureKind::*;
+        let failed = [(ConnectRefused, refused), (Http4xx, client), (Timeout, timeouts)];
+        let c = Case {
+            name: "any",
+            slo: &[],
+            steps: vec![("orders", stats(25, ok, &failed, dropped))],
+            achieved,
+            restarts: vec![],
+            diagnostics: vec![nagle()],
+            want: None,
+            says: &[],
+            not: &[],
+        };
+        let (got, judged) = judged_why(&c, &lines);
+        let total = &c.steps[0].1;
+        let ended = total.completed + total.failures.total();
+        let down = ended > 0 && refused as f64 >= DOWN_SHARE * ended as f64;
+        let owed = match judged.verdict {
+            StageVerdict::Fails => true,
+            StageVerdict::Inconclusive => judged.generator_limited || down,
+            _ => false,
+        };
+        proptest::prop_assert_eq!(got.is_some(), owed, "{:?} {:?}", got, judged);
+        if let Some(w) = &got {
+            proptest::prop_assert!(!w.text.is_empty());
+            proptest::prop_assert!(!w.text.contains("Nagle"), "{:?}", w);
+            proptest::prop_assert_eq!(w.kind == WhyKind::TargetDown, down, "{:?}", w);
+        }
     }
 }
