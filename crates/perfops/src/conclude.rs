@@ -331,7 +331,7 @@ impl Judging<'_> {
         // An abort rule is the rule that failed: it is the why, with the
         // cause seen (a restart, a saturation) if one was: the likely reason
         // the rule tripped.
-        let abort_cause = diagnostics.iter().find(|d| why::CAUSES.contains(&d.kind.as_str())).map(|d| d.title.clone());
+        let abort_cause = diagnostics.iter().find(|d| why::is_cause(d)).map(|d| d.title.clone());
         let run_why = |v: &RunVerdict| -> Option<String> {
             if let Some(rule) = &aborted {
                 let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));

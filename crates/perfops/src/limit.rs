@@ -222,7 +222,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
         (Some(l), None, None) => format!("holds at least {}/s (the highest rate tried)", round(l)),
         // The lowest rate tried, which failed; not where the search stood
         // (`last_rps`: the rate it would have tried next, never sent).
-        (None, Some(h), None) => format!("no rate held, down to {}/s{because}", round(h)),
+        (None, Some(h), None) => format!("no rate held, down to {}/s{}", round(h), because),
         (None, None, None) => "no attempt was made".into(),
     };
     if let Some(v) = summary.verdict.as_mut() {

@@ -153,9 +153,9 @@ pub fn why(s: &Stage<'_>, diagnostics: &[Diagnostic], target: &str) -> Option<Wh
     if !matches!(j.verdict, StageVerdict::Fails | StageVerdict::Inconclusive) {
         return None;
     }
-    let cause = diagnostics.iter().find(|d| {
-        CAUSES.contains(&d.kind.as_str()) && d.kind != "generator_saturated" && d.stage.as_deref() == Some(s.name)
-    });
+    let cause = diagnostics
+        .iter()
+        .find(|d| is_cause(d) && d.kind != "generator_saturated" && d.stage.as_deref() == Some(s.name));
     let ended = s.stats.completed + s.stats.failures.total();
     let connect = connect_failures(s.stats);
     if ended > 0 && connect as f64 >= DOWN_SHARE * ended as f64 {
@@ -276,6 +276,19 @@ pub fn why(s: &Stage<'_>, diagnostics: &[Diagnostic], target: &str) -> Option<Wh
     }
     // A failure whose rule this version does not know: its reason as said.
     j.reasons.first().map(|r| Why { kind: WhyKind::Watched, text: r.clone() })
+}
+
+/// Whether diagnostic `d` can be a failure's cause: of a [`CAUSES`] kind,
+/// and, for listen overflows, with the target's own queue seen deep (the
+/// namespace's counters are every listener's: "its own queue at most 0 of
+/// 128" is another server's, a finding).
+pub fn is_cause(d: &Diagnostic) -> bool {
+    let at = |m: &str| d.evidence.iter().find(|e| e.metric == m).map(|e| e.value);
+    let shallow = match (at("listen_queue"), at("listen_queue_max")) {
+        (Some(q), Some(max)) => q < 0.5 * max,
+        _ => false,
+    };
+    CAUSES.contains(&d.kind.as_str()) && !(d.kind == "listen_queue_full" && shallow)
 }
 
 /// The `host:port` of the first URL in `target` (`demo:threads

@@ -235,6 +235,26 @@ fn the_why_is_tied_to_the_rule_that_failed() {
             says: &["p95 < 10ms (measured 20", "— listen queue full"],
             not: &["Nagle"],
         },
+        // Listen overflows of the namespace while the target's own queue was
+        // never deep: another listener's, a finding, not the cause.
+        Case {
+            name: "latency, someone else's overflows",
+            slo: &["p95 < 10ms"],
+            steps: vec![("orders", ok())],
+            achieved: 40.0,
+            restarts: vec![],
+            diagnostics: vec![Diagnostic {
+                evidence: vec![
+                    Evidence { metric: "listen_queue".into(), value: 0.0, t: 1.0 },
+                    Evidence { metric: "listen_queue_max".into(), value: 128.0, t: 1.0 },
+                    Evidence { metric: "listen_overflows_per_s".into(), value: 3.0, t: 1.0 },
+                ],
+                ..diag("listen_queue_full", "listen overflows in the target's network namespace", Some("40/s"))
+            }],
+            want: Some(WhyKind::Latency),
+            says: &["p95 < 10ms (measured 20"],
+            not: &["listen overflows", "—"],
+        },
         // A latency line with nothing to explain it: the line alone (Nagle a finding).
         Case {
             name: "latency alone",
