@@ -261,9 +261,24 @@ impl Judging<'_> {
     /// Why `stage` (judged `judged`) failed or judged nothing, tied to the
     /// rule that failed (`analysis::why`); none when it held. `diagnostics`
     /// may name its cause; the others are findings.
-    pub(crate) fn why(&self, stage: &StageResult, judged: &Judged, diagnostics: &[Diagnostic]) -> Option<String> {
-        // The hook for failing exchanges: captured ones fill each step's `detail`.
-        let failing = why::step_failures(&stage.steps);
+    ///
+    /// `groups` are the run's failing exchanges by step and kind: each
+    /// failing step is said with its top kind's first sample ("e.g. status:
+    /// expected 201, found 422").
+    pub(crate) fn why(
+        &self,
+        stage: &StageResult,
+        judged: &Judged,
+        diagnostics: &[Diagnostic],
+        groups: &[FailureGroup],
+    ) -> Option<String> {
+        let mut failing = why::step_failures(&stage.steps);
+        for f in &mut failing {
+            let Some(&(kind, _)) = f.kinds.first() else { continue };
+            let sample =
+                groups.iter().find(|g| g.step == f.step && g.kind == kind.name()).and_then(|g| g.samples.first());
+            f.detail = sample.map(|s| format!("e.g. {}", perfops_core::printable::escape(&s.describe(kind))));
+        }
         let s = why::Stage {
             name: &stage.plan.name,
             judged,
@@ -296,11 +311,12 @@ impl Judging<'_> {
             }
         }
         let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
+        let groups = failure_groups(s.step_names, &loaded.steps, &loaded.failures);
         // Each stage's why, where it failed or judged nothing: said first
         // among its reasons (the target down before "p99 ... (nothing
         // measured)"), the others after it unless it already says them.
         let whys: Vec<Option<String>> =
-            loaded.stages.iter().zip(&judged).map(|(st, j)| s.why(st, j, &diagnostics)).collect();
+            loaded.stages.iter().zip(&judged).map(|(st, j)| s.why(st, j, &diagnostics, &groups)).collect();
         let stages: Vec<StageSummary> = loaded
             .stages
             .iter()
@@ -441,7 +457,7 @@ impl Judging<'_> {
             sweep: None,
             generator,
             warnings,
-            failures: failure_groups(s.step_names, &loaded.steps, &loaded.failures),
+            failures: groups,
         }
     }
 }
@@ -726,6 +742,7 @@ mod tests {
             late: None,
             tls_note: None,
             protocols: Vec::new(),
+            failures: FailureSamples::default(),
         };
         let summary = judging.summarize(&loaded, Ending::local(&loaded, false, None));
         let base = std::env::temp_dir().join(format!("perfops-conclude-{}-{tag}", std::process::id()));

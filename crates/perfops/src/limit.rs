@@ -172,7 +172,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
     let mut why = None;
     if let Some((_, (l, j))) = breaking {
         summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.dropped);
-        why = s.judging().why(&l.stages[0], j, &summary.diagnostics);
+        why = s.judging().why(&l.stages[0], j, &summary.diagnostics, &summary.failures);
     }
     let because = why.as_ref().map_or(String::new(), |w| format!(": {w}"));
     let attempts: Vec<LimitAttempt> = results

@@ -245,8 +245,8 @@ fn a_target_that_refused_everything_is_said_to_be_down() {
     assert!(p95.ends_with("not measured"), "{p95}");
 }
 
-/// #32: a run that failed on 4xx answers says so, naming the step and the
-/// status class, whatever else was found.
+/// #32: a run that failed on 4xx answers says so, naming the step, the
+/// status class and, from its first failing exchange, the status that came.
 #[test]
 fn the_why_of_4xx_answers_names_the_step() {
     let _cpu = exclusive();
@@ -267,7 +267,8 @@ fn the_why_of_4xx_answers_names_the_step() {
     let n = summary["total"]["failed"].as_u64().unwrap();
     assert!(
         why.starts_with("errors < 1% (measured 100.00%): step create-order: ")
-            && why.contains(&format!("{n} of {n} failed (http_4xx {n})")),
+            && why.contains(&format!("{n} of {n} failed (http_4xx {n}: e.g. "))
+            && why.contains("422"),
         "{summary:#}"
     );
     assert!(f.stdout.contains(&format!("breaks at 20/s: {why}")), "{}", f.stdout);
