@@ -274,7 +274,8 @@ impl Judging<'_> {
     ) -> Option<String> {
         let mut failing = why::step_failures(&stage.steps);
         for f in &mut failing {
-            let Some(&(kind, _)) = f.kinds.first() else { continue };
+            // Answers only: a refused or timed-out connection says all in its kind.
+            let Some(&(kind, _)) = f.kinds.first().filter(|(k, _)| k.has_response()) else { continue };
             let sample =
                 groups.iter().find(|g| g.step == f.step && g.kind == kind.name()).and_then(|g| g.samples.first());
             f.detail = sample.map(|s| format!("e.g. {}", perfops_core::printable::escape(&s.describe(kind))));
