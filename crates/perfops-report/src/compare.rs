@@ -120,11 +120,15 @@ pub struct RunInfo {
     pub capacity_rps: Option<f64>,
     /// The first rate that did not hold.
     pub breaks_at_rps: Option<f64>,
-    /// Why it broke, as its own headline says (`pool-bound: 10 of 10
-    /// workers busy with the CPU at 11%`): the first diagnostic of a run
-    /// that broke. Two servers are compared for where each breaks and why.
+    /// Why it failed, as its own verdict says (tied to the rule that
+    /// failed: `errors < 1% (measured 3.20%): step orders: ...`); none for a
+    /// run that passed. Two servers are compared for where each breaks and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// Whether any of its stages held (after the break, if it broke): "no
+    /// stage held" is said only when none did.
+    #[serde(skip)]
+    pub any_held: bool,
     /// The command that made it (`run`, `limit`, `sweep`, `coordinator`), as `meta.json` says.
     pub kind: Option<String>,
 }
@@ -327,11 +331,8 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
             result: m.verdict.result,
             capacity_rps: m.verdict.capacity_rps,
             breaks_at_rps: m.verdict.breaks_at_rps,
-            why: m
-                .diagnostics
-                .first()
-                .filter(|_| m.verdict.breaks_at_rps.is_some() || m.verdict.result == Outcome::Failed)
-                .map(|d| d.title.clone()),
+            why: m.verdict.why.clone().filter(|_| m.verdict.result != Outcome::Passed),
+            any_held: m.stages.iter().any(|s| s.verdict == Some(StageVerdict::Holds)),
             kind: m.files.meta.as_ref().map(|meta| meta.kind.clone()).filter(|k| !k.is_empty()),
         })
         .collect();
@@ -468,6 +469,7 @@ fn capacity_statement(a: &RunInfo, b: &RunInfo, i: usize) -> Statement {
             format!("{} is a sweep: throughput at each concurrency, not a capacity (`limit` finds one)", r.title())
         }
         Outcome::NoSlo => format!("{} has no SLO, so no verdict", r.title()),
+        _ if r.breaks_at_rps.is_some() && r.any_held => format!("{} held no stage before the break", r.title()),
         _ if r.breaks_at_rps.is_some() => format!("{} held no stage", r.title()),
         // An older summary.json may judge the run without naming a capacity.
         _ => format!("{} states no capacity (its summary.json has no verdict per stage)", r.title()),

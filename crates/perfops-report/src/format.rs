@@ -5,7 +5,9 @@
 //! It owns formatting only: what to show is decided by the callers (`html`,
 //! `compare`, `runs`, `junit`), which all format through here so one figure
 //! reads the same everywhere. The terminal table of `perfops run` (`run.rs`)
-//! keeps its own fixed-width forms.
+//! keeps its own fixed-width forms, but for rates: a rate reads the same in
+//! every output ([`per_second`], #32: the headline said "capacity 24/s" and
+//! the card "23.8/s").
 
 /// `s` safe as HTML text or attribute value.
 pub fn escape(s: &str) -> String {
@@ -67,9 +69,31 @@ pub(crate) fn ms(v: Option<f64>) -> String {
     }
 }
 
+/// A rate without its unit, as every output says it: to a tenth from 1/s
+/// (`205.3`, `23.8`, `24`: what the stage tables and a stage's reasons
+/// print), to a hundredth below (`0.6`, `0.25`), without trailing zeros.
+pub fn rate_number(v: f64) -> String {
+    let n = if v.abs() >= 1.0 { format!("{v:.1}") } else { format!("{v:.2}") };
+    if n.contains('.') { n.trim_end_matches('0').trim_end_matches('.').to_string() } else { n }
+}
+
+/// A rate (arrivals or answers per second) as every output says it: the
+/// headline, the stage tables, the report's cards, `runs`, `compare` and
+/// `limit`: `205/s`, `23.8/s`, `24/s`, `0.6/s`.
+pub fn per_second(v: f64) -> String {
+    format!("{}/s", rate_number(v))
+}
+
+/// What is said of a run that broke with no capacity: "no stage held" only
+/// when no stage held (`any_held` false); a stage that held after the break
+/// (a recovery) is no capacity, but "no stage held" beside it is untrue (#32).
+pub fn none_held(any_held: bool) -> &'static str {
+    if any_held { "no stage held before the break" } else { "no stage held" }
+}
+
 /// Per second, as `205/s`; `–` when not available.
 pub(crate) fn rate(v: Option<f64>) -> String {
-    v.map_or("–".into(), |v| format!("{}/s", number(v)))
+    v.map_or("–".into(), per_second)
 }
 
 /// A ratio in percent, as `3.20%`, `<0.01%`; `–` when not available.
@@ -134,8 +158,16 @@ mod tests {
             (ms(Some(250.4)), "250.4 ms"), // not "250 ms" beside a failed `p95 < 250ms`
             (ms(Some(1523.0)), "1.52 s"),
             (ms(None), "–"),
-            (rate(Some(205.345)), "205/s"),
+            (rate(Some(205.345)), "205.3/s"),
             (rate(Some(12.34)), "12.3/s"),
+            // #32: one form for a rate everywhere, no needless zeros.
+            (per_second(23.77), "23.8/s"),
+            (per_second(24.0), "24/s"),
+            (per_second(0.6), "0.6/s"),
+            (per_second(0.25), "0.25/s"),
+            (per_second(9.96), "10/s"),
+            (per_second(194.5), "194.5/s"),
+            (rate_number(0.0), "0"),
             (percent(Some(0.032)), "3.20%"),
             (percent(Some(0.0)), "0%"),
             (percent(Some(0.000_01)), "<0.01%"),

@@ -26,6 +26,7 @@ use perfops_core::analysis::verdict::{RunVerdict, SloCheck, StageVerdict, with_u
 use perfops_core::scenario::Condition;
 
 use crate::failures::{FailureGroup, failures_text};
+use crate::format::rate_number;
 use crate::live::group;
 
 /// One step's figures in one second.
@@ -378,8 +379,13 @@ pub struct VerdictSummary {
     /// Capacity, breaks-at and the overall result.
     #[serde(flatten)]
     pub verdict: RunVerdict,
-    /// One sentence: what held, where it broke and the top diagnostic.
+    /// One sentence: what held, where it broke and why.
     pub headline: String,
+    /// Why it failed (or judged nothing), tied to the rule that failed
+    /// (`perfops_core::analysis::why`); none for a run that passed. Absent
+    /// from summaries written before #32.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// A protocol a run spoke, and the steps that spoke it (`summary.json`'s
@@ -674,8 +680,9 @@ pub fn stage_table(summary: &RunSummary) -> String {
             o,
             "{:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>8}  {:<12} {}",
             truncate(&f.name, 16),
-            f.target_rate.map_or("-".into(), |r| format!("{r:.1}")),
-            format!("{:.1}", f.achieved_rate),
+            // Rates as every output says them (#32).
+            f.target_rate.map_or("-".into(), rate_number),
+            rate_number(f.achieved_rate),
             ms(l.p50),
             ms(l.p90),
             ms(l.p95),
@@ -720,6 +727,11 @@ pub fn stage_table(summary: &RunSummary) -> String {
     o.push_str(&failures_text(&summary.failures));
     if let Some(v) = &summary.verdict {
         let _ = writeln!(o, "\nverdict: {}", v.headline);
+    }
+    // What was seen, each with its evidence: findings, not the why (the
+    // headline's, tied to the rule that failed; #32).
+    if !summary.diagnostics.is_empty() {
+        let _ = writeln!(o, "findings:");
     }
     for d in &summary.diagnostics {
         let evidence: Vec<String> =

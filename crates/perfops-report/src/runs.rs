@@ -20,7 +20,7 @@ use perfops_core::printable::escape;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::format::clock;
+use crate::format::{clock, per_second};
 use crate::html::model::{self, Outcome, recorded_s};
 use crate::read::{ReportError, is_object, json_lines, read_file};
 use crate::run::{RunMeta, RunSummary, SeriesLine};
@@ -132,7 +132,9 @@ pub fn table(runs: &[RunEntry]) -> String {
     if runs.is_empty() {
         return "no runs\n".into();
     }
-    let rate = |v: Option<f64>| v.map_or("-".into(), |r| format!("{r:.0}/s"));
+    // As the run's own summary says them (#32: "breaks at 1/s" for a search
+    // whose lowest try was 0.6/s).
+    let rate = |v: Option<f64>| v.map_or("-".into(), per_second);
     let width = runs.iter().map(|r| escape(&r.name).chars().count()).max().unwrap_or(0).clamp(4, 32);
     let target = |r: &RunEntry| escape(r.target.as_deref().unwrap_or("-")).into_owned();
     let t_width = runs.iter().map(|r| target(r).chars().count()).max().unwrap_or(0).clamp(6, 60);

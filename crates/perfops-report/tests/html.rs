@@ -108,8 +108,8 @@ fn golden(name: &str, got: &Value) {
 }
 
 /// The page of the stepped run reads in the order of the questions: the
-/// verdict, capacity and breaking point, the top diagnostic, then the SLO by
-/// stage, the stage table, all diagnostics, and only then the charts.
+/// verdict, capacity and breaking point, why, then the SLO by stage, the
+/// stage table, the findings with their evidence, and only then the charts.
 #[test]
 fn stepped_run_reads_verdict_first_then_stages_then_charts() {
     let html = render(&fixture(STEPPED)).unwrap();
@@ -121,8 +121,8 @@ fn stepped_run_reads_verdict_first_then_stages_then_charts() {
             "holds 200/s; breaks at 250/s",
             "capacity</div><div class=\"v\">200/s",
             "breaks at</div><div class=\"v\">250/s",
-            "Worker pool full, CPU idle",
-            "<code>demo_workers_busy</code> = 10 at 0:41",
+            // A summary from before #32 names no why: its first diagnostic, as it did.
+            "<div class=\"why\"><span class=\"k\">Why</span> <b>Worker pool full, CPU idle",
             "<h2>SLO</h2>",
             "<th>p95 &lt; 500ms</th>",
             "<h2>Stages</h2>",
@@ -131,7 +131,9 @@ fn stepped_run_reads_verdict_first_then_stages_then_charts() {
             "p95 &lt; 500ms (measured 1658 ms)",
             "<th>300/s</th>",
             "inconclusive",
-            "<h2>Diagnostics</h2>",
+            "<h2>Findings</h2>",
+            "Worker pool full, CPU idle",
+            "<code>demo_workers_busy</code> = 10 at 0:41",
             "Liveness probe timed out",
             "<h2>Over time</h2>",
             "data-chart=\"rate\"",
@@ -199,6 +201,79 @@ fn chart_data_of_the_stepped_run_is_golden() {
     assert_eq!(data["spectrum"]["series"].as_array().unwrap().len(), 8);
 }
 
+/// #32: the why is the verdict's, tied to the rule that failed, and a run
+/// that passed shows none (a PASSED report showed the first diagnostic in a
+/// WHY box); the diagnostics are findings, below.
+#[test]
+fn the_why_box_is_the_verdicts_and_a_pass_has_none() {
+    let scratch = Scratch::new("why");
+    // (why, the verdict's result and why, the why box wanted)
+    let cases = [
+        // A failed run's why, as its summary says it.
+        (
+            "failed",
+            "failed",
+            Some("errors < 1% (measured 3.20%): step orders: 32 of 1000 failed (http_5xx 32)"),
+            Some("errors &lt; 1% (measured 3.20%): step orders: 32 of 1000 failed (http_5xx 32)"),
+        ),
+        // A passed run: no box, whatever was found (the fixture has findings).
+        ("passed", "passed", None, None),
+        // ... even with a why written (by hand) beside it.
+        ("passed, why", "passed", Some("anything"), None),
+    ];
+    for (why, result, text, want) in cases {
+        let dir = scratch.copy_with_summary(STEPPED, |v| {
+            v["verdict"]["result"] = json!(result);
+            v["verdict"]["why"] = json!(text);
+        });
+        let html = render(&dir).unwrap();
+        let boxed = html.find("<div class=\"why\">").map(|at| {
+            let b = &html[at..];
+            b[b.find("<b>").unwrap() + 3..b.find("</b>").unwrap()].to_string()
+        });
+        assert_eq!(boxed.as_deref(), want, "{why}");
+        assert!(html.contains("<h2>Findings</h2>"), "{why}: the diagnostics are listed as findings");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// #32: "best stage, achieved" showed a failed stage's rate (250/s answered
+/// 205.3/s and failed): it is the best of the stages that held, or says none held.
+#[test]
+fn the_best_stage_card_never_shows_a_failed_stage() {
+    let card = |html: &str| -> String {
+        let label = "best stage that held, achieved</div><div class=\"v\">";
+        let at = html.find(label).expect("the card") + label.len();
+        html[at..at + html[at..].find('<').unwrap()].to_string()
+    };
+    assert_eq!(card(&render(&fixture(STEPPED)).unwrap()), "199.8/s", "200/s held, 250/s (205.3/s) failed");
+    let scratch = Scratch::new("best");
+    let dir = scratch.copy_with_summary(STEPPED, |v| {
+        for s in v["stages"].as_array_mut().unwrap() {
+            s["verdict"] = json!("fails");
+        }
+    });
+    assert_eq!(card(&render(&dir).unwrap()), "none held");
+}
+
+/// #32: in the percentile spectrum, latency and service time are drawn in
+/// two colours (both were black), each apart from every stage's line, and
+/// named in the legend by their labels.
+#[test]
+fn the_spectrum_draws_latency_and_service_time_apart() {
+    let data = data_of(&render(&fixture(STEPPED)).unwrap());
+    let series = data["spectrum"]["series"].as_array().unwrap();
+    let color = |label: &str| -> String {
+        let s = series.iter().find(|s| s["label"] == label).unwrap_or_else(|| panic!("no {label} in {series:?}"));
+        s["color"].as_str().unwrap().to_string()
+    };
+    let (latency, service) = (color("latency, whole run"), color("service time, whole run"));
+    assert_ne!(latency, service);
+    let others: Vec<&str> = series.iter().skip(2).map(|s| s["color"].as_str().unwrap()).collect();
+    assert_eq!(others.len(), 6, "one line per stage");
+    assert!(!others.contains(&latency.as_str()) && !others.contains(&service.as_str()), "{series:?}");
+}
+
 /// A killed run (no summary, a half-written last line) renders from what it
 /// recorded: a clear banner, no verdict, stages it never reached marked.
 #[test]
@@ -210,7 +285,7 @@ fn a_killed_run_renders_as_incomplete() {
             "Incomplete: the run was interrupted.",
             "INCOMPLETE",
             "No verdict: the run stopped 0:23 in, during stage 150/s.",
-            "<th>150/s</th><td>150/s</td><td class=\"\">150/s</td>",
+            "<th>150/s</th><td>150/s</td><td class=\"\">149.7/s</td>",
             "<tr class=\"s-not-run\"><th>200/s</th>",
             "series.jsonl: 1 line(s) that are not JSON objects were skipped",
         ],
@@ -282,7 +357,7 @@ fn a_sweep_shows_its_levels_and_the_second_between_loads_is_a_gap() {
             "<li>throughput stops growing: the target serves about 4 requests at once",
             "data-chart=\"sweep-throughput\"",
             "data-chart=\"sweep-latency\"",
-            "<h2>Diagnostics</h2>",
+            "<h2>Findings</h2>",
         ],
     );
     let data = data_of(&html);
@@ -331,7 +406,7 @@ fn an_interrupted_runs_target_is_what_ran() {
     });
     let html = render(&dir).unwrap();
     // (50 + 100 + 150) x 10 s + 200 x 5 s over 35 s.
-    in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114/s</td>"]);
+    in_order(&html, &["<tr class=\"total\"><th>whole run</th><td>114.3/s</td>"]);
 }
 
 #[test]

@@ -21,10 +21,12 @@ use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
+use perfops_core::analysis::why;
 use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
 use perfops_report::failures::FailureGroup;
+use perfops_report::format::{none_held, per_second};
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
 use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
@@ -256,6 +258,38 @@ impl Judging<'_> {
         })
     }
 
+    /// Why `stage` (judged `judged`) failed or judged nothing, tied to the
+    /// rule that failed (`analysis::why`); none when it held. `diagnostics`
+    /// may name its cause; the others are findings.
+    ///
+    /// `groups` are the run's failing exchanges by step and kind: each
+    /// failing step is said with its top kind's first sample ("e.g. status:
+    /// expected 201, found 422").
+    pub(crate) fn why(
+        &self,
+        stage: &StageResult,
+        judged: &Judged,
+        diagnostics: &[Diagnostic],
+        groups: &[FailureGroup],
+    ) -> Option<String> {
+        let mut failing = why::step_failures(&stage.steps);
+        for f in &mut failing {
+            // Answers only: a refused or timed-out connection says all in its kind.
+            let Some(&(kind, _)) = f.kinds.first().filter(|(k, _)| k.has_response()) else { continue };
+            let sample =
+                groups.iter().find(|g| g.step == f.step && g.kind == kind.name()).and_then(|g| g.samples.first());
+            f.detail = sample.map(|s| format!("e.g. {}", perfops_core::printable::escape(&s.describe(kind))));
+        }
+        let s = why::Stage {
+            name: &stage.plan.name,
+            judged,
+            slo: &self.scenario.slo,
+            stats: &stage.stats,
+            failing: &failing,
+        };
+        why::why(&s, diagnostics, self.target_label).map(|w| w.text)
+    }
+
     /// The summary of `loaded`: figures, verdicts, diagnostics.
     pub(crate) fn summarize(&self, loaded: &Loaded, ending: Ending) -> RunSummary {
         let s = self;
@@ -278,15 +312,26 @@ impl Judging<'_> {
             }
         }
         let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
+        let groups = failure_groups(s.step_names, &loaded.steps, &loaded.failures);
+        // Each stage's why, where it failed or judged nothing: said first
+        // among its reasons (the target down before "p99 ... (nothing
+        // measured)"), the others after it unless it already says them.
+        let whys: Vec<Option<String>> =
+            loaded.stages.iter().zip(&judged).map(|(st, j)| s.why(st, j, &diagnostics, &groups)).collect();
         let stages: Vec<StageSummary> = loaded
             .stages
             .iter()
             .zip(&judged)
-            .map(|(st, j)| StageSummary {
+            .zip(&whys)
+            .map(|((st, j), why)| StageSummary {
                 figures: Figures::new(&st.plan.name, &st.stats, st.ran_s, st.target_rate(), st.achieved_rate),
                 from_s: st.from_s,
                 verdict: Some(j.verdict),
-                reasons: j.reasons.clone(),
+                reasons: why
+                    .iter()
+                    .cloned()
+                    .chain(j.reasons.iter().filter(|r| why.as_ref().is_none_or(|w| !w.contains(r.as_str()))).cloned())
+                    .collect(),
                 slo: j.slo.clone(),
             })
             .collect();
@@ -298,6 +343,25 @@ impl Judging<'_> {
                 .map(|(st, j)| (j.verdict, st.target_rate().unwrap_or(st.achieved_rate), st.plan.name.as_str()))
                 .collect::<Vec<_>>(),
         );
+        // The run's why: its breaking stage's, or, where nothing failed, the
+        // first stage that judged nothing; none for a run that passed.
+        // An abort rule is the rule that failed: it is the why, with the
+        // cause seen (a restart, a saturation) if one was: the likely reason
+        // the rule tripped.
+        let abort_cause = diagnostics.iter().find(|d| why::is_cause(d)).map(|d| d.title.clone());
+        let run_why = |v: &RunVerdict| -> Option<String> {
+            if let Some(rule) = &aborted {
+                let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));
+                let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
+                return Some(format!("stopped{by} {rule}{cause}"));
+            }
+            let at = match v.result {
+                RunResult::Passed => None,
+                RunResult::Failed => judged.iter().position(|j| j.verdict == StageVerdict::Fails),
+                RunResult::Inconclusive => judged.iter().position(|j| j.verdict == StageVerdict::Inconclusive),
+            };
+            at.and_then(|i| whys.get(i).cloned().flatten())
+        };
         // A run stopped before its end proved nothing about what it did not run:
         // the stages that ran may all have held, but "passed" would claim the profile.
         if interrupted && run_verdict.result == RunResult::Passed {
@@ -312,18 +376,19 @@ impl Judging<'_> {
             // An abort rule is a threshold too: a run it stopped failed,
             // whatever the stages that ran showed before it ("PASSED: every
             // stage held" above an exit code of 1 read as a contradiction).
-            // Failed first, so that the headline keeps its cause ("— why: the
-            // pod restarted at t=...", the likely reason the rule tripped).
+            // The cause seen, if one was, after it ("— the pod restarted at
+            // t=...", the likely reason the rule tripped).
             run_verdict.result = RunResult::Failed;
-            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt));
+            let measured = headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt));
             let measured = ["FAILED; ", "FAILED"].iter().fold(measured.as_str(), |m, p| m.trim_start_matches(p));
             // `run`'s early stop on a target that is down is no rule of the file's (#32).
             let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
-            format!("FAILED: stopped{by} {rule}; until then: {measured}")
+            let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));
+            format!("FAILED: stopped{by} {rule}; until then: {measured}{cause}")
         } else if gaps.is_empty() {
-            headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt))
+            headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt))
         } else {
-            let measured = headline(&run_verdict, &judged, &diagnostics, loaded, (interrupted, doubt));
+            let measured = headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt));
             run_verdict.result = RunResult::Inconclusive;
             format!("INCONCLUSIVE: {}; as measured without it: {measured}", gaps.join("; "))
         };
@@ -370,6 +435,7 @@ impl Judging<'_> {
                 loaded.total.dropped
             ));
         }
+        let why = run_why(&run_verdict);
         RunSummary {
             format: "perfops.summary".into(),
             version: RESULTS_VERSION,
@@ -381,7 +447,7 @@ impl Judging<'_> {
             elapsed_s: elapsed,
             interrupted,
             aborted,
-            verdict: Some(VerdictSummary { verdict: run_verdict, headline }),
+            verdict: Some(VerdictSummary { why, verdict: run_verdict, headline }),
             stages,
             steps: step_figures,
             total,
@@ -392,7 +458,7 @@ impl Judging<'_> {
             sweep: None,
             generator,
             warnings,
-            failures: failure_groups(s.step_names, &loaded.steps, &loaded.failures),
+            failures: groups,
         }
     }
 }
@@ -523,14 +589,16 @@ enum Doubt {
     Unwatched,
 }
 
+/// The run's headline. `whys` are the stages' ([`Judging::why`]): the
+/// breaking stage's is said after where it broke.
 fn headline(
     v: &RunVerdict,
     judged: &[Judged],
-    diagnostics: &[Diagnostic],
+    whys: &[Option<String>],
     loaded: &Loaded,
     (interrupted, doubt): (bool, Doubt),
 ) -> String {
-    let rate = |r: f64| format!("{}/s", trim(r));
+    let rate = per_second;
     let first_not_run = judged.iter().position(|j| j.verdict == StageVerdict::NotRun);
     // The stage the stop cut short, which judges nothing.
     let cut = loaded.stages.iter().position(|s| verdict::cut_short(s.ran_s, s.plan.duration.as_secs_f64()));
@@ -577,29 +645,24 @@ fn headline(
     if let Some(c) = v.capacity_rps {
         text.push_str(&format!("; holds {}", rate(c)));
     } else if v.breaks_at_rps.is_some() {
-        text.push_str("; no stage held");
+        // "No stage held" only when none did (#32: a 40/s stage held after
+        // the break, beside "no stage held").
+        text.push_str(&format!("; {}", none_held(judged.iter().any(|j| j.verdict == StageVerdict::Holds))));
     }
     if let (Some(b), Some(stage)) = (v.breaks_at_rps, &v.breaks_at_stage) {
         let named = if *stage == rate(b) { String::new() } else { format!(" ({stage})") };
         text.push_str(&format!("; breaks at {}{named}", rate(b)));
+        // Its why, tied to the rule that failed; other diagnostics are
+        // findings, listed apart (#32: a Nagle finding was the why of 4xx).
         let i = loaded.stages.iter().position(|s| &s.plan.name == stage).unwrap_or(0);
-        if let Some(reason) = judged.get(i).and_then(|j| j.reasons.first()) {
-            text.push_str(&format!(": {reason}"));
+        if let Some(why) = whys.get(i).and_then(Option::as_ref) {
+            text.push_str(&format!(": {why}"));
         }
-    }
-    // A cause only where something broke: beside "PASSED", a diagnosis read
-    // as the reason for a failure that did not happen (the report lists them).
-    if let Some(d) = diagnostics.first().filter(|_| v.result != RunResult::Passed || v.breaks_at_rps.is_some()) {
-        text.push_str(&format!(" — why: {}", d.title));
     }
     if first_not_run.is_some() && !interrupted {
         text.push_str(" (some stages did not run)");
     }
     text
-}
-
-fn trim(v: f64) -> String {
-    if (v - v.round()).abs() < 0.05 { format!("{:.0}", v) } else { format!("{v:.1}") }
 }
 
 #[cfg(test)]
@@ -646,6 +709,116 @@ mod tests {
             first_lag_s: None,
             stats,
             steps: BTreeMap::new(),
+        }
+    }
+
+    /// The summary of `stages` (back to back, each judged under `rate >= 97%`)
+    /// as `summarize` writes it, in a results directory of its own under a
+    /// fresh folder; returns the summary and the directory.
+    fn summarized(tag: &str, stages: Vec<StageResult>) -> (RunSummary, std::path::PathBuf) {
+        let yaml = "target: http://127.0.0.1:1\nflows: { f: { steps: [ { request: GET / } ] } }\n\
+                    load: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ rate >= 97% ]\n";
+        let scenario = perfops_core::scenario::parse("t.yaml", yaml, &[]).expect("a scenario");
+        let store = Store::new(JsonLines::new(Path::new("/nonexistent")));
+        let judging = Judging {
+            scenario: &scenario,
+            store: &store,
+            step_names: &[],
+            target_label: "http://127.0.0.1:1",
+            started: SystemTime::UNIX_EPOCH,
+        };
+        let mut total = Stats::default();
+        for s in &stages {
+            total.merge(&s.stats);
+        }
+        let loaded = Loaded {
+            elapsed: Duration::from_secs_f64(stages.last().map_or(0.0, |s| s.to_s)),
+            stages,
+            total,
+            steps: BTreeMap::new(),
+            workers: 1,
+            dropped: Vec::new(),
+            stopped: false,
+            naps: (0, Duration::ZERO),
+            late: None,
+            tls_note: None,
+            protocols: Vec::new(),
+            failures: FailureSamples::default(),
+        };
+        let summary = judging.summarize(&loaded, Ending::local(&loaded, false, None));
+        let base = std::env::temp_dir().join(format!("perfops-conclude-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let dir = base.join("runs").join(format!("19700101T000000Z-{tag}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("summary.json"), serde_json::to_vec(&summary).unwrap()).unwrap();
+        (summary, dir)
+    }
+
+    /// The text between `from` (its first occurrence) and the next of `to`.
+    fn between<'a>(text: &'a str, from: &str, to: &[char]) -> &'a str {
+        let at = text.find(from).unwrap_or_else(|| panic!("no {from:?} in:\n{text}")) + from.len();
+        let rest = &text[at..];
+        &rest[..rest.find(to).unwrap_or(rest.len())]
+    }
+
+    /// #32: one verdict, said the same everywhere. The headline said
+    /// "capacity 24/s" and the card "23.8/s", `runs` "breaks at 1/s" where
+    /// the lowest try was 0.6/s: capacity and breaking point rendered from one
+    /// run's summary read the same in the terminal, the report, `runs` and
+    /// `compare`.
+    #[test]
+    fn capacity_and_breaking_point_read_the_same_everywhere() {
+        // 9.96/s held, 25/s failed (20/s answered), then 40/s held again.
+        let stages = vec![stage(9.96, 0.0, 9.96), stage(25.0, 3.0, 20.0), stage(40.0, 6.0, 40.0)];
+        let (summary, dir) = summarized("same", stages);
+        let v = &summary.verdict.as_ref().unwrap().verdict;
+        assert_eq!((v.capacity_rps, v.breaks_at_rps), (Some(9.96), Some(25.0)), "{v:?}");
+        let terminal = stage_table(&summary);
+        let report = perfops_report::html::render(&dir).unwrap();
+        let runs_dir = dir.parent().unwrap();
+        let runs = perfops_report::runs::table(&perfops_report::runs::list(runs_dir).unwrap());
+        let compared = perfops_report::compare::load(&[dir.clone(), dir.clone()]).unwrap();
+        let compare = perfops_report::compare::table(&compared.compare(Default::default()));
+        let row: Vec<&str> = runs.lines().nth(1).unwrap().split_whitespace().collect();
+        // (where, capacity, breaks at)
+        let said = [
+            ("terminal", between(&terminal, "; holds ", &[';']), between(&terminal, "; breaks at ", &[':', ' ', '\n'])),
+            (
+                "report",
+                between(&report, "capacity</div><div class=\"v\">", &['<']),
+                between(&report, "breaks at</div><div class=\"v\">", &['<']),
+            ),
+            ("runs", row[4], row[5]),
+            ("compare", between(&compare, "capacity ", &[',']), between(&compare, ", breaks at ", &[' ', '\n'])),
+        ];
+        // One form: 9.96/s read "10/s" in the headline and "9.96/s" on the card.
+        for (at, capacity, breaks) in said {
+            assert_eq!((capacity, breaks), ("10/s", "25/s"), "{at}:\n{terminal}\n{runs}\n{compare}");
+        }
+        let _ = std::fs::remove_dir_all(runs_dir.parent().unwrap());
+    }
+
+    /// #32: "no stage held" only when no stage held: a stage that held
+    /// after the break is no capacity, but "no stage held" beside it is untrue.
+    #[test]
+    fn no_stage_held_only_when_none_did() {
+        // (why, stages, what the headline, the report's card and compare say)
+        let cases = [
+            // 10/s failed, 40/s held after it: the issue's run.
+            ("held after", vec![stage(10.0, 0.0, 5.0), stage(40.0, 3.0, 40.0)], "no stage held before the break"),
+            // Nothing held at all.
+            ("none", vec![stage(10.0, 0.0, 5.0), stage(40.0, 3.0, 20.0)], "no stage held"),
+        ];
+        for (why, stages, want) in cases {
+            let (summary, dir) = summarized(why.split(' ').next().unwrap(), stages);
+            let headline = &summary.verdict.as_ref().unwrap().headline;
+            assert!(headline.starts_with(&format!("FAILED; {want}; breaks at 10/s")), "{why}: {headline}");
+            let report = perfops_report::html::render(&dir).unwrap();
+            assert_eq!(between(&report, "capacity</div><div class=\"v\">", &['<']), want, "{why}");
+            let compared = perfops_report::compare::load(&[dir.clone(), dir.clone()]).unwrap();
+            let compare = perfops_report::compare::table(&compared.compare(Default::default()));
+            assert!(compare.contains(&format!("  {want}, breaks at 10/s")), "{why}: {compare}");
+            let _ = std::fs::remove_dir_all(dir.parent().unwrap().parent().unwrap());
         }
     }
 

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Result, bail};
 use clap::Args;
 use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step, Stop};
-use perfops_core::analysis::verdict::StageVerdict;
+use perfops_core::analysis::verdict::{RunResult, StageVerdict};
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
@@ -168,9 +168,13 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
                 ra.total_cmp(&rb)
             },
         );
+    // ... and its why, tied to the rule it failed (the diagnostics are findings).
+    let mut why = None;
     if let Some((_, (l, j))) = breaking {
         summary.diagnostics = s.diagnose(&l.stages, std::slice::from_ref(j), &l.dropped);
+        why = s.judging().why(&l.stages[0], j, &summary.diagnostics, &summary.failures);
     }
+    let because = why.as_ref().map_or(String::new(), |w| format!(": {w}"));
     let attempts: Vec<LimitAttempt> = results
         .iter()
         .zip(&judged)
@@ -213,20 +217,17 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
                 None => "",
             },
             round(h),
-            summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
+            because
         ),
         (Some(l), None, None) => format!("holds at least {}/s (the highest rate tried)", round(l)),
         // The lowest rate tried, which failed; not where the search stood
         // (`last_rps`: the rate it would have tried next, never sent).
-        (None, Some(h), None) => format!(
-            "no rate held, down to {}/s{}",
-            round(h),
-            summary.diagnostics.first().map_or(String::new(), |d| format!(" — why: {}", d.title))
-        ),
+        (None, Some(h), None) => format!("no rate held, down to {}/s{}", round(h), because),
         (None, None, None) => "no attempt was made".into(),
     };
     if let Some(v) = summary.verdict.as_mut() {
         v.headline = headline;
+        v.why = why.filter(|_| v.verdict.result != RunResult::Passed);
     }
     summary.limit =
         Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
@@ -264,6 +265,8 @@ fn stopped(s: &Session) -> bool {
     s.stop.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// A rate as every output says it (#32: the headline said "capacity 24/s"
+/// and the report's card "23.8/s"), without its unit.
 fn round(r: f64) -> String {
-    if r >= 10.0 { format!("{:.0}", r) } else { format!("{r:.1}") }
+    perfops_report::format::rate_number(r)
 }

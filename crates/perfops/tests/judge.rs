@@ -208,6 +208,72 @@ fn without_an_slo_a_run_whose_requests_all_failed_does_not_pass() {
     }
 }
 
+/// #32: a target where nothing listens. Everything was refused: the why is
+/// that the target was down, with its address; it does not lead with an SLO
+/// line measured on nothing, and a latency line over refused connections is
+/// no "passed" (it read "p95 < 300ms passed (measured 0.33ms)").
+#[test]
+fn a_target_that_refused_everything_is_said_to_be_down() {
+    let _cpu = exclusive();
+    // A port where nothing listens: bound, then let go.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (_wd, path, out) = scenario(
+        "down",
+        &format!(
+            "name: down\ntarget: http://127.0.0.1:{port}\n\
+             flows: {{ f: {{ steps: [ {{ name: create-order, request: POST /orders, json: {{ qty: 3 }} }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n\
+             slo: [ \"p99(create-order, ok) < 500ms\", p95 < 300ms, errors < 1% ]\n"
+        ),
+    );
+    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+        .wait(Duration::from_secs(30));
+    f.assert_exit(1);
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let down = format!("the target is down (connection refused at 127.0.0.1:{port}");
+    let why = summary["verdict"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with(&down), "{summary:#}");
+    let headline = summary["verdict"]["headline"].as_str().unwrap_or_default();
+    assert!(headline.contains(&format!(": {down}")) && !headline.contains("nothing measured"), "{headline}");
+    let reasons = summary["stages"][0]["reasons"].as_array().unwrap();
+    assert!(reasons[0].as_str().unwrap().starts_with(&down), "the stage's first reason: {reasons:?}");
+    // No latency line passes on refusals, in the summary or on the terminal.
+    for c in summary["slo"].as_array().unwrap() {
+        assert_eq!(c["passed"], false, "{c}");
+    }
+    let p95 = f.stdout.lines().find(|l| l.starts_with("SLO (whole run) p95 < 300ms")).expect(&f.stdout);
+    assert!(p95.ends_with("not measured"), "{p95}");
+}
+
+/// #32: a run that failed on 4xx answers says so, naming the step, the
+/// status class and, from its first failing exchange, the status that came.
+#[test]
+fn the_why_of_4xx_answers_names_the_step() {
+    let _cpu = exclusive();
+    let server = perfops_testkit::status(422);
+    let (_wd, path, out) = scenario(
+        "why-4xx",
+        &format!(
+            "name: why\ntarget: {}\nflows: {{ f: {{ steps: [ {{ name: create-order, request: POST /orders }} ] }} }}\n\
+             load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n",
+            server.url().trim_end_matches('/')
+        ),
+    );
+    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
+        .wait(Duration::from_secs(30));
+    f.assert_exit(1);
+    let summary = json(&run_dir(&out).join("summary.json"));
+    let why = summary["verdict"]["why"].as_str().unwrap_or_default();
+    let n = summary["total"]["failed"].as_u64().unwrap();
+    assert!(
+        why.starts_with("errors < 1% (measured 100.00%): step create-order: ")
+            && why.contains(&format!("{n} of {n} failed (http_4xx {n}: e.g. "))
+            && why.contains("422"),
+        "{summary:#}"
+    );
+    assert!(f.stdout.contains(&format!("breaks at 20/s: {why}")), "{}", f.stdout);
+}
+
 #[test]
 fn limit_finds_the_thread_pool_capacity_and_names_the_pool() {
     let _cpu = exclusive();

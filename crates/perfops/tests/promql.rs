@@ -213,8 +213,11 @@ abort_when:
     let t = restart["evidence"][0]["t"].as_f64().expect("evidence t");
     let want = stepped_at - began;
     assert!(t >= want - 0.5 && t <= want + 3.0, "restart seen at t={t:.1}s, stepped at {want:.1}s: {title}");
-    let headline = summary["verdict"].to_string();
+    let headline = summary["verdict"]["headline"].as_str().unwrap_or_default();
     assert!(headline.contains("restarted"), "the verdict says it: {headline}");
+    // #32: the why is the rule that stopped it, with the restart as its cause.
+    let why = summary["verdict"]["why"].as_str().unwrap_or_default();
+    assert!(why.starts_with("stopped by abort_when: ") && why.contains("— the pod restarted at t="), "{why}");
 }
 
 #[test]

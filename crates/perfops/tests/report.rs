@@ -82,6 +82,74 @@ fn real_run_report_draws_every_chart_in_chromium() {
     check_in_browser(&report, "real-run", want);
 }
 
+/// #32: at 1400 px the report's stage table is whole, its verdict column
+/// included (it was clipped: twelve unwrapped columns and a 250 px floor
+/// under the verdict made the table wider than the page). Measured in
+/// Chromium: the page in a 1400 px frame, the table's scroll width against
+/// its box, and the verdict cells' right edge against the box's. The
+/// fixture, and a copy whose failing stage gives a long why (an unbroken
+/// URL in it).
+#[test]
+fn the_stage_tables_verdict_column_is_whole_at_1400_px() {
+    let wd = Workdir::new("report-1400");
+    let runs = wd.runs();
+    let plain = copy_fixture(STEPPED, &runs.join("plain"));
+    let long = copy_fixture(STEPPED, &runs.join("long"));
+    let path = long.join("summary.json");
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    v["stages"][4]["reasons"] = serde_json::json!([
+        "the target is down (connection refused at http://orders-service.shop-staging.svc.cluster.local:8080/api/v1/orders: 12000 of 12000 requests never connected)",
+        "errors < 1% (measured 100.00%): step create-order: 12000 of 12000 failed (connect_refused 12000)",
+    ]);
+    std::fs::write(&path, v.to_string()).unwrap();
+    for (name, dir) in [("fixture", plain), ("long why", long)] {
+        let page = dir.join("report.html");
+        perfops(&["report", &dir.display().to_string(), "-o", &page.display().to_string()]).assert_exit(0);
+        let wrapper = dir.join("wide.html");
+        std::fs::write(
+            &wrapper,
+            format!(
+                r#"<!DOCTYPE html><html><body style="margin:0">
+<iframe id="f" src="file://{}" style="width:1400px;height:3000px;border:0;display:block"></iframe>
+<script>
+setInterval(function () {{
+  var d = document.getElementById("f").contentDocument;
+  var t = d && d.querySelector("table.stages");
+  if (!t) return;
+  var wrap = t.parentElement, right = 0;
+  d.querySelectorAll("table.stages td.verdict-cell").forEach(function (c) {{
+    right = Math.max(right, c.getBoundingClientRect().right);
+  }});
+  document.body.setAttribute("data-width", d.documentElement.clientWidth);
+  document.body.setAttribute("data-wrap", wrap.clientWidth + " " + wrap.scrollWidth);
+  document.body.setAttribute("data-right", Math.ceil(right) + " " + Math.floor(wrap.getBoundingClientRect().right));
+}}, 100);
+</script></body></html>"#,
+                page.display()
+            ),
+        )
+        .unwrap();
+        let url = format!("file://{}", wrapper.display());
+        let dom = common::browser::chromium(
+            &url,
+            &["--allow-file-access-from-files", "--window-size=1500,3000", "--dump-dom"],
+        );
+        let body = |a: &str| common::browser::attr(&dom, "<body", a).unwrap_or_else(|| panic!("{name}: no {a}"));
+        assert_eq!(body("data-width"), "1400", "{name}");
+        let pair = |a: &str| -> (u32, u32) {
+            let v: Vec<u32> = body(a).split(' ').map(|x| x.parse().unwrap()).collect();
+            (v[0], v[1])
+        };
+        let (client, scroll) = pair("data-wrap");
+        assert!(scroll <= client, "{name}: the stage table is {scroll} px wide in {client}: it is clipped at 1400 px");
+        let (cells, edge) = pair("data-right");
+        assert!(
+            cells > 0 && cells <= edge,
+            "{name}: the verdict cells end at {cells} px, past the table's box at {edge}"
+        );
+    }
+}
+
 /// Issue #5, `perfops runs`: two runs listed newest first (the killed one,
 /// a day later, says "incomplete"); `--json` is an array in the same order.
 /// A folder that does not exist is an input error (exit 2), as is

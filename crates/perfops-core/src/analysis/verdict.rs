@@ -161,6 +161,24 @@ pub fn cut_short(ran_s: f64, planned_s: f64) -> bool {
     ran_s > 0.0 && ran_s < CUT_SHORT * planned_s
 }
 
+/// A rule a stage failed, as data: what the "why" of a failure is tied to
+/// ([`super::why`]). A stage's `reasons` say each in words; this says which
+/// rule each was, so the why is chosen by rule, never by matching words.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Broke {
+    /// The SLO line of this index (of the scenario's, as [`Judged::slo`]) was
+    /// measured on the wrong side of its threshold, or not at all.
+    Slo(usize),
+    /// The arrivals due were not answered at [`RATE_FLOOR`] of what the
+    /// server was asked for.
+    Rate,
+    /// The liveness probe tripped at this time, seconds.
+    Liveness(f64),
+    /// The readiness probe tripped at this time, seconds.
+    Readiness(f64),
+}
+
 /// A stage judged.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Judged {
@@ -168,6 +186,10 @@ pub struct Judged {
     pub verdict: StageVerdict,
     /// Why it fails or is inconclusive (empty when it holds).
     pub reasons: Vec<String>,
+    /// The rules it failed, in the order of the SLO lines, then the rate,
+    /// then the probes (empty when it holds). A stage the generator made
+    /// inconclusive keeps the rules that failed under it, as context.
+    pub broke: Vec<Broke>,
     /// Each SLO line over this stage.
     pub slo: Vec<SloCheck>,
     /// Open model: the responses per second a server that holds gives over
@@ -192,7 +214,10 @@ pub fn measure(
     // `p99` judges every request that ended (a timeout at the time it took),
     // `p99(ok)` the successes alone (#11).
     let latency = if c.ok { &stats.latency_ok } else { &stats.latency };
-    let latency_known = !latency.is_empty();
+    // Connections that failed took the time they took to fail: no measure of
+    // the server. A target that was down "passed" `p95 < 300ms (measured
+    // 0.33ms)` on its refused connections (#32).
+    let latency_known = !latency.is_empty() && !none_connected(stats);
     Some(match &c.metric {
         Metric::Quantile(q) if latency_known => latency.quantile(*q).as_secs_f64(),
         Metric::Mean if latency_known => latency.mean_ms() / 1000.0,
@@ -203,6 +228,19 @@ pub fn measure(
         Metric::Rate => achieved_share?,
         Metric::Watched(name) => watched.get(name)?.pick(c.agg, c.op),
     })
+}
+
+/// Whether no request of `stats` reached a server: some ended, and every one
+/// failed to connect (refused, unreachable, timed out connecting).
+pub fn none_connected(stats: &Stats) -> bool {
+    let connect = connect_failures(stats);
+    stats.completed == 0 && connect > 0 && connect == stats.failures.total()
+}
+
+/// The requests of `stats` that failed to connect.
+pub fn connect_failures(stats: &Stats) -> u64 {
+    use crate::measure::FailureKind::{ConnectError, ConnectRefused, ConnectTimeout};
+    [ConnectRefused, ConnectError, ConnectTimeout].into_iter().map(|k| stats.failures[k]).sum()
 }
 
 /// `v` (from [`measure`]) in the unit people read: ms for latency, % for ratios.
@@ -344,6 +382,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         return Judged {
             verdict: StageVerdict::NotRun,
             reasons: Vec::new(),
+            broke: Vec::new(),
             slo: Vec::new(),
             expected_rate: None,
             generator_limited: false,
@@ -354,21 +393,26 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     let share = expected.filter(|e| *e > 0.0).map(|e| f.achieved_rate / e);
     let checks: Vec<SloCheck> = slo.iter().map(|c| check(c, f.stats, f.steps, share, f.watched)).collect();
     let mut fails = Vec::new();
+    let mut broke = Vec::new();
     // A watched metric with no sample in the stage: its source said nothing
     // (a Prometheus down, a query with no series; stderr named it). That is
     // no failure of the target's: "FAILED; breaks at 50/s" was read off a
     // monitoring outage, for a service that answered everything in 51 ms.
     let mut unmeasured = Vec::new();
-    for (c, r) in slo.iter().zip(&checks) {
+    for (i, (c, r)) in slo.iter().zip(&checks).enumerate() {
         if !r.passed {
             match r.value {
                 Some(v) => fails.push(format!("{} (measured {})", c.text, with_unit(c, v))),
-                None if matches!(c.metric, Metric::Watched(_)) => unmeasured.push(format!(
-                    "{}: nothing watched in this stage (its source was down or had no such series)",
-                    c.text
-                )),
+                None if matches!(c.metric, Metric::Watched(_)) => {
+                    unmeasured.push(format!(
+                        "{}: nothing watched in this stage (its source was down or had no such series)",
+                        c.text
+                    ));
+                    continue;
+                }
                 None => fails.push(format!("{} (nothing measured)", c.text)),
             }
+            broke.push(Broke::Slo(i));
         }
     }
     // With arrivals dropped at max_in_flight, the generator capped what the
@@ -391,12 +435,15 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
             percent_below(share, RATE_FLOOR),
             RATE_FLOOR * 100.0
         ));
+        broke.push(Broke::Rate);
     }
     for t in f.restarts {
         fails.push(format!("liveness probe tripped at t={t:.0}s: Kubernetes would restart the pod"));
+        broke.push(Broke::Liveness(*t));
     }
     for t in f.unready {
         fails.push(format!("readiness probe tripped at t={t:.0}s: Kubernetes would stop sending it traffic"));
+        broke.push(Broke::Readiness(*t));
     }
     let nothing_failed = fails.is_empty();
     let (verdict, reasons) = match f.generator_cpu.filter(|c| generator::saturated(*c)) {
@@ -435,7 +482,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     };
     let generator_limited = verdict == StageVerdict::Inconclusive
         && (f.generator_cpu.is_some_and(generator::saturated) || (f.stats.dropped > 0 && nothing_failed));
-    Judged { verdict, reasons, slo: checks, expected_rate: expected, generator_limited }
+    Judged { verdict, reasons, broke, slo: checks, expected_rate: expected, generator_limited }
 }
 
 /// A run's overall result, written as `passed`, `failed` or `inconclusive`.

@@ -246,7 +246,7 @@ mod tests {
     fn sentences() {
         let a = ("A", At { rate: 300.0 });
         let cases = [
-            (a, ("B", At { rate: 284.4 }), "B lost 5.2% throughput at equal p95 (50.0ms): 284/s vs 300/s for A"),
+            (a, ("B", At { rate: 284.4 }), "B lost 5.2% throughput at equal p95 (50.0ms): 284.4/s vs 300/s for A"),
             (a, ("B", At { rate: 330.0 }), "B gained 10.0% throughput at equal p95 (50.0ms): 330/s vs 300/s for A"),
             (a, ("B", At { rate: 300.0 }), "B carried the same throughput as A at equal p95 (50.0ms): 300/s vs 300/s"),
             (

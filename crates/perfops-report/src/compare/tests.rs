@@ -66,6 +66,7 @@ fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str],
         verdict: Some(VerdictSummary {
             verdict: RunVerdict { result, capacity_rps: capacity, breaks_at_rps: breaks, breaks_at_stage: None },
             headline: String::new(),
+            why: None,
         }),
         stages: stages.iter().map(stage).collect(),
         steps: Vec::new(),
@@ -173,6 +174,7 @@ fn capacity_sentences() {
         capacity_rps: cap,
         breaks_at_rps: breaks,
         why: None,
+        any_held: false,
         kind: None,
     };
     let cases = [
@@ -281,7 +283,7 @@ fn throughput_at_the_slo_p95() {
     assert!((e.runs[0].rate().unwrap() - ra).abs() < 1e-9 && (e.runs[1].rate().unwrap() - rb).abs() < 1e-9, "{e:?}");
     assert_eq!(
         e.statements[0].text,
-        "B redis lost 6.1% throughput at equal p95 (100.0ms): 292/s vs 311/s for A in-process"
+        "B redis lost 6.1% throughput at equal p95 (100.0ms): 292.3/s vs 311.4/s for A in-process"
     );
     assert!((e.statements[0].ratio.unwrap() - rb / ra).abs() < 1e-12);
 

@@ -14,6 +14,7 @@ use perfops_core::analysis::verdict::StageVerdict;
 use perfops_core::printable::{self, escape};
 
 use super::{Cell, Comparison, Delta, Row};
+use crate::format::{none_held, per_second};
 
 /// Milliseconds as `perfops run` prints them: `0.42ms`, `21.4ms`, `1.52s`.
 pub(crate) fn ms(v: f64) -> String {
@@ -26,9 +27,9 @@ pub(crate) fn ms(v: f64) -> String {
     }
 }
 
-/// A rate without its unit: `812`, `12.3`.
+/// A rate without its unit: `812`, `12.3`, as every output says it.
 pub(crate) fn rate(v: f64) -> String {
-    if v.abs() >= 100.0 { format!("{v:.0}") } else { format!("{v:.1}") }
+    crate::format::rate_number(v)
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -74,8 +75,8 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
         let _ = writeln!(
             o,
             "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
-            opt(c.target_rate, |v| format!("{v:.1}")),
-            opt(c.achieved_rate, |v| format!("{v:.1}")),
+            opt(c.target_rate, rate),
+            opt(c.achieved_rate, rate),
             opt(c.p50_ms, ms),
             opt(c.p95_ms, ms),
             opt(c.p99_ms, ms),
@@ -114,9 +115,9 @@ pub fn table(c: &Comparison) -> String {
     let title_w = titles.iter().map(|t| t.chars().count()).max().unwrap_or(1);
     for (r, t) in c.runs.iter().zip(&titles) {
         let cap = match (r.capacity_rps, r.breaks_at_rps) {
-            (Some(c), Some(b)) => format!("capacity {}/s, breaks at {}/s", rate(c), rate(b)),
-            (Some(c), None) => format!("capacity {}/s, did not break", rate(c)),
-            (None, Some(b)) => format!("no stage held, breaks at {}/s", rate(b)),
+            (Some(c), Some(b)) => format!("capacity {}, breaks at {}", per_second(c), per_second(b)),
+            (Some(c), None) => format!("capacity {}, did not break", per_second(c)),
+            (None, Some(b)) => format!("{}, breaks at {}", none_held(r.any_held), per_second(b)),
             (None, None) => "no capacity".into(),
         };
         let _ = writeln!(o, "  {t:<title_w$}  {:<12}  {cap}  [{}]", r.result.name(), escape(&r.dir));

@@ -44,6 +44,11 @@ pub(crate) mod color {
     pub const MAX: &str = "#7c3aed";
     pub const IN_FLIGHT: &str = "#0891b2";
     pub const DROPPED: &str = "#ea580c";
+    /// The percentile spectrum's whole-run lines: latency (what a user
+    /// waits) dark, service time (from the send) magenta, a hue no stage line takes, so the two
+    /// read apart in the legend and on the chart (#32: both were black).
+    pub const LATENCY: &str = "#0f172a";
+    pub const SERVICE: &str = "#c026d3";
     pub const OK: &str = "#16a34a";
     pub const FAILED: &str = "#dc2626";
     /// For categories (failure kinds, probes): distinct, and red first.
@@ -519,10 +524,10 @@ fn spectrum(m: &Model) -> Value {
     let mg = &m.merged;
     let mut hs: Vec<(String, &Histogram<u64>, Value)> = Vec::new();
     if let Some(h) = &mg.latency {
-        hs.push(("latency, whole run".into(), h, json!({"color": "#0f172a", "width": 2.5})));
+        hs.push(("latency, whole run".into(), h, json!({"color": color::LATENCY, "width": 2.5})));
     }
     if let Some(h) = &mg.service {
-        hs.push(("service time, whole run".into(), h, json!({"color": "#0f172a", "width": 1.5, "dash": true})));
+        hs.push(("service time, whole run".into(), h, json!({"color": color::SERVICE, "width": 1.5, "dash": true})));
     }
     let n = m.stages.len();
     // One stage alone is the whole run again.

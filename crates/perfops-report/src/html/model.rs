@@ -160,6 +160,8 @@ pub(crate) struct Verdict {
     pub headline: String,
     pub capacity_rps: Option<f64>,
     pub breaks_at_rps: Option<f64>,
+    /// Why it failed, tied to the rule that failed; none when it passed.
+    pub why: Option<String>,
 }
 
 /// Histograms merged from `latency.hlog`, microseconds.
@@ -510,6 +512,7 @@ pub(crate) fn verdict(summary: Option<&RunSummary>) -> Verdict {
             headline: String::new(),
             capacity_rps: None,
             breaks_at_rps: None,
+            why: None,
         };
     };
     if let Some(v) = &summary.verdict {
@@ -518,6 +521,11 @@ pub(crate) fn verdict(summary: Option<&RunSummary>) -> Verdict {
             headline: v.headline.clone(),
             capacity_rps: v.verdict.capacity_rps,
             breaks_at_rps: v.verdict.breaks_at_rps,
+            // A summary from before #32 names no why: its first diagnostic was
+            // the why of a failure, and is no more than a finding beside a pass.
+            why: v.why.clone().or_else(|| {
+                (v.verdict.result == RunResult::Failed).then(|| summary.diagnostics.first().map(|d| d.title.clone()))?
+            }),
         };
     }
     let slo = &summary.slo;
@@ -533,7 +541,7 @@ pub(crate) fn verdict(summary: Option<&RunSummary>) -> Verdict {
             (Outcome::Failed, format!("SLO not met over the whole run: {}.", join_slo(failed)))
         }
     };
-    Verdict { result, headline, capacity_rps: None, breaks_at_rps: None }
+    Verdict { result, headline, capacity_rps: None, breaks_at_rps: None, why: None }
 }
 
 fn join_slo<'a>(cells: impl IntoIterator<Item = &'a SloCheck>) -> String {

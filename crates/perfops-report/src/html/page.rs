@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::model::{Model, Outcome, Percentiles, Stage};
 use super::shell::{close, frame, open};
-use crate::format::{clock, count, escape, ms, number, percent, rate, utc};
+use crate::format::{clock, count, escape, ms, none_held, number, per_second, percent, rate, utc};
 use crate::run::{ProtocolUse, slo_value};
 
 /// The whole HTML document.
@@ -111,22 +111,29 @@ fn verdict(o: &mut String, m: &Model) {
     {
         // In colour only what it found: "did not break" in red read as a failure.
         let found = |x: Option<f64>, cls| if x.is_some() { cls } else { "" };
-        tile(
-            "capacity",
-            v.capacity_rps.map_or("none held".into(), |c| format!("{}/s", number(c))),
-            found(v.capacity_rps, "good"),
-        );
-        tile(
-            "breaks at",
-            v.breaks_at_rps.map_or("did not break".into(), |b| format!("{}/s", number(b))),
-            found(v.breaks_at_rps, "bad"),
-        );
+        // "None held" only when no stage held: a stage may hold after the
+        // break (a recovery), which is no capacity but is no "none" either.
+        let held = m.stages.iter().any(|s| s.verdict == Some(StageVerdict::Holds));
+        let none = if v.breaks_at_rps.is_some() { none_held(held) } else { "none held" };
+        tile("capacity", v.capacity_rps.map_or(none.into(), per_second), found(v.capacity_rps, "good"));
+        tile("breaks at", v.breaks_at_rps.map_or("did not break".into(), per_second), found(v.breaks_at_rps, "bad"));
     }
-    let peak =
-        m.stages.iter().filter_map(|s| s.achieved).fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))));
+    let best = |judged: bool| {
+        m.stages
+            .iter()
+            .filter(|s| !judged || s.verdict == Some(StageVerdict::Holds))
+            .filter_map(|s| s.achieved)
+            .fold(None, |a: Option<f64>, x| Some(a.map_or(x, |a| a.max(x))))
+    };
     // A stage's mean, as the stage table: "peak" read as the best second's
     // (a ramp that held showed 600/s beside a chart at 900/s; review 2's tester).
-    tile("best stage, achieved", rate(peak.or(m.total.achieved)), "");
+    // Of the stages that held, where they were judged: a failed stage's rate is
+    // no achievement (#32: the card showed a failed stage's).
+    if m.stages.iter().any(|s| s.verdict.is_some()) {
+        tile("best stage that held, achieved", best(true).map_or("none held".into(), per_second), "");
+    } else {
+        tile("best stage, achieved", rate(best(false).or(m.total.achieved)), "");
+    }
     tile("p99, whole run", ms(m.total.latency.and_then(|l| l.p99)), "");
     tile(
         "errors, whole run",
@@ -135,13 +142,10 @@ fn verdict(o: &mut String, m: &Model) {
     );
     tile("ran", clock(m.elapsed_s), "");
     o.push_str("</div>\n");
-    if let Some(d) = m.diagnostics.first() {
-        let _ = write!(o, "<div class=\"why\"><span class=\"k\">Why</span> <b>{}</b>", escape(&d.title));
-        if !d.detail.is_empty() {
-            let _ = write!(o, " — {}", escape(&d.detail));
-        }
-        evidence(o, &d.evidence);
-        o.push_str("</div>\n");
+    // The why of what failed, tied to its rule; none where the run passed
+    // (#32: a PASSED report showed a WHY box). Diagnostics are findings, below.
+    if let Some(why) = v.why.as_ref().filter(|_| v.result != Outcome::Passed) {
+        let _ = writeln!(o, "<div class=\"why\"><span class=\"k\">Why</span> <b>{}</b></div>", escape(why));
     }
     o.push_str("</section>\n");
 }
@@ -398,7 +402,9 @@ fn diagnostics(o: &mut String, m: &Model) {
     if m.diagnostics.is_empty() && m.warnings.is_empty() {
         return;
     }
-    o.push_str("<section>\n<h2>Diagnostics</h2>\n");
+    // Findings: what was seen, each with its evidence; the why above is the
+    // failed rule's, and names one of these only where it caused the failure.
+    o.push_str("<section>\n<h2>Findings</h2>\n");
     for d in &m.diagnostics {
         let _ = write!(
             o,
