@@ -37,6 +37,10 @@ impl FailureGroup {
     pub fn line(&self) -> String {
         let name = printable::escape(&self.step);
         let example = match (self.samples.first(), FailureKind::from_name(&self.kind)) {
+            // A sample with nothing but its kind (a timeout, a refused
+            // connection) adds nothing: "orders: 84 connect_timeout, e.g.
+            // connect_timeout" said it twice.
+            (Some(s), _) if s.status.is_none() && s.check.is_none() && s.body.is_none() => String::new(),
             (Some(s), Some(kind)) => format!(", e.g. {}", s.describe(kind)),
             _ => String::new(),
         };
@@ -103,6 +107,12 @@ mod tests {
         assert_eq!(top_failure(&groups, Some("get-order")).map(|g| g.count), Some(30));
         assert_eq!(failures_text(&[]), "", "no failures: nothing said");
         // A step name from the scenario cannot forge a line.
+        let bare = FailureSample { t: 2.0, status: None, check: None, body: None };
+        assert_eq!(
+            group("orders", "connect_timeout", 84, Some(bare)).line(),
+            "orders: 84 connect_timeout",
+            "a sample of nothing but its kind says it once"
+        );
         let evil = failures_text(&[group("a\nb", "http_5xx", 1, None)]);
         assert_eq!(evil.lines().count(), 2, "{evil}");
     }
