@@ -106,6 +106,9 @@ pub(crate) struct Judging<'a> {
     pub(crate) step_names: &'a [String],
     /// The target as the summary names it.
     pub(crate) target_label: &'a str,
+    /// The address its connections went to (`127.0.0.1:8080`): what a why
+    /// names when the target was down (the label may say `${env.PORT}`).
+    pub(crate) target_addr: &'a str,
     /// The wall clock of second 0.
     pub(crate) started: SystemTime,
 }
@@ -287,7 +290,7 @@ impl Judging<'_> {
             stats: &stage.stats,
             failing: &failing,
         };
-        why::why(&s, diagnostics, self.target_label).map(|w| w.text)
+        why::why(&s, diagnostics, self.target_addr).map(|w| w.text)
     }
 
     /// The summary of `loaded`: figures, verdicts, diagnostics.
@@ -685,6 +688,7 @@ mod tests {
             store: &store,
             step_names: &[],
             target_label: "",
+            target_addr: "",
             started: SystemTime::UNIX_EPOCH,
         };
         judging.judge(stages)
@@ -724,7 +728,8 @@ mod tests {
             scenario: &scenario,
             store: &store,
             step_names: &[],
-            target_label: "http://127.0.0.1:1",
+            target_label: "http://127.0.0.1:${env.PORT}",
+            target_addr: "127.0.0.1:1",
             started: SystemTime::UNIX_EPOCH,
         };
         let mut total = Stats::default();

@@ -394,8 +394,16 @@ pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
         eprintln!("perfops: merge: {g}");
     }
     eprintln!("perfops: merged {} of {count} shard(s) of {} into {}", parts.len(), scenario.name, dir.path().display());
-    let judging =
-        Judging { scenario: &scenario, store: &store, step_names: &meta.steps, target_label: &meta.target, started };
+    // The shards' resolved address (each hit the same target); a run written before #32 has only its label.
+    let target_addr = meta.resolved.as_ref().map_or(meta.target.as_str(), |r| r.address.as_str());
+    let judging = Judging {
+        scenario: &scenario,
+        store: &store,
+        step_names: &meta.steps,
+        target_label: &meta.target,
+        target_addr,
+        started,
+    };
     let ending = Ending { interrupted, aborted, generator, gaps, notes, short_from };
     let mut summary = judging.summarize(&loaded, ending);
     // As one generator would have: the run lasted as long as its longest shard.

@@ -105,6 +105,8 @@ pub(crate) struct SessionArgs {
 pub(crate) struct Session {
     pub(crate) scenario: Scenario,
     pub(crate) target_label: String,
+    /// The socket address the target resolved to, once, before the load.
+    pub(crate) target_addr: String,
     pub(crate) url: String,
     pub(crate) dir: RunDir,
     pub(crate) started: SystemTime,
@@ -178,7 +180,8 @@ impl Session {
             TargetSpec::Demo(model, _) => format!("demo:{} ({url})", demo_name(model)),
         };
         // And as resolved (#32): the file's `${env.PORT}` says nothing of which port a run hit.
-        let resolved = ResolvedTarget { url: redact_text(&url).into_owned(), address: target.addr.to_string() };
+        let target_addr = target.addr.to_string();
+        let resolved = ResolvedTarget { url: redact_text(&url).into_owned(), address: target_addr.clone() };
         if demo.is_none() {
             eprintln!("perfops: target {}", resolved.shown());
         }
@@ -280,6 +283,7 @@ impl Session {
         Ok(Some(Session {
             scenario,
             target_label,
+            target_addr,
             url,
             dir,
             started,
@@ -451,6 +455,7 @@ impl Session {
             store: &self.store,
             step_names: &self.step_names,
             target_label: &self.target_label,
+            target_addr: &self.target_addr,
             started: self.started,
         }
     }

@@ -220,14 +220,18 @@ fn a_target_that_refused_everything_is_said_to_be_down() {
     let (_wd, path, out) = scenario(
         "down",
         &format!(
-            "name: down\ntarget: http://127.0.0.1:{port}\n\
+            "name: down\ntarget: http://127.0.0.1:${{env.DOWN_PORT}}\n\
              flows: {{ f: {{ steps: [ {{ name: create-order, request: POST /orders, json: {{ qty: 3 }} }} ] }} }}\n\
              load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n\
              slo: [ \"p99(create-order, ok) < 500ms\", p95 < 300ms, errors < 1% ]\n"
         ),
     );
-    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |_| {})
-        .wait(Duration::from_secs(30));
+    // The port through the environment: the why names the address the run
+    // resolved, never the file's `${env.DOWN_PORT}` (it did, at first).
+    let f = spawn_perfops(&["run", path.to_str().unwrap(), "--out", out.to_str().unwrap(), "-q"], |c| {
+        c.env("DOWN_PORT", port.to_string());
+    })
+    .wait(Duration::from_secs(30));
     f.assert_exit(1);
     let summary = json(&run_dir(&out).join("summary.json"));
     let down = format!("the target is down (connection refused at 127.0.0.1:{port}");
