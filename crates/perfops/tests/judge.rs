@@ -219,12 +219,10 @@ fn a_target_that_refused_everything_is_said_to_be_down() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (_wd, path, out) = scenario(
         "down",
-        &format!(
-            "name: down\ntarget: http://127.0.0.1:${{env.DOWN_PORT}}\n\
-             flows: {{ f: {{ steps: [ {{ name: create-order, request: POST /orders, json: {{ qty: 3 }} }} ] }} }}\n\
-             load: {{ stages: [ {{ rate: 20, hold: 1s }} ] }}\n\
-             slo: [ \"p99(create-order, ok) < 500ms\", p95 < 300ms, errors < 1% ]\n"
-        ),
+        "name: down\ntarget: http://127.0.0.1:${env.DOWN_PORT}\n\
+         flows: { f: { steps: [ { name: create-order, request: POST /orders, json: { qty: 3 } } ] } }\n\
+         load: { stages: [ { rate: 20, hold: 1s } ] }\n\
+         slo: [ \"p99(create-order, ok) < 500ms\", p95 < 300ms, errors < 1% ]\n",
     );
     // The port through the environment: the why names the address the run
     // resolved, never the file's `${env.DOWN_PORT}` (it did, at first).
