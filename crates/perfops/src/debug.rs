@@ -41,17 +41,7 @@ pub(crate) fn run(args: &SessionArgs) -> Result<Exit> {
             (Some(child), target)
         }
     };
-    let timeout = scenario.defaults.timeout;
-    let base = PlanBase {
-        target: target.clone(),
-        timeout,
-        connect_timeout: timeout.min(Duration::from_secs(5)),
-        insecure: args.insecure,
-        workers: 1,
-        wait_in_flight: true,
-        http2: perfops_engine::Http2::default(),
-    }
-    .with_http(&scenario.defaults);
+    let base = PlanBase::of_scenario(target.clone(), &scenario.defaults, args.insecure, 1, true);
     // Setup first, as a flow of its own: what it saves goes to every flow after it.
     let mut flows: Vec<(String, u32, Vec<Step>)> = Vec::new();
     if !scenario.setup.is_empty() {

@@ -72,6 +72,30 @@ impl PlanBase {
         }
     }
 
+    /// What every load of a scenario shares: its `defaults.timeout` for the
+    /// whole request, at most 5 s of it to connect, and its `defaults`'
+    /// protocol and HTTP/2 knobs ([`PlanBase::with_http`]). One rule for
+    /// `run`, `setup`, `--debug` and an agent.
+    pub(crate) fn of_scenario(
+        target: Target,
+        defaults: &Defaults,
+        insecure: bool,
+        workers: usize,
+        wait_in_flight: bool,
+    ) -> PlanBase {
+        let timeout = defaults.timeout;
+        PlanBase {
+            target,
+            timeout,
+            connect_timeout: timeout.min(Duration::from_secs(5)),
+            insecure,
+            workers,
+            wait_in_flight,
+            http2: Http2::default(),
+        }
+        .with_http(defaults)
+    }
+
     /// With a scenario's `defaults.protocol` (forcing the target's) and
     /// `defaults.http2` (each knob given replacing the default).
     pub(crate) fn with_http(mut self, defaults: &Defaults) -> PlanBase {

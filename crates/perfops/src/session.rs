@@ -187,17 +187,8 @@ impl Session {
         }
 
         let stop = launch::stop_flag()?;
-        let timeout = scenario.defaults.timeout;
-        let base = PlanBase {
-            target: target.clone(),
-            timeout,
-            connect_timeout: timeout.min(Duration::from_secs(5)),
-            insecure: args.insecure,
-            workers: args.workers,
-            wait_in_flight: args.wait_in_flight,
-            http2: perfops_engine::Http2::default(),
-        }
-        .with_http(&scenario.defaults);
+        let base =
+            PlanBase::of_scenario(target.clone(), &scenario.defaults, args.insecure, args.workers, args.wait_in_flight);
         // Setup once: here, or (shards) once for all and handed to each.
         let globals = match &placement.setup_values {
             Some(values) => {

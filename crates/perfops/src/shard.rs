@@ -307,17 +307,7 @@ pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
         Some(target) => target.map_err(|why| usage(format!("target `{url}`: {why}")))?,
         None => Target::parse(url).map_err(|e| usage(format!("target `{url}`: {e}")))?,
     };
-    let timeout = scenario.defaults.timeout;
-    let base = PlanBase {
-        target: target.clone(),
-        timeout,
-        connect_timeout: timeout.min(Duration::from_secs(5)),
-        insecure: args.insecure,
-        workers: 1,
-        wait_in_flight: false,
-        http2: perfops_engine::Http2::default(),
-    }
-    .with_http(&scenario.defaults);
+    let base = PlanBase::of_scenario(target.clone(), &scenario.defaults, args.insecure, 1, false);
     let values = run_setup(&scenario, &inputs, &target, &base)?;
     write_setup_values(&args.out, &values)?;
     let mut names: Vec<&String> = values.keys().collect();

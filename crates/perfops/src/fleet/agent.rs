@@ -517,17 +517,8 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
     let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
-    let timeout = scenario.defaults.timeout;
-    let base = PlanBase {
-        target: target.clone(),
-        timeout,
-        connect_timeout: timeout.min(Duration::from_secs(5)),
-        insecure: a.insecure,
-        workers: a.workers as usize,
-        wait_in_flight: a.wait_in_flight,
-        http2: perfops_engine::Http2::default(),
-    }
-    .with_http(&scenario.defaults);
+    let base =
+        PlanBase::of_scenario(target.clone(), &scenario.defaults, a.insecure, a.workers as usize, a.wait_in_flight);
     // gRPC's .proto files as the coordinator sent them, put back at their paths
     // relative to the scenario (none sent: steps without proto: ask reflection).
     let unpacked = if a.protos.is_empty() { None } else { Some(crate::protos::Unpacked::new(&a.protos)?) };
