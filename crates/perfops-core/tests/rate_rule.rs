@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use perfops_core::analysis::verdict::{self, StageFacts, StageVerdict};
+use perfops_core::analysis::verdict::{self, StageVerdict};
 use perfops_core::measure::{FailureKind, Interval, Key, Stats};
 use perfops_core::model::{Rate, Schedule, Segment};
 use perfops_core::pipeline::{StageLedger, StagePlan, StageResult};
@@ -167,22 +167,8 @@ fn judge(stages: &[Stage], flow: &[Step], server: Server) -> Vec<(StageVerdict, 
         .enumerate()
         .map(|(i, s)| {
             // As `run` judges: the stage before it, when it ran up to this one.
-            let previous_rate = i.checked_sub(1).and_then(|p| measured.stages[p].end_rate()).unwrap_or(0.0);
-            let facts = StageFacts {
-                ran_s: s.ran_s,
-                planned_s: s.plan.duration.as_secs_f64(),
-                stats: &s.stats,
-                steps: &s.steps,
-                target_rate: s.target_rate(),
-                end_rate: s.end_rate(),
-                achieved_rate: s.achieved_rate,
-                first_lag_s: s.first_lag_s,
-                previous_rate,
-                watched: &watched,
-                restarts: &[],
-                unready: &[],
-                generator_cpu: None,
-            };
+            let previous = i.checked_sub(1).map(|p| &measured.stages[p]);
+            let facts = s.facts(previous, &watched, &[], &[], None);
             let j = verdict::judge(&[], &facts);
             (j.verdict, share(s), j.reasons)
         })

@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::{self, Diagnostic, StallFinding, Window};
 use perfops_core::analysis::modes::{self, StallInputs};
-use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageFacts, StageVerdict};
+use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageVerdict};
 use perfops_core::analysis::why;
 use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
 use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StageResult};
@@ -198,34 +198,8 @@ impl Judging<'_> {
                 let generator_cpu = watched.get("generator_cpu_share").map(|r| r.max);
                 let restarts = self.store.trips_in(s.from_s, s.to_s, "liveness");
                 let unready = self.store.trips_in(s.from_s, s.to_s, "readiness");
-                verdict::judge(
-                    &self.scenario.slo,
-                    &StageFacts {
-                        ran_s: s.ran_s,
-                        planned_s: s.plan.duration.as_secs_f64(),
-                        stats: &s.stats,
-                        steps: &s.steps,
-                        // What it was asked for while it ran: a ramp cut short
-                        // was asked for less than its whole mean.
-                        target_rate: s.target_rate(),
-                        end_rate: s.end_rate(),
-                        achieved_rate: s.achieved_rate,
-                        first_lag_s: s.first_lag_s,
-                        // The stage before, if it ran up to this one's start in
-                        // the same load: `limit`'s attempts each start a load,
-                        // after a cool-down, with nothing of the last in flight.
-                        previous_rate: i
-                            .checked_sub(1)
-                            .and_then(|p| stages.get(p))
-                            .filter(|p| p.ran_s > 0.0 && (s.from_s - p.to_s).abs() < 1e-3)
-                            .and_then(StageResult::end_rate)
-                            .unwrap_or(0.0),
-                        watched: &watched,
-                        restarts: &restarts,
-                        unready: &unready,
-                        generator_cpu,
-                    },
-                )
+                let previous = i.checked_sub(1).and_then(|p| stages.get(p));
+                verdict::judge(&self.scenario.slo, &s.facts(previous, &watched, &restarts, &unready, generator_cpu))
             })
             .collect()
     }

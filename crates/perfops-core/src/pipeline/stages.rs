@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use crate::analysis::verdict::{Range, StageFacts};
 use crate::measure::{Interval, Stats, step_name};
 
 /// A stage of one load, as planned.
@@ -92,6 +93,41 @@ impl StageResult {
     /// The scheduled arrivals per second when it ended or was stopped.
     pub fn end_rate(&self) -> Option<f64> {
         self.plan.rate_at(self.ran_s)
+    }
+
+    /// What [`crate::analysis::verdict::judge`] judges this stage by: its own
+    /// figures, what was watched over it, and the rate of `previous` (the
+    /// stage before it) when that one ran up to this one's start in the same
+    /// load; `limit`'s attempts each start a load, after a cool-down, with
+    /// nothing of the last in flight (0 then, as for a first stage).
+    pub fn facts<'a>(
+        &'a self,
+        previous: Option<&StageResult>,
+        watched: &'a BTreeMap<String, Range>,
+        restarts: &'a [f64],
+        unready: &'a [f64],
+        generator_cpu: Option<f64>,
+    ) -> StageFacts<'a> {
+        StageFacts {
+            ran_s: self.ran_s,
+            planned_s: self.plan.duration.as_secs_f64(),
+            stats: &self.stats,
+            steps: &self.steps,
+            // What it was asked for while it ran: a ramp cut short was asked
+            // for less than its whole mean.
+            target_rate: self.target_rate(),
+            end_rate: self.end_rate(),
+            achieved_rate: self.achieved_rate,
+            first_lag_s: self.first_lag_s,
+            previous_rate: previous
+                .filter(|p| p.ran_s > 0.0 && (self.from_s - p.to_s).abs() < 1e-3)
+                .and_then(StageResult::end_rate)
+                .unwrap_or(0.0),
+            watched,
+            restarts,
+            unready,
+            generator_cpu,
+        }
     }
 }
 
