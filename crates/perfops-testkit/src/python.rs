@@ -53,6 +53,12 @@ fn start(script: &str, args: &[String]) -> Python {
     start_with("python3", script, args, &[])
 }
 
+/// A test's own `script`, run with `args`: like every script here, it
+/// prints its port(s) on its first line; the handle stops it by its PID.
+pub fn script(script: &str, args: &[String]) -> Python {
+    start(script, args)
+}
+
 /// [`start`] with the interpreter `python` (Debian's `/usr/bin/python3`,
 /// where Debian's Python packages are) and environment variables `envs`.
 pub(crate) fn start_with(python: &str, script: &str, args: &[String], envs: &[(&str, &str)]) -> Python {

@@ -13,9 +13,7 @@ mod common;
 use common::{Finished, RUN_LIMIT, Workdir, shared, spawn_perfops};
 use perfops_testkit as kit;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 
 /// The token of the finding: a header, then a second request.
 const EVIL: &str = "abc\r\nX-Evil: 1\r\n\r\nGET /other HTTP/1.1\r\nHost: x\r\n\r\n";
@@ -64,42 +62,22 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-/// The recording server; dropping it kills it by its PID.
+/// The recording server and the file it writes what it received to;
+/// dropping it stops it by its PID.
 struct Recorder {
-    child: Child,
-    port: u16,
+    server: kit::python::Python,
     log: PathBuf,
 }
 
 impl Recorder {
     fn start(wd: &Workdir) -> Recorder {
         let log = wd.path.join("received.bin");
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(RECORDER)
-            .arg(&log)
-            .arg(EVIL)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the recording server (apt-get install python3)");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("the recorder did not say its port: {line:?}"));
-        Recorder { child, port, log }
+        Recorder { server: kit::python::script(RECORDER, &[log.display().to_string(), EVIL.to_string()]), log }
     }
 
     /// Every byte received so far, on every connection.
     fn received(&self) -> String {
         String::from_utf8_lossy(&std::fs::read(&self.log).unwrap_or_default()).into_owned()
-    }
-}
-
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -138,7 +116,7 @@ fn a_saved_value_with_crlf_is_refused_and_never_reaches_the_server() {
          \x20 header: {{ steps: [ {{ name: orders, request: GET /orders, headers: {{ Authorization: \"Bearer ${{token}}\" }} }} ] }}\n\
          \x20 path: {{ steps: [ {{ name: search, request: \"GET /search?t=${{token}}\" }} ] }}\n\
          load: {{ stages: [ {{ rate: 10, hold: 1s }} ] }}\n",
-        server.port
+        server.server.port(0)
     );
     let out = run(&wd, "saved.yaml", &yaml, &[]);
     let received = server.received();
@@ -179,7 +157,7 @@ fn env_and_csv_values_are_refused_and_spaces_arrive_encoded() {
          \x20 space: {{ steps: [ {{ name: space, request: \"GET /a b/search?q=${{env.Q}}\" }} ] }}\n\
          \x20 ws: {{ steps: [ {{ name: ws, websocket: \"/ws?t=${{env.TOKEN}}\" }} ] }}\n\
          load: {{ stages: [ {{ rate: 12, hold: 1s }} ] }}\n",
-        server.port
+        server.server.port(0)
     );
     let out = run(&wd, "env.yaml", &yaml, &[("TOKEN", "t\r\nX-Evil: 1"), ("Q", "two words")]);
     let received = server.received();
@@ -251,7 +229,7 @@ fn check_and_quick_refuse_literal_crlf_where_it_is_written() {
     let yaml = format!(
         "name: literal\ntarget: http://127.0.0.1:{}\nflows:\n  f:\n    steps:\n      - request: GET /\n        headers: {{ X-A: \"a\\r\\nX-Evil: 1\" }}\n\
          load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n",
-        server.port
+        server.server.port(0)
     );
     let file = wd.scenario("literal.yaml", &yaml).display().to_string();
     let check = spawn_perfops(&["check", &file], |_| {}).wait(RUN_LIMIT);
@@ -260,7 +238,7 @@ fn check_and_quick_refuse_literal_crlf_where_it_is_written() {
     assert!(check.stderr.contains("literal.yaml:7:27: error: a header value cannot hold CR (\\r)"), "{}", check.stderr);
     assert!(check.stderr.contains("hint: in double quotes YAML turns"), "{}", check.stderr);
 
-    let url = format!("http://127.0.0.1:{}/", server.port);
+    let url = format!("http://127.0.0.1:{}/", server.server.port(0));
     for header in ["X Evil: 1", "X-\u{e9}: 1"] {
         let out = spawn_perfops(&["quick", &url, "-n", "1", "-H", header], |_| {}).wait(RUN_LIMIT);
         out.assert_exit(2);

@@ -10,10 +10,9 @@
 mod common;
 
 use common::{Finished, RUN_LIMIT, Workdir, shared, spawn_perfops};
+use perfops_testkit::python::{self, Python};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Answers every HTTP/1.1 request 200 on 127.0.0.1 (port on the first line).
@@ -44,34 +43,9 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-/// A server; dropping it kills it by its PID.
-struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    fn start() -> Server {
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(OK_SERVER)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the server (apt-get install python3)");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("the server did not say its port: {line:?}"));
-        Server { child, port }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A server that answers 200 to everything; dropping it stops it by its PID.
+fn ok_server() -> Python {
+    python::script(OK_SERVER, &[])
 }
 
 /// A port on 127.0.0.1 where nothing listens: bound, read, closed.
@@ -146,13 +120,13 @@ fn keep_going_runs_on_against_a_target_that_is_down() {
 fn two_runs_against_two_ports_show_two_ports() {
     let _cpu = shared();
     let wd = Workdir::new("target-two-ports");
-    let (a, b) = (Server::start(), Server::start());
+    let (a, b) = (ok_server(), ok_server());
     let mut dirs: Vec<PathBuf> = Vec::new();
     for server in [&a, &b] {
-        let (out, _) = run(&wd, server.port, "1s", &[]);
+        let (out, _) = run(&wd, server.port(0), "1s", &[]);
         let ctx = out.dump();
         out.assert_exit(0);
-        let shown = format!("http://127.0.0.1:{0} (127.0.0.1:{0})", server.port);
+        let shown = format!("http://127.0.0.1:{0} (127.0.0.1:{0})", server.port(0));
         assert!(out.stderr.contains(&format!("perfops: target {shown}")), "printed at start: {shown}\n{ctx}");
         let new = wd.result_dirs().into_iter().find(|d| !dirs.contains(d)).expect("a new results directory");
         dirs.push(new);
@@ -165,7 +139,7 @@ fn two_runs_against_two_ports_show_two_ports() {
     .wait(RUN_LIMIT);
     let runs = spawn_perfops(&["runs", "--dir", wd.runs().to_str().unwrap()], |_| {}).wait(RUN_LIMIT);
     let page = std::fs::read_to_string(&html).unwrap_or_default();
-    for port in [a.port, b.port] {
+    for port in [a.port(0), b.port(0)] {
         let shown = format!("http://127.0.0.1:{port} (127.0.0.1:{port})");
         assert!(cmp.stdout.contains(&format!("target: {shown}")), "compare: {shown}\n{}", cmp.dump());
         assert!(page.contains(&shown), "compare.html: {shown}");

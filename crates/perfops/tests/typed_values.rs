@@ -9,10 +9,9 @@
 mod common;
 
 use common::{Finished, RUN_LIMIT, Workdir, shared, spawn_perfops};
+use perfops_testkit::python::{self, Python};
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 
 /// HTTP/1.1 keep-alive on 127.0.0.1 (port on the first line); each request's
 /// body, one per line, appended to the file `argv[1]`.
@@ -59,42 +58,22 @@ while True:
     threading.Thread(target=serve, args=(c,), daemon=True).start()
 "#;
 
-/// The shop; dropping it kills it by its PID.
+/// The shop and where it writes the bodies it received; dropping it stops it.
 struct Shop {
-    child: Child,
-    port: u16,
+    server: Python,
     log: PathBuf,
 }
 
 impl Shop {
     fn start(wd: &Workdir) -> Shop {
         let log = wd.path.join("bodies.jsonl");
-        let mut child = Command::new("python3")
-            .arg("-c")
-            .arg(SHOP)
-            .arg(&log)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 runs the shop (apt-get install python3)");
-        let mut line = String::new();
-        let _ = BufReader::new(child.stdout.take().expect("piped stdout")).read_line(&mut line);
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("the shop did not say its port: {line:?}"));
-        Shop { child, port, log }
+        Shop { server: python::script(SHOP, &[log.display().to_string()]), log }
     }
 
     /// Every body received so far, parsed.
     fn bodies(&self) -> Vec<Value> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}"))).collect()
-    }
-}
-
-impl Drop for Shop {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -130,7 +109,7 @@ fn numbers_from_a_csv_reach_the_server_as_numbers() {
          \x20         qty: ${{orders.qty}}\n\
          \x20         sku: ${{orders.sku}}\n\
          load: {{ stages: [ {{ rate: 8, hold: 1s }} ] }}\n",
-        shop.port
+        shop.server.port(0)
     );
     let out = run(&wd, &yaml);
     let bodies = shop.bodies();
@@ -164,7 +143,7 @@ fn a_value_forced_to_a_number_that_is_not_one_is_refused() {
          flows:\n\
          \x20 f: {{ steps: [ {{ name: order, request: POST /orders, json: {{ qty: \"${{orders.qty:number}}\" }} }} ] }}\n\
          load: {{ stages: [ {{ rate: 4, hold: 1s }} ] }}\n",
-        shop.port
+        shop.server.port(0)
     );
     let out = run(&wd, &yaml);
     let bodies = shop.bodies();
