@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::generator;
-use crate::measure::Stats;
+use crate::measure::{FailureKind, Stats};
 use crate::scenario::condition::{Agg, Op};
 use crate::scenario::{Condition, Metric};
 
@@ -237,10 +237,14 @@ pub fn none_connected(stats: &Stats) -> bool {
     stats.completed == 0 && connect > 0 && connect == stats.failures.total()
 }
 
+/// The failure kinds of a request that never connected: refused, timed
+/// out, another connect error.
+pub const CONNECT_FAILURES: [FailureKind; 3] =
+    [FailureKind::ConnectRefused, FailureKind::ConnectTimeout, FailureKind::ConnectError];
+
 /// The requests of `stats` that failed to connect.
 pub fn connect_failures(stats: &Stats) -> u64 {
-    use crate::measure::FailureKind::{ConnectError, ConnectRefused, ConnectTimeout};
-    [ConnectRefused, ConnectError, ConnectTimeout].into_iter().map(|k| stats.failures[k]).sum()
+    CONNECT_FAILURES.into_iter().map(|k| stats.failures[k]).sum()
 }
 
 /// `v` (from [`measure`]) in the unit people read: ms for latency, % for ratios.
@@ -559,7 +563,7 @@ mod tests {
         }
         s.completed = n;
         s.iterations = n;
-        s.failures.add_n(crate::measure::FailureKind::Http5xx, failed);
+        s.failures.add_n(FailureKind::Http5xx, failed);
         s.dropped = dropped;
         s
     }

@@ -12,7 +12,8 @@
 //!   ended      5 refused    1 answered | -> up: nothing said, the run goes on
 //! ```
 
-use crate::measure::{FailureKind, Interval};
+use crate::analysis::verdict::CONNECT_FAILURES;
+use crate::measure::Interval;
 
 /// The rule's state over the first seconds of a load.
 #[derive(Debug, Clone)]
@@ -24,8 +25,6 @@ pub struct TargetDown {
     up: bool,
     reason: Option<String>,
 }
-
-const KINDS: [FailureKind; 3] = [FailureKind::ConnectRefused, FailureKind::ConnectTimeout, FailureKind::ConnectError];
 
 impl TargetDown {
     /// How many seconds from the load's start the rule judges.
@@ -50,7 +49,7 @@ impl TargetDown {
         let failures = iv.stats.failures.nonzero();
         let mut connect = 0;
         for (kind, n) in &failures {
-            if let Some(i) = KINDS.iter().position(|k| k == kind) {
+            if let Some(i) = CONNECT_FAILURES.iter().position(|k| k == kind) {
                 self.failed[i] += n;
                 connect += n;
             }
@@ -82,6 +81,7 @@ impl TargetDown {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::measure::FailureKind;
 
     fn second(t: u32, refused: u64, timeouts: u64, completed: u64, http5xx: u64) -> Interval {
         let mut iv = Interval::empty(t);
