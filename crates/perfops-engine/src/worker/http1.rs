@@ -129,7 +129,9 @@ impl Worker {
                     }
                 }
                 // Only a failure is sampled (#32): a success never comes here.
-                if let Some(kind) = failure {
+                if let Some(kind) = failure
+                    && self.wants_sample(step, kind)
+                {
                     match conn.as_deref() {
                         Some(c) => with_fields(c, |pairs| {
                             let answer = Answered { status: response.status, pairs, body: &c.body };

@@ -116,7 +116,9 @@ impl Worker {
                     check = Some(why);
                 }
                 // Only a failure is sampled (#32); gRPC's code is its status there.
-                if let Some(kind) = failure {
+                if let Some(kind) = failure
+                    && self.wants_sample(step, kind)
+                {
                     let status = match (&step.grpc, grpc_status) {
                         (Some(_), Some(code)) => u16::try_from(code).unwrap_or(u16::MAX),
                         _ => response.status,

@@ -30,6 +30,14 @@ pub(super) struct Answered<'a> {
 }
 
 impl Worker {
+    /// Whether a failure of `kind` in `step` would be kept: asked before a
+    /// protocol gathers what a sample needs (HTTP/1.1 parses the head again,
+    /// HTTP/2 lists its fields), so that a failure past the first few costs
+    /// that short search and nothing more.
+    pub(super) fn wants_sample(&self, step: &StepPlan, kind: FailureKind) -> bool {
+        self.samples.borrow().wants((step.index, kind))
+    }
+
     /// Keep `step`'s failure of `kind`, ended at `at`, as a sample if its
     /// key wants one: `check`, the failed check as the checks said it;
     /// `answer`, what came back, if anything did.
@@ -41,10 +49,10 @@ impl Worker {
         check: Option<String>,
         answer: Option<Answered<'_>>,
     ) {
-        let key = (step.index, kind);
-        if !self.samples.borrow().wants(key) {
+        if !self.wants_sample(step, kind) {
             return;
         }
+        let key = (step.index, kind);
         let secrets = self.shared.work.secrets(&self.vars.borrow());
         let (status, check, body) = match answer {
             Some(a) => {
