@@ -17,33 +17,17 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod cli;
 mod compare;
-mod conclude;
-mod debug;
-mod demo;
-mod exit;
-mod fleet;
 mod help;
-mod k8s;
-mod launch;
-mod limit;
-mod loading;
-mod merge;
-mod metrics;
-mod protos;
-mod quick;
 mod reference;
 mod report;
-mod run;
-mod session;
-mod shard;
-mod sweep;
-mod watching;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use exit::{Exit, UsageError};
+use perfops_run::exit::{self, Exit, UsageError};
+use perfops_run::{fleet, k8s};
 
 /// How much traffic does one instance of your HTTP service hold, where does it
 /// break, and why.
@@ -58,28 +42,28 @@ struct Cli {
 enum Command {
     /// Run a scenario's load profile; results go to runs/<time>-<name>/.
     #[command(after_help = help::RUN)]
-    Run(run::RunArgs),
+    Run(cli::run::RunFlags),
     /// Find the highest arrival rate that meets the scenario's SLO, and why it breaks above it.
     #[command(after_help = help::LIMIT)]
-    Limit(limit::LimitArgs),
+    Limit(cli::limit::LimitFlags),
     /// Closed-model sweep over concurrency levels, with a Universal Scalability Law fit.
     #[command(after_help = help::SWEEP)]
-    Sweep(sweep::SweepArgs),
+    Sweep(cli::sweep::SweepFlags),
     /// Run a scenario's setup once and write what it saved (for `run --setup-values` on every shard).
     #[command(after_help = help::SETUP)]
-    Setup(shard::SetupArgs),
+    Setup(cli::shard::SetupFlags),
     /// One run over N agents: live merge of their seconds, global SLO and abort, one results directory.
     #[command(after_help = help::COORDINATOR)]
-    Coordinator(fleet::coordinator::CoordinatorArgs),
+    Coordinator(cli::fleet_coordinator::CoordinatorFlags),
     /// A generator of a coordinated run: `perfops agent --join https://COORDINATOR:7070`.
     #[command(after_help = help::AGENT)]
-    Agent(fleet::agent::AgentArgs),
+    Agent(cli::fleet_agent::AgentFlags),
     /// Validate scenario files only; every error with file:line:column and a hint.
     #[command(after_help = help::CHECK)]
-    Check(run::CheckArgs),
+    Check(cli::run::CheckFlags),
     /// One URL, ab/hey/oha style: `perfops quick -c 50 -d 10s URL` (closed) or `-r 500` (open).
     #[command(after_help = help::QUICK)]
-    Quick(quick::QuickArgs),
+    Quick(cli::quick::QuickFlags),
     /// (Re)render the HTML report of a results directory: RUN_DIR/report.html, or -o FILE.
     #[command(after_help = help::REPORT)]
     Report(report::ReportArgs),
@@ -91,10 +75,10 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Merge the results of `run --shard I/N` on several machines into one results directory, exactly.
     #[command(after_help = help::MERGE)]
-    Merge(merge::MergeArgs),
+    Merge(cli::merge::MergeFlags),
     /// The built-in target server (what `target: demo:threads` starts).
     #[command(after_help = help::DEMO)]
-    Demo(demo::DemoArgs),
+    Demo(cli::demo::DemoFlags),
     /// Print the JSON Schema of scenario files (for editor completion), or its Markdown reference.
     #[command(after_help = help::SCHEMA)]
     Schema(reference::SchemaArgs),
@@ -106,10 +90,10 @@ enum Command {
     Man(help::ManArgs),
     /// Kubernetes manifests for a distributed run (coordinator + N agents), and the kubectl commands to drive it.
     #[command(after_help = help::K8S)]
-    K8s(k8s::K8sArgs),
+    K8s(cli::k8s::K8sFlags),
     /// A folder as a tar archive on stdout (results out of the shell-less image, through `kubectl exec`).
     #[command(hide = true)]
-    Tar(k8s::tar::TarArgs),
+    Tar(cli::k8s_tar::TarFlags),
 }
 
 fn main() -> ExitCode {
@@ -123,21 +107,21 @@ fn main() -> ExitCode {
     let _ = nix::sys::prctl::set_thp_disable(true);
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(args) => run::run(args),
-        Command::Limit(args) => limit::run(args),
-        Command::Sweep(args) => sweep::run(args),
-        Command::Coordinator(args) => fleet::coordinator::run(args),
-        Command::Agent(args) => fleet::agent::run(args),
-        Command::Check(args) => run::check(args),
-        Command::Setup(args) => shard::setup(args),
-        Command::Quick(args) => quick::run(args),
+        Command::Run(args) => perfops_run::run::run(args.into()),
+        Command::Limit(args) => perfops_run::limit::run(args.into()),
+        Command::Sweep(args) => perfops_run::sweep::run(args.into()),
+        Command::Coordinator(args) => fleet::coordinator::run(args.into()),
+        Command::Agent(args) => fleet::agent::run(args.into()),
+        Command::Check(args) => perfops_run::run::check(args.into()),
+        Command::Setup(args) => perfops_run::shard::setup(args.into()),
+        Command::Quick(args) => perfops_run::quick::run(args.into()),
         Command::Report(args) => report::report(args),
         Command::Runs(args) => report::list(args),
         Command::Compare(args) => compare::run(args),
-        Command::Merge(args) => merge::run(args),
-        Command::Demo(args) => demo::run(args),
-        Command::K8s(args) => k8s::run(args),
-        Command::Tar(args) => k8s::tar::run(args),
+        Command::Merge(args) => perfops_run::merge::run(args.into()),
+        Command::Demo(args) => perfops_run::demo::run(args.into()),
+        Command::K8s(args) => k8s::run(args.into()),
+        Command::Tar(args) => k8s::tar::run(args.into()),
         Command::Schema(args) => reference::run(args),
         Command::Completions(args) => help::completions(args),
         Command::Man(args) => help::man(args),

@@ -1084,7 +1084,7 @@ fn closed_model_users_loop_and_latency_is_service_time() {
 /// (it would keep its port and a core, unseen, until someone finds it).
 ///
 /// Regression test (a bug found while writing this suite, since fixed): `DemoChild::start` in
-/// crates/perfops/src/demo.rs spawns `perfops demo` as a plain child and
+/// crates/perfops-run/src/demo.rs spawns `perfops demo` as a plain child and
 /// relies on `impl Drop for DemoChild` to stop it; a SIGKILL (OOM killer,
 /// `kubectl delete --grace-period=0`, a CI timeout) runs no destructor, so
 /// the demo is reparented to init and serves forever. It should die with its
@@ -1133,7 +1133,7 @@ fn sigkill_of_run_leaves_no_demo_target_behind() {
 /// Regression test (a bug found while writing this suite, since fixed): `Figures::new`
 /// (crates/perfops-report/src/run.rs) computes `achieved_rate` from
 /// `stats.completed`, which counts every step's responses, while
-/// `target_rate` (crates/perfops/src/run.rs, `stage_figures`) is arrivals
+/// `target_rate` (crates/perfops-run/src/run.rs, `stage_figures`) is arrivals
 /// per second; the same mix-up is in the series lines (`series_line`), the
 /// `rate` SLO (`evaluate`) and `abort_when` (`Abort::second`). A two-step
 /// flow reports 200% of its target; a flow whose first step fails reports
@@ -1171,7 +1171,7 @@ load:
 /// ran. 100/s for 2 s of a planned 20 s stage achieved 100/s, not 10/s.
 ///
 /// Regression test (a bug found while writing this suite, since fixed): `stage_figures` in
-/// crates/perfops/src/run.rs passes the planned `st.segment.duration` to
+/// crates/perfops-run/src/run.rs passes the planned `st.segment.duration` to
 /// `Figures::new`, so an interrupted (or `abort_when`-aborted) stage divides
 /// what it completed by seconds it never ran: its `duration_s` is 20 and its
 /// `achieved_rate` ~12/s, and the stage looks as if the target could not
@@ -1279,7 +1279,7 @@ fn a_step_two_flows_share_is_one_row() {
 /// pass; it must not exit 0 ("passed") even without an `slo:` section.
 ///
 /// Regression test (a bug found while writing this suite, since fixed): the last line of
-/// `run` in crates/perfops/src/run.rs derives the exit code from the SLO
+/// `run` in crates/perfops-run/src/run.rs derives the exit code from the SLO
 /// results alone (`summary.slo.iter().all(..)`, vacuously true when there
 /// is none) and ignores `summary.aborted`, so a run stopped for 100%
 /// connection failures exits 0 and CI reports it green. An aborted run
@@ -1300,7 +1300,7 @@ fn aborted_run_does_not_exit_as_passed() {
 ///
 /// Regression test (a bug found while writing this suite, introduced by commit
 /// 6aaf514 "a stage's achieved rate is throughput while it ran"): the
-/// interval callback of `run` in crates/perfops/src/run.rs adds each whole
+/// interval callback of `run` in crates/perfops-run/src/run.rs adds each whole
 /// second's completions to the stage in which that second *starts*
 /// (`completed_during[stage] += iv.stats.completed`) and divides by the
 /// stage's planned length, so the first stage is credited with seconds 0

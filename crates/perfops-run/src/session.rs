@@ -29,7 +29,6 @@ use std::sync::mpsc::{self, Receiver};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
@@ -64,41 +63,32 @@ pub(crate) fn overrides(set: &[Override], target: Option<&str>) -> Vec<Override>
 }
 
 /// Flags shared by `run`, `limit` and `sweep`.
-#[derive(Debug, Args)]
-pub(crate) struct SessionArgs {
+#[derive(Debug, Clone)]
+pub struct SessionArgs {
     /// The scenario file (YAML).
-    pub(crate) scenario: PathBuf,
+    pub scenario: PathBuf,
     /// Override a field before validation, e.g. `--set load.max_in_flight=100` or
     /// `--set 'slo=[p95 < 300ms]'` (a YAML flow list or mapping replaces the whole field; repeatable).
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    pub(crate) set: Vec<Override>,
+    pub set: Vec<Override>,
     /// Override the scenario's target (a URL, or demo:threads / demo:async).
-    #[arg(long)]
-    pub(crate) target: Option<String>,
+    pub target: Option<String>,
     /// Where results directories are created.
-    #[arg(long, default_value = "runs")]
-    pub(crate) out: PathBuf,
+    pub out: PathBuf,
     /// Worker threads (default: one per available core).
-    #[arg(long, default_value_t = 0)]
-    pub(crate) workers: usize,
+    pub workers: usize,
     /// Accept any TLS certificate.
-    #[arg(short = 'k', long)]
-    pub(crate) insecure: bool,
+    pub insecure: bool,
     /// No live line on stderr.
-    #[arg(short = 'q', long)]
-    pub(crate) quiet: bool,
+    pub quiet: bool,
     /// Also write each SLO line per stage as a JUnit test case to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) junit: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
     /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
     /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
-    #[arg(long, value_name = "ADDR")]
-    pub(crate) metrics_listen: Option<String>,
+    pub metrics_listen: Option<String>,
     /// At the end of each load, and after Ctrl-C, wait for the requests in
     /// flight (each within the scenario's timeout) instead of cutting them and
     /// counting them as `cut`.
-    #[arg(long, alias = "wait-ongoing-requests-after-deadline")]
-    pub(crate) wait_in_flight: bool,
+    pub wait_in_flight: bool,
 }
 
 /// An open session.

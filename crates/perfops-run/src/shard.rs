@@ -23,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::{Target, Work};
@@ -34,34 +33,31 @@ use crate::launch::PlanBase;
 use crate::loading::{Inputs, inputs, load_scenario};
 
 /// `--shard`, `--start-at` and `--setup-values` (`perfops run` only).
-#[derive(Debug, Args, Default, Clone)]
-pub(crate) struct ShardArgs {
+#[derive(Debug, Default, Clone)]
+pub struct ShardArgs {
     /// Run part I of N of the load (0 <= I < N): open-model arrival k is shard
     /// k mod N's, closed-model users and max_in_flight are divided exactly.
     /// Merge the shards' results with `perfops merge`.
-    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
-    pub(crate) shard: Option<Shard>,
+    pub shard: Option<Shard>,
     /// Start the schedule at this wall-clock instant (RFC 3339, e.g.
     /// 2026-11-24T18:00:00Z, or unix seconds), the same for every shard. A
     /// start already past sends what is due at once, latency from when it was due.
-    #[arg(long, value_name = "TIME", value_parser = parse_start)]
-    pub(crate) start_at: Option<SystemTime>,
+    pub start_at: Option<SystemTime>,
     /// Skip the scenario's setup and use the values it saved, from FILE (a
     /// JSON object, as `perfops setup --out FILE` writes it).
-    #[arg(long, value_name = "FILE")]
-    pub(crate) setup_values: Option<PathBuf>,
+    pub setup_values: Option<PathBuf>,
 }
 
 /// The same flags, hidden, in commands that refuse them (`limit`, `sweep`):
 /// a clear usage error rather than clap's "unexpected argument".
-#[derive(Debug, Args, Default, Clone)]
-pub(crate) struct RefusedShardArgs {
-    #[arg(long, value_name = "I/N", hide = true)]
-    shard: Option<String>,
-    #[arg(long, value_name = "TIME", hide = true)]
-    start_at: Option<String>,
-    #[arg(long, value_name = "FILE", hide = true)]
-    setup_values: Option<PathBuf>,
+#[derive(Debug, Default, Clone)]
+pub struct RefusedShardArgs {
+    /// `--shard`, as given.
+    pub shard: Option<String>,
+    /// `--start-at`, as given.
+    pub start_at: Option<String>,
+    /// `--setup-values`, as given.
+    pub setup_values: Option<PathBuf>,
 }
 
 impl RefusedShardArgs {
@@ -115,7 +111,7 @@ impl Placement {
 }
 
 /// `I/N` with `0 <= I < N`.
-pub(crate) fn parse_shard(text: &str) -> Result<Shard, String> {
+pub fn parse_shard(text: &str) -> Result<Shard, String> {
     let bad = || format!("`{text}` is not a shard: give I/N with 0 <= I < N, e.g. 0/3");
     let (i, n) = text.split_once('/').ok_or_else(bad)?;
     let (index, count): (u32, u32) = (i.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
@@ -131,7 +127,7 @@ pub(crate) fn shard_text(shard: Shard) -> String {
 }
 
 /// RFC 3339 or unix seconds.
-fn parse_start(text: &str) -> Result<SystemTime, String> {
+pub fn parse_start(text: &str) -> Result<SystemTime, String> {
     parse_time(text).ok_or_else(|| {
         format!("`{text}` is not a time: give RFC 3339 (2026-11-24T18:00:00Z, +02:00 offsets) or unix seconds")
     })
@@ -265,27 +261,23 @@ pub(crate) fn write_setup_values(path: &Path, values: &HashMap<String, String>) 
 }
 
 /// Flags of `perfops setup`.
-#[derive(Debug, Args)]
-pub(crate) struct SetupArgs {
+#[derive(Debug, Clone)]
+pub struct SetupArgs {
     /// The scenario file (YAML).
-    scenario: PathBuf,
+    pub scenario: PathBuf,
     /// Where to write what the setup saved (JSON, mode 0600: it holds tokens).
-    #[arg(long, value_name = "FILE")]
-    out: PathBuf,
+    pub out: PathBuf,
     /// Override a field before validation (repeatable), as for `run`.
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    set: Vec<Override>,
+    pub set: Vec<Override>,
     /// Override the scenario's target (a URL).
-    #[arg(long)]
-    target: Option<String>,
+    pub target: Option<String>,
     /// Accept any TLS certificate.
-    #[arg(short = 'k', long)]
-    insecure: bool,
+    pub insecure: bool,
 }
 
 /// `perfops setup SCENARIO --out FILE`: run the scenario's setup once and
 /// write what it saved, for `run --setup-values FILE` on every shard.
-pub(crate) fn setup(args: SetupArgs) -> Result<Exit> {
+pub fn setup(args: SetupArgs) -> Result<Exit> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     let mut overrides = args.set.clone();
     if let Some(t) = &args.target {

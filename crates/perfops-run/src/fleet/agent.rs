@@ -22,12 +22,10 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
-use clap::Args;
 use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Step, sources};
-use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan, Target, Work};
 
 use super::auth::{self, Role};
@@ -37,40 +35,31 @@ use crate::exit::Exit;
 use crate::launch::{self, PlanBase};
 
 /// Flags of `perfops agent`.
-#[derive(Debug, Args)]
-pub(crate) struct AgentArgs {
+#[derive(Debug, Clone)]
+pub struct AgentArgs {
     /// The coordinator: `https://HOST:PORT` or `HOST:PORT` (the channel is always TLS).
-    #[arg(long, value_name = "URL")]
-    join: String,
+    pub join: String,
     /// The shared secret, as the coordinator has it (else the environment variable PERFOPS_TOKEN);
     /// never sent, only proved.
-    #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub token: Option<String>,
     /// The shard this agent claims (else JOB_COMPLETION_INDEX; else the first free one).
-    #[arg(long, env = "JOB_COMPLETION_INDEX")]
-    index: Option<u32>,
+    pub index: Option<u32>,
     /// Keep trying to reach the coordinator this long.
-    #[arg(long, value_parser = parse_duration, default_value = "120s")]
-    connect_timeout: Duration,
+    pub connect_timeout: Duration,
     /// Verify the coordinator's certificate chain and host name against this CA (PEM); without it,
     /// the certificate is taken unverified and the token handshake (bound to the TLS session)
     /// proves the coordinator.
-    #[arg(long, value_name = "FILE")]
-    tls_ca: Option<PathBuf>,
+    pub tls_ca: Option<PathBuf>,
     /// A name for the coordinator's logs and results (default: the host name).
-    #[arg(long)]
-    name: Option<String>,
+    pub name: Option<String>,
     /// Tests only: pretend this machine's wall clock is off by this many milliseconds.
-    #[arg(long, hide = true, allow_negative_numbers = true)]
-    clock_offset_for_tests: Option<i64>,
+    pub clock_offset_for_tests: Option<i64>,
     /// Benchmarks only (bench/fleet.sh): also append every second sent to FILE, as wire frames.
-    #[arg(long, hide = true, value_name = "FILE")]
-    record_seconds: Option<PathBuf>,
+    pub record_seconds: Option<PathBuf>,
     /// Benchmarks and tests only: send no request; replay the seconds of FILE (made with
     /// --record-seconds; one per second, in a loop, for the load's duration) or of a shard's
     /// results directory (each once).
-    #[arg(long, hide = true, value_name = "FILE|DIR")]
-    replay_seconds: Option<PathBuf>,
+    pub replay_seconds: Option<PathBuf>,
 }
 
 /// A coordinator silent this long during the load is taken for lost.
@@ -106,7 +95,8 @@ fn refused(message: String) -> Result<Exit> {
     Ok(Exit::Runtime)
 }
 
-pub(crate) fn run(args: AgentArgs) -> Result<Exit> {
+/// `perfops agent`: join a coordinator and run the share of the load it assigns.
+pub fn run(args: AgentArgs) -> Result<Exit> {
     let token = super::token(args.token.as_deref())?;
     let clock = Clock { shift_ns: args.clock_offset_for_tests.unwrap_or(0) * 1_000_000 };
     let name = args.name.clone().unwrap_or_else(|| {

@@ -11,48 +11,37 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use clap::Args;
-use perfops_core::units::parse_duration;
 use perfops_demo::{DemoConfig, Model};
 
 use crate::exit::Exit;
 
 /// Flags of `perfops demo`.
-#[derive(Debug, Args)]
-pub(crate) struct DemoArgs {
+#[derive(Debug, Clone)]
+pub struct DemoArgs {
     /// Server model: `threads` (a fixed pool, like Puma) or `async`.
-    #[arg(long, default_value = "threads")]
-    model: Model,
+    pub model: Model,
     /// Address to listen on (port 0: any free port).
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
+    pub listen: SocketAddr,
     /// Worker processes' worth of pools (threads model).
-    #[arg(long, default_value_t = 2)]
-    workers: usize,
+    pub workers: usize,
     /// Threads per worker (threads model) or runtime threads (async; 0 = one per core).
-    #[arg(long, default_value_t = 5)]
-    threads: usize,
+    pub threads: usize,
     /// Listen backlog (threads model).
-    #[arg(long, default_value_t = 16)]
-    backlog: u32,
+    pub backlog: u32,
     /// Simulated I/O wait per request to a route behind the token (/orders, /me, /products, /orders/{id}).
-    #[arg(long, value_parser = parse_duration, default_value = "20ms")]
-    io_wait: Duration,
+    pub io_wait: Duration,
     /// CPU work per request to a route behind the token.
-    #[arg(long, value_parser = parse_duration, default_value = "500us")]
-    cpu_work: Duration,
+    pub cpu_work: Duration,
     /// Also serve /metrics on this address, outside the pool (like Puma's control app).
-    #[arg(long)]
-    metrics_listen: Option<SocketAddr>,
+    pub metrics_listen: Option<SocketAddr>,
     /// Pin the server to these CPUs (e.g. `1` or `0,1`).
-    #[arg(long)]
-    cpus: Option<String>,
+    pub cpus: Option<String>,
     /// Exit when this process (the `perfops run` that started us) dies, even by SIGKILL.
-    #[arg(long, hide = true)]
-    parent_pid: Option<i32>,
+    pub parent_pid: Option<i32>,
 }
 
-pub(crate) fn run(args: DemoArgs) -> Result<Exit> {
+/// `perfops demo`: serve the built-in target until stopped.
+pub fn run(args: DemoArgs) -> Result<Exit> {
     if let Some(parent) = args.parent_pid {
         // The kernel sends SIGTERM (handled below like Ctrl-C) when the parent
         // goes, so a killed `perfops run` leaves no server behind. If it died

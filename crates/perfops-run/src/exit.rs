@@ -7,16 +7,20 @@
 
 /// The documented exit codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Exit {
+pub enum Exit {
+    /// Every judged stage held (or, for `quick`, no more failures than allowed).
     Passed = 0,
+    /// A threshold failed: the SLO, the rate, a probe.
     ThresholdsFailed = 1,
+    /// What the user gave is wrong: a flag, a file, a value.
     Usage = 2,
+    /// The run itself failed: the target down, a write, a peer.
     Runtime = 3,
 }
 
 /// Write `text` to stdout. A closed stdout (`perfops ... | head`) ends the
 /// program with exit code 0, as documented: the reader has what it wanted.
-pub(crate) fn out(text: &str) {
+pub fn out(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
@@ -30,7 +34,7 @@ pub(crate) fn out(text: &str) {
 
 /// An error in what the user gave us (exit code 2).
 #[derive(Debug)]
-pub(crate) struct UsageError(pub(crate) String);
+pub struct UsageError(pub String);
 
 impl std::fmt::Display for UsageError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -20,24 +20,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
-use perfops_core::units::parse_duration;
 use tar::{Builder, EntryType, Header, HeaderMode};
 
 use crate::exit::{Exit, UsageError};
 
 /// Flags of `perfops tar`.
-#[derive(Debug, Args)]
-pub(crate) struct TarArgs {
+#[derive(Debug, Clone)]
+pub struct TarArgs {
     /// The folder whose contents to archive.
-    dir: PathBuf,
+    pub dir: PathBuf,
     /// Write nothing: wait this long, or until SIGTERM, for `kubectl exec
     /// POD -- perfops tar DIR` (the main process of the fetch pod).
-    #[arg(long, value_parser = parse_duration, value_name = "DURATION")]
-    hold: Option<Duration>,
+    pub hold: Option<Duration>,
 }
 
-pub(crate) fn run(args: TarArgs) -> Result<Exit> {
+/// `perfops tar`: a folder as a tar archive on stdout.
+pub fn run(args: TarArgs) -> Result<Exit> {
     if !args.dir.is_dir() {
         return Err(anyhow::Error::new(UsageError(format!("{} is not a folder", args.dir.display()))));
     }

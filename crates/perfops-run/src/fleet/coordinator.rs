@@ -27,7 +27,6 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use perfops_core::fleet::clock::Estimate;
 use perfops_core::fleet::join::{Join, Limits, Taken};
 use perfops_core::fleet::wire::{Assignment, Control, Message};
@@ -35,7 +34,6 @@ use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
 use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline};
 use perfops_core::scenario::Override;
-use perfops_core::units::parse_duration;
 use perfops_engine::{Outcome, Plan};
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProtocolUse;
@@ -52,36 +50,28 @@ use crate::session::{Session, SessionArgs};
 use crate::shard::Placement;
 
 /// Flags of `perfops coordinator`.
-#[derive(Debug, Args)]
-pub(crate) struct CoordinatorArgs {
-    #[command(flatten)]
-    session: SessionArgs,
+#[derive(Debug, Clone)]
+pub struct CoordinatorArgs {
+    /// The scenario and how to run it.
+    pub session: SessionArgs,
     /// How many agents run the load; each runs 1/N of it.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    agents: u32,
+    pub agents: u32,
     /// Where agents join (`perfops agent --join https://THIS`; the channel is always TLS).
-    #[arg(long, default_value = "0.0.0.0:7070", value_name = "ADDR")]
-    listen: String,
+    pub listen: String,
     /// The shared secret, at least 128 bits (`openssl rand -hex 16`; else the environment
     /// variable PERFOPS_TOKEN; neither: one is generated and printed once). Never sent, only proved.
-    #[arg(long, env = "PERFOPS_TOKEN", hide_env_values = true)]
-    token: Option<String>,
+    pub token: Option<String>,
     /// Refuse an agent whose clock is further off than this.
-    #[arg(long, value_parser = parse_duration, default_value = "20ms")]
-    max_clock_offset: Duration,
+    pub max_clock_offset: Duration,
     /// Wait this long for every agent; then exit 3 naming the missing shards.
-    #[arg(long, value_parser = parse_duration, default_value = "120s")]
-    join_timeout: Duration,
+    pub join_timeout: Duration,
     /// An agent silent this long during the load is lost.
-    #[arg(long, value_parser = parse_duration, default_value = "5s")]
-    agent_timeout: Duration,
+    pub agent_timeout: Duration,
     /// Serve agents with this certificate chain (PEM; agents verify it with --tls-ca); without it,
     /// a self-signed certificate made at start, its SHA-256 fingerprint printed.
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
+    pub tls_cert: Option<PathBuf>,
     /// The TLS certificate's private key (PEM).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
 }
 
 /// A placed agent.
@@ -200,7 +190,8 @@ impl Fleet {
     }
 }
 
-pub(crate) fn run(args: CoordinatorArgs) -> Result<Exit> {
+/// `perfops coordinator`: one run over N agents, merged live into one results directory.
+pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let (token, generated) = match args.token.as_deref() {
         None | Some("") => (super::auth::generate_token()?, true),
         Some(t) => (super::token(Some(t))?, false),

@@ -7,7 +7,6 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use clap::Args;
 use perfops_core::pipeline::{AbortWhen, TargetDown};
 use perfops_core::scenario::Override;
 
@@ -18,43 +17,39 @@ use crate::session::{Session, SessionArgs, overrides};
 use crate::shard::ShardArgs;
 
 /// Flags of `perfops run`.
-#[derive(Debug, Args)]
-pub(crate) struct RunArgs {
-    #[command(flatten)]
-    session: SessionArgs,
-    #[command(flatten)]
-    shard: ShardArgs,
+#[derive(Debug, Clone)]
+pub struct RunArgs {
+    /// The scenario and how to run it.
+    pub session: SessionArgs,
+    /// Where this load sits among generators.
+    pub shard: ShardArgs,
     /// Run setup, then each flow once (one arrival per flow, in file order,
     /// no load model) and print every exchange: the request, the response
     /// (the first KiB of each body), each check and save with expected vs
     /// found, the time; secrets redacted. Writes no results. Exit 0 when
     /// every exchange passed its checks, 1 otherwise (k6's
     /// `--iterations 1 --http-debug`).
-    #[arg(long)]
-    debug: bool,
+    pub debug: bool,
     /// Go on when the first seconds find the target down (every connection
     /// refused or timed out, none answered); by default the run stops there
     /// and exits 3.
-    #[arg(long)]
-    keep_going: bool,
+    pub keep_going: bool,
 }
 
 /// Flags of `perfops check`.
-#[derive(Debug, Args)]
-pub(crate) struct CheckArgs {
+#[derive(Debug, Clone)]
+pub struct CheckArgs {
     /// Scenario files to validate.
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
+    pub files: Vec<PathBuf>,
     /// Check with this field overridden, as `run --set` would run it
     /// (repeatable; applied to every file).
-    #[arg(long = "set", value_name = "PATH=VALUE")]
-    set: Vec<Override>,
+    pub set: Vec<Override>,
     /// Check with this target, as `run --target` would run it.
-    #[arg(long)]
-    target: Option<String>,
+    pub target: Option<String>,
 }
 
-pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
+/// `perfops check`: validate scenario files, every error at once.
+pub fn check(args: CheckArgs) -> Result<Exit> {
     let mut ok = true;
     // What a CI job is about to run: the file with the same overrides.
     let overrides = overrides(&args.set, args.target.as_deref());
@@ -94,7 +89,8 @@ pub(crate) fn check(args: CheckArgs) -> Result<Exit> {
     Ok(if ok { Exit::Passed } else { Exit::Usage })
 }
 
-pub(crate) fn run(args: RunArgs) -> Result<Exit> {
+/// `perfops run`: the scenario's load profile, judged.
+pub fn run(args: RunArgs) -> Result<Exit> {
     if args.debug {
         return crate::debug::run(&args.session);
     }

@@ -15,7 +15,7 @@
 
 mod check;
 pub(crate) mod manifest;
-pub(crate) mod tar;
+pub mod tar;
 mod tls;
 mod yaml;
 
@@ -24,7 +24,6 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use clap::Args;
 use perfops_core::scenario::{TargetSpec, sources};
 use perfops_engine::{Target, TargetError};
 use serde::Serialize;
@@ -34,44 +33,33 @@ use crate::loading::{load_scenario, read_sources};
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Names, Size, Spec};
 
 /// Flags of `perfops k8s`.
-#[derive(Debug, Args)]
-pub(crate) struct K8sArgs {
+#[derive(Debug, Clone)]
+pub struct K8sArgs {
     /// The scenario file; it and its CSV and .proto files go into the Secret.
-    scenario: PathBuf,
+    pub scenario: PathBuf,
     /// How many agents: one pod each, each running 1/N of the load.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=10_000))]
-    agents: u32,
+    pub agents: u32,
     /// The container image, with `perfops` on its PATH (see the Dockerfile).
-    #[arg(long)]
-    image: String,
+    pub image: String,
     /// The namespace of every object (it must exist).
-    #[arg(long, default_value = "default")]
-    namespace: String,
+    pub namespace: String,
     /// The folder to write the manifests into (created; files of ours are replaced).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
+    pub out: PathBuf,
     /// Prefix of the objects' names [default: perfops-<scenario name>].
-    #[arg(long)]
-    name: Option<String>,
+    pub name: Option<String>,
     /// CPU of each agent, request and limit.
-    #[arg(long, default_value = "1")]
-    agent_cpu: String,
+    pub agent_cpu: String,
     /// Memory of each agent, request and limit.
-    #[arg(long, default_value = "512Mi")]
-    agent_memory: String,
+    pub agent_memory: String,
     /// CPU of the coordinator, request and limit.
-    #[arg(long, default_value = "1")]
-    coordinator_cpu: String,
+    pub coordinator_cpu: String,
     /// Memory of the coordinator, request and limit.
-    #[arg(long, default_value = "512Mi")]
-    coordinator_memory: String,
+    pub coordinator_memory: String,
     /// Size of the results volume (the cluster's default StorageClass).
-    #[arg(long, default_value = "1Gi")]
-    results_size: String,
+    pub results_size: String,
     /// How long the coordinator waits for every agent before it gives up
     /// (exit 3, naming the missing shards) [default: the coordinator's, 120s].
-    #[arg(long, value_name = "DURATION")]
-    join_timeout: Option<String>,
+    pub join_timeout: Option<String>,
 }
 
 /// The most a Secret holds (the API server refuses more).
@@ -81,7 +69,8 @@ fn usage(message: String) -> anyhow::Error {
     anyhow::Error::new(UsageError(message))
 }
 
-pub(crate) fn run(args: K8sArgs) -> Result<Exit> {
+/// `perfops k8s`: write the manifests of a distributed run and print the kubectl commands.
+pub fn run(args: K8sArgs) -> Result<Exit> {
     let Some((scenario, text)) = load_scenario(&args.scenario, &[])? else { return Ok(Exit::Usage) };
     // Where each CSV file goes under the scenario's mount, before reading any.
     let rels = scenario

@@ -25,7 +25,6 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use clap::Args;
 use perfops_core::measure::Interval;
 use perfops_core::model::Shard;
 use perfops_core::pipeline::StageLedger;
@@ -41,17 +40,14 @@ use crate::shard::{parse_shard, shard_text};
 use crate::watching::Store;
 
 /// Flags of `perfops merge`.
-#[derive(Debug, Args)]
-pub(crate) struct MergeArgs {
+#[derive(Debug, Clone)]
+pub struct MergeArgs {
     /// The shards' results directories (of `perfops run --shard I/N`).
-    #[arg(required = true, value_name = "SHARD_DIR")]
-    dirs: Vec<PathBuf>,
+    pub dirs: Vec<PathBuf>,
     /// The results directory to write (created; if it exists, it must be empty).
-    #[arg(long, value_name = "DIR")]
-    out: PathBuf,
+    pub out: PathBuf,
     /// Also write each SLO line per stage as a JUnit test case to FILE.
-    #[arg(long, value_name = "FILE")]
-    junit: Option<PathBuf>,
+    pub junit: Option<PathBuf>,
 }
 
 /// One shard as read.
@@ -297,7 +293,8 @@ fn merge_seconds(parts: &[Part]) -> Vec<Interval> {
     seconds.into_values().collect()
 }
 
-pub(crate) fn run(args: MergeArgs) -> Result<Exit> {
+/// `perfops merge`: the shards' results directories merged into one, exactly.
+pub fn run(args: MergeArgs) -> Result<Exit> {
     let mut parts = Vec::new();
     for dir in &args.dirs {
         let read = read_seconds(dir).map_err(|e| refuse(e.to_string()))?;

@@ -15,12 +15,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, bail};
-use clap::Args;
 use perfops_core::analysis::capacity::{CapacitySearch, SearchPlan, Step, Stop};
 use perfops_core::analysis::verdict::{RunResult, StageVerdict};
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
-use perfops_core::units::parse_duration;
 use perfops_report::run::{LimitAttempt, LimitSearch};
 
 use crate::conclude::Ending;
@@ -29,36 +27,30 @@ use crate::session::{Session, SessionArgs, StagePlan};
 use crate::shard::{Placement, RefusedShardArgs};
 
 /// Flags of `perfops limit`.
-#[derive(Debug, Args)]
-pub(crate) struct LimitArgs {
-    #[command(flatten)]
-    session: SessionArgs,
-    #[command(flatten)]
-    refused: RefusedShardArgs,
+#[derive(Debug, Clone)]
+pub struct LimitArgs {
+    /// The scenario and how to run it.
+    pub session: SessionArgs,
+    /// Shard flags this command refuses.
+    pub refused: RefusedShardArgs,
     /// First rate tried, arrivals/s (default: the scenario's first stage).
-    #[arg(long)]
-    from: Option<f64>,
+    pub from: Option<f64>,
     /// Never try above this rate.
-    #[arg(long, default_value_t = 100_000.0)]
-    max: f64,
+    pub max: f64,
     /// Each attempt holds its rate this long.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    hold: Duration,
+    pub hold: Duration,
     /// Step-up factor until the first failure.
-    #[arg(long, default_value_t = 2.0)]
-    factor: f64,
+    pub factor: f64,
     /// Stop bisecting when the failing rate is within this fraction above the holding one.
-    #[arg(long, default_value_t = 0.05)]
-    precision: f64,
+    pub precision: f64,
     /// Give the target at most this long to recover between attempts.
-    #[arg(long, default_value = "60s", value_parser = parse_duration)]
-    cooldown: Duration,
+    pub cooldown: Duration,
     /// At most this many attempts (the confirmation included).
-    #[arg(long, default_value_t = 20)]
-    attempts: usize,
+    pub attempts: usize,
 }
 
-pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
+/// `perfops limit`: search the highest rate that holds the SLO.
+pub fn run(args: LimitArgs) -> Result<Exit> {
     if args.factor.is_nan()
         || args.factor <= 1.0
         || args.precision.is_nan()

@@ -12,11 +12,9 @@
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use clap::Args;
 use perfops_core::analysis::usl::{self, Observation};
 use perfops_core::model::LoadModel;
 use perfops_core::scenario::Load;
-use perfops_core::units::parse_duration;
 use perfops_report::run::{SweepLevel, SweepResult};
 
 use crate::conclude::{Ending, Loaded};
@@ -25,21 +23,20 @@ use crate::session::{Session, SessionArgs, StagePlan};
 use crate::shard::{Placement, RefusedShardArgs};
 
 /// Flags of `perfops sweep`.
-#[derive(Debug, Args)]
-pub(crate) struct SweepArgs {
-    #[command(flatten)]
-    session: SessionArgs,
-    #[command(flatten)]
-    refused: RefusedShardArgs,
+#[derive(Debug, Clone)]
+pub struct SweepArgs {
+    /// The scenario and how to run it.
+    pub session: SessionArgs,
+    /// Shard flags this command refuses.
+    pub refused: RefusedShardArgs,
     /// Concurrency levels (users looping request -> response), in order.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10,20,50")]
-    concurrency: Vec<u32>,
+    pub concurrency: Vec<u32>,
     /// How long each level runs.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    hold: Duration,
+    pub hold: Duration,
 }
 
-pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
+/// `perfops sweep`: the closed model at each concurrency level, and the USL fit.
+pub fn run(args: SweepArgs) -> Result<Exit> {
     if args.concurrency.is_empty() || args.concurrency.contains(&0) || args.hold.is_zero() {
         bail!(UsageError("--concurrency takes levels of 1 or more, --hold more than 0s".into()));
     }

@@ -10,10 +10,10 @@
 //! README's "Many generators" and docs/architecture.md.
 
 mod accept;
-pub(crate) mod agent;
+pub mod agent;
 mod auth;
 mod conn;
-pub(crate) mod coordinator;
+pub mod coordinator;
 mod gate;
 
 use anyhow::Result;

@@ -1,0 +1,40 @@
+//! perfops' runs as a library: everything between a command's flags and its
+//! exit code. A [`session`] opens a scenario (its inputs, the demo target,
+//! the setup, a results directory, the watchers) and runs loads against it;
+//! [`launch`] starts the engine; [`conclude`] judges what a load measured and
+//! writes the summary; [`run`], [`limit`], [`sweep`] and [`quick`] are the
+//! commands that put load on a target; [`shard`] and [`merge`] split a run
+//! over machines and join their results; [`fleet`] is the live coordinator
+//! and its agents; [`k8s`] writes the manifests that start them.
+//!
+//! The `perfops` binary is a thin layer over this crate: clap's flags (each
+//! command's `*Args` here is what its flags parse into), the help pages, and
+//! the exit codes ([`exit::Exit`]). The pure parts (scenarios, load models,
+//! measures, judging) are `perfops_core`'s, the hot path `perfops_engine`'s,
+//! the files and renderings `perfops_report`'s. docs/architecture.md draws
+//! the crates and their seams.
+//!
+//! Errors are `anyhow` chains: each says to a person what failed and where
+//! (a file, a flag, a peer); an error in what the user gave is marked
+//! [`exit::UsageError`] (exit 2), anything else is a runtime failure.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+pub mod conclude;
+pub mod debug;
+pub mod demo;
+pub mod exit;
+pub mod fleet;
+pub mod k8s;
+pub mod launch;
+pub mod limit;
+pub mod loading;
+pub mod merge;
+pub mod metrics;
+pub mod protos;
+pub mod quick;
+pub mod run;
+pub mod session;
+pub mod shard;
+pub mod sweep;
+pub mod watching;
