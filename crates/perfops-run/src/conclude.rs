@@ -23,7 +23,7 @@ use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageVerdict};
 use perfops_core::analysis::why;
 use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
-use perfops_core::pipeline::{Notice, Pipeline, Sink, StageLedger, StageResult};
+use perfops_core::pipeline::{Measured, Pipeline, Sink, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
 use perfops_report::failures::FailureGroup;
 use perfops_report::format::{none_held, per_second};
@@ -32,6 +32,7 @@ use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageS
 use perfops_report::sink::ResultsWriter;
 
 use crate::exit::Exit;
+use crate::source::{self, Produced, Replay};
 use crate::watching::{self, Store};
 
 /// One load, measured.
@@ -60,6 +61,26 @@ pub(crate) struct Loaded {
 }
 
 impl Loaded {
+    /// What a source produced and the pipeline measured of one load.
+    /// `insecure`: whether a refused TLS handshake's note can suggest `-k`.
+    pub(crate) fn of(p: Produced, measured: Measured, insecure: bool) -> Loaded {
+        Loaded {
+            stages: measured.stages,
+            total: p.total,
+            steps: measured.steps,
+            elapsed: p.elapsed,
+            workers: p.workers,
+            dropped: measured.dropped,
+            stopped: measured.stopped || p.interrupted,
+            naps: p.naps,
+            // Lateness worth a word: a few ms are the cost of starting threads.
+            late: (p.late > Duration::from_millis(20)).then_some(p.late),
+            tls_note: p.tls_refused.as_deref().map(|why| tls_note(why, insecure)),
+            failures: p.failures,
+            protocols: p.protocols,
+        }
+    }
+
     /// Several loads as one (`limit`'s attempts, `sweep`'s levels), in order.
     pub(crate) fn merged(loads: &[Loaded]) -> Loaded {
         let mut m = Loaded {
@@ -493,39 +514,12 @@ pub(crate) fn replay(
     let stop = Arc::new(AtomicBool::new(false));
     let mut write_error = false;
     let mut results = ResultsWriter::new(dir, &mut write_error).with_parts(parts);
-    let mut pipeline = Pipeline::new(ledger, 0, step_names, stop).to(&mut results);
+    let mut pipeline = Pipeline::new(ledger, 0, step_names, stop.clone()).to(&mut results);
     for sink in extra {
         pipeline = pipeline.to(sink);
     }
-    let (mut total, mut elapsed, mut failed) = (Stats::default(), Duration::ZERO, None);
-    for iv in seconds {
-        total.merge(&iv.stats);
-        elapsed = elapsed.max(Duration::from_secs(u64::from(iv.index)) + iv.length);
-        pipeline.second(&iv, &mut |n| match n {
-            Notice::Failed(e) => {
-                failed.get_or_insert_with(|| e.clone());
-            }
-            Notice::Abort(_) => eprintln!("perfops: {n}"),
-        });
-    }
-    let measured = pipeline.finish();
-    if let Some(e) = failed {
-        anyhow::bail!("{e}");
-    }
-    Ok(Loaded {
-        stages: measured.stages,
-        total,
-        steps: measured.steps,
-        elapsed,
-        workers,
-        dropped: measured.dropped,
-        stopped: measured.stopped,
-        naps: (0, Duration::ZERO),
-        late: None,
-        tls_note: None,
-        protocols: Vec::new(),
-        failures: FailureSamples::default(),
-    })
+    let (produced, measured) = source::drive(&mut Replay::new(seconds, workers), &stop, pipeline)?;
+    Ok(Loaded::of(produced, measured, false))
 }
 
 /// Write the summary (and JUnit) and the report into `dir`, print the

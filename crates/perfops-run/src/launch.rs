@@ -1,9 +1,10 @@
 //! What every command that puts load on a target sets up the same way
 //! (`quick`, and the session behind `run`, `limit` and `sweep`): the engine's
 //! [`Plan`] (written here once), the stop flag that SIGINT and SIGTERM set,
-//! whether the live line shows and in colour, the engine run whose seconds
-//! go through a [`Pipeline`] of sinks, and what that run cost this process
-//! ([`generator_use`], which `quick`'s summary and a run's conclusion print).
+//! whether the live line shows and in colour, whether the process may open
+//! the load's connections ([`check_fd_room`]), and what a run cost this
+//! process ([`generator_use`], which `quick`'s summary and a run's
+//! conclusion print). Running the plan is [`crate::source::Engine`]'s.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -12,9 +13,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::{Measured, Notice, Pipeline};
 use perfops_core::scenario::{Defaults, HttpVersion};
-use perfops_engine::{Http2, Outcome, Plan, Protocol, Reflection, Target, Work};
+use perfops_engine::{Http2, Plan, Protocol, Reflection, Target, Work};
 use perfops_report::run::GeneratorUse;
 
 /// What every load of one command shares.
@@ -202,28 +202,6 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
         }
         _ => Ok(()),
     }
-}
-
-/// Run `plan` on this machine's engine, each second through `pipeline`,
-/// whose aborts go to stderr as they happen. A failed sink (results that
-/// cannot be written: a full disk) has stopped the load: that is this
-/// command's error (exit 3), said once at the end.
-pub(crate) fn run(plan: &Plan, stop: Arc<AtomicBool>, mut pipeline: Pipeline<'_>) -> Result<(Outcome, Measured)> {
-    check_fd_room(&plan.load)?;
-    let mut failed = None;
-    let outcome = perfops_engine::run(plan, stop, |iv| {
-        pipeline.second(iv, &mut |n| match n {
-            Notice::Failed(e) => {
-                failed.get_or_insert_with(|| e.clone());
-            }
-            Notice::Abort(_) => eprintln!("perfops: {n}"),
-        })
-    })?;
-    let measured = pipeline.finish();
-    if let Some(e) = failed {
-        anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
-    }
-    Ok((outcome, measured))
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its

@@ -36,5 +36,9 @@ pub mod quick;
 pub mod run;
 pub mod session;
 pub mod shard;
+pub mod source;
 pub mod sweep;
 pub mod watching;
+
+#[cfg(test)]
+mod loads_test;

@@ -18,6 +18,7 @@ use perfops_report::quick::{QuickSetup, QuickSummary};
 use crate::exit::{Exit, UsageError};
 use crate::launch::{self, PlanBase, Terminal};
 use crate::metrics::Metrics;
+use crate::source::{self, Engine};
 
 /// Flags of `perfops quick`.
 #[derive(Debug, Clone)]
@@ -188,17 +189,19 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     if target_is_websocket {
         pipeline = pipeline.to(&mut by_step);
     }
-    let (outcome, _) = launch::run(&plan, stop, pipeline)?;
+    let mut engine = Engine::new(plan.clone());
+    let (outcome, _) = source::drive(&mut engine, &stop, pipeline)?;
+    let spoke = engine.protocol();
     // The endpoint stops with the load.
     drop(metrics);
 
-    let generator = launch::generator_use(outcome.workers, (outcome.naps, outcome.longest_nap));
+    let generator = launch::generator_use(outcome.workers, outcome.naps);
     let setup = QuickSetup {
         // The JSON summary and the terminal show it: without a password or a query key (#31).
         url: perfops_core::scenario::redact::redact_text(&args.url).into_owned(),
         method,
         // Over HTTP/1.1 each of the -c x -p users has a connection of its own.
-        connections: (!open).then_some(match outcome.protocol {
+        connections: (!open).then_some(match spoke {
             Protocol::H2 => connections,
             _ => connections.saturating_mul(args.parallel.unwrap_or(1)).min(at_most),
         }),
@@ -207,8 +210,8 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         // As the connections negotiated it, and what the step carried: `h2
         // (ALPN)`, `grpc over h2c`, `websocket (TLS)`, ...
         protocol: {
-            let name = outcome.step_protocols.first().copied().unwrap_or(outcome.protocol.name());
-            match outcome.protocol {
+            let name = outcome.protocols.first().map_or(spoke.name(), |u| u.protocol.as_str());
+            match spoke {
                 // No server chose it: the handshake that would have asked failed.
                 _ if outcome.tls_refused.is_some() => "unknown (the TLS handshake failed)".to_string(),
                 Protocol::H2 => format!("{name} ({} streams per connection at most)", plan.http2.streams),
@@ -222,12 +225,12 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     }
     // -p is HTTP/2's: said, not silently taken (review 2's tester).
     if let Some(p) = args.parallel.filter(|&p| p > 1)
-        && outcome.protocol != Protocol::H2
+        && spoke != Protocol::H2
         && outcome.tls_refused.is_none()
     {
         summary.warnings.push(format!(
             "-p {p} is HTTP/2's streams per connection; over {} a connection carries one request at a time{}",
-            outcome.protocol.name(),
+            spoke.name(),
             if open { " (-p did nothing)" } else { ": -c x -p users had as many connections" }
         ));
     }

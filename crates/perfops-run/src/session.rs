@@ -32,15 +32,14 @@ use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::Measured;
 use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger, TargetDown};
 use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Outcome, Plan, Target, Work};
+use perfops_engine::{Plan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
-use perfops_report::run::{MetaStage, ProtocolUse, ResolvedTarget, RunMeta};
+use perfops_report::run::{MetaStage, ResolvedTarget, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::conclude::{Judging, Loaded};
@@ -50,6 +49,7 @@ use crate::launch::{self, PlanBase, Terminal};
 use crate::loading::{Inputs, inputs, load_model, load_scenario};
 use crate::metrics::Metrics;
 use crate::shard::Placement;
+use crate::source::{self, Engine, IntervalSource};
 use crate::watching::{self, Judge, Store};
 
 /// Stages as planned and measured: the pipeline's per-stage accounting.
@@ -331,35 +331,32 @@ impl Session {
         format!("{}{path}", self.url)
     }
 
-    /// Run one load of `stages` (their durations must add up to the load's),
-    /// starting on the next whole second of the session clock. Each second
-    /// goes to the judge (watched metrics, then `abort`'s rules, which may
-    /// stop the load), the metrics endpoint, the results directory and the
-    /// live line, in that order.
+    /// Run one load of `stages` (their durations must add up to the load's)
+    /// on this machine's engine, starting on the next whole second of the
+    /// session clock. Each second goes to the judge (watched metrics, then
+    /// `abort`'s rules, which may stop the load), the metrics endpoint, the
+    /// results directory and the live line, in that order.
     pub(crate) fn load(
         &mut self,
         model: LoadModel,
         stages: &[StagePlan],
         abort: Option<&mut AbortWhen>,
     ) -> Result<Loaded> {
-        self.load_with(model, stages, abort, Duration::ZERO, |plan, _, (stop, pipeline)| {
-            launch::run(plan, stop, pipeline)
-        })
+        self.load_from(model, stages, abort, Duration::ZERO, |plan, _| Engine::new(plan))
     }
 
-    /// [`Session::load`] with another interval source than this machine's
-    /// engine (the coordinator's agents): `source` gets the plan (its
-    /// `start_at` the load's first second), that second on the session clock,
-    /// and the stop flag with the pipeline its seconds must go through. A
-    /// source that needs `lead` to pass the start on starts on the first whole
-    /// second of the session clock at least that far ahead.
-    pub(crate) fn load_with(
+    /// [`Session::load`] from another [`IntervalSource`] (the coordinator's
+    /// agents): `source` is made from the plan (its `start_at` the load's
+    /// first second) and that second's number on the session clock. A source that needs `lead` to
+    /// pass the start on starts on the first whole second of the session
+    /// clock at least that far ahead.
+    pub(crate) fn load_from<S: IntervalSource>(
         &mut self,
         model: LoadModel,
         stages: &[StagePlan],
         abort: Option<&mut AbortWhen>,
         lead: Duration,
-        source: impl FnOnce(&Plan, u32, (Arc<AtomicBool>, Pipeline<'_>)) -> Result<(Outcome, Measured)>,
+        source: impl FnOnce(Plan, u32) -> S,
     ) -> Result<Loaded> {
         // A whole second of the session clock.
         let first = self.loads == 0;
@@ -407,26 +404,9 @@ impl Session {
         if let Some(l) = &mut live {
             pipeline = pipeline.to(l);
         }
-        let (outcome, measured) = source(&plan, offset as u32, (self.stop.clone(), pipeline))?;
+        let (produced, measured) = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline)?;
         self.drain();
-        Ok(Loaded {
-            stages: measured.stages,
-            total: outcome.total,
-            steps: measured.steps,
-            elapsed: outcome.elapsed,
-            workers: outcome.workers,
-            dropped: measured.dropped,
-            stopped: measured.stopped || outcome.interrupted,
-            naps: (outcome.naps, outcome.longest_nap),
-            // Lateness worth a word: a few ms are the cost of starting threads.
-            late: (outcome.late > Duration::from_millis(20)).then_some(outcome.late),
-            tls_note: outcome.tls_refused.as_deref().map(|why| crate::conclude::tls_note(why, self.base.insecure)),
-            failures: outcome.failures,
-            protocols: ProtocolUse::group(
-                &self.step_names,
-                self.step_names.iter().map(String::as_str).zip(outcome.step_protocols.iter().copied()),
-            ),
-        })
+        Ok(Loaded::of(produced, measured, self.base.insecure))
     }
 
     /// What judging this session's loads needs besides their seconds.

@@ -23,16 +23,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
 use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL};
-use perfops_core::measure::Stats;
+use perfops_core::measure::{Interval, Stats};
 use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Step, sources};
-use perfops_engine::{Outcome, Plan, Target, Work};
+use perfops_engine::{Plan, Target, Work};
+use perfops_report::run::ProtocolUse;
 
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
 use super::gate::{REASON_CHARS, sanitize};
 use crate::exit::Exit;
 use crate::launch::{self, PlanBase};
+use crate::source::{Engine, Feed, IntervalSource, Produced};
 
 /// Flags of `perfops agent`.
 #[derive(Debug, Clone)]
@@ -187,28 +189,29 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
             }
         })?
     };
+    let step_names = plan.work.step_names.clone();
     let outcome = match &args.replay_seconds {
         Some(file) => replay(file, &plan, &stop, &out)?,
         None => {
-            launch::check_fd_room(&plan.load)?;
-            let mut record = args.record_seconds.as_ref().map(std::fs::File::create).transpose()?;
-            perfops_engine::run(&plan, stop.clone(), |iv| {
-                let msg = Message::Second(Box::new(iv.clone()));
-                if let Some(f) = &mut record {
-                    let _ = f.write_all(&wire::encode(&msg));
-                }
-                let _ = out.send(msg);
-            })?
+            let record = args.record_seconds.as_ref().map(std::fs::File::create).transpose()?;
+            Engine::new(plan).produce(&stop, &mut Wire { out: &out, record })?
         }
     };
+    // What each step spoke, by step index, as the coordinator groups it again.
+    let spoke: Vec<String> = step_names
+        .iter()
+        .map(|n| {
+            ProtocolUse::pairs(&outcome.protocols).find(|(s, _)| s == n).map_or_else(String::new, |(_, p)| p.into())
+        })
+        .collect();
     let _ = out.send(Message::Control(Control::Done {
         elapsed_ns: outcome.elapsed.as_nanos() as u64,
         workers: outcome.workers as u64,
-        naps: outcome.naps,
-        longest_nap_ns: outcome.longest_nap.as_nanos() as u64,
+        naps: outcome.naps.0,
+        longest_nap_ns: outcome.naps.1.as_nanos() as u64,
         interrupted: outcome.interrupted,
         late_ns: outcome.late.as_nanos() as u64,
-        protocols: outcome.step_protocols.iter().map(|p| p.to_string()).collect(),
+        protocols: spoke,
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());
@@ -374,7 +377,7 @@ fn next(events: &Receiver<Event>, stop: &AtomicBool) -> Result<Option<Control>> 
 /// made it); or a shard's results directory (`run --shard`): its seconds
 /// as they are, each once, partial ones too (a test compares the
 /// coordinator's merge of them with `perfops merge`'s).
-fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Result<Outcome> {
+fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Result<Produced> {
     let (recorded, looped): (Vec<Message>, bool) = if path.is_dir() {
         let read = perfops_report::parts::read_seconds(path).map_err(|e| anyhow!("{e}"))?;
         (read.seconds.into_iter().map(|iv| Message::Second(Box::new(iv))).collect(), false)
@@ -412,20 +415,8 @@ fn replay(path: &Path, plan: &Plan, stop: &AtomicBool, out: &conn::Outbox) -> Re
     } else {
         recorded.iter().map(|m| if let Message::Second(iv) = m { iv.length } else { Duration::ZERO }).sum()
     };
-    Ok(Outcome {
-        total,
-        elapsed,
-        workers: 0,
-        interrupted: stop.load(Ordering::Relaxed),
-        naps: 0,
-        longest_nap: Duration::ZERO,
-        late: Duration::ZERO,
-        protocol: perfops_engine::Protocol::Http1,
-        // Nothing was negotiated: no protocol to report.
-        step_protocols: Vec::new(),
-        tls_refused: None,
-        failures: Default::default(),
-    })
+    // Nothing ran here: no worker, no protocol negotiated, no failure sampled.
+    Ok(Produced { total, elapsed, interrupted: stop.load(Ordering::Relaxed), ..Produced::default() })
 }
 
 /// `https://host:port` or `host:port` (default port 7070). `http://` is
@@ -526,6 +517,23 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     // Every agent on one schedule: a start heard late sends what is due at once, as `--start-at` does.
     plan.keep_start = true;
     Ok(plan)
+}
+
+/// The coordinator as this agent's feed: each second goes out on the wire
+/// as the engine hands it on (and into `--record-seconds`' file).
+struct Wire<'a> {
+    out: &'a conn::Outbox,
+    record: Option<std::fs::File>,
+}
+
+impl Feed for Wire<'_> {
+    fn second(&mut self, interval: &Interval) {
+        let msg = Message::Second(Box::new(interval.clone()));
+        if let Some(f) = &mut self.record {
+            let _ = f.write_all(&wire::encode(&msg));
+        }
+        let _ = self.out.send(msg);
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //!  summary ─ the same judging and files as `run`; a lost agent makes the verdict inconclusive
 //! ```
 //!
-//! The coordinator is an interval source for [`Session::load_with`]: what
+//! The coordinator is an interval source for [`Session::load_from`]: what
 //! comes after the merge (files, verdict, report) is `conclude`'s, as for `run`.
 //! `agents.jsonl` in the results adds the fleet's own lines: joins with
 //! clock offsets, each agent's counts per second, losses and missed seconds.
@@ -32,9 +32,9 @@ use perfops_core::fleet::join::{Join, Limits, Taken};
 use perfops_core::fleet::wire::{Assignment, Control, Message};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
-use perfops_core::pipeline::{AbortWhen, Measured, Notice, Pipeline};
+use perfops_core::pipeline::AbortWhen;
 use perfops_core::scenario::Override;
-use perfops_engine::{Outcome, Plan};
+use perfops_engine::Plan;
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProtocolUse;
 use serde::Serialize;
@@ -48,6 +48,7 @@ use crate::exit::{Exit, UsageError};
 use crate::loading::load_scenario;
 use crate::session::{Session, SessionArgs};
 use crate::shard::Placement;
+use crate::source::{Feed, IntervalSource, Produced};
 
 /// Flags of `perfops coordinator`.
 #[derive(Debug, Clone)]
@@ -271,9 +272,8 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
     // The start goes to every agent: on the first whole second at least this far ahead.
     let lead = Duration::from_millis(500);
-    let loaded = s.load_with(model, &stages, Some(&mut abort), lead, |plan, offset, (stop, pipeline)| {
-        drive(&mut fleet, plan, offset, stop, pipeline)
-    });
+    let loaded =
+        s.load_from(model, &stages, Some(&mut abort), lead, |plan, offset| Agents { fleet: &mut fleet, plan, offset });
     fleet.say_all(&Control::Bye);
     let loaded = loaded?;
     s.close();
@@ -282,8 +282,7 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let (gaps, first_loss) = losses(&fleet.members);
     ending.gaps = gaps;
     ending.short_from = first_loss.map(|t| (f64::from(t), format!("a generator was lost at t={t}s")));
-    let mut summary = s.judging().summarize(&loaded, ending);
-    summary.protocols = fleet_protocols(&fleet.members, &s.step_names);
+    let summary = s.judging().summarize(&loaded, ending);
     door.say_unsaid();
     let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
     linger(fleet.members);
@@ -471,16 +470,23 @@ fn ready(fleet: &mut Fleet) -> Result<()> {
     Ok(())
 }
 
-/// The load as the agents run it: start them at `plan.start_at`, join their
-/// seconds, hand each whole second to `pipeline`, stop them all when it (or
-/// Ctrl-C) says so.
-fn drive(
-    fleet: &mut Fleet,
-    plan: &Plan,
+/// The load as the agents run it: an [`IntervalSource`] that starts them at
+/// `plan.start_at`, joins their seconds and hands each whole one on, and
+/// stops them all when the feed (or Ctrl-C) says so. `offset`: the load's
+/// first second on the session clock, as the agents' lines name seconds.
+struct Agents<'f> {
+    fleet: &'f mut Fleet,
+    plan: Plan,
     offset: u32,
-    stop: Arc<AtomicBool>,
-    mut pipeline: Pipeline<'_>,
-) -> Result<(Outcome, Measured)> {
+}
+
+impl IntervalSource for Agents<'_> {
+    fn produce(&mut self, stop: &Arc<AtomicBool>, feed: &mut dyn Feed) -> Result<Produced> {
+        drive(self.fleet, &self.plan, self.offset, stop, feed)
+    }
+}
+
+fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &mut dyn Feed) -> Result<Produced> {
     let start = plan.start_at.unwrap_or_else(Instant::now);
     let start_wall = wall_ns() + start.saturating_duration_since(Instant::now()).as_nanos() as i64;
     for m in &fleet.members {
@@ -495,7 +501,7 @@ fn drive(
     // for the slowest stays bounded whatever an agent with the token sends.
     let limits = Limits::of_plan(&plan.stage_ends, plan.work.step_names.len(), plan.end, tail, Duration::from_secs(30));
     let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO, limits);
-    let (mut total, mut failed, mut reason, mut stop_sent) = (Stats::default(), None, None, false);
+    let (mut total, mut stop_sent) = (Stats::default(), false);
     let mut scratch = Vec::new();
     loop {
         let received = fleet.events.recv_timeout(Duration::from_millis(200));
@@ -590,18 +596,10 @@ fn drive(
                 fleet.log(AgentLine::Missed { agent: i as u32, t: offset + r.interval.index });
             }
             total.merge(&r.interval.stats);
-            pipeline.second(&r.interval, &mut |n| match n {
-                Notice::Failed(e) => {
-                    failed.get_or_insert_with(|| e.clone());
-                }
-                Notice::Abort(why) => {
-                    eprintln!("perfops: {n}");
-                    reason.get_or_insert_with(|| why.clone());
-                }
-            });
+            feed.second(&r.interval);
         }
         if stop.load(Ordering::Relaxed) && !stop_sent {
-            let why = reason.clone().unwrap_or_else(|| "interrupted on the coordinator".into());
+            let why = feed.stopping().map_or_else(|| "interrupted on the coordinator".into(), str::to_string);
             eprintln!("perfops: stopping every agent ({why})");
             fleet.say_all(&Control::Stop { reason: why });
             stop_sent = true;
@@ -611,13 +609,9 @@ fn drive(
             break;
         }
     }
-    let measured = pipeline.finish();
-    if let Some(e) = failed {
-        anyhow::bail!("{e}: the load was stopped; the seconds written before stay readable (`perfops report`)");
-    }
     let done: Vec<&Done> = fleet.members.iter().filter_map(|m| m.done.as_ref()).collect();
     // The latest agent's lateness: the fleet's start is as late as its last generator's.
-    let outcome = Outcome {
+    Ok(Produced {
         total,
         elapsed: done
             .iter()
@@ -626,20 +620,15 @@ fn drive(
             .unwrap_or_else(|| Instant::now().saturating_duration_since(start)),
         workers: done.iter().map(|d| d.workers as usize).sum(),
         interrupted: stop.load(Ordering::Relaxed),
-        naps: done.iter().map(|d| d.naps).sum(),
-        longest_nap: done.iter().map(|d| d.longest_nap).max().unwrap_or_default(),
+        naps: (done.iter().map(|d| d.naps).sum(), done.iter().map(|d| d.longest_nap).max().unwrap_or_default()),
         late: done.iter().map(|d| d.late).max().unwrap_or_default(),
-        // Each agent decides (ALPN) for itself: what they negotiated is in
-        // their Done messages (`fleet_protocols`), not one protocol.
-        protocol: perfops_engine::Protocol::Alpn,
-        step_protocols: Vec::new(),
+        // Each agent decides (ALPN) for itself: what they negotiated is in their Done messages.
+        protocols: fleet_protocols(&fleet.members, &plan.work.step_names),
         // Each agent's own handshake: their runs say so.
         tls_refused: None,
-        // Not carried over the agent wire yet (#32): a fleet's summary
-        // shows the failures' counts, without samples.
+        // Not carried over the agent wire: a fleet's summary shows the failures' counts, without samples.
         failures: Default::default(),
-    };
-    Ok((outcome, measured))
+    })
 }
 
 /// What the fleet's steps spoke: every agent's own negotiation (its Done),

@@ -1,0 +1,225 @@
+//! Run behaviour in-process, in milliseconds: seconds from an interval
+//! source through the pipeline a session assembles (the judge with its
+//! `abort_when` rules, the results writer), into stages, verdicts, the
+//! summary and the results files. No engine, no server, no process: what only
+//! those can show (signals, real targets, exit codes, the terminal) is the
+//! binary's tests' (crates/perfops/tests).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Result;
+use perfops_core::analysis::verdict::{RunResult, StageVerdict};
+use perfops_core::measure::{FailureKind, Interval, Key, Stats};
+use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger, StagePlan};
+use perfops_core::scenario::Scenario;
+use perfops_report::results::{JsonLines, RunDir};
+use perfops_report::run::{GeneratorUse, RunSummary};
+use perfops_report::sink::ResultsWriter;
+
+use crate::conclude::{self, Ending, Judging, Loaded};
+use crate::source::{self, Feed, IntervalSource, Produced};
+use crate::watching::{Judge, Store};
+
+/// A folder of this test's own, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!("perfops-run-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch(path)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Second `index` of a one-step flow in stage `stage`: `n` arrivals due,
+/// `answered` of them answered in `ms` each, `failed` of those with a 500.
+fn second(index: u32, stage: u16, n: u64, answered: u64, ms: u64, failed: u64) -> Interval {
+    let mut s =
+        Stats { sent: n, completed: answered, arrivals_answered: answered, iterations: answered, ..Stats::default() };
+    let took = Duration::from_millis(ms);
+    for i in 0..answered {
+        s.latency.record(took);
+        s.service.record(took);
+        if i >= failed {
+            s.latency_ok.record(took);
+            s.service_ok.record(took);
+        }
+    }
+    s.failures.add_n(FailureKind::Http5xx, failed);
+    Interval {
+        index,
+        length: Duration::from_secs(1),
+        in_flight: 0,
+        target: Some(n as f64),
+        stats: s.clone(),
+        parts: vec![(Key { stage, step: 0 }, s)],
+    }
+}
+
+/// A scenario with `slo` and `abort_when` lines (YAML lists, as written).
+fn scenario(slo: &str, abort_when: &str) -> Scenario {
+    let text = format!(
+        "name: inproc\ntarget: http://127.0.0.1:9\nflows:\n  f:\n    steps:\n      - {{ name: get, request: GET / }}\n\
+         load:\n  stages:\n    - {{ name: warm, rate: 10, hold: 3s }}\n    - {{ name: peak, rate: 20, hold: 3s }}\n\
+         slo: {slo}\nabort_when: {abort_when}\n"
+    );
+    perfops_core::scenario::parse("inproc.yaml", &text, &[]).expect("a valid scenario")
+}
+
+/// The scenario's two stages as a load plans them.
+fn stages(s: &Scenario) -> Vec<StagePlan> {
+    crate::loading::stage_plans(&s.load, perfops_core::model::Shard::WHOLE)
+}
+
+/// A source that hands on its seconds one by one and, like the engine,
+/// stops at the end of the second in which the stop flag was set.
+struct Scripted(Vec<Interval>);
+
+impl IntervalSource for Scripted {
+    fn produce(&mut self, stop: &Arc<AtomicBool>, feed: &mut dyn Feed) -> Result<Produced> {
+        let mut p = Produced { workers: 1, ..Produced::default() };
+        for iv in self.0.drain(..) {
+            p.total.merge(&iv.stats);
+            p.elapsed += iv.length;
+            feed.second(&iv);
+            if stop.load(Ordering::Relaxed) {
+                p.interrupted = true;
+                break;
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// What a session does with a load's seconds, without the session: the
+/// judge (watched metrics, none here, then `abort`), the results writer,
+/// then the summary, as `run` concludes.
+fn load(scenario: &Scenario, seconds: Vec<Interval>, dir: &mut RunDir) -> (Loaded, RunSummary, Option<String>) {
+    let names = vec!["get".to_string()];
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut store = Store::new(JsonLines::new(dir.path()));
+    let (_tx, events) = mpsc::channel();
+    let mut abort = AbortWhen::new(&scenario.abort_when);
+    let loaded = {
+        let mut judge = Judge::new(&mut store, &events, Some(&mut abort), None);
+        let mut write_error = false;
+        let mut results = ResultsWriter::new(dir, &mut write_error);
+        let pipeline = Pipeline::new(StageLedger::new(&stages(scenario), 0.0), 0, &names, stop.clone())
+            .to(&mut judge)
+            .to(&mut results);
+        let (produced, measured) = source::drive(&mut Scripted(seconds), &stop, pipeline).expect("the load runs");
+        Loaded::of(produced, measured, false)
+    };
+    let reason = abort.reason().map(str::to_string);
+    let judging = Judging {
+        scenario,
+        store: &store,
+        step_names: &names,
+        target_label: "http://127.0.0.1:9",
+        target_addr: "127.0.0.1:9",
+        started: SystemTime::UNIX_EPOCH,
+    };
+    let ending = Ending {
+        interrupted: false,
+        aborted: reason.clone(),
+        generator: GeneratorUse::default(),
+        gaps: Vec::new(),
+        notes: Vec::new(),
+        short_from: None,
+    };
+    let summary = judging.summarize(&loaded, ending);
+    (loaded, summary, reason)
+}
+
+#[test]
+fn a_load_that_keeps_its_rate_and_slo_holds_every_stage() {
+    let tmp = Scratch::new("holds");
+    let mut dir = RunDir::create(&tmp.0, "inproc", SystemTime::UNIX_EPOCH).unwrap();
+    let s = scenario("[p95 < 100ms, errors < 1%]", "[]");
+    let seconds = (0..6).map(|t| if t < 3 { second(t, 0, 10, 10, 20, 0) } else { second(t, 1, 20, 20, 20, 0) });
+    let (loaded, summary, reason) = load(&s, seconds.collect(), &mut dir);
+
+    assert_eq!(reason, None);
+    assert_eq!(loaded.total.sent, 90, "every second's requests are in the totals");
+    let verdicts: Vec<_> = summary.stages.iter().map(|st| st.verdict).collect();
+    assert_eq!(verdicts, [Some(StageVerdict::Holds), Some(StageVerdict::Holds)]);
+    assert_eq!(result(&summary), RunResult::Passed);
+    // The results writer had every second: one line each in series.jsonl.
+    let series = std::fs::read_to_string(dir.path().join("series.jsonl")).unwrap();
+    assert_eq!(series.lines().count(), 6, "{series}");
+}
+
+#[test]
+fn a_stage_answered_below_its_rate_fails_by_the_rate_rule() {
+    let tmp = Scratch::new("rate");
+    let mut dir = RunDir::create(&tmp.0, "inproc", SystemTime::UNIX_EPOCH).unwrap();
+    let s = scenario("[p95 < 100ms]", "[]");
+    // The peak's 20/s answered at 14/s (70%): the SLO on latency holds, the rate does not.
+    let seconds = (0..6).map(|t| if t < 3 { second(t, 0, 10, 10, 20, 0) } else { second(t, 1, 20, 14, 20, 0) });
+    let (_, summary, _) = load(&s, seconds.collect(), &mut dir);
+
+    assert_eq!(summary.stages[0].verdict, Some(StageVerdict::Holds));
+    assert_eq!(summary.stages[1].verdict, Some(StageVerdict::Fails));
+    let why = summary.stages[1].reasons.join("; ");
+    assert!(why.contains("14") && why.contains("20"), "the why names the rates: {why}");
+    assert_eq!(result(&summary), RunResult::Failed);
+}
+
+#[test]
+fn an_abort_rule_stops_the_source_at_the_end_of_the_second_it_held_in() {
+    let tmp = Scratch::new("abort");
+    let mut dir = RunDir::create(&tmp.0, "inproc", SystemTime::UNIX_EPOCH).unwrap();
+    let s = scenario("[]", "[errors > 20% for 1s]");
+    // Second 3 fails half its requests: the rule holds there, and the load stops after it.
+    let seconds = (0..6).map(|t| second(t, u16::from(t >= 3), 10, 10, 20, if t == 3 { 5 } else { 0 }));
+    let (loaded, summary, reason) = load(&s, seconds.collect(), &mut dir);
+
+    let reason = reason.expect("the rule held");
+    assert!(reason.contains("errors"), "{reason}");
+    assert!(loaded.stopped, "the load is marked stopped");
+    assert_eq!(loaded.total.sent, 40, "seconds 0..=3 ran, 4 and 5 never did");
+    let series = std::fs::read_to_string(dir.path().join("series.jsonl")).unwrap();
+    assert_eq!(series.lines().count(), 4, "{series}");
+    assert_eq!(result(&summary), RunResult::Failed, "an aborted run does not pass");
+}
+
+#[test]
+fn seconds_read_back_replay_into_the_same_stages_as_the_load_that_wrote_them() {
+    // What `merge` and a coordinator do with seconds from elsewhere: the
+    // stages and totals are what the seconds say, whoever produced them.
+    let tmp = Scratch::new("replay");
+    let mut dir = RunDir::create(&tmp.0, "inproc", SystemTime::UNIX_EPOCH).unwrap();
+    let s = scenario("[p95 < 100ms]", "[]");
+    let mut seconds: Vec<Interval> =
+        (0..6).map(|t| if t < 3 { second(t, 0, 10, 10, 20, 0) } else { second(t, 1, 20, 20, 20, 0) }).collect();
+    // The last second is cut short, as the engine's last one may be.
+    seconds[5].length = Duration::from_millis(400);
+    let names = vec!["get".to_string()];
+    let loaded =
+        conclude::replay(seconds, StageLedger::new(&stages(&s), 0.0), &names, &mut dir, false, Vec::new(), 2).unwrap();
+
+    assert_eq!(loaded.total.sent, 90);
+    assert_eq!(loaded.workers, 2);
+    assert_eq!(loaded.elapsed, Duration::from_millis(5400), "the cut second counts what it lasted");
+    assert_eq!(loaded.stages.len(), 2);
+    assert_eq!(loaded.stages[1].stats.sent, 60);
+    assert!(!loaded.stopped);
+}
+
+/// The run's overall result.
+fn result(summary: &RunSummary) -> RunResult {
+    summary.verdict.as_ref().expect("a verdict").verdict.result
+}
