@@ -41,8 +41,6 @@ use std::time::{Duration, Instant};
 
 use perfops_core::scenario::extract::Extractor;
 use rustls::ClientConfig;
-use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 use url::Url;
 
 /// What to watch, and how often.
@@ -108,26 +106,6 @@ pub enum ProcessSel {
     Port(u16),
 }
 
-/// The two probes that change what Kubernetes does with a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbeKind {
-    /// Failing `failure_threshold` times in a row restarts the container.
-    Liveness,
-    /// Failing `failure_threshold` times in a row takes the pod out of its Services' endpoints.
-    Readiness,
-}
-
-impl ProbeKind {
-    /// `"liveness"` or `"readiness"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProbeKind::Liveness => "liveness",
-            ProbeKind::Readiness => "readiness",
-        }
-    }
-}
-
 /// An HTTP probe, with the meaning and defaults of Kubernetes' `httpGet` probe fields.
 #[derive(Debug, Clone)]
 pub struct ProbeSpec {
@@ -165,55 +143,9 @@ pub enum WatchEvent {
     },
 }
 
-/// Values read from one source at one time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Sample {
-    /// Seconds since `start` when the read began.
-    pub t: f64,
-    /// `"process"`, `"generator"`, `"prometheus <url>"` or `"json <url>"`.
-    pub source: String,
-    /// (name, value), written as a JSON object in this order.
-    #[serde(serialize_with = "as_object")]
-    pub values: Vec<(String, f64)>,
-}
-
-impl Sample {
-    /// The value named `name`, if this sample has it.
-    pub fn value(&self, name: &str) -> Option<f64> {
-        self.values.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
-    }
-}
-
-fn as_object<S: Serializer>(values: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
-    let mut map = s.serialize_map(Some(values.len()))?;
-    for (name, value) in values {
-        map.serialize_entry(name, value)?;
-    }
-    map.end()
-}
-
-/// One probe check, and what Kubernetes would do after it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeResult {
-    /// Seconds since `start` when the check began.
-    pub t: f64,
-    /// Which probe.
-    pub probe: ProbeKind,
-    /// Status 200..=399 within the timeout.
-    pub ok: bool,
-    /// The status, when a response came.
-    pub status: Option<u16>,
-    /// How long the check took, in milliseconds (at most about the timeout).
-    pub ms: f64,
-    /// Why it failed, short: `timeout`, `connection refused`, `HTTP 503`, ...
-    pub error: Option<String>,
-    /// Consecutive failures, this one included (0 after a success).
-    pub failures: u32,
-    /// Liveness: this failure reached the threshold; Kubernetes would restart the container now.
-    pub restart: bool,
-    /// Readiness: this failure reached the threshold; Kubernetes would stop sending it traffic.
-    pub unready: bool,
-}
+/// The lines of `watch.jsonl` and `probe.jsonl`, which the watcher sends as they are written: one
+/// type for the writer and every reader (`perfops_core::telemetry::watched`).
+pub use perfops_core::telemetry::watched::{ProbeKind, ProbeResult, Sample};
 
 /// The running watch; [`Watcher::stop`] (or dropping it) stops and joins every thread.
 #[derive(Debug)]
@@ -476,27 +408,5 @@ mod tests {
         // Woken a little late for slot 1: slot 1 is not served again, slot 2 comes next.
         assert_eq!(s.next_due(origin + ms(101)), origin + ms(200));
         assert_eq!(s.next_due(origin + ms(150)), origin + ms(300), "never a slot already handed out");
-    }
-
-    #[test]
-    fn samples_serialize_values_as_an_object() {
-        let s = Sample { t: 1.5, source: "process".into(), values: vec![("b".into(), 2.0), ("a".into(), 0.5)] };
-        assert_eq!(
-            serde_json::to_string(&s).unwrap(),
-            r#"{"t":1.5,"source":"process","values":{"b":2.0,"a":0.5}}"#,
-            "in order, not sorted"
-        );
-        let p = ProbeResult {
-            t: 2.0,
-            probe: ProbeKind::Liveness,
-            ok: false,
-            status: None,
-            ms: 1000.0,
-            error: Some("timeout".into()),
-            failures: 3,
-            restart: true,
-            unready: false,
-        };
-        assert!(serde_json::to_string(&p).unwrap().starts_with(r#"{"t":2.0,"probe":"liveness","ok":false"#));
     }
 }
