@@ -20,7 +20,7 @@ mod record;
 mod reflection;
 mod target;
 mod timer;
-mod tls;
+pub mod tls;
 pub mod watch;
 mod work;
 mod worker;
@@ -46,7 +46,7 @@ pub use http2::Http2;
 pub use perfops_core::measure::{Interval, Key};
 pub use reflection::Reflection;
 pub use target::{Protocol, Target, TargetError};
-pub use tls::{AnyCertificate, TlsSetupError};
+pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
 
 use worker::{Msg, Shared, WorkerLoad};
@@ -391,7 +391,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     };
     let (protocol, tls_refused) = match plan.target.protocol {
         Protocol::Alpn if plan.target.tls => {
-            let offer = TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H2_OR_H1)?);
+            let offer = TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, tls::ALPN_H2_OR_H1)?);
             negotiate(&plan.target, offer, name()?, plan.connect_timeout.min(plan.timeout))
         }
         Protocol::Alpn => (Protocol::Http1, None),
@@ -399,7 +399,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     };
     let tls = if plan.target.tls {
         let alpn = if protocol == Protocol::H2 { tls::ALPN_H2 } else { tls::ALPN_H1 };
-        Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, alpn)?), name()?))
+        Some((TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, alpn)?), name()?))
     } else {
         None
     };
@@ -409,7 +409,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     let websocket = plan.work.flows.iter().flat_map(|f| f.steps.iter()).any(|s| s.step.websocket.is_some());
     let ws_tls = match &tls {
         Some((_, name)) if protocol == Protocol::H2 && websocket => {
-            Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H1)?), name.clone()))
+            Some((TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, tls::ALPN_H1)?), name.clone()))
         }
         _ => None,
     };

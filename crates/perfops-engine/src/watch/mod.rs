@@ -177,7 +177,7 @@ impl Watcher {
         }
         let any_https = prometheus.iter().chain(&json).chain(&probes).any(|u| u.scheme() == "https");
         let tls = match any_https {
-            true => Some(crate::tls::client_config(plan.insecure).map_err(io::Error::other)?),
+            true => Some(https(plan.insecure, None).map_err(io::Error::other)?),
             false => None,
         };
         let promql = plan.promql.as_ref().map(|p| promql_run(p, plan.insecure)).transpose()?;
@@ -243,7 +243,7 @@ impl Drop for Watcher {
 pub fn check(url: &str, timeout: Duration, insecure: bool) -> Result<Duration, String> {
     let url = parse_url(url).map_err(|e| e.to_string())?;
     let tls = match url.scheme() {
-        "https" => Some(crate::tls::client_config(insecure).map_err(|e| e.to_string())?),
+        "https" => Some(https(insecure, None).map_err(|e| e.to_string())?),
         _ => None,
     };
     let headers = [("User-Agent", "kube-probe/perfops")];
@@ -277,11 +277,16 @@ fn promql_run(p: &PromqlSource, insecure: bool) -> io::Result<promql::Run> {
     };
     let tls = match (base.scheme(), &p.ca_file) {
         ("https", ca) => {
-            Some(crate::tls::client_config_with(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?)
+            Some(https(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?)
         }
         _ => None,
     };
     Ok(promql::Run { base, every: p.every, timeout: p.timeout, queries: p.queries.clone(), authorization, tls })
+}
+
+/// The TLS of an `https` read: the target's trust (`--insecure`, a cluster's CA file), HTTP/1.1.
+fn https(insecure: bool, ca_file: Option<&std::path::Path>) -> Result<Arc<ClientConfig>, crate::TlsSetupError> {
+    crate::tls::client(crate::tls::Trust::target(insecure, ca_file)?, crate::tls::ALPN_H1)
 }
 
 fn parse_url(text: &str) -> io::Result<Url> {
