@@ -163,8 +163,7 @@ impl Reflection {
         let tcp = TcpStream::connect(self.target.addr).await.map_err(|e| Fetch::Unreachable(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         if self.target.tls {
-            let config =
-                tls::Trust::target(self.insecure, None)
+            let config = tls::Trust::target(self.insecure, None)
                 .and_then(|trust| tls::client(trust, tls::ALPN_H2))
                 .map_err(|e| Fetch::Failed(e.to_string()))?;
             let name = ServerName::try_from(self.target.host.clone())

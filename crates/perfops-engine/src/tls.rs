@@ -53,7 +53,10 @@ impl Trust {
         if let Some(path) = ca_file {
             extra = pem_certificates(path)?;
             if extra.is_empty() {
-                return Err(TlsSetupError::CaFile { path: path.display().to_string(), message: "no certificate in it".into() });
+                return Err(TlsSetupError::CaFile {
+                    path: path.display().to_string(),
+                    message: "no certificate in it".into(),
+                });
             }
         }
         Ok(if insecure { Trust::Any } else { Trust::Platform(extra) })

@@ -276,9 +276,7 @@ fn promql_run(p: &PromqlSource, insecure: bool) -> io::Result<promql::Run> {
         PromqlAuth::Basic { user, password_env } => Some(promql::basic(user, &var(password_env)?)),
     };
     let tls = match (base.scheme(), &p.ca_file) {
-        ("https", ca) => {
-            Some(https(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?)
-        }
+        ("https", ca) => Some(https(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?),
         _ => None,
     };
     Ok(promql::Run { base, every: p.every, timeout: p.timeout, queries: p.queries.clone(), authorization, tls })

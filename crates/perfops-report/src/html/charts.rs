@@ -16,8 +16,8 @@ use perfops_core::measure::{FailureKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
 use crate::lttb;
-use perfops_core::telemetry::watched::ProbeResult;
 use crate::run::{SHORTEST_RATE_WINDOW_S, SeriesLine, SweepLevel};
+use perfops_core::telemetry::watched::ProbeResult;
 
 /// Version of the embedded data document.
 pub const DATA_VERSION: u32 = 1;
