@@ -17,6 +17,7 @@ use perfops_core::analysis::usl::{self, Observation};
 use perfops_core::model::LoadModel;
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
+use perfops_report::format::ms_compact;
 use perfops_report::run::{SweepLevel, SweepResult};
 
 use crate::conclude::{Ending, Loaded};
@@ -79,10 +80,10 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         let st = &loaded.stages[0];
         // The level table's figures: p50 of the answered requests (see `levels`).
         eprintln!(
-            "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",
+            "perfops: {n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
             st.achieved_rate,
-            st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0,
-            st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
+            ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
+            ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
             st.stats.error_ratio() * 100.0
         );
         loads.push(loaded);
