@@ -134,9 +134,10 @@ pub(super) struct Pace<'a, I> {
     gathered: Duration,
 }
 
-impl<'a> Pace<'a, std::iter::StepBy<std::ops::Range<u64>>> {
-    pub(super) fn new(schedule: &'a Schedule, shard: Shard) -> Self {
-        let arrivals = (u64::from(shard.index)..schedule.total_arrivals()).step_by(shard.count.max(1) as usize);
+impl<'a> Pace<'a, ()> {
+    /// The arrivals of `shard` of `schedule`.
+    pub(super) fn new(schedule: &'a Schedule, shard: Shard) -> Pace<'a, impl Iterator<Item = u64> + use<'a>> {
+        let arrivals = shard.arrivals(schedule.total_arrivals());
         Pace { schedule, arrivals, step: u64::from(shard.count.max(1)), gathered: Duration::ZERO }
     }
 }
