@@ -380,9 +380,10 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     let name = || {
         ServerName::try_from(plan.target.host.clone()).map_err(|_| EngineError::ServerName(plan.target.host.clone()))
     };
+    let trust = tls::Trust::target(plan.insecure, None)?;
     let (protocol, tls_refused) = match plan.target.protocol {
         Protocol::Alpn if plan.target.tls => {
-            let offer = TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, tls::ALPN_H2_OR_H1)?);
+            let offer = TlsConnector::from(tls::client(trust.clone(), tls::ALPN_H2_OR_H1)?);
             negotiate(&plan.target, offer, name()?, plan.connect_timeout.min(plan.timeout))
         }
         Protocol::Alpn => (Protocol::Http1, None),
@@ -390,7 +391,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     };
     let tls = if plan.target.tls {
         let alpn = if protocol == Protocol::H2 { tls::ALPN_H2 } else { tls::ALPN_H1 };
-        Some((TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, alpn)?), name()?))
+        Some((TlsConnector::from(tls::client(trust.clone(), alpn)?), name()?))
     } else {
         None
     };
@@ -399,10 +400,9 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     // even when the run's HTTP steps speak h2.
     let websocket = plan.work.flows.iter().flat_map(|f| f.steps.iter()).any(|s| s.step.websocket.is_some());
     let ws_tls = match &tls {
-        Some((_, name)) if protocol == Protocol::H2 && websocket => Some((
-            TlsConnector::from(tls::client(tls::Trust::target(plan.insecure, None)?, tls::ALPN_H1)?),
-            name.clone(),
-        )),
+        Some((_, name)) if protocol == Protocol::H2 && websocket => {
+            Some((TlsConnector::from(tls::client(trust, tls::ALPN_H1)?), name.clone()))
+        }
         _ => None,
     };
     let steps = || plan.work.flows.iter().flat_map(|f| f.steps.iter());
