@@ -90,6 +90,8 @@ mod tests {
 
     /// A second's parts, by who shipped them.
     type Parts = Vec<&'static str>;
+    /// The seconds one event let through, with their parts.
+    type Handed = Vec<(u32, Parts)>;
 
     /// What one ship or end does to the ledger, and the seconds handed on after it.
     enum Event {
@@ -101,7 +103,7 @@ mod tests {
 
     /// Plays `events` into a ledger of `workers`, as the collector's loop does: after each, the
     /// whole seconds handed on. Returns what each event let through, and the ledger.
-    fn play(workers: usize, events: &[Event]) -> (Vec<Vec<(u32, Parts)>>, Seconds<Parts>) {
+    fn play(workers: usize, events: &[Event]) -> (Vec<Handed>, Seconds<Parts>) {
         let mut s: Seconds<Parts> = Seconds::new(workers);
         let mut out = Vec::new();
         for e in events {
@@ -117,7 +119,7 @@ mod tests {
     #[test]
     fn a_second_is_handed_on_once_every_worker_is_past_it() {
         // (what happens, what each step hands on)
-        let cases: Vec<(&str, usize, Vec<Event>, Vec<Vec<(u32, Parts)>>)> = vec![
+        let cases: Vec<(&str, usize, Vec<Event>, Vec<Handed>)> = vec![
             (
                 // One worker: each second is whole as soon as it ships it.
                 "one worker",

@@ -227,7 +227,8 @@ mod tests {
     /// fleet's channel).
     #[test]
     fn alpn_is_what_the_caller_offers() {
-        let cases: [(&[&[u8]], Vec<Vec<u8>>); 3] = [
+        type Offered = Vec<Vec<u8>>;
+        let cases: [(&[&[u8]], Offered); 3] = [
             // `https://`: h2 first, HTTP/1.1 if the server prefers it.
             (ALPN_H2_OR_H1, vec![b"h2".to_vec(), b"http/1.1".to_vec()]),
             // The watcher's reads.

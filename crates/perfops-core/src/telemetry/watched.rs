@@ -177,7 +177,8 @@ mod tests {
     #[test]
     fn samples_read_leniently_and_write_in_order() {
         // (a line as read, its values, the line written back)
-        let cases: [(&str, Vec<(&str, f64)>, &str); 4] = [
+        type Values = Vec<(&'static str, f64)>;
+        let cases: [(&str, Values, &str); 4] = [
             // Values in their order, not sorted: the writer's order is the watcher's.
             (
                 r#"{"t":1.5,"source":"process","values":{"b":2.0,"a":0.5}}"#,

@@ -184,8 +184,11 @@ mod tests {
         Schedule::constant(Rate::per_second(per_s).unwrap(), Duration::from_millis(ms)).unwrap()
     }
 
-    /// (arrival, due, wakes) of a shard, due times to the nearest microsecond.
-    fn paced(schedule: &Schedule, shard: Shard) -> Vec<(u64, u64, bool)> {
+    /// (arrival, due in µs, wakes).
+    type Paced = (u64, u64, bool);
+
+    /// What the pacer does with a shard's arrivals, due times to the nearest microsecond.
+    fn paced(schedule: &Schedule, shard: Shard) -> Vec<Paced> {
         Pace::new(schedule, shard).map(|(n, d, w)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w)).collect()
     }
 
@@ -197,7 +200,7 @@ mod tests {
         assert_eq!(coalesce::GATHER, us(100), "the cases below are written for a 100 µs window");
         let whole = Shard::WHOLE;
         // (schedule, shard, what the pacer does)
-        let cases: Vec<(Schedule, Shard, Vec<(u64, u64, bool)>)> = vec![
+        let cases: Vec<(Schedule, Shard, Vec<Paced>)> = vec![
             // 1,000/s over 3 ms: 1 ms apart, each woken for; arrival 0 is due at the start itself,
             // which the pacer does not wait for.
             (constant(1000.0, 3), whole, vec![(0, 0, false), (1, 1000, true), (2, 2000, true)]),
