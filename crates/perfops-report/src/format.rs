@@ -85,7 +85,7 @@ pub fn ms_compact(v: f64) -> String {
 /// The one rounding of a latency: two decimals below 10 ms, one below 1 s,
 /// seconds with two decimals from there; chosen by the figure as printed, so
 /// that 9.996 ms is `10.0 ms`, not `10.00 ms`. One place from 10 ms: a p95 of
-/// 250.4 ms that failed `p95 < 250ms` read "250 ms" (review 2).
+/// 250.4 ms that failed `p95 < 250ms` read "250 ms".
 fn ms_parts(v: f64) -> (String, &'static str) {
     let a = v.abs();
     if a < 9.995 {
