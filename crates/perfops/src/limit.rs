@@ -21,7 +21,6 @@ use perfops_core::analysis::verdict::{RunResult, StageVerdict};
 use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
-use perfops_report::format::ms_compact;
 use perfops_report::run::{LimitAttempt, LimitSearch};
 
 use crate::conclude::Ending;
@@ -137,7 +136,7 @@ pub(crate) fn run(args: LimitArgs) -> Result<Exit> {
             "perfops: {:>12}: achieved {:.1}/s, p95 {}, errors {:.2}% -> {}{}",
             st.plan.name,
             st.achieved_rate,
-            ms_compact(st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0),
+            perfops_report::format::ms_compact(st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0),
             st.stats.error_ratio() * 100.0,
             verdict.verdict.name(),
             verdict.reasons.first().map_or(String::new(), |r| format!(" ({r})"))

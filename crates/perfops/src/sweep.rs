@@ -17,7 +17,6 @@ use perfops_core::analysis::usl::{self, Observation};
 use perfops_core::model::LoadModel;
 use perfops_core::scenario::Load;
 use perfops_core::units::parse_duration;
-use perfops_report::format::ms_compact;
 use perfops_report::run::{SweepLevel, SweepResult};
 
 use crate::conclude::{Ending, Loaded};
@@ -82,8 +81,8 @@ pub(crate) fn run(args: SweepArgs) -> Result<Exit> {
         eprintln!(
             "perfops: {n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
             st.achieved_rate,
-            ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
-            ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
+            perfops_report::format::ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
+            perfops_report::format::ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
             st.stats.error_ratio() * 100.0
         );
         loads.push(loaded);
