@@ -10,6 +10,7 @@
 
 mod chunked;
 mod coalesce;
+mod collect;
 pub mod exporter;
 mod framing;
 mod grpc;
@@ -20,7 +21,7 @@ mod record;
 mod reflection;
 mod target;
 mod timer;
-mod tls;
+pub mod tls;
 pub mod watch;
 mod work;
 mod worker;
@@ -38,6 +39,8 @@ use rustls::pki_types::ServerName;
 use tokio::time::Instant;
 use tokio_rustls::TlsConnector;
 
+use crate::collect::Seconds;
+
 pub use grpc::{GrpcError, GrpcMethod, proto_sources};
 pub use h2::conn::LARGE_WINDOW;
 pub use http2::Http2;
@@ -46,7 +49,7 @@ pub use http2::Http2;
 pub use perfops_core::measure::{Interval, Key};
 pub use reflection::Reflection;
 pub use target::{Protocol, Target, TargetError};
-pub use tls::{AnyCertificate, TlsSetupError};
+pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
 
 use worker::{Msg, Shared, WorkerLoad};
@@ -236,11 +239,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         let _ = s.send(start);
     }
 
-    let mut pending: BTreeMap<u32, Pending> = BTreeMap::new();
-    // The next interval each worker will report; a worker's messages arrive in
-    // order, so interval k is complete once every worker is past k or done.
-    let mut next = vec![0u32; workers];
-    let mut done = vec![false; workers];
+    // Which seconds are whole: `collect.rs`.
+    let mut seconds: Seconds<Pending> = Seconds::new(workers);
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
     let mut total = Stats::default();
@@ -281,7 +281,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 for (key, sample) in samples {
                     failures.add(key, sample);
                 }
-                let p = pending.entry(index).or_default();
+                // A worker's last second may be partial: it is emitted with its
+                // true length once everybody is done, never as a whole second.
+                let p = seconds.shipped(worker, index, last);
                 for (key, stats) in parts {
                     // The first report of a key is moved in, not merged into a
                     // new one; every `Stats` goes back to its worker once merged.
@@ -296,14 +298,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                     }
                 }
                 p.in_flight += in_flight;
-                // A worker's last second may be partial: it is emitted with its
-                // true length once everybody is done, never as a whole second.
-                if !last {
-                    next[worker] = index + 1;
-                }
             }
             Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l }) => {
-                done[worker] = true;
+                seconds.done(worker);
                 end = end.max(e);
                 naps += n;
                 longest_nap = longest_nap.max(l);
@@ -311,17 +308,12 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
-        if done.iter().all(|d| *d) {
+        if seconds.all_done() {
             break;
         }
         // Seconds every worker is past are whole: show them now.
-        let complete_below = (0..workers).filter(|&w| !done[w]).map(|w| next[w]).min().unwrap_or(u32::MAX);
-        while let Some(entry) = pending.first_entry() {
-            if *entry.key() >= complete_below {
-                break;
-            }
-            let k = *entry.key();
-            emit(k, entry.remove(), Duration::from_secs(1));
+        while let Some((k, p)) = seconds.whole() {
+            emit(k, p, Duration::from_secs(1));
         }
     }
     for h in handles {
@@ -339,9 +331,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     }
     // The last seconds, possibly partial, once everybody is done.
     let elapsed = end.saturating_duration_since(start);
-    while let Some((k, p)) = pending.pop_first() {
-        let from = Duration::from_secs(u64::from(k));
-        emit(k, p, elapsed.saturating_sub(from).min(Duration::from_secs(1)));
+    while let Some((k, p, length)) = seconds.rest(elapsed) {
+        emit(k, p, length);
     }
     let tls_refused = shared.tls_refused.clone();
     Ok(Outcome {
@@ -389,9 +380,10 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     let name = || {
         ServerName::try_from(plan.target.host.clone()).map_err(|_| EngineError::ServerName(plan.target.host.clone()))
     };
+    let trust = tls::Trust::target(plan.insecure, None)?;
     let (protocol, tls_refused) = match plan.target.protocol {
         Protocol::Alpn if plan.target.tls => {
-            let offer = TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H2_OR_H1)?);
+            let offer = TlsConnector::from(tls::client(trust.clone(), tls::ALPN_H2_OR_H1)?);
             negotiate(&plan.target, offer, name()?, plan.connect_timeout.min(plan.timeout))
         }
         Protocol::Alpn => (Protocol::Http1, None),
@@ -399,7 +391,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     };
     let tls = if plan.target.tls {
         let alpn = if protocol == Protocol::H2 { tls::ALPN_H2 } else { tls::ALPN_H1 };
-        Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, alpn)?), name()?))
+        Some((TlsConnector::from(tls::client(trust.clone(), alpn)?), name()?))
     } else {
         None
     };
@@ -409,7 +401,7 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
     let websocket = plan.work.flows.iter().flat_map(|f| f.steps.iter()).any(|s| s.step.websocket.is_some());
     let ws_tls = match &tls {
         Some((_, name)) if protocol == Protocol::H2 && websocket => {
-            Some((TlsConnector::from(tls::client_config_alpn(plan.insecure, tls::ALPN_H1)?), name.clone()))
+            Some((TlsConnector::from(tls::client(trust, tls::ALPN_H1)?), name.clone()))
         }
         _ => None,
     };

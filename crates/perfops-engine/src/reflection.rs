@@ -163,8 +163,9 @@ impl Reflection {
         let tcp = TcpStream::connect(self.target.addr).await.map_err(|e| Fetch::Unreachable(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
         if self.target.tls {
-            let config =
-                tls::client_config_alpn(self.insecure, tls::ALPN_H2).map_err(|e| Fetch::Failed(e.to_string()))?;
+            let config = tls::Trust::target(self.insecure, None)
+                .and_then(|trust| tls::client(trust, tls::ALPN_H2))
+                .map_err(|e| Fetch::Failed(e.to_string()))?;
             let name = ServerName::try_from(self.target.host.clone())
                 .map_err(|_| Fetch::Failed(format!("`{}` is not a valid TLS server name", self.target.host)))?;
             let tls =

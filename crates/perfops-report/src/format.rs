@@ -1,13 +1,17 @@
 //! Figures and text as people read them in the report, the comparison page,
-//! the run listing and JUnit: numbers without needless decimals, times as
-//! `m:ss`, and escaping for HTML text and XML attributes.
+//! the run listing, JUnit and the terminal: numbers without needless
+//! decimals, milliseconds, times as `m:ss`, and escaping for HTML text and
+//! XML attributes.
 //!
 //! It owns formatting only: what to show is decided by the callers (`html`,
-//! `compare`, `runs`, `junit`), which all format through here so one figure
-//! reads the same everywhere. The terminal table of `perfops run` (`run.rs`)
-//! keeps its own fixed-width forms, but for rates: a rate reads the same in
-//! every output ([`per_second`], #32: the headline said "capacity 24/s" and
-//! the card "23.8/s").
+//! `compare`, `runs`, `junit`, `run.rs`'s table, the live line, `quick`, and
+//! the binary's `limit`, `sweep` and `--debug` lines), which all format
+//! through here so one figure reads the same everywhere: a rate
+//! ([`per_second`]: the headline once said "capacity 24/s" and the card
+//! "23.8/s") and a latency ([`ms`], [`ms_compact`]: four copies once rounded
+//! a 1234.5 ms p99 as `1234.50 ms`, `1.23 s`, `1.23s` and `1234ms`). Tables
+//! with the unit in their header (`quick`'s ab-like percentiles, `sweep`'s
+//! columns) print bare numbers in the form of the tools they mimic.
 
 /// `s` safe as HTML text or attribute value.
 pub fn escape(s: &str) -> String {
@@ -57,15 +61,39 @@ pub(crate) fn number(v: f64) -> String {
     }
 }
 
-/// Milliseconds, as `0.42 ms`, `812.3 ms`, `1.52 s`; `–` when not available.
-/// One place from 10 ms, as the terminal: a p95 of 250.4 ms that failed
-/// `p95 < 250ms` read "250 ms" (review 2).
-pub(crate) fn ms(v: Option<f64>) -> String {
+/// Milliseconds, as `0.42 ms`, `812.3 ms`, `1.52 s`; `–` when not available:
+/// the report, the comparison page and the lines of text. Rounded as
+/// [`ms_compact`].
+pub fn ms(v: Option<f64>) -> String {
     match v {
         None => "–".into(),
-        Some(v) if v < 10.0 => format!("{v:.2} ms"),
-        Some(v) if v < 1000.0 => format!("{v:.1} ms"),
-        Some(v) => format!("{:.2} s", v / 1000.0),
+        Some(v) => {
+            let (n, unit) = ms_parts(v);
+            format!("{n} {unit}")
+        }
+    }
+}
+
+/// Milliseconds as the terminal's tables and lines print them (the stage
+/// table, the live line, `compare`, `limit`, `sweep`, `--debug`), without a
+/// space: `0.42ms`, `21.4ms`, `1.52s`.
+pub fn ms_compact(v: f64) -> String {
+    let (n, unit) = ms_parts(v);
+    format!("{n}{unit}")
+}
+
+/// The one rounding of a latency: two decimals below 10 ms, one below 1 s,
+/// seconds with two decimals from there; chosen by the figure as printed, so
+/// that 9.996 ms is `10.0 ms`, not `10.00 ms`. One place from 10 ms: a p95 of
+/// 250.4 ms that failed `p95 < 250ms` read "250 ms".
+fn ms_parts(v: f64) -> (String, &'static str) {
+    let a = v.abs();
+    if a < 9.995 {
+        (format!("{v:.2}"), "ms")
+    } else if a < 999.95 {
+        (format!("{v:.1}"), "ms")
+    } else {
+        (format!("{:.2}", v / 1000.0), "s")
     }
 }
 
@@ -150,14 +178,39 @@ mod tests {
         }
     }
 
+    /// How a latency rounds, in every output: one rule, two spellings.
+    #[test]
+    fn milliseconds_round_one_way() {
+        // (milliseconds, as text, as the terminal's tables print it)
+        let cases = [
+            // Below 10 ms: two decimals.
+            (0.421, "0.42 ms", "0.42ms"),
+            (0.0, "0.00 ms", "0.00ms"),
+            // Half-way rounds to even in binary: 0.125 is exact, and goes down.
+            (0.125, "0.12 ms", "0.12ms"),
+            // Just under 10 ms, rounding up to 10: one decimal, as 10 ms itself.
+            (9.996, "10.0 ms", "10.0ms"),
+            // From 10 ms to 1 s: one decimal; not "250 ms" beside a failed `p95 < 250ms`.
+            (250.4, "250.4 ms", "250.4ms"),
+            (812.34, "812.3 ms", "812.3ms"),
+            // Just under 1 s, rounding up to it: seconds.
+            (999.96, "1.00 s", "1.00s"),
+            // From 1 s: seconds, two decimals.
+            (1523.0, "1.52 s", "1.52s"),
+            (1234.5, "1.23 s", "1.23s"),
+            (60_000.0, "60.00 s", "60.00s"),
+            // A difference (compare's deltas) rounds as its size does.
+            (-12.34, "-12.3 ms", "-12.3ms"),
+        ];
+        for (v, text, compact) in cases {
+            assert_eq!((ms(Some(v)), ms_compact(v)), (text.to_string(), compact.to_string()), "{v}");
+        }
+        assert_eq!(ms(None), "–");
+    }
+
     #[test]
     fn figures_for_people() {
         let cases = [
-            (ms(Some(0.421)), "0.42 ms"),
-            (ms(Some(812.34)), "812.3 ms"),
-            (ms(Some(250.4)), "250.4 ms"), // not "250 ms" beside a failed `p95 < 250ms`
-            (ms(Some(1523.0)), "1.52 s"),
-            (ms(None), "–"),
             (rate(Some(205.345)), "205.3/s"),
             (rate(Some(12.34)), "12.3/s"),
             // #32: one form for a rate everywhere, no needless zeros.

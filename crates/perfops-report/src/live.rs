@@ -107,16 +107,10 @@ pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
     out
 }
 
-/// A duration in milliseconds, 7 columns wide (`  0.45ms`, ` 1234ms`).
+/// A duration in milliseconds, rounded as every output rounds it
+/// ([`crate::format::ms_compact`]), 7 columns wide (` 0.45ms`, `812.3ms`, `  1.23s`).
 pub fn ms(d: Duration) -> String {
-    let v = d.as_secs_f64() * 1000.0;
-    if v < 10.0 {
-        format!("{v:>5.2}ms")
-    } else if v < 100.0 {
-        format!("{v:>5.1}ms")
-    } else {
-        format!("{v:>5.0}ms")
-    }
+    format!("{:>7}", crate::format::ms_compact(d.as_secs_f64() * 1000.0))
 }
 
 /// A number with thousands separators and no decimals: `1,234,567`.
@@ -146,7 +140,9 @@ mod tests {
         assert_eq!(group(1_234_567.0), "1,234,567");
         assert_eq!(ms(Duration::from_micros(450)), " 0.45ms");
         assert_eq!(ms(Duration::from_micros(12_340)), " 12.3ms");
-        assert_eq!(ms(Duration::from_millis(1234)), " 1234ms");
+        // Past 100 ms and 1 s, as every other output: not `  812ms`, ` 1234ms`.
+        assert_eq!(ms(Duration::from_micros(812_340)), "812.3ms");
+        assert_eq!(ms(Duration::from_millis(1234)), "  1.23s");
     }
 
     #[test]

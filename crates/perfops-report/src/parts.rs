@@ -23,7 +23,8 @@ use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Histogram, Interval, Key, Stats};
 
-pub use crate::read::{ProbeLine, WatchLine};
+use perfops_core::telemetry::watched::{ProbeResult, Sample};
+
 use crate::read::{ReportError, RunFiles, for_each_interval};
 use crate::run::{PartLine, RunMeta, RunSummary, SeriesLine, failures};
 
@@ -113,9 +114,9 @@ pub struct ReadBack {
     /// Each second, in order, as the engine produced it.
     pub seconds: Vec<Interval>,
     /// `watch.jsonl`.
-    pub watch: Vec<WatchLine>,
+    pub watch: Vec<Sample>,
     /// `probe.jsonl`.
-    pub probe: Vec<ProbeLine>,
+    pub probe: Vec<ProbeResult>,
     /// `scenario.yaml`, redacted.
     pub scenario: Option<String>,
     /// What could not be read.

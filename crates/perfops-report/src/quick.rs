@@ -13,6 +13,7 @@ use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
 use perfops_core::measure::{FailureKind, Histogram, HistogramSummary, Stats};
 use serde::Serialize;
 
+use crate::format;
 use crate::run::GeneratorUse;
 
 /// Version of the JSON written by `quick --json`.
@@ -236,15 +237,17 @@ impl QuickSummary {
         if self.model == "open" && l.count > 0 && l.p99 > s.p99 * 1.5 + 1.0 {
             let why = if self.connects > 0 && c.p99 >= (l.p99 - s.p99) / 2.0 {
                 format!(
-                    "connecting took that time (p99 {:.2} ms over {} new connections: a server slow to accept, or a full listen queue whose SYNs are retried after 1 s), not the generator",
-                    c.p99, self.connects
+                    "connecting took that time (p99 {} over {} new connections: a server slow to accept, or a full listen queue whose SYNs are retried after 1 s), not the generator",
+                    format::ms(Some(c.p99)),
+                    self.connects
                 )
             } else {
                 "the generator sent requests late (its pacer stalled or lacked CPU, or requests waited for a free connection)".into()
             };
             w.push(format!(
-                "p99 latency of the successes from the intended start ({:.2} ms) is well above their p99 service time ({:.2} ms): {why}",
-                l.p99, s.p99
+                "p99 latency of the successes from the intended start ({}) is well above their p99 service time ({}): {why}",
+                format::ms(Some(l.p99)),
+                format::ms(Some(s.p99))
             ));
         }
         w
@@ -381,16 +384,23 @@ impl QuickSummary {
                 &mut o,
                 "WebSocket sessions:",
                 format!(
-                    "{} upgraded, {} failed; upgrade p50 {:.2} ms, p99 {:.2} ms",
-                    ws.sessions, ws.sessions_failed, u.p50, u.p99
+                    "{} upgraded, {} failed; upgrade p50 {}, p99 {}",
+                    ws.sessions,
+                    ws.sessions_failed,
+                    format::ms(Some(u.p50)),
+                    format::ms(Some(u.p99))
                 ),
             );
             row(
                 &mut o,
                 "WebSocket messages:",
                 format!(
-                    "{} answered, {} failed, {:.2} [#/sec]; round trip p50 {:.2} ms, p99 {:.2} ms",
-                    ws.messages, ws.messages_failed, ws.messages_per_s, m.p50, m.p99
+                    "{} answered, {} failed, {:.2} [#/sec]; round trip p50 {}, p99 {}",
+                    ws.messages,
+                    ws.messages_failed,
+                    ws.messages_per_s,
+                    format::ms(Some(m.p50)),
+                    format::ms(Some(m.p99))
                 ),
             );
             let _ = writeln!(o, "(the figures above and below count each upgrade and each message as a request)");
@@ -739,11 +749,11 @@ mod tests {
             q.warnings.iter().find(|w| w.contains("intended start")).cloned().unwrap_or_default()
         };
         let slow = warning(Duration::from_millis(1004));
-        assert!(slow.contains("connecting took that time (p99 1004"), "{slow}");
+        assert!(slow.contains("connecting took that time (p99 1.00 s over"), "{slow}");
         assert!(slow.contains("10 new connections") && slow.ends_with("not the generator"), "{slow}");
         let fast = warning(Duration::from_micros(80));
         assert!(fast.contains("the generator sent requests late"), "{fast}");
-        assert!(fast.starts_with("p99 latency of the successes from the intended start (1020"), "{fast}");
+        assert!(fast.starts_with("p99 latency of the successes from the intended start (1.02 s)"), "{fast}");
     }
 
     #[test]

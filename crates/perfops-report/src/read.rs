@@ -1,7 +1,8 @@
 //! Reading a results directory for the report, the comparison, the run
 //! listing and `merge` ([`crate::parts::read_seconds`]), through the types
 //! that wrote it: [`RunMeta`], [`RunSummary`] and [`SeriesLine`] from
-//! `run.rs`, and [`WatchLine`] / [`ProbeLine`] for the watcher's streams.
+//! `run.rs`, and [`Sample`] / [`ProbeResult`] for the watcher's streams
+//! (`perfops_core::telemetry::watched`, the types the engine writes them with).
 //! Every file is optional; a missing file means "not available". It stands
 //! below every module that reads a directory back (`html`, `compare`,
 //! `runs`, `parts`), which is why it is not inside `html`.
@@ -27,7 +28,6 @@
 //!
 //! It does not interpret what it reads: that is `html/model.rs`.
 
-use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
@@ -36,67 +36,13 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use perfops_core::input::{self, Cap, InputError};
+use perfops_core::telemetry::watched::{ProbeResult, Sample};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::error::Category;
 
 use crate::results::RESULTS_VERSION;
 use crate::run::{RunMeta, RunSummary, SeriesLine};
-
-/// One line of `watch.jsonl`: the values read from one source at one time,
-/// as the engine's `watch::Sample` writes it (perfops-report does not
-/// depend on the engine, so the reader's type is declared here).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct WatchLine {
-    /// Seconds since the run's start.
-    pub t: f64,
-    /// `process`, `generator`, `prometheus <url>`, ...
-    #[serde(default = "watch_source")]
-    pub source: String,
-    /// By metric name; null is a value that was not a finite number.
-    #[serde(default)]
-    pub values: BTreeMap<String, Option<f64>>,
-}
-
-fn watch_source() -> String {
-    "watch".into()
-}
-
-/// One line of `probe.jsonl`: one probe check, as the engine's
-/// `watch::ProbeResult` writes it.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct ProbeLine {
-    /// Seconds since the run's start.
-    pub t: f64,
-    /// `liveness` or `readiness`.
-    #[serde(default = "probe_name")]
-    pub probe: String,
-    /// Answered 200..=399 within the timeout.
-    #[serde(default)]
-    pub ok: bool,
-    /// The status, when a response came.
-    #[serde(default)]
-    pub status: Option<u16>,
-    /// How long the check took, ms.
-    #[serde(default)]
-    pub ms: Option<f64>,
-    /// Why it failed, short.
-    #[serde(default)]
-    pub error: Option<String>,
-    /// Consecutive failures, this one included.
-    #[serde(default)]
-    pub failures: Option<u32>,
-    /// Liveness: Kubernetes would restart the container now.
-    #[serde(default)]
-    pub restart: bool,
-    /// Readiness: Kubernetes would stop sending it traffic.
-    #[serde(default)]
-    pub unready: bool,
-}
-
-fn probe_name() -> String {
-    "probe".into()
-}
 
 /// Why a report could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -146,9 +92,9 @@ pub(crate) struct RunFiles {
     /// `series.jsonl`, one line per second.
     pub series: Vec<SeriesLine>,
     /// `watch.jsonl`, one line per sample of a source.
-    pub watch: Vec<WatchLine>,
+    pub watch: Vec<Sample>,
     /// `probe.jsonl`, one line per probe check.
-    pub probe: Vec<ProbeLine>,
+    pub probe: Vec<ProbeResult>,
     /// `latency.hlog`, undecoded (decoding is streamed: see [`for_each_interval`]).
     pub hlog: Option<Vec<u8>>,
     /// `scenario.yaml`.

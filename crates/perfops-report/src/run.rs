@@ -631,16 +631,9 @@ fn first_version() -> u32 {
     1
 }
 
+/// A latency in the stage table; `-` for none (a stage where nothing was answered).
 fn ms(v: f64) -> String {
-    if v == 0.0 {
-        "-".into()
-    } else if v < 10.0 {
-        format!("{v:.2}ms")
-    } else if v < 1000.0 {
-        format!("{v:.1}ms")
-    } else {
-        format!("{:.2}s", v / 1000.0)
-    }
+    if v == 0.0 { "-".into() } else { crate::format::ms_compact(v) }
 }
 
 /// An error ratio for the stage table, one place: a few failures are never

@@ -76,7 +76,8 @@ fn exchange_text(x: &DebugExchange) -> String {
         Some((kind, None)) => format!("FAILED {}", kind.name()),
     };
     let name = perfops_core::printable::escape(&format!("{} / {}", x.flow, x.step)).into_owned();
-    let _ = writeln!(o, "== {name}  {:.1} ms  {outcome}", x.took.as_secs_f64() * 1e3);
+    let took = perfops_report::format::ms_compact(x.took.as_secs_f64() * 1e3);
+    let _ = writeln!(o, "== {name}  {took}  {outcome}");
     match &x.request {
         Some(r) => prefixed(&mut o, "> ", r),
         None => o.push_str("  (not HTTP/1.1: its wire bytes are not shown, its outcome is)\n"),

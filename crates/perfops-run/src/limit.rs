@@ -125,10 +125,10 @@ pub fn run(args: LimitArgs) -> Result<Exit> {
         let verdict = s.judge(&loaded.stages)[0].clone();
         let st = &loaded.stages[0];
         eprintln!(
-            "perfops: {:>12}: achieved {:.1}/s, p95 {:.1} ms, errors {:.2}% -> {}{}",
+            "perfops: {:>12}: achieved {:.1}/s, p95 {}, errors {:.2}% -> {}{}",
             st.plan.name,
             st.achieved_rate,
-            st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0,
+            perfops_report::format::ms_compact(st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0),
             st.stats.error_ratio() * 100.0,
             verdict.verdict.name(),
             verdict.reasons.first().map_or(String::new(), |r| format!(" ({r})"))

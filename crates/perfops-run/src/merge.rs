@@ -29,7 +29,7 @@ use perfops_core::measure::Interval;
 use perfops_core::model::Shard;
 use perfops_core::pipeline::StageLedger;
 use perfops_core::scenario::{Override, Scenario};
-use perfops_engine::watch::{ProbeKind, ProbeResult, Sample, WatchEvent};
+use perfops_engine::watch::WatchEvent;
 use perfops_report::parts::{ReadBack, read_seconds};
 use perfops_report::results::{JsonLines, RunDir, parse_time};
 use perfops_report::run::{GeneratorUse, RunMeta};
@@ -235,33 +235,17 @@ fn scenario(part: &Part) -> Result<Scenario> {
 
 /// The watchers' samples and probe checks of every shard, in time order, as
 /// the engine reported them: the merged run's `watch.jsonl` and `probe.jsonl`.
+/// A value written as `null` (not a finite number) is left out of the merged
+/// run: judged and written are the numbers.
 fn watched(parts: &[Part]) -> Vec<WatchEvent> {
     let mut events: Vec<(f64, WatchEvent)> = Vec::new();
     for p in parts {
         for w in &p.read.watch {
-            let values = w.values.iter().filter_map(|(k, v)| v.map(|v| (k.clone(), v))).collect();
-            events.push((w.t, WatchEvent::Sample(Sample { t: w.t, source: w.source.clone(), values })));
+            let mut sample = w.clone();
+            sample.values.retain(|(_, v)| v.is_finite());
+            events.push((w.t, WatchEvent::Sample(sample)));
         }
-        for c in &p.read.probe {
-            let probe = match c.probe.as_str() {
-                "readiness" => ProbeKind::Readiness,
-                _ => ProbeKind::Liveness,
-            };
-            events.push((
-                c.t,
-                WatchEvent::Probe(ProbeResult {
-                    t: c.t,
-                    probe,
-                    ok: c.ok,
-                    status: c.status,
-                    ms: c.ms.unwrap_or(0.0),
-                    error: c.error.clone(),
-                    failures: c.failures.unwrap_or(0),
-                    restart: c.restart,
-                    unready: c.unready,
-                }),
-            ));
-        }
+        events.extend(p.read.probe.iter().map(|c| (c.t, WatchEvent::Probe(c.clone()))));
     }
     events.sort_by(|a, b| a.0.total_cmp(&b.0));
     events.into_iter().map(|(_, e)| e).collect()

@@ -76,10 +76,10 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
         let st = &loaded.stages[0];
         // The level table's figures: p50 of the answered requests (see `levels`).
         eprintln!(
-            "perfops: {n:>5} users: {:.1}/s, p50 {:.2} ms, p99 {:.2} ms, errors {:.2}%",
+            "perfops: {n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
             st.achieved_rate,
-            st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0,
-            st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0,
+            perfops_report::format::ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
+            perfops_report::format::ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
             st.stats.error_ratio() * 100.0
         );
         loads.push(loaded);

@@ -41,8 +41,6 @@ use std::time::{Duration, Instant};
 
 use perfops_core::scenario::extract::Extractor;
 use rustls::ClientConfig;
-use serde::Serialize;
-use serde::ser::{SerializeMap, Serializer};
 use url::Url;
 
 /// What to watch, and how often.
@@ -108,26 +106,6 @@ pub enum ProcessSel {
     Port(u16),
 }
 
-/// The two probes that change what Kubernetes does with a container.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProbeKind {
-    /// Failing `failure_threshold` times in a row restarts the container.
-    Liveness,
-    /// Failing `failure_threshold` times in a row takes the pod out of its Services' endpoints.
-    Readiness,
-}
-
-impl ProbeKind {
-    /// `"liveness"` or `"readiness"`.
-    pub fn name(self) -> &'static str {
-        match self {
-            ProbeKind::Liveness => "liveness",
-            ProbeKind::Readiness => "readiness",
-        }
-    }
-}
-
 /// An HTTP probe, with the meaning and defaults of Kubernetes' `httpGet` probe fields.
 #[derive(Debug, Clone)]
 pub struct ProbeSpec {
@@ -165,55 +143,9 @@ pub enum WatchEvent {
     },
 }
 
-/// Values read from one source at one time.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Sample {
-    /// Seconds since `start` when the read began.
-    pub t: f64,
-    /// `"process"`, `"generator"`, `"prometheus <url>"` or `"json <url>"`.
-    pub source: String,
-    /// (name, value), written as a JSON object in this order.
-    #[serde(serialize_with = "as_object")]
-    pub values: Vec<(String, f64)>,
-}
-
-impl Sample {
-    /// The value named `name`, if this sample has it.
-    pub fn value(&self, name: &str) -> Option<f64> {
-        self.values.iter().find(|(n, _)| n == name).map(|&(_, v)| v)
-    }
-}
-
-fn as_object<S: Serializer>(values: &[(String, f64)], s: S) -> Result<S::Ok, S::Error> {
-    let mut map = s.serialize_map(Some(values.len()))?;
-    for (name, value) in values {
-        map.serialize_entry(name, value)?;
-    }
-    map.end()
-}
-
-/// One probe check, and what Kubernetes would do after it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProbeResult {
-    /// Seconds since `start` when the check began.
-    pub t: f64,
-    /// Which probe.
-    pub probe: ProbeKind,
-    /// Status 200..=399 within the timeout.
-    pub ok: bool,
-    /// The status, when a response came.
-    pub status: Option<u16>,
-    /// How long the check took, in milliseconds (at most about the timeout).
-    pub ms: f64,
-    /// Why it failed, short: `timeout`, `connection refused`, `HTTP 503`, ...
-    pub error: Option<String>,
-    /// Consecutive failures, this one included (0 after a success).
-    pub failures: u32,
-    /// Liveness: this failure reached the threshold; Kubernetes would restart the container now.
-    pub restart: bool,
-    /// Readiness: this failure reached the threshold; Kubernetes would stop sending it traffic.
-    pub unready: bool,
-}
+/// The lines of `watch.jsonl` and `probe.jsonl`, which the watcher sends as they are written: one
+/// type for the writer and every reader (`perfops_core::telemetry::watched`).
+pub use perfops_core::telemetry::watched::{ProbeKind, ProbeResult, Sample};
 
 /// The running watch; [`Watcher::stop`] (or dropping it) stops and joins every thread.
 #[derive(Debug)]
@@ -245,7 +177,7 @@ impl Watcher {
         }
         let any_https = prometheus.iter().chain(&json).chain(&probes).any(|u| u.scheme() == "https");
         let tls = match any_https {
-            true => Some(crate::tls::client_config(plan.insecure).map_err(io::Error::other)?),
+            true => Some(https(plan.insecure, None).map_err(io::Error::other)?),
             false => None,
         };
         let promql = plan.promql.as_ref().map(|p| promql_run(p, plan.insecure)).transpose()?;
@@ -311,7 +243,7 @@ impl Drop for Watcher {
 pub fn check(url: &str, timeout: Duration, insecure: bool) -> Result<Duration, String> {
     let url = parse_url(url).map_err(|e| e.to_string())?;
     let tls = match url.scheme() {
-        "https" => Some(crate::tls::client_config(insecure).map_err(|e| e.to_string())?),
+        "https" => Some(https(insecure, None).map_err(|e| e.to_string())?),
         _ => None,
     };
     let headers = [("User-Agent", "kube-probe/perfops")];
@@ -344,12 +276,15 @@ fn promql_run(p: &PromqlSource, insecure: bool) -> io::Result<promql::Run> {
         PromqlAuth::Basic { user, password_env } => Some(promql::basic(user, &var(password_env)?)),
     };
     let tls = match (base.scheme(), &p.ca_file) {
-        ("https", ca) => {
-            Some(crate::tls::client_config_with(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?)
-        }
+        ("https", ca) => Some(https(insecure, ca.as_deref()).map_err(|e| invalid(format!("promql: {e}")))?),
         _ => None,
     };
     Ok(promql::Run { base, every: p.every, timeout: p.timeout, queries: p.queries.clone(), authorization, tls })
+}
+
+/// The TLS of an `https` read: the target's trust (`--insecure`, a cluster's CA file), HTTP/1.1.
+fn https(insecure: bool, ca_file: Option<&std::path::Path>) -> Result<Arc<ClientConfig>, crate::TlsSetupError> {
+    crate::tls::client(crate::tls::Trust::target(insecure, ca_file)?, crate::tls::ALPN_H1)
 }
 
 fn parse_url(text: &str) -> io::Result<Url> {
@@ -476,27 +411,5 @@ mod tests {
         // Woken a little late for slot 1: slot 1 is not served again, slot 2 comes next.
         assert_eq!(s.next_due(origin + ms(101)), origin + ms(200));
         assert_eq!(s.next_due(origin + ms(150)), origin + ms(300), "never a slot already handed out");
-    }
-
-    #[test]
-    fn samples_serialize_values_as_an_object() {
-        let s = Sample { t: 1.5, source: "process".into(), values: vec![("b".into(), 2.0), ("a".into(), 0.5)] };
-        assert_eq!(
-            serde_json::to_string(&s).unwrap(),
-            r#"{"t":1.5,"source":"process","values":{"b":2.0,"a":0.5}}"#,
-            "in order, not sorted"
-        );
-        let p = ProbeResult {
-            t: 2.0,
-            probe: ProbeKind::Liveness,
-            ok: false,
-            status: None,
-            ms: 1000.0,
-            error: Some("timeout".into()),
-            failures: 3,
-            restart: true,
-            unready: false,
-        };
-        assert!(serde_json::to_string(&p).unwrap().starts_with(r#"{"t":2.0,"probe":"liveness","ok":false"#));
     }
 }

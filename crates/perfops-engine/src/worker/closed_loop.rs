@@ -59,12 +59,8 @@ impl Worker {
             LoadModel::Open { .. } => Duration::ZERO,
         };
         let rules = Rc::new(Users { model, budget: Cell::new(requests), think });
-        let users: Vec<JoinHandle<()>> = (0..users)
-            .map(|k| {
-                // The global number of this user: users join in this order.
-                let global = u64::from(shard.index) + k * u64::from(shard.count);
-                tokio::task::spawn_local(self.clone().user_loop(global, rules.clone()))
-            })
+        let users: Vec<JoinHandle<()>> = user_numbers(shard, users)
+            .map(|global| tokio::task::spawn_local(self.clone().user_loop(global, rules.clone())))
             .collect();
         for u in users {
             let _ = u.await;
@@ -110,5 +106,64 @@ impl Worker {
                 now = Instant::now();
             }
         }
+    }
+}
+
+/// The global numbers of a worker's `users` (numbered in the whole model from `shard`): users
+/// join in the order of their numbers, so that a machine's and a worker's users are those their
+/// arrivals would have been, and every user of the model is run exactly once, by one worker.
+fn user_numbers(shard: Shard, users: u64) -> impl Iterator<Item = u64> {
+    (0..users).map(move |k| u64::from(shard.index) + k * u64::from(shard.count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every user of a closed model is run once, on one worker of one machine, whatever the
+    /// machines and workers: the users of each are its share of the model's.
+    #[test]
+    fn users_are_numbered_once_across_machines_and_workers() {
+        // (users in the model, machines, workers per machine)
+        let cases = [
+            // One machine, one worker: all of them, in order.
+            (5, 1, 1),
+            // 10 users on 3 machines of 2 workers: 4 + 3 + 3 per machine, split again.
+            (10, 3, 2),
+            // Fewer users than workers: some workers have none.
+            (3, 2, 4),
+            // A single user on many.
+            (1, 4, 4),
+        ];
+        for (n, machines, workers) in cases {
+            let mut seen = Vec::new();
+            for m in 0..machines {
+                let machine = Shard::WHOLE.split(m, machines);
+                for w in 0..workers {
+                    let worker = machine.split(w, workers);
+                    let mine: Vec<u64> = user_numbers(worker, worker.share(n)).collect();
+                    assert!(mine.is_sorted(), "users join in order: {mine:?}");
+                    seen.extend(mine);
+                }
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..n).collect::<Vec<_>>(), "{n} users on {machines} x {workers}");
+        }
+    }
+
+    /// The request budget (`max_requests`, a worker's share): taken one at a time, none past it.
+    #[test]
+    fn the_request_budget_stops_the_users_at_its_end() {
+        let model = Arc::new(LoadModel::Closed {
+            connections: 1,
+            think: Duration::ZERO,
+            profile: None,
+            duration: None,
+            max_requests: Some(2),
+        });
+        let users = Users { model, budget: Cell::new(Some(2)), think: Duration::ZERO };
+        assert_eq!([users.take_one(), users.take_one(), users.take_one()], [true, true, false]);
+        let unbounded = Users { budget: Cell::new(None), ..users };
+        assert!((0..1000).all(|_| unbounded.take_one()));
     }
 }

@@ -16,6 +16,7 @@
 
 use std::rc::Rc;
 use std::task::Poll;
+use std::time::Duration;
 
 use perfops_core::model::{Schedule, Shard};
 use tokio::time::Instant;
@@ -43,18 +44,12 @@ impl Worker {
         let mut timer = if dated && !websocket { PreciseTimer::paced() } else { PreciseTimer::new() };
         // Arrivals sent since the pacer last waited.
         let mut since_wait = 0u32;
-        let step = u64::from(shard.count.max(1));
-        // The due time of the last arrival gathered into the current wake-up.
-        let mut gathered = self.start;
-        for n in shard.arrivals(schedule.total_arrivals()) {
-            let Some(offset) = schedule.due(n) else { break };
+        for (n, offset, wakes) in Pace::new(schedule, shard) {
             let due = self.start + offset;
-            if due > gathered {
+            if wakes {
                 // The first arrival of a wake-up: the arrivals due within the
                 // window after it go out with it, early (each counts from its
                 // send, `Arrival::due` below), none later than its due time.
-                let next = (1..).map(|k| schedule.due(n.saturating_add(k * step)));
-                gathered = self.start + coalesce::gather(offset, next, coalesce::GATHER);
                 if due > Instant::now() {
                     tokio::select! {
                         _ = timer.sleep_until(due) => {}
@@ -93,7 +88,7 @@ impl Worker {
                 // its send, never from a due time still to come (which would
                 // understate it).
                 let start = Instant::now();
-                let arrival = Arrival { seq: n, stage, due: Due::At(due.min(start)), start };
+                let arrival = Arrival { seq: n, stage, due: Due::At(counted_from(due, start)), start };
                 let ended = me.arrival(&mut conn, timer.as_mut(), arrival).await;
                 let mut spares = me.spares.borrow_mut();
                 if let Some(conn) = conn {
@@ -113,6 +108,195 @@ impl Worker {
             if std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx).is_pending())).await {
                 tokio::task::spawn_local(task);
             }
+        }
+    }
+}
+
+/// The open model's arrivals of one worker's shard, in order: each with its due time (an offset
+/// from the run's start, the schedule's), and whether the pacer wakes for it (`true`) or sends it
+/// in the wake-up before, being due within `coalesce::GATHER` after that wake-up's first arrival.
+/// Ends where the schedule does.
+///
+/// ```text
+///   due:     a0 a1     a2  a3       a4        (a worker's arrivals; window = GATHER)
+///   wakes:   W  -      W   -        W         a1, a3 go out with the arrival before them, early
+///            |<-w->|   |<-w->|
+/// ```
+///
+/// The pacer's own arithmetic, kept out of its loop to be tested alone; one call per arrival,
+/// inlined into the loop, which it leaves as it was.
+pub(super) struct Pace<'a, I> {
+    schedule: &'a Schedule,
+    arrivals: I,
+    /// Arrival numbers between two of this shard's.
+    step: u64,
+    /// The due time of the last arrival gathered into the current wake-up.
+    gathered: Duration,
+}
+
+impl<'a> Pace<'a, ()> {
+    /// The arrivals of `shard` of `schedule`.
+    pub(super) fn new(schedule: &'a Schedule, shard: Shard) -> Pace<'a, impl Iterator<Item = u64> + use<'a>> {
+        let arrivals = shard.arrivals(schedule.total_arrivals());
+        Pace { schedule, arrivals, step: u64::from(shard.count.max(1)), gathered: Duration::ZERO }
+    }
+}
+
+impl<I: Iterator<Item = u64>> Iterator for Pace<'_, I> {
+    /// (arrival number, due offset, whether the pacer wakes for it)
+    type Item = (u64, Duration, bool);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let n = self.arrivals.next()?;
+        let offset = self.schedule.due(n)?;
+        let wakes = offset > self.gathered;
+        if wakes {
+            let (schedule, step) = (self.schedule, self.step);
+            let next = (1..).map(|k: u64| schedule.due(n.saturating_add(k * step)));
+            self.gathered = coalesce::gather(offset, next, coalesce::GATHER);
+        }
+        Some((n, offset, wakes))
+    }
+}
+
+/// Where an arrival's latency counts from: its due time, or its send when it went out before it
+/// (gathered into an earlier wake-up, or by the timer's aim): it waited for nothing, and counting
+/// from a due time still to come would understate it. An arrival sent late is charged its
+/// lateness (wrk2's rule: the server's queue, or ours, is in the latency).
+#[inline]
+fn counted_from(due: Instant, sent: Instant) -> Instant {
+    due.min(sent)
+}
+
+#[cfg(test)]
+mod tests {
+    use perfops_core::model::{Rate, Segment};
+
+    use super::*;
+
+    fn us(n: u64) -> Duration {
+        Duration::from_micros(n)
+    }
+
+    /// A constant rate for a while.
+    fn constant(per_s: f64, ms: u64) -> Schedule {
+        Schedule::constant(Rate::per_second(per_s).unwrap(), Duration::from_millis(ms)).unwrap()
+    }
+
+    /// (arrival, due in µs, wakes).
+    type Paced = (u64, u64, bool);
+
+    /// What the pacer does with a shard's arrivals, due times to the nearest microsecond.
+    fn paced(schedule: &Schedule, shard: Shard) -> Vec<Paced> {
+        Pace::new(schedule, shard).map(|(n, d, w)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w)).collect()
+    }
+
+    /// The due times are the schedule's, for the shard's arrivals only, and the pacer wakes for
+    /// the first arrival of each window of `GATHER` (100 µs): a worker's arrivals further apart
+    /// are each woken for, closer ones go out in pairs or more.
+    #[test]
+    fn due_times_and_wake_ups_follow_the_schedule() {
+        assert_eq!(coalesce::GATHER, us(100), "the cases below are written for a 100 µs window");
+        let whole = Shard::WHOLE;
+        // (schedule, shard, what the pacer does)
+        let cases: Vec<(Schedule, Shard, Vec<Paced>)> = vec![
+            // 1,000/s over 3 ms: 1 ms apart, each woken for; arrival 0 is due at the start itself,
+            // which the pacer does not wait for.
+            (constant(1000.0, 3), whole, vec![(0, 0, false), (1, 1000, true), (2, 2000, true)]),
+            // 10,000/s: 100 µs apart, the window: pairs, the second sent 100 µs early.
+            (
+                constant(10_000.0, 1),
+                whole,
+                vec![
+                    (0, 0, false),
+                    (1, 100, true),
+                    (2, 200, false),
+                    (3, 300, true),
+                    (4, 400, false),
+                    (5, 500, true),
+                    (6, 600, false),
+                    (7, 700, true),
+                    (8, 800, false),
+                    (9, 900, true),
+                ],
+            ),
+            // 20,000/s on 2 workers: each worker's own arrivals (even numbers, odd numbers) are
+            // 100 µs apart and paired among themselves, never with another worker's.
+            (constant(20_000.0, 1), whole.split(0, 2), (0..10).map(|k| (2 * k, 100 * k, k % 2 == 1)).collect()),
+            (
+                constant(20_000.0, 1),
+                whole.split(1, 2),
+                vec![
+                    (1, 50, true),
+                    (3, 150, false),
+                    (5, 250, true),
+                    (7, 350, false),
+                    (9, 450, true),
+                    (11, 550, false),
+                    (13, 650, true),
+                    (15, 750, false),
+                    (17, 850, true),
+                    (19, 950, false),
+                ],
+            ),
+            // 5,000/s: 200 µs apart, past the window: each woken for.
+            (constant(5000.0, 1), whole, (0..5).map(|n| (n, n * 200, n > 0)).collect()),
+        ];
+        for (i, (schedule, shard, want)) in cases.into_iter().enumerate() {
+            assert_eq!(paced(&schedule, shard), want, "case {i}");
+        }
+    }
+
+    /// A ramp: the gaps shrink below the window and the pacer starts pairing arrivals where they
+    /// do, and every arrival of the schedule is paced once, in order, at its due time.
+    #[test]
+    fn a_ramp_pairs_arrivals_once_they_are_closer_than_the_window() {
+        let ramp = Schedule::new(vec![Segment {
+            duration: Duration::from_millis(100),
+            from: Rate::per_second(1000.0).unwrap(),
+            to: Rate::per_second(30_000.0).unwrap(),
+        }])
+        .unwrap();
+        let got: Vec<(u64, Duration, bool)> = Pace::new(&ramp, Shard::WHOLE).collect();
+        assert_eq!(got.len() as u64, ramp.total_arrivals());
+        for (i, &(n, due, _)) in got.iter().enumerate() {
+            assert_eq!((n, Some(due)), (i as u64, ramp.due(i as u64)));
+        }
+        // Each arrival sent without a wake of its own is due within the window after the last
+        // wake-up's first arrival: never more than GATHER early.
+        let mut woke = Duration::ZERO;
+        for &(n, due, wakes) in &got {
+            if wakes {
+                woke = due;
+            } else {
+                assert!(due.saturating_sub(woke) <= coalesce::GATHER + Duration::from_nanos(100), "arrival {n}");
+            }
+        }
+        // Early in the ramp (~1,000/s) every arrival is a wake-up; late (~30,000/s) most are not.
+        let early = got.iter().take(20).filter(|a| a.2).count();
+        let late = got.iter().rev().take(300).filter(|a| a.2).count();
+        assert_eq!(early, 19, "all but arrival 0, due at the start");
+        assert!(late < 150, "{late} wake-ups for the last 300 arrivals");
+    }
+
+    /// Latency counts from the due time, or from the send when that came first.
+    #[test]
+    fn lateness_is_charged_and_earliness_is_not() {
+        let due = Instant::now() + Duration::from_millis(10);
+        // (sent, counted from)
+        let cases = [
+            // On time: its due time.
+            (due, due),
+            // Late by 2 ms (a busy worker, or the timer's wake-up): its due time, the 2 ms in
+            // its latency.
+            (due + Duration::from_millis(2), due),
+            // 80 µs early (gathered with the arrival before): its send; counted from the due time
+            // its latency would be 80 µs short of what it waited.
+            (due - us(80), due - us(80)),
+        ];
+        for (sent, want) in cases {
+            assert_eq!(counted_from(due, sent), want);
         }
     }
 }

@@ -121,7 +121,7 @@ pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f
     let (a_name, a) = base;
     let (b_name, b) = other;
     let never = |complete: bool| if complete { "it never got that slow" } else { "it stopped before it got that slow" };
-    let at = format!("at equal p95 ({})", super::text::ms(l_ms));
+    let at = format!("at equal p95 ({})", crate::format::ms_compact(l_ms));
     let rate = |r: f64| format!("{}/s", super::text::rate(r));
     match (a, b) {
         (ThroughputAt::At { rate: ra }, ThroughputAt::At { rate: rb }) if ra > 0.0 => {
@@ -153,13 +153,13 @@ pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f
         }
         (_, ThroughputAt::NeverThatFast { lowest_p95_ms }) => format!(
             "{b_name} never had a p95 as low as {} (its lowest: {}): no throughput {at}",
-            super::text::ms(l_ms),
-            super::text::ms(lowest_p95_ms)
+            crate::format::ms_compact(l_ms),
+            crate::format::ms_compact(lowest_p95_ms)
         ),
         (ThroughputAt::NeverThatFast { lowest_p95_ms }, _) => format!(
             "{a_name} never had a p95 as low as {} (its lowest: {}): no throughput {at} to compare",
-            super::text::ms(l_ms),
-            super::text::ms(lowest_p95_ms)
+            crate::format::ms_compact(l_ms),
+            crate::format::ms_compact(lowest_p95_ms)
         ),
         // A lower bound below the other's figure (or two lower bounds) decides nothing.
         (
@@ -175,7 +175,7 @@ pub fn sentence(base: (&str, ThroughputAt), other: (&str, ThroughputAt), l_ms: f
                  bound, so which carries more cannot be told",
                 say(b),
                 say(a),
-                super::text::ms(l_ms)
+                crate::format::ms_compact(l_ms)
             )
         }
         _ => format!("{b_name} and {a_name}: not enough stages with a p95 to compare throughput {at}"),

@@ -14,18 +14,7 @@ use perfops_core::analysis::verdict::StageVerdict;
 use perfops_core::printable::{self, escape};
 
 use super::{Cell, Comparison, Delta, Row};
-use crate::format::{none_held, per_second};
-
-/// Milliseconds as `perfops run` prints them: `0.42ms`, `21.4ms`, `1.52s`.
-pub(crate) fn ms(v: f64) -> String {
-    if v.abs() < 10.0 {
-        format!("{v:.2}ms")
-    } else if v.abs() < 1000.0 {
-        format!("{v:.1}ms")
-    } else {
-        format!("{:.2}s", v / 1000.0)
-    }
-}
+use crate::format::{ms_compact as ms, none_held, per_second};
 
 /// A rate without its unit: `812`, `12.3`, as every output says it.
 pub(crate) fn rate(v: f64) -> String {

@@ -16,8 +16,8 @@ use perfops_core::measure::{FailureKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
 use crate::lttb;
-use crate::read::ProbeLine;
 use crate::run::{SHORTEST_RATE_WINDOW_S, SeriesLine, SweepLevel};
+use perfops_core::telemetry::watched::ProbeResult;
 
 /// Version of the embedded data document.
 pub const DATA_VERSION: u32 = 1;
@@ -335,22 +335,22 @@ fn series_charts(rows: &[Option<&SeriesLine>], x: &[f64]) -> Vec<Value> {
 
 /// Probe attempts as points: response time when it answered, failures in red
 /// (at the time they took, or at the top when they took none).
-fn probe_chart(probe: &[ProbeLine]) -> Option<Value> {
-    let mut attempts: Vec<&ProbeLine> = probe.iter().collect();
+fn probe_chart(probe: &[ProbeResult]) -> Option<Value> {
+    let mut attempts: Vec<&ProbeResult> = probe.iter().collect();
     if attempts.is_empty() {
         return None;
     }
     attempts.sort_by(|a, b| a.t.partial_cmp(&b.t).unwrap_or(std::cmp::Ordering::Equal));
-    let names: BTreeSet<&str> = attempts.iter().map(|p| p.probe.as_str()).collect();
-    let top = attempts.iter().filter_map(|p| p.ms).fold(1.0, f64::max);
+    let names: BTreeSet<&str> = attempts.iter().map(|p| p.probe.name()).collect();
+    let top = attempts.iter().map(|p| p.ms).fold(1.0, f64::max);
     let x: Vec<f64> = attempts.iter().map(|p| p.t).collect();
     let mut series = Vec::new();
     for (i, name) in names.iter().enumerate() {
-        let mine = |p: &ProbeLine| p.probe == *name;
+        let mine = |p: &ProbeResult| p.probe.name() == *name;
         let answered: Vec<Option<f64>> =
-            attempts.iter().map(|p| (mine(p) && p.ok).then(|| p.ms.filter(|v| *v > 0.0)).flatten()).collect();
+            attempts.iter().map(|p| (mine(p) && p.ok && p.ms > 0.0).then_some(p.ms)).collect();
         let failed: Vec<Option<f64>> =
-            attempts.iter().map(|p| (mine(p) && !p.ok).then(|| p.ms.filter(|v| *v > 0.0).unwrap_or(top))).collect();
+            attempts.iter().map(|p| (mine(p) && !p.ok).then_some(if p.ms > 0.0 { p.ms } else { top })).collect();
         let notes: Vec<Option<String>> = attempts.iter().map(|p| (mine(p) && !p.ok).then(|| probe_note(p))).collect();
         let shape = if i == 0 { "circle" } else { "diamond" };
         series.push(Series::new(
@@ -380,11 +380,12 @@ fn probe_chart(probe: &[ProbeLine]) -> Option<Value> {
     }))
 }
 
-fn probe_note(p: &ProbeLine) -> String {
+fn probe_note(p: &ProbeResult) -> String {
     let mut parts =
         vec![p.error.clone().unwrap_or_else(|| p.status.map_or("failed".into(), |s| format!("status {s}")))];
-    if let Some(n) = p.failures {
-        parts.push(format!("{n} in a row"));
+    // 0: not known (a line of an older writer); a failed check is at least the first in a row.
+    if p.failures > 0 {
+        parts.push(format!("{} in a row", p.failures));
     }
     if p.restart {
         parts.push("restart".into());
@@ -413,7 +414,7 @@ fn watch(m: &Model) -> Value {
         for (name, v) in &line.values {
             let (xs, ys) = groups[gi].1.entry(name.clone()).or_default();
             xs.push(line.t);
-            ys.push(v.filter(|v| v.is_finite()));
+            ys.push(Some(*v).filter(|v| v.is_finite()));
         }
     }
     if groups.is_empty() {

@@ -20,7 +20,6 @@
 //! flush stays queued in the session until the socket is writable.
 
 use std::collections::VecDeque;
-use std::fs;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
@@ -30,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use perfops_core::fleet::wire::{self, Control, Message};
+use perfops_engine::tls::{self, Trust};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
 
@@ -413,22 +413,11 @@ pub(crate) fn fingerprint(cert: &CertificateDer<'_>) -> String {
 /// and host name verified against it; without, its certificate taken
 /// unverified (the token handshake proves the coordinator: `auth.rs`).
 pub(crate) fn client_tls(ca: Option<&Path>) -> Result<Arc<rustls::ClientConfig>> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder =
-        rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
-    let config = match ca {
-        Some(path) => {
-            let mut roots = rustls::RootCertStore::empty();
-            let text = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-            for cert in CertificateDer::pem_slice_iter(&text) {
-                roots.add(cert.with_context(|| format!("reading {}", path.display()))?)?;
-            }
-            builder.with_root_certificates(roots).with_no_client_auth()
-        }
-        None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(perfops_engine::AnyCertificate::new(provider)))
-            .with_no_client_auth(),
+    let trust = match ca {
+        // The file's certificates alone, the system's roots not at all: a
+        // certificate of the public web is no coordinator.
+        Some(path) => Trust::Only(tls::pem_certificates(path).with_context(|| format!("reading {}", path.display()))?),
+        None => Trust::Any,
     };
-    Ok(Arc::new(config))
+    Ok(tls::client(trust, &[])?)
 }

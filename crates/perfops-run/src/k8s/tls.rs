@@ -117,12 +117,10 @@ mod tests {
         // The verifier, asked directly at `now`, then a real handshake.
         let server_name = ServerName::try_from(name.to_string()).unwrap();
         rustls::client::danger::ServerCertVerifier::verify_server_cert(&*verifier, &cert, &[], &server_name, &[], now)?;
-        let client = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_webpki_verifier(verifier)
-            .with_no_client_auth();
-        let mut c = rustls::ClientConnection::new(Arc::new(client), server_name).unwrap();
+        // The handshake with the agent's own configuration (`--tls-ca`: this certificate alone).
+        let pinned = CertificateDer::from_pem_slice(pinned.as_bytes()).unwrap().into_owned();
+        let client = perfops_engine::tls::client(perfops_engine::tls::Trust::Only(vec![pinned]), &[]).unwrap();
+        let mut c = rustls::ClientConnection::new(client, server_name).unwrap();
         let mut s = rustls::ServerConnection::new(Arc::new(server)).unwrap();
         for _ in 0..10 {
             let mut buf = Vec::new();
