@@ -73,12 +73,23 @@ pub enum Flow {
 #[error("{0}")]
 pub struct SinkError(pub String);
 
-/// Something that consumes each second of a load, in order.
+/// Something that consumes each second of a load, in order, and may stop
+/// the load: the seam of decisions (the judge, `abort_when`, a target that is
+/// down). What only shows or keeps a second is an output
+/// (`perfops_report::output::Output`, with a start and a finish), handed on
+/// as one sink that can fail but never decides.
 pub trait Sink {
     /// Take one second. An error stops the load and is reported by the
     /// pipeline's caller; the seconds after it (until the arrivals end) are
     /// still handed on, and the sink decides whether it tries again.
     fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError>;
+}
+
+/// A borrowed sink is a sink: the pipeline holds borrowed and owned ones alike.
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+        (**self).second(second)
+    }
 }
 
 /// What the pipeline tells its caller while a second is handed on, in order.
@@ -105,7 +116,7 @@ pub struct Pipeline<'s> {
     offset: u32,
     step_names: &'s [String],
     stop: Arc<AtomicBool>,
-    sinks: Vec<&'s mut dyn Sink>,
+    sinks: Vec<Box<dyn Sink + 's>>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -117,7 +128,13 @@ impl<'s> Pipeline<'s> {
     }
 
     /// Add `sink` at the end of the list.
-    pub fn to(mut self, sink: &'s mut dyn Sink) -> Self {
+    pub fn to(self, sink: &'s mut dyn Sink) -> Self {
+        self.then(Box::new(sink))
+    }
+
+    /// Add `sink`, owned by the pipeline, at the end of the list (a list of
+    /// outputs made for this load).
+    pub fn then(mut self, sink: Box<dyn Sink + 's>) -> Self {
         self.sinks.push(sink);
         self
     }

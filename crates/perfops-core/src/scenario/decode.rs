@@ -21,6 +21,7 @@ use marked_yaml::{LoaderOptions, Marker, Node, Span};
 use super::condition::{AbortRule, Condition, ConditionError};
 use super::diag::{Diagnostic, Diagnostics, did_you_mean};
 use super::feeder::FeedMode;
+use super::output::OutputSpec;
 use super::template::head::{first_refused, is_token, refused_name};
 use super::template::{Template, VarRef};
 use super::{Defaults, DemoModel, FeederSpec, Http2Options, HttpVersion, Origin, Scenario, Step, TargetSpec, VarUse};
@@ -64,7 +65,7 @@ impl FromStr for Override {
 }
 
 const TOP: &[&str] =
-    &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe"];
+    &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe", "outputs"];
 const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2"];
 pub(super) const HTTP2: &[&str] = &["streams", "connections", "stream_window", "connection_window"];
 const FEEDER: &[&str] = &["csv", "mode"];
@@ -511,6 +512,7 @@ impl Dec<'_> {
             }),
             None => Vec::new(),
         };
+        let outputs = top.get_node("outputs").map(|n| self.outputs(n)).unwrap_or_default();
         self.check_variables(&setup, &flows);
         Some(Scenario {
             name,
@@ -524,6 +526,7 @@ impl Dec<'_> {
             abort_when,
             watch,
             probe,
+            outputs,
             outside_vars: std::mem::take(&mut self.outside_vars),
         })
     }
@@ -817,6 +820,23 @@ impl Dec<'_> {
         (out, declared)
     }
 
+    /// `outputs: [ NAME=ARG, ... ]`: each kept with where it is written, for
+    /// the registry's errors.
+    fn outputs(&mut self, node: &Node) -> Vec<OutputSpec> {
+        let mut out = Vec::new();
+        for (i, item) in self.list(node, "outputs", "outputs").iter().enumerate() {
+            let p = format!("outputs[{i}]");
+            let Some(s) = self.scalar(item, &p, "an output such as `jsonl=results.jsonl`") else { continue };
+            match OutputSpec::parse(s.as_str()) {
+                Ok(spec) => out.push(OutputSpec { at: self.origin(s.span().start(), &p), ..spec }),
+                Err(e) => {
+                    self.at(s.span(), &p, e, Some("e.g. `jsonl=results.jsonl` or `prometheus=127.0.0.1:9464`".into()))
+                }
+            }
+        }
+        out
+    }
+
     fn conditions<T>(&mut self, node: &Node, path: &str, parse: impl Fn(&str) -> Result<T, ConditionError>) -> Vec<T> {
         let mut out = Vec::new();
         for (i, item) in self.list(node, path, "conditions").iter().enumerate() {
@@ -922,6 +942,44 @@ mod tests {
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");
+        }
+    }
+
+    /// `outputs:` keeps each name, its argument and where it is written (the
+    /// binary's registry reports an unknown name there); a wrong shape is an
+    /// error of the file.
+    #[test]
+    fn outputs_are_kept_with_their_place() {
+        let head = "name: o\ntarget: demo:async\nflows: { f: { steps: [ { request: GET / } ] } }\n\
+                    load: { stages: [ { rate: 10, hold: 1s } ] }\n";
+        let s = parse("o.yaml", &format!("{head}outputs: [ jsonl=out.jsonl, prometheus ]\n"), &[]).expect("valid");
+        let got: Vec<(String, Option<String>, usize, usize, String)> = s
+            .outputs
+            .iter()
+            .map(|o| (o.name.clone(), o.arg.clone(), o.at.line, o.at.column, o.at.path.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("jsonl".into(), Some("out.jsonl".into()), 5, 12, "outputs[0]".into()),
+                ("prometheus".into(), None, 5, 29, "outputs[1]".into()),
+            ]
+        );
+        // No `outputs:`: none.
+        assert!(parse("o.yaml", head, &[]).expect("valid").outputs.is_empty());
+        let cases = [
+            // Not a list.
+            ("outputs: jsonl=-\n", "o.yaml:5:10", "expected a list of outputs"),
+            // A mapping where a name is wanted.
+            ("outputs: [ { jsonl: x } ]\n", "o.yaml:5:12", "expected an output such as `jsonl=results.jsonl`"),
+            // Not a name.
+            ("outputs: [ \"=x\" ]\n", "o.yaml:5:12", "names no output"),
+        ];
+        for (tail, at, message) in cases {
+            let e = parse("o.yaml", &format!("{head}{tail}"), &[]).expect_err(tail);
+            let d = &e.0[0];
+            assert_eq!(format!("{}:{}:{}", d.file, d.line, d.column), at, "{tail}: {e:?}");
+            assert!(d.message.contains(message), "{tail}: {}", d.message);
         }
     }
 

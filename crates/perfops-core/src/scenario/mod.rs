@@ -17,6 +17,7 @@ pub mod feeder;
 mod flow;
 pub mod grpc;
 mod load;
+pub mod output;
 pub mod redact;
 pub mod sources;
 pub mod template;
@@ -65,6 +66,9 @@ pub struct Scenario {
     pub watch: Option<Watch>,
     /// Kubernetes-style probes.
     pub probe: Probes,
+    /// Outputs chosen by name besides those of the command line
+    /// (`outputs: [ jsonl=results.jsonl ]`); the names are the binary's to check.
+    pub outputs: Vec<output::OutputSpec>,
     /// Every `${env.NAME}` and `${feeder.column}` the scenario uses, where:
     /// the variables whose values come from outside the file, checked by
     /// [`sources`] when it reads them, whose errors point at the use.
