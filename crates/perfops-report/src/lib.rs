@@ -3,13 +3,15 @@
 //! results directory of a run, its JUnit verdict, the HTML report and run
 //! listing made from such directories, the comparison of several runs, and the
 //! generator's own metrics in the Prometheus text format (`--metrics-listen`);
-//! the results writer and the live line are sinks of the per-second pipeline.
+//! the results writer and the live line are outputs ([`output::Output`]) of
+//! the per-second pipeline, and [`detach`] runs a slow output off its thread.
 //!
 //! Formatting is pure; the only files read or written here are results
 //! directories (`results`, `html`, `runs`, `compare`). Where text goes is the binary's
 //! business.
 
 pub mod compare;
+pub mod detach;
 pub mod exposition;
 pub mod failures;
 pub mod format;
@@ -17,6 +19,7 @@ pub mod html;
 pub mod junit;
 pub mod live;
 pub mod lttb;
+pub mod output;
 pub mod parts;
 pub mod quick;
 mod read;

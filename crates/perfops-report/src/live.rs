@@ -1,13 +1,14 @@
 //! The live line: one per second on stderr while a run goes. [`line`]
-//! formats it; [`LiveLine`] is the pipeline's sink that writes it where the
+//! formats it; [`LiveLine`] is the pipeline's output that writes it where the
 //! binary says (stderr, when it is a terminal).
 
 use std::fmt::Write;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, Stats};
-use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+use perfops_core::pipeline::{Second, SinkError};
 
+use crate::output::Output;
 use crate::run::SHORTEST_RATE_WINDOW_S;
 
 /// Writes the live line of each second to `out`.
@@ -25,8 +26,8 @@ impl<W: std::io::Write> LiveLine<W> {
     }
 }
 
-impl<W: std::io::Write> Sink for LiveLine<W> {
-    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+impl<W: std::io::Write> Output for LiveLine<W> {
+    fn second(&mut self, s: &Second<'_>) -> Result<(), SinkError> {
         let iv = s.interval;
         let live =
             LiveSecond { index: s.t, length: iv.length, target: s.target(), in_flight: iv.in_flight, stats: &iv.stats };
@@ -37,7 +38,7 @@ impl<W: std::io::Write> Sink for LiveLine<W> {
         text.push('\n');
         // A terminal that cannot take a progress line is no reason to stop measuring.
         let _ = self.out.write_all(text.as_bytes());
-        Ok(Flow::Continue)
+        Ok(())
     }
 }
 

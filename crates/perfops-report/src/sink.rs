@@ -1,13 +1,14 @@
 //! The results writer: each second of a load as one line of `series.jsonl`
-//! and its histograms in `latency.hlog`, through the pipeline's
-//! [`Sink`] interface. What a line holds is [`SeriesLine`]; where the files
-//! are, [`RunDir`]. The live line's sink is [`crate::live::LiveLine`].
+//! and its histograms in `latency.hlog`, an [`Output`] of the pipeline
+//! (always on: not chosen by name). What a line holds is [`SeriesLine`]; where the files
+//! are, [`RunDir`]. The live line's output is [`crate::live::LiveLine`].
 
 use std::collections::BTreeMap;
 
 use perfops_core::measure::step_name;
-use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+use perfops_core::pipeline::{Second, SinkError};
 
+use crate::output::Output;
 use crate::results::RunDir;
 use crate::run::{SeriesLine, StepSecond, failures};
 
@@ -38,10 +39,10 @@ impl<'a> ResultsWriter<'a> {
     }
 }
 
-impl Sink for ResultsWriter<'_> {
-    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+impl Output for ResultsWriter<'_> {
+    fn second(&mut self, s: &Second<'_>) -> Result<(), SinkError> {
         if *self.failed {
-            return Ok(Flow::Continue);
+            return Ok(());
         }
         let iv = s.interval;
         let st = &iv.stats;
@@ -56,7 +57,7 @@ impl Sink for ResultsWriter<'_> {
             *self.failed = true;
             return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
         }
-        Ok(Flow::Continue)
+        Ok(())
     }
 }
 

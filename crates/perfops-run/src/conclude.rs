@@ -23,15 +23,17 @@ use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageVerdict};
 use perfops_core::analysis::why;
 use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
-use perfops_core::pipeline::{Measured, Pipeline, Sink, StageLedger, StageResult};
+use perfops_core::pipeline::{Measured, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
 use perfops_report::failures::FailureGroup;
 use perfops_report::format::{none_held, per_second};
+use perfops_report::output::End;
 use perfops_report::results::{RESULTS_VERSION, RunDir, utc_rfc3339};
 use perfops_report::run::{Figures, GeneratorUse, ProtocolUse, RunSummary, StageSummary, VerdictSummary, stage_table};
 use perfops_report::sink::ResultsWriter;
 
 use crate::exit::Exit;
+use crate::outputs::{self, Chosen, Stations};
 use crate::source::{self, Produced, Replay};
 use crate::watching::{self, Store};
 
@@ -495,11 +497,10 @@ pub(crate) fn failure_groups(
     out
 }
 
-/// Seconds from elsewhere (shards read back by `merge`, agents' seconds
-/// merged live by a coordinator) through the sinks a `run` writes with: the
+/// Seconds from elsewhere (shards read back by `merge`) through the
+/// pipeline a `run` writes with: the outputs `chosen` by name, then the
 /// results writer (with each second's parts by key when `parts`, so the
-/// directory can be merged again), then `extra` (a live line, an exporter),
-/// each second placed by `ledger` (the stages from 0 on, stopped where the
+/// directory can be merged again), each second placed by `ledger` (the stages from 0 on, stopped where the
 /// arrivals were). Returns what the pipeline measured, as a local load would;
 /// `workers` is how many generated it.
 pub(crate) fn replay(
@@ -508,23 +509,30 @@ pub(crate) fn replay(
     step_names: &[String],
     dir: &mut RunDir,
     parts: bool,
-    extra: Vec<&mut dyn Sink>,
+    chosen: Option<&mut Chosen>,
     workers: usize,
 ) -> Result<Loaded> {
     let stop = Arc::new(AtomicBool::new(false));
     let mut write_error = false;
-    let mut results = ResultsWriter::new(dir, &mut write_error).with_parts(parts);
-    let mut pipeline = Pipeline::new(ledger, 0, step_names, stop.clone()).to(&mut results);
-    for sink in extra {
-        pipeline = pipeline.to(sink);
-    }
+    let results = ResultsWriter::new(dir, &mut write_error).with_parts(parts);
+    let stations = Stations { chosen, results: Some(Box::new(results)), ..Stations::default() };
+    let pipeline = outputs::pipeline(ledger, 0, step_names, stop.clone(), stations);
     let (produced, measured) = source::drive(&mut Replay::new(seconds, workers), &stop, pipeline)?;
     Ok(Loaded::of(produced, measured, false))
 }
 
 /// Write the summary (and JUnit) and the report into `dir`, print the
-/// end-of-run text, and say the exit code.
-pub(crate) fn finish(dir: &RunDir, summary: &RunSummary, junit: Option<&Path>) -> Result<Exit> {
+/// end-of-run text, and say the exit code. The outputs chosen by name say
+/// what they dropped (into the summary's warnings too) and hear the summary.
+pub(crate) fn finish(
+    dir: &RunDir,
+    summary: &mut RunSummary,
+    junit: Option<&Path>,
+    chosen: &mut Chosen,
+) -> Result<Exit> {
+    summary.warnings.extend(chosen.notes());
+    chosen.finish(&End::Run(summary));
+    let summary = &*summary;
     if let Err(e) = dir.write_json("summary.json", summary) {
         eprintln!("perfops: cannot write summary.json ({e})");
     }

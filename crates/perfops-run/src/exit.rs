@@ -18,10 +18,23 @@ pub enum Exit {
     Runtime = 3,
 }
 
+/// Set when an output streams to stdout (`--output jsonl=-`): what [`out`]
+/// prints goes to stderr, so that stdout carries that stream alone.
+static TEXT_TO_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Stdout belongs to an output from now on: [`out`] writes to stderr.
+pub(crate) fn text_to_stderr() {
+    TEXT_TO_STDERR.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Write `text` to stdout. A closed stdout (`perfops ... | head`) ends the
 /// program with exit code 0, as documented: the reader has what it wanted.
 pub fn out(text: &str) {
     use std::io::Write;
+    if TEXT_TO_STDERR.load(std::sync::atomic::Ordering::Relaxed) {
+        eprint!("{text}");
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
     if let Err(e) = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
         if e.kind() == std::io::ErrorKind::BrokenPipe {

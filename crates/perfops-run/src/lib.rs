@@ -31,6 +31,7 @@ pub mod limit;
 pub mod loading;
 pub mod merge;
 pub mod metrics;
+pub mod outputs;
 pub mod protos;
 pub mod quick;
 pub mod run;

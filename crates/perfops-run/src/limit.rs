@@ -223,7 +223,7 @@ pub fn run(args: LimitArgs) -> Result<Exit> {
     }
     summary.limit =
         Some(LimitSearch { capacity_rps: lo, breaks_at_rps: hi, confirmed, precision: args.precision, attempts });
-    crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
+    crate::conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)
 }
 
 /// Wait until `url` answers quickly again (3 fast answers in a row), at most

@@ -138,7 +138,15 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
         }
     };
     match perfops_core::scenario::parse_partial(&path.display().to_string(), &text, overrides) {
-        Ok(s) => Ok(Some((s, text))),
+        Ok(s) => {
+            // Which outputs exist is the registry's: a name it does not know, at its place.
+            let unknown = crate::outputs::unknown_in_scenario(&s.outputs);
+            if !unknown.is_empty() {
+                eprint!("{}", perfops_core::scenario::Diagnostics(unknown).render(&text));
+                return Ok(None);
+            }
+            Ok(Some((s, text)))
+        }
         Err((mut diagnostics, partial)) => {
             // What it reads besides itself, checked in the same pass: an unknown CSV column or an
             // unset `${env.X}` is not hidden until the file's own errors are fixed (#32).

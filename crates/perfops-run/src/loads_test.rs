@@ -14,13 +14,14 @@ use std::time::{Duration, SystemTime};
 use anyhow::Result;
 use perfops_core::analysis::verdict::{RunResult, StageVerdict};
 use perfops_core::measure::{FailureKind, Interval, Key, Stats};
-use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger, StagePlan};
+use perfops_core::pipeline::{AbortWhen, Sink, StageLedger, StagePlan};
 use perfops_core::scenario::Scenario;
 use perfops_report::results::{JsonLines, RunDir};
 use perfops_report::run::{GeneratorUse, RunSummary};
 use perfops_report::sink::ResultsWriter;
 
 use crate::conclude::{self, Ending, Judging, Loaded};
+use crate::outputs::{self, Stations};
 use crate::source::{self, Feed, IntervalSource, Produced};
 use crate::watching::{Judge, Store};
 
@@ -116,10 +117,13 @@ fn load(scenario: &Scenario, seconds: Vec<Interval>, dir: &mut RunDir) -> (Loade
     let loaded = {
         let mut judge = Judge::new(&mut store, &events, Some(&mut abort), None);
         let mut write_error = false;
-        let mut results = ResultsWriter::new(dir, &mut write_error);
-        let pipeline = Pipeline::new(StageLedger::new(&stages(scenario), 0.0), 0, &names, stop.clone())
-            .to(&mut judge)
-            .to(&mut results);
+        let results = ResultsWriter::new(dir, &mut write_error);
+        let stations = Stations {
+            decisions: vec![&mut judge as &mut dyn Sink],
+            results: Some(Box::new(results)),
+            ..Stations::default()
+        };
+        let pipeline = outputs::pipeline(StageLedger::new(&stages(scenario), 0.0), 0, &names, stop.clone(), stations);
         let (produced, measured) = source::drive(&mut Scripted(seconds), &stop, pipeline).expect("the load runs");
         Loaded::of(produced, measured, false)
     };
@@ -209,7 +213,7 @@ fn seconds_read_back_replay_into_the_same_stages_as_the_load_that_wrote_them() {
     seconds[5].length = Duration::from_millis(400);
     let names = vec!["get".to_string()];
     let loaded =
-        conclude::replay(seconds, StageLedger::new(&stages(&s), 0.0), &names, &mut dir, false, Vec::new(), 2).unwrap();
+        conclude::replay(seconds, StageLedger::new(&stages(&s), 0.0), &names, &mut dir, false, None, 2).unwrap();
 
     assert_eq!(loaded.total.sent, 90);
     assert_eq!(loaded.workers, 2);

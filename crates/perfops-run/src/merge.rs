@@ -344,7 +344,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     if let Some(at) = stop_at {
         ledger.stop(at);
     }
-    let mut loaded = conclude::replay(seconds, ledger, &meta.steps, &mut dir, true, Vec::new(), generator.workers)?;
+    let mut loaded = conclude::replay(seconds, ledger, &meta.steps, &mut dir, true, None, generator.workers)?;
     // What each shard's steps spoke, as its summary says (a shard that did
     // not finish says nothing): grouped again when summarized, a step under
     // two names if shards negotiated differently.
@@ -390,7 +390,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     // As one generator would have: the run lasted as long as its longest shard.
     let longest = parts.iter().filter_map(|p| p.read.summary.as_ref().map(|s| s.elapsed_s)).fold(0.0, f64::max);
     summary.elapsed_s = summary.elapsed_s.max(longest);
-    conclude::finish(&dir, &summary, args.junit.as_deref())
+    conclude::finish(&dir, &mut summary, args.junit.as_deref(), &mut Default::default())
 }
 
 #[cfg(test)]

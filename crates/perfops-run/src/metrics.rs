@@ -1,15 +1,20 @@
-//! `--metrics-listen ADDR`: the endpoint started before the load (a busy or
-//! bad address is a usage error, exit 2) and fed with each merged second as
-//! a sink of the per-second pipeline, off the hot path. The names and the
-//! arithmetic are in `perfops_report::exposition`, the server in
-//! `perfops_engine::exporter`; this is the glue.
+//! `--metrics-listen ADDR`, the same as `--output prometheus=ADDR`: the
+//! endpoint started before the load (a busy or bad address is a usage
+//! error, exit 2) and fed with each merged second as an output of the
+//! per-second pipeline, off the hot path. Publishing a second renders the
+//! page into memory, which a scrape then reads: nothing waits on the
+//! network, so it is not detached. The names and the arithmetic are in
+//! `perfops_report::exposition`, the server in `perfops_engine::exporter`;
+//! this is the glue.
 
 use std::borrow::Cow;
 
 use anyhow::Result;
-use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+use perfops_core::pipeline::{Second, SinkError};
 use perfops_engine::exporter::Exporter;
 use perfops_report::exposition::{Exposition, Second as ExpositionSecond};
+use perfops_report::output::Output;
+use perfops_report::run::RunMeta;
 
 use crate::exit::UsageError;
 
@@ -36,10 +41,22 @@ impl Metrics {
     }
 }
 
-impl Sink for Metrics {
+/// `prometheus=ADDR`: bound now, so that a busy address costs nothing.
+pub(crate) fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
+    let addr = arg.filter(|a| !a.is_empty()).ok_or("say where: prometheus=ADDR (e.g. 127.0.0.1:9464)")?;
+    Ok(Box::new(Metrics::start(addr, &[]).map_err(|e| e.to_string())?))
+}
+
+impl Output for Metrics {
+    /// Every step at 0 from the start (a session knows them only after its setup ran).
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        self.declare(&meta.steps);
+        Ok(())
+    }
+
     /// Add one merged second, labelled with its stage; no target when closed
     /// or draining.
-    fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+    fn second(&mut self, s: &Second<'_>) -> Result<(), SinkError> {
         let iv = s.interval;
         // Named as in series.jsonl: by the step's name, or its index if it has none.
         let names: Vec<Cow<'_, str>> = iv
@@ -59,6 +76,6 @@ impl Sink for Metrics {
             steps: by_step,
         });
         self.exporter.publish(self.exposition.render());
-        Ok(Flow::Continue)
+        Ok(())
     }
 }

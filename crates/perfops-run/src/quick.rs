@@ -1,4 +1,6 @@
-//! `perfops quick`: one URL, with the habits of ab, hey and oha.
+//! `perfops quick`: one URL, with the habits of ab, hey and oha. Its seconds
+//! go through the pipeline `crate::outputs` assembles (the outputs chosen by
+//! name, the live line, its tally by step), with no results directory.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -7,17 +9,20 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use perfops_core::measure::Stats;
 use perfops_core::model::{LoadModel, Rate, Schedule};
-use perfops_core::pipeline::{Flow, Pipeline, Second, Sink, SinkError, StageLedger};
+use perfops_core::pipeline::{Second, SinkError, StageLedger};
 use perfops_core::scenario::grpc::GrpcCall;
 use perfops_core::scenario::template::Template;
 use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_engine::{Http2, Protocol, Reflection, Target, Work};
 use perfops_report::live::LiveLine;
+use perfops_report::output::{End, Output};
 use perfops_report::quick::{QuickSetup, QuickSummary};
+use perfops_report::results::{RESULTS_VERSION, utc_rfc3339};
+use perfops_report::run::RunMeta;
 
 use crate::exit::{Exit, UsageError};
 use crate::launch::{self, PlanBase, Terminal};
-use crate::metrics::Metrics;
+use crate::outputs::{self, Chosen, OutputArgs, Stations};
 use crate::source::{self, Engine};
 
 /// Flags of `perfops quick`.
@@ -75,9 +80,8 @@ pub struct QuickArgs {
     pub json: Option<PathBuf>,
     /// No live line on stderr.
     pub quiet: bool,
-    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
-    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
-    pub metrics_listen: Option<String>,
+    /// The outputs chosen by name (`--output`, `--metrics-listen`).
+    pub outputs: OutputArgs,
 }
 
 /// `perfops quick`: one URL, ab/hey/oha style.
@@ -152,7 +156,8 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     };
     let open = matches!(load, LoadModel::Open { .. });
     let step_names = work.step_names.clone();
-    let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &step_names)).transpose()?;
+    // Made before anything starts: a busy address is a usage error that costs nothing.
+    let mut chosen = Chosen::choose(&args.outputs, &[])?;
     let base = PlanBase {
         target,
         timeout: args.timeout,
@@ -175,25 +180,21 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     // A second Ctrl-C exits at once; the first stops arrivals and prints what was measured.
     let stop = launch::stop_flag()?;
     let terminal = Terminal::new(args.quiet);
-    let mut live = terminal.live.then(|| LiveLine::new(std::io::stderr(), terminal.color, false));
-    // One stretch, no stages: every second is "quick", never draining.
-    let mut pipeline = Pipeline::new(StageLedger::unstaged("quick"), 0, &step_names, stop.clone());
-    if let Some(m) = &mut metrics {
-        pipeline = pipeline.to(m);
-    }
-    if let Some(l) = &mut live {
-        pipeline = pipeline.to(l);
-    }
+    let live = terminal.live.then(|| LiveLine::new(std::io::stderr(), terminal.color, false));
+    chosen.start(&meta(&args, open, &step_names))?;
     // `quick ws://`: its sessions and messages are two steps, told apart.
     let mut by_step = ByStep::default();
-    if target_is_websocket {
-        pipeline = pipeline.to(&mut by_step);
-    }
+    let stations = Stations {
+        chosen: Some(&mut chosen),
+        live: live.map(|l| Box::new(l) as _),
+        tally: target_is_websocket.then_some(&mut by_step as &mut dyn Output),
+        ..Stations::default()
+    };
+    // One stretch, no stages: every second is "quick", never draining.
+    let pipeline = outputs::pipeline(StageLedger::unstaged("quick"), 0, &step_names, stop.clone(), stations);
     let mut engine = Engine::new(plan.clone());
     let (outcome, _) = source::drive(&mut engine, &stop, pipeline)?;
     let spoke = engine.protocol();
-    // The endpoint stops with the load.
-    drop(metrics);
 
     let generator = launch::generator_use(outcome.workers, outcome.naps);
     let setup = QuickSetup {
@@ -239,6 +240,10 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         let empty = Stats::default();
         summary = summary.with_websocket(by_step.0.first().unwrap_or(&empty), by_step.0.get(1));
     }
+
+    summary.warnings.extend(chosen.notes());
+    // The outputs hear the summary, and close (the endpoint stops with the load).
+    chosen.finish(&End::Quick(&summary));
 
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&summary)?;
@@ -301,8 +306,8 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
 #[derive(Default)]
 struct ByStep(Vec<Stats>);
 
-impl Sink for ByStep {
-    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+impl Output for ByStep {
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
         for (key, stats) in &second.interval.parts {
             let i = usize::from(key.step);
             if self.0.len() <= i {
@@ -310,6 +315,26 @@ impl Sink for ByStep {
             }
             self.0[i].merge(stats);
         }
-        Ok(Flow::Continue)
+        Ok(())
+    }
+}
+
+/// What an output hears at the start of a quick run: the meta a results
+/// directory would hold, for the one URL.
+fn meta(args: &QuickArgs, open: bool, steps: &[String]) -> RunMeta {
+    RunMeta {
+        format: "perfops.meta".into(),
+        version: RESULTS_VERSION,
+        perfops_version: env!("CARGO_PKG_VERSION").into(),
+        host: nix::unistd::gethostname().ok().map(|h| h.to_string_lossy().into_owned()),
+        command: perfops_core::scenario::redact::redact_command(&std::env::args().collect::<Vec<_>>()),
+        kind: "quick".into(),
+        started_at: utc_rfc3339(std::time::SystemTime::now()),
+        name: "quick".into(),
+        target: perfops_core::scenario::redact::redact_text(&args.url).into_owned(),
+        model: if open { "open" } else { "closed" }.into(),
+        stages: Vec::new(),
+        steps: steps.to_vec(),
+        ..RunMeta::default()
     }
 }

@@ -122,7 +122,7 @@ pub fn run(args: RunArgs) -> Result<Exit> {
     let reason = down.clone().or_else(|| abort.reason().map(str::to_string));
     let interrupted = loaded.stopped && reason.is_none();
     let ending = Ending::local(&loaded, interrupted, reason);
-    let summary = s.judging().summarize(&loaded, ending);
-    let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref())?;
+    let mut summary = s.judging().summarize(&loaded, ending);
+    let exit = conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)?;
     Ok(if down.is_some() { Exit::Runtime } else { exit })
 }

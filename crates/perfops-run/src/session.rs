@@ -11,9 +11,11 @@
 //!   watch.jsonl  ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   ·   (every `every`)
 //! ```
 //!
-//! Glue: each load's seconds go through a `perfops_core::pipeline` of sinks
-//! (judge, metrics endpoint, results writer, live line) assembled in
-//! [`Session::load`]; the per-stage accounting and `abort_when` are in that
+//! Glue: each load's seconds go through the pipeline `crate::outputs`
+//! assembles (the judge, then the outputs chosen by name, the results
+//! writer, the live line), in [`Session::load_from`]; the outputs hear the
+//! run's meta when the session opens and its summary in `conclude::finish`;
+//! the per-stage accounting and `abort_when` are in that
 //! pipeline, variable sources and redaction in `perfops_core::scenario`, and
 //! judging (verdicts, diagnostics) in `perfops_core::analysis`; this module
 //! opens what they need and hands back what they measured. Reading the
@@ -32,7 +34,7 @@ use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
 use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::{AbortWhen, Pipeline, StageLedger, TargetDown};
+use perfops_core::pipeline::{AbortWhen, Sink, StageLedger, TargetDown};
 use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
@@ -47,7 +49,7 @@ use crate::demo::DemoChild;
 use crate::exit::UsageError;
 use crate::launch::{self, PlanBase, Terminal};
 use crate::loading::{Inputs, inputs, load_model, load_scenario};
-use crate::metrics::Metrics;
+use crate::outputs::{self, Chosen, OutputArgs, Stations};
 use crate::shard::Placement;
 use crate::source::{self, Engine, IntervalSource};
 use crate::watching::{self, Judge, Store};
@@ -82,9 +84,8 @@ pub struct SessionArgs {
     pub quiet: bool,
     /// Also write each SLO line per stage as a JUnit test case to FILE.
     pub junit: Option<PathBuf>,
-    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
-    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
-    pub metrics_listen: Option<String>,
+    /// The outputs chosen by name (`--output`, `--metrics-listen`).
+    pub outputs: OutputArgs,
     /// At the end of each load, and after Ctrl-C, wait for the requests in
     /// flight (each within the scenario's timeout) instead of cutting them and
     /// counting them as `cut`.
@@ -109,7 +110,9 @@ pub(crate) struct Session {
     events: Receiver<WatchEvent>,
     watcher: Option<Watcher>,
     demo: Option<DemoChild>,
-    metrics: Option<Metrics>,
+    /// The outputs chosen by name (`--output`, `--metrics-listen`, the
+    /// scenario's `outputs:`), started with the meta, finished by `conclude::finish`.
+    pub(crate) outputs: Chosen,
     terminal: Terminal,
     /// A write of `series.jsonl` failed: said once, nothing more written.
     write_error: bool,
@@ -145,9 +148,9 @@ impl Session {
             crate::shard::check_start(start, SystemTime::now(), scenario.load.duration())?;
         }
 
-        // Bound before anything starts, so a busy address is a usage error
-        // that costs nothing; the steps are known after the setup.
-        let mut metrics = args.metrics_listen.as_deref().map(|a| Metrics::start(a, &[])).transpose()?;
+        // Made before anything starts, so a busy address is a usage error
+        // that costs nothing; the steps are known after the setup (the meta).
+        let mut chosen = Chosen::choose(&args.outputs, &scenario.outputs)?;
 
         // The demo target lives as long as the session.
         // A URL's host was resolved with the inputs: once, not again here.
@@ -194,9 +197,6 @@ impl Session {
         work.resolve_grpc(&folder, &[], Some(base.reflection())).map_err(|e| usage(e.to_string()))?;
         work.globals = globals;
         let step_names = work.step_names.clone();
-        if let Some(m) = &mut metrics {
-            m.declare(&step_names);
-        }
 
         // Second 0 of the session clock, on the wall clock and on this
         // machine's monotonic clock: a little ahead, so the watchers and the
@@ -254,6 +254,7 @@ impl Session {
             resolved: Some(resolved),
         };
         dir.write_json("meta.json", &meta)?;
+        chosen.start(&meta)?;
         dir.write_file("scenario.yaml", redacted.as_bytes())?;
         let (tx, events) = mpsc::channel();
         let demo_watch = demo.as_ref().map(|d| (d.pid(), d.metrics_url.clone()));
@@ -277,7 +278,7 @@ impl Session {
             events,
             watcher: Some(watcher),
             demo,
-            metrics,
+            outputs: chosen,
             terminal: Terminal::new(args.quiet),
             write_error: false,
             shard: placement.shard(),
@@ -334,8 +335,8 @@ impl Session {
     /// Run one load of `stages` (their durations must add up to the load's)
     /// on this machine's engine, starting on the next whole second of the
     /// session clock. Each second goes to the judge (watched metrics, then
-    /// `abort`'s rules, which may stop the load), the metrics endpoint, the
-    /// results directory and the live line, in that order.
+    /// `abort`'s rules, which may stop the load), the outputs chosen by name,
+    /// the results directory and the live line, in that order.
     pub(crate) fn load(
         &mut self,
         model: LoadModel,
@@ -394,16 +395,16 @@ impl Session {
         }
 
         let mut judge = Judge::new(&mut self.store, &self.events, abort, self.down.as_mut());
-        let mut results = ResultsWriter::new(&mut self.dir, &mut self.write_error).with_parts(self.parts);
-        let mut live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
-        let mut pipeline = Pipeline::new(ledger, offset as u32, &self.step_names, self.stop.clone()).to(&mut judge);
-        if let Some(m) = &mut self.metrics {
-            pipeline = pipeline.to(m);
-        }
-        pipeline = pipeline.to(&mut results);
-        if let Some(l) = &mut live {
-            pipeline = pipeline.to(l);
-        }
+        let results = ResultsWriter::new(&mut self.dir, &mut self.write_error).with_parts(self.parts);
+        let live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
+        let stations = Stations {
+            decisions: vec![&mut judge as &mut dyn Sink],
+            chosen: Some(&mut self.outputs),
+            results: Some(Box::new(results)),
+            live: live.map(|l| Box::new(l) as _),
+            tally: None,
+        };
+        let pipeline = outputs::pipeline(ledger, offset as u32, &self.step_names, self.stop.clone(), stations);
         let (produced, measured) = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline)?;
         self.drain();
         Ok(Loaded::of(produced, measured, self.base.insecure))
@@ -436,13 +437,12 @@ impl Session {
         self.judging().diagnose(stages, judged, dropped)
     }
 
-    /// Stop the watchers, the metrics endpoint and the demo target; keep the
-    /// directory for the summary.
+    /// Stop the watchers and the demo target; keep the directory for the
+    /// summary and the outputs for their finish.
     pub(crate) fn close(&mut self) {
         if let Some(w) = self.watcher.take() {
             w.stop();
         }
-        self.metrics.take();
         self.drain();
         self.demo.take();
     }

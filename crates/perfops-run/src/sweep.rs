@@ -134,7 +134,7 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
     summary.model = "closed".into();
     summary.sweep = Some(result);
     crate::exit::out(&text);
-    crate::conclude::finish(&s.dir, &summary, args.session.junit.as_deref())
+    crate::conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)
 }
 
 fn levels(concurrency: &[u32], loads: &[Loaded]) -> Vec<SweepLevel> {

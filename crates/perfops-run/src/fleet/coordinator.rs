@@ -282,9 +282,9 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let (gaps, first_loss) = losses(&fleet.members);
     ending.gaps = gaps;
     ending.short_from = first_loss.map(|t| (f64::from(t), format!("a generator was lost at t={t}s")));
-    let summary = s.judging().summarize(&loaded, ending);
+    let mut summary = s.judging().summarize(&loaded, ending);
     door.say_unsaid();
-    let exit = conclude::finish(&s.dir, &summary, args.session.junit.as_deref());
+    let exit = conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs);
     linger(fleet.members);
     exit
 }

@@ -9,6 +9,7 @@ pub(crate) mod k8s;
 pub(crate) mod k8s_tar;
 pub(crate) mod limit;
 pub(crate) mod merge;
+pub(crate) mod outputs;
 pub(crate) mod quick;
 pub(crate) mod run;
 pub(crate) mod session;

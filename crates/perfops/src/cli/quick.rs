@@ -83,10 +83,8 @@ pub(crate) struct QuickFlags {
     /// No live line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
-    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
-    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<String>,
+    #[command(flatten)]
+    outputs: super::outputs::OutputFlags,
 }
 
 impl From<QuickFlags> for perfops_run::quick::QuickArgs {
@@ -114,7 +112,7 @@ impl From<QuickFlags> for perfops_run::quick::QuickArgs {
             workers: f.workers,
             json: f.json,
             quiet: f.quiet,
-            metrics_listen: f.metrics_listen,
+            outputs: f.outputs.into(),
         }
     }
 }

@@ -32,10 +32,8 @@ pub(crate) struct SessionFlags {
     /// Also write each SLO line per stage as a JUnit test case to FILE.
     #[arg(long, value_name = "FILE")]
     junit: Option<PathBuf>,
-    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
-    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one).
-    #[arg(long, value_name = "ADDR")]
-    metrics_listen: Option<String>,
+    #[command(flatten)]
+    outputs: super::outputs::OutputFlags,
     /// At the end of each load, and after Ctrl-C, wait for the requests in
     /// flight (each within the scenario's timeout) instead of cutting them and
     /// counting them as `cut`.
@@ -54,7 +52,7 @@ impl From<SessionFlags> for perfops_run::session::SessionArgs {
             insecure: f.insecure,
             quiet: f.quiet,
             junit: f.junit,
-            metrics_listen: f.metrics_listen,
+            outputs: f.outputs.into(),
             wait_in_flight: f.wait_in_flight,
         }
     }

@@ -1,0 +1,352 @@
+//! The adapter that moves a slow output off the collector thread: k6's
+//! "helpers that buffer and flush", with a bound.
+//!
+//! ```text
+//!  collector thread                           the output's own thread
+//!  second(s) ── copy(s) ── try_send ──> [ bounded buffer, CAPACITY ] ──> inner.second(copy)
+//!               (never waits)   full? drop it, count it                 (may take its time)
+//!  finish(end) ── send, wait at most DRAIN ──────────────────────────────> inner.finish(end)
+//!  notes() ── "output jsonl: 3 seconds dropped, the output was slower than the run"
+//! ```
+//!
+//! It owns the thread, the buffer and the count of what it dropped; the
+//! wrapped output ([`Detachable`]) owns what it writes, and says what it
+//! needs of a second: the collector makes that copy, the output's thread
+//! does the rest. Its histograms are never the collector's, which go back to
+//! the workers. What the copy of a whole second ([`Whole`], [`Copied`]: 7
+//! histograms of 188 KiB for the total and for each step) costs the
+//! collector, with 5 steps whose histograms hold values spread to 0.9 s:
+//! 0.66 to 0.84 ms in three runs (a test build with the binary's allocator,
+//! a 2-core machine under load: `cargo test -p perfops --bin perfops
+//! copy_cost -- --ignored --nocapture`), where the `series.jsonl` line of
+//! the same second took 1.2 to 1.6 ms: copying is cheaper than computing
+//! what an output writes, so that is done on the output's thread. It is
+//! paid only when a detached output is chosen; a run without one pays
+//! nothing. An output that needs less (a few counters) copies less, with
+//! its own [`Detachable::copy`].
+//!
+//! A second the buffer has no room for is dropped, counted and said, never
+//! waited for: a full buffer means the output is slower than the run, and
+//! waiting would pass that slowness on to the measurement. An error of the
+//! wrapped output is reported once, on the collector's next call, and stops
+//! the load as any failing output does; nothing more is sent to it.
+
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use perfops_core::pipeline::{Second, SinkError};
+
+use crate::output::{Copied, End, Output, OwnedEnd};
+use crate::run::RunMeta;
+
+/// Seconds the buffer holds: a minute of a run behind before one is dropped.
+pub const CAPACITY: usize = 60;
+/// How long a finish waits for the output to write what it holds.
+pub const DRAIN: Duration = Duration::from_secs(5);
+
+/// An output that runs on a thread of its own ([`Detached`]).
+pub trait Detachable: Send + 'static {
+    /// What it needs of a second, owned.
+    type Copy: Send + 'static;
+
+    /// Make that copy: on the collector thread, so it must be quick and
+    /// keep nothing of the second's.
+    fn copy(second: &Second<'_>) -> Self::Copy;
+
+    /// As [`Output::start`].
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        let _ = meta;
+        Ok(())
+    }
+
+    /// As [`Output::second`], but on its own thread: it may take its time.
+    fn second(&mut self, copy: Self::Copy) -> Result<(), SinkError>;
+
+    /// As [`Output::finish`].
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        let _ = end;
+        Ok(())
+    }
+}
+
+/// Any output, detached with a copy of the whole second ([`Copied`]).
+pub struct Whole<O>(pub O);
+
+impl<O: Output + Send + 'static> Detachable for Whole<O> {
+    type Copy = Copied;
+
+    fn copy(second: &Second<'_>) -> Copied {
+        Copied::of(second)
+    }
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        self.0.start(meta)
+    }
+    fn second(&mut self, copy: Copied) -> Result<(), SinkError> {
+        self.0.second(&copy.second())
+    }
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        self.0.finish(end)
+    }
+}
+
+enum Msg<C> {
+    Start(Box<RunMeta>),
+    Second(C),
+    Finish(OwnedEnd),
+}
+
+/// An output run on its own thread behind a bounded buffer.
+pub struct Detached<D: Detachable> {
+    name: String,
+    tx: Option<SyncSender<Msg<D::Copy>>>,
+    done: Receiver<()>,
+    /// The wrapped output's first error, set on its thread.
+    error: Arc<Mutex<Option<String>>>,
+    reported: bool,
+    dropped: u64,
+    drain: Duration,
+}
+
+impl<D: Detachable> Detached<D> {
+    /// Run `inner` (called `name` in what is said of it) on a thread of its
+    /// own, behind a buffer of `capacity` seconds.
+    pub fn new(name: &str, inner: D, capacity: usize) -> std::io::Result<Detached<D>> {
+        Detached::with_drain(name, inner, capacity, DRAIN)
+    }
+
+    /// [`Detached::new`], waiting at most `drain` at the finish.
+    pub fn with_drain(name: &str, mut inner: D, capacity: usize, drain: Duration) -> std::io::Result<Detached<D>> {
+        let (tx, rx) = mpsc::sync_channel::<Msg<D::Copy>>(capacity.max(1));
+        let (done_tx, done) = mpsc::sync_channel(1);
+        let error = Arc::new(Mutex::new(None));
+        let failed = error.clone();
+        thread::Builder::new().name(format!("output {name}")).spawn(move || {
+            let mut ok = true;
+            for msg in rx {
+                let result = match msg {
+                    Msg::Finish(end) => {
+                        let result = if ok { inner.finish(&end.end()) } else { Ok(()) };
+                        if let Err(e) = &result {
+                            failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.0.clone());
+                        }
+                        let _ = done_tx.send(());
+                        break;
+                    }
+                    _ if !ok => Ok(()),
+                    Msg::Start(meta) => inner.start(&meta),
+                    Msg::Second(copy) => inner.second(copy),
+                };
+                if let Err(e) = result {
+                    ok = false;
+                    failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.0);
+                }
+            }
+        })?;
+        Ok(Detached { name: name.to_string(), tx: Some(tx), done, error, reported: false, dropped: 0, drain })
+    }
+
+    /// Seconds dropped so far: the buffer was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The wrapped output's error, once.
+    fn failure(&mut self) -> Option<SinkError> {
+        if self.reported {
+            return None;
+        }
+        let e = self.error.lock().unwrap_or_else(|p| p.into_inner()).clone()?;
+        self.reported = true;
+        Some(SinkError(format!("output {}: {e}", self.name)))
+    }
+
+    /// The finish did not end within the bound: its thread is left to end on its own.
+    fn late(&self) -> SinkError {
+        SinkError(format!(
+            "output {}: still writing after {:.0} s; what it had not written is lost",
+            self.name,
+            self.drain.as_secs_f64()
+        ))
+    }
+}
+
+impl<D: Detachable> Output for Detached<D> {
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        // The buffer is empty before the first second: this does not wait.
+        if let Some(tx) = &self.tx
+            && let Err(TrySendError::Full(_)) = tx.try_send(Msg::Start(Box::new(meta.clone())))
+        {
+            return Err(SinkError(format!("output {}: could not start", self.name)));
+        }
+        Ok(())
+    }
+
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
+        if let Some(e) = self.failure() {
+            return Err(e);
+        }
+        let Some(tx) = &self.tx else { return Ok(()) };
+        match tx.try_send(Msg::Second(D::copy(second))) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                self.dropped += 1;
+                Ok(())
+            }
+            // Its thread ended: its error says why.
+            Err(TrySendError::Disconnected(_)) => {
+                self.tx = None;
+                self.failure().map_or(Ok(()), Err)
+            }
+        }
+    }
+
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        let Some(tx) = self.tx.take() else { return self.failure().map_or(Ok(()), Err) };
+        let deadline = Instant::now() + self.drain;
+        let mut msg = Msg::Finish(end.owned());
+        // Wait for room behind the seconds still buffered, within the bound.
+        loop {
+            match tx.try_send(msg) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) if Instant::now() < deadline => {
+                    msg = back;
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Err(TrySendError::Full(_)) => return Err(self.late()),
+                Err(TrySendError::Disconnected(_)) => return self.failure().map_or(Ok(()), Err),
+            }
+        }
+        match self.done.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(()) => self.failure().map_or(Ok(()), Err),
+            Err(RecvTimeoutError::Timeout) => Err(self.late()),
+            Err(RecvTimeoutError::Disconnected) => self.failure().map_or(Ok(()), Err),
+        }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        match self.dropped {
+            0 => Vec::new(),
+            n => vec![format!(
+                "output {}: {n} second{} dropped, the output was slower than the run",
+                self.name,
+                if n == 1 { "" } else { "s" }
+            )],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use perfops_core::measure::{Interval, Stats};
+
+    use super::*;
+    use crate::quick::{QuickSetup, QuickSummary};
+
+    /// Sleeps `each` in every second; counts what it got and whether it finished.
+    struct Slow {
+        each: Duration,
+        seconds: Arc<AtomicU32>,
+        finished: Arc<AtomicU32>,
+    }
+
+    impl Output for Slow {
+        fn second(&mut self, _: &Second<'_>) -> Result<(), SinkError> {
+            thread::sleep(self.each);
+            self.seconds.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn finish(&mut self, _: &End<'_>) -> Result<(), SinkError> {
+            self.finished.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    }
+
+    fn summary() -> QuickSummary {
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: Some(1),
+            target_rate: None,
+            max_in_flight: None,
+            protocol: "http/1.1".into(),
+        };
+        QuickSummary::new(setup, &Stats::default(), Duration::from_secs(1), Default::default(), false)
+    }
+
+    fn place(iv: &Interval) -> Second<'_> {
+        Second { interval: iv, t: iv.index, start: Duration::ZERO, stage: "a", draining: false, step_names: &[] }
+    }
+
+    /// An output that takes 50 ms a second behind a buffer of 2: the
+    /// collector's 10 calls return at once, the seconds with no room are
+    /// dropped, counted and said, and the finish waits for what was kept.
+    #[test]
+    fn a_slow_output_never_holds_the_collector_drops_what_has_no_room_and_drains_at_finish() {
+        let (seconds, finished) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let slow = Slow { each: Duration::from_millis(50), seconds: seconds.clone(), finished: finished.clone() };
+        let mut out = Detached::new("slow", Whole(slow), 2).expect("a thread");
+        let began = Instant::now();
+        for k in 0..10 {
+            let iv = Interval::empty(k);
+            out.second(&place(&iv)).expect("no error");
+        }
+        let took = began.elapsed();
+        assert!(took < Duration::from_millis(40), "10 calls took {took:?}: the collector waited for the output");
+        // At most one in the output's hands and 2 in the buffer: 7 or more had no room.
+        assert!(out.dropped() >= 7, "dropped {}", out.dropped());
+        let kept = 10 - out.dropped() as u32;
+        assert_eq!(
+            out.notes(),
+            vec![format!("output slow: {} seconds dropped, the output was slower than the run", out.dropped())]
+        );
+        let s = summary();
+        out.finish(&End::Quick(&s)).expect("drained within the bound");
+        assert_eq!(seconds.load(Ordering::SeqCst), kept, "every second kept was written before the finish");
+        assert_eq!(finished.load(Ordering::SeqCst), 1);
+    }
+
+    /// An output stuck longer than the bound: the finish gives up and says so.
+    #[test]
+    fn a_finish_waits_no_longer_than_its_bound() {
+        let (seconds, finished) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+        let stuck = Slow { each: Duration::from_secs(2), seconds, finished: finished.clone() };
+        let mut out = Detached::with_drain("stuck", Whole(stuck), 4, Duration::from_millis(100)).expect("a thread");
+        let iv = Interval::empty(0);
+        out.second(&place(&iv)).expect("no error");
+        let began = Instant::now();
+        let s = summary();
+        let e = out.finish(&End::Quick(&s)).expect_err("it could not finish");
+        assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
+        assert!(e.0.starts_with("output stuck: still writing after"), "{e}");
+        assert_eq!(finished.load(Ordering::SeqCst), 0);
+    }
+
+    /// A failing output: its error reaches the collector once, on the next call.
+    #[test]
+    fn an_error_of_the_output_is_reported_once() {
+        struct Broken;
+        impl Output for Broken {
+            fn second(&mut self, _: &Second<'_>) -> Result<(), SinkError> {
+                Err(SinkError("broken pipe".into()))
+            }
+        }
+        let mut out = Detached::new("broken", Whole(Broken), 4).expect("a thread");
+        let iv = Interval::empty(0);
+        out.second(&place(&iv)).expect("the error is not known yet");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let e = loop {
+            thread::sleep(Duration::from_millis(5));
+            match out.second(&place(&iv)) {
+                Err(e) => break e,
+                Ok(()) if Instant::now() < deadline => {}
+                Ok(()) => panic!("the error never came"),
+            }
+        };
+        assert_eq!(e.0, "output broken: broken pipe");
+        assert_eq!(out.second(&place(&iv)), Ok(()), "said once");
+    }
+}

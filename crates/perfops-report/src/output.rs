@@ -1,0 +1,262 @@
+//! The output seam: what a run's seconds are shown or kept by, with a
+//! lifecycle (k6's `Output`: start, samples, stop, "must not block").
+//!
+//! ```text
+//!   start(meta) ──> second(s) ─> second(s) ─> ... ──> finish(summary)
+//!   meta.json's     each Second the pipeline placed,   the summary the run
+//!   RunMeta         on the collector thread             concluded (run or quick)
+//! ```
+//!
+//! This module owns the [`Output`] trait, what it is given at each end
+//! ([`RunMeta`] at the start, an [`End`] at the finish), the per-load list
+//! ([`OutputList`]) the pipeline hands each second to, and [`Copied`], a
+//! second an output may keep. It does not own the choice of outputs (the
+//! binary's registry, by name) nor anything that may stop the load: that is
+//! a decision (`perfops_core::pipeline::Sink`: the judge, `abort_when`, a
+//! target that is down), handed each second before any output.
+//!
+//! Why here and not in the pure core: an output starts with what a results
+//! directory's `meta.json` holds and finishes with what `summary.json`
+//! holds; both types are this crate's, and a second copy of their fields in
+//! the core would drift. The pipeline keeps knowing nothing of outputs: the
+//! list is one `Sink` to it, one that can fail but never decides.
+//!
+//! **Non-blocking.** [`Output::second`] runs on the collector thread, before
+//! the next second is gathered, the `abort_when` decision is made on it and
+//! the workers get their histograms back: it must return in microseconds.
+//! Anything slower (a network push, a pipe a reader may leave full) goes
+//! through [`crate::detach::Detached`], which runs the output on a thread of
+//! its own behind a bounded buffer and counts what it had to drop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use perfops_core::measure::Interval;
+use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+use serde::Serialize;
+
+use crate::quick::QuickSummary;
+use crate::run::{RunMeta, RunSummary};
+
+/// What a run concluded, as an output's finish receives it: `run`, `limit`,
+/// `sweep`, a coordinator (and `merge`) end with a [`RunSummary`], `quick`
+/// with its own [`QuickSummary`]. Serialized as the summary itself.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(untagged)]
+pub enum End<'a> {
+    /// `summary.json`'s content.
+    Run(&'a RunSummary),
+    /// `quick --json`'s content.
+    Quick(&'a QuickSummary),
+}
+
+impl End<'_> {
+    /// An owned copy, for an output that finishes on another thread.
+    pub fn owned(&self) -> OwnedEnd {
+        match self {
+            End::Run(s) => OwnedEnd::Run(Box::new((*s).clone())),
+            End::Quick(s) => OwnedEnd::Quick(Box::new((*s).clone())),
+        }
+    }
+}
+
+/// [`End`], owned.
+#[derive(Debug, Clone)]
+pub enum OwnedEnd {
+    /// A run's summary.
+    Run(Box<RunSummary>),
+    /// A quick run's summary.
+    Quick(Box<QuickSummary>),
+}
+
+impl OwnedEnd {
+    /// Borrowed again.
+    pub fn end(&self) -> End<'_> {
+        match self {
+            OwnedEnd::Run(s) => End::Run(s),
+            OwnedEnd::Quick(s) => End::Quick(s),
+        }
+    }
+}
+
+/// Something that shows or keeps a run's seconds: the results directory, the
+/// live line, the Prometheus endpoint, a JSON-lines stream.
+///
+/// Called in order: [`Output::start`] once (before the first load),
+/// [`Output::second`] for every second of every load (a `limit` runs several),
+/// [`Output::finish`] once with the summary. An error stops the load, as a
+/// failed results writer does: the seconds after it are still handed on.
+pub trait Output {
+    /// The run begins: what its `meta.json` says (name, kind, start, steps,
+    /// planned stages).
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        let _ = meta;
+        Ok(())
+    }
+
+    /// One second, as the pipeline placed it. Must return in microseconds
+    /// (see the module doc): a slow output is wrapped in
+    /// [`crate::detach::Detached`].
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError>;
+
+    /// The run is over: its summary. Called once, after the last second.
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        let _ = end;
+        Ok(())
+    }
+
+    /// What the user should hear about this output once the seconds are
+    /// over (seconds it dropped), said on stderr and in the summary's warnings.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+impl<O: Output + ?Sized> Output for &mut O {
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        (**self).start(meta)
+    }
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
+        (**self).second(second)
+    }
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        (**self).finish(end)
+    }
+    fn notes(&self) -> Vec<String> {
+        (**self).notes()
+    }
+}
+
+impl<O: Output + ?Sized> Output for Box<O> {
+    fn start(&mut self, meta: &RunMeta) -> Result<(), SinkError> {
+        (**self).start(meta)
+    }
+    fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
+        (**self).second(second)
+    }
+    fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
+        (**self).finish(end)
+    }
+    fn notes(&self) -> Vec<String> {
+        (**self).notes()
+    }
+}
+
+/// The outputs of one load, in order, as one sink of the pipeline: each
+/// second goes to every output even when one fails; the failures of a
+/// second are reported together. An output never stops the load by choice.
+pub struct OutputList<'s>(Vec<Box<dyn Output + 's>>);
+
+impl<'s> OutputList<'s> {
+    /// These outputs, in this order.
+    pub fn new(outputs: Vec<Box<dyn Output + 's>>) -> Self {
+        OutputList(outputs)
+    }
+}
+
+impl Sink for OutputList<'_> {
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+        let mut failed: Vec<String> = Vec::new();
+        for output in &mut self.0 {
+            if let Err(e) = output.second(second) {
+                failed.push(e.0);
+            }
+        }
+        if failed.is_empty() { Ok(Flow::Continue) } else { Err(SinkError(failed.join("; "))) }
+    }
+}
+
+/// A second an output may keep past its call: an owned copy of the interval
+/// (its histograms are copies, never the collector's, which go back to the
+/// workers) and of where the pipeline placed it.
+#[derive(Debug, Clone)]
+pub struct Copied {
+    interval: Interval,
+    t: u32,
+    start: Duration,
+    stage: String,
+    draining: bool,
+    step_names: Arc<[String]>,
+}
+
+impl Copied {
+    /// Copy `second`.
+    pub fn of(second: &Second<'_>) -> Copied {
+        Copied {
+            interval: second.interval.clone(),
+            t: second.t,
+            start: second.start,
+            stage: second.stage.to_string(),
+            draining: second.draining,
+            step_names: second.step_names.into(),
+        }
+    }
+
+    /// The second again, as an output takes it.
+    pub fn second(&self) -> Second<'_> {
+        Second {
+            interval: &self.interval,
+            t: self.t,
+            start: self.start,
+            stage: &self.stage,
+            draining: self.draining,
+            step_names: &self.step_names,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Remembers the seconds it saw; fails when told to.
+    struct Seen<'a> {
+        seen: &'a mut Vec<(&'static str, u32)>,
+        name: &'static str,
+        fail: bool,
+    }
+
+    impl Output for Seen<'_> {
+        fn second(&mut self, s: &Second<'_>) -> Result<(), SinkError> {
+            self.seen.push((self.name, s.t));
+            if self.fail { Err(SinkError(format!("{} failed", self.name))) } else { Ok(()) }
+        }
+    }
+
+    fn second(iv: &Interval) -> Second<'_> {
+        Second { interval: iv, t: 4, start: Duration::from_secs(4), stage: "a", draining: false, step_names: &[] }
+    }
+
+    /// Every output sees the second, in order, even after one failed; the
+    /// failures are one error, and no output can ask for a stop.
+    #[test]
+    fn a_list_hands_each_second_to_every_output_and_reports_every_failure() {
+        let mut seen = Vec::new();
+        let iv = Interval::empty(4);
+        let (mut a, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        let result = {
+            let mut list = OutputList::new(vec![
+                Box::new(Seen { seen: &mut a, name: "a", fail: true }),
+                Box::new(Seen { seen: &mut b, name: "b", fail: false }),
+                Box::new(Seen { seen: &mut c, name: "c", fail: true }),
+            ]);
+            list.second(&second(&iv))
+        };
+        seen.extend(a);
+        seen.extend(b);
+        seen.extend(c);
+        assert_eq!(seen, vec![("a", 4), ("b", 4), ("c", 4)]);
+        assert_eq!(result, Err(SinkError("a failed; c failed".into())));
+    }
+
+    /// A copy says what the second said.
+    #[test]
+    fn a_copy_is_the_second() {
+        let iv = Interval { in_flight: 7, ..Interval::empty(2) };
+        let names = vec!["login".to_string(), "orders".to_string()];
+        let s = Second { step_names: &names, ..second(&iv) };
+        let copy = Copied::of(&s);
+        let back = copy.second();
+        assert_eq!((back.t, back.stage, back.interval.in_flight, back.step_names), (4, "a", 7, &names[..]));
+    }
+}

@@ -1,0 +1,306 @@
+//! Outputs chosen by name, and the one place a load's pipeline is assembled.
+//!
+//! ```text
+//!   --output NAME[=ARG] (repeatable)  ┐
+//!   --metrics-listen ADDR             ├─> REGISTRY: name -> (help, make(ARG)) ─> Chosen: start(meta) once,
+//!   scenario `outputs: [NAME=ARG]`    ┘                                           finish(summary) once
+//!
+//!   each load:  pipeline(decisions, chosen, results, live, tally)
+//!               Second ─> judge (may stop the load) ─> chosen, in order ─> results writer ─> live line
+//! ```
+//!
+//! This module owns the registry ([`REGISTRY`]: every output a user can name,
+//! with its help and its constructor), what the flags that name them say
+//! ([`OutputArgs`]; the binary's clap flags, on `run`, `limit`, `sweep`,
+//! `coordinator` and `quick`, check each name with [`parse_spec`]), the outputs a session chose ([`Chosen`]) and [`pipeline`],
+//! the one function that puts a load's decisions and outputs in order. It
+//! does not own what an output does (one file each: `jsonl.rs`; the
+//! Prometheus endpoint is `crate::metrics`), nor the seam itself
+//! (`perfops_report::output::Output`, which says why it must not block), nor
+//! what may stop a load (the judge, `crate::watching`, a decision handed each
+//! second before any output). The results directory and the live line are
+//! outputs too, but not chosen by name: the directory is always written, the
+//! live line follows `-q` and the terminal.
+//!
+//! The order is the one a second has always been handed on in: the judge
+//! first, so that an abort is decided on a second before anything is written
+//! of it; then the outputs chosen by name, in the order given
+//! (`--metrics-listen` first); the results directory; the live line last.
+//!
+//! # Add an output: one file, one line here
+//!
+//! 1. Write `outputs/NAME.rs`: a type that implements
+//!    `perfops_report::output::Output` (`second` is required; `start` gets
+//!    the run's `meta.json`, `finish` the summary) and a
+//!    `pub(crate) fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String>`
+//!    that checks ARG (an error is a usage error, exit 2, before anything
+//!    starts). If it may block (a network push, a pipe), `make` wraps it in
+//!    `perfops_report::detach::Detached` (`Whole(output)` for an output of
+//!    whole seconds; `Detachable` for one that needs less of each), which
+//!    runs it on its own thread behind a bounded buffer and says what it
+//!    dropped.
+//! 2. Add `mod NAME;` and one [`Entry`] line to [`REGISTRY`] below.
+//!
+//! `--output NAME=ARG`, the scenario's `outputs:`, the schema's
+//! description aside (`schema/scenario.schema.json` lists the outputs in
+//! words), and the "known outputs" of an unknown name's error then know it;
+//! `jsonl.rs` is the example.
+
+mod jsonl;
+
+use perfops_core::pipeline::{Pipeline, Sink, StageLedger};
+use perfops_core::scenario::Diagnostic;
+use perfops_core::scenario::output::OutputSpec;
+use perfops_core::scenario::redact::redact_text;
+use perfops_report::output::{End, Output, OutputList};
+use perfops_report::run::RunMeta;
+
+use crate::exit::UsageError;
+
+/// How an output is made from its ARG (`None`: nothing after the name); an
+/// error is the user's.
+pub type Make = fn(Option<&str>) -> Result<Box<dyn Output>, String>;
+
+/// An output a user can name.
+pub struct Entry {
+    /// What `--output` and `outputs:` call it.
+    pub name: &'static str,
+    /// What ARG is, and what it does, in a few words.
+    pub help: &'static str,
+    /// Make it from ARG.
+    pub make: Make,
+}
+
+/// Every output a user can name.
+pub const REGISTRY: &[Entry] = &[
+    Entry {
+        name: "prometheus",
+        help: "prometheus=ADDR: serve the generator's metrics at http://ADDR/metrics (as --metrics-listen)",
+        make: crate::metrics::make,
+    },
+    Entry {
+        name: "jsonl",
+        help: "jsonl=-|FILE: one JSON object per second, with a start and a finish line",
+        make: jsonl::make,
+    },
+];
+
+/// The known outputs, for an error or a help text.
+pub fn known() -> String {
+    REGISTRY.iter().map(|e| e.help).collect::<Vec<_>>().join("; ")
+}
+
+/// `--output NAME[=ARG]` as the binary's flags read it: the shape, and the
+/// name against the registry (an unknown one is a usage error, exit 2, that
+/// lists them).
+pub fn parse_spec(text: &str) -> Result<OutputSpec, String> {
+    let spec = OutputSpec::parse(text)?;
+    match REGISTRY.iter().any(|e| e.name == spec.name) {
+        true => Ok(spec),
+        false => Err(format!("unknown output `{}`; known outputs: {}", spec.name, known())),
+    }
+}
+
+/// What the flags that choose outputs say, on every command that runs a load.
+#[derive(Debug, Clone, Default)]
+pub struct OutputArgs {
+    /// `--output NAME[=ARG]`, in order (repeatable), added to the scenario's `outputs:`.
+    pub outputs: Vec<OutputSpec>,
+    /// `--metrics-listen ADDR`: the same as `--output prometheus=ADDR`, first.
+    pub metrics_listen: Option<String>,
+}
+
+impl OutputArgs {
+    /// What the flags name, `--metrics-listen` first, then the scenario's `outputs:`.
+    fn specs<'a>(&'a self, scenario: &'a [OutputSpec]) -> Vec<OutputSpec> {
+        let listen = self.metrics_listen.iter().map(|addr| OutputSpec {
+            name: "prometheus".into(),
+            arg: Some(addr.clone()),
+            at: Default::default(),
+        });
+        listen.chain(self.outputs.iter().cloned()).chain(scenario.iter().cloned()).collect()
+    }
+}
+
+/// The scenario's `outputs:` whose names the registry does not know, each at
+/// its place in the file with the known ones as a hint.
+pub(crate) fn unknown_in_scenario(specs: &[OutputSpec]) -> Vec<Diagnostic> {
+    specs
+        .iter()
+        .filter(|s| !REGISTRY.iter().any(|e| e.name == s.name))
+        .map(|s| s.at.error(format!("unknown output `{}`", s.name), Some(format!("known outputs: {}", known()))))
+        .collect()
+}
+
+/// The outputs a run chose by name, from its start to its finish.
+#[derive(Default)]
+pub(crate) struct Chosen(Vec<(String, Box<dyn Output>)>);
+
+impl Chosen {
+    /// Make every output the flags and the scenario name, in that order;
+    /// the first that cannot be made (a busy address, a file that cannot be
+    /// created) is a usage error.
+    pub(crate) fn choose(args: &OutputArgs, scenario: &[OutputSpec]) -> anyhow::Result<Chosen> {
+        let usage = |m: String| anyhow::Error::new(UsageError(m));
+        let mut chosen = Vec::new();
+        for spec in args.specs(scenario) {
+            let entry = REGISTRY
+                .iter()
+                .find(|e| e.name == spec.name)
+                .ok_or_else(|| usage(format!("unknown output `{}`; known outputs: {}", spec.name, known())))?;
+            let output = (entry.make)(spec.arg.as_deref())
+                .map_err(|e| usage(format!("--output {}: {e}", redact_text(&spec.to_string()))))?;
+            chosen.push((spec.name, output));
+        }
+        Ok(Chosen(chosen))
+    }
+
+    /// The run begins: each output hears its meta. One that cannot start is
+    /// a runtime failure before any load.
+    pub(crate) fn start(&mut self, meta: &RunMeta) -> anyhow::Result<()> {
+        for (name, output) in &mut self.0 {
+            output.start(meta).map_err(|e| anyhow::anyhow!("output {name}: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// What the outputs have to say once the seconds are over (seconds
+    /// dropped), said on stderr here and returned for the summary's warnings.
+    pub(crate) fn notes(&self) -> Vec<String> {
+        let notes: Vec<String> = self.0.iter().flat_map(|(_, o)| o.notes()).collect();
+        for note in &notes {
+            eprintln!("perfops: {note}");
+        }
+        notes
+    }
+
+    /// The run is over: each output hears the summary, and is closed (a
+    /// metrics endpoint stops serving). What failed is said on stderr: the
+    /// results are written, and the exit code is the verdict's.
+    pub(crate) fn finish(&mut self, end: &End<'_>) {
+        for (name, mut output) in self.0.drain(..) {
+            if let Err(e) = output.finish(end) {
+                let e = e.to_string();
+                let e = if e.starts_with("output ") { e } else { format!("output {name}: {e}") };
+                eprintln!("perfops: {}", perfops_core::printable::lines(&e));
+            }
+        }
+    }
+}
+
+/// What one load's seconds go through, besides its clock and stages.
+#[derive(Default)]
+pub(crate) struct Stations<'s> {
+    /// What may stop the load (the judge), handed each second first.
+    pub(crate) decisions: Vec<&'s mut dyn Sink>,
+    /// The outputs chosen by name.
+    pub(crate) chosen: Option<&'s mut Chosen>,
+    /// The results directory's writer (none for `quick`).
+    pub(crate) results: Option<Box<dyn Output + 's>>,
+    /// The live line (none with `-q` or off a terminal).
+    pub(crate) live: Option<Box<dyn Output + 's>>,
+    /// A command's own tally of the seconds (`quick`'s by step).
+    pub(crate) tally: Option<&'s mut dyn Output>,
+}
+
+/// The one pipeline of a load: `ledger` places each second from `offset` on
+/// the session clock, `stop` is the flag the source watches; the seconds go
+/// to the decisions, then the outputs, in the order the module doc gives.
+pub(crate) fn pipeline<'s>(
+    ledger: StageLedger,
+    offset: u32,
+    step_names: &'s [String],
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    stations: Stations<'s>,
+) -> Pipeline<'s> {
+    let mut pipeline = Pipeline::new(ledger, offset, step_names, stop);
+    for decision in stations.decisions {
+        pipeline = pipeline.to(decision);
+    }
+    let mut outputs: Vec<Box<dyn Output + 's>> = Vec::new();
+    if let Some(chosen) = stations.chosen {
+        outputs.extend(chosen.0.iter_mut().map(|(_, o)| Box::new(o) as Box<dyn Output + 's>));
+    }
+    outputs.extend(stations.results);
+    outputs.extend(stations.live);
+    if let Some(tally) = stations.tally {
+        outputs.push(Box::new(tally));
+    }
+    pipeline.then(Box::new(OutputList::new(outputs)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+
+    use perfops_core::measure::Interval;
+    use perfops_core::pipeline::{Flow, Second, SinkError, StagePlan};
+
+    use super::*;
+
+    type Log = Rc<RefCell<Vec<&'static str>>>;
+
+    /// Says its name when it gets a second.
+    struct Named(&'static str, Log);
+
+    impl Output for Named {
+        fn second(&mut self, _: &Second<'_>) -> Result<(), SinkError> {
+            self.1.borrow_mut().push(self.0);
+            Ok(())
+        }
+    }
+
+    impl Sink for Named {
+        fn second(&mut self, _: &Second<'_>) -> Result<Flow, SinkError> {
+            self.1.borrow_mut().push(self.0);
+            Ok(Flow::Continue)
+        }
+    }
+
+    /// The order a second has always been handed on in: the judge first (an
+    /// abort is decided before anything is written), then the outputs chosen
+    /// by name in the order given, the results directory, the live line, a
+    /// command's tally.
+    #[test]
+    fn the_pipeline_hands_each_second_to_the_decisions_then_the_outputs_in_order() {
+        let log: Log = Rc::default();
+        let mut judge = Named("judge", log.clone());
+        let mut chosen = Chosen(vec![
+            ("a".into(), Box::new(Named("chosen a", log.clone()))),
+            ("b".into(), Box::new(Named("chosen b", log.clone()))),
+        ]);
+        let mut tally = Named("tally", log.clone());
+        let names = Vec::new();
+        let stations = Stations {
+            decisions: vec![&mut judge as &mut dyn Sink],
+            chosen: Some(&mut chosen),
+            results: Some(Box::new(Named("results", log.clone()))),
+            live: Some(Box::new(Named("live", log.clone()))),
+            tally: Some(&mut tally),
+        };
+        let plan =
+            StagePlan { name: "a".into(), target_rate: None, start_rate: None, duration: Duration::from_secs(2) };
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut pipeline = pipeline(StageLedger::new(&[plan], 0.0), 0, &names, stop, stations);
+        pipeline.second(&Interval { length: Duration::from_secs(1), ..Interval::empty(0) }, &mut |_| {});
+        drop(pipeline);
+        assert_eq!(*log.borrow(), ["judge", "chosen a", "chosen b", "results", "live", "tally"]);
+    }
+
+    /// `--metrics-listen ADDR` is `--output prometheus=ADDR`, first; then the
+    /// flags' outputs, then the scenario's.
+    #[test]
+    fn metrics_listen_is_the_prometheus_output_and_comes_first() {
+        let args = OutputArgs {
+            outputs: vec![OutputSpec::parse("jsonl=-").expect("a spec")],
+            metrics_listen: Some("127.0.0.1:0".into()),
+        };
+        let scenario = [OutputSpec::parse("jsonl=x.jsonl").expect("a spec")];
+        let specs: Vec<String> = args.specs(&scenario).iter().map(ToString::to_string).collect();
+        assert_eq!(specs, ["prometheus=127.0.0.1:0", "jsonl=-", "jsonl=x.jsonl"]);
+    }
+}

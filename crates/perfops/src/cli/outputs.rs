@@ -1,0 +1,75 @@
+//! The flags that choose outputs by name, flattened into every command that
+//! runs a load (`run`, `limit`, `sweep`, `coordinator` through the session's
+//! flags, and `quick`): declared once here. The registry they name is the
+//! library's (`perfops_run::outputs`).
+
+use clap::Args;
+use perfops_core::scenario::output::OutputSpec;
+
+/// `--output NAME[=ARG]` and `--metrics-listen ADDR`.
+#[derive(Debug, Args)]
+pub(crate) struct OutputFlags {
+    /// Also send every second to the output NAME (repeatable): `jsonl=-` or
+    /// `jsonl=FILE` (one JSON object per second, with a start and a finish
+    /// line), `prometheus=ADDR` (as --metrics-listen). Added to the
+    /// scenario's `outputs:`. The results directory is always written (--out
+    /// names its folder).
+    #[arg(long = "output", value_name = "NAME[=ARG]", value_parser = perfops_run::outputs::parse_spec)]
+    outputs: Vec<OutputSpec>,
+    /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
+    /// while it runs (e.g. 127.0.0.1:9464; port 0 picks a free one): the same
+    /// as `--output prometheus=ADDR`.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<String>,
+}
+
+impl From<OutputFlags> for perfops_run::outputs::OutputArgs {
+    fn from(f: OutputFlags) -> Self {
+        Self { outputs: f.outputs, metrics_listen: f.metrics_listen }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use perfops_core::measure::{Interval, Key, Stats};
+    use perfops_core::pipeline::Second;
+    use perfops_report::output::Copied;
+
+    // Here, not beside the adapter: the collector runs with this binary's
+    // allocator (mimalloc), and a copy's cost is mostly its allocations.
+    /// What the collector pays for the adapter's copy of a second with 5
+    /// steps whose histograms hold values, with this binary's allocator: the
+    /// figure in `perfops_report::detach`'s module doc.
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn copy_cost() {
+        let mut stats = Stats::default();
+        for v in 1..20_000u64 {
+            stats.latency.record(Duration::from_micros(v * 37 % 900_000));
+            stats.service.record(Duration::from_micros(v * 29 % 800_000));
+            stats.latency_ok.record(Duration::from_micros(v * 31 % 700_000));
+        }
+        let parts: Vec<(Key, Stats)> = (0..5).map(|step| (Key { stage: 0, step }, stats.clone())).collect();
+        let iv = Interval { parts, stats, ..Interval::empty(3) };
+        let names: Vec<String> = (0..5).map(|i| format!("step{i}")).collect();
+        let s = Second { interval: &iv, t: 3, start: Duration::ZERO, stage: "a", draining: false, step_names: &names };
+        // As the adapter does: a copy made, handed to another thread, dropped there later.
+        let mut kept = std::collections::VecDeque::new();
+        let n = 1000;
+        let began = Instant::now();
+        for _ in 0..n {
+            kept.push_back(Copied::of(&s));
+            if kept.len() > 4 {
+                kept.pop_front();
+            }
+        }
+        println!("the whole second, 5 steps: {:?}", began.elapsed() / n);
+        let began = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(perfops_report::sink::series_line(&s));
+        }
+        println!("its series.jsonl line, for comparison: {:?}", began.elapsed() / n);
+    }
+}
