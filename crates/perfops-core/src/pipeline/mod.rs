@@ -3,11 +3,11 @@
 //! An interval source (the local engine's collector today, remote agents
 //! next) produces [`Interval`]s in order; a [`Pipeline`] places each on the
 //! session clock and in its stage, then hands it to its sinks in the order
-//! the command assembled them (the spirit of vegeta's `Reporter` and k6's
-//! outputs):
+//! they were added (the spirit of vegeta's `Reporter` and k6's outputs;
+//! `perfops_run::outputs::pipeline` is where a run adds them):
 //!
 //! ```text
-//!   source ──Interval──> Pipeline ──Second──> judge ─> exporter ─> results writer ─> live line
+//!   source ──Interval──> Pipeline ──Second──> judge ─> outputs (by name, results writer, live line)
 //!   (engine, agents)     │ places it: t = offset + index, its stage or "(draining)"
 //!                        │ after the sinks: a stop (signal, a judge, a failed sink)
 //!                        │ ends the arrivals at the end of this second; the ledger counts it
