@@ -30,7 +30,6 @@ pub mod launch;
 pub mod limit;
 pub mod loading;
 pub mod merge;
-pub mod metrics;
 pub mod outputs;
 pub mod protos;
 pub mod quick;

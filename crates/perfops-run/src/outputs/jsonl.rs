@@ -75,8 +75,15 @@ impl<W: Write> Output for Jsonl<W> {
     }
 }
 
+/// `jsonl=-` or `jsonl=FILE`.
+pub(crate) const ENTRY: super::Entry = super::Entry {
+    name: "jsonl",
+    help: "jsonl=-|FILE: one JSON object per second, with a start and a finish line",
+    make,
+};
+
 /// `jsonl=-` or `jsonl=FILE` (created, or emptied).
-pub(crate) fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
+fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
     let detach = |inner| Detached::new("jsonl", Whole(inner), CAPACITY).map_err(|e| e.to_string());
     match arg {
         None | Some("") => Err("say where: jsonl=- (standard output) or jsonl=FILE".into()),

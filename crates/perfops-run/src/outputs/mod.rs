@@ -14,8 +14,8 @@
 //! ([`OutputArgs`]; the binary's clap flags, on `run`, `limit`, `sweep`,
 //! `coordinator` and `quick`, check each name with [`parse_spec`]), the outputs a session chose ([`Chosen`]) and [`pipeline`],
 //! the one function that puts a load's decisions and outputs in order. It
-//! does not own what an output does (one file each: `jsonl.rs`; the
-//! Prometheus endpoint is `crate::metrics`), nor the seam itself
+//! does not own what an output does (one file each: `jsonl.rs`,
+//! `prometheus.rs`), nor the seam itself
 //! (`perfops_report::output::Output`, which says why it must not block), nor
 //! what may stop a load (the judge, `crate::watching`, a decision handed each
 //! second before any output). The results directory and the live line are
@@ -32,21 +32,20 @@
 //! 1. Write `outputs/NAME.rs`: a type that implements
 //!    `perfops_report::output::Output` (`second` is required; `start` gets
 //!    the run's `meta.json`, `finish` the summary) and a
-//!    `pub(crate) fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String>`
-//!    that checks ARG (an error is a usage error, exit 2, before anything
+//!    `pub(crate) const ENTRY: Entry` with its name, its help and its
+//!    `make(arg: Option<&str>) -> Result<Box<dyn Output>, String>`, which
+//!    checks ARG (an error is a usage error, exit 2, before anything
 //!    starts). If it may block (a network push, a pipe), `make` wraps it in
 //!    `perfops_report::detach::Detached` (`Whole(output)` for an output of
 //!    whole seconds; `Detachable` for one that needs less of each), which
 //!    runs it on its own thread behind a bounded buffer and says what it
 //!    dropped.
-//! 2. Add `mod NAME;` and one [`Entry`] line to [`REGISTRY`] below.
+//! 2. Add NAME to the `registry!` line below: the module and its entry.
 //!
 //! `--output NAME=ARG`, the scenario's `outputs:`, the schema's
 //! description aside (`schema/scenario.schema.json` lists the outputs in
 //! words), and the "known outputs" of an unknown name's error then know it;
 //! `jsonl.rs` is the example.
-
-mod jsonl;
 
 use perfops_core::pipeline::{Pipeline, Sink, StageLedger};
 use perfops_core::scenario::Diagnostic;
@@ -71,19 +70,16 @@ pub struct Entry {
     pub make: Make,
 }
 
-/// Every output a user can name.
-pub const REGISTRY: &[Entry] = &[
-    Entry {
-        name: "prometheus",
-        help: "prometheus=ADDR: serve the generator's metrics at http://ADDR/metrics (as --metrics-listen)",
-        make: crate::metrics::make,
-    },
-    Entry {
-        name: "jsonl",
-        help: "jsonl=-|FILE: one JSON object per second, with a start and a finish line",
-        make: jsonl::make,
-    },
-];
+/// Each output's module and its [`Entry`], in the order `--help` lists them.
+macro_rules! registry {
+    ($($module:ident),+ $(,)?) => {
+        $(mod $module;)+
+        /// Every output a user can name.
+        pub const REGISTRY: &[Entry] = &[$($module::ENTRY),+];
+    };
+}
+
+registry![prometheus, jsonl];
 
 /// The known outputs, for an error or a help text.
 pub fn known() -> String {

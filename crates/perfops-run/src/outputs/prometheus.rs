@@ -41,8 +41,15 @@ impl Metrics {
     }
 }
 
+/// `prometheus=ADDR` (also `--metrics-listen ADDR`).
+pub(crate) const ENTRY: super::Entry = super::Entry {
+    name: "prometheus",
+    help: "prometheus=ADDR: serve the generator's metrics at http://ADDR/metrics (as --metrics-listen)",
+    make,
+};
+
 /// `prometheus=ADDR`: bound now, so that a busy address costs nothing.
-pub(crate) fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
+fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
     let addr = arg.filter(|a| !a.is_empty()).ok_or("say where: prometheus=ADDR (e.g. 127.0.0.1:9464)")?;
     Ok(Box::new(Metrics::start(addr, &[]).map_err(|e| e.to_string())?))
 }
