@@ -558,7 +558,14 @@ fn second_failing(kinds: &[(FailureKind, u64)]) -> Interval {
         s.latency.record(Duration::from_millis(3));
     }
     let key = Key { stage: 0, step: 0 };
-    Interval { index: 0, length: Duration::from_secs(1), in_flight: 0, target: None, stats: s.clone(), parts: vec![(key, s)] }
+    Interval {
+        index: 0,
+        length: Duration::from_secs(1),
+        in_flight: 0,
+        target: None,
+        stats: s.clone(),
+        parts: vec![(key, s)],
+    }
 }
 
 /// Mixed builds in one fleet: an agent whose build declares a failure kind
@@ -574,7 +581,8 @@ fn an_agent_with_a_kind_more_joins_and_its_kind_counts_as_other() {
     assert_eq!(layout.unknown_kinds, vec!["bad_value".to_string()]);
     assert!(layout.note().unwrap().contains("failure kinds it counts as `other`: bad_value"), "{:?}", layout.note());
     let iv = second_failing(&[(FailureKind::BadValue, 3), (FailureKind::Timeout, 2)]);
-    let mut join = Join::new(1, Duration::from_secs(5), Duration::ZERO, Limits { stages: 1, steps: 1, seconds: 10, ahead: 5 });
+    let mut join =
+        Join::new(1, Duration::from_secs(5), Duration::ZERO, Limits { stages: 1, steps: 1, seconds: 10, ahead: 5 });
     join.set_layout(0, layout);
     let frame = encode(&Message::Second(Box::new(iv)));
     let Ok(Message::Received(raw)) = decode(&frame[4..]) else { panic!("a second") };

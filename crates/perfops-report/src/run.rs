@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use perfops_core::measure::{HistogramSummary, Stats};
+use perfops_core::measure::{HistogramSummary, PartCounters, SeriesCounters, Stats};
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
@@ -70,18 +70,14 @@ pub struct SeriesLine {
     /// Arrivals answered per second (their first request answered, #32):
     /// comparable with `target_rate`.
     pub achieved_rate: f64,
-    /// Arrivals whose last step was answered (completed flows).
-    pub iterations: u64,
-    /// Requests started.
-    pub sent: u64,
-    /// Responses received.
-    pub completed: u64,
+    /// The second's counters (`sent`, `completed`, `dropped`, bytes, ...):
+    /// those `Stats`' declaration puts in a series line, under their names.
+    #[serde(flatten)]
+    pub counters: SeriesCounters,
     /// Requests without failure.
     pub succeeded: u64,
     /// Requests failed.
     pub failed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
     /// Requests in flight at the end of the second.
     pub in_flight: u64,
     /// Failures by kind.
@@ -93,17 +89,6 @@ pub struct SeriesLine {
     pub latency_ok_ms: HistogramSummary,
     /// Service time from the send, ms.
     pub service_ms: HistogramSummary,
-    /// Response bytes.
-    pub bytes_in: u64,
-    /// Request bytes.
-    pub bytes_out: u64,
-    /// HTTP/2: connections the server sent away (`GOAWAY`) and replaced
-    /// (absent when none, and before HTTP/2).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream (absent when none).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub stream_waits: u64,
     /// By step name.
     pub steps: BTreeMap<String, StepSecond>,
     /// Shards and merges only (#13): the second by (stage, step) key, its
@@ -122,37 +107,13 @@ pub struct PartLine {
     pub stage: u16,
     /// Step index (`meta.json`'s `steps` name them).
     pub step: u16,
-    /// Requests started.
-    pub sent: u64,
-    /// Arrivals whose last step was answered.
-    pub iterations: u64,
-    /// Arrivals whose first request was answered (#32): the achieved rate's
-    /// count. Absent in parts written before it, which read it as
-    /// `iterations` (what "achieved" counted then).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arrivals_answered: Option<u64>,
-    /// Responses received.
-    pub completed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
+    /// Every counter of the part, under its name (`Stats`' declaration
+    /// says which are left out when zero, and what a part written before a
+    /// counter existed reads it as: `arrivals_answered` as `iterations`).
+    #[serde(flatten)]
+    pub counters: PartCounters,
     /// Failures by kind name.
     pub failures: BTreeMap<String, u64>,
-    /// Response bytes.
-    pub bytes_in: u64,
-    /// Request bytes.
-    pub bytes_out: u64,
-    /// Connections opened.
-    pub connects: u64,
-    /// HTTP/2: connections sent away by the server (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub stream_waits: u64,
-}
-
-pub(crate) fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 fn one_second() -> f64 {

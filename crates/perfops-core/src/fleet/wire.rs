@@ -587,7 +587,9 @@ fn check_names(names: &[String], many: &'static str, one: &'static str) -> Resul
         return Err(NamesError::TooMany { what: many, count: names.len() });
     }
     let plain = |n: &str| {
-        !n.is_empty() && n.len() <= MAX_NAME_LEN && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        !n.is_empty()
+            && n.len() <= MAX_NAME_LEN
+            && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
     };
     if !names.iter().all(|n| plain(n)) {
         return Err(NamesError::Malformed { what: one });
@@ -795,8 +797,11 @@ impl<'a> RawPart<'a> {
         }
         let counted = self.counters.iter().chain(&t.histograms).map(|&n| u128::from(n)).sum::<u128>();
         t.sum = counted + failures;
-        let not_failed: u128 =
-            FailureKind::ALL.into_iter().filter(|k| !k.is_failure()).map(|k| u128::from(self.failures[k as usize])).sum();
+        let not_failed: u128 = FailureKind::ALL
+            .into_iter()
+            .filter(|k| !k.is_failure())
+            .map(|k| u128::from(self.failures[k as usize]))
+            .sum();
         t.counts = Counts {
             sent: self.counters[Counter::Sent as usize],
             completed: self.counters[Counter::Completed as usize],
@@ -932,10 +937,7 @@ mod tests {
         // (the kinds a peer names, the error): each a way a peer can send garbage.
         let cases: Vec<(Vec<String>, NamesError)> = vec![
             // More names than a frame's count holds.
-            (
-                (0..256).map(|i| format!("k{i}")).collect(),
-                NamesError::TooMany { what: "failure kinds", count: 256 },
-            ),
+            ((0..256).map(|i| format!("k{i}")).collect(), NamesError::TooMany { what: "failure kinds", count: 256 }),
             // A name too long to be a kind (and to print).
             (vec!["x".repeat(MAX_NAME_LEN + 1)], NamesError::Malformed { what: "failure kind" }),
             // A name with what a terminal would interpret.
@@ -943,7 +945,10 @@ mod tests {
             // An empty name.
             (vec![String::new()], NamesError::Malformed { what: "failure kind" }),
             // A name twice: which count would be its?
-            (vec!["timeout".into(), "timeout".into()], NamesError::Twice { what: "failure kind", name: "timeout".into() }),
+            (
+                vec!["timeout".into(), "timeout".into()],
+                NamesError::Twice { what: "failure kind", name: "timeout".into() },
+            ),
         ];
         for (kinds, want) in cases {
             assert_eq!(Layout::of(&with(kinds.clone()), &FailureKind::ALL).err(), Some(want), "{kinds:?}");

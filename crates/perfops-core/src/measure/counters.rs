@@ -153,7 +153,8 @@ impl<'de, P: Place> Deserialize<'de> for Counters<P> {
                     }
                 }
                 for &c in Counter::ALL {
-                    if let Some(from) = c.when_absent().filter(|_| !present[c as usize] && P::shown(c) != Shown::Never) {
+                    if let Some(from) = c.when_absent().filter(|_| !present[c as usize] && P::shown(c) != Shown::Never)
+                    {
                         out.values[c as usize] = out.values[from as usize];
                     }
                 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use StageVerdict::{Fails, Holds};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck};
-use perfops_core::measure::HistogramSummary;
+use perfops_core::measure::{Counter, HistogramSummary, SeriesCounters};
 
 use super::*;
 use crate::run::GeneratorUse;
@@ -101,7 +101,11 @@ fn killed(dir: &str, name: &str, seconds: &[(u32, &str, f64)]) -> Model {
             stage: stage.into(),
             target_rate: Some(rate),
             achieved_rate: rate,
-            completed: rate as u64,
+            counters: {
+                let mut c = SeriesCounters::default();
+                c[Counter::Completed] = rate as u64;
+                c
+            },
             succeeded: rate as u64,
             ..SeriesLine::default()
         })

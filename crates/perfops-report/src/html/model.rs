@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::{RunResult, SloCheck, StageVerdict};
-use perfops_core::measure::{FailureKind, HistogramSummary};
+use perfops_core::measure::{Counter, FailureKind, HistogramSummary};
 use serde::Serialize;
 
 use crate::format::clock;
@@ -444,7 +444,7 @@ fn from_series(
         }
         failed += l.failed;
         ok += l.succeeded;
-        dropped += l.dropped;
+        dropped += l.counters[Counter::Dropped];
         for (kind, n) in &l.failures {
             *failures.entry(kind.clone()).or_default() += n;
         }

@@ -305,7 +305,7 @@ fn join(
         counters,
         kinds,
     })
-        .map_err(busy)?;
+    .map_err(busy)?;
     // Until the coordinator proved the token, what it says is a stranger's: small frames
     // (the connection's limit), reasons escaped before they are printed.
     let told =

@@ -429,24 +429,26 @@ mod tests {
     fn arbitrary_control() -> impl Strategy<Value = Control> {
         let s = || ".{0,80}";
         prop_oneof![
-            (any::<u32>(), s(), proptest::option::of(any::<u32>()), s())
-                .prop_map(|(protocol, nonce, index, name)| Control::Hello {
+            (any::<u32>(), s(), proptest::option::of(any::<u32>()), s()).prop_map(|(protocol, nonce, index, name)| {
+                Control::Hello {
                     protocol,
                     nonce,
                     index,
                     name,
                     counters: Names::local().counters,
                     kinds: Names::local().kinds,
-                }),
-            (Just(PROTOCOL), "[0-9a-f]{64}", proptest::option::of(any::<u32>()), s())
-                .prop_map(|(protocol, nonce, index, name)| Control::Hello {
+                }
+            }),
+            (Just(PROTOCOL), "[0-9a-f]{64}", proptest::option::of(any::<u32>()), s()).prop_map(
+                |(protocol, nonce, index, name)| Control::Hello {
                     protocol,
                     nonce,
                     index,
                     name,
                     counters: Names::local().counters,
                     kinds: Names::local().kinds,
-                }),
+                }
+            ),
             s().prop_map(|proof| Control::Proof { proof }),
             "[0-9a-f]{64}".prop_map(|proof| Control::Proof { proof }),
             s().prop_map(|nonce| Control::Challenge { nonce }),
