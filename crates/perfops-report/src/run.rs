@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use perfops_core::measure::{HistogramSummary, PartCounters, SeriesCounters, Stats};
+use perfops_core::measure::{Counter, HistogramSummary, PartCounters, SeriesCounters, Stats, SummaryCounters};
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
@@ -255,16 +255,16 @@ pub struct Figures {
     /// Per second: arrivals answered while a stage ran (comparable with its
     /// target); for a step, its responses; for the total, arrivals answered.
     pub achieved_rate: f64,
-    /// Requests started by this stage's arrivals.
-    pub sent: u64,
-    /// Responses received for this stage's arrivals (some maybe after it ended).
-    pub completed: u64,
+    /// The counters `Stats`' declaration puts in a summary: `sent`
+    /// (requests started by this stage's arrivals), `completed` (responses
+    /// received for them, some maybe after it ended), `dropped` (arrivals
+    /// dropped at the in-flight cap).
+    #[serde(flatten)]
+    pub counters: SummaryCounters,
     /// Requests without failure.
     pub succeeded: u64,
     /// Requests failed.
     pub failed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
     /// Failed / finished.
     pub error_ratio: f64,
     /// Failures by kind.
@@ -292,11 +292,9 @@ impl Figures {
             duration_s,
             target_rate,
             achieved_rate,
-            sent: stats.sent,
-            completed: stats.completed,
+            counters: SummaryCounters::of(stats),
             succeeded: stats.succeeded(),
             failed: stats.failures.total(),
-            dropped: stats.dropped,
             error_ratio: stats.error_ratio(),
             failures: failures(stats),
             latency_ms: stats.latency.summary(),
@@ -651,7 +649,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.max),
             ms(f.latency_ok_ms.map_or(0.0, |l| l.p99)),
             error_percent(f.error_ratio),
-            group(f.dropped as f64),
+            group(f.counters[Counter::Dropped] as f64),
             match verdict {
                 Some(StageVerdict::Fails) => "FAILS",
                 v => v.map_or("", StageVerdict::name),

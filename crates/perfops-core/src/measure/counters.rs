@@ -1,6 +1,6 @@
 //! The plain counters of [`Stats`] as the results files write them: a
-//! series line's, a part's and `quick --json`'s counters are one
-//! [`Counters`] each, flattened into their line, its keys and rules
+//! series line's, a part's, a summary's figures' and `quick --json`'s
+//! counters are one [`Counters`] each, flattened into their line, its keys and rules
 //! (written always, when not zero, or not at all; what a file from before a
 //! counter reads it as) taken from the one declaration in `stats.rs`. A
 //! counter added there reaches every file by itself, under its field name.
@@ -34,6 +34,9 @@ pub struct PartPlace;
 /// `quick --json`'s summary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QuickPlace;
+/// `summary.json`'s figures (a stage's, a step's, the total's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SummaryPlace;
 
 impl Place for SeriesPlace {
     fn shown(c: Counter) -> Shown {
@@ -48,6 +51,11 @@ impl Place for PartPlace {
 impl Place for QuickPlace {
     fn shown(c: Counter) -> Shown {
         c.in_quick()
+    }
+}
+impl Place for SummaryPlace {
+    fn shown(c: Counter) -> Shown {
+        c.in_summary()
     }
 }
 
@@ -65,6 +73,8 @@ pub type SeriesCounters = Counters<SeriesPlace>;
 pub type PartCounters = Counters<PartPlace>;
 /// `quick --json`'s counters.
 pub type QuickCounters = Counters<QuickPlace>;
+/// `summary.json`'s figures' counters.
+pub type SummaryCounters = Counters<SummaryPlace>;
 
 impl<P> Default for Counters<P> {
     fn default() -> Counters<P> {

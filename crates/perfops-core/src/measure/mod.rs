@@ -13,7 +13,10 @@ mod interval;
 mod samples;
 mod stats;
 
-pub use counters::{Counters, PartCounters, PartPlace, Place, QuickCounters, QuickPlace, SeriesCounters, SeriesPlace};
+pub use counters::{
+    Counters, PartCounters, PartPlace, Place, QuickCounters, QuickPlace, SeriesCounters, SeriesPlace, SummaryCounters,
+    SummaryPlace,
+};
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};

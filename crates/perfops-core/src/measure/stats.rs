@@ -19,16 +19,16 @@ pub enum Shown {
 /// from it: the struct itself, [`Counter`], [`HistogramKind`], merge, clear
 /// and access by name.
 ///
-/// A counter's row: `field: Variant, series: S, part: P, quick: Q[, absent: Other];`
-/// where S, P, Q say how it appears in a `series.jsonl` line, in a line's
-/// `parts` and in `quick --json` ([`Shown`]), and `absent` what a file
+/// A counter's row: `field: Variant, series: S, part: P, quick: Q, summary: F[, absent: Other];`
+/// where S, P, Q, F say how it appears in a `series.jsonl` line, in a line's
+/// `parts`, in `quick --json` and in `summary.json`'s figures ([`Shown`]), and `absent` what a file
 /// written before the counter existed reads it as (another counter's value).
 /// A histogram's row: `field: Variant;`.
 macro_rules! stats {
     (
         counters { $(
             $(#[doc = $cdoc:literal])*
-            $counter:ident : $Counter:ident, series: $series:ident, part: $part:ident, quick: $quick:ident
+            $counter:ident : $Counter:ident, series: $series:ident, part: $part:ident, quick: $quick:ident, summary: $summary:ident
             $(, absent: $absent:ident)?;
         )* }
         histograms { $(
@@ -124,6 +124,11 @@ macro_rules! stats {
                 match self { $( Counter::$Counter => Shown::$quick, )* }
             }
 
+            /// How it appears in `summary.json`'s figures (a stage's, a step's, the total's).
+            pub fn in_summary(self) -> Shown {
+                match self { $( Counter::$Counter => Shown::$summary, )* }
+            }
+
             /// What a file written before this counter existed reads it as.
             pub fn when_absent(self) -> Option<Counter> {
                 match self { $( Counter::$Counter => stats!(@absent $($absent)?), )* }
@@ -197,32 +202,32 @@ macro_rules! stats {
 stats! {
     counters {
         /// Requests started.
-        sent: Sent, series: Always, part: Always, quick: Always;
+        sent: Sent, series: Always, part: Always, quick: Always, summary: Always;
         /// Arrivals (flows) whose last step was answered, whatever the status:
         /// completed flows.
-        iterations: Iterations, series: Always, part: Always, quick: Never;
+        iterations: Iterations, series: Always, part: Always, quick: Never, summary: Never;
         /// Arrivals whose first request was answered, whatever the status: the
         /// achieved rate, comparable with a target in arrivals per second (a
         /// series line gives it as `achieved_rate`). Parts written before it
         /// existed read it as `iterations` (what "achieved" counted then).
-        arrivals_answered: ArrivalsAnswered, series: Never, part: Always, quick: Never, absent: Iterations;
+        arrivals_answered: ArrivalsAnswered, series: Never, part: Always, quick: Never, summary: Never, absent: Iterations;
         /// Responses received, whatever their status.
-        completed: Completed, series: Always, part: Always, quick: Always;
+        completed: Completed, series: Always, part: Always, quick: Always, summary: Always;
         /// Open-model arrivals dropped at the `max_in_flight` cap.
-        dropped: Dropped, series: Always, part: Always, quick: Always;
+        dropped: Dropped, series: Always, part: Always, quick: Always, summary: Always;
         /// Response bytes read (head and body).
-        bytes_in: BytesIn, series: Always, part: Always, quick: Always;
+        bytes_in: BytesIn, series: Always, part: Always, quick: Always, summary: Never;
         /// Request bytes written.
-        bytes_out: BytesOut, series: Always, part: Always, quick: Always;
+        bytes_out: BytesOut, series: Always, part: Always, quick: Always, summary: Never;
         /// Connections opened.
-        connects: Connects, series: Never, part: Always, quick: Always;
+        connects: Connects, series: Never, part: Always, quick: Always, summary: Never;
         /// HTTP/2: connections the server sent away (`GOAWAY`), replaced by new ones.
-        goaways: Goaways, series: NonZero, part: NonZero, quick: NonZero;
+        goaways: Goaways, series: NonZero, part: NonZero, quick: NonZero, summary: Never;
         /// HTTP/2: requests that found every stream of every connection they
         /// may use busy (the `streams` per connection, or fewer if the server's
         /// SETTINGS said so) and waited for one. The wait is in their latency,
         /// not their service time.
-        stream_waits: StreamWaits, series: NonZero, part: NonZero, quick: NonZero;
+        stream_waits: StreamWaits, series: NonZero, part: NonZero, quick: NonZero, summary: Never;
     }
     histograms {
         /// Intended start to the end of every request that ended, failures included.

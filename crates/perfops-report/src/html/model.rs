@@ -396,7 +396,7 @@ fn from_figures(stage: &mut Stage, f: &Figures) {
     stage.error_ratio = Some(f.error_ratio);
     stage.answered_failed_ratio = Some(answered_failed_ratio(f.succeeded, &f.failures));
     stage.failed = Some(f.failed);
-    stage.dropped = Some(f.dropped);
+    stage.dropped = Some(f.counters[Counter::Dropped]);
 }
 
 /// Of `succeeded` and the failures by kind that came with a response, the
