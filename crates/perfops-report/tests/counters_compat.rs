@@ -75,7 +75,7 @@ fn a_shard_of_before_reads_back_for_a_merge() {
         let answered = before["parts"].as_array().unwrap().iter().map(|p| p["arrivals_answered"].as_u64().unwrap());
         assert_eq!(st.arrivals_answered, answered.sum::<u64>());
         assert_eq!(Some(st.failures[FailureKind::Http4xx]), before["failures"]["http_4xx"].as_u64());
-        assert!(st.latency.len() > 0, "the histograms of latency.hlog joined the counters");
+        assert!(!st.latency.is_empty(), "the histograms of latency.hlog joined the counters");
     }
 }
 

@@ -390,7 +390,7 @@ fn encode_interval(iv: &Interval, names: Option<&Names>, out: &mut Vec<u8>) {
         }
         None => out.push(0),
     }
-    // What the names count: this build's are within MAX_NAMES (a test says so).
+    // What the names count: this build's are within MAX_NAMES (asserted where MAX_NAMES is).
     let (counters, kinds) = names.map_or((Counter::COUNT, FailureKind::COUNT), |n| (n.counters.len(), n.kinds.len()));
     out.push(counters.min(MAX_NAMES) as u8);
     out.push(kinds.min(MAX_NAMES) as u8);
@@ -478,6 +478,9 @@ pub const MAX_NAMES: usize = 255;
 
 /// The longest name a `Hello` may give, in bytes.
 pub const MAX_NAME_LEN: usize = 64;
+
+// A build that declares more counters or kinds than a frame's `u8` counts does not compile.
+const _: () = assert!(Counter::COUNT <= MAX_NAMES && FailureKind::COUNT <= MAX_NAMES);
 
 /// What an agent's seconds hold, by name, in order: its build's
 /// [`Counter::ALL`] and [`FailureKind::ALL`]. Sent once, in `Hello`.
@@ -926,7 +929,6 @@ mod tests {
     fn this_builds_names_pass_their_own_checks() {
         let layout = Layout::of(&Names::local(), &FailureKind::ALL).unwrap();
         assert!(layout.unknown_kinds.is_empty() && layout.unknown_counters.is_empty());
-        assert!(Counter::COUNT <= MAX_NAMES && FailureKind::COUNT <= MAX_NAMES);
         assert_eq!(layout.note(), None, "nothing to say of a peer of the same build");
     }
 
