@@ -356,6 +356,30 @@ mod tests {
             ),
             // An empty nonce: a proof over it could be replayed.
             (hello("", "n"), "malformed nonce"),
+            // Names its seconds would be read by that no build declares: refused
+            // before they are kept (the handshake's frame already bounds their size).
+            (
+                Control::Hello {
+                    protocol: PROTOCOL,
+                    nonce: auth::nonce().unwrap(),
+                    index: None,
+                    name: "n".into(),
+                    counters: Names::local().counters,
+                    kinds: vec!["timeout".into(), "timeout".into()],
+                },
+                "the failure kind `timeout` twice",
+            ),
+            (
+                Control::Hello {
+                    protocol: PROTOCOL,
+                    nonce: auth::nonce().unwrap(),
+                    index: None,
+                    name: "n".into(),
+                    counters: vec!["\u{1b}[2J".into()],
+                    kinds: Names::local().kinds,
+                },
+                "a malformed counter name",
+            ),
             // Not a hello at all.
             (Control::Proof { proof: "00".into() }, "said proof instead of hello"),
         ];
