@@ -1,16 +1,18 @@
 //! Failure kinds: a small `Copy` enum counted in a fixed array, never keyed by
 //! a string (oha's wart), so counting a failure on the hot path is one add.
 //!
-//! Every kind is declared once, in the table of [`failure_kinds!`] below:
+//! Every kind is declared once, in the table of `failure_kinds!` below:
 //! its variant, its name in results files and on the wire, whether a
 //! response arrived with it, whether it is a failure of the target, and its
 //! gRPC status if it is one. The enum, [`FailureKind::ALL`], the names, the
 //! counts' array and everything that lists kinds (the series lines, the
 //! summary, the report's columns, the fleet's handshake) follow from it, so
-//! a new kind is one row here. The build with `--features
-//! extra-kind-for-tests` adds one row and nothing else, and
-//! `perfops-report/tests/extra_kind.rs` follows it through merge, the wire,
-//! the series line and the summary.
+//! a new kind is one row here; `schema/summary.schema.json`'s list of kinds
+//! is then refreshed with `UPDATE_GOLDEN=1` (a test compares it), and the
+//! table of kinds in `docs/guide/results.md` says what it means. The build
+//! with `--features extra-kind-for-tests` adds one row and nothing else,
+//! and `perfops-report/tests/extra_kind.rs` follows it through merge, the
+//! wire, the series line and the summary.
 
 use std::fmt;
 use std::ops::{AddAssign, Index};

@@ -1,5 +1,17 @@
 //! Statistics of a span of a run (one second, one stage, the whole run), as one
 //! worker or many measured them: its counters and histograms declared once.
+//!
+//! The table at `stats!` below is the one place a counter is written out:
+//! its field, its name in [`Counter`], and where the results files show it.
+//! From it come the struct, merge, clear, access by name, the fleet wire
+//! (read by name, `fleet::wire`) and the counters' JSON in series lines,
+//! parts, summaries and `quick --json` (`counters.rs`). A table of fields
+//! rather than an array indexed by name, so that the engine keeps writing
+//! fields (`stats.goaways += 1`: one add, no lookup per request) and merge
+//! stays field-wise code. Adding a counter: a row here, and the line in the
+//! engine that counts it. What stays by hand is what people read (`quick`'s
+//! terminal rows, the Prometheus endpoint's help texts) and the rules that
+//! tie counters together (`fleet::wire`'s `impossible`).
 
 use super::{FailureCounts, FailureKind, Histogram};
 
