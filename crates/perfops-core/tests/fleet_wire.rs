@@ -22,8 +22,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use perfops_core::fleet::join::{Join, Limits, Taken};
-use perfops_core::fleet::wire::{MAX_FRAME, Message, decode, encode, take_frames};
-use perfops_core::measure::{FailureKind, Interval, Key, Stats};
+use perfops_core::fleet::wire::{
+    Layout as WireLayout, MAX_FRAME, Message, Names, decode, encode, encode_second_as, take_frames,
+};
+use perfops_core::measure::{Counter, FailureKind, Interval, Key, Stats};
 use proptest::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -306,7 +308,7 @@ fn second_bytes() -> impl Strategy<Value = Vec<u8>> {
     let part = (
         any::<u16>(),
         any::<u16>(),
-        prop::collection::vec(counter(), 10 + FailureKind::ALL.len()),
+        prop::collection::vec(counter(), Counter::COUNT + FailureKind::COUNT),
         prop::collection::vec(histogram_bytes(), 7),
     );
     (any::<u32>(), counter(), counter(), prop::option::of(any::<f64>()), prop::collection::vec(part, 0..4), any::<u8>())
@@ -322,6 +324,9 @@ fn second_bytes() -> impl Strategy<Value = Vec<u8>> {
                 }
                 None => b.push(0),
             }
+            // Counters and failure kinds per part, as this build names them.
+            b.push(Counter::COUNT as u8);
+            b.push(FailureKind::COUNT as u8);
             // Now and then, a part count that is not the parts' number.
             let count = if lie < 16 { parts.len() as u16 + u16::from(lie) } else { parts.len() as u16 };
             b.extend(count.to_le_bytes());
@@ -359,7 +364,7 @@ proptest! {
         let mut scratch = Vec::new();
         for m in got.unwrap_or_default() {
             let Message::Received(raw) = m else { continue };
-            for part in raw.parts() {
+            for part in raw.parts(&WireLayout::local()) {
                 let Ok(part) = part else { break };
                 // The inflate bound (1 MiB) and zlib's state.
                 let (_, peak) = peak_of(|| part.check(&mut scratch));
@@ -378,7 +383,7 @@ proptest! {
         if let Ok(Message::Received(raw)) = decode(&bytes) {
             let mut scratch = Vec::new();
             // Parts read until one does not (a part count that lies), each checked.
-            for p in raw.parts().map_while(Result::ok) {
+            for p in raw.parts(&WireLayout::local()).map_while(Result::ok) {
                 let _ = p.check(&mut scratch);
             }
             let _ = raw.decode();
@@ -539,5 +544,90 @@ proptest! {
         for got in &emitted {
             same_merge(got, &accepted[&got.index])?;
         }
+    }
+}
+
+/// A second of one part whose failures are `kinds`, as an engine counts them
+/// (each failure ended, so each has a latency).
+fn second_failing(kinds: &[(FailureKind, u64)]) -> Interval {
+    let mut s = Stats { sent: 10, completed: 4, ..Stats::default() };
+    for &(k, n) in kinds {
+        s.failures.add_n(k, n);
+    }
+    for _ in 0..(4 + kinds.iter().map(|(_, n)| n).sum::<u64>()) {
+        s.latency.record(Duration::from_millis(3));
+    }
+    let key = Key { stage: 0, step: 0 };
+    Interval {
+        index: 0,
+        length: Duration::from_secs(1),
+        in_flight: 0,
+        target: None,
+        stats: s.clone(),
+        parts: vec![(key, s)],
+    }
+}
+
+/// Mixed builds in one fleet: an agent whose build declares a failure kind
+/// the coordinator's does not (here `bad_value`, as if the coordinator were
+/// built before it). It joins (its names pass), and its kind is counted as
+/// `other`, said in the layout's note, never left out: the run's failures
+/// add up to what the agent counted. Before the handshake named the kinds,
+/// the frame was one count longer than the coordinator read, and refused.
+#[test]
+fn an_agent_with_a_kind_more_joins_and_its_kind_counts_as_other() {
+    let older: Vec<FailureKind> = FailureKind::ALL.into_iter().filter(|&k| k != FailureKind::BadValue).collect();
+    let layout = WireLayout::of(&Names::local(), &older).unwrap();
+    assert_eq!(layout.unknown_kinds, vec!["bad_value".to_string()]);
+    assert!(layout.note().unwrap().contains("failure kinds it counts as `other`: bad_value"), "{:?}", layout.note());
+    let iv = second_failing(&[(FailureKind::BadValue, 3), (FailureKind::Timeout, 2)]);
+    let mut join =
+        Join::new(1, Duration::from_secs(5), Duration::ZERO, Limits { stages: 1, steps: 1, seconds: 10, ahead: 5 });
+    join.set_layout(0, layout);
+    let frame = encode(&Message::Second(Box::new(iv)));
+    let Ok(Message::Received(raw)) = decode(&frame[4..]) else { panic!("a second") };
+    let (taken, counts) = join.received(0, &raw, Duration::ZERO, &mut Vec::new()).unwrap();
+    assert_eq!((taken, counts.failed), (Taken::Added, 5));
+    join.done(0);
+    let got = join.ready();
+    let [joined] = &got[..] else { panic!("{}", got.len()) };
+    let f = &joined.interval.stats.failures;
+    assert_eq!((f[FailureKind::Other], f[FailureKind::Timeout], f.total()), (3, 2, 5));
+}
+
+/// The other way: an agent whose build lacks a kind the coordinator has
+/// (it names one kind fewer). Its seconds are one count shorter per part;
+/// read by its names, every count lands where it belongs and the kind it
+/// lacks is 0.
+#[test]
+fn an_agent_with_a_kind_less_joins() {
+    let mut fewer = Names::local();
+    fewer.kinds.retain(|k| k != "bad_value");
+    let layout = WireLayout::of(&fewer, &FailureKind::ALL).unwrap();
+    assert!(layout.unknown_kinds.is_empty() && layout.note().is_none());
+    let iv = second_failing(&[(FailureKind::Timeout, 2), (FailureKind::UnsafeValue, 1)]);
+    let frame = encode_second_as(&iv, &fewer);
+    assert_eq!(frame.len(), encode(&Message::Second(Box::new(iv.clone()))).len() - 8, "one count fewer");
+    let Ok(Message::Received(raw)) = decode(&frame[4..]) else { panic!("a second") };
+    let back = raw.decode_with(&layout).unwrap();
+    assert_eq!(back.stats, iv.stats, "every count where it belongs");
+    // Read as this build's own (the names the agent did not send), the shape is refused, not misread.
+    assert!(raw.decode().is_err());
+}
+
+/// A counter the coordinator does not know is left out (and named in the
+/// note); the counters both know still land by name, whatever the order.
+#[test]
+fn counters_are_read_by_name_not_by_place() {
+    let mut names = Names::local();
+    names.counters.reverse();
+    names.counters.insert(0, "early_hints".into());
+    let layout = WireLayout::of(&names, &FailureKind::ALL).unwrap();
+    assert!(layout.note().unwrap().contains("counters it leaves out: early_hints"));
+    let iv = second_failing(&[(FailureKind::Http5xx, 1)]);
+    let Ok(Message::Received(raw)) = decode(&encode_second_as(&iv, &names)[4..]) else { panic!("a second") };
+    let back = raw.decode_with(&layout).unwrap();
+    for &c in Counter::ALL {
+        assert_eq!(back.stats.counter(c), iv.stats.counter(c), "{}", c.name());
     }
 }

@@ -21,40 +21,18 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use perfops_core::measure::{FailureKind, Histogram, Interval, Key, Stats};
+use perfops_core::measure::{Counter, FailureKind, Histogram, HistogramKind, Interval, Key, PartCounters, Stats};
 
 use perfops_core::telemetry::watched::{ProbeResult, Sample};
 
 use crate::read::{ReportError, RunFiles, for_each_interval};
 use crate::run::{PartLine, RunMeta, RunSummary, SeriesLine, failures};
 
-/// The histograms of a part, by the name its tag starts with.
-pub const PART_HISTOGRAMS: [&str; 7] = ["latency", "service", "latency_ok", "service_ok", "connect", "tls", "ttfb"];
-
-fn histogram<'a>(st: &'a Stats, name: &str) -> Option<&'a Histogram> {
-    Some(match name {
-        "latency" => &st.latency,
-        "service" => &st.service,
-        "latency_ok" => &st.latency_ok,
-        "service_ok" => &st.service_ok,
-        "connect" => &st.connect,
-        "tls" => &st.tls,
-        "ttfb" => &st.ttfb,
-        _ => return None,
-    })
-}
+// The histograms of a part are tagged by their field name (`latency@0.1`):
+// `HistogramKind`'s names, from `Stats`' one declaration.
 
 fn histogram_mut<'a>(st: &'a mut Stats, name: &str) -> Option<&'a mut Histogram> {
-    Some(match name {
-        "latency" => &mut st.latency,
-        "service" => &mut st.service,
-        "latency_ok" => &mut st.latency_ok,
-        "service_ok" => &mut st.service_ok,
-        "connect" => &mut st.connect,
-        "tls" => &mut st.tls,
-        "ttfb" => &mut st.ttfb,
-        _ => return None,
-    })
+    HistogramKind::from_name(name).map(|h| st.histogram_mut(h))
 }
 
 /// The `latency.hlog` tag of histogram `name` of the part `key`.
@@ -76,17 +54,8 @@ pub fn part_lines(iv: &Interval) -> Vec<PartLine> {
         .map(|(key, st)| PartLine {
             stage: key.stage,
             step: key.step,
-            sent: st.sent,
-            iterations: st.iterations,
-            arrivals_answered: Some(st.arrivals_answered),
-            completed: st.completed,
-            dropped: st.dropped,
+            counters: PartCounters::of(st),
             failures: failures(st),
-            bytes_in: st.bytes_in,
-            bytes_out: st.bytes_out,
-            connects: st.connects,
-            goaways: st.goaways,
-            stream_waits: st.stream_waits,
         })
         .collect()
 }
@@ -95,8 +64,9 @@ pub fn part_lines(iv: &Interval) -> Vec<PartLine> {
 pub fn part_histograms(iv: &Interval) -> Vec<(String, &Histogram)> {
     let mut out = Vec::new();
     for (key, st) in &iv.parts {
-        for name in PART_HISTOGRAMS {
-            if let Some(h) = histogram(st, name).filter(|h| !h.is_empty()) {
+        for &h in HistogramKind::ALL {
+            let (name, h) = (h.name(), st.histogram(h));
+            if !h.is_empty() {
                 out.push((part_tag(name, *key), h));
             }
         }
@@ -153,7 +123,10 @@ pub enum ReadBackError {
 pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
     let files = RunFiles::read(dir)?;
     let name = dir.display().to_string();
-    if files.series.iter().any(|l| l.parts.is_empty() && (l.sent > 0 || l.dropped > 0 || l.completed > 0)) {
+    if files.series.iter().any(|l| {
+        l.parts.is_empty()
+            && (l.counters[Counter::Sent] > 0 || l.counters[Counter::Dropped] > 0 || l.counters[Counter::Completed] > 0)
+    }) {
         return Err(ReadBackError::NoParts(name));
     }
     let mut notes = files.notes.clone();
@@ -161,20 +134,8 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
     for line in files.series {
         let mut parts = BTreeMap::new();
         for p in &line.parts {
-            let mut st = Stats {
-                sent: p.sent,
-                iterations: p.iterations,
-                // Written before #32: "achieved" counted iterations then.
-                arrivals_answered: p.arrivals_answered.unwrap_or(p.iterations),
-                completed: p.completed,
-                dropped: p.dropped,
-                bytes_in: p.bytes_in,
-                bytes_out: p.bytes_out,
-                connects: p.connects,
-                goaways: p.goaways,
-                stream_waits: p.stream_waits,
-                ..Stats::default()
-            };
+            let mut st = Stats::default();
+            p.counters.add_to(&mut st);
             for (kind, n) in &p.failures {
                 match FailureKind::from_name(kind) {
                     Some(k) => st.failures.add_n(k, *n),

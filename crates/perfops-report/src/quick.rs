@@ -10,7 +10,7 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::StallFinding;
 use perfops_core::analysis::generator::{CpuClock, CpuWindow};
 use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
-use perfops_core::measure::{FailureKind, Histogram, HistogramSummary, Stats};
+use perfops_core::measure::{Counter, FailureKind, Histogram, HistogramSummary, QuickCounters, Stats};
 use serde::Serialize;
 
 use crate::format;
@@ -54,32 +54,19 @@ pub struct QuickSummary {
     pub setup: QuickSetup,
     /// From the start of the load to the last response, seconds.
     pub elapsed_s: f64,
-    /// Requests started.
-    pub sent: u64,
-    /// Responses received (any status).
-    pub completed: u64,
+    /// The run's counters (`sent`, `completed`, `dropped`, bytes,
+    /// connections, HTTP/2's when not zero): those `Stats`' declaration
+    /// puts in `quick --json`, under their names.
+    #[serde(flatten)]
+    pub counters: QuickCounters,
     /// Responses without failure.
     pub succeeded: u64,
     /// Requests that failed, any kind.
     pub failed: u64,
-    /// Open-model arrivals dropped at the in-flight cap.
-    pub dropped: u64,
     /// Completed responses per second.
     pub requests_per_s: f64,
     /// Failures by kind (non-zero only).
     pub failures: BTreeMap<&'static str, u64>,
-    /// Response bytes read.
-    pub bytes_in: u64,
-    /// Request bytes written.
-    pub bytes_out: u64,
-    /// Connections opened.
-    pub connects: u64,
-    /// HTTP/2: connections the server sent away (`GOAWAY`) and that were replaced.
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream.
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub stream_waits: u64,
     /// Latency from the intended start of every request that ended
     /// (failures at the time they took), ms.
     pub latency_ms: HistogramSummary,
@@ -174,18 +161,11 @@ impl QuickSummary {
             model: if setup.target_rate.is_some() { "open" } else { "closed" },
             setup,
             elapsed_s: secs,
-            sent: total.sent,
-            completed: total.completed,
+            counters: QuickCounters::of(total),
             succeeded: total.succeeded(),
             failed: total.failures.total(),
-            dropped: total.dropped,
             requests_per_s: if secs > 0.0 { total.completed as f64 / secs } else { 0.0 },
             failures,
-            bytes_in: total.bytes_in,
-            bytes_out: total.bytes_out,
-            connects: total.connects,
-            goaways: total.goaways,
-            stream_waits: total.stream_waits,
             latency_ms: total.latency.summary(),
             service_ms: total.service.summary(),
             latency_ok_ms: total.latency_ok.summary(),
@@ -211,10 +191,10 @@ impl QuickSummary {
     /// Where the generator, not the target, may have been the limit.
     fn truthfulness_warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
-        if self.dropped > 0 {
+        if self.counters[Counter::Dropped] > 0 {
             w.push(format!(
                 "{} arrivals were dropped at the in-flight cap ({}): the generator, not the server, was the limit; raise --max-in-flight",
-                self.dropped,
+                self.counters[Counter::Dropped],
                 self.setup.max_in_flight.unwrap_or(0)
             ));
         }
@@ -235,11 +215,11 @@ impl QuickSummary {
         // generator at 2% of its CPU.
         let (l, s, c) = (&self.latency_ok_ms, &self.service_ok_ms, &self.connect_ms);
         if self.model == "open" && l.count > 0 && l.p99 > s.p99 * 1.5 + 1.0 {
-            let why = if self.connects > 0 && c.p99 >= (l.p99 - s.p99) / 2.0 {
+            let why = if self.counters[Counter::Connects] > 0 && c.p99 >= (l.p99 - s.p99) / 2.0 {
                 format!(
                     "connecting took that time (p99 {} over {} new connections: a server slow to accept, or a full listen queue whose SYNs are retried after 1 s), not the generator",
                     format::ms(Some(c.p99)),
-                    self.connects
+                    self.counters[Counter::Connects]
                 )
             } else {
                 "the generator sent requests late (its pacer stalled or lacked CPU, or requests waited for a free connection)".into()
@@ -271,8 +251,9 @@ impl QuickSummary {
 
     /// Generator CPU seconds per 100,000 completed requests.
     pub fn cpu_per_100k(&self) -> Option<f64> {
-        (self.completed > 0)
-            .then(|| (self.generator.cpu_user_s + self.generator.cpu_sys_s) * 1e5 / self.completed as f64)
+        (self.counters[Counter::Completed] > 0).then(|| {
+            (self.generator.cpu_user_s + self.generator.cpu_sys_s) * 1e5 / self.counters[Counter::Completed] as f64
+        })
     }
 
     /// Where the open model's arrivals went: answered, cut at the end,
@@ -286,10 +267,15 @@ impl QuickSummary {
             return format!("{:.2} sessions answered a second", ws.sessions_per_s);
         }
         let cut = self.failures.get(FailureKind::Cut.name()).copied().unwrap_or(0);
-        let answered = self.completed;
-        let unanswered = self.sent.saturating_sub(answered + cut);
-        let mut parts = vec![format!("{} arrivals: {answered} answered", self.sent + self.dropped)];
-        for (n, what) in [(cut, "cut at the end"), (unanswered, "unanswered"), (self.dropped, "dropped")] {
+        let answered = self.counters[Counter::Completed];
+        let unanswered = self.counters[Counter::Sent].saturating_sub(answered + cut);
+        let mut parts = vec![format!(
+            "{} arrivals: {answered} answered",
+            self.counters[Counter::Sent] + self.counters[Counter::Dropped]
+        )];
+        for (n, what) in
+            [(cut, "cut at the end"), (unanswered, "unanswered"), (self.counters[Counter::Dropped], "dropped")]
+        {
             if n > 0 {
                 parts.push(format!("{n} {what}"));
             }
@@ -330,9 +316,13 @@ impl QuickSummary {
         row(
             &mut o,
             "Complete requests:",
-            match self.completed.saturating_sub(self.succeeded) {
-                _ if self.failed == 0 || self.completed == 0 => self.completed.to_string(),
-                answered_failed => format!("{} (answered; {answered_failed} of them failed)", self.completed),
+            match self.counters[Counter::Completed].saturating_sub(self.succeeded) {
+                _ if self.failed == 0 || self.counters[Counter::Completed] == 0 => {
+                    self.counters[Counter::Completed].to_string()
+                }
+                answered_failed => {
+                    format!("{} (answered; {answered_failed} of them failed)", self.counters[Counter::Completed])
+                }
             },
         );
         row(&mut o, "Failed requests:", self.failed.to_string());
@@ -347,10 +337,22 @@ impl QuickSummary {
             row(
                 &mut o,
                 "Dropped arrivals:",
-                format!("{} (in-flight cap {})", self.dropped, self.setup.max_in_flight.unwrap_or(0)),
+                format!(
+                    "{} (in-flight cap {})",
+                    self.counters[Counter::Dropped],
+                    self.setup.max_in_flight.unwrap_or(0)
+                ),
             );
         }
-        row(&mut o, "Total transferred:", format!("{} bytes received, {} bytes sent", self.bytes_in, self.bytes_out));
+        row(
+            &mut o,
+            "Total transferred:",
+            format!(
+                "{} bytes received, {} bytes sent",
+                self.counters[Counter::BytesIn],
+                self.counters[Counter::BytesOut]
+            ),
+        );
         row(&mut o, "Requests per second:", format!("{:.2} [#/sec] (mean)", self.requests_per_s));
         if let Some(rate) = self.setup.target_rate {
             row(&mut o, "Target rate:", format!("{rate:.2} [#/sec] ({})", self.arrivals()));
@@ -365,17 +367,28 @@ impl QuickSummary {
             };
             row(&mut o, "Time per request:", format!("{across} [ms] (mean, across all concurrent requests)"));
         }
-        row(&mut o, "Transfer rate:", format!("{:.2} [Kbytes/sec] received", self.bytes_in as f64 / 1024.0 / secs));
-        row(&mut o, "", format!("{:.2} kb/s sent", self.bytes_out as f64 / 1024.0 / secs));
-        row(&mut o, "Connections opened:", self.connects.to_string());
-        if self.goaways > 0 {
-            row(&mut o, "GOAWAY received:", format!("{} (connections the server ended, replaced)", self.goaways));
+        row(
+            &mut o,
+            "Transfer rate:",
+            format!("{:.2} [Kbytes/sec] received", self.counters[Counter::BytesIn] as f64 / 1024.0 / secs),
+        );
+        row(&mut o, "", format!("{:.2} kb/s sent", self.counters[Counter::BytesOut] as f64 / 1024.0 / secs));
+        row(&mut o, "Connections opened:", self.counters[Counter::Connects].to_string());
+        if self.counters[Counter::Goaways] > 0 {
+            row(
+                &mut o,
+                "GOAWAY received:",
+                format!("{} (connections the server ended, replaced)", self.counters[Counter::Goaways]),
+            );
         }
-        if self.stream_waits > 0 {
+        if self.counters[Counter::StreamWaits] > 0 {
             row(
                 &mut o,
                 "Waited for a stream:",
-                format!("{} (every stream busy: the wait is latency, not service time)", self.stream_waits),
+                format!(
+                    "{} (every stream busy: the wait is latency, not service time)",
+                    self.counters[Counter::StreamWaits]
+                ),
             );
         }
         if let Some(ws) = &self.websocket {
@@ -419,7 +432,12 @@ impl QuickSummary {
                 );
             }
         };
-        times(&mut o, "Connect:", &self.connect_ms, &format!("   ({} new connections)", self.connects));
+        times(
+            &mut o,
+            "Connect:",
+            &self.connect_ms,
+            &format!("   ({} new connections)", self.counters[Counter::Connects]),
+        );
         if self.tls_ms.count > 0 {
             times(&mut o, "TLS:", &self.tls_ms, "");
         }

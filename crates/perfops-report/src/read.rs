@@ -282,6 +282,15 @@ pub(crate) fn json_lines<T: DeserializeOwned>(name: &str, text: &str) -> (Vec<T>
                 skipped.unread += 1;
                 skipped.first_unread.get_or_insert_with(|| at(name, number, &e));
             }
+            // Valid JSON but no object (`[]`, `3`): said as the arm above says it, whether
+            // `T` refused it (a line with flattened fields reads maps only) or not.
+            Err(e) if e.classify() == Category::Data => {
+                skipped.not_objects += 1;
+                skipped.first_not_object.get_or_insert_with(|| {
+                    let column = l.len() - l.trim_start().len() + 1;
+                    format!("{name}:{number}:{column}: not a JSON object")
+                });
+            }
             Err(e) => {
                 skipped.not_objects += 1;
                 skipped.first_not_object.get_or_insert_with(|| at(name, number, &e));

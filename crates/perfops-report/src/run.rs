@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use perfops_core::measure::{HistogramSummary, Stats};
+use perfops_core::measure::{Counter, HistogramSummary, PartCounters, SeriesCounters, Stats, SummaryCounters};
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
@@ -70,18 +70,14 @@ pub struct SeriesLine {
     /// Arrivals answered per second (their first request answered, #32):
     /// comparable with `target_rate`.
     pub achieved_rate: f64,
-    /// Arrivals whose last step was answered (completed flows).
-    pub iterations: u64,
-    /// Requests started.
-    pub sent: u64,
-    /// Responses received.
-    pub completed: u64,
+    /// The second's counters (`sent`, `completed`, `dropped`, bytes, ...):
+    /// those `Stats`' declaration puts in a series line, under their names.
+    #[serde(flatten)]
+    pub counters: SeriesCounters,
     /// Requests without failure.
     pub succeeded: u64,
     /// Requests failed.
     pub failed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
     /// Requests in flight at the end of the second.
     pub in_flight: u64,
     /// Failures by kind.
@@ -93,17 +89,6 @@ pub struct SeriesLine {
     pub latency_ok_ms: HistogramSummary,
     /// Service time from the send, ms.
     pub service_ms: HistogramSummary,
-    /// Response bytes.
-    pub bytes_in: u64,
-    /// Request bytes.
-    pub bytes_out: u64,
-    /// HTTP/2: connections the server sent away (`GOAWAY`) and replaced
-    /// (absent when none, and before HTTP/2).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream (absent when none).
-    #[serde(skip_serializing_if = "is_zero")]
-    pub stream_waits: u64,
     /// By step name.
     pub steps: BTreeMap<String, StepSecond>,
     /// Shards and merges only (#13): the second by (stage, step) key, its
@@ -122,37 +107,13 @@ pub struct PartLine {
     pub stage: u16,
     /// Step index (`meta.json`'s `steps` name them).
     pub step: u16,
-    /// Requests started.
-    pub sent: u64,
-    /// Arrivals whose last step was answered.
-    pub iterations: u64,
-    /// Arrivals whose first request was answered (#32): the achieved rate's
-    /// count. Absent in parts written before it, which read it as
-    /// `iterations` (what "achieved" counted then).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub arrivals_answered: Option<u64>,
-    /// Responses received.
-    pub completed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
+    /// Every counter of the part, under its name (`Stats`' declaration
+    /// says which are left out when zero, and what a part written before a
+    /// counter existed reads it as: `arrivals_answered` as `iterations`).
+    #[serde(flatten)]
+    pub counters: PartCounters,
     /// Failures by kind name.
     pub failures: BTreeMap<String, u64>,
-    /// Response bytes.
-    pub bytes_in: u64,
-    /// Request bytes.
-    pub bytes_out: u64,
-    /// Connections opened.
-    pub connects: u64,
-    /// HTTP/2: connections sent away by the server (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub goaways: u64,
-    /// HTTP/2: requests that waited for a free stream (absent when none).
-    #[serde(skip_serializing_if = "crate::run::is_zero")]
-    pub stream_waits: u64,
-}
-
-pub(crate) fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 fn one_second() -> f64 {
@@ -294,16 +255,16 @@ pub struct Figures {
     /// Per second: arrivals answered while a stage ran (comparable with its
     /// target); for a step, its responses; for the total, arrivals answered.
     pub achieved_rate: f64,
-    /// Requests started by this stage's arrivals.
-    pub sent: u64,
-    /// Responses received for this stage's arrivals (some maybe after it ended).
-    pub completed: u64,
+    /// The counters `Stats`' declaration puts in a summary: `sent`
+    /// (requests started by this stage's arrivals), `completed` (responses
+    /// received for them, some maybe after it ended), `dropped` (arrivals
+    /// dropped at the in-flight cap).
+    #[serde(flatten)]
+    pub counters: SummaryCounters,
     /// Requests without failure.
     pub succeeded: u64,
     /// Requests failed.
     pub failed: u64,
-    /// Arrivals dropped at the in-flight cap.
-    pub dropped: u64,
     /// Failed / finished.
     pub error_ratio: f64,
     /// Failures by kind.
@@ -331,11 +292,9 @@ impl Figures {
             duration_s,
             target_rate,
             achieved_rate,
-            sent: stats.sent,
-            completed: stats.completed,
+            counters: SummaryCounters::of(stats),
             succeeded: stats.succeeded(),
             failed: stats.failures.total(),
-            dropped: stats.dropped,
             error_ratio: stats.error_ratio(),
             failures: failures(stats),
             latency_ms: stats.latency.summary(),
@@ -683,7 +642,7 @@ pub fn stage_table(summary: &RunSummary) -> String {
             ms(l.max),
             ms(f.latency_ok_ms.map_or(0.0, |l| l.p99)),
             error_percent(f.error_ratio),
-            group(f.dropped as f64),
+            group(f.counters[Counter::Dropped] as f64),
             match verdict {
                 Some(StageVerdict::Fails) => "FAILS",
                 v => v.map_or("", StageVerdict::name),

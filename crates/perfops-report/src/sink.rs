@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use perfops_core::measure::step_name;
+use perfops_core::measure::{SeriesCounters, step_name};
 use perfops_core::pipeline::{Second, SinkError};
 
 use crate::output::Output;
@@ -89,21 +89,14 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         // though the schedule's full rate read as a server collapsing (review 2).
         target_rate: s.target().map(|t| t / secs),
         achieved_rate: st.arrivals_answered as f64 / secs,
-        iterations: st.iterations,
-        sent: st.sent,
-        completed: st.completed,
+        counters: SeriesCounters::of(st),
         succeeded: st.succeeded(),
         failed: st.failures.total(),
-        dropped: st.dropped,
         in_flight: iv.in_flight,
         failures: failures(st),
         latency_ms: st.latency.summary(),
         latency_ok_ms: st.latency_ok.summary(),
         service_ms: st.service.summary(),
-        bytes_in: st.bytes_in,
-        bytes_out: st.bytes_out,
-        goaways: st.goaways,
-        stream_waits: st.stream_waits,
         steps,
         parts: Vec::new(),
     }

@@ -320,3 +320,56 @@ fn the_schema_and_the_reader_refuse_alike() {
 fn remove(v: &mut Value, key: &str) {
     v.as_object_mut().expect("an object").remove(key);
 }
+
+/// The schema's list of failure kinds (a summary's `failures` keys) is the
+/// one `perfops-core` declares, in its order: a kind added to the table
+/// there is refreshed here with `UPDATE_GOLDEN=1 cargo test -p
+/// perfops-report --test summary_schema`, as golden files are, never
+/// written out by hand.
+#[test]
+fn the_schemas_failure_kinds_are_the_declared_ones() {
+    let declared: Vec<&str> = FailureKind::ALL.iter().map(|k| k.name()).collect();
+    let schema: Value = serde_json::from_str(SCHEMA).expect("the schema is JSON");
+    let enums = kind_lists(&schema);
+    assert_eq!(enums.len(), 1, "one list of failure kinds in the schema");
+    let listed: Vec<&str> = enums[0].iter().filter_map(Value::as_str).collect();
+    if listed == declared {
+        return;
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schema/summary.schema.json");
+    assert!(
+        std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1"),
+        "schema/summary.schema.json lists the failure kinds {listed:?}, perfops-core declares {declared:?}: \
+         refresh it with UPDATE_GOLDEN=1 cargo test -p perfops-report --test summary_schema"
+    );
+    // The list's lines, in the file's own layout: the enum after the kinds' first name.
+    let text = std::fs::read_to_string(&path).expect("the schema");
+    let first = text.find(&format!("\"{}\"", listed[0])).expect("the first kind");
+    let open = text[..first].rfind('[').expect("the list's start");
+    let close = first + text[first..].find(']').expect("the list's end");
+    let indent = " ".repeat(first - text[..first].rfind('\n').expect("a line") - 1);
+    let items: Vec<String> = declared.iter().map(|k| format!("{indent}\"{k}\"")).collect();
+    let outdent = &indent[2..];
+    let fresh = format!("{}[\n{}\n{outdent}]{}", &text[..open], items.join(",\n"), &text[close + 1..]);
+    std::fs::write(&path, fresh).expect("the schema written");
+}
+
+/// Every `propertyNames.enum` of the schema that lists failure kinds.
+fn kind_lists(v: &Value) -> Vec<&Vec<Value>> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::Array(e)) = m.get("propertyNames").and_then(|p| p.get("enum"))
+                && e.iter().any(|k| k == "connect_refused")
+            {
+                out.push(e);
+            }
+            for x in m.values() {
+                out.extend(kind_lists(x));
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| out.extend(kind_lists(x))),
+        _ => {}
+    }
+    out
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use perfops_core::measure::Stats;
+use perfops_core::measure::{Counter, Stats};
 use perfops_core::model::{LoadModel, Rate, Schedule};
 use perfops_core::pipeline::{Second, SinkError, StageLedger};
 use perfops_core::scenario::grpc::GrpcCall;
@@ -255,7 +255,7 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     // Requests went out and not one ended (all still in flight when the run
     // ended: cut, which is no failure of the server): a run that measured
     // nothing passed nothing. Failures are `--max-errors`' business.
-    if summary.sent > 0 && summary.completed == 0 && summary.failed == 0 {
+    if summary.counters[Counter::Sent] > 0 && summary.counters[Counter::Completed] == 0 && summary.failed == 0 {
         eprintln!("perfops: no request was answered in {:.1} s", summary.elapsed_s);
         return Ok(Exit::ThresholdsFailed);
     }

@@ -29,7 +29,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::wire::{Counts, Message, RawSecond, WireError, decode, encode};
+use super::wire::{Counts, Layout, Message, RawSecond, WireError, decode, encode};
 use crate::measure::{Interval, Key, Stats};
 
 /// Where an agent is.
@@ -195,6 +195,8 @@ struct Agent {
     next: u32,
     /// When it was last heard of.
     heard: Duration,
+    /// How its seconds' counters and kinds read here (its `Hello` named them).
+    layout: Layout,
 }
 
 #[derive(Default)]
@@ -236,13 +238,21 @@ impl Join {
     /// longer than `silence` is lost; their seconds are held to `limits`.
     pub fn new(agents: usize, silence: Duration, now: Duration, limits: Limits) -> Join {
         Join {
-            agents: vec![Agent { state: AgentState::Live, next: 0, heard: now }; agents],
+            agents: vec![Agent { state: AgentState::Live, next: 0, heard: now, layout: Layout::local() }; agents],
             silence,
             limits,
             pending: BTreeMap::new(),
             emitted: 0,
             counted: 0,
             seen: Vec::new(),
+        }
+    }
+
+    /// Agent `agent`'s seconds hold what `layout` says (from its `Hello`;
+    /// without this, what this build sends).
+    pub fn set_layout(&mut self, agent: usize, layout: Layout) {
+        if let Some(a) = self.agents.get_mut(agent) {
+            a.layout = layout;
         }
     }
 
@@ -295,8 +305,9 @@ impl Join {
         let a = &mut self.agents[agent];
         a.heard = a.heard.max(now);
         a.next = raw.index + 1;
+        let a = &self.agents[agent];
         let p = self.pending.entry(raw.index).or_default();
-        for part in raw.parts() {
+        for part in raw.parts(&a.layout) {
             // Both read and checked whole by `check`: neither can fail now.
             let Ok(part) = part else { unreachable!("checked") };
             let Ok(()) = part.add_to(p.parts.entry(part.key).or_default(), scratch) else { unreachable!("checked") };
@@ -341,7 +352,8 @@ impl Join {
         // The keys first, sorted to find one twice: a hostile second of ~40,000
         // parts (what a frame holds) costs a sort, not a quadratic search.
         self.seen.clear();
-        for part in raw.parts() {
+        let layout = &self.agents[agent].layout;
+        for part in raw.parts(layout) {
             let part = part.map_err(|error| Why::Part { stage: 0, step: 0, error })?;
             let Key { stage, step } = part.key;
             if stage >= limits.stages || step >= limits.steps {
@@ -356,7 +368,7 @@ impl Join {
         // The in-flight count is summed over agents: it counts in the total as any count.
         let mut total = u128::from(self.counted) + u128::from(raw.in_flight);
         let mut counts = Counts::default();
-        for part in raw.parts() {
+        for part in raw.parts(layout) {
             let part = part.map_err(|error| Why::Part { stage: 0, step: 0, error })?;
             let Key { stage, step } = part.key;
             let tally = part.check(scratch).map_err(|error| Why::Part { stage, step, error })?;
@@ -882,11 +894,13 @@ mod tests {
         body.extend(1_000_000_000u64.to_le_bytes()); // length: 1 s
         body.extend(0u64.to_le_bytes()); // in flight
         body.push(0); // no target
+        body.push(crate::measure::Counter::COUNT as u8); // counters per part, as Names::local()
+        body.push(crate::measure::FailureKind::COUNT as u8); // failure kinds per part
         body.extend((keys.len() as u16).to_le_bytes());
         for k in keys {
             body.extend(k.stage.to_le_bytes());
             body.extend(k.step.to_le_bytes());
-            body.extend(vec![0u8; 8 * (crate::fleet::wire::COUNTERS + crate::measure::FailureKind::ALL.len()) + 4 * 7]);
+            body.extend(vec![0u8; 8 * (crate::measure::Counter::COUNT + crate::measure::FailureKind::COUNT) + 4 * 7]);
         }
         let Ok(Message::Received(r)) = decode(&body) else { panic!("a valid second") };
         r

@@ -7,12 +7,20 @@
 //!  frame   = len:u32be  kind:u8  body[len-1]
 //!  kind 1  = control: JSON of [`Control`]
 //!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
-//!                     parts:u16 { stage:u16 step:u16 stats }*
-//!  stats   = 10 counters:u64 (sent iterations completed dropped bytes_in bytes_out connects
-//!                              goaways stream_waits arrivals_answered)
-//!            33 failure counts:u64 (FailureKind::ALL order; a kind added changes the frame)
+//!                     counters:u8 kinds:u8 parts:u16 { stage:u16 step:u16 stats }*
+//!  stats   = `counters` counts:u64, in the order of the sender's Hello `counters`
+//!            `kinds` failure counts:u64, in the order of its Hello `kinds`
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
 //! ```
+//!
+//! The counters and failure kinds are named once, in the agent's `Hello`
+//! ([`Names`]: what `Stats` and `FailureKind` declare, in order); the
+//! coordinator maps them by name ([`Layout`]), so an agent whose build has a
+//! failure kind more or less still joins: a kind the coordinator does not
+//! know is counted as `other` (and said once), a kind the agent lacks is
+//! 0, a counter it does not know is left out (and said once). The names are
+//! checked before use (how many, how long, which characters, none twice),
+//! and they arrive within the handshake's frame limit.
 //!
 //! All integers little-endian but the frame length (network order, as a
 //! reader sees it first). The histograms are HdrHistogram's own
@@ -35,7 +43,7 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
 use super::hdr;
-use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
+use crate::measure::{Counter, FailureKind, HistogramKind, Interval, Key, Stats};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
 /// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
@@ -48,8 +56,11 @@ use crate::measure::{FailureKind, Histogram, Interval, Key, Stats};
 /// from offline). A 3 and a 4 cannot understand each other's handshake.
 /// 5 (#32): a part's counters end with `arrivals_answered` (arrivals whose
 /// first request was answered: the achieved rate), so its seconds are 8
-/// bytes longer.
-pub const PROTOCOL: u32 = 5;
+/// bytes longer. 6: `Hello` names the counters and failure kinds the agent
+/// sends ([`Names`]) and a second says how many of each its parts hold; the
+/// coordinator maps them by name, so a kind added or removed no longer
+/// changes the protocol.
+pub const PROTOCOL: u32 = 6;
 
 /// The largest frame either side accepts once the peer proved the token (a
 /// second with many steps and stages stays far below it).
@@ -112,6 +123,13 @@ pub enum Control {
         index: Option<u32>,
         /// A name for logs and results (its host name).
         name: String,
+        /// The counters its seconds hold, in order (absent before protocol 6:
+        /// such an agent is refused on its protocol).
+        #[serde(default)]
+        counters: Vec<String>,
+        /// The failure kinds its seconds hold, in order (as `counters`).
+        #[serde(default)]
+        kinds: Vec<String>,
     },
     /// Coordinator -> agent: its nonce, and nothing else: no proof before the agent proved.
     Challenge {
@@ -272,7 +290,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
         }
         Message::Second(iv) => {
             out.push(KIND_SECOND);
-            encode_interval(iv, &mut out);
+            encode_interval(iv, None, &mut out);
         }
         Message::Received(raw) => {
             out.push(KIND_SECOND);
@@ -286,10 +304,25 @@ pub fn encode(msg: &Message) -> Vec<u8> {
                 }
                 None => out.push(0),
             }
+            out.push(raw.counters);
+            out.push(raw.kinds);
             out.extend(raw.parts.to_le_bytes());
             out.extend_from_slice(&raw.body);
         }
     }
+    let len = (out.len() - 4) as u32;
+    out[..4].copy_from_slice(&len.to_be_bytes());
+    out
+}
+
+/// The frame of second `iv` as a build that names `names` sends it: the
+/// counters and kinds it names, in its order, those this build does not
+/// have as 0. What an agent of another build puts on the wire, for the
+/// tests of a coordinator that meets one.
+pub fn encode_second_as(iv: &Interval, names: &Names) -> Vec<u8> {
+    let mut out = vec![0u8; 4];
+    out.push(KIND_SECOND);
+    encode_interval(iv, Some(names), &mut out);
     let len = (out.len() - 4) as u32;
     out[..4].copy_from_slice(&len.to_be_bytes());
     out
@@ -346,7 +379,7 @@ pub fn decode(body: &[u8]) -> Result<Message, WireError> {
     }
 }
 
-fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
+fn encode_interval(iv: &Interval, names: Option<&Names>, out: &mut Vec<u8>) {
     out.extend(iv.index.to_le_bytes());
     out.extend((iv.length.as_nanos() as u64).to_le_bytes());
     out.extend(iv.in_flight.to_le_bytes());
@@ -357,43 +390,46 @@ fn encode_interval(iv: &Interval, out: &mut Vec<u8>) {
         }
         None => out.push(0),
     }
+    // What the names count: this build's are within MAX_NAMES (asserted where MAX_NAMES is).
+    let (counters, kinds) = names.map_or((Counter::COUNT, FailureKind::COUNT), |n| (n.counters.len(), n.kinds.len()));
+    out.push(counters.min(MAX_NAMES) as u8);
+    out.push(kinds.min(MAX_NAMES) as u8);
     // More than 65535 (stage, step) keys cannot be: both are u16 and a scenario has few.
     out.extend((iv.parts.len().min(usize::from(u16::MAX)) as u16).to_le_bytes());
     let mut ser = V2DeflateSerializer::new();
     for (key, stats) in iv.parts.iter().take(usize::from(u16::MAX)) {
         out.extend(key.stage.to_le_bytes());
         out.extend(key.step.to_le_bytes());
-        encode_stats(stats, &mut ser, out);
+        match names {
+            None => encode_stats(stats, &mut ser, out),
+            Some(names) => encode_stats_as(stats, names, &mut ser, out),
+        }
     }
 }
 
-fn counters(s: &Stats) -> [u64; COUNTERS] {
-    [
-        s.sent,
-        s.iterations,
-        s.completed,
-        s.dropped,
-        s.bytes_in,
-        s.bytes_out,
-        s.connects,
-        s.goaways,
-        s.stream_waits,
-        s.arrivals_answered,
-    ]
-}
-
-fn histograms(s: &Stats) -> [&Histogram; 7] {
-    [&s.latency, &s.service, &s.latency_ok, &s.service_ok, &s.connect, &s.tls, &s.ttfb]
-}
-
 fn encode_stats(s: &Stats, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
-    for c in counters(s) {
+    for c in s.counters() {
         out.extend(c.to_le_bytes());
     }
     for k in FailureKind::ALL {
         out.extend(s.failures[k].to_le_bytes());
     }
-    for h in histograms(s) {
+    encode_histograms(s, ser, out);
+}
+
+fn encode_stats_as(s: &Stats, names: &Names, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
+    for n in names.counters.iter().take(MAX_NAMES) {
+        out.extend(Counter::from_name(n).map_or(0, |c| s.counter(c)).to_le_bytes());
+    }
+    for n in names.kinds.iter().take(MAX_NAMES) {
+        out.extend(FailureKind::from_name(n).map_or(0, |k| s.failures[k]).to_le_bytes());
+    }
+    encode_histograms(s, ser, out);
+}
+
+fn encode_histograms(s: &Stats, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
+    for &h in HistogramKind::ALL {
+        let h = s.histogram(h);
         let at = out.len();
         out.extend(0u32.to_le_bytes());
         if h.is_empty() {
@@ -436,6 +472,139 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The most names of either list a `Hello` may give (the frame's count of
+/// each is a `u8`).
+pub const MAX_NAMES: usize = 255;
+
+/// The longest name a `Hello` may give, in bytes.
+pub const MAX_NAME_LEN: usize = 64;
+
+// A build that declares more counters or kinds than a frame's `u8` counts does not compile.
+const _: () = assert!(Counter::COUNT <= MAX_NAMES && FailureKind::COUNT <= MAX_NAMES);
+
+/// What an agent's seconds hold, by name, in order: its build's
+/// [`Counter::ALL`] and [`FailureKind::ALL`]. Sent once, in `Hello`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The counters of each part, in order.
+    pub counters: Vec<String>,
+    /// The failure kinds of each part, in order.
+    pub kinds: Vec<String>,
+}
+
+impl Names {
+    /// What this build sends.
+    pub fn local() -> Names {
+        Names {
+            counters: Counter::ALL.iter().map(|c| c.name().to_string()).collect(),
+            kinds: FailureKind::ALL.iter().map(|k| k.name().to_string()).collect(),
+        }
+    }
+}
+
+/// A `Hello`'s list of names refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NamesError {
+    /// More names than [`MAX_NAMES`].
+    #[error("{count} {what}, more than {MAX_NAMES}")]
+    TooMany {
+        /// `counters` or `failure kinds`.
+        what: &'static str,
+        /// How many it gave.
+        count: usize,
+    },
+    /// A name empty, longer than [`MAX_NAME_LEN`] or not snake_case ASCII.
+    #[error("a malformed {what} name")]
+    Malformed {
+        /// `counter` or `failure kind`.
+        what: &'static str,
+    },
+    /// A name twice.
+    #[error("the {what} `{name}` twice")]
+    Twice {
+        /// `counter` or `failure kind`.
+        what: &'static str,
+        /// The name (checked: short and plain).
+        name: String,
+    },
+}
+
+/// How the receiver reads a sender's parts: for each counter and each kind
+/// the sender names, where it goes here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    /// Each sender counter's counter here (`None`: not known, left out).
+    counters: Vec<Option<Counter>>,
+    /// Each sender kind's kind here ([`FailureKind::Other`] for one not known).
+    kinds: Vec<FailureKind>,
+    /// The sender's counters not known here.
+    pub unknown_counters: Vec<String>,
+    /// The sender's failure kinds not known here (counted as `other`).
+    pub unknown_kinds: Vec<String>,
+}
+
+impl Layout {
+    /// A sender of this very build.
+    pub fn local() -> Layout {
+        Layout::of(&Names::local(), &FailureKind::ALL).unwrap_or_else(|_| unreachable!("the declarations are valid"))
+    }
+
+    /// The layout of a sender that names `names`, for a receiver that
+    /// knows the kinds `known` (in a coordinator, [`FailureKind::ALL`]; a
+    /// test gives fewer, to be a build without one). Each list checked
+    /// first: at most [`MAX_NAMES`], each of at most [`MAX_NAME_LEN`]
+    /// bytes of `[a-z0-9_]`, none twice.
+    pub fn of(names: &Names, known: &[FailureKind]) -> Result<Layout, NamesError> {
+        check_names(&names.counters, "counters", "counter")?;
+        check_names(&names.kinds, "failure kinds", "failure kind")?;
+        let counters: Vec<Option<Counter>> = names.counters.iter().map(|n| Counter::from_name(n)).collect();
+        let kinds: Vec<Option<FailureKind>> =
+            names.kinds.iter().map(|n| known.iter().copied().find(|k| k.name() == n.as_str())).collect();
+        let unknown = |names: &[String], known: Vec<bool>| -> Vec<String> {
+            names.iter().zip(known).filter(|(_, k)| !k).map(|(n, _)| n.clone()).collect()
+        };
+        Ok(Layout {
+            unknown_counters: unknown(&names.counters, counters.iter().map(Option::is_some).collect()),
+            unknown_kinds: unknown(&names.kinds, kinds.iter().map(Option::is_some).collect()),
+            counters,
+            kinds: kinds.into_iter().map(|k| k.unwrap_or(FailureKind::Other)).collect(),
+        })
+    }
+
+    /// What the coordinator says once of an agent of this layout, if
+    /// anything: what it counts that this build does not know.
+    pub fn note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if !self.unknown_kinds.is_empty() {
+            parts.push(format!("failure kinds it counts as `other`: {}", self.unknown_kinds.join(", ")));
+        }
+        if !self.unknown_counters.is_empty() {
+            parts.push(format!("counters it leaves out: {}", self.unknown_counters.join(", ")));
+        }
+        (!parts.is_empty()).then(|| format!("another perfops build ({})", parts.join("; ")))
+    }
+}
+
+fn check_names(names: &[String], many: &'static str, one: &'static str) -> Result<(), NamesError> {
+    if names.len() > MAX_NAMES {
+        return Err(NamesError::TooMany { what: many, count: names.len() });
+    }
+    let plain = |n: &str| {
+        !n.is_empty()
+            && n.len() <= MAX_NAME_LEN
+            && n.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
+    if !names.iter().all(|n| plain(n)) {
+        return Err(NamesError::Malformed { what: one });
+    }
+    let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(NamesError::Twice { what: one, name: w[0].to_string() });
+    }
+    Ok(())
+}
+
 /// A second as received: its head read, its parts checked for shape and
 /// kept encoded until they are merged (see [`RawSecond::parts`]): the
 /// coordinator adds each agent's histograms straight into the second it
@@ -450,6 +619,10 @@ pub struct RawSecond {
     pub in_flight: u64,
     /// This agent's scheduled arrivals in it (open model).
     pub target: Option<f64>,
+    /// Counters per part, as the sender's `Hello` named them.
+    counters: u8,
+    /// Failure kinds per part, as the sender's `Hello` named them.
+    kinds: u8,
     parts: u16,
     body: Vec<u8>,
 }
@@ -469,24 +642,7 @@ pub struct Counts {
     pub latency_count: u64,
 }
 
-/// Counters per part on the wire (`counters` above).
-pub(crate) const COUNTERS: usize = 10;
-const KINDS: usize = FailureKind::ALL.len();
-const STATS_FIXED: usize = 8 * (COUNTERS + KINDS);
-const HISTOGRAMS: usize = 7;
-
-// Where each counter and histogram sits in a part, in the wire's order
-// (`counters` and `histograms` above).
-const COMPLETED: usize = 2;
-const ITERATIONS: usize = 1;
-const ARRIVALS_ANSWERED: usize = 9;
-const CONNECTS: usize = 6;
-const LATENCY: usize = 0;
-const SERVICE: usize = 1;
-const LATENCY_OK: usize = 2;
-const SERVICE_OK: usize = 3;
-const CONNECT: usize = 4;
-const TTFB: usize = 6;
+const HISTOGRAMS: usize = HistogramKind::COUNT;
 
 impl RawSecond {
     fn parse(r: &mut Reader<'_>) -> Result<RawSecond, WireError> {
@@ -497,11 +653,13 @@ impl RawSecond {
             0 => None,
             _ => Some(f64::from_bits(r.u64()?)),
         };
+        let (counters, kinds) = (r.u8()?, r.u8()?);
         let parts = r.u16()?;
         let body = r.0.to_vec();
+        let fixed = 4 + 8 * (usize::from(counters) + usize::from(kinds));
         // Walk the parts once: every length is in bounds, nothing trails.
         for _ in 0..parts {
-            r.take(4 + STATS_FIXED)?;
+            r.take(fixed)?;
             for _ in 0..HISTOGRAMS {
                 let len = r.u32()? as usize;
                 r.take(len)?;
@@ -510,7 +668,7 @@ impl RawSecond {
         if !r.0.is_empty() {
             return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
         }
-        Ok(RawSecond { index, length, in_flight, target, parts, body })
+        Ok(RawSecond { index, length, in_flight, target, counters, kinds, parts, body })
     }
 
     /// How many (stage, step) parts it holds, as its head says.
@@ -518,22 +676,43 @@ impl RawSecond {
         self.parts
     }
 
-    /// Its parts, in the order sent: counters read, histograms still
-    /// encoded (see [`RawPart::check`] and [`RawPart::add_to`]).
-    pub fn parts(&self) -> impl Iterator<Item = Result<RawPart<'_>, WireError>> + '_ {
+    /// Its parts, in the order sent, read by the sender's `layout`:
+    /// counters and failure counts mapped to this build's, histograms
+    /// still encoded (see [`RawPart::check`] and [`RawPart::add_to`]). A
+    /// second whose parts hold more or fewer counts than the layout names
+    /// is refused.
+    pub fn parts<'a>(&'a self, layout: &'a Layout) -> impl Iterator<Item = Result<RawPart<'a>, WireError>> + 'a {
         let mut r = Reader(&self.body);
-        (0..self.parts).map(move |_| RawPart::read(&mut r))
+        let fits = usize::from(self.counters) == layout.counters.len() && usize::from(self.kinds) == layout.kinds.len();
+        (0..self.parts).map(move |_| {
+            if !fits {
+                return Err(WireError::Counts(format!(
+                    "parts of {} counters and {} failure kinds, where the handshake named {} and {}",
+                    self.counters,
+                    self.kinds,
+                    layout.counters.len(),
+                    layout.kinds.len()
+                )));
+            }
+            RawPart::read(&mut r, layout)
+        })
     }
 
-    /// The whole second, as the agent had it: every part checked
-    /// ([`RawPart::check`]), and its counts, added up, within a `u64`.
-    /// Each distinct key costs 7 histograms (~1.3 MB), as many as the second
-    /// names: for a second of one's own (tests, tools). A coordinator goes
-    /// through its join, which holds an agent's keys to the plan's.
+    /// The whole second, as an agent of this build had it: every part
+    /// checked ([`RawPart::check`]), and its counts, added up, within a
+    /// `u64`. Each distinct key costs 7 histograms (~1.3 MB), as many as the
+    /// second names: for a second of one's own (tests, tools). A
+    /// coordinator goes through its join, which holds an agent's keys to the
+    /// plan's.
     pub fn decode(&self) -> Result<Interval, WireError> {
+        self.decode_with(&Layout::local())
+    }
+
+    /// [`RawSecond::decode`], for a sender of `layout`.
+    pub fn decode_with(&self, layout: &Layout) -> Result<Interval, WireError> {
         let mut map: BTreeMap<Key, Stats> = BTreeMap::new();
         let (mut scratch, mut sum) = (Vec::new(), 0u128);
-        for part in self.parts() {
+        for part in self.parts(layout) {
             let part = part?;
             sum += part.check(&mut scratch)?.sum;
             // Every total below (a key's, the second's) is a part of this sum: none can wrap.
@@ -557,22 +736,21 @@ impl RawSecond {
     }
 }
 
-/// One (stage, step) part of a received second: its counters read, its
-/// histograms still encoded.
+/// One (stage, step) part of a received second: its counters read into
+/// this build's, its histograms still encoded.
 #[derive(Debug, Clone)]
 pub struct RawPart<'a> {
     /// Where it belongs.
     pub key: Key,
-    counters: [u64; COUNTERS],
-    failures: [u64; KINDS],
+    counters: [u64; Counter::COUNT],
+    failures: [u64; FailureKind::COUNT],
     histograms: [&'a [u8]; HISTOGRAMS],
 }
 
 /// What a part holds, its histograms read to their end ([`RawPart::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Tally {
-    /// Values in each histogram, in the wire's order (latency, service,
-    /// latency_ok, service_ok, connect, tls, ttfb).
+    /// Values in each histogram, in [`HistogramKind::ALL`]'s order.
     pub histograms: [u64; HISTOGRAMS],
     /// Every count of the part added up: counters, failures and histogram
     /// values (in a `u128`, so the sum itself cannot wrap).
@@ -582,15 +760,20 @@ pub struct Tally {
 }
 
 impl<'a> RawPart<'a> {
-    fn read(r: &mut Reader<'a>) -> Result<RawPart<'a>, WireError> {
+    fn read(r: &mut Reader<'a>, layout: &Layout) -> Result<RawPart<'a>, WireError> {
         let key = Key { stage: r.u16()?, step: r.u16()? };
-        let mut counters = [0u64; COUNTERS];
-        for c in &mut counters {
-            *c = r.u64()?;
+        let mut counters = [0u64; Counter::COUNT];
+        for &slot in &layout.counters {
+            let n = r.u64()?;
+            if let Some(c) = slot {
+                counters[c as usize] = n;
+            }
         }
-        let mut failures = [0u64; KINDS];
-        for f in &mut failures {
-            *f = r.u64()?;
+        let mut failures = [0u64; FailureKind::COUNT];
+        for &k in &layout.kinds {
+            // Several unknown kinds share `other`: their sum must fit.
+            let f = &mut failures[k as usize];
+            *f = f.checked_add(r.u64()?).ok_or_else(|| WireError::Counts("more failures than a u64 holds".into()))?;
         }
         let mut histograms: [&[u8]; HISTOGRAMS] = [&[]; HISTOGRAMS];
         for h in &mut histograms {
@@ -617,14 +800,18 @@ impl<'a> RawPart<'a> {
         }
         let counted = self.counters.iter().chain(&t.histograms).map(|&n| u128::from(n)).sum::<u128>();
         t.sum = counted + failures;
-        let cut = self.failures[FailureKind::Cut as usize];
+        let not_failed: u128 = FailureKind::ALL
+            .into_iter()
+            .filter(|k| !k.is_failure())
+            .map(|k| u128::from(self.failures[k as usize]))
+            .sum();
         t.counts = Counts {
-            sent: self.counters[0],
-            completed: self.counters[COMPLETED],
-            dropped: self.counters[3],
+            sent: self.counters[Counter::Sent as usize],
+            completed: self.counters[Counter::Completed as usize],
+            dropped: self.counters[Counter::Dropped as usize],
             // The sum of the kinds fits: `impossible` found no more failures than a u64 holds.
-            failed: (failures - u128::from(cut)) as u64,
-            latency_count: t.histograms[LATENCY],
+            failed: (failures - not_failed) as u64,
+            latency_count: t.histograms[HistogramKind::Latency as usize],
         };
         Ok(t)
     }
@@ -634,41 +821,15 @@ impl<'a> RawPart<'a> {
     /// caller that keeps the sums within a `u64` (the join's run total):
     /// then nothing can overflow.
     pub(crate) fn add_to(&self, into: &mut Stats, scratch: &mut Vec<u8>) -> Result<(), WireError> {
-        let s = into;
-        for (field, add) in [
-            &mut s.sent,
-            &mut s.iterations,
-            &mut s.completed,
-            &mut s.dropped,
-            &mut s.bytes_in,
-            &mut s.bytes_out,
-            &mut s.connects,
-            &mut s.goaways,
-            &mut s.stream_waits,
-            &mut s.arrivals_answered,
-        ]
-        .into_iter()
-        .zip(self.counters)
-        {
-            *field += add;
+        for &c in Counter::ALL {
+            *into.counter_mut(c) += self.counters[c as usize];
         }
-        for (k, n) in FailureKind::ALL.into_iter().zip(self.failures) {
-            s.failures.add_n(k, n);
+        for k in FailureKind::ALL {
+            into.failures.add_n(k, self.failures[k as usize]);
         }
-        for (h, bytes) in [
-            &mut s.latency,
-            &mut s.service,
-            &mut s.latency_ok,
-            &mut s.service_ok,
-            &mut s.connect,
-            &mut s.tls,
-            &mut s.ttfb,
-        ]
-        .into_iter()
-        .zip(self.histograms)
-        {
+        for (&h, bytes) in HistogramKind::ALL.iter().zip(self.histograms) {
             if !bytes.is_empty() {
-                hdr::add_encoded(bytes, h, scratch).map_err(WireError::Histogram)?;
+                hdr::add_encoded(bytes, into.histogram_mut(h), scratch).map_err(WireError::Histogram)?;
             }
         }
         Ok(())
@@ -692,19 +853,22 @@ impl<'a> RawPart<'a> {
 /// closed-model iterations included. What is recorded elsewhere (`tls`
 /// without a connection in the same second, `dropped`, `goaways`, bytes)
 /// has no rule: nothing ties it to the rest within a second.
-fn impossible(c: &[u64; COUNTERS], failures: u128, h: &[u64; HISTOGRAMS]) -> Option<&'static str> {
-    let completed = c[COMPLETED];
+fn impossible(c: &[u64; Counter::COUNT], failures: u128, h: &[u64; HISTOGRAMS]) -> Option<&'static str> {
+    let c = |counter: Counter| c[counter as usize];
+    let h = |kind: HistogramKind| h[kind as usize];
+    use HistogramKind::{Connect, Latency, LatencyOk, Service, ServiceOk, Ttfb};
+    let completed = c(Counter::Completed);
     let rules: [(bool, &'static str); 10] = [
         (failures > u128::from(u64::MAX), "more failures than a u64 holds"),
-        (c[ITERATIONS] > completed, "more iterations than responses"),
-        (c[ARRIVALS_ANSWERED] > completed, "more arrivals answered than responses"),
-        (h[TTFB] > completed, "more first-byte times than responses"),
-        (h[LATENCY_OK] > completed, "more successes than responses"),
-        (h[LATENCY_OK] != h[SERVICE_OK], "successes' latencies and service times differ in number"),
-        (h[SERVICE] > h[LATENCY], "more service times than latencies"),
-        (h[LATENCY_OK] > h[LATENCY], "more successes' latencies than latencies"),
-        (u128::from(h[LATENCY]) > u128::from(completed) + failures, "more latencies than requests that ended"),
-        (h[CONNECT] > c[CONNECTS], "more connect times than connections"),
+        (c(Counter::Iterations) > completed, "more iterations than responses"),
+        (c(Counter::ArrivalsAnswered) > completed, "more arrivals answered than responses"),
+        (h(Ttfb) > completed, "more first-byte times than responses"),
+        (h(LatencyOk) > completed, "more successes than responses"),
+        (h(LatencyOk) != h(ServiceOk), "successes' latencies and service times differ in number"),
+        (h(Service) > h(Latency), "more service times than latencies"),
+        (h(LatencyOk) > h(Latency), "more successes' latencies than latencies"),
+        (u128::from(h(Latency)) > u128::from(completed) + failures, "more latencies than requests that ended"),
+        (h(Connect) > c(Counter::Connects), "more connect times than connections"),
     ];
     rules.into_iter().find(|(broken, _)| *broken).map(|(_, what)| what)
 }
@@ -762,6 +926,42 @@ mod tests {
     }
 
     #[test]
+    fn this_builds_names_pass_their_own_checks() {
+        let layout = Layout::of(&Names::local(), &FailureKind::ALL).unwrap();
+        assert!(layout.unknown_kinds.is_empty() && layout.unknown_counters.is_empty());
+        assert_eq!(layout.note(), None, "nothing to say of a peer of the same build");
+    }
+
+    #[test]
+    fn names_from_a_peer_are_checked_before_use() {
+        let ok = Names::local();
+        let with = |kinds: Vec<String>| Names { counters: ok.counters.clone(), kinds };
+        // (the kinds a peer names, the error): each a way a peer can send garbage.
+        let cases: Vec<(Vec<String>, NamesError)> = vec![
+            // More names than a frame's count holds.
+            ((0..256).map(|i| format!("k{i}")).collect(), NamesError::TooMany { what: "failure kinds", count: 256 }),
+            // A name too long to be a kind (and to print).
+            (vec!["x".repeat(MAX_NAME_LEN + 1)], NamesError::Malformed { what: "failure kind" }),
+            // A name with what a terminal would interpret.
+            (vec!["a\u{1b}[2J".into()], NamesError::Malformed { what: "failure kind" }),
+            // An empty name.
+            (vec![String::new()], NamesError::Malformed { what: "failure kind" }),
+            // A name twice: which count would be its?
+            (
+                vec!["timeout".into(), "timeout".into()],
+                NamesError::Twice { what: "failure kind", name: "timeout".into() },
+            ),
+        ];
+        for (kinds, want) in cases {
+            assert_eq!(Layout::of(&with(kinds.clone()), &FailureKind::ALL).err(), Some(want), "{kinds:?}");
+        }
+        // The longest name allowed passes, and is a kind this build does not know.
+        let long = "y".repeat(MAX_NAME_LEN);
+        let layout = Layout::of(&with(vec![long.clone()]), &FailureKind::ALL).unwrap();
+        assert_eq!(layout.unknown_kinds, vec![long]);
+    }
+
+    #[test]
     fn frames_split_anywhere_are_reassembled() {
         let mut stream = encode(&Message::Control(Control::Heartbeat));
         stream.extend(encode(&Message::Second(Box::new(interval(0)))));
@@ -799,8 +999,8 @@ mod tests {
         assert!(matches!(take_frames(&mut buf), Err(WireError::Control(_))));
         // A histogram that is not HdrHistogram's encoding.
         let mut body = vec![KIND_SECOND];
-        encode_interval(&interval(0), &mut body);
-        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 4 + 8 * COUNTERS + 8 * FailureKind::ALL.len() + 4;
+        encode_interval(&interval(0), None, &mut body);
+        let first_hist = 1 + 4 + 8 + 8 + 9 + 2 + 2 + 4 + 8 * Counter::COUNT + 8 * FailureKind::COUNT + 4;
         body[first_hist] ^= 0xff;
         let Ok(Message::Received(raw)) = decode(&body) else { panic!("the shape is right") };
         assert!(matches!(raw.decode(), Err(WireError::Histogram(_))));
@@ -867,7 +1067,14 @@ mod tests {
             workers: 1,
         };
         for c in [
-            Control::Hello { protocol: PROTOCOL, nonce: "00ff".into(), index: Some(2), name: "h".into() },
+            Control::Hello {
+                protocol: PROTOCOL,
+                nonce: "00ff".into(),
+                index: Some(2),
+                name: "h".into(),
+                counters: Names::local().counters,
+                kinds: Names::local().kinds,
+            },
             Control::Challenge { nonce: "ab".into() },
             Control::Accepted { proof: "cd".into() },
             Control::Pong { t0: -1, t1: 2, t2: i64::MAX },

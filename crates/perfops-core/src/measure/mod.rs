@@ -6,14 +6,19 @@
 //! and order-free (a property test below says so), so merging per worker, per
 //! second or per shard gives the same totals.
 
+mod counters;
 mod failure;
 mod histogram;
 mod interval;
 mod samples;
 mod stats;
 
+pub use counters::{
+    Counters, PartCounters, PartPlace, Place, QuickCounters, QuickPlace, SeriesCounters, SeriesPlace, SummaryCounters,
+    SummaryPlace,
+};
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};
 pub use samples::{BODY_HEAD_BYTES, FailureSample, FailureSamples, MAX_KEYS, PER_KEY, SampleKey, Sampler};
-pub use stats::Stats;
+pub use stats::{Counter, HistogramKind, Shown, Stats};

@@ -1,150 +1,265 @@
 //! Statistics of a span of a run (one second, one stage, the whole run), as one
-//! worker or many measured them.
+//! worker or many measured them: its counters and histograms declared once.
+//!
+//! The table at `stats!` below is the one place a counter is written out:
+//! its field, its name in [`Counter`], and where the results files show it.
+//! From it come the struct, merge, clear, access by name, the fleet wire
+//! (read by name, `fleet::wire`) and the counters' JSON in series lines,
+//! parts, summaries and `quick --json` (`counters.rs`). A table of fields
+//! rather than an array indexed by name, so that the engine keeps writing
+//! fields (`stats.goaways += 1`: one add, no lookup per request) and merge
+//! stays field-wise code. Adding a counter: a row here, and the line in the
+//! engine that counts it. What stays by hand is what people read (`quick`'s
+//! terminal rows, the Prometheus endpoint's help texts) and the rules that
+//! tie counters together (`fleet::wire`'s `impossible`).
 
 use super::{FailureCounts, FailureKind, Histogram};
 
-/// Counters and histograms for a span of a run. Merging is field-wise addition.
+/// Where a counter appears in a JSON file of the results (see
+/// [`super::Counters`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shown {
+    /// Always written.
+    Always,
+    /// Written when not zero (a counter most runs never see, e.g. HTTP/2's).
+    NonZero,
+    /// Not in this file.
+    Never,
+}
+
+/// The table of [`Stats`]' counters and histograms, and what is derived
+/// from it: the struct itself, [`Counter`], [`HistogramKind`], merge, clear
+/// and access by name.
 ///
-/// Definitions (one request = one arrival of the open model, or one loop of a
-/// closed-model user):
-/// - `sent`: requests started; `completed`: responses received (any status);
-/// - `arrivals_answered`: arrivals whose first request was answered (any
-///   status), counted when that answer came: what the server was asked for
-///   at the open model's rate. The flow's later steps follow the server
-///   (each due when the one before ended, plus its pause) and may end a whole
-///   flow's duration later, in another stage's seconds (#32); they are judged
-///   by the latency and error lines. `iterations`: flows whose last step was
-///   answered (completed flows). For a one-step flow the two are equal;
-///   `failures`: by kind, including responses that were 4xx/5xx;
-/// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
-///   the generator, not the server, was the limit;
-/// - `latency`: from the intended start (the due time) to the end of the
-///   request: its response's last byte, or the moment it failed; `service`:
-///   from the actual send to the same end. The send is on a ready connection:
-///   a new connection's connect and TLS handshake precede it (they are
-///   `connect` and `tls`). So the two differ when the generator was late or
-///   had to connect (open model); in a closed loop, where a request is due
-///   when it is sent, they are equal;
-/// - every request that ended counts in `latency`, a failure at the time it
-///   took to fail (a connect timeout its 2 s, a refused connection its few
-///   µs), as k6 and JMeter count; in `service` too if it was sent (a refused
-///   connection never was). `latency_ok` and `service_ok` hold the
-///   successes alone (see docs/coordinated-omission.md, "Failed requests");
-/// - `connect`, `tls`: per new connection; `ttfb`: from the request written to
-///   the first response byte ("waiting" in ab's words).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Stats {
-    /// Requests started.
-    pub sent: u64,
-    /// Arrivals (flows) whose last step was answered, whatever the status:
-    /// completed flows.
-    pub iterations: u64,
-    /// Arrivals whose first request was answered, whatever the status: the
-    /// achieved rate, comparable with a target in arrivals per second (#32).
-    pub arrivals_answered: u64,
-    /// Responses received, whatever their status.
-    pub completed: u64,
-    /// Open-model arrivals dropped at the `max_in_flight` cap.
-    pub dropped: u64,
-    /// Failures by kind.
-    pub failures: FailureCounts,
-    /// Response bytes read (head and body).
-    pub bytes_in: u64,
-    /// Request bytes written.
-    pub bytes_out: u64,
-    /// Connections opened.
-    pub connects: u64,
-    /// HTTP/2: connections the server sent away (`GOAWAY`), replaced by new ones.
-    pub goaways: u64,
-    /// HTTP/2: requests that found every stream of every connection they
-    /// may use busy (the `streams` per connection, or fewer if the server's
-    /// SETTINGS said so) and waited for one. The wait is in their latency,
-    /// not their service time.
-    pub stream_waits: u64,
-    /// Intended start to the end of every request that ended, failures included.
-    pub latency: Histogram,
-    /// Actual send (on a ready connection) to the end, for every request sent.
-    pub service: Histogram,
-    /// `latency` of the successes alone.
-    pub latency_ok: Histogram,
-    /// `service` of the successes alone.
-    pub service_ok: Histogram,
-    /// TCP connect time of new connections.
-    pub connect: Histogram,
-    /// TLS handshake time of new connections.
-    pub tls: Histogram,
-    /// Request written to first response byte.
-    pub ttfb: Histogram,
+/// A counter's row: `field: Variant, series: S, part: P, quick: Q, summary: F[, absent: Other];`
+/// where S, P, Q, F say how it appears in a `series.jsonl` line, in a line's
+/// `parts`, in `quick --json` and in `summary.json`'s figures ([`Shown`]), and `absent` what a file
+/// written before the counter existed reads it as (another counter's value).
+/// A histogram's row: `field: Variant;`.
+macro_rules! stats {
+    (
+        counters { $(
+            $(#[doc = $cdoc:literal])*
+            $counter:ident : $Counter:ident, series: $series:ident, part: $part:ident, quick: $quick:ident, summary: $summary:ident
+            $(, absent: $absent:ident)?;
+        )* }
+        histograms { $(
+            $(#[doc = $hdoc:literal])*
+            $histogram:ident : $Histogram:ident;
+        )* }
+    ) => {
+        /// Counters and histograms for a span of a run. Merging is field-wise addition.
+        ///
+        /// Definitions (one request = one arrival of the open model, or one loop of a
+        /// closed-model user):
+        /// - `sent`: requests started; `completed`: responses received (any status);
+        /// - `arrivals_answered`: arrivals whose first request was answered (any
+        ///   status), counted when that answer came: what the server was asked for
+        ///   at the open model's rate. The flow's later steps follow the server
+        ///   (each due when the one before ended, plus its pause) and may end a whole
+        ///   flow's duration later, in another stage's seconds; they are judged
+        ///   by the latency and error lines. `iterations`: flows whose last step was
+        ///   answered (completed flows). For a one-step flow the two are equal;
+        ///   `failures`: by kind, including responses that were 4xx/5xx;
+        /// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
+        ///   the generator, not the server, was the limit;
+        /// - `latency`: from the intended start (the due time) to the end of the
+        ///   request: its response's last byte, or the moment it failed; `service`:
+        ///   from the actual send to the same end. The send is on a ready connection:
+        ///   a new connection's connect and TLS handshake precede it (they are
+        ///   `connect` and `tls`). So the two differ when the generator was late or
+        ///   had to connect (open model); in a closed loop, where a request is due
+        ///   when it is sent, they are equal;
+        /// - every request that ended counts in `latency`, a failure at the time it
+        ///   took to fail (a connect timeout its 2 s, a refused connection its few
+        ///   µs), as k6 and JMeter count; in `service` too if it was sent (a refused
+        ///   connection never was). `latency_ok` and `service_ok` hold the
+        ///   successes alone (see docs/coordinated-omission.md, "Failed requests");
+        /// - `connect`, `tls`: per new connection; `ttfb`: from the request written to
+        ///   the first response byte ("waiting" in ab's words).
+        ///
+        /// The fields are declared once, in the table of `stats!` in this
+        /// file, with how each appears in the results files: merge, clear,
+        /// the names, the fleet wire and the counters of the series lines,
+        /// the parts and `quick --json` follow from it. The engine writes
+        /// the fields directly (`stats.goaways += 1`): nothing derived runs
+        /// per request.
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct Stats {
+            $( $(#[doc = $cdoc])* pub $counter: u64, )*
+            /// Failures by kind.
+            pub failures: FailureCounts,
+            $( $(#[doc = $hdoc])* pub $histogram: Histogram, )*
+        }
+
+        /// A plain counter of [`Stats`], by name: what the results files and
+        /// the fleet's wire list.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Counter {
+            $( $(#[doc = $cdoc])* $Counter, )*
+        }
+
+        /// A histogram of [`Stats`], by name.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum HistogramKind {
+            $( $(#[doc = $hdoc])* $Histogram, )*
+        }
+
+        impl Counter {
+            /// Every counter, in declaration order (the wire's and the files').
+            pub const ALL: &[Counter] = &[ $( Counter::$Counter, )* ];
+            /// How many counters.
+            pub const COUNT: usize = Counter::ALL.len();
+
+            /// Its field name: the key in the results files, the name on the wire.
+            pub fn name(self) -> &'static str {
+                match self { $( Counter::$Counter => stringify!($counter), )* }
+            }
+
+            /// The counter named `name`.
+            pub fn from_name(name: &str) -> Option<Counter> {
+                Counter::ALL.iter().copied().find(|c| c.name() == name)
+            }
+
+            /// How it appears in a `series.jsonl` line.
+            pub fn in_series(self) -> Shown {
+                match self { $( Counter::$Counter => Shown::$series, )* }
+            }
+
+            /// How it appears in a series line's `parts`.
+            pub fn in_part(self) -> Shown {
+                match self { $( Counter::$Counter => Shown::$part, )* }
+            }
+
+            /// How it appears in `quick --json`.
+            pub fn in_quick(self) -> Shown {
+                match self { $( Counter::$Counter => Shown::$quick, )* }
+            }
+
+            /// How it appears in `summary.json`'s figures (a stage's, a step's, the total's).
+            pub fn in_summary(self) -> Shown {
+                match self { $( Counter::$Counter => Shown::$summary, )* }
+            }
+
+            /// What a file written before this counter existed reads it as.
+            pub fn when_absent(self) -> Option<Counter> {
+                match self { $( Counter::$Counter => stats!(@absent $($absent)?), )* }
+            }
+        }
+
+        impl HistogramKind {
+            /// Every histogram, in declaration order (the wire's).
+            pub const ALL: &[HistogramKind] = &[ $( HistogramKind::$Histogram, )* ];
+            /// How many histograms.
+            pub const COUNT: usize = HistogramKind::ALL.len();
+
+            /// Its field name.
+            pub fn name(self) -> &'static str {
+                match self { $( HistogramKind::$Histogram => stringify!($histogram), )* }
+            }
+
+            /// The histogram named `name`.
+            pub fn from_name(name: &str) -> Option<HistogramKind> {
+                HistogramKind::ALL.iter().copied().find(|h| h.name() == name)
+            }
+        }
+
+        impl Stats {
+            /// The value of counter `c`.
+            pub fn counter(&self, c: Counter) -> u64 {
+                match c { $( Counter::$Counter => self.$counter, )* }
+            }
+
+            /// The counter `c`, to change.
+            pub fn counter_mut(&mut self, c: Counter) -> &mut u64 {
+                match c { $( Counter::$Counter => &mut self.$counter, )* }
+            }
+
+            /// Every counter's value, in [`Counter::ALL`]'s order.
+            pub fn counters(&self) -> [u64; Counter::COUNT] {
+                [ $( self.$counter, )* ]
+            }
+
+            /// The histogram `h`.
+            pub fn histogram(&self, h: HistogramKind) -> &Histogram {
+                match h { $( HistogramKind::$Histogram => &self.$histogram, )* }
+            }
+
+            /// The histogram `h`, to change.
+            pub fn histogram_mut(&mut self, h: HistogramKind) -> &mut Histogram {
+                match h { $( HistogramKind::$Histogram => &mut self.$histogram, )* }
+            }
+
+            /// Add everything of `other` to `self`. Associative and commutative.
+            pub fn merge(&mut self, other: &Stats) {
+                $( self.$counter += other.$counter; )*
+                self.failures += &other.failures;
+                $( self.$histogram.merge(&other.$histogram); )*
+            }
+
+            /// Empty it, keeping the histograms' memory: what a fresh `Stats` is,
+            /// without the ~1.3 MB of new histograms (the soak's RSS moved by
+            /// 4 MiB within each second while new ones were made every second).
+            pub fn clear(&mut self) {
+                $( self.$counter = 0; )*
+                self.failures = FailureCounts::default();
+                $( self.$histogram.clear(); )*
+            }
+        }
+    };
+    (@absent $c:ident) => { Some(Counter::$c) };
+    (@absent) => { None };
+}
+
+stats! {
+    counters {
+        /// Requests started.
+        sent: Sent, series: Always, part: Always, quick: Always, summary: Always;
+        /// Arrivals (flows) whose last step was answered, whatever the status:
+        /// completed flows.
+        iterations: Iterations, series: Always, part: Always, quick: Never, summary: Never;
+        /// Arrivals whose first request was answered, whatever the status: the
+        /// achieved rate, comparable with a target in arrivals per second (a
+        /// series line gives it as `achieved_rate`). Parts written before it
+        /// existed read it as `iterations` (what "achieved" counted then).
+        arrivals_answered: ArrivalsAnswered, series: Never, part: Always, quick: Never, summary: Never, absent: Iterations;
+        /// Responses received, whatever their status.
+        completed: Completed, series: Always, part: Always, quick: Always, summary: Always;
+        /// Open-model arrivals dropped at the `max_in_flight` cap.
+        dropped: Dropped, series: Always, part: Always, quick: Always, summary: Always;
+        /// Response bytes read (head and body).
+        bytes_in: BytesIn, series: Always, part: Always, quick: Always, summary: Never;
+        /// Request bytes written.
+        bytes_out: BytesOut, series: Always, part: Always, quick: Always, summary: Never;
+        /// Connections opened.
+        connects: Connects, series: Never, part: Always, quick: Always, summary: Never;
+        /// HTTP/2: connections the server sent away (`GOAWAY`), replaced by new ones.
+        goaways: Goaways, series: NonZero, part: NonZero, quick: NonZero, summary: Never;
+        /// HTTP/2: requests that found every stream of every connection they
+        /// may use busy (the `streams` per connection, or fewer if the server's
+        /// SETTINGS said so) and waited for one. The wait is in their latency,
+        /// not their service time.
+        stream_waits: StreamWaits, series: NonZero, part: NonZero, quick: NonZero, summary: Never;
+    }
+    histograms {
+        /// Intended start to the end of every request that ended, failures included.
+        latency: Latency;
+        /// Actual send (on a ready connection) to the end, for every request sent.
+        service: Service;
+        /// `latency` of the successes alone.
+        latency_ok: LatencyOk;
+        /// `service` of the successes alone.
+        service_ok: ServiceOk;
+        /// TCP connect time of new connections.
+        connect: Connect;
+        /// TLS handshake time of new connections.
+        tls: Tls;
+        /// Request written to first response byte.
+        ttfb: Ttfb;
+    }
 }
 
 impl Stats {
-    /// Add everything of `other` to `self`. Associative and commutative.
-    pub fn merge(&mut self, other: &Stats) {
-        self.sent += other.sent;
-        self.iterations += other.iterations;
-        self.arrivals_answered += other.arrivals_answered;
-        self.completed += other.completed;
-        self.dropped += other.dropped;
-        self.failures += &other.failures;
-        self.bytes_in += other.bytes_in;
-        self.bytes_out += other.bytes_out;
-        self.connects += other.connects;
-        self.goaways += other.goaways;
-        self.stream_waits += other.stream_waits;
-        self.latency.merge(&other.latency);
-        self.service.merge(&other.service);
-        self.latency_ok.merge(&other.latency_ok);
-        self.service_ok.merge(&other.service_ok);
-        self.connect.merge(&other.connect);
-        self.tls.merge(&other.tls);
-        self.ttfb.merge(&other.ttfb);
-    }
-
-    /// Empty it, keeping the histograms' memory: what a fresh `Stats` is,
-    /// without the ~1.3 MB of new histograms (#12: the soak's RSS moved by
-    /// 4 MiB within each second while new ones were made every second).
-    pub fn clear(&mut self) {
-        // Destructured, so that a new field cannot be forgotten here.
-        let Stats {
-            sent,
-            iterations,
-            arrivals_answered,
-            completed,
-            dropped,
-            failures,
-            bytes_in,
-            bytes_out,
-            connects,
-            goaways,
-            stream_waits,
-            latency,
-            service,
-            latency_ok,
-            service_ok,
-            connect,
-            tls,
-            ttfb,
-        } = self;
-        for n in [
-            sent,
-            iterations,
-            arrivals_answered,
-            completed,
-            dropped,
-            bytes_in,
-            bytes_out,
-            connects,
-            goaways,
-            stream_waits,
-        ] {
-            *n = 0;
-        }
-        *failures = FailureCounts::default();
-        for h in [latency, service, latency_ok, service_ok, connect, tls, ttfb] {
-            h.clear();
-        }
-    }
-
     /// Requests that got a response and no failure.
     pub fn succeeded(&self) -> u64 {
         let with_response: u64 =
@@ -187,11 +302,11 @@ mod tests {
                 s.latency_ok.record(latency);
                 s.service_ok.record(service);
             }
-            s.dropped += u64::from(us % 2);
-            s.iterations += u64::from(us % 7 == 0);
-            s.arrivals_answered += u64::from(us % 3 == 0);
-            s.goaways += u64::from(us % 11 == 0);
-            s.stream_waits += u64::from(us % 13 == 0);
+            // Every declared counter, whatever it counts: one added to the
+            // table is covered here without a line of its own.
+            for (i, &c) in Counter::ALL.iter().enumerate() {
+                *s.counter_mut(c) += u64::from(us % (i as u16 + 2));
+            }
         }
         s
     }
@@ -207,9 +322,9 @@ mod tests {
     proptest! {
         #[test]
         fn merge_is_associative_and_order_free(
-            a in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
-            b in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
-            c in prop::collection::vec((1u16..60000, 0u8..10), 0..40),
+            a in prop::collection::vec((1u16..60000, any::<u8>()), 0..40),
+            b in prop::collection::vec((1u16..60000, any::<u8>()), 0..40),
+            c in prop::collection::vec((1u16..60000, any::<u8>()), 0..40),
         ) {
             let (a, b, c) = (stats_from(&a), stats_from(&b), stats_from(&c));
             let mut ab = a.clone();
@@ -223,6 +338,14 @@ mod tests {
             prop_assert_eq!(&left, &merged(&[&b, &a, &c]));
             prop_assert_eq!(left.latency.len(), a.latency.len() + b.latency.len() + c.latency.len());
             prop_assert_eq!(left.latency_ok.len(), a.latency_ok.len() + b.latency_ok.len() + c.latency_ok.len());
+            // Every declared counter and kind adds up (equality above holds for sums that are
+            // all wrong in the same way; this does not).
+            for &k in Counter::ALL {
+                prop_assert_eq!(left.counter(k), a.counter(k) + b.counter(k) + c.counter(k), "{}", k.name());
+            }
+            for k in FailureKind::ALL {
+                prop_assert_eq!(left.failures[k], a.failures[k] + b.failures[k] + c.failures[k], "{}", k.name());
+            }
         }
     }
 

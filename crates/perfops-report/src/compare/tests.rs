@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use StageVerdict::{Fails, Holds};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck};
-use perfops_core::measure::HistogramSummary;
+use perfops_core::measure::{Counter, HistogramSummary, SeriesCounters, Stats, SummaryCounters};
 
 use super::*;
 use crate::run::GeneratorUse;
@@ -23,11 +23,9 @@ fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: Histogram
         duration_s: 10.0,
         target_rate: target,
         achieved_rate: achieved,
-        sent: 1000,
-        completed: 1000,
+        counters: SummaryCounters::of(&Stats { sent: 1000, completed: 1000, ..Stats::default() }),
         succeeded: 1000 - failed,
         failed,
-        dropped: 0,
         error_ratio,
         failures: BTreeMap::from([("http_5xx".to_string(), failed)]),
         latency_ms,
@@ -101,7 +99,11 @@ fn killed(dir: &str, name: &str, seconds: &[(u32, &str, f64)]) -> Model {
             stage: stage.into(),
             target_rate: Some(rate),
             achieved_rate: rate,
-            completed: rate as u64,
+            counters: {
+                let mut c = SeriesCounters::default();
+                c[Counter::Completed] = rate as u64;
+                c
+            },
             succeeded: rate as u64,
             ..SeriesLine::default()
         })

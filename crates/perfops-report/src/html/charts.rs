@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 
-use perfops_core::measure::{FailureKind, HistogramSummary};
+use perfops_core::measure::{Counter, FailureKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
 use crate::lttb;
@@ -303,7 +303,7 @@ fn series_charts(rows: &[Option<&SeriesLine>], x: &[f64]) -> Vec<Value> {
         Series::new("in flight", col(&|l| Some(l.in_flight as f64)), json!({"color": color::IN_FLIGHT, "width": 2})),
         Series::new(
             "dropped/s",
-            col(&|l| Some(l.per_s(l.dropped))),
+            col(&|l| Some(l.per_s(l.counters[Counter::Dropped]))),
             json!({"color": color::DROPPED, "stepped": true, "axis": "right", "unit": "/s"}),
         ),
     ];

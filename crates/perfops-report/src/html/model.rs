@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use hdrhistogram::Histogram;
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::{RunResult, SloCheck, StageVerdict};
-use perfops_core::measure::{FailureKind, HistogramSummary};
+use perfops_core::measure::{Counter, FailureKind, HistogramSummary};
 use serde::Serialize;
 
 use crate::format::clock;
@@ -396,7 +396,7 @@ fn from_figures(stage: &mut Stage, f: &Figures) {
     stage.error_ratio = Some(f.error_ratio);
     stage.answered_failed_ratio = Some(answered_failed_ratio(f.succeeded, &f.failures));
     stage.failed = Some(f.failed);
-    stage.dropped = Some(f.dropped);
+    stage.dropped = Some(f.counters[Counter::Dropped]);
 }
 
 /// Of `succeeded` and the failures by kind that came with a response, the
@@ -444,7 +444,7 @@ fn from_series(
         }
         failed += l.failed;
         ok += l.succeeded;
-        dropped += l.dropped;
+        dropped += l.counters[Counter::Dropped];
         for (kind, n) in &l.failures {
             *failures.entry(kind.clone()).or_default() += n;
         }

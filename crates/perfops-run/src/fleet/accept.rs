@@ -51,6 +51,8 @@ pub(crate) struct Arrival {
     pub(crate) name: String,
     pub(crate) claim: Option<u32>,
     pub(crate) estimate: Estimate,
+    /// How its seconds read here (its `Hello` named their counters and kinds).
+    pub(crate) layout: wire::Layout,
 }
 
 /// What the door hands on: an agent, or a refused peer and why (sanitised).
@@ -226,13 +228,13 @@ async fn handshake(tcp: tokio::net::TcpStream, door: &Door) -> Result<Arrival, S
                 }
                 return Err(log);
             }
-            Next::Passed { name, claim, estimate } => {
+            Next::Passed { name, claim, estimate, layout } => {
                 if !inbox.is_empty() {
                     return Err(format!("agent {name}: spoke out of turn after the clock probes"));
                 }
                 let (tcp, session) = tls.into_inner();
                 let conn = tcp.into_std().and_then(|tcp| Conn::server(tcp, session, buf)).map_err(|e| e.to_string())?;
-                return Ok(Arrival { conn, name, claim, estimate });
+                return Ok(Arrival { conn, name, claim, estimate, layout });
             }
         }
     }

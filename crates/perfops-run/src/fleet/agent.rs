@@ -289,8 +289,16 @@ fn join(
     let failed = |e: std::io::Error| Attempt::Failed(e.into());
     let (mut c, session) = Conn::tls_client(tcp, tls.clone(), host, wait).map_err(busy)?;
     let own = auth::nonce().map_err(Attempt::Failed)?;
-    c.control(Control::Hello { protocol: PROTOCOL, nonce: own.clone(), index: args.index, name: name.to_string() })
-        .map_err(busy)?;
+    let wire::Names { counters, kinds } = wire::Names::local();
+    c.control(Control::Hello {
+        protocol: PROTOCOL,
+        nonce: own.clone(),
+        index: args.index,
+        name: name.to_string(),
+        counters,
+        kinds,
+    })
+    .map_err(busy)?;
     // Until the coordinator proved the token, what it says is a stranger's: small frames
     // (the connection's limit), reasons escaped before they are printed.
     let told =

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use perfops_core::fleet::clock::Estimate;
 use perfops_core::fleet::join::{Join, Limits, Taken};
-use perfops_core::fleet::wire::{Assignment, Control, Message};
+use perfops_core::fleet::wire::{self, Assignment, Control, Message};
 use perfops_core::measure::Stats;
 use perfops_core::model::Shard;
 use perfops_core::pipeline::AbortWhen;
@@ -86,6 +86,8 @@ struct Member {
     done: Option<Done>,
     /// Lost: at which second of the session clock, and why.
     lost: Option<(u32, String)>,
+    /// How its seconds read here (the counters and kinds its `Hello` named).
+    layout: wire::Layout,
 }
 
 /// What an agent said when it finished.
@@ -384,6 +386,10 @@ fn gather(
             "perfops: agent {} ({}) joined as shard {i}/{n}: clock offset {offset_ms:+.2} ms, round trip {rtt_ms:.2} ms",
             a.name, a.conn.peer
         );
+        // Said once, here: an agent of another build counts kinds this one does not know.
+        if let Some(note) = a.layout.note() {
+            eprintln!("perfops: agent {} is {note}", a.name);
+        }
         fleet.log(AgentLine::Joined {
             agent: i as u32,
             name: a.name.clone(),
@@ -393,7 +399,16 @@ fn gather(
         });
         let addr = a.conn.peer;
         let out = hub.pump(a.conn, next_conn, events.clone());
-        slots[i] = Some(Member { name: a.name, addr, conn: next_conn, estimate: e, out, done: None, lost: None });
+        slots[i] = Some(Member {
+            name: a.name,
+            addr,
+            conn: next_conn,
+            estimate: e,
+            out,
+            done: None,
+            lost: None,
+            layout: a.layout,
+        });
         next_conn += 1;
     }
     Ok(Some(slots.into_iter().flatten().collect()))
@@ -501,6 +516,9 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
     // for the slowest stays bounded whatever an agent with the token sends.
     let limits = Limits::of_plan(&plan.stage_ends, plan.work.step_names.len(), plan.end, tail, Duration::from_secs(30));
     let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO, limits);
+    for (i, m) in fleet.members.iter().enumerate() {
+        join.set_layout(i, m.layout.clone());
+    }
     let (mut total, mut stop_sent) = (Stats::default(), false);
     let mut scratch = Vec::new();
     loop {

@@ -15,7 +15,8 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use perfops_core::fleet::clock::{self, Estimate, Sample};
-use perfops_core::fleet::wire::{Control, PROTOCOL};
+use perfops_core::fleet::wire::{Control, Layout, Names, PROTOCOL};
+use perfops_core::measure::FailureKind;
 
 use super::auth::{self, Binding, Role};
 
@@ -51,9 +52,9 @@ enum State {
     /// Waiting for the agent's hello.
     Hello,
     /// The challenge sent; waiting for the agent's proof.
-    Proof { nonce_a: String, claim: Option<u32>, name: String },
+    Proof { nonce_a: String, claim: Option<u32>, name: String, layout: Layout },
     /// The agent proved; clock probe `t0` sent, waiting for its pong.
-    Probe { claim: Option<u32>, name: String, t0: i64 },
+    Probe { claim: Option<u32>, name: String, t0: i64, layout: Layout },
     /// Passed or refused: nothing more is taken.
     Over,
 }
@@ -67,7 +68,7 @@ pub(crate) enum Next {
     /// (sanitised, empty for a peer that is not worth a line).
     Refuse { tell: Option<String>, log: String },
     /// The agent proved the token and its clock is within bound.
-    Passed { name: String, claim: Option<u32>, estimate: Estimate },
+    Passed { name: String, claim: Option<u32>, estimate: Estimate, layout: Layout },
 }
 
 /// The coordinator's side of one handshake (see [`super::auth`]'s sketch),
@@ -96,7 +97,7 @@ impl<'a> Gate<'a> {
             return Next::Say(Vec::new());
         }
         match (std::mem::replace(&mut self.state, State::Over), msg) {
-            (State::Hello, Control::Hello { protocol, nonce, index, name }) => {
+            (State::Hello, Control::Hello { protocol, nonce, index, name, counters, kinds }) => {
                 let name = sanitize(&name, NAME_CHARS);
                 if protocol != PROTOCOL {
                     let reason =
@@ -106,30 +107,36 @@ impl<'a> Gate<'a> {
                 if !auth::is_nonce(&nonce) {
                     return Next::Refuse { tell: None, log: format!("agent {name}: a malformed nonce") };
                 }
-                self.state = State::Proof { nonce_a: nonce, claim: index, name };
+                // The names its seconds will be read by: checked (count, length, characters)
+                // within the handshake's frame limit, before anything is kept of them.
+                let layout = match Layout::of(&Names { counters, kinds }, &FailureKind::ALL) {
+                    Ok(layout) => layout,
+                    Err(e) => return Next::Refuse { tell: None, log: format!("agent {name}: {e}") },
+                };
+                self.state = State::Proof { nonce_a: nonce, claim: index, name, layout };
                 // The challenge holds nothing that depends on the token.
                 Next::Say(vec![Control::Challenge { nonce: self.nonce_c.clone() }])
             }
-            (State::Proof { nonce_a, claim, name }, Control::Proof { proof }) => {
+            (State::Proof { nonce_a, claim, name, layout }, Control::Proof { proof }) => {
                 if !auth::check(self.token, Role::Agent, &self.binding, &self.nonce_c, &nonce_a, &proof) {
                     let reason = "wrong token".to_string();
                     return Next::Refuse { tell: Some(reason.clone()), log: format!("agent {name}: {reason}") };
                 }
                 let own = auth::prove(self.token, Role::Coordinator, &self.binding, &nonce_a, &self.nonce_c);
-                self.state = State::Probe { claim, name, t0: now_ns };
+                self.state = State::Probe { claim, name, t0: now_ns, layout };
                 Next::Say(vec![Control::Accepted { proof: own }, Control::Ping { t0: now_ns }])
             }
             (State::Proof { name, .. } | State::Probe { name, .. }, Control::Refused { reason }) => Next::Refuse {
                 tell: None,
                 log: format!("agent {name} refused this coordinator: {}", sanitize(&reason, REASON_CHARS)),
             },
-            (State::Probe { claim, name, t0 }, Control::Pong { t0: back, t1, t2 }) if back == t0 => {
+            (State::Probe { claim, name, t0, layout }, Control::Pong { t0: back, t1, t2 }) if back == t0 => {
                 self.samples.push(Sample { t0, t1, t2, t3: now_ns });
                 if self.samples.len() < PROBES {
-                    self.state = State::Probe { claim, name, t0: now_ns };
+                    self.state = State::Probe { claim, name, t0: now_ns, layout };
                     return Next::Say(vec![Control::Ping { t0: now_ns }]);
                 }
-                self.decide(claim, name)
+                self.decide(claim, name, layout)
             }
             (State::Over, _) => Next::Refuse { tell: None, log: "spoke after the handshake ended".into() },
             (State::Hello, other) => {
@@ -144,7 +151,7 @@ impl<'a> Gate<'a> {
         }
     }
 
-    fn decide(&mut self, claim: Option<u32>, name: String) -> Next {
+    fn decide(&mut self, claim: Option<u32>, name: String, layout: Layout) -> Next {
         let Some(estimate) = clock::estimate(&self.samples) else {
             return Next::Refuse {
                 tell: None,
@@ -161,7 +168,7 @@ impl<'a> Gate<'a> {
             );
             return Next::Refuse { tell: Some(reason.clone()), log: format!("agent {name}: {reason}") };
         }
-        Next::Passed { name, claim, estimate }
+        Next::Passed { name, claim, estimate, layout }
     }
 }
 
@@ -266,7 +273,8 @@ mod tests {
     }
 
     fn hello(nonce: &str, name: &str) -> Control {
-        Control::Hello { protocol: PROTOCOL, nonce: nonce.into(), index: Some(1), name: name.into() }
+        let Names { counters, kinds } = Names::local();
+        Control::Hello { protocol: PROTOCOL, nonce: nonce.into(), index: Some(1), name: name.into(), counters, kinds }
     }
 
     /// The agent's side, done right: the whole handshake passes.
@@ -291,7 +299,8 @@ mod tests {
             if k + 1 < PROBES {
                 assert_eq!(next, Next::Say(vec![Control::Ping { t0: t }]), "probe {k}");
             } else {
-                let Next::Passed { name, claim, estimate } = next else { panic!("{next:?}") };
+                let Next::Passed { name, claim, estimate, layout } = next else { panic!("{next:?}") };
+                assert_eq!(layout, Layout::local(), "an agent of this build: read as sent");
                 assert_eq!((name.as_str(), claim, estimate.offset_ns), ("a1", Some(1), 0));
             }
         }
@@ -335,11 +344,42 @@ mod tests {
         let cases = [
             // Another protocol: told so.
             (
-                Control::Hello { protocol: 3, nonce: auth::nonce().unwrap(), index: None, name: "old".into() },
+                Control::Hello {
+                    protocol: 3,
+                    nonce: auth::nonce().unwrap(),
+                    index: None,
+                    name: "old".into(),
+                    counters: Vec::new(),
+                    kinds: Vec::new(),
+                },
                 "protocol 3",
             ),
             // An empty nonce: a proof over it could be replayed.
             (hello("", "n"), "malformed nonce"),
+            // Names its seconds would be read by that no build declares: refused
+            // before they are kept (the handshake's frame already bounds their size).
+            (
+                Control::Hello {
+                    protocol: PROTOCOL,
+                    nonce: auth::nonce().unwrap(),
+                    index: None,
+                    name: "n".into(),
+                    counters: Names::local().counters,
+                    kinds: vec!["timeout".into(), "timeout".into()],
+                },
+                "the failure kind `timeout` twice",
+            ),
+            (
+                Control::Hello {
+                    protocol: PROTOCOL,
+                    nonce: auth::nonce().unwrap(),
+                    index: None,
+                    name: "n".into(),
+                    counters: vec!["\u{1b}[2J".into()],
+                    kinds: Names::local().kinds,
+                },
+                "a malformed counter name",
+            ),
             // Not a hello at all.
             (Control::Proof { proof: "00".into() }, "said proof instead of hello"),
         ];
@@ -413,10 +453,26 @@ mod tests {
     fn arbitrary_control() -> impl Strategy<Value = Control> {
         let s = || ".{0,80}";
         prop_oneof![
-            (any::<u32>(), s(), proptest::option::of(any::<u32>()), s())
-                .prop_map(|(protocol, nonce, index, name)| Control::Hello { protocol, nonce, index, name }),
-            (Just(PROTOCOL), "[0-9a-f]{64}", proptest::option::of(any::<u32>()), s())
-                .prop_map(|(protocol, nonce, index, name)| Control::Hello { protocol, nonce, index, name }),
+            (any::<u32>(), s(), proptest::option::of(any::<u32>()), s()).prop_map(|(protocol, nonce, index, name)| {
+                Control::Hello {
+                    protocol,
+                    nonce,
+                    index,
+                    name,
+                    counters: Names::local().counters,
+                    kinds: Names::local().kinds,
+                }
+            }),
+            (Just(PROTOCOL), "[0-9a-f]{64}", proptest::option::of(any::<u32>()), s()).prop_map(
+                |(protocol, nonce, index, name)| Control::Hello {
+                    protocol,
+                    nonce,
+                    index,
+                    name,
+                    counters: Names::local().counters,
+                    kinds: Names::local().kinds,
+                }
+            ),
             s().prop_map(|proof| Control::Proof { proof }),
             "[0-9a-f]{64}".prop_map(|proof| Control::Proof { proof }),
             s().prop_map(|nonce| Control::Challenge { nonce }),

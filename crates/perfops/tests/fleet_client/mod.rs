@@ -99,7 +99,12 @@ pub fn recv(s: &mut impl Read) -> std::io::Result<serde_json::Value> {
 /// A hello as an agent of this protocol sends it.
 pub fn hello(nonce: &str, name: &str) -> String {
     let protocol = perfops_core::fleet::wire::PROTOCOL;
-    serde_json::json!({"type": "hello", "protocol": protocol, "nonce": nonce, "index": null, "name": name}).to_string()
+    let names = perfops_core::fleet::wire::Names::local();
+    serde_json::json!({
+        "type": "hello", "protocol": protocol, "nonce": nonce, "index": null, "name": name,
+        "counters": names.counters, "kinds": names.kinds,
+    })
+    .to_string()
 }
 
 /// 64 hex characters, as a nonce is.
