@@ -534,7 +534,7 @@ pub(crate) fn finish(
     chosen.finish(&End::Run(summary));
     let summary = &*summary;
     if let Err(e) = dir.write_json("summary.json", summary) {
-        eprintln!("perfops: cannot write summary.json ({e})");
+        note!("cannot write summary.json ({e})");
     }
     if let Some(path) = junit {
         std::fs::write(path, perfops_report::junit::render(summary))
@@ -548,7 +548,7 @@ pub(crate) fn finish(
         },
         Err(e) => format!("report:  not made ({e})\n"),
     };
-    crate::exit::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
+    crate::say::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
     // An abort rule is a threshold too: a run it stopped did not pass; nor did
     // an inconclusive one, which proves nothing about the server.
     let passed =

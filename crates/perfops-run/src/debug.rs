@@ -20,9 +20,10 @@ use perfops_core::scenario::{Step, TargetSpec};
 use perfops_engine::{DebugExchange, Target, Work};
 
 use crate::demo::DemoChild;
-use crate::exit::{Exit, UsageError, out};
+use crate::exit::{Exit, UsageError};
 use crate::launch::PlanBase;
 use crate::loading::{inputs, load_scenario};
+use crate::say::out;
 use crate::session::{SessionArgs, demo_name, overrides};
 
 /// Run `args.scenario`'s setup and flows once each and print every exchange.

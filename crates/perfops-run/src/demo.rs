@@ -70,9 +70,9 @@ pub fn run(args: DemoArgs) -> Result<Exit> {
     }
     perfops_demo::serve(&config, stop, |addr, metrics| {
         // The first line of stdout is read by `perfops run` to find the port.
-        println!("perfops demo ({}) listening on http://{addr}", config.model);
+        crate::say::out(&format!("perfops demo ({}) listening on http://{addr}\n", config.model));
         if let Some(m) = metrics {
-            println!("metrics (outside the pool) on http://{m}/metrics");
+            crate::say::out(&format!("metrics (outside the pool) on http://{m}/metrics\n"));
         }
     })?;
     Ok(Exit::Passed)

@@ -143,7 +143,7 @@ pub(crate) fn stop_flag() -> Result<Arc<AtomicBool>> {
                         first = Some(Instant::now());
                         flag.store(true, Ordering::SeqCst);
                         let again = if signal == SIGTERM { "a second SIGTERM" } else { "Ctrl-C again" };
-                        eprintln!("perfops: stopping; {again} exits at once (what was measured so far is kept)");
+                        note!("stopping; {again} exits at once (what was measured so far is kept)");
                     }
                     Some(at) if at.elapsed() >= AGAIN => std::process::exit(130),
                     Some(_) => {}
@@ -192,8 +192,8 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
             // Said once: a command checks before its results directory and again per load.
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
-                eprintln!(
-                    "perfops: warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
+                note!(
+                    "warning: this process may open {limit} files at most (`ulimit -Hn`): beyond \
                  {room} requests in flight, new connections will fail (connect_error), before max_in_flight \
                  ({max_in_flight}) drops arrivals"
                 )

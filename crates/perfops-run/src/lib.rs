@@ -18,7 +18,16 @@
 //! (a file, a flag, a peer); an error in what the user gave is marked
 //! [`exit::UsageError`] (exit 2), anything else is a runtime failure.
 
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+/// Say a note to the person running it: `note!("started {x}")` is the line
+/// `perfops: started ...` (see [`say`]).
+macro_rules! note {
+    ($($arg:tt)*) => { $crate::say::tell(&format!("perfops: {}\n", format_args!($($arg)*))) };
+}
+
+/// Say a line as it is, with its newline (see [`say`]).
+macro_rules! tell {
+    ($($arg:tt)*) => { $crate::say::tell(&format!("{}\n", format_args!($($arg)*))) };
+}
 
 pub mod conclude;
 pub mod debug;
@@ -34,6 +43,7 @@ pub mod outputs;
 pub mod protos;
 pub mod quick;
 pub mod run;
+pub mod say;
 pub mod session;
 pub mod shard;
 pub mod source;

@@ -82,8 +82,8 @@ pub fn run(args: LimitArgs) -> Result<Exit> {
             .or(s.scenario.probe.readiness.as_ref())
             .map_or("/health".into(), |p| p.path.clone()),
     );
-    eprintln!(
-        "perfops: limit {} — from {}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
+    note!(
+        "limit {} — from {}/s, x{} up, bisect to {:.0}%, {:.0} s per attempt; results in {}",
         s.scenario.name,
         plan.first_rate(),
         args.factor,
@@ -124,8 +124,8 @@ pub fn run(args: LimitArgs) -> Result<Exit> {
         }
         let verdict = s.judge(&loaded.stages)[0].clone();
         let st = &loaded.stages[0];
-        eprintln!(
-            "perfops: {:>12}: achieved {:.1}/s, p95 {}, errors {:.2}% -> {}{}",
+        note!(
+            "{:>12}: achieved {:.1}/s, p95 {}, errors {:.2}% -> {}{}",
             st.plan.name,
             st.achieved_rate,
             perfops_report::format::ms_compact(st.stats.latency.quantile(0.95).as_secs_f64() * 1000.0),
@@ -247,7 +247,7 @@ fn settle(url: &str, s: &Session, limit: Duration, baseline: Option<Duration>) -
         std::thread::sleep(Duration::from_millis(100));
     }
     if !stopped(s) {
-        eprintln!("perfops: the target did not recover within {:.0} s; going on", limit.as_secs_f64());
+        note!("the target did not recover within {:.0} s; going on", limit.as_secs_f64());
     }
     None
 }

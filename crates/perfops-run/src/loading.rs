@@ -97,7 +97,7 @@ pub(crate) fn read_sources(
             let mut all = env.err().unwrap_or_default();
             all.0.extend(feeders.err().unwrap_or_default().0);
             all.0.sort_by_key(|d| (d.file == "--set", d.line, d.column));
-            eprint!("{}", all.render(text));
+            crate::say::tell(&all.render(text));
             None
         }
     }
@@ -133,7 +133,7 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
                 message: "not UTF-8 text".into(),
                 hint: Some("a scenario is YAML in UTF-8; convert the file (e.g. `iconv -f latin1 -t utf-8`)".into()),
             };
-            eprint!("{}", perfops_core::scenario::Diagnostics(vec![d]).render(""));
+            crate::say::tell(&perfops_core::scenario::Diagnostics(vec![d]).render(""));
             return Ok(None);
         }
     };
@@ -142,7 +142,7 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
             // Which outputs exist is the registry's: a name it does not know, at its place.
             let unknown = crate::outputs::unknown_in_scenario(&s.outputs);
             if !unknown.is_empty() {
-                eprint!("{}", perfops_core::scenario::Diagnostics(unknown).render(&text));
+                crate::say::tell(&perfops_core::scenario::Diagnostics(unknown).render(&text));
                 return Ok(None);
             }
             Ok(Some((s, text)))
@@ -156,7 +156,7 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
             diagnostics.0.extend(env.err().unwrap_or_default().0);
             diagnostics.0.extend(feeders.err().unwrap_or_default().0);
             diagnostics.0.sort_by_key(|d| (d.file == "--set", d.line, d.column));
-            eprint!("{}", diagnostics.render(&text));
+            crate::say::tell(&diagnostics.render(&text));
             Ok(None)
         }
     }

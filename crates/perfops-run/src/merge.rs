@@ -228,7 +228,7 @@ fn scenario(part: &Part) -> Result<Scenario> {
         .ok_or_else(|| refuse(format!("{}: scenario.yaml is missing", part.dir.display())))?;
     let file = part.dir.join("scenario.yaml").display().to_string();
     perfops_core::scenario::parse(&file, text, &overrides(&part.read.meta.command)).map_err(|d| {
-        eprint!("{}", d.render(text));
+        crate::say::tell(&d.render(text));
         refuse(format!("{file} does not read as a scenario"))
     })
 }
@@ -372,9 +372,9 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         );
     }
     for g in &gaps {
-        eprintln!("perfops: merge: {g}");
+        note!("merge: {g}");
     }
-    eprintln!("perfops: merged {} of {count} shard(s) of {} into {}", parts.len(), scenario.name, dir.path().display());
+    note!("merged {} of {count} shard(s) of {} into {}", parts.len(), scenario.name, dir.path().display());
     // The shards' resolved address (each hit the same target); a run written before #32 has only its label.
     let target_addr = meta.resolved.as_ref().map_or(meta.target.as_str(), |r| r.address.as_str());
     let judging = Judging {

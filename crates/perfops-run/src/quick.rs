@@ -249,14 +249,14 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         let json = serde_json::to_vec_pretty(&summary)?;
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
-    crate::exit::out(&summary.text());
+    crate::say::out(&summary.text());
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
     // Requests went out and not one ended (all still in flight when the run
     // ended: cut, which is no failure of the server): a run that measured
     // nothing passed nothing. Failures are `--max-errors`' business.
     if summary.counters[Counter::Sent] > 0 && summary.counters[Counter::Completed] == 0 && summary.failed == 0 {
-        eprintln!("perfops: no request was answered in {:.1} s", summary.elapsed_s);
+        note!("no request was answered in {:.1} s", summary.elapsed_s);
         return Ok(Exit::ThresholdsFailed);
     }
     Ok(if summary.failed > 0 && error_pct > args.max_errors { Exit::ThresholdsFailed } else { Exit::Passed })

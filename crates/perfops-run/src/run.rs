@@ -62,12 +62,12 @@ pub fn check(args: CheckArgs) -> Result<Exit> {
         // target's URL), read alike: `check` passes what `run` accepts (#11).
         match inputs(&s, path, &text) {
             Err(e) => {
-                eprintln!("{}: {e:#}", path.display());
+                tell!("{}: {e:#}", path.display());
                 ok = false;
             }
             Ok(None) => ok = false,
             Ok(Some(read)) => {
-                crate::exit::out(&format!(
+                crate::say::out(&format!(
                     "{}: ok ({} flows, {} stages, {:.0} s)\n",
                     path.display(),
                     s.flows.len(),
@@ -75,13 +75,13 @@ pub fn check(args: CheckArgs) -> Result<Exit> {
                     s.load.duration().as_secs_f64()
                 ));
                 if let Some(why) = read.unresolved {
-                    eprintln!("{}: note: {why}: `run` needs it to resolve where it runs", path.display());
+                    tell!("{}: note: {why}: `run` needs it to resolve where it runs", path.display());
                 }
                 // What a valid file will surely do wrong when it runs: said, not refused (#32).
                 let warnings =
                     perfops_core::scenario::warn::warnings(&path.display().to_string(), &text, &s, &read.feeders);
                 if !warnings.0.is_empty() {
-                    eprint!("{}", warnings.render_warnings(&text));
+                    crate::say::tell(&warnings.render_warnings(&text));
                 }
             }
         }
@@ -99,8 +99,8 @@ pub fn run(args: RunArgs) -> Result<Exit> {
     let model = load_model(&s.scenario.load)?;
     let stages = stage_plans(&s.scenario.load, placement.shard());
     let shard = placement.shard.map_or(String::new(), |sh| format!(", shard {}", crate::shard::shard_text(sh)));
-    eprintln!(
-        "perfops: {} — {} stage(s), {:.0} s{shard}; results in {}",
+    note!(
+        "{} — {} stage(s), {:.0} s{shard}; results in {}",
         s.scenario.name,
         stages.len(),
         s.scenario.load.duration().as_secs_f64(),
@@ -117,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<Exit> {
     // aborted run, and a runtime failure, not a verdict on the target's capacity.
     let down = s.down().map(str::to_string);
     if let Some(why) = &down {
-        eprintln!("perfops: stopped after {} s: {why} (--keep-going runs on)", TargetDown::WINDOW);
+        note!("stopped after {} s: {why} (--keep-going runs on)", TargetDown::WINDOW);
     }
     let reason = down.clone().or_else(|| abort.reason().map(str::to_string));
     let interrupted = loaded.stopped && reason.is_none();

@@ -161,7 +161,7 @@ impl Session {
                 let name = demo_name(model);
                 let child = DemoChild::start(name, options)?;
                 let url = child.url.clone();
-                eprintln!("perfops: started the demo target ({name}) at {url}");
+                note!("started the demo target ({name}) at {url}");
                 let target = Target::parse(&url).map_err(|e| usage(e.to_string()))?;
                 (Some(child), url, target)
             }
@@ -176,7 +176,7 @@ impl Session {
         let target_addr = target.addr.to_string();
         let resolved = ResolvedTarget { url: redact_text(&url).into_owned(), address: target_addr.clone() };
         if demo.is_none() {
-            eprintln!("perfops: target {}", resolved.shown());
+            note!("target {}", resolved.shown());
         }
 
         let stop = launch::stop_flag()?;
@@ -380,14 +380,14 @@ impl Session {
         if keep_start {
             let now = Instant::now();
             if now > self.t0 {
-                eprintln!(
-                    "perfops: the start at {} has passed: started {} ms late, what was due is sent at once",
+                note!(
+                    "the start at {} has passed: started {} ms late, what was due is sent at once",
                     utc_rfc3339_ms(self.started),
                     now.duration_since(self.t0).as_millis()
                 );
             } else if self.t0 - now > Duration::from_secs(1) {
-                eprintln!(
-                    "perfops: waiting {:.1} s for the start at {}",
+                note!(
+                    "waiting {:.1} s for the start at {}",
                     (self.t0 - now).as_secs_f64(),
                     utc_rfc3339_ms(self.started)
                 );

@@ -304,8 +304,8 @@ pub fn setup(args: SetupArgs) -> Result<Exit> {
     write_setup_values(&args.out, &values)?;
     let mut names: Vec<&String> = values.keys().collect();
     names.sort();
-    eprintln!(
-        "perfops: setup saved {} into {} (mode 0600)",
+    note!(
+        "setup saved {} into {} (mode 0600)",
         names.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", "),
         args.out.display()
     );

@@ -91,7 +91,7 @@ impl Feed for PipelineFeed<'_> {
                 failed.get_or_insert_with(|| e.clone());
             }
             Notice::Abort(why) => {
-                eprintln!("perfops: {n}");
+                note!("{n}");
                 aborted.get_or_insert_with(|| why.clone());
             }
         });

@@ -46,8 +46,8 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
         Load::Closed { think, .. } => *think,
         Load::Open { .. } => Duration::ZERO,
     };
-    eprintln!(
-        "perfops: sweep {} — concurrency {:?}, {:.0} s each; results in {}",
+    note!(
+        "sweep {} — concurrency {:?}, {:.0} s each; results in {}",
         s.scenario.name,
         args.concurrency,
         args.hold.as_secs_f64(),
@@ -75,8 +75,8 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
         }
         let st = &loaded.stages[0];
         // The level table's figures: p50 of the answered requests (see `levels`).
-        eprintln!(
-            "perfops: {n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
+        note!(
+            "{n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
             st.achieved_rate,
             perfops_report::format::ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
             perfops_report::format::ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
@@ -133,7 +133,7 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
     // Each level is the closed model, whatever the scenario's load says.
     summary.model = "closed".into();
     summary.sweep = Some(result);
-    crate::exit::out(&text);
+    crate::say::out(&text);
     crate::conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)
 }
 

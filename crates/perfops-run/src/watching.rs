@@ -185,7 +185,7 @@ impl Store {
             if let Err(e) = written
                 && !self.write_failed
             {
-                eprintln!("perfops: cannot write watched metrics ({e}); they are still judged");
+                note!("cannot write watched metrics ({e}); they are still judged");
                 self.write_failed = true;
             }
             self.keep(ev);
@@ -237,7 +237,7 @@ impl Store {
             WatchEvent::Problem { t, source, message } => {
                 let key = format!("{source}: {message}");
                 if !self.said.contains(&key) {
-                    eprintln!("perfops: watch: {key} (t={t:.0}s)");
+                    note!("watch: {key} (t={t:.0}s)");
                     self.said.push(key);
                 }
             }

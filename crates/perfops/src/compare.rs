@@ -50,9 +50,9 @@ pub(crate) fn run(args: CompareArgs) -> Result<Exit> {
         eprintln!("perfops: comparison page written to {}", args.output.display());
     }
     if args.json {
-        crate::exit::out(&format!("{}\n", serde_json::to_string_pretty(&c)?));
+        perfops_run::say::out(&format!("{}\n", serde_json::to_string_pretty(&c)?));
     } else {
-        crate::exit::out(&compare::table(&c));
+        perfops_run::say::out(&compare::table(&c));
     }
     Ok(Exit::Passed)
 }

@@ -39,7 +39,7 @@ pub(crate) struct ManArgs {
 pub(crate) fn completions(args: CompletionsArgs) -> Result<Exit> {
     let mut buf = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "perfops", &mut buf);
-    crate::exit::out(&String::from_utf8_lossy(&buf));
+    perfops_run::say::out(&String::from_utf8_lossy(&buf));
     Ok(Exit::Passed)
 }
 
@@ -68,7 +68,7 @@ pub(crate) fn man(args: ManArgs) -> Result<Exit> {
     let mut buf = Vec::new();
     clap_mangen::Man::new(page).render(&mut buf).context("rendering the man page")?;
     buf.flush().ok();
-    crate::exit::out(&String::from_utf8_lossy(&buf));
+    perfops_run::say::out(&String::from_utf8_lossy(&buf));
     Ok(Exit::Passed)
 }
 

@@ -19,6 +19,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cli;
 mod compare;
+mod console;
 mod help;
 mod reference;
 mod report;
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
     // scenario at 5,000/s (bench/surge.sh): RSS 54 -> 36 MiB before any surge.
     // Failing only costs that.
     let _ = nix::sys::prctl::set_thp_disable(true);
+    perfops_run::say::set_console(Box::new(console::Terminal));
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => perfops_run::run::run(args.into()),

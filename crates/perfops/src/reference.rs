@@ -36,9 +36,9 @@ pub(crate) fn run(args: SchemaArgs) -> Result<Exit> {
     if args.markdown {
         let page = markdown(SCENARIO_SCHEMA)
             .map_err(|missing| anyhow!("the scenario schema is incomplete:\n  {}", missing.join("\n  ")))?;
-        crate::exit::out(&page);
+        perfops_run::say::out(&page);
     } else {
-        crate::exit::out(SCENARIO_SCHEMA);
+        perfops_run::say::out(SCENARIO_SCHEMA);
     }
     Ok(Exit::Passed)
 }

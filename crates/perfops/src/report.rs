@@ -50,7 +50,7 @@ pub(crate) fn report(args: ReportArgs) -> Result<Exit> {
     }
     let out = args.output.unwrap_or_else(|| args.run_dir.join("report.html"));
     write_atomically(&out, page.as_bytes()).with_context(|| format!("writing {}", out.display()))?;
-    crate::exit::out(&format!("{}\n", out.display()));
+    perfops_run::say::out(&format!("{}\n", out.display()));
     Ok(Exit::Passed)
 }
 
@@ -74,9 +74,9 @@ pub(crate) fn list(args: RunsArgs) -> Result<Exit> {
         }
     }
     if args.json {
-        crate::exit::out(&format!("{}\n", serde_json::to_string_pretty(&found)?));
+        perfops_run::say::out(&format!("{}\n", serde_json::to_string_pretty(&found)?));
     } else {
-        crate::exit::out(&runs::table(&found));
+        perfops_run::say::out(&runs::table(&found));
     }
     Ok(Exit::Passed)
 }

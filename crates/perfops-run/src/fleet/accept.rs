@@ -96,7 +96,7 @@ impl Opened {
     pub(crate) fn say_unsaid(&self) {
         let held = self.0.hush.lock().map_or(0, |mut h| h.take_held());
         if held > 0 {
-            eprintln!("perfops: {held} more refused peer(s) not shown (rate-limited)");
+            note!("{held} more refused peer(s) not shown (rate-limited)");
         }
     }
 }

@@ -93,7 +93,7 @@ pub(crate) fn wall_ns() -> i64 {
 
 /// Why an agent ends without having run its part: said on stderr, exit 3.
 fn refused(message: String) -> Result<Exit> {
-    eprintln!("perfops: agent: {message}");
+    note!("agent: {message}");
     Ok(Exit::Runtime)
 }
 
@@ -128,10 +128,7 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
             Ok(Joined::Refused(message)) => return refused(message),
             Err(Attempt::Busy(e)) if Instant::now() < deadline && !stop.load(Ordering::Relaxed) => {
                 if !said_busy {
-                    eprintln!(
-                        "perfops: agent: the coordinator at {} closed the connection ({e}); trying again",
-                        args.join
-                    );
+                    note!("agent: the coordinator at {} closed the connection ({e}); trying again", args.join);
                     said_busy = true;
                 }
                 std::thread::sleep(Duration::from_millis(300 + u64::from(std::process::id() % 400)));
@@ -174,7 +171,7 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
                 // silent for longer than SILENCE, it hangs or is cut off, and nobody watches this load.
                 match events.recv_timeout(SILENCE) {
                     Ok(Event::Frame(_, Message::Control(Control::Stop { reason }))) => {
-                        eprintln!("perfops: agent: stopped by the coordinator: {}", sanitize(&reason, REASON_CHARS));
+                        note!("agent: stopped by the coordinator: {}", sanitize(&reason, REASON_CHARS));
                         ordered.store(true, Ordering::Relaxed);
                         stop.store(true, Ordering::Relaxed);
                     }
@@ -223,8 +220,8 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
         // end is no success.
         drop(out);
         std::thread::sleep(Duration::from_millis(100));
-        eprintln!(
-            "perfops: agent {name}: interrupted: shard {index}/{count} stopped after {:.1} s ({} requests sent); \
+        note!(
+            "agent {name}: interrupted: shard {index}/{count} stopped after {:.1} s ({} requests sent); \
              the coordinator marks its seconds from then on as missing",
             outcome.elapsed.as_secs_f64(),
             outcome.total.sent
@@ -239,10 +236,10 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
     drop(out);
     if lost.load(Ordering::Relaxed) {
         // Done was queued before: the coordinator may have it. Nothing more to do either way.
-        eprintln!("perfops: agent {name}: the coordinator closed the connection after the load");
+        note!("agent {name}: the coordinator closed the connection after the load");
     }
-    eprintln!(
-        "perfops: agent {name}: shard {index}/{count} done: {} requests sent in {:.1} s",
+    note!(
+        "agent {name}: shard {index}/{count} done: {} requests sent in {:.1} s",
         outcome.total.sent,
         outcome.elapsed.as_secs_f64()
     );
@@ -329,8 +326,8 @@ fn join(
     }
     c.trust();
     if args.tls_ca.is_none() {
-        eprintln!(
-            "perfops: agent {name}: the coordinator's certificate (SHA-256 {}) is not verified (no --tls-ca); the \
+        note!(
+            "agent {name}: the coordinator's certificate (SHA-256 {}) is not verified (no --tls-ca); the \
              coordinator proved the token over this TLS session",
             session.fingerprint
         );
@@ -344,8 +341,8 @@ fn join(
                 c.control(Control::Pong { t0, t1, t2: clock.now() }).map_err(failed)?;
             }
             Control::Welcome { index, count, offset_ns } => {
-                eprintln!(
-                    "perfops: agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
+                note!(
+                    "agent {name}: joined {} as shard {index}/{count} (clock offset {:+.1} ms)",
                     args.join,
                     offset_ns as f64 / 1e6
                 );
@@ -478,7 +475,7 @@ fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result
             Ok(s) => return Ok(Some(s)),
             Err(e) => {
                 if !said {
-                    eprintln!("perfops: agent: waiting for the coordinator at {host}:{port} ({e})");
+                    note!("agent: waiting for the coordinator at {host}:{port} ({e})");
                     said = true;
                 }
             }

@@ -134,7 +134,7 @@ impl Fleet {
         match &mut self.out {
             Some(out) => {
                 if let Err(e) = out.append("agents.jsonl", &line) {
-                    eprintln!("perfops: cannot write agents.jsonl ({e})");
+                    note!("cannot write agents.jsonl ({e})");
                     self.out = None;
                 }
             }
@@ -147,7 +147,7 @@ impl Fleet {
         let mut out = JsonLines::new(dir);
         for line in self.lines.drain(..) {
             if let Err(e) = out.append("agents.jsonl", &line) {
-                eprintln!("perfops: cannot write agents.jsonl ({e})");
+                note!("cannot write agents.jsonl ({e})");
                 return;
             }
         }
@@ -173,7 +173,7 @@ impl Fleet {
                         Some(i) => format!("the run has started: shard {i} is already running (not run twice)"),
                         None => "the run has started with every shard taken".to_string(),
                     };
-                    eprintln!("perfops: refused agent {} ({}): {reason}", a.name, a.conn.peer);
+                    note!("refused agent {} ({}): {reason}", a.name, a.conn.peer);
                     let _ = a.conn.control(Control::Refused { reason: reason.clone() });
                     self.log(AgentLine::Refused { addr: a.conn.peer.to_string(), reason });
                 }
@@ -185,10 +185,10 @@ impl Fleet {
     fn refused(&mut self, addr: SocketAddr, reason: String) {
         if addr.port() == 0 {
             // Not a peer: the listener itself (out of file descriptors).
-            eprintln!("perfops: {reason}");
+            note!("{reason}");
             return;
         }
-        eprintln!("perfops: refused a peer from {addr}: {reason}");
+        note!("refused a peer from {addr}: {reason}");
         self.log(AgentLine::Refused { addr: addr.to_string(), reason });
     }
 }
@@ -217,17 +217,17 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let listener = TcpListener::bind(&args.listen).map_err(|e| usage(format!("--listen {}: {e}", args.listen)))?;
     let addr = listener.local_addr()?;
     let n = args.agents as usize;
-    eprintln!("perfops: coordinator listening on {addr} (TLS): waiting up to {:?} for {n} agent(s)", args.join_timeout);
+    note!("coordinator listening on {addr} (TLS): waiting up to {:?} for {n} agent(s)", args.join_timeout);
     if let Some(print) = &made {
-        eprintln!(
-            "perfops: TLS with a self-signed certificate made for this run, SHA-256 {print} (agents need no \
+        note!(
+            "TLS with a self-signed certificate made for this run, SHA-256 {print} (agents need no \
              --tls-ca: the token handshake is bound to the TLS session)"
         );
     }
     if generated {
         // Once, here, and nowhere else: not in the results, meta.json or agents.jsonl.
-        eprintln!(
-            "perfops: no --token or PERFOPS_TOKEN: generated one for this run. Start each agent with:\n  \
+        note!(
+            "no --token or PERFOPS_TOKEN: generated one for this run. Start each agent with:\n  \
              PERFOPS_TOKEN={token} perfops agent --join https://{}",
             join_address(addr)
         );
@@ -259,13 +259,13 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     fleet.say_all(&Control::Assign(Box::new(assignment)));
     if let Err(e) = ready(&mut fleet) {
         fleet.say_all(&Control::Bye);
-        eprintln!("perfops: {e:#}");
+        note!("{e:#}");
         door.say_unsaid();
         linger(fleet.members);
         return Ok(Exit::Runtime);
     }
-    eprintln!(
-        "perfops: {} — {} stage(s), {:.0} s on {n} agent(s); results in {}",
+    note!(
+        "{} — {} stage(s), {:.0} s on {n} agent(s); results in {}",
         s.scenario.name,
         stages.len(),
         s.scenario.load.duration().as_secs_f64(),
@@ -325,8 +325,8 @@ fn gather(
         if left.is_zero() {
             let missing: Vec<String> =
                 slots.iter().enumerate().filter(|(_, m)| m.is_none()).map(|(i, _)| i.to_string()).collect();
-            eprintln!(
-                "perfops: {} of {n} agent(s) did not join within {within:?}: shard(s) {} missing",
+            note!(
+                "{} of {n} agent(s) did not join within {within:?}: shard(s) {} missing",
                 missing.len(),
                 missing.join(", ")
             );
@@ -342,7 +342,7 @@ fn gather(
                 && let Some(i) = slots.iter().position(|m| m.as_ref().is_some_and(|m| m.conn == id))
                 && let Some(m) = slots[i].take()
             {
-                eprintln!("perfops: agent {} (shard {i}) left before the start ({why}); shard {i} is free", m.name);
+                note!("agent {} (shard {i}) left before the start ({why}); shard {i} is free", m.name);
             }
         }
         let arrival = match fleet.arrivals.recv_timeout(left.min(Duration::from_millis(200))) {
@@ -371,7 +371,7 @@ fn gather(
         let i = match placed {
             Ok(i) => i,
             Err(reason) => {
-                eprintln!("perfops: refused agent {} ({}): {reason}", a.name, a.conn.peer);
+                note!("refused agent {} ({}): {reason}", a.name, a.conn.peer);
                 let _ = a.conn.control(Control::Refused { reason: reason.clone() });
                 fleet.log(AgentLine::Refused { addr: a.conn.peer.to_string(), reason });
                 continue;
@@ -382,13 +382,14 @@ fn gather(
             continue;
         }
         let (offset_ms, rtt_ms) = (e.offset_ns as f64 / 1e6, e.rtt_ns as f64 / 1e6);
-        eprintln!(
-            "perfops: agent {} ({}) joined as shard {i}/{n}: clock offset {offset_ms:+.2} ms, round trip {rtt_ms:.2} ms",
-            a.name, a.conn.peer
+        note!(
+            "agent {} ({}) joined as shard {i}/{n}: clock offset {offset_ms:+.2} ms, round trip {rtt_ms:.2} ms",
+            a.name,
+            a.conn.peer
         );
         // Said once, here: an agent of another build counts kinds this one does not know.
         if let Some(note) = a.layout.note() {
-            eprintln!("perfops: agent {} is {note}", a.name);
+            note!("agent {} is {note}", a.name);
         }
         fleet.log(AgentLine::Joined {
             agent: i as u32,
@@ -566,7 +567,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                             let t = offset + join.next_of(i).unwrap_or(0);
                             let m = &mut fleet.members[i];
                             let why = "stopped on its own (a signal on the agent)".to_string();
-                            eprintln!("perfops: agent {} (shard {i}, {}) {why} at t={t}s", m.name, m.addr);
+                            note!("agent {} (shard {i}, {}) {why} at t={t}s", m.name, m.addr);
                             m.lost = Some((t, why.clone()));
                             let name = m.name.clone();
                             fleet.log(AgentLine::Lost { agent: i as u32, name, t, reason: why });
@@ -618,7 +619,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         }
         if stop.load(Ordering::Relaxed) && !stop_sent {
             let why = feed.stopping().map_or_else(|| "interrupted on the coordinator".into(), str::to_string);
-            eprintln!("perfops: stopping every agent ({why})");
+            note!("stopping every agent ({why})");
             fleet.say_all(&Control::Stop { reason: why });
             stop_sent = true;
         }
@@ -665,10 +666,11 @@ fn lose(fleet: &mut Fleet, join: &Join, i: usize, offset: u32, why: String) {
     let why = sanitize(&why, REASON_CHARS);
     let t = offset + join.next_of(i).unwrap_or(0);
     let m = &mut fleet.members[i];
-    eprintln!(
-        "perfops: agent {} (shard {i}, {}) lost at t={t}s: {why}; what it sent is kept, its seconds from t={t}s \
+    note!(
+        "agent {} (shard {i}, {}) lost at t={t}s: {why}; what it sent is kept, its seconds from t={t}s \
          on are missing",
-        m.name, m.addr
+        m.name,
+        m.addr
     );
     m.lost = Some((t, why.clone()));
     let name = m.name.clone();

@@ -172,8 +172,8 @@ pub fn run(args: K8sArgs) -> Result<Exit> {
     };
     write(&args.out, &manifest::bundle(&spec))?;
     let secrets: Vec<&str> = spec.env.keys().map(String::as_str).collect();
-    eprintln!(
-        "perfops: wrote {} objects for {} agents to {} (namespace {}); the Secrets hold the fleet token, the \
+    note!(
+        "wrote {} objects for {} agents to {} (namespace {}); the Secrets hold the fleet token, the \
          coordinator's TLS key and certificate, the scenario and its files{}",
         FILES.len(),
         spec.agents,
@@ -181,7 +181,7 @@ pub fn run(args: K8sArgs) -> Result<Exit> {
         spec.namespace,
         if secrets.is_empty() { String::new() } else { format!(" and, from your environment, {}", secrets.join(", ")) }
     );
-    crate::exit::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
+    crate::say::out(&manifest::commands(&spec, &shell_word(&args.out.display().to_string())));
     Ok(Exit::Passed)
 }
 

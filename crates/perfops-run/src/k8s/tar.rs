@@ -66,8 +66,8 @@ fn hold(dir: &Path, limit: Duration) -> Result<Exit> {
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
     }
-    eprintln!(
-        "perfops: holding for up to {:.0} s: `kubectl exec POD -- perfops tar {}` writes the archive",
+    note!(
+        "holding for up to {:.0} s: `kubectl exec POD -- perfops tar {}` writes the archive",
         limit.as_secs_f64(),
         dir.display()
     );
@@ -120,7 +120,7 @@ fn walk<W: Write>(b: &mut Builder<W>, root: &Path, rel: &Path) -> Result<()> {
             h.set_size(0);
             b.append_link(&mut h, &entry, &target).with_context(|| format!("archiving {}", path.display()))?;
         } else {
-            eprintln!("perfops: {} is neither a file, a folder nor a link: left out", path.display());
+            note!("{} is neither a file, a folder nor a link: left out", path.display());
         }
     }
     Ok(())

@@ -88,7 +88,7 @@ fn make(arg: Option<&str>) -> Result<Box<dyn Output>, String> {
     match arg {
         None | Some("") => Err("say where: jsonl=- (standard output) or jsonl=FILE".into()),
         Some("-") => {
-            crate::exit::text_to_stderr();
+            crate::say::results_to_tell();
             Ok(Box::new(detach(Jsonl { out: Box::new(std::io::stdout()) as Box<dyn Write + Send>, closed: false })?))
         }
         Some(path) => {

@@ -165,7 +165,7 @@ impl Chosen {
     pub(crate) fn notes(&self) -> Vec<String> {
         let notes: Vec<String> = self.0.iter().flat_map(|(_, o)| o.notes()).collect();
         for note in &notes {
-            eprintln!("perfops: {note}");
+            note!("{note}");
         }
         notes
     }
@@ -178,7 +178,7 @@ impl Chosen {
             if let Err(e) = output.finish(end) {
                 let e = e.to_string();
                 let e = if e.starts_with("output ") { e } else { format!("output {name}: {e}") };
-                eprintln!("perfops: {}", perfops_core::printable::lines(&e));
+                note!("{}", perfops_core::printable::lines(&e));
             }
         }
     }

@@ -30,7 +30,7 @@ impl Metrics {
         let exposition = Exposition::new(steps);
         let exporter =
             Exporter::start(addr, exposition.render()).map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
-        eprintln!("perfops: metrics for Prometheus at http://{}/metrics", exporter.local_addr());
+        note!("metrics for Prometheus at http://{}/metrics", exporter.local_addr());
         Ok(Metrics { exporter, exposition })
     }
 
