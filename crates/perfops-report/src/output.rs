@@ -11,7 +11,7 @@
 //! ([`RunMeta`] at the start, an [`End`] at the finish), the per-load list
 //! ([`OutputList`]) the pipeline hands each second to, and [`Copied`], a
 //! second an output may keep. It does not own the choice of outputs (the
-//! binary's registry, by name) nor anything that may stop the load: that is
+//! registry by name, `perfops_run::outputs`) nor anything that may stop the load: that is
 //! a decision (`perfops_core::pipeline::Sink`: the judge, `abort_when`, a
 //! target that is down), handed each second before any output.
 //!
