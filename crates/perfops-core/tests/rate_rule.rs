@@ -92,7 +92,16 @@ fn judge(stages: &[Stage], flow: &[Step], server: Server) -> Vec<(StageVerdict, 
             duration: Duration::from_secs_f64(s.secs),
         })
         .collect();
-    let ends: Vec<f64> = stages.iter().scan(0.0, |t, s| Some(*t + s.secs)).collect();
+    // Where each stage ends, from the start: a running sum (a scan that did
+    // not add to its state put every arrival after a shorter later stage's
+    // length in the last stage, and a healthy 1 s ramp read 85%).
+    let ends: Vec<f64> = stages
+        .iter()
+        .scan(0.0, |t, s| {
+            *t += s.secs;
+            Some(*t)
+        })
+        .collect();
     let mut events = Vec::new();
     let mut server_free_s = 0.0_f64;
     for n in 0..schedule.total_arrivals() {
@@ -215,6 +224,14 @@ fn a_server_that_answers_in_time_holds_every_stage_of_a_paused_flow() {
         ("ramp down", vec![constant(50.0, 2.0), ramp(50.0, 5.0, 4.0)], shop.clone()),
         // A slow first request (200 ms) then pauses: the lag is the first request's.
         ("slow login", vec![constant(30.0, 2.0)], flow(&[(200, 300), (5, 300), (5, 0)])),
+        // A steep 1 s ramp between a ramp down and a short stage (the
+        // property test's case): its arrivals belong to it, not to the last
+        // stage.
+        (
+            "steep ramp after a ramp down",
+            vec![ramp(58.58, 2.0, 2.0), ramp(2.0, 30.93, 1.0), constant(2.0, 1.0)],
+            flow(&[(82, 0)]),
+        ),
     ];
     for (name, stages, flow) in cases {
         for (i, (verdict, share, reasons)) in judge(&stages, &flow, Server::Healthy).into_iter().enumerate() {
