@@ -13,7 +13,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Finished, Workdir, exclusive, shared, spawn_perfops};
+use common::{Demo, Finished, Workdir, exclusive, shared, spawn_perfops};
 use serde_json::Value;
 
 /// The examples each test below runs; `every_example_file_is_covered` checks the list is whole.
@@ -275,39 +275,11 @@ fn ci_gate_sets_the_exit_code_and_junit() {
     usage.assert_exit(2);
 }
 
-/// A `perfops demo` on a free port, stopped by its PID.
-struct Demo {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Demo {
-    fn start() -> Demo {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_perfops"))
-            .args(["demo", "--listen", "127.0.0.1:0"])
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("start perfops demo");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("its first line");
-        let url = line.trim().rsplit(' ').next().expect("listening on URL").to_string();
-        Demo { child, url }
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// examples/README.md, "An ab-style check of one URL": closed and open, with the ab summary.
 #[test]
 fn quick_checks_one_url() {
     let _cpu = shared();
-    let demo = Demo::start();
+    let demo = Demo::start(&[]);
     let url = format!("{}/", demo.url);
     for model in [["-c", "10"], ["-r", "200"]] {
         let out = spawn_perfops(&["quick", model[0], model[1], "-d", "1s", &url], |_| {}).wait(LIMIT);
@@ -323,7 +295,7 @@ fn quick_checks_one_url() {
 #[test]
 fn nagle_check_of_a_post_endpoint() {
     let _cpu = exclusive();
-    let demo = Demo::start();
+    let demo = Demo::start(&[]);
     let args = |url: &str| -> Vec<String> {
         [
             "quick",

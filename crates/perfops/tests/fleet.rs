@@ -11,10 +11,9 @@ mod fleet_client;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Finished, RUN_LIMIT, Running, Workdir, exclusive, send_signal, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, exclusive, send_signal, shared, spawn_perfops};
 use serde_json::Value;
 
 /// Strong enough (issue #31: 128 bits at least): what `openssl rand -hex 16` gives.
@@ -23,46 +22,6 @@ const TOKEN: &str = fleet_client::TOKEN;
 /// A free port on 127.0.0.1 (bound, read, released: the coordinator binds it next).
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
-
-/// `perfops demo` in a process of its own, stopped by PID when dropped.
-struct Demo {
-    child: Child,
-    url: String,
-    /// Kept open: a demo that writes to a closed pipe dies of SIGPIPE.
-    _stdout: BufReader<std::process::ChildStdout>,
-}
-
-impl Demo {
-    fn start(extra: &[&str]) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
-            .args(["demo", "--listen", "127.0.0.1:0"])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start perfops demo");
-        let mut line = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        stdout.read_line(&mut line).expect("the demo's first line");
-        let url = line.split_whitespace().last().expect("a URL").to_string();
-        Demo { child, url, _stdout: stdout }
-    }
-
-    /// `demo_requests_total` for `path`, code 200.
-    fn answered(&self, path: &str) -> u64 {
-        let text = http_get(&format!("{}/metrics", self.url));
-        let key = format!("demo_requests_total{{path=\"{path}\",code=\"200\"}} ");
-        text.lines().find_map(|l| l.strip_prefix(&key)).map_or(0, |v| v.trim().parse().expect("a count"))
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        // Child::kill: SIGKILL to this PID, never by name.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// GET `url` (http://127.0.0.1:PORT/path) with a one-shot connection.

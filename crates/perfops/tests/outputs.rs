@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-
-use common::{RUN_LIMIT, Workdir, shared, spawn_perfops};
+use common::{Demo, RUN_LIMIT, Workdir, shared, spawn_perfops};
 use serde_json::Value;
 
 /// 100 arrivals/s for 3 s against the demo the run starts itself.
@@ -67,44 +64,12 @@ fn run_streams_json_lines_whose_seconds_add_up_to_the_summary() {
     assert!(out.stderr.contains("verdict: PASSED"), "the end-of-run text is on stderr: {}", out.dump());
 }
 
-/// `perfops demo` in a process of its own, stopped by PID when dropped.
-struct Demo {
-    child: Child,
-    url: String,
-}
-
-impl Demo {
-    fn start() -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
-            .args(["demo", "--model", "async", "--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start perfops demo");
-        let mut line = String::new();
-        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
-        stdout.read_line(&mut line).expect("the demo's first line");
-        // Kept draining: a demo that writes to a closed pipe dies of SIGPIPE.
-        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
-        let url = line.split_whitespace().last().expect("a URL").to_string();
-        Demo { child, url }
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        // SIGKILL to this PID, never by name.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// `quick --output jsonl=FILE` writes the file: its seconds add up to
 /// quick's own summary; stdout keeps the ab-like text.
 #[test]
 fn quick_writes_json_lines_to_a_file() {
     let _cpu = shared();
-    let demo = Demo::start();
+    let demo = Demo::start(&["--model", "async"]);
     let w = Workdir::new("jsonl-quick");
     let file = w.path.join("quick.jsonl");
     let arg = format!("jsonl={}", file.display());

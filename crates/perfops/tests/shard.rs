@@ -7,59 +7,14 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use common::{Finished, Workdir, shared, spawn_perfops};
+use common::{Demo, Finished, Workdir, shared, spawn_perfops};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::Value;
-
-/// The demo target, started by the test on a free port, stopped by its PID.
-struct Demo {
-    child: Child,
-    url: String,
-}
-
-impl Demo {
-    /// `perfops demo --model async` with `io_wait` per /orders request.
-    fn start(io_wait: &str) -> Demo {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
-            .args(["demo", "--model", "async", "--listen", "127.0.0.1:0", "--io-wait", io_wait, "--cpu-work", "0s"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the demo target");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("demo stdout")).read_line(&mut line).expect("demo address");
-        let url = line.split_whitespace().last().expect("an address").to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-        Demo { child, url }
-    }
-
-    /// The demo's `demo_requests_total` for `path` with status 200.
-    fn answered(&self, path: &str) -> u64 {
-        let addr = self.url.trim_start_matches("http://");
-        let mut s = TcpStream::connect(addr).expect("connect to the demo");
-        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n").expect("ask /metrics");
-        let mut text = String::new();
-        s.read_to_string(&mut text).expect("read /metrics");
-        let want = format!("demo_requests_total{{path=\"{path}\",code=\"200\"}} ");
-        text.lines().find_map(|l| l.strip_prefix(&want)).map_or(0, |n| n.trim().parse().expect("a count"))
-    }
-}
-
-impl Drop for Demo {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A start instant `ahead` from now, as unix seconds with fractions.
 fn start_in(ahead: Duration) -> String {
@@ -157,7 +112,7 @@ slo: [ "p99 < 1s", "errors < 1%" ]
 fn three_shards_and_their_merge_are_the_single_node_run() {
     let _cpu = shared();
     let w = Workdir::new("shards");
-    let demo = Demo::start("5ms");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "5ms", "--cpu-work", "0s"]);
     let scenario = w.scenario("s.yaml", &format!("name: shards\ntarget: {}\n{JWT}", demo.url));
 
     // Setup once: its values in a file only its owner reads.
@@ -406,7 +361,7 @@ fn copy_dir(from: &Path, to: &Path) {
 fn closed_users_divide_exactly_over_shards() {
     let _cpu = shared();
     let w = Workdir::new("closed");
-    let demo = Demo::start("100ms");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "100ms", "--cpu-work", "0s"]);
     let scenario = w.scenario(
         "c.yaml",
         &format!(
@@ -453,7 +408,7 @@ fn closed_users_divide_exactly_over_shards() {
 fn a_once_feeder_gives_disjoint_rows_across_shards() {
     let _cpu = shared();
     let w = Workdir::new("once");
-    let demo = Demo::start("1ms");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "1ms", "--cpu-work", "0s"]);
     let rows: String = (0..10).map(|i| format!("user-{i}\n")).collect();
     std::fs::write(w.path.join("users.csv"), format!("name\n{rows}")).unwrap();
     let scenario = w.scenario(
@@ -501,7 +456,7 @@ fn merged_p99_matches_one_generator_on_a_quiet_machine() {
 /// other is no fault of the merge); fails with what each attempt saw.
 fn attempts(quantiles: &[&str]) {
     let _cpu = common::exclusive();
-    let demo = Demo::start("100ms");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "100ms", "--cpu-work", "0s"]);
     let mut seen = Vec::new();
     for _ in 0..3 {
         match percentiles_pair(&demo, quantiles) {
@@ -565,7 +520,7 @@ fn percentiles_pair(demo: &Demo, quantiles: &[&str]) -> Result<(), String> {
 fn shards_stopped_together_merge_as_one_stopped_run() {
     let _cpu = shared();
     let w = Workdir::new("stopped");
-    let demo = Demo::start("1ms");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "1ms", "--cpu-work", "0s"]);
     let scenario = w.scenario(
         "s.yaml",
         &format!(

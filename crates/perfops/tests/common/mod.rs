@@ -320,3 +320,55 @@ fn proc_stat(pid: u32) -> Option<(char, u32)> {
     let parent = fields.next()?.parse().ok()?;
     Some((state, parent))
 }
+
+/// `perfops demo` in a process of its own on a free loopback port, stopped
+/// by its PID (SIGKILL) when dropped.
+pub struct Demo {
+    child: Child,
+    /// Where it listens: `http://127.0.0.1:PORT`.
+    pub url: String,
+}
+
+impl Demo {
+    /// `perfops demo --listen 127.0.0.1:0` with `extra` flags (`--model
+    /// async`, `--io-wait 5ms`, ...).
+    pub fn start(extra: &[&str]) -> Demo {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_perfops"))
+            .args(["demo", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start perfops demo");
+        let mut stdout = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("the demo's first line");
+        // Kept draining: a demo that writes to a closed pipe dies of SIGPIPE.
+        std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+        let url = line.split_whitespace().last().expect("a URL").to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        Demo { child, url }
+    }
+
+    /// The demo's `demo_requests_total` for `path` with status 200.
+    pub fn answered(&self, path: &str) -> u64 {
+        use std::io::Write;
+        let addr = self.url.trim_start_matches("http://");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect to the demo");
+        s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n").expect("ask /metrics");
+        let mut text = String::new();
+        s.read_to_string(&mut text).expect("read /metrics");
+        let want = format!("demo_requests_total{{path=\"{path}\",code=\"200\"}} ");
+        text.lines().find_map(|l| l.strip_prefix(&want)).map_or(0, |n| n.trim().parse().expect("a count"))
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        // Child::kill: SIGKILL to this PID, never by name.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
