@@ -3,7 +3,6 @@
 //! (and, on a machine with several cores, pinned to a core of its own).
 
 use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -11,29 +10,15 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use perfops_demo::{DemoConfig, Model};
+use perfops_demo::DemoConfig;
 
 use crate::exit::Exit;
 
-/// Flags of `perfops demo`.
+/// What `perfops demo` runs: the server, and how this process hosts it.
 #[derive(Debug, Clone)]
 pub struct DemoArgs {
-    /// Server model: `threads` (a fixed pool, like Puma) or `async`.
-    pub model: Model,
-    /// Address to listen on (port 0: any free port).
-    pub listen: SocketAddr,
-    /// Worker processes' worth of pools (threads model).
-    pub workers: usize,
-    /// Threads per worker (threads model) or runtime threads (async; 0 = one per core).
-    pub threads: usize,
-    /// Listen backlog (threads model).
-    pub backlog: u32,
-    /// Simulated I/O wait per request to a route behind the token (/orders, /me, /products, /orders/{id}).
-    pub io_wait: Duration,
-    /// CPU work per request to a route behind the token.
-    pub cpu_work: Duration,
-    /// Also serve /metrics on this address, outside the pool (like Puma's control app).
-    pub metrics_listen: Option<SocketAddr>,
+    /// The server itself.
+    pub config: DemoConfig,
     /// Pin the server to these CPUs (e.g. `1` or `0,1`).
     pub cpus: Option<String>,
     /// Exit when this process (the `perfops run` that started us) dies, even by SIGKILL.
@@ -54,16 +39,7 @@ pub fn run(args: DemoArgs) -> Result<Exit> {
     if let Some(list) = &args.cpus {
         pin(list)?;
     }
-    let config = DemoConfig {
-        model: args.model,
-        listen: args.listen,
-        workers: args.workers,
-        threads: args.threads,
-        backlog: args.backlog,
-        io_wait: args.io_wait,
-        cpu_work: args.cpu_work,
-        metrics_listen: args.metrics_listen,
-    };
+    let config = args.config;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, stop.clone())?;

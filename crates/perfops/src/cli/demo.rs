@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use perfops_core::units::parse_duration;
-use perfops_demo::Model;
+use perfops_demo::{DemoConfig, Model};
 
 /// Flags of `perfops demo`.
 #[derive(Debug, Args)]
@@ -45,14 +45,16 @@ pub(crate) struct DemoFlags {
 impl From<DemoFlags> for perfops_run::demo::DemoArgs {
     fn from(f: DemoFlags) -> Self {
         Self {
-            model: f.model,
-            listen: f.listen,
-            workers: f.workers,
-            threads: f.threads,
-            backlog: f.backlog,
-            io_wait: f.io_wait,
-            cpu_work: f.cpu_work,
-            metrics_listen: f.metrics_listen,
+            config: DemoConfig {
+                model: f.model,
+                listen: f.listen,
+                workers: f.workers,
+                threads: f.threads,
+                backlog: f.backlog,
+                io_wait: f.io_wait,
+                cpu_work: f.cpu_work,
+                metrics_listen: f.metrics_listen,
+            },
             cpus: f.cpus,
             parent_pid: f.parent_pid,
         }
