@@ -653,12 +653,17 @@ mod tests {
 
     use super::*;
 
-    /// Judge `stages` under `slo: [rate >= 97%]`, nothing watched.
-    fn judge(stages: &[StageResult]) -> Vec<Judged> {
+    /// A scenario judged by `slo: [rate >= 97%]` alone, and a store of nothing watched.
+    fn rate_rule_only() -> (Scenario, Store) {
         let yaml = "target: http://127.0.0.1:1\nflows: { f: { steps: [ { request: GET / } ] } }\n\
                     load: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ rate >= 97% ]\n";
         let scenario = perfops_core::scenario::parse("t.yaml", yaml, &[]).expect("a scenario");
-        let store = Store::new(JsonLines::new(Path::new("/nonexistent")));
+        (scenario, Store::new(JsonLines::new(Path::new("/nonexistent"))))
+    }
+
+    /// Judge `stages` under `slo: [rate >= 97%]`, nothing watched.
+    fn judge(stages: &[StageResult]) -> Vec<Judged> {
+        let (scenario, store) = rate_rule_only();
         let judging = Judging {
             scenario: &scenario,
             store: &store,
@@ -696,10 +701,7 @@ mod tests {
     /// as `summarize` writes it, in a results directory of its own under a
     /// fresh folder; returns the summary and the directory.
     fn summarized(tag: &str, stages: Vec<StageResult>) -> (RunSummary, std::path::PathBuf) {
-        let yaml = "target: http://127.0.0.1:1\nflows: { f: { steps: [ { request: GET / } ] } }\n\
-                    load: { stages: [ { rate: 1, hold: 1s } ] }\nslo: [ rate >= 97% ]\n";
-        let scenario = perfops_core::scenario::parse("t.yaml", yaml, &[]).expect("a scenario");
-        let store = Store::new(JsonLines::new(Path::new("/nonexistent")));
+        let (scenario, store) = rate_rule_only();
         let judging = Judging {
             scenario: &scenario,
             store: &store,
