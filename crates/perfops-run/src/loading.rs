@@ -139,10 +139,10 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
     };
     match perfops_core::scenario::parse_partial(&path.display().to_string(), &text, overrides) {
         Ok(s) => {
-            // Which outputs exist is the registry's: a name it does not know, at its place.
-            let unknown = crate::outputs::unknown_in_scenario(&s.outputs);
-            if !unknown.is_empty() {
-                crate::say::tell(&perfops_core::scenario::Diagnostics(unknown).render(&text));
+            // Which outputs exist, and where a file's may write, is the registry's: at its place.
+            let refused = crate::outputs::refused_in_scenario(&s.outputs);
+            if !refused.is_empty() {
+                crate::say::tell(&perfops_core::scenario::Diagnostics(refused).render(&text));
                 return Ok(None);
             }
             Ok(Some((s, text)))

@@ -110,10 +110,15 @@ fn an_unknown_output_is_a_usage_error_listing_the_known_ones() {
 fn a_scenario_chooses_outputs_and_an_unknown_one_is_an_error_at_its_place() {
     let _cpu = shared();
     let w = Workdir::new("scenario-outputs");
+    // Relative to the folder perfops runs in.
     let file = w.path.join("from-scenario.jsonl");
-    let yaml = format!("{STEADY}outputs: [ \"jsonl={}\" ]\n", file.display());
+    let yaml = format!("{STEADY}outputs: [ jsonl=from-scenario.jsonl ]\n");
     let scenario = w.scenario("s.yaml", &yaml.replace("hold: 3s", "hold: 1s"));
-    let out = w.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    let out = w
+        .spawn("run", &scenario, &[], |c| {
+            c.current_dir(&w.path);
+        })
+        .wait(RUN_LIMIT);
     out.assert_exit(0);
     let lines = lines(&std::fs::read_to_string(&file).expect("the scenario's output was written"));
     assert_eq!(lines.last().expect("lines")["type"], "finish");
@@ -129,4 +134,23 @@ fn a_scenario_chooses_outputs_and_an_unknown_one_is_an_error_at_its_place() {
         assert!(out.stderr.contains("known outputs: prometheus=ADDR"), "{}", out.dump());
     }
     assert_eq!(w.result_dirs().len(), 1, "the bad file ran nothing");
+
+    // A file from elsewhere must not write outside the folder perfops runs in
+    // (`jsonl=/home/me/.bashrc` would truncate it): refused at its place, by
+    // `check` too; the command line may still choose any file.
+    let victim = w.path.join("victim.txt");
+    std::fs::write(&victim, "kept").expect("a file to keep");
+    for (name, arg) in [("abs.yaml", victim.display().to_string()), ("up.yaml", "../victim.txt".into())] {
+        let poisoned = w.scenario(name, &format!("{STEADY}outputs: [ \"jsonl={arg}\" ]\n"));
+        let shown = poisoned.display().to_string();
+        let check = spawn_perfops(&["check", &shown], |_| {}).wait(RUN_LIMIT);
+        let run = w.spawn("run", &poisoned, &[], |_| {}).wait(RUN_LIMIT);
+        for out in [check, run] {
+            out.assert_exit(2);
+            assert!(out.stderr.contains(&format!("{shown}:11:12: error: output `jsonl=")), "{}", out.dump());
+            assert!(out.stderr.contains("writes outside the folder perfops runs in"), "{}", out.dump());
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&victim).expect("still there"), "kept");
+    assert_eq!(w.result_dirs().len(), 1, "the poisoned files ran nothing");
 }

@@ -32,10 +32,11 @@
 //! 1. Write `outputs/NAME.rs`: a type that implements
 //!    `perfops_report::output::Output` (`second` is required; `start` gets
 //!    the run's `meta.json`, `finish` the summary) and a
-//!    `pub(crate) const ENTRY: Entry` with its name, its help and its
+//!    `pub(crate) const ENTRY: Entry` with its name, its help, its
 //!    `make(arg: Option<&str>) -> Result<Box<dyn Output>, String>`, which
 //!    checks ARG (an error is a usage error, exit 2, before anything
-//!    starts). If it may block (a network push, a pipe), `make` wraps it in
+//!    starts), and whether ARG is a file it writes (`writes_file`: a
+//!    scenario may then name it only inside the folder perfops runs in). If it may block (a network push, a pipe), `make` wraps it in
 //!    `perfops_report::detach::Detached` (`Whole(output)` for an output of
 //!    whole seconds; `Detachable` for one that needs less of each), which
 //!    runs it on its own thread behind a bounded buffer and says what it
@@ -68,6 +69,10 @@ pub struct Entry {
     pub help: &'static str,
     /// Make it from ARG.
     pub make: Make,
+    /// ARG is a file it writes (`-`: stdout). Named in a scenario file, that
+    /// file must stay inside the folder perfops runs in: a scenario from
+    /// elsewhere must not overwrite `~/.bashrc`.
+    pub writes_file: bool,
 }
 
 /// Each output's module and its [`Entry`], in the order `--help` lists them.
@@ -118,13 +123,32 @@ impl OutputArgs {
     }
 }
 
-/// The scenario's `outputs:` whose names the registry does not know, each at
-/// its place in the file with the known ones as a hint.
-pub(crate) fn unknown_in_scenario(specs: &[OutputSpec]) -> Vec<Diagnostic> {
+/// The scenario's `outputs:` it may not have, each at its place in the file:
+/// a name the registry does not know (the known ones as a hint), and a file
+/// written outside the folder perfops runs in (absolute, or through `..`).
+pub(crate) fn refused_in_scenario(specs: &[OutputSpec]) -> Vec<Diagnostic> {
+    let outside = |arg: &str| {
+        let path = std::path::Path::new(arg);
+        path.is_absolute() || path.components().any(|c| c == std::path::Component::ParentDir)
+    };
     specs
         .iter()
-        .filter(|s| !REGISTRY.iter().any(|e| e.name == s.name))
-        .map(|s| s.at.error(format!("unknown output `{}`", s.name), Some(format!("known outputs: {}", known()))))
+        .filter_map(|s| match REGISTRY.iter().find(|e| e.name == s.name) {
+            None => {
+                Some(s.at.error(format!("unknown output `{}`", s.name), Some(format!("known outputs: {}", known()))))
+            }
+            Some(e) if e.writes_file && s.arg.as_deref().is_some_and(outside) => Some(
+                s.at.error(
+                    format!("output `{}` writes outside the folder perfops runs in", redact_text(&s.to_string())),
+                    Some(
+                        "a scenario's outputs write relative to where perfops runs, without `..`; \
+                     choose another place with --output on the command line"
+                            .into(),
+                    ),
+                ),
+            ),
+            Some(_) => None,
+        })
         .collect()
 }
 
