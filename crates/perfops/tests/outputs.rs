@@ -152,5 +152,16 @@ fn a_scenario_chooses_outputs_and_an_unknown_one_is_an_error_at_its_place() {
         }
     }
     assert_eq!(std::fs::read_to_string(&victim).expect("still there"), "kept");
+
+    // An output without its ARG: `run` would refuse it; `check` says so too, at its place.
+    let bare = w.scenario("bare.yaml", &format!("{STEADY}outputs: [ jsonl ]\n"));
+    let shown = bare.display().to_string();
+    let check = spawn_perfops(&["check", &shown], |_| {}).wait(RUN_LIMIT);
+    check.assert_exit(2);
+    assert!(
+        check.stderr.contains(&format!("{shown}:11:12: error: output `jsonl` needs to be told where")),
+        "{}",
+        check.dump()
+    );
     assert_eq!(w.result_dirs().len(), 1, "the poisoned files ran nothing");
 }

@@ -80,7 +80,7 @@ pub(crate) const ENTRY: super::Entry = super::Entry {
     name: "jsonl",
     help: "jsonl=-|FILE: one JSON object per second, with a start and a finish line",
     make,
-    writes_file: true,
+    arg: super::Arg::File,
 };
 
 /// `jsonl=-` or `jsonl=FILE` (created, or emptied).

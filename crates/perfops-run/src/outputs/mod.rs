@@ -35,8 +35,8 @@
 //!    `pub(crate) const ENTRY: Entry` with its name, its help, its
 //!    `make(arg: Option<&str>) -> Result<Box<dyn Output>, String>`, which
 //!    checks ARG (an error is a usage error, exit 2, before anything
-//!    starts), and whether ARG is a file it writes (`writes_file`: a
-//!    scenario may then name it only inside the folder perfops runs in). If it may block (a network push, a pipe), `make` wraps it in
+//!    starts), and what ARG names (`Arg::File`: a scenario may then name
+//!    one only inside the folder perfops runs in; `Arg::Address`). If it may block (a network push, a pipe), `make` wraps it in
 //!    `perfops_report::detach::Detached` (`Whole(output)` for an output of
 //!    whole seconds; `Detachable` for one that needs less of each), which
 //!    runs it on its own thread behind a bounded buffer and says what it
@@ -61,6 +61,17 @@ use crate::exit::UsageError;
 /// error is the user's.
 pub type Make = fn(Option<&str>) -> Result<Box<dyn Output>, String>;
 
+/// What an output's ARG names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arg {
+    /// A file it writes (`-`: stdout). Named in a scenario file, the file
+    /// must stay inside the folder perfops runs in: a scenario from
+    /// elsewhere must not overwrite `~/.bashrc`.
+    File,
+    /// An address it serves on or sends to.
+    Address,
+}
+
 /// An output a user can name.
 pub struct Entry {
     /// What `--output` and `outputs:` call it.
@@ -69,10 +80,8 @@ pub struct Entry {
     pub help: &'static str,
     /// Make it from ARG.
     pub make: Make,
-    /// ARG is a file it writes (`-`: stdout). Named in a scenario file, that
-    /// file must stay inside the folder perfops runs in: a scenario from
-    /// elsewhere must not overwrite `~/.bashrc`.
-    pub writes_file: bool,
+    /// What its ARG is (every output needs one).
+    pub arg: Arg,
 }
 
 /// Each output's module and its [`Entry`], in the order `--help` lists them.
@@ -124,8 +133,9 @@ impl OutputArgs {
 }
 
 /// The scenario's `outputs:` it may not have, each at its place in the file:
-/// a name the registry does not know (the known ones as a hint), and a file
-/// written outside the folder perfops runs in (absolute, or through `..`).
+/// a name the registry does not know (the known ones as a hint), one without
+/// its ARG, and a file written outside the folder perfops runs in (absolute,
+/// or through `..`).
 pub(crate) fn refused_in_scenario(specs: &[OutputSpec]) -> Vec<Diagnostic> {
     let outside = |arg: &str| {
         let path = std::path::Path::new(arg);
@@ -137,7 +147,11 @@ pub(crate) fn refused_in_scenario(specs: &[OutputSpec]) -> Vec<Diagnostic> {
             None => {
                 Some(s.at.error(format!("unknown output `{}`", s.name), Some(format!("known outputs: {}", known()))))
             }
-            Some(e) if e.writes_file && s.arg.as_deref().is_some_and(outside) => Some(
+            // What `make` would refuse at run time, said by `check` too, at its place.
+            Some(e) if s.arg.as_deref().is_none_or(str::is_empty) => {
+                Some(s.at.error(format!("output `{}` needs to be told where", s.name), Some(format!("as {}", e.help))))
+            }
+            Some(e) if e.arg == Arg::File && s.arg.as_deref().is_some_and(outside) => Some(
                 s.at.error(
                     format!("output `{}` writes outside the folder perfops runs in", redact_text(&s.to_string())),
                     Some(

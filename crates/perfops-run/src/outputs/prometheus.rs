@@ -46,7 +46,7 @@ pub(crate) const ENTRY: super::Entry = super::Entry {
     name: "prometheus",
     help: "prometheus=ADDR: serve the generator's metrics at http://ADDR/metrics (as --metrics-listen)",
     make,
-    writes_file: false,
+    arg: super::Arg::Address,
 };
 
 /// `prometheus=ADDR`: bound now, so that a busy address costs nothing.
