@@ -291,7 +291,15 @@ mod tests {
     }
 
     fn place(iv: &Interval) -> Second<'_> {
-        Second { interval: iv, t: iv.index, start: Duration::ZERO, stage: "a", draining: false, step_names: &[] }
+        Second {
+            interval: iv,
+            t: iv.index,
+            start: Duration::ZERO,
+            stage: "a",
+            draining: false,
+            step_names: &[],
+            events: &[],
+        }
     }
 
     /// An output that takes 50 ms a second behind a buffer of 2: the

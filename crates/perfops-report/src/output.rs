@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use perfops_core::measure::Interval;
+use perfops_core::pipeline::control::{ControlEvent, Steer};
 use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
 use serde::Serialize;
 
@@ -110,6 +111,12 @@ pub trait Output {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+
+    /// The run's steering, for an output that offers control (the live
+    /// page); handed once, before [`Output::start`]. Others ignore it.
+    fn steer(&mut self, steer: Arc<dyn Steer>) {
+        let _ = steer;
+    }
 }
 
 impl<O: Output + ?Sized> Output for &mut O {
@@ -125,6 +132,9 @@ impl<O: Output + ?Sized> Output for &mut O {
     fn notes(&self) -> Vec<String> {
         (**self).notes()
     }
+    fn steer(&mut self, steer: Arc<dyn Steer>) {
+        (**self).steer(steer)
+    }
 }
 
 impl<O: Output + ?Sized> Output for Box<O> {
@@ -139,6 +149,9 @@ impl<O: Output + ?Sized> Output for Box<O> {
     }
     fn notes(&self) -> Vec<String> {
         (**self).notes()
+    }
+    fn steer(&mut self, steer: Arc<dyn Steer>) {
+        (**self).steer(steer)
     }
 }
 
@@ -177,6 +190,7 @@ pub struct Copied {
     stage: String,
     draining: bool,
     step_names: Arc<[String]>,
+    events: Vec<ControlEvent>,
 }
 
 impl Copied {
@@ -197,6 +211,7 @@ impl Copied {
             stage: second.stage.to_string(),
             draining: second.draining,
             step_names: second.step_names.into(),
+            events: second.events.to_vec(),
         }
     }
 
@@ -209,6 +224,7 @@ impl Copied {
             stage: &self.stage,
             draining: self.draining,
             step_names: &self.step_names,
+            events: &self.events,
         }
     }
 }
@@ -254,7 +270,15 @@ mod tests {
     }
 
     fn second(iv: &Interval) -> Second<'_> {
-        Second { interval: iv, t: 4, start: Duration::from_secs(4), stage: "a", draining: false, step_names: &[] }
+        Second {
+            interval: iv,
+            t: 4,
+            start: Duration::from_secs(4),
+            stage: "a",
+            draining: false,
+            step_names: &[],
+            events: &[],
+        }
     }
 
     /// Every output sees the second, in order, even after one failed; the

@@ -122,6 +122,7 @@ mod tests {
             stage: if draining { "(draining)" } else { "300/s" },
             draining,
             step_names: &[],
+            events: &[],
         };
         assert_eq!(series_line(&second(false)).target_rate, Some(300.0));
         assert_eq!(series_line(&second(true)).target_rate, None);

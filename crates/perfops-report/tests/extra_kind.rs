@@ -85,7 +85,15 @@ fn it_crosses_the_wire_and_meets_builds_without_it() {
 fn it_reaches_the_series_line_its_parts_and_the_summary() {
     let iv = second(3);
     let names = ["step".to_string()];
-    let s = Second { interval: &iv, t: 0, start: Duration::ZERO, stage: "10/s", draining: false, step_names: &names };
+    let s = Second {
+        interval: &iv,
+        t: 0,
+        start: Duration::ZERO,
+        stage: "10/s",
+        draining: false,
+        step_names: &names,
+        events: &[],
+    };
     let line = perfops_report::sink::series_line(&s);
     let json = serde_json::to_string(&line).unwrap();
     let back: SeriesLine = serde_json::from_str(&json).unwrap();

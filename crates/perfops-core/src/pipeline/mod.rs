@@ -22,6 +22,7 @@
 //! [`Notice::Failed`] and ends the command with an error.
 
 mod abort;
+pub mod control;
 mod down;
 mod stages;
 
@@ -50,6 +51,8 @@ pub struct Second<'a> {
     pub draining: bool,
     /// Step names, by the index in [`crate::measure::Key::step`].
     pub step_names: &'a [String],
+    /// The actions by hand that took effect in it ([`control`]), in order.
+    pub events: &'a [control::ControlEvent],
 }
 
 impl Second<'_> {
@@ -153,6 +156,7 @@ impl<'s> Pipeline<'s> {
             stage,
             draining,
             step_names: self.step_names,
+            events: &[],
         };
         for sink in &mut self.sinks {
             match sink.second(&second) {

@@ -54,7 +54,15 @@ mod tests {
         let parts: Vec<(Key, Stats)> = (0..5).map(|step| (Key { stage: 0, step }, stats.clone())).collect();
         let iv = Interval { parts, stats, ..Interval::empty(3) };
         let names: Vec<String> = (0..5).map(|i| format!("step{i}")).collect();
-        let s = Second { interval: &iv, t: 3, start: Duration::ZERO, stage: "a", draining: false, step_names: &names };
+        let s = Second {
+            interval: &iv,
+            t: 3,
+            start: Duration::ZERO,
+            stage: "a",
+            draining: false,
+            step_names: &names,
+            events: &[],
+        };
         // As the adapter does: a copy made, handed to another thread, dropped there later.
         let mut kept = std::collections::VecDeque::new();
         let n = 1000;
