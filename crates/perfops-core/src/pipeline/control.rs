@@ -37,13 +37,16 @@ impl Action {
             return Err(format!("an action is at most {MAX_ACTION_BYTES} bytes; {ACCEPTED}"));
         }
         let mut words = text.split_whitespace();
-        let action = match (words.next(), words.next()) {
-            (Some("stop"), None) => Action::Stop,
-            (Some("hold"), None) => Action::Hold,
-            (Some("next"), None) => Action::Next,
-            (Some("rate"), Some(n)) => match n.parse::<f64>() {
-                Ok(n) if n.is_finite() && n > 0.0 => Action::Rate(n),
-                _ => return Err(format!("rate needs a number above 0, not `{}`", crate::printable::escape(n))),
+        let action = match words.next() {
+            Some("stop") => Action::Stop,
+            Some("hold") => Action::Hold,
+            Some("next") => Action::Next,
+            Some("rate") => match words.next().map(|n| (n, n.parse::<f64>())) {
+                Some((_, Ok(n))) if n.is_finite() && n > 0.0 => Action::Rate(n),
+                Some((n, _)) => {
+                    return Err(format!("rate needs a number above 0, not `{}`", crate::printable::escape(n)));
+                }
+                None => return Err(format!("rate needs a number above 0; {ACCEPTED}")),
             },
             _ => return Err(format!("unknown action `{}`; {ACCEPTED}", crate::printable::escape(text.trim()))),
         };
@@ -126,7 +129,7 @@ mod tests {
             ("rate 0", Err("rate needs a number above 0")),
             ("rate NaN", Err("rate needs a number above 0")),
             ("rate inf", Err("rate needs a number above 0")),
-            ("rate", Err("unknown action")),
+            ("rate", Err("rate needs a number above 0")),
             ("pause", Err("unknown action")),
             ("stop now", Err("too many words")),
             ("", Err("unknown action")),
