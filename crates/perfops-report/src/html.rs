@@ -13,6 +13,7 @@
 //! file is the caller's business.
 
 pub(crate) mod charts;
+pub mod live;
 pub(crate) mod model;
 pub(crate) mod page;
 pub(crate) mod shell;

@@ -117,6 +117,14 @@ pub trait Output {
     fn steer(&mut self, steer: Arc<dyn Steer>) {
         let _ = steer;
     }
+
+    /// The run's `report.html`, once the results writer made it, before
+    /// [`Output::finish`]: for an output that shows it (the live page
+    /// becomes it). Not called for a run without a results directory
+    /// (`quick`). Others ignore it.
+    fn report(&mut self, html: &str) {
+        let _ = html;
+    }
 }
 
 impl<O: Output + ?Sized> Output for &mut O {
@@ -135,6 +143,9 @@ impl<O: Output + ?Sized> Output for &mut O {
     fn steer(&mut self, steer: Arc<dyn Steer>) {
         (**self).steer(steer)
     }
+    fn report(&mut self, html: &str) {
+        (**self).report(html)
+    }
 }
 
 impl<O: Output + ?Sized> Output for Box<O> {
@@ -152,6 +163,9 @@ impl<O: Output + ?Sized> Output for Box<O> {
     }
     fn steer(&mut self, steer: Arc<dyn Steer>) {
         (**self).steer(steer)
+    }
+    fn report(&mut self, html: &str) {
+        (**self).report(html)
     }
 }
 

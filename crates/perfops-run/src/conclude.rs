@@ -531,7 +531,6 @@ pub(crate) fn finish(
     chosen: &mut Chosen,
 ) -> Result<Exit> {
     summary.warnings.extend(chosen.notes());
-    chosen.finish(&End::Run(summary));
     let summary = &*summary;
     if let Err(e) = dir.write_json("summary.json", summary) {
         note!("cannot write summary.json ({e})");
@@ -542,13 +541,19 @@ pub(crate) fn finish(
     }
     // The report is made from the files just written, as `perfops report` would.
     let report = match perfops_report::html::render(dir.path()) {
-        Ok(page) => match dir.write_file("report.html", page.as_bytes()) {
-            Ok(()) => format!("report:  {}\n", dir.path().join("report.html").display()),
-            Err(e) => format!("report:  not written ({e})\n"),
-        },
+        Ok(page) => {
+            chosen.report(&page);
+            match dir.write_file("report.html", page.as_bytes()) {
+                Ok(()) => format!("report:  {}\n", dir.path().join("report.html").display()),
+                Err(e) => format!("report:  not written ({e})\n"),
+            }
+        }
         Err(e) => format!("report:  not made ({e})\n"),
     };
     crate::say::out(&format!("\n{}results: {}\n{report}", stage_table(summary), dir.path().display()));
+    // After the results are written and said: an output that serves the
+    // report (the live page) may wait for its browsers to take it.
+    chosen.finish(&End::Run(summary));
     // An abort rule is a threshold too: a run it stopped did not pass; nor did
     // an inconclusive one, which proves nothing about the server.
     let passed =

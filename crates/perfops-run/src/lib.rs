@@ -37,6 +37,7 @@ pub mod fleet;
 pub mod k8s;
 pub mod launch;
 pub mod limit;
+pub mod live;
 pub mod loading;
 pub mod merge;
 pub mod outputs;

@@ -495,6 +495,13 @@
   guard(spectrum);
   (data.xy_charts || []).forEach(function (c) { guard(function () { xyChart(c); }); });
 
+  // What the live page (live.js) needs to feed these charts as seconds
+  // come: nothing here changes for a static report.
+  window.perfopsReport = {
+    data: data, timeCharts: timeCharts, seriesOpts: seriesOpts, fmt: fmt, ms: ms, num: num, clock: clock,
+    setDuration: function (d) { dur = d; data.duration_s = d; },
+  };
+
   var pending = null;
   window.addEventListener("resize", function () {
     clearTimeout(pending);

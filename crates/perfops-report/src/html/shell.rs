@@ -46,11 +46,18 @@ pub(crate) fn open(o: &mut String, title: &str, data: &Value) {
 /// From `</main>` to the end: the footer naming `source`, the chart data,
 /// uPlot and the page's script.
 pub(crate) fn close(o: &mut String, source: &str, data: &Value) {
+    close_with(o, source, data, "");
+}
+
+/// [`close`], with one more script after the page's (the live page's
+/// `live.js`, which uses what `report.js` exposes).
+pub(crate) fn close_with(o: &mut String, source: &str, data: &Value, script: &str) {
+    let script = if script.is_empty() { String::new() } else { format!("<script>{script}</script>\n") };
     let _ = write!(
         o,
         "</main>\n<footer>Made by perfops {} from <code>{}</code>. One self-contained file: it opens offline and \
          loads nothing. Charts by <a href=\"https://github.com/leeoniya/uPlot\">uPlot</a> (MIT licence, © Leon Sorokin).</footer>\n\
-         <script type=\"application/json\" id=\"perfops-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n</body>\n</html>\n",
+         <script type=\"application/json\" id=\"perfops-data\">{}</script>\n<script>{UPLOT_JS}</script>\n<script>{REPORT_JS}</script>\n{script}</body>\n</html>\n",
         env!("CARGO_PKG_VERSION"),
         escape(source),
         script_json(data),

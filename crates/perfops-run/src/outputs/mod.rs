@@ -93,7 +93,7 @@ macro_rules! registry {
     };
 }
 
-registry![prometheus, jsonl];
+registry![prometheus, jsonl, live];
 
 /// The known outputs, for an error or a help text.
 pub fn known() -> String {
@@ -118,6 +118,8 @@ pub struct OutputArgs {
     pub outputs: Vec<OutputSpec>,
     /// `--metrics-listen ADDR`: the same as `--output prometheus=ADDR`, first.
     pub metrics_listen: Option<String>,
+    /// `--live [ADDR]`: the same as `--output live=ADDR`, after `--metrics-listen`.
+    pub live: Option<String>,
 }
 
 impl OutputArgs {
@@ -128,7 +130,12 @@ impl OutputArgs {
             arg: Some(addr.clone()),
             at: Default::default(),
         });
-        listen.chain(self.outputs.iter().cloned()).chain(scenario.iter().cloned()).collect()
+        let live = self.live.iter().map(|addr| OutputSpec {
+            name: "live".into(),
+            arg: Some(addr.clone()),
+            at: Default::default(),
+        });
+        listen.chain(live).chain(self.outputs.iter().cloned()).chain(scenario.iter().cloned()).collect()
     }
 }
 
@@ -206,6 +213,13 @@ impl Chosen {
             note!("{note}");
         }
         notes
+    }
+
+    /// The run's report, made: each output that shows it keeps it.
+    pub(crate) fn report(&mut self, html: &str) {
+        for (_, output) in &mut self.0 {
+            output.report(html);
+        }
     }
 
     /// The run is over: each output hears the summary, and is closed (a
@@ -332,6 +346,7 @@ mod tests {
         let args = OutputArgs {
             outputs: vec![OutputSpec::parse("jsonl=-").expect("a spec")],
             metrics_listen: Some("127.0.0.1:0".into()),
+            live: None,
         };
         let scenario = [OutputSpec::parse("jsonl=x.jsonl").expect("a spec")];
         let specs: Vec<String> = args.specs(&scenario).iter().map(ToString::to_string).collect();

@@ -1,0 +1,273 @@
+// The live mode of the report page (inlined only in the page `--live`
+// serves): opens the run's Server-Sent Events and feeds the charts report.js
+// drew empty, second by second; fills the stage verdicts when the run
+// concludes; becomes the final report at the end (or freezes, for `quick`);
+// sends the control buttons to POST /control.
+//
+// The token (off loopback) comes in the address the run printed
+// (`/?token=...`); it is kept in this closure only, never in storage, and
+// taken out of the address bar. Requests send it as `Authorization: Bearer`;
+// the event stream cannot (EventSource sets no headers), so it carries it
+// as a query parameter, over the same connection the page came by.
+//
+// What a test reads, on <body>: data-live-state (connecting, live,
+// reconnecting, frozen, final), data-live-seconds (seconds received),
+// data-live-last-t, data-live-events (actions by hand received).
+(function () {
+  "use strict";
+  var R = window.perfopsReport;
+  if (!R) return;
+  var data = R.data, body = document.body;
+  var params = new URLSearchParams(location.search);
+  var token = params.get("token");
+  if (token && history.replaceState) history.replaceState(null, "", location.pathname);
+  // Charts keep about their width in points, as the report's (LTTB).
+  var POINTS = 1200;
+
+  var xs = [];
+  var cols = {};        // key -> full column of values
+  var kinds = [];       // failure kinds seen, in order of appearance
+  var marks = [];       // actions by hand: {t, label}
+  var seen = -1, lastT = -1, count = 0, nEvents = 0, state = "connecting";
+  var source = null;
+  var PALETTE = ["#dc2626", "#ea580c", "#7c3aed", "#0891b2", "#db2777", "#ca8a04", "#4b5563", "#65a30d"];
+
+  function $(id) { return document.getElementById(id); }
+  function setState(s, badge) {
+    state = s;
+    body.setAttribute("data-live-state", s);
+    $("live-badge").textContent = badge;
+  }
+  function chart(id) {
+    return R.timeCharts.filter(function (u) { return u.root.parentNode.getAttribute("data-chart") === id; })[0];
+  }
+  function def(id) { return (data.time_charts || []).filter(function (c) { return c.id === id; })[0]; }
+
+  // ---- LTTB, as lttb.rs: indices kept, the union over a chart's series ----
+  function lttb(x, y, threshold) {
+    var n = x.length, out = [0];
+    if (threshold >= n || threshold < 3) { for (var i = 1; i < n; i++) out.push(i); return out; }
+    var every = (n - 2) / (threshold - 2), a = 0;
+    var start = function (b) { return Math.min(Math.floor(b * every) + 1, n - 1); };
+    for (var b = 0; b < threshold - 2; b++) {
+      var from = start(b), to = Math.max(start(b + 1), from + 1);
+      var nf = b + 1 < threshold - 2 ? to : n - 1, nt = b + 1 < threshold - 2 ? Math.max(start(b + 2), to + 1) : n;
+      var sx = 0, sy = 0, k = 0;
+      for (var j = nf; j < Math.min(nt, n); j++) if (y[j] != null) { sx += x[j]; sy += y[j]; k++; }
+      var ay = y[a], cx = k ? sx / k : x[nf], cy = k ? sy / k : (ay == null ? 0 : ay), best = -1, bestA = -1;
+      for (j = from; j < Math.min(to, n - 1); j++) {
+        if (y[j] == null) continue;
+        var yy = ay == null ? y[j] : ay;
+        var area = Math.abs((x[a] - cx) * (y[j] - yy) - (x[a] - x[j]) * (cy - yy));
+        if (area > bestA) { bestA = area; best = j; }
+      }
+      a = best < 0 ? from : best;
+      out.push(a);
+    }
+    out.push(n - 1);
+    return out;
+  }
+  function keep(columns) {
+    if (xs.length <= POINTS) return null;
+    var set = {};
+    columns.forEach(function (c) { lttb(xs, c, POINTS).forEach(function (i) { set[i] = true; }); });
+    return Object.keys(set).map(Number).sort(function (p, q) { return p - q; });
+  }
+  function pick(col, idx) { return idx ? idx.map(function (i) { return col[i]; }) : col.slice(); }
+
+  function col(key) {
+    if (!cols[key]) { cols[key] = []; for (var i = 0; i < xs.length; i++) cols[key].push(null); }
+    return cols[key];
+  }
+
+  function redraw() {
+    (data.time_charts || []).forEach(function (c) {
+      var u = chart(c.id);
+      if (!u) return;
+      var columns = c.series.map(function (s) { return col(s.key); });
+      var idx = keep(columns);
+      u.setData([pick(xs, idx)].concat(columns.map(function (cl) { return pick(cl, idx); })), false);
+      u.redraw();
+    });
+  }
+
+  // A failure kind seen for the first time gets its series on the failures chart.
+  function addKind(kind) {
+    kinds.push(kind);
+    var c = def("failures"), u = chart("failures");
+    var s = { label: kind, key: "failure:" + kind, values: [], color: PALETTE[(kinds.length - 1) % PALETTE.length], stepped: true };
+    c.series.push(s);
+    if (u) u.addSeries(R.seriesOpts(s, "/s"), u.series.length);
+  }
+
+  // Stage boundaries as they happened (hold and next move them).
+  function placeStage(name, t) {
+    if (name.charAt(0) === "(") return;
+    var st = data.stages, cur = null;
+    for (var i = 0; i < st.length; i++) if (st[i].name === name && !st[i].seen) { cur = st[i]; break; }
+    var open = st.filter(function (s) { return s.seen && !s.closed; })[0];
+    if (open && open.name === name) { if (t + 1 > open.end_s) open.end_s = t + 1; return; }
+    if (open) { open.end_s = t; open.closed = true; }
+    if (!cur) { cur = { name: name, verdict: null }; st.push(cur); }
+    var len = cur.end_s - cur.start_s;
+    cur.seen = true;
+    cur.start_s = t;
+    cur.end_s = t + (len > 0 ? len : 1);
+  }
+
+  function second(ev) {
+    xs.push(ev.t);
+    var row = { target: ev.target, achieved: ev.achieved, p50: ev.p50, p90: ev.p90, p99: ev.p99, max: ev.max,
+      failed: ev.failed, in_flight: ev.in_flight };
+    Object.keys(ev.failures || {}).forEach(function (k) { if (kinds.indexOf(k) < 0) addKind(k); });
+    kinds.forEach(function (k) { row["failure:" + k] = (ev.failures || {})[k] || 0; });
+    Object.keys(row).forEach(function (k) { col(k); });
+    Object.keys(cols).forEach(function (k) { cols[k].push(row[k] == null ? null : row[k]); });
+    (ev.events || []).forEach(function (e) {
+      marks.push({ t: e.t, label: e.action + (e.value != null ? " " + e.value : "") });
+      nEvents++;
+    });
+    placeStage(ev.stage, ev.t);
+    count++;
+    lastT = ev.t;
+    if (ev.t + 1 > data.duration_s) {
+      R.setDuration(Math.ceil((ev.t + 1) * 1.1));
+      R.timeCharts.forEach(function (u) { u.setScale("x", { min: 0, max: data.duration_s }); });
+    }
+    body.setAttribute("data-live-seconds", String(count));
+    body.setAttribute("data-live-last-t", String(ev.t));
+    body.setAttribute("data-live-events", String(nEvents));
+    $("live-headline").textContent = "t=" + R.clock(ev.t) + " · " + ev.stage + " · " + R.num(ev.achieved) + "/s" +
+      (ev.target != null ? " of " + R.num(ev.target) + "/s" : "") + " · p99 " + R.ms(ev.p99) +
+      " · " + R.num(ev.failed) + " failed/s · " + ev.in_flight + " in flight";
+    var tb = document.querySelector("#live-steps tbody");
+    while (tb.firstChild) tb.removeChild(tb.firstChild);
+    (ev.steps || []).forEach(function (s) {
+      var tr = document.createElement("tr");
+      [s.name, R.num(s.rate) + "/s", R.num(s.failed) + "/s", R.ms(s.p50), R.ms(s.p90), R.ms(s.p99)].forEach(function (v) {
+        var td = document.createElement("td");
+        td.textContent = v;
+        tr.appendChild(td);
+      });
+      tb.appendChild(tr);
+    });
+  }
+
+  function stages(ev) {
+    var rows = document.querySelectorAll("#live-stages tbody tr");
+    (ev.stages || []).forEach(function (s, i) {
+      var d = data.stages.filter(function (x) { return x.name === s.name; })[0];
+      if (d) d.verdict = s.verdict;
+      var tr = rows[i];
+      if (!tr) return;
+      tr.querySelector(".v").textContent = s.verdict || "–";
+      var why = (s.reasons || []).slice();
+      (s.slo || []).forEach(function (l) { if (l && l.passed === false) why.push(l.slo + (l.value != null ? " (" + R.num(l.value) + ")" : "")); });
+      tr.querySelector(".why").textContent = why.join("; ");
+    });
+    if (ev.headline) $("live-headline").textContent = ev.headline + (ev.why ? " — " + ev.why : "");
+    if (ev.result) $("live-badge").textContent = String(ev.result).toUpperCase();
+    R.timeCharts.forEach(function (u) { u.redraw(); });
+  }
+
+  function auth() { return token ? { Authorization: "Bearer " + token } : {}; }
+
+  function final(ev) {
+    if (source) source.close();
+    if (!ev.report) {
+      setState("frozen", "OVER");
+      $("live-note").textContent = "The run is over: these are its final figures.";
+      return;
+    }
+    fetch(ev.report, { headers: auth(), cache: "no-store" }).then(function (r) {
+      if (!r.ok) throw new Error("the final report: HTTP " + r.status);
+      return r.text();
+    }).then(function (html) {
+      document.open();
+      document.write(html);
+      document.close();
+      document.body.setAttribute("data-live-state", "final");
+    }).catch(function (e) {
+      setState("frozen", "OVER");
+      $("live-note").textContent = "The run is over; its report could not be fetched (" + e.message + "): see its results directory.";
+    });
+  }
+
+  function handle(kind, fn) {
+    return function (e) {
+      var id = Number(e.lastEventId);
+      if (id <= seen) return;    // already shown (a resumed stream never repeats, but be sure)
+      seen = id;
+      var ev;
+      try { ev = JSON.parse(e.data); } catch (err) { console.error("live " + kind + ": " + err); return; }
+      fn(ev);
+      if (kind === "second") redraw();
+    };
+  }
+
+  function connect() {
+    source = new EventSource("/events" + (token ? "?token=" + encodeURIComponent(token) : ""));
+    source.onopen = function () { if (state !== "frozen") setState("live", "LIVE"); };
+    source.onerror = function () {
+      if (state === "frozen" || state === "final") return;
+      setState("reconnecting", "RECONNECTING");
+    };
+    source.addEventListener("second", handle("second", second));
+    source.addEventListener("stages", handle("stages", stages));
+    source.addEventListener("final", handle("final", final));
+  }
+
+  // Actions by hand: a solid blue line and its words, above the series.
+  R.timeCharts.forEach(function (u) {
+    u.hooks.draw = (u.hooks.draw || []).concat([function (u) {
+      if (!marks.length) return;
+      var ctx = u.ctx, b = u.bbox, r = uPlot.pxRatio || 1;
+      ctx.save();
+      marks.forEach(function (m) {
+        var x = Math.round(u.valToPos(m.t, "x", true)) + 0.5;
+        if (x < b.left || x > b.left + b.width) return;
+        ctx.strokeStyle = "rgba(37,99,235,0.85)";
+        ctx.lineWidth = 1.5 * r;
+        ctx.beginPath();
+        ctx.moveTo(x, b.top);
+        ctx.lineTo(x, b.top + b.height);
+        ctx.stroke();
+        ctx.font = 11 * r + "px system-ui, sans-serif";
+        ctx.fillStyle = "rgba(37,99,235,0.95)";
+        ctx.fillText(m.label, x + 3 * r, b.top + 16 * r);
+      });
+      ctx.restore();
+    }]);
+  });
+
+  // ---- the buttons ----
+  function act(text) {
+    var out = $("live-answer");
+    out.textContent = "…";
+    fetch("/control", { method: "POST", body: text, headers: Object.assign({ "Content-Type": "text/plain", "X-Perfops-By": "page" }, auth()) })
+      .then(function (r) {
+        return r.text().then(function (t) {
+          if (!r.ok) { out.textContent = text + ": " + t.trim(); return; }
+          var e = JSON.parse(t);
+          out.textContent = e.action + (e.value != null ? " " + e.value : "") + " at t=" + Math.round(e.t) + " (stage \"" + e.stage + "\")";
+        });
+      })
+      .catch(function (e) { out.textContent = text + ": " + e.message; });
+  }
+  Array.prototype.forEach.call(document.querySelectorAll("#live-controls button"), function (b) {
+    b.addEventListener("click", function () {
+      var a = b.getAttribute("data-action");
+      if (a === "rate") {
+        var v = $("live-rate").value;
+        if (!v) { $("live-answer").textContent = "say a rate first"; return; }
+        act("rate " + v);
+      } else {
+        act(a);
+      }
+    });
+  });
+
+  setState("connecting", "CONNECTING");
+  body.setAttribute("data-live-seconds", "0");
+  connect();
+})();

@@ -1,0 +1,301 @@
+//! The report page in its live mode (`--live`): the same document as
+//! `report.html` (the shell's styles, uPlot, `report.js`) with the charts
+//! empty at first, and `live.js`, which opens `GET /events` and fills them
+//! second by second. This module owns the page as served at the run's start
+//! and what each Server-Sent Event carries ([`second_event`],
+//! [`stages_event`]); the server that serves them is `perfops_run::live`.
+//!
+//! ```text
+//!   start(meta) ─> page(meta): header, planned stages, empty charts, controls
+//!   each second ─> second_event: one line of JSON (t, stage, rates, p50/p90/p99,
+//!                  failures by kind, in flight, per step, control events)
+//!   the end     ─> stages_event(summary): verdicts and SLO lines of each stage,
+//!                  then `final` (the page fetches /report and becomes it)
+//! ```
+//!
+//! Why the figures are computed here, once per second, and not in the page:
+//! the page gets a few hundred bytes a second instead of histograms, and
+//! every browser shows the same quantiles the results directory keeps (the
+//! interval's HDR histograms, as `series.jsonl`). Measured on the collector
+//! thread (`second_event_cost` below, 5 steps with full histograms):
+//! ~30 µs a second, well inside the microseconds an output may take.
+
+use std::fmt::Write;
+
+use serde_json::{Map, Value, json};
+
+use perfops_core::measure::Stats;
+use perfops_core::pipeline::Second;
+
+use super::charts::color;
+use super::shell::{close_with, frame, open, script_json};
+use crate::format::escape;
+use crate::run::{RunMeta, RunSummary};
+
+const LIVE_JS: &str = include_str!("live.js");
+
+/// The live page of a run that starts with `meta`; `control` says whether
+/// the page shows the buttons (it always may: the run answers 409 when it
+/// takes no control, and the page says so).
+pub fn page(meta: &RunMeta) -> String {
+    let planned: f64 = meta.stages.iter().map(|s| s.duration_s).sum();
+    let mut start = 0.0;
+    let stages: Vec<Value> = meta
+        .stages
+        .iter()
+        .map(|s| {
+            let v = json!({"name": s.name, "start_s": start, "end_s": start + s.duration_s, "verdict": null,
+                "from": s.from, "to": s.to});
+            start += s.duration_s;
+            v
+        })
+        .collect();
+    let empty = |label: &str, key: &str, style: Value| {
+        let mut o = Map::new();
+        o.insert("label".into(), label.into());
+        o.insert("key".into(), key.into());
+        o.insert("values".into(), json!([]));
+        if let Value::Object(style) = style {
+            o.extend(style);
+        }
+        Value::Object(o)
+    };
+    let chart = |id: &str, title: &str, unit: &str, log: bool, series: Vec<Value>| json!({"id": id, "title": title, "unit": unit, "log": log, "x": [], "series": series});
+    let data = json!({
+        "version": super::DATA_VERSION,
+        "live": true,
+        "name": meta.name,
+        "model": meta.model,
+        "duration_s": planned.max(1.0),
+        "stages": stages,
+        "restarts": [],
+        "time_charts": [
+            chart("rate", "Arrival rate: target and achieved", "/s", false, vec![
+                empty("target", "target", json!({"color": color::TARGET, "dash": true, "stepped": true})),
+                empty("achieved", "achieved", json!({"color": color::ACHIEVED, "width": 2, "stepped": true})),
+            ]),
+            chart("latency", "Latency from the intended start (log scale)", "ms", true, vec![
+                empty("p50", "p50", json!({"color": color::P50, "width": 1.5})),
+                empty("p90", "p90", json!({"color": color::P90, "width": 1.5})),
+                empty("p99", "p99", json!({"color": color::P99, "width": 2})),
+                empty("max", "max", json!({"color": color::MAX, "width": 1})),
+            ]),
+            chart("failures", "Failures per second, by kind", "/s", false, vec![
+                empty("failed", "failed", json!({"color": color::FAILED, "stepped": true})),
+            ]),
+            chart("load", "In flight", "", false, vec![
+                empty("in flight", "in_flight", json!({"color": color::IN_FLIGHT, "width": 2})),
+            ]),
+        ],
+    });
+    let mut o = String::with_capacity(192 * 1024);
+    open(&mut o, &format!("{} · live · perfops", meta.name), &data);
+    let _ = write!(
+        o,
+        "<header class=\"top\">\n<p class=\"brand\">perfops live</p>\n<h1>{}</h1>\n<p class=\"meta\">{} <span class=\"sep\">·</span> \
+         {} model <span class=\"sep\">·</span> {} <span class=\"sep\">·</span> started {}</p>\n</header>\n",
+        escape(&meta.name),
+        escape(&meta.target),
+        escape(&meta.model),
+        escape(&meta.kind),
+        escape(&meta.started_at),
+    );
+    o.push_str(
+        "<section class=\"verdict live-status\" id=\"live-status\">\n<span class=\"badge\" id=\"live-badge\">CONNECTING</span>\n\
+         <p class=\"headline\" id=\"live-headline\">Waiting for the first second…</p>\n\
+         <p class=\"hint\" id=\"live-note\">Every second appears as it is measured; stage verdicts fill in as the run ends. \
+         A page opened late gets the whole run so far.</p>\n\
+         <div class=\"controls\" id=\"live-controls\">\
+         <button type=\"button\" data-action=\"stop\">Stop</button> \
+         <button type=\"button\" data-action=\"hold\">Hold stage</button> \
+         <button type=\"button\" data-action=\"next\">Next stage</button> \
+         <label class=\"pick\">rate <input id=\"live-rate\" type=\"number\" min=\"0\" step=\"any\" size=\"8\"></label> \
+         <button type=\"button\" data-action=\"rate\">Set</button> \
+         <span class=\"note\" id=\"live-answer\" role=\"status\"></span></div>\n</section>\n",
+    );
+    o.push_str("<section>\n<h2>Stages</h2>\n<table class=\"stages\" id=\"live-stages\"><thead><tr><th>stage</th><th>planned</th><th>verdict</th><th>why</th></tr></thead><tbody>");
+    for s in &meta.stages {
+        let planned = if (s.from - s.to).abs() < f64::EPSILON {
+            format!("{} for {}s", crate::format::rate(Some(s.from)), s.duration_s)
+        } else {
+            format!(
+                "{} → {} over {}s",
+                crate::format::rate(Some(s.from)),
+                crate::format::rate(Some(s.to)),
+                s.duration_s
+            )
+        };
+        let _ = write!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td class=\"v\">…</td><td class=\"why\"></td></tr>",
+            escape(&s.name),
+            escape(&planned)
+        );
+    }
+    o.push_str("</tbody></table>\n</section>\n");
+    o.push_str(
+        "<section>\n<h2>Steps, last second</h2>\n<table class=\"steps\" id=\"live-steps\"><thead><tr><th>step</th>\
+         <th>throughput</th><th>failed</th><th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody></tbody></table>\n</section>\n",
+    );
+    o.push_str(
+        "<section>\n<h2>Over time</h2>\n<p class=\"hint\">One time axis for every chart, as in the report: hover one to read \
+         all at that second, drag to zoom, double-click to zoom out. Dashed vertical lines are stage boundaries; \
+         solid blue ones are actions by hand.</p>\n",
+    );
+    for c in data["time_charts"].as_array().into_iter().flatten() {
+        frame(&mut o, c["id"].as_str().unwrap_or(""), c["title"].as_str().unwrap_or(""), "", "");
+    }
+    o.push_str("</section>\n");
+    close_with(&mut o, "the live run", &data, LIVE_JS);
+    o
+}
+
+/// One second as the page draws it: a line of JSON (an SSE `data:` line).
+pub fn second_event(s: &Second<'_>) -> String {
+    let iv = s.interval;
+    let secs = iv.length.as_secs_f64().max(1e-9);
+    let st = &iv.stats;
+    let mut steps = Vec::new();
+    for (step, stats) in iv.by_step() {
+        let name = s.step_names.get(usize::from(step)).cloned().unwrap_or_else(|| step.to_string());
+        let mut o = figures(&stats, secs);
+        o.insert("name".into(), name.into());
+        steps.push(Value::Object(o));
+    }
+    let mut o = figures(st, secs);
+    let failures: Map<String, Value> =
+        st.failures.nonzero().into_iter().map(|(k, n)| (k.name().to_string(), json!(n as f64 / secs))).collect();
+    o.insert("t".into(), json!(s.t));
+    o.insert("len".into(), json!(round(secs)));
+    o.insert("stage".into(), s.stage.into());
+    o.insert("draining".into(), s.draining.into());
+    o.insert("target".into(), json!(s.target().map(|t| round(t / secs))));
+    o.insert("achieved".into(), json!(round(st.arrivals_answered as f64 / secs)));
+    o.insert("in_flight".into(), json!(iv.in_flight));
+    o.insert("failures".into(), Value::Object(failures));
+    o.insert("max".into(), json!(ms(st, 1.0)));
+    o.insert("steps".into(), Value::Array(steps));
+    if !s.events.is_empty() {
+        o.insert("events".into(), json!(s.events));
+    }
+    script_json(&Value::Object(o))
+}
+
+/// Throughput, failures and latency quantiles of one aggregate (the
+/// second's, or a step's).
+fn figures(st: &Stats, secs: f64) -> Map<String, Value> {
+    let mut o = Map::new();
+    o.insert("rate".into(), json!(round(st.completed as f64 / secs)));
+    o.insert("failed".into(), json!(round(st.failures.total() as f64 / secs)));
+    for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99)] {
+        o.insert(name.into(), json!(ms(st, q)));
+    }
+    o
+}
+
+/// A latency quantile in ms, or nothing when no request ended.
+fn ms(st: &Stats, q: f64) -> Option<f64> {
+    (st.latency.len() > 0).then(|| round(st.latency.quantile(q).as_secs_f64() * 1000.0))
+}
+
+/// Four significant digits: more than a chart or an HDR histogram shows.
+fn round(v: f64) -> f64 {
+    super::charts::sig(v).unwrap_or(0.0)
+}
+
+/// Each stage's verdict, its reasons and SLO lines, and the run's
+/// headline, as the run concluded them (the summary's own types).
+pub fn stages_event(summary: &RunSummary) -> String {
+    let stages: Vec<Value> = summary
+        .stages
+        .iter()
+        .map(|s| json!({"name": s.figures.name, "verdict": s.verdict, "reasons": s.reasons, "slo": s.slo}))
+        .collect();
+    let verdict = summary.verdict.as_ref();
+    script_json(&json!({
+        "stages": stages,
+        "result": verdict.map(|v| v.verdict.result),
+        "headline": verdict.map(|v| v.headline.as_str()),
+        "why": verdict.and_then(|v| v.why.as_deref()),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use perfops_core::measure::{Interval, Key};
+
+    use super::*;
+
+    fn stats(values: u64) -> Stats {
+        let mut stats = Stats::default();
+        for v in 1..=values {
+            stats.latency.record(Duration::from_micros(v * 37 % 900_000));
+        }
+        stats.completed = values;
+        stats.arrivals_answered = values;
+        stats
+    }
+
+    /// A second's event: the figures of the whole and of each step, named.
+    #[test]
+    fn a_second_event_carries_the_figures_of_the_second_and_its_steps() {
+        let parts = vec![(Key { stage: 0, step: 0 }, stats(100)), (Key { stage: 0, step: 1 }, stats(50))];
+        let iv = Interval {
+            parts,
+            stats: stats(150),
+            target: Some(200.0),
+            in_flight: 7,
+            length: Duration::from_secs(1),
+            ..Interval::empty(4)
+        };
+        let names = vec!["login".to_string(), "orders".to_string()];
+        let s = Second {
+            interval: &iv,
+            t: 4,
+            start: Duration::from_secs(4),
+            stage: "warm",
+            draining: false,
+            step_names: &names,
+            events: &[],
+        };
+        let v: Value = serde_json::from_str(&second_event(&s)).expect("json");
+        assert_eq!(v["t"], 4);
+        assert_eq!(v["stage"], "warm");
+        assert_eq!(v["achieved"], 150.0);
+        assert_eq!(v["target"], 200.0);
+        assert_eq!(v["in_flight"], 7);
+        assert!(v["p99"].as_f64().unwrap() > v["p50"].as_f64().unwrap());
+        assert_eq!(v["steps"][1]["name"], "orders");
+        assert_eq!(v["steps"][1]["rate"], 50.0);
+        // No events key when nothing was done by hand: the line stays short.
+        assert!(v.get("events").is_none());
+        // One line: an SSE data field must not hold a newline.
+        assert!(!second_event(&s).contains('\n'));
+    }
+
+    /// What `second_event` costs the collector thread (the module doc's figure).
+    #[test]
+    #[ignore = "a measurement, not a check"]
+    fn second_event_cost() {
+        let parts: Vec<(Key, Stats)> = (0..5).map(|step| (Key { stage: 0, step }, stats(20_000))).collect();
+        let iv = Interval { parts, stats: stats(100_000), ..Interval::empty(3) };
+        let names: Vec<String> = (0..5).map(|i| format!("step{i}")).collect();
+        let s = Second {
+            interval: &iv,
+            t: 3,
+            start: Duration::ZERO,
+            stage: "a",
+            draining: false,
+            step_names: &names,
+            events: &[],
+        };
+        let n = 1000;
+        let began = Instant::now();
+        for _ in 0..n {
+            std::hint::black_box(second_event(&s));
+        }
+        println!("second_event, 5 steps: {:?}", began.elapsed() / n);
+    }
+}
