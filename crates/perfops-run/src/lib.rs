@@ -30,6 +30,7 @@ macro_rules! tell {
 }
 
 pub mod conclude;
+pub mod ctl;
 pub mod debug;
 pub mod demo;
 pub mod exit;

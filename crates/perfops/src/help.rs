@@ -168,6 +168,17 @@ Examples:
   perfops k8s examples/k8s/orders.yaml --agents 3 --image registry.example.com/perfops:0.1.0 --out k8s/orders
   perfops k8s examples/k8s/orders.yaml --agents 3 --image registry.example.com/perfops:0.1.0 --namespace perfops --agent-cpu 250m --out k8s/orders";
 
+pub(crate) const CTL: &str = "\
+Exit codes: 0 applied, 1 refused by the run (e.g. no stage after this one), 2 a bad action or a
+missing/wrong token, 3 nothing answered at ADDR. Off loopback the run asks for its token: set
+PERFOPS_LIVE_TOKEN (never a flag: shell histories keep those).
+
+Examples:
+  perfops run examples/orders.yaml --live          # the page at http://127.0.0.1:5665/
+  perfops ctl 127.0.0.1:5665 rate 300
+  perfops ctl 127.0.0.1:5665 hold
+  PERFOPS_LIVE_TOKEN=... perfops ctl 10.0.0.5:5665 stop";
+
 pub(crate) const COMPLETIONS: &str = "\
 Examples:
   perfops completions bash > ~/.local/share/bash-completion/completions/perfops

@@ -89,6 +89,9 @@ enum Command {
     /// Print the man page (roff), of perfops or of one command.
     #[command(after_help = help::MAN)]
     Man(help::ManArgs),
+    /// Steer a live run (one started with --live): `perfops ctl 127.0.0.1:5665 stop|hold|next|rate 300`.
+    #[command(after_help = help::CTL)]
+    Ctl(cli::ctl::CtlFlags),
     /// Kubernetes manifests for a distributed run (coordinator + N agents), and the kubectl commands to drive it.
     #[command(after_help = help::K8S)]
     K8s(cli::k8s::K8sFlags),
@@ -123,6 +126,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => perfops_run::merge::run(args.into()),
         Command::Demo(args) => perfops_run::demo::run(args.into()),
         Command::K8s(args) => k8s::run(args.into()),
+        Command::Ctl(args) => perfops_run::ctl::run(args.into()),
         Command::Tar(args) => k8s::tar::run(args.into()),
         Command::Schema(args) => reference::run(args),
         Command::Completions(args) => help::completions(args),

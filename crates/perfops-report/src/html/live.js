@@ -86,8 +86,11 @@
       if (!u) return;
       var columns = c.series.map(function (s) { return col(s.key); });
       var idx = keep(columns);
+      // Zoomed in by hand (a drag): left there; else the whole run so far.
+      var whole = !(u.scales.x.min > 0);
       u.setData([pick(xs, idx)].concat(columns.map(function (cl) { return pick(cl, idx); })), false);
-      u.redraw();
+      if (whole) u.setScale("x", { min: 0, max: data.duration_s });
+      else u.redraw();
     });
   }
 
@@ -116,13 +119,14 @@
   }
 
   function second(ev) {
-    xs.push(ev.t);
     var row = { target: ev.target, achieved: ev.achieved, p50: ev.p50, p90: ev.p90, p99: ev.p99, max: ev.max,
       failed: ev.failed, in_flight: ev.in_flight };
     Object.keys(ev.failures || {}).forEach(function (k) { if (kinds.indexOf(k) < 0) addKind(k); });
     kinds.forEach(function (k) { row["failure:" + k] = (ev.failures || {})[k] || 0; });
+    // Every column as long as xs before this second, then one more each.
     Object.keys(row).forEach(function (k) { col(k); });
     Object.keys(cols).forEach(function (k) { cols[k].push(row[k] == null ? null : row[k]); });
+    xs.push(ev.t);
     (ev.events || []).forEach(function (e) {
       marks.push({ t: e.t, label: e.action + (e.value != null ? " " + e.value : "") });
       nEvents++;
@@ -130,10 +134,8 @@
     placeStage(ev.stage, ev.t);
     count++;
     lastT = ev.t;
-    if (ev.t + 1 > data.duration_s) {
-      R.setDuration(Math.ceil((ev.t + 1) * 1.1));
-      R.timeCharts.forEach(function (u) { u.setScale("x", { min: 0, max: data.duration_s }); });
-    }
+    // Past the planned end (held, or no plan: quick): the axis grows by a tenth.
+    if (ev.t + 1 > data.duration_s) R.setDuration(Math.ceil((ev.t + 1) * 1.1));
     body.setAttribute("data-live-seconds", String(count));
     body.setAttribute("data-live-last-t", String(ev.t));
     body.setAttribute("data-live-events", String(nEvents));

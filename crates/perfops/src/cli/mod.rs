@@ -2,6 +2,7 @@
 //! `*Args` of `perfops_run`, where the command runs. A flag's help is its
 //! doc comment here; the field it fills is documented there.
 
+pub(crate) mod ctl;
 pub(crate) mod demo;
 pub(crate) mod fleet_agent;
 pub(crate) mod fleet_coordinator;

@@ -6,12 +6,13 @@
 use clap::Args;
 use perfops_core::scenario::output::OutputSpec;
 
-/// `--output NAME[=ARG]` and `--metrics-listen ADDR`.
+/// `--output NAME[=ARG]`, `--metrics-listen ADDR` and `--live[=ADDR]`.
 #[derive(Debug, Args)]
 pub(crate) struct OutputFlags {
     /// Also send every second to the output NAME (repeatable): `jsonl=-` or
     /// `jsonl=FILE` (one JSON object per second, with a start and a finish
-    /// line), `prometheus=ADDR` (as --metrics-listen). Added to the
+    /// line), `prometheus=ADDR` (as --metrics-listen), `live=ADDR` (as
+    /// --live). Added to the
     /// scenario's `outputs:`. The results directory is always written (--out
     /// names its folder).
     #[arg(long = "output", value_name = "NAME[=ARG]", value_parser = perfops_run::outputs::parse_spec)]
@@ -21,11 +22,19 @@ pub(crate) struct OutputFlags {
     /// as `--output prometheus=ADDR`.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<String>,
+    /// Serve the report page live while the run goes, with buttons to stop,
+    /// hold, skip a stage or set the rate (`perfops ctl` does the same):
+    /// `--live` on 127.0.0.1:5665, or `--live=ADDR` (port 0 picks a free
+    /// one). Off loopback it asks for a token, from PERFOPS_LIVE_TOKEN or
+    /// made and printed once. The same as `--output live=ADDR`.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true,
+          default_missing_value = perfops_run::live::DEFAULT_ADDR)]
+    live: Option<String>,
 }
 
 impl From<OutputFlags> for perfops_run::outputs::OutputArgs {
     fn from(f: OutputFlags) -> Self {
-        Self { outputs: f.outputs, metrics_listen: f.metrics_listen }
+        Self { outputs: f.outputs, metrics_listen: f.metrics_listen, live: f.live }
     }
 }
 
