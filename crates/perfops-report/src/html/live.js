@@ -146,8 +146,8 @@
     while (tb.firstChild) tb.removeChild(tb.firstChild);
     (ev.steps || []).forEach(function (s) {
       var tr = document.createElement("tr");
-      [s.name, R.num(s.rate) + "/s", R.num(s.failed) + "/s", R.ms(s.p50), R.ms(s.p90), R.ms(s.p99)].forEach(function (v) {
-        var td = document.createElement("td");
+      [s.name, R.num(s.rate) + "/s", R.num(s.failed) + "/s", R.ms(s.p50), R.ms(s.p90), R.ms(s.p99)].forEach(function (v, i) {
+        var td = document.createElement(i ? "td" : "th");
         td.textContent = v;
         tr.appendChild(td);
       });
@@ -162,10 +162,10 @@
       if (d) d.verdict = s.verdict;
       var tr = rows[i];
       if (!tr) return;
-      tr.querySelector(".v").textContent = s.verdict || "–";
+      tr.querySelector(".live-v").textContent = s.verdict || "–";
       var why = (s.reasons || []).slice();
       (s.slo || []).forEach(function (l) { if (l && l.passed === false) why.push(l.slo + (l.value != null ? " (" + R.num(l.value) + ")" : "")); });
-      tr.querySelector(".why").textContent = why.join("; ");
+      tr.querySelector(".live-why").textContent = why.join("; ");
     });
     if (ev.headline) $("live-headline").textContent = ev.headline + (ev.why ? " — " + ev.why : "");
     if (ev.result) $("live-badge").textContent = String(ev.result).toUpperCase();

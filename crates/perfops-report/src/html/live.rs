@@ -127,7 +127,7 @@ pub fn page(meta: &RunMeta) -> String {
         };
         let _ = write!(
             o,
-            "<tr><td>{}</td><td>{}</td><td class=\"v\">…</td><td class=\"why\"></td></tr>",
+            "<tr><th>{}</th><td>{}</td><td class=\"live-v\">…</td><td class=\"live-why\"></td></tr>",
             escape(&s.name),
             escape(&planned)
         );

@@ -184,11 +184,10 @@ impl Output for Live {
             self.push(Kind::Stages, &page::stages_event(summary));
         }
         let has_report = self.shared.report.lock().unwrap_or_else(PoisonError::into_inner).is_some();
-        self.push(Kind::Final, if has_report { r#"{"report":"/report"}"# } else { r#"{"report":null}"# });
-        // The server notices the event within a poll; give it that long to
-        // count the streams it is sending it to.
-        std::thread::sleep(Duration::from_millis(u64::from(server::POLL_MS) * 2));
+        // The pages open now (counted by the server at each poll): a stream
+        // closes once it has sent `final`, so count before.
         let browsers = self.shared.streams.load(Ordering::Relaxed);
+        self.push(Kind::Final, if has_report { r#"{"report":"/report"}"# } else { r#"{"report":null}"# });
         let deadline = Instant::now() + if has_report { FINAL_WAIT } else { Duration::from_secs(1) };
         let waiting = |s: &Shared| match has_report {
             true => s.taken.load(Ordering::Relaxed) < browsers,

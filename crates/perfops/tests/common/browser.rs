@@ -224,3 +224,54 @@ setInterval(function () {{
     assert_eq!(png_size(&narrow), (500, 5600));
     assert!(std::fs::metadata(&narrow).unwrap().len() > 50_000, "{} is nearly empty", narrow.display());
 }
+
+/// Drive one headless Chromium in real time through `steps` (see
+/// `cdp.py`: open, wait, until, eval, shot), over the DevTools protocol on
+/// a pipe: for a page that changes while it is open (the live page), which
+/// `--dump-dom` under a virtual-time budget cannot watch. Returns what each
+/// `eval` step gave, in order; fails on any step's error, and after 120 s.
+pub fn drive(steps: &Value) -> Vec<Value> {
+    assert!(
+        Path::new(CHROMIUM).exists(),
+        "{CHROMIUM} is missing: the live page's browser tests need Debian's chromium"
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/cdp.py");
+    let profile = temp_path("chromium-cdp", "d");
+    // Debian's python3: the one the test servers use.
+    let mut child = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(CHROMIUM)
+        .arg(&profile)
+        .arg(steps.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start cdp.py");
+    let mut out = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium driven through {steps} still running after 120 s; killed");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = reader.join().unwrap();
+    let _ = std::fs::remove_dir_all(&profile);
+    let lines: Vec<Value> = text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    if let Some(e) = lines.iter().find_map(|l| l.get("error")) {
+        panic!("in chromium: {e}\n(steps {steps})");
+    }
+    assert!(status.success(), "cdp.py exited {status}: {text}");
+    lines.into_iter().filter_map(|mut l| l.get_mut("eval").map(Value::take)).collect()
+}
