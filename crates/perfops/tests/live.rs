@@ -98,7 +98,7 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
         ],
         [
             "eval",
-            "document.querySelector('#live-steps tbody td') && document.querySelector('#live-steps tbody td').textContent"
+            "document.querySelector('#live-steps tbody th') && document.querySelector('#live-steps tbody th').textContent"
         ],
         ["shot", shot.display().to_string(), 1280, 1500],
         // A second tab, opened late: it gets the run from its first second.

@@ -133,6 +133,10 @@ pub(crate) struct Spec {
     pub(crate) results_size: String,
     /// The coordinator's `--join-timeout`, as the user wrote it (else its default).
     pub(crate) join_timeout: Option<String>,
+    /// The coordinator serves its live page (`--live`) on the pod's
+    /// loopback, which `kubectl port-forward` reaches and nothing else does:
+    /// no token needed, nothing exposed by a Service.
+    pub(crate) live: bool,
 }
 
 /// The longest name prefix: `<name>-coordinator` must stay a DNS label
@@ -521,6 +525,9 @@ fn coordinator(spec: &Spec, names: &Names) -> Job {
     if let Some(t) = &spec.join_timeout {
         args.extend(["--join-timeout".into(), t.clone()]);
     }
+    if spec.live {
+        args.push(format!("--live={}", crate::live::DEFAULT_ADDR));
+    }
     let mounts = vec![
         mount("scenario", CONFIG_DIR, true),
         mount("tls", TLS_DIR, true),
@@ -642,6 +649,13 @@ pub(crate) fn commands(spec: &Spec, out: &str) -> String {
         names.coordinator
     ));
     s.push_str(&format!("kubectl -n {ns} logs -f job/{}\n", names.coordinator));
+    if spec.live {
+        let port = crate::live::DEFAULT_ADDR.rsplit(':').next().unwrap_or("5665");
+        s.push_str(&format!(
+            "# Its live page (on the pod's loopback: port-forward reaches it), then open http://127.0.0.1:{port}/:\n"
+        ));
+        s.push_str(&format!("kubectl -n {ns} port-forward job/{} {port}:{port}\n", names.coordinator));
+    }
     s.push_str(
         "# Pods not running? Why (image pull, resources, scheduling: the Events at the end), and how the Jobs ended:\n",
     );
@@ -679,6 +693,7 @@ mod tests {
             coordinator: Size { cpu: "1".into(), memory: "512Mi".into() },
             results_size: "1Gi".into(),
             join_timeout: None,
+            live: false,
         }
     }
 
@@ -860,5 +875,28 @@ mod tests {
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             assert!(line.starts_with("kubectl ") || line.starts_with("mkdir -p results && kubectl "), "{line}");
         }
+        // No live page asked: no port-forward.
+        assert!(!text.contains("port-forward"), "{text}");
+    }
+
+    /// `--live`: the coordinator serves its page on its pod's loopback, and
+    /// the printed commands say how to open it (port-forward reaches a
+    /// pod's loopback; no Service or token exposes it).
+    #[test]
+    fn a_live_coordinator_and_its_port_forward() {
+        let spec = Spec { live: true, ..spec() };
+        let b = bundle(&spec);
+        let pod = b.coordinator.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let args = pod.containers[0].args.as_ref().unwrap();
+        assert!(args.contains(&"--live=127.0.0.1:5665".to_string()), "{args:?}");
+        let text = commands(&spec, "k8s/orders");
+        let forward = "kubectl -n load port-forward job/perfops-orders-coordinator 5665:5665\n";
+        assert!(text.contains(forward), "{text}");
+        assert!(text.contains("open http://127.0.0.1:5665/"), "{text}");
+        // After the coordinator is followed: it listens only once it runs.
+        assert!(text.find(forward).unwrap() > text.find("logs -f").unwrap(), "{text}");
+        let plain = bundle(&super::tests::spec());
+        let args = plain.coordinator.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].args.clone();
+        assert!(!args.unwrap().iter().any(|a| a.starts_with("--live")));
     }
 }

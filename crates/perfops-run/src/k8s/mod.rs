@@ -60,6 +60,9 @@ pub struct K8sArgs {
     /// How long the coordinator waits for every agent before it gives up
     /// (exit 3, naming the missing shards) [default: the coordinator's, 120s].
     pub join_timeout: Option<String>,
+    /// The coordinator serves its live page on its pod's loopback
+    /// (`--live`), opened with the `kubectl port-forward` command printed.
+    pub live: bool,
 }
 
 /// The most a Secret holds (the API server refuses more).
@@ -169,6 +172,7 @@ pub fn run(args: K8sArgs) -> Result<Exit> {
         coordinator: Size { cpu: args.coordinator_cpu, memory: args.coordinator_memory },
         results_size: args.results_size,
         join_timeout: args.join_timeout,
+        live: args.live,
     };
     write(&args.out, &manifest::bundle(&spec))?;
     let secrets: Vec<&str> = spec.env.keys().map(String::as_str).collect();

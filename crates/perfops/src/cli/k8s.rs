@@ -43,6 +43,10 @@ pub(crate) struct K8sFlags {
     /// (exit 3, naming the missing shards) [default: the coordinator's, 120s].
     #[arg(long, value_name = "DURATION")]
     join_timeout: Option<String>,
+    /// The coordinator serves its live page (`--live`) on its pod's
+    /// loopback; the printed `kubectl port-forward` command opens it.
+    #[arg(long)]
+    live: bool,
 }
 
 impl From<K8sFlags> for perfops_run::k8s::K8sArgs {
@@ -60,6 +64,7 @@ impl From<K8sFlags> for perfops_run::k8s::K8sArgs {
             coordinator_memory: f.coordinator_memory,
             results_size: f.results_size,
             join_timeout: f.join_timeout,
+            live: f.live,
         }
     }
 }
