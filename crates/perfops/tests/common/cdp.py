@@ -15,7 +15,10 @@ STEPS_JSON is a list of steps, run in order on one tab:
 Every wait is bounded; any failure prints {"error": ...} and exits 1.
 """
 
-import base64, json, os, subprocess, sys, time
+import base64, json, os, signal, subprocess, sys, time
+
+# Killed (a bench's cleanup): still close the browser, in `finally` below.
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 chromium, profile, steps = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
 r_cmd, w_cmd = os.pipe()   # we write commands, chromium reads fd 3
