@@ -195,7 +195,7 @@ fn figures(st: &Stats, secs: f64) -> Map<String, Value> {
 
 /// A latency quantile in ms, or nothing when no request ended.
 fn ms(st: &Stats, q: f64) -> Option<f64> {
-    (st.latency.len() > 0).then(|| round(st.latency.quantile(q).as_secs_f64() * 1000.0))
+    (!st.latency.is_empty()).then(|| round(st.latency.quantile(q).as_secs_f64() * 1000.0))
 }
 
 /// Four significant digits: more than a chart or an HDR histogram shows.
@@ -278,6 +278,7 @@ mod tests {
     /// What `second_event` costs the collector thread (the module doc's figure).
     #[test]
     #[ignore = "a measurement, not a check"]
+    #[allow(clippy::print_stdout)] // what it measured is its output
     fn second_event_cost() {
         let parts: Vec<(Key, Stats)> = (0..5).map(|step| (Key { stage: 0, step }, stats(20_000))).collect();
         let iv = Interval { parts, stats: stats(100_000), ..Interval::empty(3) };

@@ -98,13 +98,13 @@ pub(super) fn serve(listener: &TcpListener, shared: &Shared) {
         let over = {
             let log = shared.log.lock().unwrap_or_else(PoisonError::into_inner);
             for c in &mut conns {
-                if let State::Stream { next, out, sent, progress } = &mut c.state {
-                    if *sent == out.len() {
-                        if let Some(e) = log.from(*next) {
-                            (*next, *out, *sent) = (e.id + 1, e.wire.clone(), 0);
-                        } else if now.duration_since(*progress) > KEEPALIVE {
-                            (*out, *sent, *progress) = (Arc::from(&b": keepalive\n\n"[..]), 0, now);
-                        }
+                if let State::Stream { next, out, sent, progress } = &mut c.state
+                    && *sent == out.len()
+                {
+                    if let Some(e) = log.from(*next) {
+                        (*next, *out, *sent) = (e.id + 1, e.wire.clone(), 0);
+                    } else if now.duration_since(*progress) > KEEPALIVE {
+                        (*out, *sent, *progress) = (Arc::from(&b": keepalive\n\n"[..]), 0, now);
                     }
                 }
             }
@@ -241,10 +241,8 @@ fn step(c: &mut Conn, shared: &Shared, over: bool) -> bool {
                 // Nothing to send and the socket is readable: the page left
                 // (or sent bytes we never asked for).
                 let mut buf = [0u8; 256];
-                return match c.stream.read(&mut buf) {
-                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => true,
-                    _ => false,
-                };
+                return matches!(c.stream.read(&mut buf),
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted));
             }
             loop {
                 match c.stream.write(&out[*sent..]) {
@@ -488,7 +486,9 @@ mod tests {
     /// What a request head says, as far as the routes need it.
     #[test]
     fn a_request_head_parses() {
-        let cases: &[(&str, &str, Option<&str>, Option<&str>, Option<u64>)] = &[
+        // (head, path, token in the query, bearer token, Last-Event-ID)
+        type Case<'a> = (&'a str, &'a str, Option<&'a str>, Option<&'a str>, Option<u64>);
+        let cases: &[Case<'_>] = &[
             // The event stream resumed, its token in the query (EventSource sets no headers).
             ("GET /events?token=a%2Bb HTTP/1.1\r\nLast-Event-ID: 41", "/events", Some("a+b"), None, Some(41)),
             // A control request with its bearer token; header names in any case.

@@ -25,9 +25,7 @@ fn meta() -> RunMeta {
 }
 
 fn second(live: &mut Live, t: u32) {
-    let mut stats = Stats::default();
-    stats.completed = 50;
-    stats.arrivals_answered = 50;
+    let mut stats = Stats { completed: 50, arrivals_answered: 50, ..Stats::default() };
     stats.latency.record(Duration::from_millis(3));
     let iv = Interval { stats, length: Duration::from_secs(1), target: Some(50.0), ..Interval::empty(t) };
     let s = Second {
@@ -236,6 +234,7 @@ fn the_end_hands_the_report_to_the_open_pages() {
 /// browsers reading (the module doc's figure).
 #[test]
 #[ignore = "a measurement, not a check"]
+#[allow(clippy::print_stdout)] // what it measured is its output
 fn second_cost() {
     let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
     live.start(&meta()).expect("start");
