@@ -8,7 +8,8 @@
 //! dropped, so old seconds thin out as the report's charts do (an hour at
 //! one second a second keeps its last ~40 minutes whole and the rest at 2,
 //! 4, 8 s... apart). Other events (verdicts, the end) are always kept.
-//! With 5 steps a second event is ~700 bytes: at most ~3.4 MB a run.
+//! With 5 steps a second event is ~650 bytes (`tests::second_cost`): at
+//! most ~3.1 MB a run.
 //!
 //! This module owns the log and its bound; the server (`super::server`)
 //! reads it through a client's cursor (the next id to send).
