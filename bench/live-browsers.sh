@@ -9,13 +9,19 @@
 #
 # Each run: `perfops quick -r RATE -d DURATION --live=127.0.0.1:LIVE_PORT URL/health`
 # pinned to TOOL_CPU, the demo (`--model async --threads 1`, no I/O wait, no CPU work)
-# pinned to TARGET_CPU. With browsers: one headless Chromium (Debian's, driven over the
-# DevTools protocol by crates/perfops/tests/common/cdp.py) opens BROWSERS tabs on the
-# page as soon as it answers, pinned to BROWSER_CPU (default TARGET_CPU: on a 2-core
+# pinned to TARGET_CPU. With browsers: headless Chromiums (Debian's, driven over the
+# DevTools protocol by crates/perfops/tests/common/cdp.py) open BROWSERS tabs on the
+# page as soon as it answers, at most 5 tabs a Chromium (a browser holds at most 6
+# HTTP/1.1 connections to one host, and each page's event stream is one), pinned to
+# BROWSER_CPU (default TARGET_CPU: on a 2-core
 # machine there is no third core, so the browsers share the target's and may move the
 # target's latency, which the generator's p50/p99 then include; the generator's own CPU
 # is what this measures). The established connections to the live port are counted
 # halfway through the run (`ss`), so the table says how many pages were really reading.
+# The live page's own cost is also read directly: the CPU time of the generator's
+# `perfops-live` thread (its server) from /proc/PID/task/TID/schedstat, a second before
+# the run ends; the collector's part (one JSON line a second) is measured by
+# `cargo test -p perfops-run --lib live::tests::second_cost -- --ignored --nocapture`.
 # Printed per run and as medians per browser count: the generator's CPU s per 100k
 # requests (user + sys of the whole process, the live page's server thread included)
 # and its share of a core, its p50 / p99 latency, and the target's CPU s per 100k.
@@ -83,11 +89,17 @@ readers() {
     sleep 0.1
   done
   if [ "$CLIENTS" = chromium ]; then
-    local steps="[" i
-    for i in $(seq "$n"); do steps+="[\"open\",\"http://127.0.0.1:$LIVE_PORT/\"],"; done
-    steps+="[\"wait\",$((DURATION + 5))]]"
-    exec taskset -c "$BROWSER_CPU" "$PY" "$ROOT/crates/perfops/tests/common/cdp.py" "$CHROMIUM" \
-      "$OUT/profile-$tag" "$steps" >"$OUT/$tag.browsers.log" 2>&1
+    local left=$n k=0 steps i
+    while [ "$left" -gt 0 ]; do
+      k=$((k + 1))
+      steps="["
+      for i in $(seq $((left < 5 ? left : 5))); do steps+="[\"open\",\"http://127.0.0.1:$LIVE_PORT/\"],"; done
+      steps+="[\"wait\",$((DURATION + 5))]]"
+      left=$((left - 5))
+      taskset -c "$BROWSER_CPU" "$PY" "$ROOT/crates/perfops/tests/common/cdp.py" "$CHROMIUM" \
+        "$OUT/profile-$tag-$k" "$steps" >"$OUT/$tag.browsers-$k.log" 2>&1 &
+    done
+    wait
   else
     local i
     for i in $(seq "$n"); do
@@ -98,8 +110,8 @@ readers() {
 }
 
 failed=0
-echo "| browsers | round | completed | generator CPU s / 100k | generator % of a core | p50 ms | p99 ms | target CPU s / 100k | pages reading |" >"$OUT/table.md"
-echo "|---|---|---|---|---|---|---|---|---|" >>"$OUT/table.md"
+echo "| browsers | round | completed | generator CPU s / 100k | generator % of a core | live server thread, % of a core | p50 ms | p99 ms | target CPU s / 100k | pages reading |" >"$OUT/table.md"
+echo "|---|---|---|---|---|---|---|---|---|---|" >>"$OUT/table.md"
 for round in $(seq "$ROUNDS"); do
   for n in 0 "$BROWSERS"; do
     tag="r$round-b$n"
@@ -115,21 +127,28 @@ for round in $(seq "$ROUNDS"); do
     fi
     sleep $((DURATION / 2 + 1))
     reading=$(ss -Htn state established "( sport = :$LIVE_PORT )" | wc -l)
+    sleep $((DURATION - DURATION / 2 - 2))
+    live_ns=0
+    for t in /proc/$run/task/*; do
+      [ "$(cat "$t/comm" 2>/dev/null)" = perfops-live ] && live_ns=$(awk '{print $1}' "$t/schedstat")
+    done
     wait "$run" || { echo "live-browsers: $tag failed, see $OUT/$tag.err" >&2; failed=1; }
     # The readers end on their own: Chromium's tabs after DURATION + 5 s, curl's
     # streams when the run's last event closes them.
     if [ -n "$rpid" ]; then wait "$rpid" 2>/dev/null || true; fi
     after=$(ticks)
     [ -s "$OUT/$tag.json" ] || continue
-    "$PY" - "$OUT/$tag.json" "$n" "$round" "$((after - before))" "$HZ" "$DURATION" "$reading" >>"$OUT/table.md" <<'EOF'
+    "$PY" - "$OUT/$tag.json" "$n" "$round" "$((after - before))" "$HZ" "$DURATION" "$reading" "$live_ns" >>"$OUT/table.md" <<'EOF'
 import json, sys
-path, n, rnd, ticks, hz, dur, reading = sys.argv[1:]
+path, n, rnd, ticks, hz, dur, reading, live_ns = sys.argv[1:]
 d = json.load(open(path))
 g = d["generator"]
 cpu = g["cpu_user_s"] + g["cpu_sys_s"]
 done = max(d["completed"], 1)
-print("| %s | %s | %d | %.3f | %.1f %% | %.3f | %.3f | %.3f | %s |" % (
-    n, rnd, d["completed"], cpu / done * 1e5, cpu / d["elapsed_s"] * 100, d["latency_ms"]["p50"],
+# The live thread ran from the start to a second before the end.
+live = int(live_ns) / 1e9 / max(float(dur) - 1, 1) * 100
+print("| %s | %s | %d | %.3f | %.1f %% | %.3f %% | %.3f | %.3f | %.3f | %s |" % (
+    n, rnd, d["completed"], cpu / done * 1e5, cpu / d["elapsed_s"] * 100, live, d["latency_ms"]["p50"],
     d["latency_ms"]["p99"], int(ticks) / int(hz) / done * 1e5, reading))
 EOF
   done
@@ -141,11 +160,11 @@ rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| ") and 
 by = {}
 for r in rows:
     by.setdefault(r[0].strip(), []).append(r)
-print("| browsers | runs | generator CPU s / 100k | generator % of a core | p50 ms | p99 ms | target CPU s / 100k |")
-print("|---|---|---|---|---|---|---|")
+print("| browsers | runs | generator CPU s / 100k | generator % of a core | live server thread, % of a core | p50 ms | p99 ms | target CPU s / 100k |")
+print("|---|---|---|---|---|---|---|---|")
 for n, rs in by.items():
     med = lambda i: statistics.median(float(r[i].strip().split()[0]) for r in rs)
-    print("| %s | %d | %.3f | %.1f %% | %.3f | %.3f | %.3f |" % (n, len(rs), med(3), med(4), med(5), med(6), med(7)))
+    print("| %s | %d | %.3f | %.1f %% | %.3f %% | %.3f | %.3f | %.3f |" % (n, len(rs), med(3), med(4), med(5), med(6), med(7), med(8)))
 EOF
 {
   echo "# live-browsers $STAMP: $RATE/s for ${DURATION}s, 0 and $BROWSERS $CLIENTS readers, $ROUNDS round(s)"
