@@ -156,12 +156,23 @@
   }
 
   function stages(ev) {
-    var rows = document.querySelectorAll("#live-stages tbody tr");
+    var tbody = document.querySelector("#live-stages tbody"), rows = tbody.querySelectorAll("tr");
     (ev.stages || []).forEach(function (s, i) {
       var d = data.stages.filter(function (x) { return x.name === s.name; })[0];
       if (d) d.verdict = s.verdict;
       var tr = rows[i];
-      if (!tr) return;
+      // A stage not planned at the start (limit's tries): a row of its own.
+      if (!tr) {
+        tr = document.createElement("tr");
+        ["th", "td", "td", "td"].forEach(function (t, k) {
+          var c = document.createElement(t);
+          if (k === 2) c.className = "live-v";
+          if (k === 3) c.className = "live-why";
+          tr.appendChild(c);
+        });
+        tr.firstChild.textContent = s.name;
+        tbody.appendChild(tr);
+      }
       tr.querySelector(".live-v").textContent = s.verdict || "–";
       var why = (s.reasons || []).slice();
       (s.slo || []).forEach(function (l) { if (l && l.passed === false) why.push(l.slo + (l.value != null ? " (" + R.num(l.value) + ")" : "")); });
