@@ -145,7 +145,8 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
 }
 
 /// `quick --live`: the page freezes with its final figures (no results
-/// directory, no report). `perfops ctl` and the control API meanwhile: the
+/// directory, no report); its Stop button reaches the control API and
+/// shows the answer. `perfops ctl` and the control API meanwhile: the
 /// run takes no control until the session hands the output its steering
 /// (409, exit 1), a bad action is the user's (exit 2), and nothing
 /// listening is exit 3; unknown routes are 404, a bad body 400.
@@ -176,7 +177,12 @@ fn quick_live_freezes_and_ctl_answers_as_documented() {
 
     let got = drive(&json!([
         ["open", format!("http://{addr}/")],
-        ["until", format!("document.body && {ATTR}('data-live-state') === 'frozen'"), 30],
+        ["until", format!("document.body && {ATTR}('data-live-state') === 'live'"), 20],
+        // The page's Stop button goes to POST /control, and says the run's answer.
+        ["eval", "document.querySelector('#live-controls button[data-action=stop]').click(), true"],
+        ["until", "document.getElementById('live-answer').textContent.indexOf('takes no control') >= 0", 10],
+        ["eval", "document.getElementById('live-answer').textContent"],
+        ["until", format!("{ATTR}('data-live-state') === 'frozen'"), 30],
         [
             "eval",
             format!(
@@ -186,9 +192,10 @@ fn quick_live_freezes_and_ctl_answers_as_documented() {
     ]));
     let out = run.wait(RUN_LIMIT);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(got[0][0].as_u64().unwrap() >= 5, "the frozen page has the whole run: {}", got[0]);
-    assert_eq!(got[0][1], "0", "{}", got[0]);
-    assert_eq!(got[0][2], "OVER");
+    assert_eq!(got[1], "stop: this run takes no control", "the button's answer, as the page shows it");
+    assert!(got[2][0].as_u64().unwrap() >= 5, "the frozen page has the whole run: {}", got[2]);
+    assert_eq!(got[2][1], "0", "{}", got[2]);
+    assert_eq!(got[2][2], "OVER");
 }
 
 /// A busy address is a usage error (exit 2) before any load.
