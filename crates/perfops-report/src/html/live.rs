@@ -277,6 +277,52 @@ mod tests {
         assert!(!second_event(&s).contains('\n'));
     }
 
+    /// An action by hand that took effect in a second travels with it, for
+    /// the page to draw as a marker.
+    #[test]
+    fn a_second_carries_its_actions_by_hand() {
+        use perfops_core::pipeline::control::ControlEvent;
+        let iv = Interval { length: Duration::from_secs(1), ..Interval::empty(7) };
+        let events = [ControlEvent {
+            t: 7.2,
+            action: "rate".into(),
+            value: Some(300.0),
+            stage: "steady".into(),
+            by: "page".into(),
+        }];
+        let s = Second {
+            interval: &iv,
+            t: 7,
+            start: Duration::from_secs(7),
+            stage: "steady",
+            draining: false,
+            step_names: &[],
+            events: &events,
+        };
+        let v: Value = serde_json::from_str(&second_event(&s)).expect("json");
+        assert_eq!(v["events"][0]["action"], "rate");
+        assert_eq!(v["events"][0]["value"], 300.0);
+        assert_eq!(v["events"][0]["t"], 7.2);
+        // A second where nothing ended has no quantiles, not zeros.
+        assert!(v["p99"].is_null(), "{v}");
+    }
+
+    /// The verdicts' event is the summary's own: each stage's verdict and
+    /// reasons, and the run's headline.
+    #[test]
+    fn the_stages_event_is_what_the_run_concluded() {
+        let summary: RunSummary =
+            serde_json::from_str(include_str!("../../tests/fixtures/20261122T043000Z-orders-stepped/summary.json"))
+                .expect("a summary");
+        let v: Value = serde_json::from_str(&stages_event(&summary)).expect("json");
+        assert_eq!(v["stages"].as_array().map(Vec::len), Some(summary.stages.len()));
+        for (got, want) in v["stages"].as_array().unwrap().iter().zip(&summary.stages) {
+            assert_eq!(got["name"], want.figures.name.as_str());
+            assert_eq!(got["verdict"], serde_json::to_value(want.verdict).unwrap());
+        }
+        assert_eq!(v["headline"], summary.verdict.as_ref().unwrap().headline.as_str());
+    }
+
     /// What `second_event` costs the collector thread (the module doc's figure).
     #[test]
     #[ignore = "a measurement, not a check"]
