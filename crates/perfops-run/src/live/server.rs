@@ -189,6 +189,11 @@ fn step(c: &mut Conn, shared: &Shared, over: bool) -> bool {
                 }
                 return true;
             };
+            // A head past the limit is refused even when it came whole in one read.
+            if end > MAX_HEAD_BYTES {
+                c.state = answer(431, "text/plain", b"request head too large\n");
+                return true;
+            }
             let request = match Request::parse(&c.head[..end]) {
                 Ok(r) => r,
                 Err(why) => {

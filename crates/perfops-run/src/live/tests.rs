@@ -230,6 +230,27 @@ fn the_end_hands_the_report_to_the_open_pages() {
     assert_eq!(report, (200, "<html>the report</html>".into()));
 }
 
+/// Nothing that arrives holds the server: a head past its limit is 431, a
+/// crowd of silent connections past the bound is closed oldest first, and
+/// meanwhile the page and an open event stream are served at once.
+#[test]
+fn silent_crowds_and_big_heads_hold_nobody() {
+    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
+    let addr = live.local_addr();
+    live.start(&meta()).expect("start");
+    second(&mut live, 0);
+    let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(9 * 1024));
+    assert_eq!(ask(addr, &big).0, 431);
+    let stream = std::thread::spawn(move || events(addr, "", "id: 1\n"));
+    let silent: Vec<TcpStream> =
+        (0..server::MAX_CONNECTIONS + 16).map(|_| TcpStream::connect(addr).expect("connect")).collect();
+    let began = Instant::now();
+    assert_eq!(ask(addr, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").0, 200);
+    assert!(began.elapsed() < Duration::from_secs(2), "the page waited {:?} behind silent sockets", began.elapsed());
+    assert!(stream.join().expect("stream").contains("id: 1\n"), "the event stream was served meanwhile");
+    drop(silent);
+}
+
 /// What `second` costs the collector thread with the server running and
 /// browsers reading (the module doc's figure).
 #[test]
