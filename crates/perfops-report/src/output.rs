@@ -247,8 +247,10 @@ impl Copied {
 /// again, which is exact (merging into an empty one adds nothing else).
 fn refill(mut into: Interval, from: &Interval) -> Interval {
     // Destructured, so that a new field cannot be forgotten here.
-    let Interval { index, length, in_flight, target, stats, parts } = from;
+    let Interval { index, length, in_flight, target, stats, parts, samples } = from;
     (into.index, into.length, into.in_flight, into.target) = (*index, *length, *in_flight, *target);
+    // Few and small (the first failing exchanges of the run): copied.
+    into.samples.clone_from(samples);
     into.stats.clear();
     into.stats.merge(stats);
     into.parts.truncate(parts.len());

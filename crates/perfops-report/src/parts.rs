@@ -196,6 +196,7 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
                 target: line.target_rate.map(|r| r * line.length_s),
                 stats,
                 parts: parts.into_iter().collect(),
+                samples: Default::default(),
             }
         })
         .collect();

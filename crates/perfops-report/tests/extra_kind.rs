@@ -41,6 +41,7 @@ fn second(n: u64) -> Interval {
         target: Some(10.0),
         stats: s.clone(),
         parts: vec![(Key { stage: 0, step: 0 }, s)],
+        samples: Default::default(),
     }
 }
 

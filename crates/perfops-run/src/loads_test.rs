@@ -67,6 +67,7 @@ fn second(index: u32, stage: u16, n: u64, answered: u64, ms: u64, failed: u64) -
         target: Some(n as f64),
         stats: s.clone(),
         parts: vec![(Key { stage, step: 0 }, s)],
+        samples: Default::default(),
     }
 }
 

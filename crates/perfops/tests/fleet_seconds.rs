@@ -48,6 +48,7 @@ fn second(key: Key, sent: u64) -> Interval {
         target: Some(10.0),
         stats: st.clone(),
         parts: vec![(key, st)],
+        samples: Default::default(),
     }
 }
 

@@ -30,7 +30,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::wire::{Counts, Layout, Message, RawSecond, WireError, decode, encode};
-use crate::measure::{Interval, Key, Stats};
+use crate::measure::{FailureSamples, Interval, Key, Stats};
 
 /// Where an agent is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -202,6 +202,7 @@ struct Agent {
 #[derive(Default)]
 struct Pending {
     parts: BTreeMap<Key, Stats>,
+    samples: FailureSamples,
     in_flight: u64,
     target: Option<f64>,
     length: Duration,
@@ -318,6 +319,8 @@ impl Join {
             (a, b) => a.or(b),
         };
         p.length = p.length.max(raw.length);
+        // Bounded and escaped when read (`wire`); merged first by time, bounded again.
+        p.samples.merge(&raw.samples);
         Ok((Taken::Added, counts))
     }
 
@@ -345,6 +348,9 @@ impl Join {
             && !(0.0..=9_007_199_254_740_992.0).contains(&t)
         {
             return Err(Why::Head(format!("a target of {t} arrivals")));
+        }
+        if let Some(((step, _), _)) = raw.samples.iter().find(|((step, _), _)| *step >= limits.steps) {
+            return Err(Why::Head(format!("a failure sample of step {step}, where the plan has {}", limits.steps)));
         }
         if u32::from(raw.part_count()) > limits.keys() {
             return Err(Why::TooManyParts { parts: raw.part_count(), keys: limits.keys() });
@@ -471,6 +477,7 @@ impl Join {
                 target: p.target,
                 stats,
                 parts: p.parts.into_iter().collect(),
+                samples: p.samples,
             };
             self.emitted = k + 1;
             out.push(Joined { interval, missing });
@@ -505,6 +512,7 @@ mod tests {
             target: Some(sent as f64),
             stats: st.clone(),
             parts: vec![(Key { stage: 0, step: 0 }, st)],
+            samples: FailureSamples::default(),
         }
     }
 

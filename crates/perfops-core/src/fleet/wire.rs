@@ -8,6 +8,7 @@
 //!  kind 1  = control: JSON of [`Control`]
 //!  kind 2  = second:  index:u32 length_ns:u64 in_flight:u64 target:(0 | 1 f64)
 //!                     counters:u8 kinds:u8 parts:u16 { stage:u16 step:u16 stats }*
+//!                     [ samples_len:u32 JSON of [`WireSample`]s ]   (none: no sample)
 //!  stats   = `counters` counts:u64, in the order of the sender's Hello `counters`
 //!            `kinds` failure counts:u64, in the order of its Hello `kinds`
 //!            7 histograms, each len:u32 then HdrHistogram V2 deflate bytes (len 0: empty)
@@ -35,6 +36,13 @@
 //! and holds its counts against what an engine can count; only then are
 //! they added (the join, `fleet::join`, also holds them to the plan).
 //! Property tests from arbitrary bytes: `tests/fleet_wire.rs`.
+//!
+//! A second's failing exchanges ([`Interval::samples`]) ride after its
+//! parts, as JSON: they are rare (the first few of each step and kind over
+//! the run), and text anyway. They are held to the bounds of a kept sample
+//! on arrival ([`MAX_SAMPLES`], [`MAX_SAMPLE_BYTES`], each re-escaped and
+//! cut by [`FailureSample::bounded`], a kind by its name), so that a hostile
+//! agent can make the coordinator keep no more than one of its own would.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -43,7 +51,9 @@ use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
 use super::hdr;
-use crate::measure::{Counter, FailureKind, HistogramKind, Interval, Key, Stats};
+use crate::measure::{
+    Counter, FailureKind, FailureSample, FailureSamples, HistogramKind, Interval, Key, MAX_KEYS, PER_KEY, Stats,
+};
 
 /// Version of this protocol; a coordinator refuses an agent of another.
 /// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
@@ -59,8 +69,29 @@ use crate::measure::{Counter, FailureKind, HistogramKind, Interval, Key, Stats};
 /// bytes longer. 6: `Hello` names the counters and failure kinds the agent
 /// sends ([`Names`]) and a second says how many of each its parts hold; the
 /// coordinator maps them by name, so a kind added or removed no longer
-/// changes the protocol.
-pub const PROTOCOL: u32 = 6;
+/// changes the protocol. 7: a second carries its failing exchanges after
+/// its parts ([`WireSample`]).
+pub const PROTOCOL: u32 = 7;
+
+/// The most samples one second may carry: as many as a generator keeps.
+pub const MAX_SAMPLES: usize = MAX_KEYS * PER_KEY;
+
+/// The most bytes of samples one second may carry (a sample within its
+/// bounds is at most ~11 KiB: a KiB of body, 4 KiB of header fields each
+/// way, its request line and check).
+pub const MAX_SAMPLE_BYTES: usize = 4 << 20;
+
+/// One failing exchange of a second, as it travels: its step (global
+/// index), its failure kind by name, and the sample.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSample {
+    /// The step's global index.
+    pub step: u16,
+    /// The failure kind's name (`http_4xx`).
+    pub kind: String,
+    /// The exchange.
+    pub sample: FailureSample,
+}
 
 /// The largest frame either side accepts once the peer proved the token (a
 /// second with many steps and stages stays far below it).
@@ -308,6 +339,7 @@ pub fn encode(msg: &Message) -> Vec<u8> {
             out.push(raw.kinds);
             out.extend(raw.parts.to_le_bytes());
             out.extend_from_slice(&raw.body);
+            encode_samples(&raw.samples, &mut out);
         }
     }
     let len = (out.len() - 4) as u32;
@@ -405,6 +437,54 @@ fn encode_interval(iv: &Interval, names: Option<&Names>, out: &mut Vec<u8>) {
             Some(names) => encode_stats_as(stats, names, &mut ser, out),
         }
     }
+    encode_samples(&iv.samples, out);
+}
+
+/// A second's samples after its parts; nothing when it has none (most seconds).
+fn encode_samples(samples: &FailureSamples, out: &mut Vec<u8>) {
+    if samples.is_empty() {
+        return;
+    }
+    let list: Vec<WireSample> = samples
+        .iter()
+        .flat_map(|((step, kind), v)| {
+            v.iter().map(move |s| WireSample { step, kind: kind.name().to_string(), sample: s.clone() })
+        })
+        .collect();
+    // A derive of plain data: serialising cannot fail.
+    let json = serde_json::to_vec(&list).unwrap_or_default();
+    out.extend((json.len() as u32).to_le_bytes());
+    out.extend(json);
+}
+
+/// A second's samples as sent, held to the bounds before anything is kept:
+/// too many or too many bytes, a kind this build does not know or a sample
+/// that is not JSON refuse the second; each sample is cut and re-escaped
+/// ([`FailureSample::bounded`]) and kept through [`FailureSamples::add`],
+/// which keeps the first few of each key and no more keys than a
+/// generator would.
+fn parse_samples(r: &mut Reader<'_>) -> Result<FailureSamples, WireError> {
+    let mut out = FailureSamples::default();
+    if r.0.is_empty() {
+        return Ok(out);
+    }
+    let len = r.u32()? as usize;
+    if len > MAX_SAMPLE_BYTES {
+        return Err(WireError::Control(format!("{len} bytes of samples (at most {MAX_SAMPLE_BYTES})")));
+    }
+    let bytes = r.take(len)?;
+    let list: Vec<WireSample> =
+        serde_json::from_slice(bytes).map_err(|e| WireError::Control(format!("samples: {e}")))?;
+    if list.len() > MAX_SAMPLES {
+        return Err(WireError::Control(format!("{} samples in a second (at most {MAX_SAMPLES})", list.len())));
+    }
+    for w in list {
+        let Some(kind) = FailureKind::from_name(&w.kind) else {
+            return Err(WireError::Control(format!("a sample of an unknown failure kind ({} bytes)", w.kind.len())));
+        };
+        out.add((w.step, kind), w.sample.bounded());
+    }
+    Ok(out)
 }
 
 fn encode_stats(s: &Stats, ser: &mut V2DeflateSerializer, out: &mut Vec<u8>) {
@@ -625,6 +705,8 @@ pub struct RawSecond {
     kinds: u8,
     parts: u16,
     body: Vec<u8>,
+    /// The failing exchanges it carried, checked and bounded.
+    pub samples: FailureSamples,
 }
 
 /// What one agent's second counted, for `agents.jsonl`.
@@ -655,9 +737,9 @@ impl RawSecond {
         };
         let (counters, kinds) = (r.u8()?, r.u8()?);
         let parts = r.u16()?;
-        let body = r.0.to_vec();
+        let all = r.0;
         let fixed = 4 + 8 * (usize::from(counters) + usize::from(kinds));
-        // Walk the parts once: every length is in bounds, nothing trails.
+        // Walk the parts once: every length is in bounds.
         for _ in 0..parts {
             r.take(fixed)?;
             for _ in 0..HISTOGRAMS {
@@ -665,10 +747,12 @@ impl RawSecond {
                 r.take(len)?;
             }
         }
+        let body = all[..all.len() - r.0.len()].to_vec();
+        let samples = parse_samples(r)?;
         if !r.0.is_empty() {
             return Err(WireError::Control(format!("{} bytes after the second", r.0.len())));
         }
-        Ok(RawSecond { index, length, in_flight, target, counters, kinds, parts, body })
+        Ok(RawSecond { index, length, in_flight, target, counters, kinds, parts, body, samples })
     }
 
     /// How many (stage, step) parts it holds, as its head says.
@@ -732,6 +816,7 @@ impl RawSecond {
             target: self.target,
             stats,
             parts: map.into_iter().collect(),
+            samples: self.samples.clone(),
         })
     }
 }
@@ -909,7 +994,15 @@ mod tests {
         for (_, s) in &parts {
             all.merge(s);
         }
-        Interval { index, length: Duration::from_millis(1000), in_flight: 7, target: Some(33.5), stats: all, parts }
+        Interval {
+            index,
+            length: Duration::from_millis(1000),
+            in_flight: 7,
+            target: Some(33.5),
+            stats: all,
+            parts,
+            samples: FailureSamples::default(),
+        }
     }
 
     #[test]

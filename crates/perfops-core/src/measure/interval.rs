@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::time::Duration;
 
-use super::Stats;
+use super::{FailureSamples, Stats};
 
 /// Where a measurement belongs: the stage its arrival was due in, and the step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -35,6 +35,10 @@ pub struct Interval {
     pub stats: Stats,
     /// The same, by (stage of the arrival, step).
     pub parts: Vec<(Key, Stats)>,
+    /// The failing exchanges the workers kept in this second (the first
+    /// few of each step and failure kind, over the run, per worker):
+    /// bounded, merged first by time.
+    pub samples: FailureSamples,
 }
 
 impl Interval {
@@ -47,6 +51,7 @@ impl Interval {
             target: None,
             stats: Stats::default(),
             parts: Vec::new(),
+            samples: FailureSamples::default(),
         }
     }
 
@@ -68,6 +73,7 @@ impl Interval {
             parts.entry(*key).or_default().merge(st);
         }
         self.parts = parts.into_iter().collect();
+        self.samples.merge(&other.samples);
     }
 
     /// The parts merged by step index, whatever stage their arrivals were due
@@ -99,6 +105,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+    use crate::measure::{FailureKind, FailureSample};
 
     /// A second with a part per (key, latency in µs) given.
     fn second(index: u32, length_ms: u64, values: &[(u16, u16, u16)]) -> Interval {
@@ -113,6 +120,11 @@ mod tests {
             st.iterations += u64::from(us % 2);
             st.latency.record(Duration::from_micros(u64::from(us) + 1));
             st.service.record(Duration::from_micros(u64::from(us) / 2 + 1));
+            // One value in three failed and was kept as a sample by its worker.
+            if us % 3 == 0 {
+                let sample = FailureSample { t: f64::from(us) / 1e3, status: Some(503), ..FailureSample::default() };
+                iv.samples.add((step % 3, FailureKind::Http5xx), sample);
+            }
         }
         for st in parts.values() {
             iv.stats.merge(st);
@@ -136,7 +148,7 @@ mod tests {
             (Some(x), Some(y)) => (x - y).abs() < 1e-9,
             (x, y) => x == y,
         };
-        a.length == b.length && a.in_flight == b.in_flight && a.stats == b.stats && a.parts == b.parts && targets
+        a.length == b.length && a.in_flight == b.in_flight && a.stats == b.stats && a.parts == b.parts && a.samples == b.samples && targets
     }
 
     proptest! {
@@ -164,6 +176,15 @@ mod tests {
             let by_parts: u64 = left.parts.iter().map(|(_, s)| s.latency.len()).sum();
             prop_assert_eq!(by_parts, count, "the parts add up to the total");
             prop_assert_eq!(left.length, a.length.max(b.length).max(c.length));
+            // The samples too: the first few of each key over the three, bounded.
+            for (key, kept) in left.samples.iter() {
+                prop_assert!(kept.len() <= crate::measure::PER_KEY);
+                let mut all: Vec<f64> =
+                    [&a, &b, &c].iter().flat_map(|s| s.samples.of(key).iter().map(|x| x.t)).collect();
+                all.sort_by(f64::total_cmp);
+                all.truncate(crate::measure::PER_KEY);
+                prop_assert_eq!(kept.iter().map(|x| x.t).collect::<Vec<_>>(), all, "the first by time");
+            }
         }
     }
 
@@ -182,6 +203,7 @@ mod tests {
             target: None,
             stats: Stats::default(),
             parts: vec![part(0, 0, 5), part(0, 1, 7), part(1, 0, 2)],
+            samples: FailureSamples::default(),
         };
         let steps = iv.by_step();
         assert_eq!(steps.len(), 2);

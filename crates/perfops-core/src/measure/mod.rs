@@ -20,5 +20,8 @@ pub use counters::{
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};
-pub use samples::{BODY_HEAD_BYTES, FailureSample, FailureSamples, MAX_KEYS, PER_KEY, SampleKey, Sampler};
+pub use samples::{
+    BODY_HEAD_BYTES, BODY_LINE_BYTES, CHECK_BYTES, FailureSample, FailureSamples, HEADER_BYTES, HEADER_VALUE_BYTES,
+    MAX_HEADERS, MAX_KEYS, PER_KEY, REQUEST_LINE_BYTES, SampleBound, SampleKey, Sampler, Timings, bounded_fields, cut,
+};
 pub use stats::{Counter, HistogramKind, Shown, Stats};

@@ -1,7 +1,9 @@
 //! The first few failing exchanges of each (step, failure kind), kept as
 //! examples of what a count counts (#32): when `create-order` failed 523
 //! times as `http_4xx`, one of them says `status: expected 201, found 422`
-//! and shows the first bytes of the body that said why.
+//! and shows the exchange as it was: the request line and header fields
+//! (redacted), the response's status, header fields and the first KiB of
+//! its body, and when it was due, sent and answered.
 //!
 //! This module owns the bound and the merge; it does not own what a sample
 //! holds (the engine fills it, redacted and escaped before it leaves the
@@ -16,10 +18,19 @@
 //! [`PER_KEY`] by time: merging is associative and order-free, like
 //! [`Stats::merge`](super::Stats::merge), whatever worker or second a sample
 //! came from.
+//!
+//! Samples travel with their second ([`Interval::samples`](super::Interval)),
+//! so that every output sees them in the second they happened; merged per
+//! second they stay bounded the same way (at most [`PER_KEY`] of a key and
+//! [`MAX_KEYS`] keys in any [`FailureSamples`]). What one sample holds is
+//! bounded too ([`BODY_HEAD_BYTES`], [`MAX_HEADERS`], [`HEADER_BYTES`]), and
+//! [`FailureSample::bounded`] cuts and re-escapes one that came from
+//! elsewhere (an agent) before it is kept.
 
 use serde::{Deserialize, Serialize};
 
 use super::FailureKind;
+use crate::printable;
 
 /// Samples kept of each (step, failure kind).
 pub const PER_KEY: usize = 3;
@@ -29,12 +40,54 @@ pub const PER_KEY: usize = 3;
 /// ways each still keeps 3 x 64 samples at most).
 pub const MAX_KEYS: usize = 64;
 
-/// Bytes of a response body a sample keeps.
-pub const BODY_HEAD_BYTES: usize = 200;
+/// Bytes of a response body a sample keeps: a KiB, enough for a JSON error
+/// or the title and first lines of an HTML error page.
+pub const BODY_HEAD_BYTES: usize = 1024;
+
+/// Bytes of a body the one-line [`FailureSample::describe`] quotes: a line
+/// of the terminal, not the whole head.
+pub const BODY_LINE_BYTES: usize = 200;
+
+/// Header fields a sample keeps of a request or a response (the first ones).
+pub const MAX_HEADERS: usize = 32;
+
+/// Bytes of header fields (names and values) a sample keeps of a request or
+/// a response, all fields together; a longer value is cut at
+/// [`HEADER_VALUE_BYTES`].
+pub const HEADER_BYTES: usize = 4096;
+
+/// Bytes of one header value a sample keeps (`…` when cut).
+pub const HEADER_VALUE_BYTES: usize = 256;
+
+/// Bytes of a request line a sample keeps (`…` when cut).
+pub const REQUEST_LINE_BYTES: usize = 1024;
+
+/// Bytes of a failed check's text a sample keeps (`…` when cut).
+pub const CHECK_BYTES: usize = 512;
+
+/// When a failing exchange happened on its load's clock, and what it took.
+/// All in seconds from the start of the load (`due`, `sent`) or in
+/// milliseconds (`latency_ms`, `service_ms`), to the microsecond.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timings {
+    /// When it was due: the schedule's time for an open model's arrival,
+    /// the start of the request for a closed model's user.
+    pub due: f64,
+    /// When it went out; none when it never did (the connection failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<f64>,
+    /// From when it was due to its end: what the latency counted.
+    pub latency_ms: f64,
+    /// From when it went out to its end: what the service time counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_ms: Option<f64>,
+}
 
 /// One failing exchange, as results show it: `summary.json`'s
-/// `failures[].samples[]`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `failures[].samples[]` and a line of `failures.jsonl`. Every string is
+/// printable-escaped and redacted before it is kept; the fields after
+/// `body` are absent from results written before they were kept.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailureSample {
     /// When it ended, seconds from the start of its load (the run's, for
     /// `run`; each try's, for `limit`), to the millisecond.
@@ -50,6 +103,22 @@ pub struct FailureSample {
     /// printable-escaped, secrets redacted (`…` when there was more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
+    /// The request line as sent, secrets redacted: `GET /orders?key=<redacted>
+    /// HTTP/1.1`; for HTTP/2 and gRPC `POST /pkg.Svc/Method HTTP/2`, for
+    /// WebSocket the upgrade's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
+    /// The request's header fields as sent (name, value), values that are
+    /// not harmless redacted (`Authorization`, `Cookie`, a secret variable's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub request_headers: Vec<(String, String)>,
+    /// The response's header fields (name, value), `Set-Cookie` and
+    /// credential-like ones redacted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub response_headers: Vec<(String, String)>,
+    /// When it was due and sent, and what it took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<Timings>,
 }
 
 impl FailureSample {
@@ -66,10 +135,63 @@ impl FailureSample {
             (None, None) => kind.name().to_string(),
         };
         if let Some(body) = &self.body {
-            out.push_str(&format!(" (body: {body})"));
+            out.push_str(&format!(" (body: {})", cut(body, BODY_LINE_BYTES)));
         }
         out
     }
+
+    /// This sample within the bounds a kept one has, every string
+    /// printable-escaped: what a sample from elsewhere (an agent, a file)
+    /// becomes before it is kept. A sample the engine made is unchanged
+    /// (it was made within them, and escaping an escaped string changes
+    /// nothing: `\` and `\u{..}` are printable).
+    pub fn bounded(mut self) -> FailureSample {
+        let t = |x: f64| if x.is_finite() { x } else { 0.0 };
+        self.t = t(self.t);
+        self.check = self.check.map(|c| cut(&printable::escape(&c), CHECK_BYTES));
+        self.body = self.body.map(|b| cut(&printable::escape(&b), BODY_HEAD_BYTES));
+        self.request = self.request.map(|r| cut(&printable::escape(&r), REQUEST_LINE_BYTES));
+        self.request_headers = bounded_fields(&self.request_headers);
+        self.response_headers = bounded_fields(&self.response_headers);
+        self.timings = self.timings.map(|x| Timings {
+            due: t(x.due),
+            sent: x.sent.map(t),
+            latency_ms: t(x.latency_ms),
+            service_ms: x.service_ms.map(t),
+        });
+        self
+    }
+}
+
+/// `text` cut to at most `bytes` bytes at a character boundary, `…` added
+/// when cut (its three bytes within the bound).
+pub fn cut(text: &str, bytes: usize) -> String {
+    if text.len() <= bytes {
+        return text.to_string();
+    }
+    let mut end = bytes.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+/// Header fields within a sample's bounds: the first [`MAX_HEADERS`], each
+/// name and value escaped (a name cut like a value), values cut at
+/// [`HEADER_VALUE_BYTES`], until [`HEADER_BYTES`] are kept.
+pub fn bounded_fields<N: AsRef<str>, V: AsRef<str>>(fields: &[(N, V)]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for (name, value) in fields.iter().take(MAX_HEADERS) {
+        let name = cut(&printable::escape(name.as_ref()), HEADER_VALUE_BYTES);
+        let value = cut(&printable::escape(value.as_ref()), HEADER_VALUE_BYTES);
+        bytes += name.len() + value.len();
+        if bytes > HEADER_BYTES {
+            break;
+        }
+        out.push((name, value));
+    }
+    out
 }
 
 /// What samples are keyed by: a step (its global index) and a failure kind.
@@ -171,6 +293,41 @@ impl FailureSamples {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// Every sample, taken out (the keys too): what a second hands on.
+    pub fn drain(&mut self) -> impl Iterator<Item = (SampleKey, FailureSample)> + '_ {
+        self.keys.drain(..).flat_map(|(k, v)| v.into_iter().map(move |s| (k, s)))
+    }
+}
+
+/// What a stream of samples over a whole run keeps (the lines of
+/// `failures.jsonl`, written as the seconds come): the first [`PER_KEY`] of
+/// each key as they come, and [`MAX_KEYS`] keys, so that the file is
+/// bounded whatever the failure rate and however long the run. Seconds come
+/// in order, so "as they come" is first by time but for samples of one
+/// second, which are in order of time among themselves.
+#[derive(Debug, Default)]
+pub struct SampleBound {
+    taken: Vec<(SampleKey, u8)>,
+}
+
+impl SampleBound {
+    /// True (and counted) when a sample of `key` is still wanted.
+    pub fn admit(&mut self, key: SampleKey) -> bool {
+        let full = self.taken.len() >= MAX_KEYS;
+        match self.taken.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) if usize::from(*n) < PER_KEY => {
+                *n += 1;
+                true
+            }
+            Some(_) => false,
+            None if !full => {
+                self.taken.push((key, 1));
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -180,7 +337,7 @@ mod tests {
     use super::*;
 
     fn sample(t: f64) -> FailureSample {
-        FailureSample { t, status: Some(422), check: None, body: None }
+        FailureSample { t, status: Some(422), ..FailureSample::default() }
     }
 
     /// #32: 100,000 failing requests of one key keep `PER_KEY` samples on
@@ -216,6 +373,7 @@ mod tests {
             status,
             check: check.map(String::from),
             body: body.map(String::from),
+            ..FailureSample::default()
         };
         use FailureKind::*;
         // (sample, kind, line)

@@ -215,7 +215,7 @@ mod tests {
 
     fn iv(index: u32) -> Interval {
         let stats = Stats { iterations: 10, arrivals_answered: 10, ..Stats::default() };
-        Interval { index, length: Duration::from_secs(1), in_flight: 0, target: Some(10.0), stats, parts: Vec::new() }
+        Interval { index, length: Duration::from_secs(1), target: Some(10.0), stats, ..Interval::empty(index) }
     }
 
     fn plan(name: &str, secs: u64) -> StagePlan {
