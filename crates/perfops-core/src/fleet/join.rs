@@ -543,8 +543,16 @@ mod tests {
     #[test]
     fn a_merged_second_is_the_sum_of_the_agents() {
         let mut j = Join::new(2, s(5), s(0), LIMITS);
-        j.second(0, &iv(0, 3), s(0)).unwrap();
-        j.second(1, &iv(0, 5), s(0)).unwrap();
+        // Each agent failed twice in step 1: the second keeps the first three of both, by time.
+        let with_samples = |sent: u64, times: [f64; 2]| {
+            let mut i = iv(0, sent);
+            for t in times {
+                i.samples.add((1, FailureKind::Timeout), crate::measure::FailureSample { t, ..Default::default() });
+            }
+            i
+        };
+        j.second(0, &with_samples(3, [0.4, 0.9]), s(0)).unwrap();
+        j.second(1, &with_samples(5, [0.1, 0.5]), s(0)).unwrap();
         let r = j.ready();
         let m = &r[0].interval;
         assert_eq!(m.stats.sent, 8);
@@ -553,6 +561,8 @@ mod tests {
         assert_eq!((m.in_flight, m.target), (2, Some(8.0)));
         assert_eq!(m.parts.len(), 1, "the same key merged, not listed twice");
         assert_eq!(m.stats.latency.max(), Duration::from_micros(500), "each agent's values kept exactly");
+        let times: Vec<f64> = m.samples.of((1, FailureKind::Timeout)).iter().map(|x| x.t).collect();
+        assert_eq!(times, [0.1, 0.4, 0.5], "the agents' samples, first by time, bounded");
     }
 
     #[test]
@@ -692,6 +702,12 @@ mod tests {
             ("unknown step", vec![], two_parts(0, key(0, 0), key(1, 7)), |w| {
                 matches!(w, Why::UnknownKey { step: 7, .. })
             }),
+            // A failure sample of step 9 of a scenario of 2 steps: no row to show it under.
+            ("sample of an unknown step", vec![], {
+                let mut i = iv(0, 1);
+                i.samples.add((9, FailureKind::Timeout), crate::measure::FailureSample::default());
+                i
+            }, |w| matches!(w, Why::Head(h) if h.contains("step 9"))),
             // (0, 1) twice in one second: its counts would be added twice.
             ("key twice", vec![], two_parts(0, key(0, 1), key(0, 1)), |w| {
                 *w == Why::DuplicateKey { stage: 0, step: 1 }

@@ -960,6 +960,8 @@ fn impossible(c: &[u64; Counter::COUNT], failures: u128, h: &[u64; HISTOGRAMS]) 
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn stats(seed: u64) -> Stats {
@@ -1016,6 +1018,96 @@ mod tests {
         assert_eq!((back.index, back.length, back.in_flight, back.target), (4, iv.length, 7, Some(33.5)));
         assert_eq!(back.parts, iv.parts, "every counter and every histogram bucket");
         assert_eq!(back.stats, iv.stats, "the total is the merge of the parts");
+    }
+
+    /// A second's failing exchanges travel with it, and again when the
+    /// coordinator re-sends what it received (a recording).
+    #[test]
+    fn a_second_carries_its_samples() {
+        let mut iv = interval(4);
+        let sample = FailureSample {
+            t: 3.25,
+            status: Some(404),
+            body: Some("not found".into()),
+            request: Some("GET /missing HTTP/1.1".into()),
+            request_headers: vec![("Authorization".into(), "<redacted>".into())],
+            ..FailureSample::default()
+        };
+        iv.samples.add((1, FailureKind::Http4xx), sample.clone());
+        let mut buf = encode(&Message::Second(Box::new(iv.clone())));
+        let got = take_frames(&mut buf).unwrap();
+        let [Message::Received(raw)] = &got[..] else { panic!("{got:?}") };
+        assert_eq!(raw.decode().unwrap().samples, iv.samples);
+        let mut again = encode(&Message::Received(raw.clone()));
+        let got = take_frames(&mut again).unwrap();
+        let [Message::Received(raw)] = &got[..] else { panic!("{got:?}") };
+        assert_eq!(raw.samples.of((1, FailureKind::Http4xx)), [sample]);
+        assert_eq!(raw.decode().unwrap().parts, iv.parts, "the parts are as they were");
+    }
+
+    /// The frame of `iv` with `json` (any bytes) as its samples.
+    fn with_samples(iv: &Interval, json: &[u8]) -> Vec<u8> {
+        let mut frame = encode(&Message::Second(Box::new(iv.clone())));
+        frame.extend((json.len() as u32).to_le_bytes());
+        frame.extend(json);
+        let len = (frame.len() - 4) as u32;
+        frame[..4].copy_from_slice(&len.to_be_bytes());
+        frame
+    }
+
+    /// A hostile agent's samples: too many, too big, of a kind no engine
+    /// has, not JSON, are refused with the second; unescaped bytes and an
+    /// oversized body are escaped and cut; more than a key's few, or more
+    /// keys than a generator keeps, are not kept.
+    #[test]
+    fn a_hostile_agents_samples_are_bounded_or_refused() {
+        let iv = interval(0);
+        let one = |step: u16, kind: &str, t: f64, body: &str| {
+            json!({"step": step, "kind": kind, "sample": {"t": t, "body": body}})
+        };
+        let decode = |json: &[u8]| -> Result<RawSecond, WireError> {
+            let mut frame = with_samples(&iv, json);
+            match take_frames(&mut frame)?.pop() {
+                Some(Message::Received(raw)) => Ok(raw),
+                other => panic!("{other:?}"),
+            }
+        };
+        // (samples sent, refused)
+        let too_many: Vec<_> = (0..=MAX_SAMPLES).map(|i| one(0, "http_4xx", i as f64, "x")).collect();
+        let cases: Vec<(Vec<u8>, bool)> = vec![
+            // one more than a generator can keep in a second
+            (serde_json::to_vec(&too_many).unwrap(), true),
+            // a kind no engine counts
+            (serde_json::to_vec(&[one(0, "pwned", 0.0, "x")]).unwrap(), true),
+            // not JSON
+            (b"\xff\xfe not json".to_vec(), true),
+            // a fine sample
+            (serde_json::to_vec(&[one(0, "http_5xx", 0.5, "busy")]).unwrap(), false),
+        ];
+        for (i, (json, refused)) in cases.iter().enumerate() {
+            assert_eq!(decode(json).is_err(), *refused, "case {i}");
+        }
+        // More bytes than a second may carry: refused on the length alone.
+        let mut frame = encode(&Message::Second(Box::new(iv.clone())));
+        frame.extend(((MAX_SAMPLE_BYTES + 1) as u32).to_le_bytes());
+        frame.extend(vec![b' '; MAX_SAMPLE_BYTES + 1]);
+        let len = (frame.len() - 4) as u32;
+        frame[..4].copy_from_slice(&len.to_be_bytes());
+        assert!(take_frames(&mut frame).is_err(), "too many bytes of samples");
+        // Unescaped and oversized: escaped and cut; many of one key: the first few by time.
+        let evil = format!("\u{1b}]0;owned\u{7}<script>{}", "A".repeat(10_000));
+        let list: Vec<_> = (0..MAX_SAMPLES).map(|i| one(0, "http_4xx", (MAX_SAMPLES - i) as f64, &evil)).collect();
+        let raw = decode(&serde_json::to_vec(&list).unwrap()).unwrap();
+        let kept = raw.samples.of((0, FailureKind::Http4xx));
+        assert_eq!(kept.len(), PER_KEY, "a key's first few, no more");
+        assert_eq!(kept.iter().map(|s| s.t).collect::<Vec<_>>(), [1.0, 2.0, 3.0], "first by time");
+        let body = kept[0].body.as_deref().unwrap();
+        assert!(body.len() <= crate::measure::BODY_HEAD_BYTES, "{} bytes", body.len());
+        assert!(!body.chars().any(char::is_control), "{body:?}");
+        // Many keys: no more than a generator keeps.
+        let keys: Vec<_> = (0..MAX_SAMPLES).map(|i| one(i as u16, "timeout", 1.0, "")).collect();
+        let raw = decode(&serde_json::to_vec(&keys).unwrap()).unwrap();
+        assert_eq!(raw.samples.iter().count(), MAX_KEYS);
     }
 
     #[test]

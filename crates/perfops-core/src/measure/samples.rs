@@ -400,6 +400,66 @@ mod tests {
         }
     }
 
+    /// A sample from elsewhere (an agent, a file) is held to a kept one's
+    /// bounds and escaped before it is kept; one within them is unchanged.
+    #[test]
+    fn a_sample_from_elsewhere_is_bounded_and_escaped() {
+        let big = "x".repeat(10 * BODY_HEAD_BYTES);
+        let many: Vec<(String, String)> = (0..1000).map(|i| (format!("X-{i}"), "v".repeat(100))).collect();
+        let hostile = FailureSample {
+            t: f64::NAN,
+            status: Some(500),
+            check: Some(big.clone()),
+            body: Some(format!("<script>\x1b[2J{big}")),
+            request: Some(format!("GET /\r\nX-Forged: 1 {big}")),
+            request_headers: many.clone(),
+            response_headers: vec![("Set-Cookie\n".into(), "a\u{202e}b".into())],
+            timings: Some(Timings { due: f64::INFINITY, sent: Some(1.0), latency_ms: -0.0, service_ms: None }),
+        };
+        let b = hostile.bounded();
+        assert_eq!(b.t, 0.0, "a time that is no number reads as 0");
+        assert!(b.check.as_ref().unwrap().len() <= CHECK_BYTES);
+        let body = b.body.as_ref().unwrap();
+        assert!(body.len() <= BODY_HEAD_BYTES && body.ends_with('…'), "cut and marked");
+        assert!(body.starts_with("<script>\\u{1b}[2J"), "escaped, not dropped (HTML escapes it later): {body}");
+        let line = b.request.as_ref().unwrap();
+        assert!(!line.contains('\r') && !line.contains('\n') && line.len() <= REQUEST_LINE_BYTES, "{line}");
+        assert!(b.request_headers.len() <= MAX_HEADERS);
+        let bytes: usize = b.request_headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+        assert!(bytes <= HEADER_BYTES, "{bytes} bytes of fields");
+        assert_eq!(b.response_headers, vec![("Set-Cookie\\n".to_string(), "a\\u{202e}b".to_string())]);
+        assert_eq!(b.timings.unwrap().due, 0.0);
+        // Within the bounds and printable already: unchanged.
+        let fine = FailureSample {
+            t: 1.5,
+            status: Some(404),
+            body: Some("not found".into()),
+            request: Some("GET /missing HTTP/1.1".into()),
+            request_headers: vec![("Authorization".into(), "<redacted>".into())],
+            ..FailureSample::default()
+        };
+        assert_eq!(fine.clone().bounded(), fine);
+        // A cut never splits a character, and keeps the mark within the bound.
+        assert_eq!(cut("ééé", 5), "é…");
+        assert_eq!(cut("abcdef", 5), "ab…");
+        assert_eq!(cut("abc", 5), "abc");
+    }
+
+    /// `failures.jsonl` keeps the first few of each key as they come, and
+    /// no more keys than a generator keeps, however many come.
+    #[test]
+    fn a_run_long_bound_admits_the_first_few_of_each_key() {
+        let mut bound = SampleBound::default();
+        let mut admitted = 0;
+        for i in 0..100_000u32 {
+            let key = ((i % 500) as u16, FailureKind::Http4xx);
+            admitted += usize::from(bound.admit(key));
+        }
+        assert_eq!(admitted, MAX_KEYS * PER_KEY);
+        assert!(!bound.admit((0, FailureKind::Http4xx)), "a full key");
+        assert!(!bound.admit((499, FailureKind::Timeout)), "a key past the bound");
+    }
+
     /// The merge keeps the first `PER_KEY` by time, case by case.
     #[test]
     fn the_merge_keeps_the_first_by_time() {
