@@ -166,6 +166,8 @@ struct Pending {
     /// By key: the `Stats` and the worker it came from (and goes back to).
     parts: BTreeMap<Key, (usize, Stats)>,
     in_flight: u64,
+    /// The failing exchanges the workers kept in it.
+    samples: FailureSamples,
 }
 
 /// Run `plan` to completion. `on_interval` sees every second, in order, as
@@ -266,7 +268,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         }
         total.merge(&stats);
         let (parts, owners): (Vec<_>, Vec<_>) = p.parts.into_iter().map(|(k, (w, s))| ((k, s), w)).unzip();
-        let iv = Interval { index, length, in_flight: p.in_flight, target, stats, parts };
+        let iv = Interval { index, length, in_flight: p.in_flight, target, stats, parts, samples: p.samples };
         on_interval(&iv);
         for ((_, s), w) in iv.parts.into_iter().zip(owners) {
             recycle(w, s);
@@ -278,12 +280,15 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     loop {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Msg::Interval { worker, index, parts, samples, in_flight, last }) => {
-                for (key, sample) in samples {
-                    failures.add(key, sample);
-                }
                 // A worker's last second may be partial: it is emitted with its
                 // true length once everybody is done, never as a whole second.
                 let p = seconds.shipped(worker, index, last);
+                // Kept for the run's end and handed on with their second, so
+                // that outputs see a failure in the second it happened.
+                for (key, sample) in samples {
+                    failures.add(key, sample.clone());
+                    p.samples.add(key, sample);
+                }
                 for (key, stats) in parts {
                     // The first report of a key is moved in, not merged into a
                     // new one; every `Stats` goes back to its worker once merged.

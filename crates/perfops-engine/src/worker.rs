@@ -529,14 +529,14 @@ impl Worker {
         &self,
         req: &Request<'_>,
         kind: FailureKind,
-        sent: Option<Instant>,
+        out: sample::Sent<'_>,
         bytes_out: u64,
         bytes_in: u64,
     ) -> Ended {
         let at = Instant::now();
-        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
+        let failure = Failure { due: req.due, start: req.start, sent: out.sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(req.key, &failure);
-        self.sample(req.step, kind, at, None, None);
+        self.sample(req.step, kind, at, None, None, out);
         Ended { at, failed: true }
     }
 }

@@ -17,7 +17,7 @@ use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep};
 
 use super::checks::status_failure;
-use super::sample::Answered;
+use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response};
 
@@ -34,7 +34,7 @@ impl Worker {
             _ => FailureKind::UnsafeValue,
         };
         self.rec.borrow_mut().sent(req.key);
-        self.failed(req, kind, None, 0, 0)
+        self.failed(req, kind, Sent::of(req, None, None), 0, 0)
     }
 
     /// Send `req` on the connection in `conn` or a new one, timed out by
@@ -108,10 +108,10 @@ impl Worker {
         if self.trace.is_some() {
             self.trace(request, conn.as_deref());
         }
-        self.spares.borrow_mut().buffers.push((body_buf, rendered));
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
-        match outcome {
+        // The buffers go back after the match: a failure's sample reads the request's bytes.
+        let ended = match outcome {
             Ok((response, sent)) => {
                 let mut failure = status_failure(step, response.status);
                 let mut check = None;
@@ -132,12 +132,13 @@ impl Worker {
                 if let Some(kind) = failure
                     && self.wants_sample(step, kind)
                 {
+                    let out = Sent::of(&req, Some(request), Some(sent));
                     match conn.as_deref() {
                         Some(c) => with_fields(c, |pairs| {
                             let answer = Answered { status: response.status, pairs, body: &c.body };
-                            self.sample(step, kind, response.last_byte, check, Some(answer));
+                            self.sample(step, kind, response.last_byte, check, Some(answer), out);
                         }),
-                        None => self.sample(step, kind, response.last_byte, check, None),
+                        None => self.sample(step, kind, response.last_byte, check, None, out),
                     }
                 }
                 if conn.as_ref().is_some_and(|c| !c.keep_alive) {
@@ -145,8 +146,10 @@ impl Worker {
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out, bytes_in),
-        }
+            Err((kind, sent)) => self.failed(&req, kind, Sent::of(&req, Some(request), sent), bytes_out, bytes_in),
+        };
+        self.spares.borrow_mut().buffers.push((body_buf, rendered));
+        ended
     }
 
     /// Send `request` on the connection in `conn` (or a new one, left there)

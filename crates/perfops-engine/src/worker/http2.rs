@@ -20,7 +20,7 @@ use perfops_core::scenario::grpc::GrpcCode;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
-use super::sample::Answered;
+use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::h2::answer::Captured;
 use crate::h2::stamped::H2Io;
@@ -126,11 +126,11 @@ impl Worker {
                     let fields = captured.as_ref().map(|c| c.fields()).unwrap_or_default();
                     let body = captured.as_ref().map_or(&[][..], |c| &c.body[..]);
                     let answer = Answered { status, pairs: &fields, body };
-                    self.sample(step, kind, response.last_byte, check, Some(answer));
+                    self.sample(step, kind, response.last_byte, check, Some(answer), Sent::of(&req, None, Some(sent)));
                 }
                 self.answered(&req, sent, response, bytes_out, failure)
             }
-            Err((kind, sent)) => self.failed(&req, kind, sent, bytes_out, 0),
+            Err((kind, sent)) => self.failed(&req, kind, Sent::of(&req, None, sent), bytes_out, 0),
         }
     }
 

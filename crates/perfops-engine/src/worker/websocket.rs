@@ -50,7 +50,7 @@ use perfops_core::measure::FailureKind;
 use perfops_core::scenario::template::{HeadPlace, RenderError, UnsafeValue};
 use tokio::time::{Instant, Sleep};
 
-use super::sample::Answered;
+use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
@@ -165,7 +165,8 @@ impl Worker {
                 let failure = check.is_some().then_some(FailureKind::CheckFailed);
                 if let Some(kind) = failure {
                     let answer = Answered { status: 101, pairs: &[], body: &rt.reply };
-                    self.sample(step, kind, rt.reply_at, check, Some(answer));
+                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at) };
+                    self.sample(step, kind, rt.reply_at, check, Some(answer), out);
                 }
                 let response = Response {
                     status: 101,
@@ -311,7 +312,7 @@ impl Worker {
         let at = Instant::now();
         let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(key, &failure);
-        self.sample(req.step, kind, at, None, None);
+        self.sample(req.step, kind, at, None, None, Sent::of(req, None, sent));
         Ended { at, failed: true }
     }
 
