@@ -4,13 +4,18 @@
 //! failures" lines ([`failures_text`]) and the one line a verdict's "why"
 //! can quote ([`top_failure`]).
 //!
+//! It also owns `failures.jsonl` ([`FailureLine`]): each failing exchange
+//! kept, one per line, written with its second by the results writer
+//! (`crate::sink`) so that a killed run keeps them, and read back
+//! ([`read_failures`]) when a run left no `summary.json`.
+//!
 //! The samples are made, redacted and bounded by the engine
 //! (`perfops_core::measure::samples`); this module only groups and shows
 //! them. The HTML report's table is `html::page`'s.
 
 use std::fmt::Write;
 
-use perfops_core::measure::{FailureKind, FailureSample};
+use perfops_core::measure::{FailureKind, FailureSample, FailureSamples, SampleKey, step_name};
 use perfops_core::printable;
 use serde::{Deserialize, Serialize};
 
@@ -24,8 +29,8 @@ pub struct FailureGroup {
     pub kind: String,
     /// How many failed so, over the run.
     pub count: u64,
-    /// The first few of them by time (at most three; none from a fleet's
-    /// agents, whose wire carries counts only).
+    /// The first few of them by time (at most three), with the exchange as
+    /// it was (a fleet's too: agents send theirs with their seconds).
     #[serde(default)]
     pub samples: Vec<FailureSample>,
 }
@@ -46,6 +51,63 @@ impl FailureGroup {
         };
         printable::escape(&format!("{name}: {} {}{example}", self.count, self.kind)).into_owned()
     }
+}
+
+/// The file of a results directory that holds the failing exchanges.
+pub const FAILURES_FILE: &str = "failures.jsonl";
+
+/// A line of `failures.jsonl`: one failing exchange, with its step's name
+/// and its failure kind's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FailureLine {
+    /// The step's name.
+    pub step: String,
+    /// The failure kind's name (`http_4xx`, `timeout`, ...).
+    pub kind: String,
+    /// The exchange.
+    #[serde(flatten)]
+    pub sample: FailureSample,
+}
+
+impl FailureLine {
+    /// The line of `sample`, of `key`, its step named by `step_names`.
+    pub fn of(step_names: &[String], (step, kind): SampleKey, sample: &FailureSample) -> FailureLine {
+        FailureLine { step: step_name(step_names, step), kind: kind.name().to_string(), sample: sample.clone() }
+    }
+}
+
+/// The failures `failures.jsonl` in `text` shows, grouped by step and kind
+/// as `summary.json` groups them: what `report` shows of a run that left no
+/// summary (killed). The counts are those of the samples (the file keeps
+/// samples, not counts). A line that does not read is skipped (the last,
+/// cut by a kill); each sample is held to a kept one's bounds, since the
+/// file may come from anywhere.
+pub fn read_failures(text: &str) -> Vec<FailureGroup> {
+    let mut groups: Vec<FailureGroup> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    let mut kept = FailureSamples::default();
+    for line in text.lines() {
+        let Ok(l) = serde_json::from_str::<FailureLine>(line) else { continue };
+        let Some(kind) = FailureKind::from_name(&l.kind) else { continue };
+        let step = match names.iter().position(|n| *n == l.step) {
+            Some(i) => i,
+            None => {
+                names.push(l.step);
+                names.len() - 1
+            }
+        };
+        let Ok(step) = u16::try_from(step) else { continue };
+        kept.add((step, kind), l.sample.bounded());
+    }
+    for ((step, kind), list) in kept.iter() {
+        groups.push(FailureGroup {
+            step: printable::escape(&names[usize::from(step)]).into_owned(),
+            kind: kind.name().to_string(),
+            count: list.len() as u64,
+            samples: list.to_vec(),
+        });
+    }
+    groups
 }
 
 /// The group that failed most, in `step` when given: what a stage's or a
@@ -76,6 +138,50 @@ pub fn failures_text(groups: &[FailureGroup]) -> String {
     o
 }
 
+/// Each group's exchanges as they were, for a terminal (`quick
+/// --failures`): a head line per group, then per exchange its time and
+/// timings, the request (`>`), the response (`<`) and its body head (`|`).
+/// Every string was escaped when kept; the step's name is escaped here.
+pub fn exchanges_text(groups: &[FailureGroup]) -> String {
+    let mut o = String::new();
+    if groups.is_empty() {
+        let _ = writeln!(o, "Failures: none");
+        return o;
+    }
+    let _ = writeln!(o, "Failures, the first of each kind as they were (secrets redacted):");
+    for g in groups {
+        let _ = writeln!(o, "  {} {}: {} failed", printable::escape(&g.step), g.kind, g.count);
+        for s in &g.samples {
+            let mut head = format!("    t={:.3}s", s.t);
+            if let Some(t) = &s.timings {
+                let sent = t.sent.map_or("never sent".to_string(), |x| format!("sent {x:.3}s"));
+                let service = t.service_ms.map_or(String::new(), |x| format!(", service {x:.1} ms"));
+                head.push_str(&format!(": due {:.3}s, {sent}, latency {:.1} ms{service}", t.due, t.latency_ms));
+            }
+            let _ = writeln!(o, "{head}");
+            if let Some(check) = &s.check {
+                let _ = writeln!(o, "      ! {check}");
+            }
+            if let Some(line) = &s.request {
+                let _ = writeln!(o, "      > {line}");
+            }
+            for (name, value) in &s.request_headers {
+                let _ = writeln!(o, "      > {name}: {value}");
+            }
+            if let Some(status) = s.status {
+                let _ = writeln!(o, "      < status {status}");
+            }
+            for (name, value) in &s.response_headers {
+                let _ = writeln!(o, "      < {name}: {value}");
+            }
+            if let Some(body) = &s.body {
+                let _ = writeln!(o, "      | {body}");
+            }
+        }
+    }
+    o
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +199,7 @@ mod tests {
             status: Some(422),
             check: Some("status: expected 201, found 422".into()),
             body: Some(r#"{"error":"qty must be a number"}"#.into()),
+            ..FailureSample::default()
         };
         let groups =
             vec![group("get-order", "check_failed", 30, None), group("create-order", "http_4xx", 523, Some(s422))];
@@ -107,7 +214,7 @@ mod tests {
         assert_eq!(top_failure(&groups, Some("get-order")).map(|g| g.count), Some(30));
         assert_eq!(failures_text(&[]), "", "no failures: nothing said");
         // A step name from the scenario cannot forge a line.
-        let bare = FailureSample { t: 2.0, status: None, check: None, body: None };
+        let bare = FailureSample { t: 2.0, ..FailureSample::default() };
         assert_eq!(
             group("orders", "connect_timeout", 84, Some(bare)).line(),
             "orders: 84 connect_timeout",

@@ -13,6 +13,7 @@ use perfops_core::analysis::modes::{StallInputs, quantized_stalls};
 use perfops_core::measure::{Counter, FailureKind, Histogram, HistogramSummary, QuickCounters, Stats};
 use serde::Serialize;
 
+use crate::failures::{FailureGroup, exchanges_text};
 use crate::format;
 use crate::run::GeneratorUse;
 
@@ -95,6 +96,15 @@ pub struct QuickSummary {
     /// Requests stalled by a delayed-ACK timer (Nagle's algorithm meeting delayed ACK), when
     /// the service times show it and the requests in flight do not explain it by queueing.
     pub stalls: Option<StallFinding>,
+    /// The failing exchanges of each step and kind (the first few, as they
+    /// were): always in the JSON, where a script reads what it needs, and
+    /// printed after the summary on request (`--failures`), since a page of
+    /// exchanges would bury ab's few lines.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub exchanges: Vec<FailureGroup>,
+    /// Print [`QuickSummary::exchanges`] after the summary.
+    #[serde(skip)]
+    pub show_exchanges: bool,
     #[serde(skip)]
     latency: Histogram,
     #[serde(skip)]
@@ -178,6 +188,8 @@ impl QuickSummary {
             warnings: Vec::new(),
             websocket: None,
             stalls: None,
+            exchanges: Vec::new(),
+            show_exchanges: false,
             latency: total.latency.clone(),
             service: total.service.clone(),
             latency_ok: total.latency_ok.clone(),
@@ -527,6 +539,10 @@ impl QuickSummary {
         );
         if let Some(naps) = g.naps_line() {
             row(&mut o, "Wake-ups:", naps);
+        }
+        if self.show_exchanges {
+            let _ = writeln!(o);
+            o.push_str(&exchanges_text(&self.exchanges));
         }
         for w in &self.warnings {
             let _ = writeln!(o, "warning: {w}");

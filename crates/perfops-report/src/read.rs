@@ -89,6 +89,9 @@ pub(crate) struct RunFiles {
     pub meta: Option<RunMeta>,
     /// `summary.json`: absent while a run goes and after a kill.
     pub summary: Option<RunSummary>,
+    /// The failures by step and kind, with their exchanges: `summary.json`'s
+    /// when it is there, else those `failures.jsonl` kept (a killed run).
+    pub failures: Vec<crate::failures::FailureGroup>,
     /// `series.jsonl`, one line per second.
     pub series: Vec<SeriesLine>,
     /// `watch.jsonl`, one line per sample of a source.
@@ -132,6 +135,14 @@ impl RunFiles {
         f.probe = f.lines(dir, "probe.jsonl");
         f.hlog = f.bytes(dir, "latency.hlog");
         f.scenario = f.bytes(dir, "scenario.yaml").map(|b| String::from_utf8_lossy(&b).into_owned());
+        f.failures = match &f.summary {
+            Some(s) => s.failures.clone(),
+            // Written with the seconds: what a killed run had failed, without a summary.
+            None => f
+                .bytes(dir, crate::failures::FAILURES_FILE)
+                .map(|b| crate::failures::read_failures(&String::from_utf8_lossy(&b)))
+                .unwrap_or_default(),
+        };
         if f.series.is_empty() && f.summary.is_none() {
             if f.notes.is_empty() {
                 return Err(ReportError::NothingToReport(dir.to_path_buf()));

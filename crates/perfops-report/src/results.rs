@@ -8,6 +8,7 @@
 //!   latency.hlog     HdrHistogram interval log, tags latency, service and latency_ok (likewise)
 //!   watch.jsonl      watched metrics, one line per sample        (appended, flushed per line)
 //!   probe.jsonl      probe checks, one line per check            (likewise)
+//!   failures.jsonl   failing exchanges, the first few of each step and kind (appended with their second)
 //!   summary.json     stages, verdict, diagnostics                (at the end, atomically)
 //! ```
 //!
@@ -22,7 +23,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hdrhistogram::serialization::V2DeflateSerializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
-use perfops_core::measure::Histogram;
+use perfops_core::measure::{Histogram, SampleBound};
 use serde::Serialize;
 
 /// Version of every file in a results directory.
@@ -43,6 +44,8 @@ pub struct RunDir {
     serializer: V2DeflateSerializer,
     /// Other JSON-lines streams, opened on first use.
     streams: JsonLines,
+    /// The samples `failures.jsonl` has taken, over every load of the run.
+    pub(crate) failures: SampleBound,
 }
 
 /// JSON-lines files of one directory, each opened (for appending) on first
@@ -124,7 +127,7 @@ impl RunDir {
         writeln!(hlog, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
         hlog.flush()?;
         let streams = JsonLines::new(&path);
-        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams })
+        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams, failures: SampleBound::default() })
     }
 
     /// The directory.

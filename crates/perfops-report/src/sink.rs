@@ -1,5 +1,6 @@
 //! The results writer: each second of a load as one line of `series.jsonl`
-//! and its histograms in `latency.hlog`, an [`Output`] of the pipeline
+//! and its histograms in `latency.hlog` (and its failing exchanges in
+//! `failures.jsonl`, the first few of each step and kind), an [`Output`] of the pipeline
 //! (always on: not chosen by name). What a line holds is [`SeriesLine`]; where the files
 //! are, [`RunDir`]. The live line's output is [`crate::live::LiveLine`].
 
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 use perfops_core::measure::{SeriesCounters, step_name};
 use perfops_core::pipeline::{Second, SinkError};
 
+use crate::failures::{FAILURES_FILE, FailureLine};
 use crate::output::Output;
 use crate::results::RunDir;
 use crate::run::{SeriesLine, StepSecond, failures};
@@ -53,7 +55,19 @@ impl Output for ResultsWriter<'_> {
             line.parts = crate::parts::part_lines(iv);
             histograms.extend(by_key.iter().map(|(tag, h)| (tag.as_str(), *h)));
         }
-        if let Err(e) = self.dir.append_second(&line, s.start, iv.length, &histograms) {
+        let written = self.dir.append_second(&line, s.start, iv.length, &histograms).and_then(|()| {
+            // The failing exchanges of the second, as they come: a killed run keeps them.
+            for (key, list) in iv.samples.iter() {
+                for sample in list {
+                    if self.dir.failures.admit(key) {
+                        let line = FailureLine::of(s.step_names, key, sample);
+                        self.dir.append_jsonl(FAILURES_FILE, &line)?;
+                    }
+                }
+            }
+            Ok(())
+        });
+        if let Err(e) = written {
             *self.failed = true;
             return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
         }

@@ -21,7 +21,7 @@ use std::time::Duration;
 use perfops_core::analysis::diagnose::{Diagnostic, Evidence};
 use perfops_core::analysis::usl::{self, Observation, UslFit};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerdict};
-use perfops_core::measure::{FailureKind, FailureSample, Stats};
+use perfops_core::measure::{FailureKind, FailureSample, Stats, Timings};
 use perfops_report::failures::FailureGroup;
 use perfops_report::run::GeneratorUse;
 use perfops_report::run::{
@@ -152,6 +152,10 @@ fn full() -> RunSummary {
                 status: Some(422),
                 check: Some("status: expected 201, found 422".into()),
                 body: Some(r#"{"error":"qty must be a number"}"#.into()),
+                request: Some("POST /orders HTTP/1.1".into()),
+                request_headers: vec![("Authorization".into(), "<redacted>".into())],
+                response_headers: vec![("Content-Type".into(), "application/json".into())],
+                timings: Some(Timings { due: 1.2, sent: Some(1.2), latency_ms: 50.0, service_ms: Some(50.0) }),
             }],
         }],
     }

@@ -330,14 +330,17 @@ fn step_table(o: &mut String, m: &Model) {
 
 /// What failed, by step and kind, with the first failing exchange of each
 /// (#32): its status, the check with expected vs found, and the first bytes
-/// of its body (redacted and escaped by the engine, escaped for HTML here).
-/// From the summary alone; nothing when nothing failed.
+/// of its body (redacted and escaped by the engine, escaped for HTML here);
+/// then each group's exchanges as they were, one collapsed `<details>`
+/// each (request, response head, body head, timings). From the summary, or
+/// from `failures.jsonl` when a killed run left none (the counts are then
+/// those of the exchanges kept); nothing when nothing failed.
 fn failures(o: &mut String, m: &Model) {
-    let Some(summary) = &m.files.summary else { return };
-    if summary.failures.is_empty() {
+    if m.files.failures.is_empty() {
         return;
     }
-    let mut groups: Vec<&crate::failures::FailureGroup> = summary.failures.iter().collect();
+    let killed = m.files.summary.is_none();
+    let mut groups: Vec<&crate::failures::FailureGroup> = m.files.failures.iter().collect();
     groups.sort_by_key(|g| std::cmp::Reverse(g.count));
     o.push_str(
         "<section>\n<h2>Failures</h2>\n<p class=\"hint\">The first failing exchange of each step and kind; \
@@ -346,7 +349,7 @@ fn failures(o: &mut String, m: &Model) {
          <th>count</th><th>status</th><th class=\"left\">check: expected, found</th><th class=\"left\">body</th>\
          <th>at</th></tr></thead>\n<tbody>\n",
     );
-    for g in groups {
+    for g in &groups {
         let first = g.samples.first();
         let _ = writeln!(
             o,
@@ -361,7 +364,71 @@ fn failures(o: &mut String, m: &Model) {
             first.map_or("-".to_string(), |s| format!("t={:.1}s", s.t)),
         );
     }
-    o.push_str("</tbody></table></div>\n</section>\n");
+    o.push_str("</tbody></table></div>\n");
+    if killed {
+        o.push_str(
+            "<p class=\"hint\">No summary.json (the run was killed): the failing exchanges failures.jsonl kept; \
+             the counts are of those.</p>\n",
+        );
+    }
+    exchanges(o, &groups);
+    o.push_str("</section>\n");
+}
+
+/// Each group's exchanges as they were, collapsed: the request line and
+/// header fields as sent (redacted), the response's status line and header
+/// fields, the head of its body and the timings. Every string is text of
+/// the page (HTML-escaped), never markup: a body that holds `<script>` shows
+/// it.
+fn exchanges(o: &mut String, groups: &[&crate::failures::FailureGroup]) {
+    if groups.iter().all(|g| g.samples.is_empty()) {
+        return;
+    }
+    o.push_str("<div class=\"exchanges\">\n");
+    for g in groups {
+        for s in &g.samples {
+            let status = s.status.map_or(String::new(), |st| format!(", status {st}"));
+            let _ = write!(
+                o,
+                "<details class=\"exchange\"><summary>{} · {} · t={:.3}s{}</summary><dl class=\"kv\">",
+                escape(&g.step),
+                escape(&g.kind),
+                s.t,
+                status
+            );
+            if let Some(check) = &s.check {
+                let _ = write!(o, "<dt>check</dt><dd><code>{}</code></dd>", escape(check));
+            }
+            if s.request.is_some() || !s.request_headers.is_empty() {
+                let mut text = s.request.clone().unwrap_or_default();
+                for (name, value) in &s.request_headers {
+                    text.push_str(&format!("\n{name}: {value}"));
+                }
+                let _ = write!(o, "<dt>request</dt><dd><pre class=\"request\">{}</pre></dd>", escape(&text));
+            }
+            if s.status.is_some() || !s.response_headers.is_empty() {
+                let mut text = s.status.map_or(String::new(), |st| format!("status {st}"));
+                for (name, value) in &s.response_headers {
+                    text.push_str(&format!("\n{name}: {value}"));
+                }
+                let _ = write!(o, "<dt>response</dt><dd><pre class=\"response\">{}</pre></dd>", escape(&text));
+            }
+            if let Some(body) = &s.body {
+                let _ = write!(o, "<dt>body</dt><dd><pre class=\"body\">{}</pre></dd>", escape(body));
+            }
+            if let Some(t) = &s.timings {
+                let sent = t.sent.map_or("never sent".to_string(), |x| format!("sent t={x:.3}s"));
+                let service = t.service_ms.map_or(String::new(), |x| format!(", service {x:.1} ms"));
+                let _ = write!(
+                    o,
+                    "<dt>timings</dt><dd class=\"timings\">due t={:.3}s, {sent}, latency {:.1} ms{service}</dd>",
+                    t.due, t.latency_ms
+                );
+            }
+            o.push_str("</dl></details>\n");
+        }
+    }
+    o.push_str("</div>\n");
 }
 
 /// `perfops sweep`: its levels, what the fit says, and throughput and
