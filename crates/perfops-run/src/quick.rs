@@ -14,6 +14,7 @@ use perfops_core::scenario::grpc::GrpcCall;
 use perfops_core::scenario::template::Template;
 use perfops_core::scenario::{Body, JsonPart, Step};
 use perfops_engine::{Http2, Protocol, Reflection, Target, Work};
+use perfops_report::failures::FailureGroup;
 use perfops_report::live::LiveLine;
 use perfops_report::output::{End, Output};
 use perfops_report::quick::{QuickSetup, QuickSummary};
@@ -78,6 +79,9 @@ pub struct QuickArgs {
     pub workers: usize,
     /// Also write the summary as JSON to this file.
     pub json: Option<PathBuf>,
+    /// Print the failing exchanges of each kind after the summary (the
+    /// first few, as they were, secrets redacted).
+    pub failures: bool,
     /// No live line on stderr.
     pub quiet: bool,
     /// The outputs chosen by name (`--output`, `--metrics-listen`).
@@ -241,6 +245,14 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         summary = summary.with_websocket(by_step.0.first().unwrap_or(&empty), by_step.0.get(1));
     }
 
+    // The failing exchanges, by step and kind: counted by step where the
+    // tally has them (WebSocket's two rows), else over the run (one step).
+    for ((step, kind), samples) in outcome.failures.iter() {
+        let count = by_step.0.get(usize::from(step)).unwrap_or(&outcome.total).failures[kind];
+        let step = perfops_core::measure::step_name(&step_names, step);
+        summary.exchanges.push(FailureGroup { step, kind: kind.name().to_string(), count, samples: samples.to_vec() });
+    }
+    summary.show_exchanges = args.failures;
     summary.warnings.extend(chosen.notes());
     // The outputs hear the summary, and close (the endpoint stops with the load).
     chosen.finish(&End::Quick(&summary));

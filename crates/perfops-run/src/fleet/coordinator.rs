@@ -521,6 +521,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         join.set_layout(i, m.layout.clone());
     }
     let (mut total, mut stop_sent) = (Stats::default(), false);
+    let mut failures = perfops_core::measure::FailureSamples::default();
     let mut scratch = Vec::new();
     loop {
         let received = fleet.events.recv_timeout(Duration::from_millis(200));
@@ -615,6 +616,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                 fleet.log(AgentLine::Missed { agent: i as u32, t: offset + r.interval.index });
             }
             total.merge(&r.interval.stats);
+            failures.merge(&r.interval.samples);
             feed.second(&r.interval);
         }
         if stop.load(Ordering::Relaxed) && !stop_sent {
@@ -645,8 +647,8 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         protocols: fleet_protocols(&fleet.members, &plan.work.step_names),
         // Each agent's own handshake: their runs say so.
         tls_refused: None,
-        // Not carried over the agent wire: a fleet's summary shows the failures' counts, without samples.
-        failures: Default::default(),
+        // The agents' samples came with their seconds, checked and bounded by the join.
+        failures,
     })
 }
 

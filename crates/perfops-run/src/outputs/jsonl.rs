@@ -5,6 +5,9 @@
 //!   {"type":"start","meta":{...meta.json...}}
 //!   {"type":"second","t":0,"stage":"warm","sent":100,"completed":100,...}   one per second,
 //!   ...                                                                     as series.jsonl's lines
+//!   {"type":"failure","step":"orders","kind":"http_4xx","request":...}     a failing exchange kept
+//!                                                                          in that second, as
+//!                                                                          failures.jsonl's lines
 //!   {"type":"finish","summary":{...summary.json, or quick's --json...}}
 //! ```
 //!
@@ -20,6 +23,7 @@ use std::io::{BufWriter, Write};
 
 use perfops_core::pipeline::{Second, SinkError};
 use perfops_report::detach::{CAPACITY, Detached, Whole};
+use perfops_report::failures::FailureLine;
 use perfops_report::output::{End, Output};
 use perfops_report::run::{RunMeta, SeriesLine};
 use perfops_report::sink::series_line;
@@ -38,6 +42,7 @@ struct Jsonl<W: Write> {
 enum Line<'a> {
     Start { meta: &'a RunMeta },
     Second(&'a SeriesLine),
+    Failure(&'a FailureLine),
     Finish { summary: &'a End<'a> },
 }
 
@@ -67,7 +72,14 @@ impl<W: Write> Output for Jsonl<W> {
     /// figures (percentiles of every step) cost as much as the copy, and
     /// are not the collector's to compute.
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
-        self.write(&Line::Second(&series_line(second)))
+        self.write(&Line::Second(&series_line(second)))?;
+        // The exchanges the workers kept in this second (few: the first of each step and kind).
+        for (key, samples) in second.interval.samples.iter() {
+            for sample in samples {
+                self.write(&Line::Failure(&FailureLine::of(second.step_names, key, sample)))?;
+            }
+        }
+        Ok(())
     }
 
     fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {

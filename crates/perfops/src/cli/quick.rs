@@ -77,9 +77,14 @@ pub(crate) struct QuickFlags {
     /// Worker threads (default: one per available core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
-    /// Also write the summary as JSON to this file.
+    /// Also write the summary as JSON to this file (it holds the failing exchanges too).
     #[arg(long)]
     json: Option<PathBuf>,
+    /// After the summary, print the first failing exchanges of each kind as
+    /// they were: request line and header fields (secrets redacted), status,
+    /// response header fields, the first KiB of the body, timings.
+    #[arg(long)]
+    failures: bool,
     /// No live line on stderr.
     #[arg(short = 'q', long)]
     quiet: bool,
@@ -111,6 +116,7 @@ impl From<QuickFlags> for perfops_run::quick::QuickArgs {
             max_errors: f.max_errors,
             workers: f.workers,
             json: f.json,
+            failures: f.failures,
             quiet: f.quiet,
             outputs: f.outputs.into(),
         }
