@@ -127,7 +127,14 @@ impl RunDir {
         writeln!(hlog, "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
         hlog.flush()?;
         let streams = JsonLines::new(&path);
-        Ok(RunDir { path, series, hlog, serializer: V2DeflateSerializer::new(), streams, failures: SampleBound::default() })
+        Ok(RunDir {
+            path,
+            series,
+            hlog,
+            serializer: V2DeflateSerializer::new(),
+            streams,
+            failures: SampleBound::default(),
+        })
     }
 
     /// The directory.

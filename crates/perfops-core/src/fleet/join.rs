@@ -703,11 +703,16 @@ mod tests {
                 matches!(w, Why::UnknownKey { step: 7, .. })
             }),
             // A failure sample of step 9 of a scenario of 2 steps: no row to show it under.
-            ("sample of an unknown step", vec![], {
-                let mut i = iv(0, 1);
-                i.samples.add((9, FailureKind::Timeout), crate::measure::FailureSample::default());
-                i
-            }, |w| matches!(w, Why::Head(h) if h.contains("step 9"))),
+            (
+                "sample of an unknown step",
+                vec![],
+                {
+                    let mut i = iv(0, 1);
+                    i.samples.add((9, FailureKind::Timeout), crate::measure::FailureSample::default());
+                    i
+                },
+                |w| matches!(w, Why::Head(h) if h.contains("step 9")),
+            ),
             // (0, 1) twice in one second: its counts would be added twice.
             ("key twice", vec![], two_parts(0, key(0, 1), key(0, 1)), |w| {
                 *w == Why::DuplicateKey { stage: 0, step: 1 }

@@ -1062,9 +1062,7 @@ mod tests {
     #[test]
     fn a_hostile_agents_samples_are_bounded_or_refused() {
         let iv = interval(0);
-        let one = |step: u16, kind: &str, t: f64, body: &str| {
-            json!({"step": step, "kind": kind, "sample": {"t": t, "body": body}})
-        };
+        let one = |step: u16, kind: &str, t: f64, body: &str| json!({"step": step, "kind": kind, "sample": {"t": t, "body": body}});
         let decode = |json: &[u8]| -> Result<RawSecond, WireError> {
             let mut frame = with_samples(&iv, json);
             match take_frames(&mut frame)?.pop() {

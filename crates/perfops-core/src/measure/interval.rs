@@ -148,7 +148,12 @@ mod tests {
             (Some(x), Some(y)) => (x - y).abs() < 1e-9,
             (x, y) => x == y,
         };
-        a.length == b.length && a.in_flight == b.in_flight && a.stats == b.stats && a.parts == b.parts && a.samples == b.samples && targets
+        a.length == b.length
+            && a.in_flight == b.in_flight
+            && a.stats == b.stats
+            && a.parts == b.parts
+            && a.samples == b.samples
+            && targets
     }
 
     proptest! {

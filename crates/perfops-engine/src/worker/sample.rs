@@ -189,7 +189,8 @@ fn response_fields(pairs: &[(&str, &[u8])], secrets: &[String]) -> Vec<(String, 
             let value = if credential_name(name) {
                 REDACTED.to_string()
             } else {
-                let v = String::from_utf8_lossy(&value[..value.len().min(4 * perfops_core::measure::HEADER_VALUE_BYTES)]);
+                let v =
+                    String::from_utf8_lossy(&value[..value.len().min(4 * perfops_core::measure::HEADER_VALUE_BYTES)]);
                 redact_values(&v, secrets).into_owned()
             };
             (name.to_string(), value)
