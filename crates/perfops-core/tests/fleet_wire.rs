@@ -221,6 +221,7 @@ fn second(index: u32, length_ms: u64, in_flight: u64, target: Option<f64>, event
         target,
         stats,
         parts: parts.into_iter().collect(),
+        samples: Default::default(),
     }
 }
 
@@ -565,6 +566,7 @@ fn second_failing(kinds: &[(FailureKind, u64)]) -> Interval {
         target: None,
         stats: s.clone(),
         parts: vec![(key, s)],
+        samples: Default::default(),
     }
 }
 

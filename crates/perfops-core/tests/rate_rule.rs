@@ -165,6 +165,7 @@ fn judge(stages: &[Stage], flow: &[Step], server: Server) -> Vec<(StageVerdict, 
             target: None,
             stats,
             parts: parts.into_iter().collect(),
+            samples: Default::default(),
         };
         ledger.add(&iv, &names);
     }
