@@ -608,3 +608,45 @@ fn an_agents_sample_outside_the_plan_is_refused() {
     assert!(!samples.is_empty() && samples.len() <= 3, "{g:#}");
     assert!(samples.iter().all(|s| s["body"] == "busy \\u{1b}[2J"), "escaped: {g:#}");
 }
+
+/// A run killed (SIGKILL) in the middle keeps the exchanges its seconds
+/// had written to failures.jsonl, and `perfops report` shows them from
+/// there, since the run wrote no summary.json.
+#[test]
+fn a_killed_run_keeps_its_exchanges_and_its_report_shows_them() {
+    let _cpu = shared();
+    let demo = common::Demo::start(&[]);
+    let wd = Workdir::new("killed-exchanges");
+    let yaml = format!(
+        "name: killed\ntarget: {}\nflows:\n  f:\n    steps:\n      - {{ name: nope, request: GET /nope }}\n\
+         load:\n  stages: [ {{ rate: 50, hold: 60s }} ]\n",
+        demo.url
+    );
+    let scenario = wd.scenario("killed.yaml", &yaml);
+    let running = wd.spawn("run", &scenario, &[], |_| {});
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let file = loop {
+        let found = wd.result_dirs().first().map(|d| d.join("failures.jsonl")).filter(|f| f.exists());
+        if let Some(f) = found {
+            break f;
+        }
+        if std::time::Instant::now() > deadline {
+            // Not left running past the test: it would load the demo for a minute.
+            common::send_signal("-KILL", running.pid());
+            panic!("no failures.jsonl after 20 s: {}", running.wait(RUN_LIMIT).dump());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    common::send_signal("-KILL", running.pid());
+    let out = running.wait(RUN_LIMIT);
+    assert_eq!(out.code, None, "killed by a signal: {}", out.dump());
+    let dir = file.parent().expect("the results directory").to_path_buf();
+    assert!(!dir.join("summary.json").exists(), "a killed run writes no summary");
+    let lines = failure_lines(&dir);
+    assert!(!lines.is_empty() && lines.iter().all(|l| l["request"] == "GET /nope HTTP/1.1"), "{lines:#?}");
+    let report = common::spawn_perfops(&["report", dir.to_str().expect("UTF-8")], |_| {}).wait(RUN_LIMIT);
+    report.assert_exit(0);
+    let html = std::fs::read_to_string(dir.join("report.html")).expect("report.html");
+    assert!(html.contains("No summary.json (the run was killed)"), "{}", report.stderr);
+    assert!(html.contains("<details class=\"exchange\"><summary>nope · http_4xx"), "the exchanges shown");
+}
