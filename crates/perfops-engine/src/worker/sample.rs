@@ -278,4 +278,28 @@ mod tests {
         assert_eq!(line.as_deref(), Some("GET /a\\u{1b}[2J HTTP/1.1"));
         assert!(fields.is_empty());
     }
+
+    /// A request HTTP/2, gRPC or WebSocket sent is shown from its step as
+    /// written (no wire bytes are kept): the method, the path and the
+    /// protocol, a header value that is not harmless redacted.
+    #[test]
+    fn a_request_of_another_protocol_is_shown_from_its_step() {
+        let headers = ["Authorization: Bearer abc123".to_string(), "Accept: text/plain".to_string()];
+        let pairs = |v: &[(&str, &str)]| v.iter().map(|(n, v)| (n.to_string(), v.to_string())).collect::<Vec<_>>();
+        // (URL, request line)
+        let cases = [
+            // HTTP/2 (h2c, or ALPN over https): the step's method and path
+            ("h2c://127.0.0.1:1/orders?page=2", "GET /orders?page=2 HTTP/2"),
+            // a WebSocket session: its upgrade's
+            ("ws://127.0.0.1:1/chat", "GET /chat HTTP/1.1 (WebSocket upgrade)"),
+        ];
+        for (i, (url, want)) in cases.into_iter().enumerate() {
+            let target = crate::target::Target::parse(url).unwrap_or_else(|e| panic!("case {i}: {e}"));
+            let work = crate::work::Work::single(&target, "GET", &headers, b"").expect("a work");
+            let step = &work.flows[0].steps[0];
+            let (line, fields) = request_of_step(step, work.headers_of(&step.step));
+            assert_eq!(line.as_deref(), Some(want), "case {i}");
+            assert_eq!(fields, pairs(&[("Authorization", "<redacted>"), ("Accept", "text/plain")]), "case {i}");
+        }
+    }
 }
