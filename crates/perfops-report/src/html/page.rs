@@ -344,7 +344,7 @@ fn failures(o: &mut String, m: &Model) {
     groups.sort_by_key(|g| std::cmp::Reverse(g.count));
     o.push_str(
         "<section>\n<h2>Failures</h2>\n<p class=\"hint\">The first failing exchange of each step and kind; \
-         up to three of each in summary.json's <code>failures</code>.</p>\n\
+         up to three of each, as they were, open below (and in failures.jsonl).</p>\n\
          <div class=\"table-wrap\"><table class=\"failures\">\n<thead><tr><th>step</th><th class=\"left\">kind</th>\
          <th>count</th><th>status</th><th class=\"left\">check: expected, found</th><th class=\"left\">body</th>\
          <th>at</th></tr></thead>\n<tbody>\n",
