@@ -4,9 +4,11 @@
 
 mod rate;
 mod schedule;
+mod steered;
 
 pub use rate::{Rate, RateError};
 pub use schedule::{Schedule, ScheduleError, Segment, Shard};
+pub use steered::{HOLD_MAX, StagedPlan, SteeredStage, Units};
 
 use std::time::Duration;
 

@@ -26,8 +26,8 @@ pub mod control;
 mod down;
 mod stages;
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use abort::AbortWhen;
@@ -113,6 +113,27 @@ impl std::fmt::Display for Notice {
     }
 }
 
+/// A re-plan by hand on its way to the pipeline (from the run's steering,
+/// on another thread): the event as it will be recorded, the stage it
+/// changed, and the stages from its instant on.
+#[derive(Debug, Clone)]
+pub struct Replanned {
+    /// What the results keep of it; `t` on the session clock.
+    pub event: control::ControlEvent,
+    /// Its instant, from the load's start.
+    pub at: Duration,
+    /// The index of the stage it changed.
+    pub stage: usize,
+    /// The stages as re-planned (as many as before; equal before `at`).
+    pub stages: Vec<StagePlan>,
+    /// A stop: the arrivals end at `at`.
+    pub stop: bool,
+}
+
+/// Where the steering leaves re-plans for the pipeline to take at its next
+/// second: a lock taken once a second by the pipeline, and once per action.
+pub type Replans = Arc<Mutex<Vec<Replanned>>>;
+
 /// The driver: one load's seconds, placed and handed to its sinks in order.
 pub struct Pipeline<'s> {
     ledger: StageLedger,
@@ -120,6 +141,10 @@ pub struct Pipeline<'s> {
     step_names: &'s [String],
     stop: Arc<AtomicBool>,
     sinks: Vec<Box<dyn Sink + 's>>,
+    replans: Option<Replans>,
+    /// Events taken from `replans` that no second has carried yet.
+    waiting: Vec<control::ControlEvent>,
+    events: Vec<(usize, control::ControlEvent)>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -127,7 +152,25 @@ impl<'s> Pipeline<'s> {
     /// per stage by `ledger`; `stop` is the flag the source watches (set by
     /// signals, and here when a sink stops the load).
     pub fn new(ledger: StageLedger, offset: u32, step_names: &'s [String], stop: Arc<AtomicBool>) -> Self {
-        Pipeline { ledger, offset, step_names, stop, sinks: Vec::new() }
+        Pipeline {
+            ledger,
+            offset,
+            step_names,
+            stop,
+            sinks: Vec::new(),
+            replans: None,
+            waiting: Vec::new(),
+            events: Vec::new(),
+        }
+    }
+
+    /// Take the re-plans by hand left in `replans`: the ledger places the
+    /// next seconds by them, and each event goes with the second it took
+    /// effect in (that starts at its instant); a stop at `T`, with the
+    /// second that ends at `T`: the arrivals' last, which there always is.
+    pub fn steered(mut self, replans: Replans) -> Self {
+        self.replans = Some(replans);
+        self
     }
 
     /// Add `sink` at the end of the list.
@@ -146,6 +189,23 @@ impl<'s> Pipeline<'s> {
     /// as they happen.
     pub fn second(&mut self, iv: &Interval, notify: &mut dyn FnMut(&Notice)) {
         let at = Duration::from_secs(u64::from(iv.index));
+        if let Some(replans) = &self.replans {
+            let taken = std::mem::take(&mut *replans.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            for r in taken {
+                // Equal to the old plan before `r.at`, which is at or after
+                // this second's end: nothing placed so far moves.
+                self.ledger.replan(&r.stages);
+                if r.stop {
+                    self.ledger.stop(r.at);
+                }
+                self.events.push((r.stage, r.event.clone()));
+                self.waiting.push(r.event);
+            }
+        }
+        let end_s = f64::from(self.offset) + (at + iv.length).as_secs_f64();
+        let stop = |e: &control::ControlEvent| e.action == control::Action::Stop.name();
+        let due = self.waiting.iter().take_while(|e| e.t < end_s - 1e-9 || (stop(e) && e.t <= end_s + 1e-9)).count();
+        let events: Vec<control::ControlEvent> = self.waiting.drain(..due).collect();
         // A stop decided in this second ends the arrivals at its end, so it
         // cannot change where this second belongs: placed before the sinks run.
         let (stage, draining) = self.ledger.place(at);
@@ -156,7 +216,7 @@ impl<'s> Pipeline<'s> {
             stage,
             draining,
             step_names: self.step_names,
-            events: &[],
+            events: &events,
         };
         for sink in &mut self.sinks {
             match sink.second(&second) {
@@ -180,7 +240,7 @@ impl<'s> Pipeline<'s> {
 
     /// The load is over: what the ledger counted.
     pub fn finish(self) -> Measured {
-        self.ledger.finish()
+        Measured { events: self.events, ..self.ledger.finish() }
     }
 }
 
@@ -203,6 +263,73 @@ mod tests {
                 _ => Flow::Continue,
             })
         }
+    }
+
+    /// Remembers the events each second carried, and its stage.
+    #[derive(Default)]
+    struct Events(Vec<(u32, String, Vec<String>)>);
+
+    impl Sink for Events {
+        fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+            self.0.push((s.t, s.stage.to_string(), s.events.iter().map(|e| format!("{}@{}", e.action, e.t)).collect()));
+            Ok(Flow::Continue)
+        }
+    }
+
+    /// Re-plans by hand: the ledger places the seconds after each by the new
+    /// ends, every sink sees each event in the second it took effect in
+    /// (a stop: in the arrivals' last), and the measure keeps them.
+    #[test]
+    fn replans_by_hand_move_the_stages_and_ride_on_their_seconds() {
+        let names = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
+        let replans: Replans = Arc::default();
+        let mut seen = Events::default();
+        // Session clock from 10; a: 0-3 s, b: 3-6 s.
+        let ledger = StageLedger::new(&[plan("a", 3), plan("b", 3)], 10.0);
+        let mut p = Pipeline::new(ledger, 10, &names, stop.clone()).to(&mut seen).steered(replans.clone());
+        let event = |action: &str, t: f64, stage: &str| control::ControlEvent {
+            t,
+            action: action.into(),
+            value: None,
+            stage: stage.into(),
+            by: "test".into(),
+        };
+        p.second(&iv(0), &mut |_| {});
+        // `next` at load second 1 (session 11): a ends there, b runs 1-4 s.
+        replans.lock().unwrap().push(Replanned {
+            event: event("next", 11.0, "a"),
+            at: Duration::from_secs(1),
+            stage: 0,
+            stages: vec![plan("a", 1), plan("b", 3)],
+            stop: false,
+        });
+        p.second(&iv(1), &mut |_| {});
+        // `stop` at load second 3 (session 13), in b.
+        replans.lock().unwrap().push(Replanned {
+            event: event("stop", 13.0, "b"),
+            at: Duration::from_secs(3),
+            stage: 1,
+            stages: vec![plan("a", 1), plan("b", 3)],
+            stop: true,
+        });
+        for k in 2..4 {
+            p.second(&iv(k), &mut |_| {});
+        }
+        let measured = p.finish();
+        let want = vec![
+            (10, "a".to_string(), vec![]),
+            (11, "b".into(), vec!["next@11".to_string()]),
+            (12, "b".into(), vec!["stop@13".into()]),
+            (13, "(draining)".into(), vec![]),
+        ];
+        assert_eq!(seen.0, want);
+        assert!(measured.stopped && !stop.load(Ordering::Relaxed), "a stop by hand is the plan's, not the flag's");
+        assert_eq!((measured.stages[0].ran_s, measured.stages[1].ran_s), (1.0, 2.0));
+        assert_eq!(
+            measured.events.iter().map(|(i, e)| (*i, e.action.as_str())).collect::<Vec<_>>(),
+            [(0, "next"), (1, "stop")]
+        );
     }
 
     struct Broken;

@@ -140,8 +140,11 @@ pub struct Measured {
     pub steps: BTreeMap<String, Stats>,
     /// Per second on the session clock: arrivals dropped.
     pub dropped: Vec<(f64, u64)>,
-    /// The arrivals were stopped (a signal or a judge).
+    /// The arrivals were stopped (a signal, a judge, or by hand).
     pub stopped: bool,
+    /// The actions by hand that took effect, each with the index of the
+    /// stage it changed, in order.
+    pub events: Vec<(usize, super::control::ControlEvent)>,
 }
 
 /// The per-stage accounting of one load.
@@ -209,6 +212,22 @@ impl StageLedger {
         }
         let i = self.throughput.ends.iter().position(|&e| at < e).unwrap_or(stages.len().saturating_sub(1));
         (stages.get(i).map_or("", |s| s.name.as_str()), false)
+    }
+
+    /// The stages re-planned by hand from some instant on (equal to the
+    /// old ones before it, the same number of stages): the seconds already
+    /// counted stay where they were, the next ones are placed by the new ends.
+    pub fn replan(&mut self, stages: &[StagePlan]) {
+        let Some(old) = &mut self.stages else { return };
+        if stages.len() != old.len() {
+            return;
+        }
+        old.clone_from_slice(stages);
+        let mut t = Duration::ZERO;
+        for (end, s) in self.throughput.ends.iter_mut().zip(stages) {
+            t += s.duration;
+            *end = t;
+        }
     }
 
     /// The arrivals stopped at `at` (the first call counts).
@@ -289,7 +308,7 @@ impl StageLedger {
                 }
             })
             .collect();
-        Measured { stages, steps: self.steps, dropped: self.dropped, stopped: self.stopped }
+        Measured { stages, steps: self.steps, dropped: self.dropped, stopped: self.stopped, events: Vec::new() }
     }
 }
 
