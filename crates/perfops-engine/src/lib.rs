@@ -19,6 +19,7 @@ mod http1;
 mod http2;
 mod record;
 mod reflection;
+mod steer;
 mod target;
 mod timer;
 pub mod tls;
@@ -48,6 +49,7 @@ pub use http2::Http2;
 /// perfops-core, so that what reads a second does not depend on this engine.
 pub use perfops_core::measure::{Interval, Key};
 pub use reflection::Reflection;
+pub use steer::{Current, Replan};
 pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
 pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
@@ -95,6 +97,9 @@ pub struct Plan {
     /// HTTP/2: streams per connection, connections, windows (used when the
     /// target speaks it).
     pub http2: Http2,
+    /// Where the load's plan may be re-planned by hand while it runs
+    /// (`None`: it runs as planned).
+    pub replan: Option<Arc<Replan>>,
 }
 
 /// Why a run could not start.
@@ -184,10 +189,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let shared = shared(plan, stop.clone())?;
     let protocol = shared.protocol;
     let step_protocols = step_protocols(&plan.work, &plan.target, protocol);
-    let (schedule, closed) = match &plan.load {
-        LoadModel::Open { schedule, .. } => (Some(Arc::new(schedule.clone())), None),
-        LoadModel::Closed { .. } => (None, Some(Arc::new(plan.load.clone()))),
-    };
+    let closed = matches!(plan.load, LoadModel::Closed { .. }).then(|| Arc::new(plan.load.clone()));
+    // The plan as it stands: re-planned by hand, or as it was given.
+    let current = || plan.replan.as_ref().and_then(|r| r.current()).unwrap_or_else(|| shared.initial.clone());
 
     // Workers build their runtimes, then all start from one instant a little
     // ahead, so due times are shared and no worker starts cold.
@@ -201,7 +205,6 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         let shard = plan.shard.split(id as u32, workers as u32);
         let load = match &plan.load {
             LoadModel::Open { max_in_flight, .. } => WorkerLoad::Open {
-                schedule: schedule.clone().ok_or(EngineError::Empty("no schedule"))?,
                 shard,
                 max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
             },
@@ -257,7 +260,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         }
     };
     let mut emit = |index: u32, p: Pending, length: Duration| {
-        let target = schedule.as_ref().map(|s| {
+        let now = current();
+        let target = now.schedule().map(|s| {
             let from = Duration::from_secs(u64::from(index));
             let share = f64::from(plan.shard.count).recip();
             (s.arrivals_before(from + length) - s.arrivals_before(from)) * share
@@ -329,7 +333,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     // sooner still: a run not stopped early lasted its schedule all the same.
     // 15 arrivals of 5/s over 3 s are 5/s, not 15 over the 2.8 s to the last
     // answer (5.4/s), and the last second is a whole one of 5, not 6.2/s.
-    if let Some(planned) = plan.load.end()
+    if let Some(planned) = current().end
         && !interrupted
     {
         end = end.max(start + planned);
@@ -453,10 +457,10 @@ fn shared(plan: &Plan, stop: Arc<AtomicBool>) -> Result<Arc<Shared>, EngineError
         ws_tls,
         timeout: plan.timeout,
         connect_timeout: plan.connect_timeout.min(plan.timeout),
-        end: plan.end,
         wait_in_flight: plan.wait_in_flight,
         stop,
-        stage_ends: plan.stage_ends.clone(),
+        initial: Arc::new(Current { load: plan.load.clone(), stage_ends: plan.stage_ends.clone(), end: plan.end }),
+        replan: plan.replan.clone(),
     }))
 }
 

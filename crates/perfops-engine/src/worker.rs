@@ -58,7 +58,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use perfops_core::measure::{FailureKind, FailureSample, SampleKey, Sampler, Stats};
-use perfops_core::model::{LoadModel, Schedule, Shard};
+use perfops_core::model::{LoadModel, Shard};
 use rustls::pki_types::ServerName;
 use tokio::sync::Notify;
 use tokio::task::coop;
@@ -82,6 +82,7 @@ use crate::coalesce;
 use crate::http1::Response;
 use crate::http2::{H2Request, Http2, Indexing, Pool as H2Pool};
 use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
+use crate::steer::{Current, Replan};
 use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;
 use crate::work::{StepPlan, Work};
@@ -107,8 +108,8 @@ pub(crate) enum Msg {
 
 /// How this worker generates load.
 pub(crate) enum WorkerLoad {
+    /// The schedule is the worker's plan's ([`Worker::plan`]).
     Open {
-        schedule: Arc<Schedule>,
         shard: Shard,
         max_in_flight: u64,
     },
@@ -136,14 +137,14 @@ pub(crate) struct Shared {
     pub(crate) ws_tls: Option<(TlsConnector, ServerName<'static>)>,
     pub(crate) timeout: Duration,
     pub(crate) connect_timeout: Duration,
-    /// When the run's time is up, from the start (`None`: it ends by a count).
-    pub(crate) end: Option<Duration>,
     /// Never cut the requests in flight, at the end or after a stop: each
     /// ends within its timeout.
     pub(crate) wait_in_flight: bool,
     pub(crate) stop: Arc<AtomicBool>,
-    /// End offset of each stage (empty: one stage).
-    pub(crate) stage_ends: Vec<Duration>,
+    /// The load's plan as given: its model, stage ends and end.
+    pub(crate) initial: Arc<Current>,
+    /// Where a re-plan by hand is published (`None`: none will be).
+    pub(crate) replan: Option<Arc<Replan>>,
     /// The protocol of every connection: [`Protocol::Http1`] or [`Protocol::H2`].
     pub(crate) protocol: Protocol,
     /// HTTP/2's knobs.
@@ -152,12 +153,6 @@ pub(crate) struct Shared {
     pub(crate) h2_requests: Vec<Option<H2Request>>,
     /// HTTP/2: which fields of each step's requests may be indexed, by step index.
     pub(crate) h2_indexing: Vec<Indexing>,
-}
-
-impl Shared {
-    fn stage_at(&self, offset: Duration) -> u16 {
-        self.stage_ends.iter().position(|&end| offset < end).unwrap_or(self.stage_ends.len().saturating_sub(1)) as u16
-    }
 }
 
 /// `timeout_at(timer's deadline, fut)` on a timer that outlives the request.
@@ -242,6 +237,11 @@ struct Worker {
     rng: RefCell<fastrand::Rng>,
     stopping: Cell<bool>,
     stop_notify: Notify,
+    /// The load's plan, as re-planned by hand (`steer.rs`), and how many
+    /// re-plans it has seen; `replan_notify` wakes the pacer when it changes.
+    plan: RefCell<Arc<Current>>,
+    generation: Cell<u64>,
+    replan_notify: Notify,
     drained: Notify,
     /// The interval the ticker is filling.
     interval: Cell<u32>,
@@ -340,9 +340,7 @@ impl Worker {
     async fn load(self: Rc<Self>, load: WorkerLoad) {
         let w = self;
         match load {
-            WorkerLoad::Open { schedule, shard, max_in_flight } => {
-                w.clone().open_loop(&schedule, shard, max_in_flight).await
-            }
+            WorkerLoad::Open { shard, max_in_flight } => w.clone().open_loop(shard, max_in_flight).await,
             WorkerLoad::Closed { shard, users, requests, model } => {
                 w.clone().closed_loop(shard, users, requests, model).await
             }
@@ -359,8 +357,9 @@ impl Worker {
         if self.shared.wait_in_flight {
             return std::future::pending().await;
         }
-        let end = self.shared.end.map(|e| self.start + e + GRACE);
         loop {
+            // Read again each time: a re-plan by hand moves the end.
+            let end = self.plan.borrow().end.map(|e| self.start + e + GRACE);
             if self.stopping.get() {
                 return tokio::time::sleep(GRACE).await;
             }
@@ -423,6 +422,7 @@ impl Worker {
             id,
             start,
             vars: RefCell::new(shared.work.globals.clone()),
+            plan: RefCell::new(shared.initial.clone()),
             shared,
             rec: RefCell::default(),
             samples: RefCell::default(),
@@ -432,6 +432,8 @@ impl Worker {
             rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
+            generation: Cell::new(0),
+            replan_notify: Notify::new(),
             drained: Notify::new(),
             interval: Cell::new(0),
             stamped: false,
@@ -472,10 +474,22 @@ impl Worker {
         }
     }
 
-    /// Turn the process-wide stop flag (SIGINT, autostop) into a local wake-up.
+    /// Turn the process-wide stop flag (SIGINT, autostop) into a local
+    /// wake-up, and a plan re-planned by hand into the worker's own
+    /// (`steer.rs`): both looked at every 20 ms, never per request.
     async fn watch_stop(self: Rc<Self>) {
         loop {
             tokio::time::sleep(Duration::from_millis(20)).await;
+            if let Some(replan) = &self.shared.replan {
+                let generation = replan.generation();
+                if generation != self.generation.get()
+                    && let Some(plan) = replan.current()
+                {
+                    *self.plan.borrow_mut() = plan;
+                    self.generation.set(generation);
+                    self.replan_notify.notify_one();
+                }
+            }
             if self.shared.stop.load(Ordering::Relaxed) {
                 self.stopping.set(true);
                 self.stop_notify.notify_one();

@@ -98,6 +98,8 @@ pub(crate) struct RunFiles {
     pub watch: Vec<Sample>,
     /// `probe.jsonl`, one line per probe check.
     pub probe: Vec<ProbeResult>,
+    /// `events.jsonl`, the actions by hand (none in results from before them).
+    pub events: Vec<perfops_core::pipeline::control::ControlEvent>,
     /// `latency.hlog`, undecoded (decoding is streamed: see [`for_each_interval`]).
     pub hlog: Option<Vec<u8>>,
     /// `scenario.yaml`.
@@ -133,6 +135,7 @@ impl RunFiles {
         f.series = f.lines(dir, "series.jsonl");
         f.watch = f.lines(dir, "watch.jsonl");
         f.probe = f.lines(dir, "probe.jsonl");
+        f.events = f.lines(dir, crate::sink::EVENTS);
         f.hlog = f.bytes(dir, "latency.hlog");
         f.scenario = f.bytes(dir, "scenario.yaml").map(|b| String::from_utf8_lossy(&b).into_owned());
         f.failures = match &f.summary {

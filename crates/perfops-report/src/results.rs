@@ -9,6 +9,8 @@
 //!   watch.jsonl      watched metrics, one line per sample        (appended, flushed per line)
 //!   probe.jsonl      probe checks, one line per check            (likewise)
 //!   failures.jsonl   failing exchanges, the first few of each step and kind (appended with their second)
+//!   events.jsonl     actions by hand (stop, hold, next, rate), one line each, as in the second
+//!                    they took effect (absent: none, and in results from before control)
 //!   summary.json     stages, verdict, diagnostics                (at the end, atomically)
 //! ```
 //!

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use perfops_core::measure::{Counter, HistogramSummary, PartCounters, SeriesCounters, Stats, SummaryCounters};
+use perfops_core::pipeline::control::ControlEvent;
 use serde::{Deserialize, Serialize};
 
 use perfops_core::analysis::diagnose::Diagnostic;
@@ -330,6 +331,11 @@ pub struct StageSummary {
     /// Each SLO line over this stage.
     #[serde(default)]
     pub slo: Vec<SloCheck>,
+    /// The actions by hand that changed it (held, re-rated, cut by `next`
+    /// or `stop`), in order: such a stage judges nothing. Absent: none (and
+    /// in summaries from before control).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub by_hand: Vec<ControlEvent>,
 }
 
 /// The run's verdict in `summary.json`.

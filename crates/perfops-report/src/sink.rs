@@ -71,9 +71,20 @@ impl Output for ResultsWriter<'_> {
             *self.failed = true;
             return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
         }
+        // Actions by hand, as they take effect: a kill keeps those of the
+        // seconds written.
+        for event in s.events {
+            if let Err(e) = self.dir.append_jsonl(EVENTS, event) {
+                *self.failed = true;
+                return Err(SinkError(format!("cannot write results in {} ({e})", self.dir.path().display())));
+            }
+        }
         Ok(())
     }
 }
+
+/// The file of actions by hand: one [`ControlEvent`](perfops_core::pipeline::control::ControlEvent) a line.
+pub const EVENTS: &str = "events.jsonl";
 
 /// The `series.jsonl` line of one second.
 pub fn series_line(s: &Second<'_>) -> SeriesLine {

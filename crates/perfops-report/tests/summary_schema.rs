@@ -65,6 +65,13 @@ fn full() -> RunSummary {
         verdict: Some(StageVerdict::Fails),
         reasons: vec!["errors < 1% (measured 18.2%)".into()],
         slo: slo.clone(),
+        by_hand: vec![perfops_core::pipeline::control::ControlEvent {
+            t: 12.0,
+            action: "rate".into(),
+            value: Some(300.0),
+            stage: name.into(),
+            by: "ctl".into(),
+        }],
     };
     RunSummary {
         format: "perfops.summary".into(),

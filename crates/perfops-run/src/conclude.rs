@@ -23,6 +23,7 @@ use perfops_core::analysis::modes::{self, StallInputs};
 use perfops_core::analysis::verdict::{self, Judged, RunResult, RunVerdict, StageVerdict};
 use perfops_core::analysis::why;
 use perfops_core::measure::{FailureKind, FailureSamples, Interval, Stats};
+use perfops_core::pipeline::control::ControlEvent;
 use perfops_core::pipeline::{Measured, StageLedger, StageResult};
 use perfops_core::scenario::Scenario;
 use perfops_report::failures::FailureGroup;
@@ -60,6 +61,9 @@ pub(crate) struct Loaded {
     /// The first few failing exchanges of each step and kind (#32; none
     /// from seconds read back or an agent's wire).
     pub(crate) failures: FailureSamples,
+    /// The actions by hand that took effect, each with the index (in
+    /// `stages`) of the stage it changed.
+    pub(crate) events: Vec<(usize, ControlEvent)>,
 }
 
 impl Loaded {
@@ -80,6 +84,7 @@ impl Loaded {
             tls_note: p.tls_refused.as_deref().map(|why| tls_note(why, insecure)),
             failures: p.failures,
             protocols: p.protocols,
+            events: measured.events,
         }
     }
 
@@ -98,10 +103,13 @@ impl Loaded {
             tls_note: loads.iter().find_map(|l| l.tls_note.clone()),
             protocols: Vec::new(),
             failures: FailureSamples::default(),
+            events: Vec::new(),
         };
         // Grouped again, in step order, when summarized.
         m.protocols = loads.iter().flat_map(|l| l.protocols.iter().cloned()).collect();
         for l in loads {
+            let before = m.stages.len();
+            m.events.extend(l.events.iter().map(|(i, e)| (before + i, e.clone())));
             m.stages.extend(l.stages.iter().cloned());
             m.total.merge(&l.total);
             for (k, v) in &l.steps {
@@ -311,6 +319,15 @@ impl Judging<'_> {
                 }
             }
         }
+        // Stages changed by hand judge nothing automatic: their verdict says
+        // so first. The others are judged as they were.
+        let by_hand = by_hand(loaded);
+        for (j, events) in judged.iter_mut().zip(&by_hand) {
+            if !events.is_empty() && j.verdict != StageVerdict::NotRun {
+                j.verdict = StageVerdict::Inconclusive;
+                j.reasons.insert(0, format!("changed by hand: {}", events_text(events)));
+            }
+        }
         let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
         let groups = failure_groups(s.step_names, &loaded.steps, &loaded.failures);
         // Each stage's why, where it failed or judged nothing: said first
@@ -323,7 +340,8 @@ impl Judging<'_> {
             .iter()
             .zip(&judged)
             .zip(&whys)
-            .map(|((st, j), why)| StageSummary {
+            .enumerate()
+            .map(|(i, ((st, j), why))| StageSummary {
                 figures: Figures::new(&st.plan.name, &st.stats, st.ran_s, st.target_rate(), st.achieved_rate),
                 from_s: st.from_s,
                 verdict: Some(j.verdict),
@@ -333,6 +351,7 @@ impl Judging<'_> {
                     .chain(j.reasons.iter().filter(|r| why.as_ref().is_none_or(|w| !w.contains(r.as_str()))).cloned())
                     .collect(),
                 slo: j.slo.clone(),
+                by_hand: by_hand[i].clone(),
             })
             .collect();
         let mut run_verdict = verdict::run_verdict(
@@ -385,6 +404,13 @@ impl Judging<'_> {
             let by = if rule.starts_with("target down") { ":" } else { " by abort_when:" };
             let cause = abort_cause.as_ref().map_or(String::new(), |c| format!(" — {c}"));
             format!("FAILED: stopped{by} {rule}; until then: {measured}{cause}")
+        } else if !loaded.events.is_empty() && gaps.is_empty() {
+            // By hand: a person's decisions, no verdict of the plan's. What
+            // was changed, then what the other stages showed.
+            let measured = headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt));
+            let failed = run_verdict.result == RunResult::Failed;
+            run_verdict.result = if failed { RunResult::Failed } else { RunResult::Inconclusive };
+            hand_headline(loaded, &judged, &by_hand, failed.then_some(measured.as_str()))
         } else if gaps.is_empty() {
             headline(&run_verdict, &judged, &whys, loaded, (interrupted, doubt))
         } else {
@@ -561,6 +587,59 @@ pub(crate) fn finish(
     Ok(if passed { Exit::Passed } else { Exit::ThresholdsFailed })
 }
 
+/// The actions by hand of each of `loaded`'s stages, in order.
+fn by_hand(loaded: &Loaded) -> Vec<Vec<ControlEvent>> {
+    let mut out = vec![Vec::new(); loaded.stages.len()];
+    for (i, e) in &loaded.events {
+        if let Some(events) = out.get_mut(*i) {
+            events.push(e.clone());
+        }
+    }
+    out
+}
+
+/// `rate 300 at t=13s, hold at t=20s`.
+pub(crate) fn events_text(events: &[ControlEvent]) -> String {
+    let one = |e: &ControlEvent| match e.value {
+        Some(v) => format!("{} {v} at t={:.0}s", e.action, e.t),
+        None => format!("{} at t={:.0}s", e.action, e.t),
+    };
+    events.iter().map(one).collect::<Vec<_>>().join(", ")
+}
+
+/// The headline of a load changed by hand: stopped by hand (when it was),
+/// which stages were changed and how, and what the others showed
+/// (`failed`: the usual headline, when one of them failed).
+fn hand_headline(loaded: &Loaded, judged: &[Judged], by_hand: &[Vec<ControlEvent>], failed: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    if let Some((_, stop)) = loaded.events.iter().find(|(_, e)| e.action == "stop") {
+        parts.push(format!("stopped by hand at t={:.0}s", stop.t));
+    }
+    let changed: Vec<String> = loaded
+        .stages
+        .iter()
+        .zip(by_hand)
+        .filter(|(_, e)| !e.is_empty())
+        .map(|(st, e)| format!("{} ({})", st.plan.name, events_text(e)))
+        .collect();
+    parts.push(format!("changed by hand, judging nothing: {}", changed.join("; ")));
+    let untouched = || judged.iter().zip(by_hand).filter(|(j, e)| e.is_empty() && j.verdict != StageVerdict::NotRun);
+    match failed {
+        Some(measured) => {
+            let measured = ["FAILED; ", "FAILED"].iter().fold(measured, |m, p| m.trim_start_matches(p));
+            format!("FAILED: {}; the other stages: {measured}", parts.join("; "))
+        }
+        None => {
+            let others = match (untouched().count(), untouched().all(|(j, _)| j.verdict == StageVerdict::Holds)) {
+                (0, _) => "no stage ran as planned",
+                (_, true) => "the other stages held",
+                (_, false) => "the other stages judge nothing",
+            };
+            format!("INCONCLUSIVE: {}; {others}", parts.join("; "))
+        }
+    }
+}
+
 /// One sentence: what held, where it broke, and the top diagnostic.
 /// Why inconclusive stages judge nothing.
 #[derive(Clone, Copy, PartialEq)]
@@ -732,6 +811,7 @@ mod tests {
             tls_note: None,
             protocols: Vec::new(),
             failures: FailureSamples::default(),
+            events: Vec::new(),
         };
         let summary = judging.summarize(&loaded, Ending::local(&loaded, false, None));
         let base = std::env::temp_dir().join(format!("perfops-conclude-{}-{tag}", std::process::id()));

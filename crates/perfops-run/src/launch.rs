@@ -57,6 +57,7 @@ impl PlanBase {
             shard: Shard::WHOLE,
             start_at: None,
             keep_start: false,
+            replan: None,
             http2: self.http2,
         }
     }

@@ -30,6 +30,7 @@ macro_rules! tell {
 }
 
 pub mod conclude;
+pub mod control;
 pub mod ctl;
 pub mod debug;
 pub mod demo;

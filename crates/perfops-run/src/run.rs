@@ -120,7 +120,9 @@ pub fn run(args: RunArgs) -> Result<Exit> {
         note!("stopped after {} s: {why} (--keep-going runs on)", TargetDown::WINDOW);
     }
     let reason = down.clone().or_else(|| abort.reason().map(str::to_string));
-    let interrupted = loaded.stopped && reason.is_none();
+    // A stop by hand is said as one (`stopped by hand at t=...`), not as an interruption.
+    let by_hand = loaded.events.iter().any(|(_, e)| e.action == "stop");
+    let interrupted = loaded.stopped && reason.is_none() && !by_hand;
     let ending = Ending::local(&loaded, interrupted, reason);
     let mut summary = s.judging().summarize(&loaded, ending);
     let exit = conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)?;

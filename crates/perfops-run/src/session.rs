@@ -33,18 +33,19 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
-use perfops_core::model::{LoadModel, Shard};
-use perfops_core::pipeline::{AbortWhen, Sink, StageLedger, TargetDown};
+use perfops_core::model::{LoadModel, Shard, StagedPlan, Units};
+use perfops_core::pipeline::{AbortWhen, Replans, Sink, StageLedger, TargetDown};
 use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
 use perfops_engine::watch::{WatchEvent, Watcher};
-use perfops_engine::{Plan, Target, Work};
+use perfops_engine::{Plan, Replan, Target, Work};
 use perfops_report::live::LiveLine;
 use perfops_report::results::{JsonLines, RESULTS_VERSION, RunDir, utc_rfc3339, utc_rfc3339_ms};
 use perfops_report::run::{MetaStage, ResolvedTarget, RunMeta};
 use perfops_report::sink::ResultsWriter;
 
 use crate::conclude::{Judging, Loaded};
+use crate::control::{Steered, Steering};
 use crate::demo::DemoChild;
 use crate::exit::UsageError;
 use crate::launch::{self, PlanBase, Terminal};
@@ -128,6 +129,9 @@ pub(crate) struct Session {
     down: Option<TargetDown>,
     /// The address connections go to, as the early stop names it.
     address: String,
+    /// Actions by hand on the running load (`crate::control`), handed to the
+    /// chosen outputs that offer control.
+    pub(crate) steering: Arc<Steering>,
 }
 
 impl Session {
@@ -254,6 +258,8 @@ impl Session {
             resolved: Some(resolved),
         };
         dir.write_json("meta.json", &meta)?;
+        let steering = Arc::new(Steering::default());
+        chosen.steer(steering.clone());
         chosen.start(&meta)?;
         dir.write_file("scenario.yaml", redacted.as_bytes())?;
         let (tx, events) = mpsc::channel();
@@ -287,6 +293,7 @@ impl Session {
             loads: 0,
             down: None,
             address: target.addr.to_string(),
+            steering,
         }))
     }
 
@@ -372,9 +379,11 @@ impl Session {
             (self.now() + 0.05 + lead.as_secs_f64()).ceil()
         };
         let ledger = StageLedger::new(stages, offset);
+        let replans = self.steer(&model, stages, offset);
         let mut plan = self.base.plan(self.work.clone(), model);
         plan.stage_ends = ledger.ends().to_vec();
         plan.start_at = Some(self.t0 + Duration::from_secs_f64(offset));
+        plan.replan = replans.as_ref().map(|(engine, _)| engine.clone());
         plan.keep_start = keep_start;
         plan.shard = self.shard;
         if keep_start {
@@ -404,10 +413,44 @@ impl Session {
             live: live.map(|l| Box::new(l) as _),
             tally: None,
         };
-        let pipeline = outputs::pipeline(ledger, offset as u32, &self.step_names, self.stop.clone(), stations);
-        let (produced, measured) = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline)?;
+        let mut pipeline = outputs::pipeline(ledger, offset as u32, &self.step_names, self.stop.clone(), stations);
+        if let Some((_, replans)) = replans {
+            pipeline = pipeline.steered(replans);
+        }
+        let driven = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline);
+        self.steering.end();
+        let (produced, measured) = driven?;
         self.drain();
         Ok(Loaded::of(produced, measured, self.base.insecure))
+    }
+
+    /// Point the steering at the load of `model` in `stages` that starts
+    /// `offset` seconds into the session: the engine's and the pipeline's
+    /// ends of its re-plans. `None`: a load whose stages are not its
+    /// schedule's pieces (a closed model without a profile) is not steered.
+    fn steer(&self, model: &LoadModel, stages: &[StagePlan], offset: f64) -> Option<(Arc<Replan>, Replans)> {
+        let (schedule, units) = match model {
+            LoadModel::Open { schedule, .. } => (schedule, Units::Arrivals),
+            LoadModel::Closed { profile: Some(p), connections, duration: None, .. } => {
+                (p, Units::Users { most: *connections })
+            }
+            LoadModel::Closed { .. } => return None,
+        };
+        let pieces = schedule.segments();
+        if pieces.len() != stages.len() || pieces.iter().zip(stages).any(|(p, s)| p.duration != s.duration) {
+            return None;
+        }
+        let (engine, pipeline) = (Replan::new(), Replans::default());
+        self.steering.begin(Steered {
+            plan: StagedPlan::new(stages.iter().map(|s| s.name.clone()).zip(pieces.iter().copied()), units),
+            model: model.clone(),
+            start: self.t0 + Duration::from_secs_f64(offset),
+            offset: offset as u32,
+            share: f64::from(self.shard.count).recip(),
+            engine: engine.clone(),
+            pipeline: pipeline.clone(),
+        });
+        Some((engine, pipeline))
     }
 
     /// What judging this session's loads needs besides their seconds.

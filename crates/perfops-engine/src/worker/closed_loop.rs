@@ -18,11 +18,10 @@ use super::arrival::Arrival;
 use super::{Worker, new_timer};
 use crate::record::Due;
 
-/// What the closed-loop users of one worker share: the model, whose time
-/// rules say when each user stops, and this worker's share of its request
-/// count.
+/// What the closed-loop users of one worker share: the model's think time
+/// (its time rules are asked of the worker's plan, which a re-plan by hand
+/// changes), and this worker's share of its request count.
 struct Users {
-    model: Arc<LoadModel>,
     /// Requests left to send (`max_requests`).
     budget: Cell<Option<u64>>,
     /// Between a response and the user's next request.
@@ -58,7 +57,7 @@ impl Worker {
             LoadModel::Closed { think, .. } => think,
             LoadModel::Open { .. } => Duration::ZERO,
         };
-        let rules = Rc::new(Users { model, budget: Cell::new(requests), think });
+        let rules = Rc::new(Users { budget: Cell::new(requests), think });
         let users: Vec<JoinHandle<()>> = user_numbers(shard, users)
             .map(|global| tokio::task::spawn_local(self.clone().user_loop(global, rules.clone())))
             .collect();
@@ -82,7 +81,13 @@ impl Worker {
                 return;
             }
             let offset = now.saturating_duration_since(self.start);
-            match users.model.turn(global, offset) {
+            // The worker's plan, re-planned by hand or as given (`steer.rs`):
+            // its users over time and its stages.
+            let (turn, stage) = {
+                let plan = self.plan.borrow();
+                (plan.load.turn(global, offset), plan.stage_at(offset))
+            };
+            match turn {
                 Turn::Send => {}
                 Turn::Stop => return,
                 // Not (yet, or any more) one of the active users: wait and look again.
@@ -96,7 +101,6 @@ impl Worker {
             if !users.take_one() {
                 return;
             }
-            let stage = self.shared.stage_at(offset);
             self.in_flight.set(self.in_flight.get() + 1);
             now = self.arrival(&mut conn, timer.as_mut(), Arrival { seq, stage, due: Due::OnSend, start: now }).await;
             self.end();
@@ -154,14 +158,7 @@ mod tests {
     /// The request budget (`max_requests`, a worker's share): taken one at a time, none past it.
     #[test]
     fn the_request_budget_stops_the_users_at_its_end() {
-        let model = Arc::new(LoadModel::Closed {
-            connections: 1,
-            think: Duration::ZERO,
-            profile: None,
-            duration: None,
-            max_requests: Some(2),
-        });
-        let users = Users { model, budget: Cell::new(Some(2)), think: Duration::ZERO };
+        let users = Users { budget: Cell::new(Some(2)), think: Duration::ZERO };
         assert_eq!([users.take_one(), users.take_one(), users.take_one()], [true, true, false]);
         let unbounded = Users { budget: Cell::new(None), ..users };
         assert!((0..1000).all(|_| unbounded.take_one()));

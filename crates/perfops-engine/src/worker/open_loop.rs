@@ -15,16 +15,18 @@
 //! (`arrival.rs`), nor when arrivals are due (`perfops_core::model::schedule`).
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
-use perfops_core::model::{Schedule, Shard};
+use perfops_core::model::Shard;
 use tokio::time::Instant;
 
 use super::arrival::Arrival;
 use super::{Worker, new_timer};
 use crate::coalesce;
 use crate::record::Due;
+use crate::steer::Current;
 use crate::target::Protocol;
 use crate::timer::PreciseTimer;
 
@@ -37,23 +39,37 @@ impl Worker {
     /// deaf to the sockets, and reads the responses that came meanwhile in
     /// the same wake-up: one wake-up per arrival instead of about two
     /// (`coalesce`'s module doc has the figures).
-    pub(super) async fn open_loop(self: Rc<Self>, schedule: &Schedule, shard: Shard, max_in_flight: u64) {
+    ///
+    /// A plan re-planned by hand (`steer.rs`) is taken at the next wake-up,
+    /// or at once by a pacer asleep: arrival n again under the new plan,
+    /// which is the old one before its instant.
+    pub(super) async fn open_loop(self: Rc<Self>, shard: Shard, max_in_flight: u64) {
         let shared = &*self.shared;
         let dated = self.stamped && shared.protocol == Protocol::Http1 && shared.tls.is_none();
         let websocket = shared.work.flows.iter().flat_map(|f| &f.steps).any(|s| s.step.websocket.is_some());
         let mut timer = if dated && !websocket { PreciseTimer::paced() } else { PreciseTimer::new() };
         // Arrivals sent since the pacer last waited.
         let mut since_wait = 0u32;
-        for (n, offset, wakes) in Pace::new(schedule, shard) {
+        let mut pace = Pace::new(self.plan.borrow().clone(), self.generation.get(), shard);
+        while let Some((n, offset, wakes, stage)) = pace.next() {
             let due = self.start + offset;
             if wakes {
+                if pace.generation != self.generation.get() {
+                    pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
+                    continue;
+                }
                 // The first arrival of a wake-up: the arrivals due within the
                 // window after it go out with it, early (each counts from its
                 // send, `Arrival::due` below), none later than its due time.
                 if due > Instant::now() {
-                    tokio::select! {
-                        _ = timer.sleep_until(due) => {}
-                        _ = self.stop_notify.notified() => {}
+                    let replanned = tokio::select! {
+                        _ = timer.sleep_until(due) => false,
+                        _ = self.stop_notify.notified() => false,
+                        _ = self.replan_notify.notified() => true,
+                    };
+                    if replanned {
+                        pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
+                        continue;
                     }
                     since_wait = 0;
                 }
@@ -68,7 +84,6 @@ impl Worker {
             if self.stopping.get() {
                 break;
             }
-            let stage = self.shared.stage_at(offset);
             if self.in_flight.get() >= max_in_flight {
                 self.drop_arrival(&self.shared.work.flows[self.shared.work.pick(n)], stage);
                 continue;
@@ -113,9 +128,9 @@ impl Worker {
 }
 
 /// The open model's arrivals of one worker's shard, in order: each with its due time (an offset
-/// from the run's start, the schedule's), and whether the pacer wakes for it (`true`) or sends it
-/// in the wake-up before, being due within `coalesce::GATHER` after that wake-up's first arrival.
-/// Ends where the schedule does.
+/// from the run's start, the schedule's), whether the pacer wakes for it (`true`) or sends it
+/// in the wake-up before, being due within `coalesce::GATHER` after that wake-up's first arrival,
+/// and its stage. Ends where the schedule does.
 ///
 /// ```text
 ///   due:     a0 a1     a2  a3       a4        (a worker's arrivals; window = GATHER)
@@ -124,39 +139,50 @@ impl Worker {
 /// ```
 ///
 /// The pacer's own arithmetic, kept out of its loop to be tested alone; one call per arrival,
-/// inlined into the loop, which it leaves as it was.
-pub(super) struct Pace<'a, I> {
-    schedule: &'a Schedule,
-    arrivals: I,
+/// inlined into the loop, which it leaves as it was. [`Pace::switch`] goes on under a plan
+/// re-planned by hand from a given arrival.
+pub(super) struct Pace {
+    plan: Arc<Current>,
+    /// The worker's re-plan generation `plan` is of.
+    pub(super) generation: u64,
+    /// The next arrival number of this shard.
+    next: u64,
     /// Arrival numbers between two of this shard's.
     step: u64,
     /// The due time of the last arrival gathered into the current wake-up.
     gathered: Duration,
 }
 
-impl<'a> Pace<'a, ()> {
-    /// The arrivals of `shard` of `schedule`.
-    pub(super) fn new(schedule: &'a Schedule, shard: Shard) -> Pace<'a, impl Iterator<Item = u64> + use<'a>> {
-        let arrivals = shard.arrivals(schedule.total_arrivals());
-        Pace { schedule, arrivals, step: u64::from(shard.count.max(1)), gathered: Duration::ZERO }
+impl Pace {
+    /// The arrivals of `shard` of `plan`'s schedule.
+    pub(super) fn new(plan: Arc<Current>, generation: u64, shard: Shard) -> Pace {
+        Pace { plan, generation, next: u64::from(shard.index), step: u64::from(shard.count.max(1)), gathered: Duration::ZERO }
+    }
+
+    /// Go on under `plan` from arrival `n` (one of this shard's), which is
+    /// paced again.
+    pub(super) fn switch(&mut self, plan: Arc<Current>, generation: u64, n: u64) {
+        (self.plan, self.generation, self.next) = (plan, generation, n);
     }
 }
 
-impl<I: Iterator<Item = u64>> Iterator for Pace<'_, I> {
-    /// (arrival number, due offset, whether the pacer wakes for it)
-    type Item = (u64, Duration, bool);
+impl Iterator for Pace {
+    /// (arrival number, due offset, whether the pacer wakes for it, its stage)
+    type Item = (u64, Duration, bool, u16);
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let n = self.arrivals.next()?;
-        let offset = self.schedule.due(n)?;
+        let n = self.next;
+        let schedule = self.plan.schedule()?;
+        let offset = schedule.due(n)?;
+        self.next = n.saturating_add(self.step);
         let wakes = offset > self.gathered;
         if wakes {
-            let (schedule, step) = (self.schedule, self.step);
+            let step = self.step;
             let next = (1..).map(|k: u64| schedule.due(n.saturating_add(k * step)));
             self.gathered = coalesce::gather(offset, next, coalesce::GATHER);
         }
-        Some((n, offset, wakes))
+        Some((n, offset, wakes, self.plan.stage_at(offset)))
     }
 }
 
@@ -171,9 +197,15 @@ fn counted_from(due: Instant, sent: Instant) -> Instant {
 
 #[cfg(test)]
 mod tests {
-    use perfops_core::model::{Rate, Segment};
+    use perfops_core::model::{LoadModel, Rate, Schedule, Segment};
 
     use super::*;
+
+    /// `schedule` as a worker's plan, in one stage.
+    fn plan(schedule: &Schedule) -> Arc<Current> {
+        let load = LoadModel::Open { schedule: schedule.clone(), max_in_flight: 1 };
+        Arc::new(Current { load, stage_ends: Vec::new(), end: Some(schedule.duration()) })
+    }
 
     fn us(n: u64) -> Duration {
         Duration::from_micros(n)
@@ -189,7 +221,7 @@ mod tests {
 
     /// What the pacer does with a shard's arrivals, due times to the nearest microsecond.
     fn paced(schedule: &Schedule, shard: Shard) -> Vec<Paced> {
-        Pace::new(schedule, shard).map(|(n, d, w)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w)).collect()
+        Pace::new(plan(schedule), 0, shard).map(|(n, d, w, _)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w)).collect()
     }
 
     /// The due times are the schedule's, for the shard's arrivals only, and the pacer wakes for
@@ -258,7 +290,7 @@ mod tests {
             to: Rate::per_second(30_000.0).unwrap(),
         }])
         .unwrap();
-        let got: Vec<(u64, Duration, bool)> = Pace::new(&ramp, Shard::WHOLE).collect();
+        let got: Vec<(u64, Duration, bool)> = Pace::new(plan(&ramp), 0, Shard::WHOLE).map(|(n, d, w, _)| (n, d, w)).collect();
         assert_eq!(got.len() as u64, ramp.total_arrivals());
         for (i, &(n, due, _)) in got.iter().enumerate() {
             assert_eq!((n, Some(due)), (i as u64, ramp.due(i as u64)));

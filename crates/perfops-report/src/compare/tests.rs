@@ -48,6 +48,7 @@ fn summary(name: &str, capacity: Option<f64>, breaks: Option<f64>, slo: &[&str],
         verdict: Some(s.7),
         reasons: Vec::new(),
         slo: Vec::new(),
+        by_hand: Vec::new(),
     };
     let result = if breaks.is_some() { RunResult::Failed } else { RunResult::Passed };
     RunSummary {

@@ -196,6 +196,14 @@ impl Chosen {
         Ok(Chosen(chosen))
     }
 
+    /// The run's steering, handed to every output before [`Chosen::start`]
+    /// (those that offer control keep it; the others ignore it).
+    pub(crate) fn steer(&mut self, steer: std::sync::Arc<dyn perfops_core::pipeline::control::Steer>) {
+        for (_, output) in &mut self.0 {
+            output.steer(steer.clone());
+        }
+    }
+
     /// The run begins: each output hears its meta. One that cannot start is
     /// a runtime failure before any load.
     pub(crate) fn start(&mut self, meta: &RunMeta) -> anyhow::Result<()> {
