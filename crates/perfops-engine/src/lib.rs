@@ -204,10 +204,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         // Machines, then workers: arrival, user and unit numbers stay global (#13).
         let shard = plan.shard.split(id as u32, workers as u32);
         let load = match &plan.load {
-            LoadModel::Open { max_in_flight, .. } => WorkerLoad::Open {
-                shard,
-                max_in_flight: shard.share(u64::from(*max_in_flight)).max(1),
-            },
+            LoadModel::Open { max_in_flight, .. } => {
+                WorkerLoad::Open { shard, max_in_flight: shard.share(u64::from(*max_in_flight)).max(1) }
+            }
             LoadModel::Closed { connections, max_requests, .. } => WorkerLoad::Closed {
                 shard,
                 users: shard.share(u64::from(*connections)),

@@ -109,10 +109,7 @@ pub(crate) enum Msg {
 /// How this worker generates load.
 pub(crate) enum WorkerLoad {
     /// The schedule is the worker's plan's ([`Worker::plan`]).
-    Open {
-        shard: Shard,
-        max_in_flight: u64,
-    },
+    Open { shard: Shard, max_in_flight: u64 },
     /// The closed model's users of this worker, and its share of the model's
     /// stop rules.
     Closed {

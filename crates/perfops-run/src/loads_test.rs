@@ -228,3 +228,132 @@ fn seconds_read_back_replay_into_the_same_stages_as_the_load_that_wrote_them() {
 fn result(summary: &RunSummary) -> RunResult {
     summary.verdict.as_ref().expect("a verdict").verdict.result
 }
+
+/// Steering by hand, end to end on one machine: a real load of the engine
+/// against the demo target on loopback, steered from another thread as the
+/// live page's server would (`rate`, `hold`, `next`, then `stop`); the
+/// results show each action at its instant: the series' targets, the stages'
+/// lengths, `events.jsonl`, the verdicts and the headline.
+#[test]
+fn actions_by_hand_take_effect_at_their_instants_and_are_recorded() {
+    use perfops_core::pipeline::control::{Action, ControlEvent, Steer};
+    use perfops_report::run::SeriesLine;
+
+    let demo = perfops_demo::spawn(perfops_demo::DemoConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..perfops_demo::DemoConfig::default()
+    })
+    .expect("the demo target starts");
+    let tmp = Scratch::new("steer");
+    let file = tmp.0.join("steer.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: steer\ntarget: http://{}\nflows:\n  f:\n    steps:\n      - {{ name: get, request: GET /health }}\n\
+             load:\n  stages:\n    - {{ name: a, rate: 50, hold: 3s }}\n    - {{ name: b, rate: 50, hold: 3s }}\n\
+             \x20   - {{ name: c, rate: 50, hold: 3s }}\n    - {{ name: d, rate: 50, hold: 30s }}\n",
+            demo.addr()
+        ),
+    )
+    .unwrap();
+    let args = crate::session::SessionArgs {
+        scenario: file,
+        set: Vec::new(),
+        target: None,
+        out: tmp.0.join("runs"),
+        workers: 2,
+        insecure: false,
+        quiet: true,
+        junit: None,
+        outputs: crate::outputs::OutputArgs::default(),
+        wait_in_flight: false,
+    };
+    let placement = crate::shard::Placement::default();
+    let mut s = crate::session::Session::open(&args, "run", &placement).unwrap().expect("the session opens");
+    // Second 0 of the session clock is 100 ms after it opened.
+    let t0 = std::time::Instant::now() + Duration::from_millis(100);
+    let steering = s.steering.clone();
+    // Asked between two loads (before this one), an action is refused.
+    assert_eq!(steering.act(Action::Stop, "test").unwrap_err(), "no load is running");
+    let hand = std::thread::spawn(move || {
+        let at = |s: f64| {
+            std::thread::sleep((t0 + Duration::from_secs_f64(s)).saturating_duration_since(std::time::Instant::now()))
+        };
+        let mut taken: Vec<ControlEvent> = Vec::new();
+        // (asked at s into the load, action): each takes effect at the next whole second.
+        for (when, action) in
+            [(0.5, Action::Rate(100.0)), (3.5, Action::Hold), (6.5, Action::Next), (8.5, Action::Stop)]
+        {
+            at(when);
+            taken.push(steering.act(action, "test").unwrap_or_else(|e| panic!("{action} refused: {e}")));
+        }
+        // After a stop, the last stage's `next` is refused, as any action past the arrivals' end.
+        let late = steering.act(Action::Next, "test").unwrap_err();
+        (taken, late)
+    });
+    let model = crate::loading::load_model(&s.scenario.load).unwrap();
+    let stages = crate::loading::stage_plans(&s.scenario.load, placement.shard());
+    let loaded = s.load(model, &stages, None).expect("the load runs");
+    s.close();
+    let (taken, late) = hand.join().unwrap();
+    assert!(late.contains("end at"), "{late}");
+    let t: Vec<f64> = taken.iter().map(|e| e.t).collect();
+    assert_eq!(t, [1.0, 4.0, 7.0, 9.0], "the next whole second at least 200 ms away");
+    assert_eq!(taken.iter().map(|e| e.stage.as_str()).collect::<Vec<_>>(), ["a", "b", "b", "c"]);
+
+    // The stages: a as planned; b held past its 3 s until `next` at 7 s; c cut by the stop at 9 s.
+    let ran: Vec<(String, f64)> = loaded.stages.iter().map(|st| (st.plan.name.clone(), st.ran_s)).collect();
+    assert_eq!(ran, [("a".into(), 3.0), ("b".into(), 4.0), ("c".into(), 2.0), ("d".into(), 0.0)]);
+    assert_eq!(loaded.elapsed.as_secs_f64().round(), 9.0, "the arrivals ended at the stop: {:?}", loaded.elapsed);
+
+    // The series: 100/s in a's rest from 1 s, 50/s from the next stage on, nothing after the stop.
+    let series: Vec<SeriesLine> = std::fs::read_to_string(s.dir.path().join("series.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let targets: Vec<(u32, &str, Option<f64>)> =
+        series.iter().map(|l| (l.t, l.stage.as_str(), l.target_rate.map(f64::round))).take(9).collect();
+    let want: Vec<(u32, &str, Option<f64>)> = vec![
+        (0, "a", Some(50.0)),
+        (1, "a", Some(100.0)),
+        (2, "a", Some(100.0)),
+        (3, "b", Some(50.0)),
+        (4, "b", Some(50.0)),
+        (5, "b", Some(50.0)),
+        (6, "b", Some(50.0)),
+        (7, "c", Some(50.0)),
+        (8, "c", Some(50.0)),
+    ];
+    assert_eq!(targets, want);
+    assert!(series.iter().skip(9).all(|l| l.stage == "(draining)"), "nothing after the stop");
+    let answered: u64 = series.iter().map(|l| l.succeeded).sum();
+    // 50 + 2 x 100 + 6 x 50 arrivals (and a few ms' jitter at the edges).
+    assert!((540..=560).contains(&answered), "{answered} answered");
+
+    // events.jsonl: each action once, as returned to the asker.
+    let events: Vec<ControlEvent> = std::fs::read_to_string(s.dir.path().join("events.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events, taken);
+
+    // Verdicts: the changed stages judge nothing; d never ran; the headline says so.
+    let reason = None;
+    let by_hand = loaded.events.iter().any(|(_, e)| e.action == "stop");
+    let ending = Ending::local(&loaded, loaded.stopped && !by_hand, reason);
+    let summary = s.judging().summarize(&loaded, ending);
+    let verdicts: Vec<_> = summary.stages.iter().map(|st| st.verdict.unwrap()).collect();
+    assert_eq!(
+        verdicts,
+        [StageVerdict::Inconclusive, StageVerdict::Inconclusive, StageVerdict::Inconclusive, StageVerdict::NotRun]
+    );
+    assert_eq!(summary.stages[0].reasons[0], "changed by hand: rate 100 at t=1s");
+    assert_eq!(summary.stages[1].by_hand.len(), 2, "hold and next");
+    let headline = &summary.verdict.as_ref().unwrap().headline;
+    assert!(headline.starts_with("INCONCLUSIVE: stopped by hand at t=9s; changed by hand"), "{headline}");
+    assert!(headline.contains("b (hold at t=4s, next at t=7s)"), "{headline}");
+    assert_eq!(result(&summary), RunResult::Inconclusive);
+    demo.stop().unwrap();
+}

@@ -156,7 +156,13 @@ pub(super) struct Pace {
 impl Pace {
     /// The arrivals of `shard` of `plan`'s schedule.
     pub(super) fn new(plan: Arc<Current>, generation: u64, shard: Shard) -> Pace {
-        Pace { plan, generation, next: u64::from(shard.index), step: u64::from(shard.count.max(1)), gathered: Duration::ZERO }
+        Pace {
+            plan,
+            generation,
+            next: u64::from(shard.index),
+            step: u64::from(shard.count.max(1)),
+            gathered: Duration::ZERO,
+        }
     }
 
     /// Go on under `plan` from arrival `n` (one of this shard's), which is
@@ -221,7 +227,9 @@ mod tests {
 
     /// What the pacer does with a shard's arrivals, due times to the nearest microsecond.
     fn paced(schedule: &Schedule, shard: Shard) -> Vec<Paced> {
-        Pace::new(plan(schedule), 0, shard).map(|(n, d, w, _)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w)).collect()
+        Pace::new(plan(schedule), 0, shard)
+            .map(|(n, d, w, _)| (n, (d.as_nanos() as f64 / 1000.0).round() as u64, w))
+            .collect()
     }
 
     /// The due times are the schedule's, for the shard's arrivals only, and the pacer wakes for
@@ -290,7 +298,8 @@ mod tests {
             to: Rate::per_second(30_000.0).unwrap(),
         }])
         .unwrap();
-        let got: Vec<(u64, Duration, bool)> = Pace::new(plan(&ramp), 0, Shard::WHOLE).map(|(n, d, w, _)| (n, d, w)).collect();
+        let got: Vec<(u64, Duration, bool)> =
+            Pace::new(plan(&ramp), 0, Shard::WHOLE).map(|(n, d, w, _)| (n, d, w)).collect();
         assert_eq!(got.len() as u64, ramp.total_arrivals());
         for (i, &(n, due, _)) in got.iter().enumerate() {
             assert_eq!((n, Some(due)), (i as u64, ramp.due(i as u64)));
