@@ -201,6 +201,33 @@ fn chart_data_of_the_stepped_run_is_golden() {
     assert_eq!(data["spectrum"]["series"].as_array().unwrap().len(), 8);
 }
 
+/// Actions by hand (`events.jsonl`) are in the charts' data, each at its
+/// instant with its words, pinned; a run without the file has none (the
+/// fixtures' golden data above are unchanged).
+#[test]
+fn actions_by_hand_are_marked_on_the_time_charts() {
+    let tmp = Scratch::new("events");
+    let dir = tmp.copy_of(STEPPED);
+    std::fs::write(
+        dir.join("events.jsonl"),
+        concat!(
+            r#"{"t":12.0,"action":"rate","value":300.0,"stage":"100/s","by":"ctl"}"#,
+            "\n",
+            r#"{"t":20.0,"action":"hold","stage":"150/s","by":"page"}"#,
+            "\n",
+            r#"{"t":41.0,"action":"stop","stage":"250/s","by":"page"}"#,
+            "\n",
+        ),
+    )
+    .unwrap();
+    let html = render(&dir).unwrap();
+    let data = data_of(&html);
+    golden("orders-steered.events.json", &data["events"]);
+    assert_eq!(data["events"][0], json!({"t": 12.0, "label": "rate 300", "by": "ctl"}));
+    assert!(html.contains("function eventMarks("), "the page draws them");
+    assert!(data_of(&render(&fixture(STEPPED)).unwrap()).get("events").is_none());
+}
+
 /// #32: the why is the verdict's, tied to the rule that failed, and a run
 /// that passed shows none (a PASSED report showed the first diagnostic in a
 /// WHY box); the diagnostics are findings, below.

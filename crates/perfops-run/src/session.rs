@@ -132,6 +132,9 @@ pub(crate) struct Session {
     /// Actions by hand on the running load (`crate::control`), handed to the
     /// chosen outputs that offer control.
     pub(crate) steering: Arc<Steering>,
+    /// Its loads may be steered (a coordinator's may not: its agents would
+    /// not hear of it).
+    steerable: bool,
 }
 
 impl Session {
@@ -294,6 +297,7 @@ impl Session {
             down: None,
             address: target.addr.to_string(),
             steering,
+            steerable: true,
         }))
     }
 
@@ -429,6 +433,9 @@ impl Session {
     /// ends of its re-plans. `None`: a load whose stages are not its
     /// schedule's pieces (a closed model without a profile) is not steered.
     fn steer(&self, model: &LoadModel, stages: &[StagePlan], offset: f64) -> Option<(Arc<Replan>, Replans)> {
+        if !self.steerable {
+            return None;
+        }
         let (schedule, units) = match model {
             LoadModel::Open { schedule, .. } => (schedule, Units::Arrivals),
             LoadModel::Closed { profile: Some(p), connections, duration: None, .. } => {
@@ -451,6 +458,11 @@ impl Session {
             pipeline: pipeline.clone(),
         });
         Some((engine, pipeline))
+    }
+
+    /// Its loads are not steered: an action is refused as between loads.
+    pub(crate) fn unsteered(&mut self) {
+        self.steerable = false;
     }
 
     /// What judging this session's loads needs besides their seconds.

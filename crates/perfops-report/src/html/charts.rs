@@ -175,7 +175,21 @@ pub(crate) fn data(m: &Model) -> Value {
     if !xy.is_empty() {
         data["xy_charts"] = Value::Array(xy);
     }
+    // Only where there are some: the data of runs without them is as it was.
+    if !m.files.events.is_empty() {
+        data["events"] = events(&m.files.events);
+    }
     data
+}
+
+/// The actions by hand (`events.jsonl`), as the time charts mark them: at
+/// their instant, with their words (`rate 300`, `stop`) and who asked.
+fn events(events: &[perfops_core::pipeline::control::ControlEvent]) -> Value {
+    let words = |e: &perfops_core::pipeline::control::ControlEvent| match e.value {
+        Some(v) => format!("{} {v}", e.action),
+        None => e.action.clone(),
+    };
+    Value::Array(events.iter().map(|e| json!({"t": secs(e.t), "label": words(e), "by": e.by})).collect())
 }
 
 /// The time axis of the per-second charts: each second recorded, at its

@@ -144,7 +144,28 @@
       ctx.lineTo(x, b.top + b.height);
       ctx.stroke();
     });
+    eventMarks(u, ctx, b, r, data.events);
     ctx.restore();
+  }
+
+  // ---- actions by hand (events.jsonl): a violet line at each, its words on top ----
+  // One function, shared with the live page: `events` is [{t, label, by}].
+  function eventMarks(u, ctx, b, r, events) {
+    (events || []).forEach(function (e) {
+      var x = Math.round(u.valToPos(e.t, "x", true)) + 0.5;
+      ctx.strokeStyle = "rgba(124,58,237,0.8)";
+      ctx.lineWidth = 1.5 * r;
+      ctx.setLineDash([]);
+      ctx.beginPath();
+      ctx.moveTo(x, b.top);
+      ctx.lineTo(x, b.top + b.height);
+      ctx.stroke();
+      ctx.font = 11 * r + "px system-ui, sans-serif";
+      ctx.fillStyle = "rgba(91,33,182,0.95)";
+      ctx.textAlign = "left";
+      ctx.textBaseline = "top";
+      ctx.fillText(e.label, x + 3 * r, b.top + 18 * r);
+    });
   }
 
   function syncX(u, key) {

@@ -274,6 +274,9 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
     // The start goes to every agent: on the first whole second at least this far ahead.
     let lead = Duration::from_millis(500);
+    // Actions by hand are not relayed to the agents yet: refused here, so
+    // that the coordinator's stages never part from what the agents run.
+    s.unsteered();
     let loaded =
         s.load_from(model, &stages, Some(&mut abort), lead, |plan, offset| Agents { fleet: &mut fleet, plan, offset });
     fleet.say_all(&Control::Bye);
