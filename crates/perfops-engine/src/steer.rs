@@ -74,12 +74,12 @@ impl Replan {
     }
 
     /// How many plans were published.
-    pub(crate) fn generation(&self) -> u64 {
+    pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
 
     /// The last plan published, if any.
-    pub(crate) fn current(&self) -> Option<Arc<Current>> {
+    pub fn current(&self) -> Option<Arc<Current>> {
         self.plan.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 }

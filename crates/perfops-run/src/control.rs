@@ -24,7 +24,7 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use perfops_core::model::{LoadModel, StagedPlan};
+use perfops_core::model::{LoadModel, StagedPlan, Units};
 use perfops_core::pipeline::control::{Action, ControlEvent, Steer};
 use perfops_core::pipeline::{Replanned, Replans};
 use perfops_engine::{Current, Replan};
@@ -36,6 +36,10 @@ pub(crate) const LEAD: Duration = Duration::from_millis(200);
 
 /// The longest `by` kept in the results.
 const BY_MAX: usize = 40;
+
+/// Where a fleet's coordinator sends an action on to its agents: the
+/// action, the second of the load it takes effect at, and who asked.
+pub(crate) type Relay = Box<dyn Fn(Action, u32, &str) + Send>;
 
 /// A session's steering: one for the whole session, pointed at each load
 /// while it runs.
@@ -59,6 +63,11 @@ pub(crate) struct Steered {
     pub(crate) engine: Arc<Replan>,
     /// Where the pipeline takes it.
     pub(crate) pipeline: Replans,
+    /// How far ahead an action takes effect, at least: [`LEAD`] on one
+    /// machine, the start's lead on a fleet (the wire's time).
+    pub(crate) lead: Duration,
+    /// A fleet's coordinator: where its agents hear of each action.
+    pub(crate) relay: Option<Relay>,
 }
 
 impl Steering {
@@ -71,13 +80,34 @@ impl Steering {
     pub(crate) fn end(&self) {
         self.load.lock().unwrap_or_else(PoisonError::into_inner).take();
     }
+
+    /// An agent: take `action` at second `at` of the load, as its
+    /// coordinator decided (checked by the caller: see `fleet::agent`).
+    pub(crate) fn act_at(&self, action: Action, at: Duration, by: &str) -> Result<ControlEvent, String> {
+        let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(load) = load.as_mut() else { return Err("no load is running".into()) };
+        load.apply(action, at, by)
+    }
 }
 
 impl Steer for Steering {
     fn act(&self, action: Action, by: &str) -> Result<ControlEvent, String> {
         let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(load) = load.as_mut() else { return Err("no load is running".into()) };
-        let at = instant(Instant::now().saturating_duration_since(load.start));
+        let at = instant(Instant::now().saturating_duration_since(load.start), load.lead);
+        let event = load.apply(action, at, by)?;
+        if let Some(relay) = &load.relay {
+            relay(action, at.as_secs() as u32, &event.by);
+        }
+        Ok(event)
+    }
+}
+
+impl Steered {
+    /// Take `action` at `at` into the load: the new plan published to the
+    /// engine and to the pipeline.
+    fn apply(&mut self, action: Action, at: Duration, by: &str) -> Result<ControlEvent, String> {
+        let load = self;
         let (plan, stage) = load.plan.apply(action, at)?;
         let schedule = plan.schedule().map_err(|e| format!("{action} at {} s: {e}", at.as_secs()))?;
         let model = match &load.model {
@@ -112,11 +142,58 @@ impl Steer for Steering {
     }
 }
 
-/// The instant an action asked `now` into a load takes effect: the next
-/// whole second at least [`LEAD`] away.
-pub(crate) fn instant(now: Duration) -> Duration {
-    Duration::from_secs((now + LEAD).as_secs_f64().ceil() as u64)
+/// The stages of a load of `model`, named and timed by `stages`, as a plan
+/// to steer; `None` when its stages are not its schedule's pieces one for
+/// one (a closed model without a profile, a count of requests): such a
+/// load is not steered.
+pub(crate) fn staged(model: &LoadModel, stages: impl IntoIterator<Item = (String, Duration)>) -> Option<StagedPlan> {
+    let (schedule, units) = match model {
+        LoadModel::Open { schedule, .. } => (schedule, Units::Arrivals),
+        LoadModel::Closed { profile: Some(p), connections, duration: None, .. } => {
+            (p, Units::Users { most: *connections })
+        }
+        LoadModel::Closed { .. } => return None,
+    };
+    let stages: Vec<(String, Duration)> = stages.into_iter().collect();
+    let pieces = schedule.segments();
+    if pieces.len() != stages.len() || pieces.iter().zip(&stages).any(|(p, s)| p.duration != s.1) {
+        return None;
+    }
+    Some(StagedPlan::new(stages.into_iter().map(|s| s.0).zip(pieces.iter().copied()), units))
 }
+
+/// The instant an action asked `now` into a load takes effect: the next
+/// whole second at least `lead` away.
+pub(crate) fn instant(now: Duration, lead: Duration) -> Duration {
+    Duration::from_secs((now + lead).as_secs_f64().ceil() as u64)
+}
+
+/// Whether an agent takes an action its coordinator relayed, `now` into
+/// the load: words it knows, to take effect at `at_s`, a second still
+/// ahead (by at least the time a worker takes to see a new plan) and no
+/// more than [`RELAY_AHEAD_MAX`] ahead. Anything else is refused, and why.
+pub(crate) fn check_relayed(action: &str, at_s: u32, now: Duration) -> Result<(Action, Duration), String> {
+    let action = Action::parse(action)?;
+    let at = Duration::from_secs(u64::from(at_s));
+    if at < now + Duration::from_millis(50) {
+        return Err(format!(
+            "{action} at {at_s} s: that instant has passed ({:.1} s into the load)",
+            now.as_secs_f64()
+        ));
+    }
+    if at > now + RELAY_AHEAD_MAX {
+        return Err(format!(
+            "{action} at {at_s} s: too far ahead ({:.1} s into the load; at most {} s ahead)",
+            now.as_secs_f64(),
+            RELAY_AHEAD_MAX.as_secs()
+        ));
+    }
+    Ok((action, at))
+}
+
+/// The furthest ahead a relayed action may take effect: the coordinator's
+/// lead is well under it.
+pub(crate) const RELAY_AHEAD_MAX: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 mod tests {
@@ -134,7 +211,30 @@ mod tests {
             (1000, 2), // on a second: the next
         ];
         for (ms, want) in cases {
-            assert_eq!(instant(Duration::from_millis(ms)), Duration::from_secs(want), "{ms} ms");
+            assert_eq!(instant(Duration::from_millis(ms), LEAD), Duration::from_secs(want), "{ms} ms");
+        }
+    }
+
+    /// What an agent takes from its coordinator's wire, and what it refuses.
+    #[test]
+    fn a_relayed_action_is_checked_before_it_is_taken() {
+        let now = Duration::from_millis(12_300);
+        // (words, at s, taken or the refusal starts with)
+        let cases: &[(&str, u32, Result<Action, &str>)] = &[
+            ("rate 300", 13, Ok(Action::Rate(300.0))), // the next second: taken
+            ("stop", 22, Ok(Action::Stop)),            // 9.7 s ahead: still within 10 s
+            ("hold", 12, Err("hold at 12 s: that instant has passed")),
+            ("next", 23, Err("next at 23 s: too far ahead")),
+            ("rate NaN", 13, Err("rate needs a number above 0")),
+            ("rate 1e999", 13, Err("rate needs a number above 0")),
+            ("\u{1b}[2Jstop", 13, Err("unknown action")),
+        ];
+        for (i, (words, at, want)) in cases.iter().enumerate() {
+            match (check_relayed(words, *at, now), want) {
+                (Ok((got, at_d)), Ok(want)) => assert_eq!((got, at_d.as_secs()), (*want, u64::from(*at)), "case {i}"),
+                (Err(got), Err(want)) => assert!(got.starts_with(want), "case {i}: {got}"),
+                (got, want) => panic!("case {i}: {got:?}, wanted {want:?}"),
+            }
         }
     }
 }

@@ -33,7 +33,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use perfops_core::analysis::diagnose::Diagnostic;
 use perfops_core::analysis::verdict::Judged;
-use perfops_core::model::{LoadModel, Shard, StagedPlan, Units};
+use perfops_core::model::{LoadModel, Shard};
 use perfops_core::pipeline::{AbortWhen, Replans, Sink, StageLedger, TargetDown};
 use perfops_core::scenario::redact::{redact, redact_command, redact_text};
 use perfops_core::scenario::{Override, Scenario, Step, TargetSpec};
@@ -132,9 +132,10 @@ pub(crate) struct Session {
     /// Actions by hand on the running load (`crate::control`), handed to the
     /// chosen outputs that offer control.
     pub(crate) steering: Arc<Steering>,
-    /// Its loads may be steered (a coordinator's may not: its agents would
-    /// not hear of it).
-    steerable: bool,
+    /// How far ahead an action takes effect, at least, and (a coordinator)
+    /// where its agents hear of it: taken by the next load.
+    steer_lead: Duration,
+    relay: Option<crate::control::Relay>,
 }
 
 impl Session {
@@ -297,7 +298,8 @@ impl Session {
             down: None,
             address: target.addr.to_string(),
             steering,
-            steerable: true,
+            steer_lead: crate::control::LEAD,
+            relay: None,
         }))
     }
 
@@ -432,37 +434,27 @@ impl Session {
     /// `offset` seconds into the session: the engine's and the pipeline's
     /// ends of its re-plans. `None`: a load whose stages are not its
     /// schedule's pieces (a closed model without a profile) is not steered.
-    fn steer(&self, model: &LoadModel, stages: &[StagePlan], offset: f64) -> Option<(Arc<Replan>, Replans)> {
-        if !self.steerable {
-            return None;
-        }
-        let (schedule, units) = match model {
-            LoadModel::Open { schedule, .. } => (schedule, Units::Arrivals),
-            LoadModel::Closed { profile: Some(p), connections, duration: None, .. } => {
-                (p, Units::Users { most: *connections })
-            }
-            LoadModel::Closed { .. } => return None,
-        };
-        let pieces = schedule.segments();
-        if pieces.len() != stages.len() || pieces.iter().zip(stages).any(|(p, s)| p.duration != s.duration) {
-            return None;
-        }
+    fn steer(&mut self, model: &LoadModel, stages: &[StagePlan], offset: f64) -> Option<(Arc<Replan>, Replans)> {
+        let plan = crate::control::staged(model, stages.iter().map(|s| (s.name.clone(), s.duration)))?;
         let (engine, pipeline) = (Replan::new(), Replans::default());
         self.steering.begin(Steered {
-            plan: StagedPlan::new(stages.iter().map(|s| s.name.clone()).zip(pieces.iter().copied()), units),
+            plan,
             model: model.clone(),
             start: self.t0 + Duration::from_secs_f64(offset),
             offset: offset as u32,
             share: f64::from(self.shard.count).recip(),
             engine: engine.clone(),
             pipeline: pipeline.clone(),
+            lead: self.steer_lead,
+            relay: self.relay.take(),
         });
         Some((engine, pipeline))
     }
 
-    /// Its loads are not steered: an action is refused as between loads.
-    pub(crate) fn unsteered(&mut self) {
-        self.steerable = false;
+    /// The next load is a fleet's: actions take effect at least `lead`
+    /// ahead, and `relay` sends each to the agents.
+    pub(crate) fn relayed(&mut self, lead: Duration, relay: crate::control::Relay) {
+        (self.steer_lead, self.relay) = (lead, Some(relay));
     }
 
     /// What judging this session's loads needs besides their seconds.

@@ -235,6 +235,13 @@ pub enum Taken {
 }
 
 impl Join {
+    /// The plan was re-planned by hand (a hold moves its end): its seconds
+    /// are held to `limits` from now on; never fewer than before, so that
+    /// nothing taken so far is past them.
+    pub fn replanned(&mut self, limits: Limits) {
+        self.limits.seconds = self.limits.seconds.max(limits.seconds);
+    }
+
     /// `agents` agents, all live and heard of at `now`; one silent for
     /// longer than `silence` is lost; their seconds are held to `limits`.
     pub fn new(agents: usize, silence: Duration, now: Duration, limits: Limits) -> Join {

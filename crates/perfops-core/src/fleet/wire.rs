@@ -70,8 +70,9 @@ use crate::measure::{
 /// sends ([`Names`]) and a second says how many of each its parts hold; the
 /// coordinator maps them by name, so a kind added or removed no longer
 /// changes the protocol. 7: a second carries its failing exchanges after
-/// its parts ([`WireSample`]).
-pub const PROTOCOL: u32 = 7;
+/// its parts ([`WireSample`]). 8: `Steer`, an action by hand relayed to
+/// every agent with the second of the load it takes effect at.
+pub const PROTOCOL: u32 = 8;
 
 /// The most samples one second may carry: as many as a generator keeps.
 pub const MAX_SAMPLES: usize = MAX_KEYS * PER_KEY;
@@ -211,6 +212,20 @@ pub enum Control {
     },
     /// Either way: nothing else to say for a while, but alive.
     Heartbeat,
+    /// Coordinator -> agent: an action by hand (`stop`, `hold`, `next`,
+    /// `rate N`: `pipeline::control::Action`'s words), to take effect at
+    /// second `at_s` of the load (from the start every agent shares: a
+    /// whole second, so no clock is converted). The agent checks it: words
+    /// it does not know, an instant already past or too far ahead, are
+    /// refused and said.
+    Steer {
+        /// The action's words.
+        action: String,
+        /// The second of the load it takes effect at.
+        at_s: u32,
+        /// Who asked (`page`, `ctl`): for the agent's log.
+        by: String,
+    },
     /// Coordinator -> agent: stop the arrivals now (a rule tripped, Ctrl-C).
     Stop {
         /// Why.
@@ -266,6 +281,7 @@ impl Control {
             Control::Ready => "ready",
             Control::Start { .. } => "start",
             Control::Heartbeat => "heartbeat",
+            Control::Steer { .. } => "steer",
             Control::Stop { .. } => "stop",
             Control::Done { .. } => "done",
             Control::Refused { .. } => "refused",
@@ -1271,6 +1287,7 @@ mod tests {
                 late_ns: 0,
                 protocols: vec!["grpc over h2c".into(), "http/1.1".into()],
             },
+            Control::Steer { action: "rate 300".into(), at_s: 12, by: "ctl".into() },
             Control::Bye,
         ] {
             let mut buf = encode(&Message::Control(c.clone()));

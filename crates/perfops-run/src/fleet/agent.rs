@@ -32,6 +32,7 @@ use perfops_report::run::ProtocolUse;
 use super::auth::{self, Role};
 use super::conn::{self, Conn, Event};
 use super::gate::{REASON_CHARS, sanitize};
+use crate::control::{Steered, Steering};
 use crate::exit::Exit;
 use crate::launch::{self, PlanBase};
 use crate::source::{Engine, Feed, IntervalSource, Produced};
@@ -144,7 +145,7 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
         Some(other) => bail!("the coordinator said {other:?} instead of an assignment"),
         None => return refused("lost the coordinator before the assignment".into()),
     };
-    let mut plan = match build(&assignment, Shard { index, count }) {
+    let (mut plan, stages) = match build(&assignment, Shard { index, count }) {
         Ok(p) => p,
         Err(e) => {
             let _ = out.send(Message::Control(Control::Failed { reason: format!("{e:#}") }));
@@ -159,12 +160,31 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
         None => return refused("lost the coordinator before the start".into()),
     };
     plan.start_at = Some(clock.instant_at(at));
+    // Actions by hand, relayed by the coordinator with the second they take
+    // effect at: this agent re-plans as every other does, from the same stages.
+    let steering = Arc::new(Steering::default());
+    if let (Some(staged), Some(start)) = (crate::control::staged(&plan.load, stages), plan.start_at) {
+        let engine = perfops_engine::Replan::new();
+        plan.replan = Some(engine.clone());
+        steering.begin(Steered {
+            plan: staged,
+            model: plan.load.clone(),
+            start,
+            offset: 0,
+            share: f64::from(count.max(1)).recip(),
+            engine,
+            pipeline: Default::default(),
+            lead: crate::control::LEAD,
+            relay: None,
+        });
+    }
 
     // Stop orders and the coordinator's loss stop the arrivals while the engine runs.
     let lost = Arc::new(AtomicBool::new(false));
     let ordered = Arc::new(AtomicBool::new(false));
     let watcher = {
         let (stop, lost, ordered) = (stop.clone(), lost.clone(), ordered.clone());
+        let (steering, start) = (steering.clone(), plan.start_at.unwrap_or_else(Instant::now));
         std::thread::Builder::new().name("perfops-agent-watch".into()).spawn(move || {
             loop {
                 // The coordinator says something at least every second (a heartbeat):
@@ -174,6 +194,9 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
                         note!("agent: stopped by the coordinator: {}", sanitize(&reason, REASON_CHARS));
                         ordered.store(true, Ordering::Relaxed);
                         stop.store(true, Ordering::Relaxed);
+                    }
+                    Ok(Event::Frame(_, Message::Control(Control::Steer { action, at_s, by }))) => {
+                        steer(&steering, start, &action, at_s, &by);
                     }
                     Ok(Event::Frame(_, Message::Control(Control::Bye))) => return events,
                     Ok(Event::Frame(..)) => {}
@@ -194,6 +217,7 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
             Engine::new(plan).produce(&stop, &mut Wire { out: &out, record })?
         }
     };
+    steering.end();
     // What each step spoke, by step index, as the coordinator groups it again.
     let spoke: Vec<String> = step_names
         .iter()
@@ -489,7 +513,9 @@ fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result
 
 /// This agent's plan: the scenario as the coordinator read it, its resolved
 /// values, and this shard of the load.
-fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
+/// The plan of `a` for `shard`, and its stages' names and lengths (for
+/// actions by hand).
+fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)> {
     let overrides: Vec<Override> =
         a.overrides.iter().map(|(p, v)| Override { path: p.clone(), value: v.clone() }).collect();
     let scenario = perfops_core::scenario::parse(&a.path, &a.scenario, &overrides)
@@ -521,7 +547,33 @@ fn build(a: &Assignment, shard: Shard) -> Result<Plan> {
     plan.shard = shard;
     // Every agent on one schedule: a start heard late sends what is due at once, as `--start-at` does.
     plan.keep_start = true;
-    Ok(plan)
+    let stages = scenario.load.stages().iter().map(|s| (s.name.clone(), s.segment.duration)).collect();
+    Ok((plan, stages))
+}
+
+/// An action by hand its coordinator relayed: checked (words, an instant
+/// still ahead and not too far), then taken at its second, or refused and
+/// said; never trusted as it came.
+fn steer(steering: &Steering, start: Instant, action: &str, at_s: u32, by: &str) {
+    let now = Instant::now().saturating_duration_since(start);
+    let by = sanitize(by, REASON_CHARS);
+    match crate::control::check_relayed(action, at_s, now).and_then(|(a, at)| steering.act_at(a, at, &by)) {
+        Ok(e) => note!(
+            "agent: {} at t={:.0}s (stage {}), by {by}",
+            sanitize(&a_words(&e), REASON_CHARS),
+            e.t,
+            sanitize(&e.stage, REASON_CHARS)
+        ),
+        Err(why) => note!("agent: refused an action from the coordinator: {}", sanitize(&why, REASON_CHARS)),
+    }
+}
+
+/// An event's action in its words (`rate 300`).
+fn a_words(e: &perfops_core::pipeline::control::ControlEvent) -> String {
+    match e.value {
+        Some(v) => format!("{} {v}", e.action),
+        None => e.action.clone(),
+    }
 }
 
 /// The coordinator as this agent's feed: each second goes out on the wire

@@ -274,9 +274,17 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     let mut abort = AbortWhen::new(&s.scenario.abort_when);
     // The start goes to every agent: on the first whole second at least this far ahead.
     let lead = Duration::from_millis(500);
-    // Actions by hand are not relayed to the agents yet: refused here, so
-    // that the coordinator's stages never part from what the agents run.
-    s.unsteered();
+    // Actions by hand reach every agent with the second they take effect
+    // at, as the start does: at least the start's lead ahead.
+    let outs: Vec<_> = fleet.members.iter().map(|m| m.out.clone()).collect();
+    s.relayed(
+        lead,
+        Box::new(move |action, at_s, by| {
+            for out in &outs {
+                let _ = out.send(Message::Control(Control::Steer { action: action.to_string(), at_s, by: by.into() }));
+            }
+        }),
+    );
     let loaded =
         s.load_from(model, &stages, Some(&mut abort), lead, |plan, offset| Agents { fleet: &mut fleet, plan, offset });
     fleet.say_all(&Control::Bye);
@@ -520,6 +528,8 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
     // for the slowest stays bounded whatever an agent with the token sends.
     let limits = Limits::of_plan(&plan.stage_ends, plan.work.step_names.len(), plan.end, tail, Duration::from_secs(30));
     let mut join = Join::new(fleet.members.len(), fleet.silence, Duration::ZERO, limits);
+    // A re-plan by hand (a hold) moves the end: the agents' seconds are held to the new one.
+    let (mut overdue, mut replans) = (overdue, 0);
     for (i, m) in fleet.members.iter().enumerate() {
         join.set_layout(i, m.layout.clone());
     }
@@ -606,6 +616,15 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         }
         for i in join.tick(now) {
             lose(fleet, &join, i, offset, format!("silent for more than {:?}", fleet.silence));
+        }
+        if let Some(replan) = &plan.replan
+            && replan.generation() != replans
+            && let Some(current) = replan.current()
+        {
+            replans = replan.generation();
+            let steps = plan.work.step_names.len();
+            join.replanned(Limits::of_plan(&current.stage_ends, steps, current.end, tail, Duration::from_secs(30)));
+            overdue = current.end.map(|e| e + tail);
         }
         if overdue.is_some_and(|o| now > o) {
             for i in 0..fleet.members.len() {
