@@ -357,3 +357,94 @@ fn actions_by_hand_take_effect_at_their_instants_and_are_recorded() {
     assert_eq!(result(&summary), RunResult::Inconclusive);
     demo.stop().unwrap();
 }
+
+/// The fleet's relay as its agents take it, in-process: two shards of one
+/// load (two engines against the demo, as two agents would run them) from
+/// one start; one action relayed to both with one second switches both at
+/// it (each its half of the new rate), and a hostile one (an instant
+/// already past, words it does not know) is refused by each, the load
+/// going on as it was.
+#[test]
+fn a_relayed_action_switches_every_shard_at_one_second_and_a_hostile_one_is_refused() {
+    use perfops_core::model::Shard;
+    use perfops_core::scenario::Step;
+
+    use crate::control::{Steered, Steering};
+    use crate::fleet::agent::steer;
+
+    let demo = perfops_demo::spawn(perfops_demo::DemoConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..perfops_demo::DemoConfig::default()
+    })
+    .expect("the demo target starts");
+    let url = format!("http://{}", demo.addr());
+    let yaml = format!(
+        "name: relay\ntarget: {url}\nflows:\n  f:\n    steps:\n      - {{ name: get, request: GET /health }}\n\
+         load:\n  stages:\n    - {{ name: a, rate: 40, hold: 4s }}\n    - {{ name: b, rate: 40, hold: 2s }}\n"
+    );
+    let scenario = perfops_core::scenario::parse("relay.yaml", &yaml, &[]).expect("a valid scenario");
+    let target = perfops_engine::Target::parse(&url).unwrap();
+    let flows: Vec<(String, u32, Vec<Step>)> =
+        scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
+    let work = perfops_engine::Work::new(&target, flows, Default::default(), Default::default(), Default::default());
+    let base = crate::launch::PlanBase::of_scenario(target, &scenario.defaults, false, 1, false);
+    let model = crate::loading::load_model(&scenario.load).unwrap();
+    let stages: Vec<(String, Duration)> =
+        scenario.load.stages().iter().map(|s| (s.name.clone(), s.segment.duration)).collect();
+    let start = std::time::Instant::now() + Duration::from_millis(300);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Each agent: its shard's plan, its steering, its engine on a thread of its own.
+    let agents: Vec<_> = (0..2u32)
+        .map(|index| {
+            let mut plan = base.plan(Arc::new(work.clone()), model.clone());
+            plan.stage_ends = vec![Duration::from_secs(4), Duration::from_secs(6)];
+            plan.shard = Shard { index, count: 2 };
+            plan.start_at = Some(start);
+            plan.keep_start = true;
+            let engine = perfops_engine::Replan::new();
+            plan.replan = Some(engine.clone());
+            let steering = Arc::new(Steering::default());
+            steering.begin(Steered {
+                plan: crate::control::staged(&plan.load, stages.clone()).expect("steerable"),
+                model: plan.load.clone(),
+                start,
+                offset: 0,
+                share: 0.5,
+                engine,
+                pipeline: Default::default(),
+                lead: crate::control::LEAD,
+                relay: None,
+            });
+            let stop = stop.clone();
+            let run = std::thread::spawn(move || {
+                struct Targets(Vec<(u32, f64)>);
+                impl Feed for Targets {
+                    fn second(&mut self, iv: &Interval) {
+                        self.0.push((iv.index, iv.target.unwrap_or(0.0)));
+                    }
+                }
+                let mut seen = Targets(Vec::new());
+                source::Engine::new(plan).produce(&stop, &mut seen).expect("the shard runs");
+                seen.0
+            });
+            (steering, run)
+        })
+        .collect();
+    std::thread::sleep((start + Duration::from_millis(1500)).saturating_duration_since(std::time::Instant::now()));
+    for (steering, _) in &agents {
+        // One frame to each agent: rate 100 from second 2 of the load.
+        let e = steer(steering, start, "rate 100", 2, "test").expect("taken");
+        assert_eq!((e.t, e.stage.as_str(), e.value), (2.0, "a", Some(100.0)));
+        // Hostile frames: an instant already past, words it does not know, a rate that is no number.
+        assert!(steer(steering, start, "rate 5", 1, "evil").unwrap_err().contains("has passed"));
+        assert!(steer(steering, start, "\u{1b}]0;pwned\u{7}", 3, "evil").unwrap_err().starts_with("unknown action"));
+        assert!(steer(steering, start, "rate inf", 3, "evil").unwrap_err().starts_with("rate needs a number"));
+    }
+    let shards: Vec<Vec<(u32, f64)>> = agents.into_iter().map(|(_, run)| run.join().unwrap()).collect();
+    for (i, seen) in shards.iter().enumerate() {
+        let targets: Vec<(u32, f64)> = seen.iter().map(|&(k, t)| (k, t.round())).take(6).collect();
+        // Each shard half of the load: 20/s, 50/s from second 2 to the end of a, 20/s in b.
+        assert_eq!(targets, [(0, 20.0), (1, 20.0), (2, 50.0), (3, 50.0), (4, 20.0), (5, 20.0)], "shard {i}");
+    }
+    demo.stop().unwrap();
+}

@@ -196,7 +196,7 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
                         stop.store(true, Ordering::Relaxed);
                     }
                     Ok(Event::Frame(_, Message::Control(Control::Steer { action, at_s, by }))) => {
-                        steer(&steering, start, &action, at_s, &by);
+                        let _ = steer(&steering, start, &action, at_s, &by);
                     }
                     Ok(Event::Frame(_, Message::Control(Control::Bye))) => return events,
                     Ok(Event::Frame(..)) => {}
@@ -554,18 +554,26 @@ fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)
 /// An action by hand its coordinator relayed: checked (words, an instant
 /// still ahead and not too far), then taken at its second, or refused and
 /// said; never trusted as it came.
-fn steer(steering: &Steering, start: Instant, action: &str, at_s: u32, by: &str) {
+pub(crate) fn steer(
+    steering: &Steering,
+    start: Instant,
+    action: &str,
+    at_s: u32,
+    by: &str,
+) -> Result<perfops_core::pipeline::control::ControlEvent, String> {
     let now = Instant::now().saturating_duration_since(start);
     let by = sanitize(by, REASON_CHARS);
-    match crate::control::check_relayed(action, at_s, now).and_then(|(a, at)| steering.act_at(a, at, &by)) {
+    let taken = crate::control::check_relayed(action, at_s, now).and_then(|(a, at)| steering.act_at(a, at, &by));
+    match &taken {
         Ok(e) => note!(
             "agent: {} at t={:.0}s (stage {}), by {by}",
-            sanitize(&a_words(&e), REASON_CHARS),
+            sanitize(&a_words(e), REASON_CHARS),
             e.t,
             sanitize(&e.stage, REASON_CHARS)
         ),
-        Err(why) => note!("agent: refused an action from the coordinator: {}", sanitize(&why, REASON_CHARS)),
+        Err(why) => note!("agent: refused an action from the coordinator: {}", sanitize(why, REASON_CHARS)),
     }
+    taken
 }
 
 /// An event's action in its words (`rate 300`).
