@@ -417,10 +417,10 @@ fn a_relayed_action_switches_every_shard_at_one_second_and_a_hostile_one_is_refu
             });
             let stop = stop.clone();
             let run = std::thread::spawn(move || {
-                struct Targets(Vec<(u32, f64)>);
+                struct Targets(Vec<(u32, f64, u64)>);
                 impl Feed for Targets {
                     fn second(&mut self, iv: &Interval) {
-                        self.0.push((iv.index, iv.target.unwrap_or(0.0)));
+                        self.0.push((iv.index, iv.target.unwrap_or(0.0), iv.stats.sent));
                     }
                 }
                 let mut seen = Targets(Vec::new());
@@ -440,11 +440,17 @@ fn a_relayed_action_switches_every_shard_at_one_second_and_a_hostile_one_is_refu
         assert!(steer(steering, start, "\u{1b}]0;pwned\u{7}", 3, "evil").unwrap_err().starts_with("unknown action"));
         assert!(steer(steering, start, "rate inf", 3, "evil").unwrap_err().starts_with("rate needs a number"));
     }
-    let shards: Vec<Vec<(u32, f64)>> = agents.into_iter().map(|(_, run)| run.join().unwrap()).collect();
+    let shards: Vec<Vec<(u32, f64, u64)>> = agents.into_iter().map(|(_, run)| run.join().unwrap()).collect();
     for (i, seen) in shards.iter().enumerate() {
-        let targets: Vec<(u32, f64)> = seen.iter().map(|&(k, t)| (k, t.round())).take(6).collect();
+        let targets: Vec<(u32, f64)> = seen.iter().map(|&(k, t, _)| (k, t.round())).take(6).collect();
         // Each shard half of the load: 20/s, 50/s from second 2 to the end of a, 20/s in b.
         assert_eq!(targets, [(0, 20.0), (1, 20.0), (2, 50.0), (3, 50.0), (4, 20.0), (5, 20.0)], "shard {i}");
+        // And its workers sent them: what the target says is what went out
+        // (give or take the one arrival the pacer sends a few µs early, in
+        // the second before its own).
+        let sent: Vec<u64> = seen.iter().map(|s| s.2).take(6).collect();
+        let near = |got: u64, want: u64| got.abs_diff(want) <= 1;
+        assert!(sent.iter().zip([20, 20, 50, 50, 20, 20]).all(|(&g, w)| near(g, w)), "shard {i}: {sent:?}");
     }
     demo.stop().unwrap();
 }
