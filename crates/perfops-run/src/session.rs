@@ -54,6 +54,7 @@ use crate::outputs::{self, Chosen, OutputArgs, Stations};
 use crate::shard::Placement;
 use crate::source::{self, Engine, IntervalSource};
 use crate::watching::{self, Judge, Store};
+use perfops_core::pipeline::control::Action;
 
 /// Stages as planned and measured: the pipeline's per-stage accounting.
 pub(crate) use perfops_core::pipeline::{StagePlan, StageResult};
@@ -426,6 +427,12 @@ impl Session {
         let driven = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline);
         self.steering.end();
         let (produced, measured) = driven?;
+        // A stop by hand ends the command, not only this load (`limit`'s
+        // search, `sweep`'s levels stop as on Ctrl-C); set once its load is
+        // over, so the arrivals ended at its instant, not before.
+        if measured.events.iter().any(|(_, e)| e.action == Action::Stop.name()) {
+            self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         self.drain();
         Ok(Loaded::of(produced, measured, self.base.insecure))
     }

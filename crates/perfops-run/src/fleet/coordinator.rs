@@ -290,7 +290,9 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
     fleet.say_all(&Control::Bye);
     let loaded = loaded?;
     s.close();
-    let interrupted = loaded.stopped && abort.reason().is_none();
+    // A stop by hand is said as one (`stopped by hand at t=...`), not as an interruption.
+    let by_hand = loaded.events.iter().any(|(_, e)| e.action == "stop");
+    let interrupted = loaded.stopped && abort.reason().is_none() && !by_hand;
     let mut ending = Ending::local(&loaded, interrupted, abort.reason().map(str::to_string));
     let (gaps, first_loss) = losses(&fleet.members);
     ending.gaps = gaps;
