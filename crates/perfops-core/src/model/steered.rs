@@ -268,12 +268,14 @@ mod tests {
         )
     }
 
+    /// (action, at s, changed stage, ends in s, arrivals end s, rate at `at` + 0.5 s)
+    type Replanned = (Action, u64, usize, [u64; 3], u64, f64);
+
     /// Each action at an instant: the stage it changed, the stage ends after
     /// it, where the arrivals end and the rate just after the instant.
     #[test]
     fn each_action_replans_from_its_instant() {
-        // (action, at s, changed stage, ends in s, arrivals end s, rate at `at` + 0.5 s)
-        let cases: &[(Action, u64, usize, [u64; 3], u64, f64)] = &[
+        let cases: &[Replanned] = &[
             // rate 300 in the warm-up: the rest of the warm-up at 300/s, its end as planned.
             (Action::Rate(300.0), 4, 0, [10, 20, 30], 30, 300.0),
             // next in the ramp: it ends at 15 s, the top stage follows 5 s earlier.
