@@ -11,8 +11,8 @@
 //!   steering ──publish──> Replan { generation +1, plan }
 //!                            │ read every 20 ms by each worker's stop watcher
 //!                            v (the one that already looks at the stop flag)
-//!   worker: plan (RefCell), generation (Cell) ──notify──> the pacer, asleep or at its next wake-up:
-//!                                                          arrival n again, under the new plan
+//!   worker: plan (RefCell), generation (Cell) ──stop_notify──> the pacer, asleep or at its next
+//!                                              wake-up: arrival n again, under the new plan
 //! ```
 //!
 //! Per request nothing is added to the open model (the pacer compares a

@@ -235,10 +235,9 @@ struct Worker {
     stopping: Cell<bool>,
     stop_notify: Notify,
     /// The load's plan, as re-planned by hand (`steer.rs`), and how many
-    /// re-plans it has seen; `replan_notify` wakes the pacer when it changes.
+    /// re-plans it has seen; `stop_notify` wakes the pacer when it changes.
     plan: RefCell<Arc<Current>>,
     generation: Cell<u64>,
-    replan_notify: Notify,
     drained: Notify,
     /// The interval the ticker is filling.
     interval: Cell<u32>,
@@ -430,7 +429,6 @@ impl Worker {
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
             generation: Cell::new(0),
-            replan_notify: Notify::new(),
             drained: Notify::new(),
             interval: Cell::new(0),
             stamped: false,
@@ -484,7 +482,9 @@ impl Worker {
                 {
                     *self.plan.borrow_mut() = plan;
                     self.generation.set(generation);
-                    self.replan_notify.notify_one();
+                    // The pacer, asleep until a due time of the old plan,
+                    // looks again (it tells a re-plan from a stop).
+                    self.stop_notify.notify_one();
                 }
             }
             if self.shared.stop.load(Ordering::Relaxed) {

@@ -62,12 +62,15 @@ impl Worker {
                 // window after it go out with it, early (each counts from its
                 // send, `Arrival::due` below), none later than its due time.
                 if due > Instant::now() {
-                    let replanned = tokio::select! {
+                    let woken = tokio::select! {
                         _ = timer.sleep_until(due) => false,
-                        _ = self.stop_notify.notified() => false,
-                        _ = self.replan_notify.notified() => true,
+                        _ = self.stop_notify.notified() => true,
                     };
-                    if replanned {
+                    // Woken, not stopping: a re-plan (the stop watcher wakes
+                    // the pacer for both), or the permit one left while the
+                    // pacer was awake. Arrival n again, under the plan as it
+                    // is now: never sent before its due time.
+                    if woken && !self.stopping.get() {
                         pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
                         continue;
                     }
