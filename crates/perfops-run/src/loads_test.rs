@@ -454,3 +454,73 @@ fn a_relayed_action_switches_every_shard_at_one_second_and_a_hostile_one_is_refu
     }
     demo.stop().unwrap();
 }
+
+/// The closed model steered: `rate N` sets the users for the rest of the
+/// stage (whole, at most the connections the load opened), a fraction or
+/// more users than that are refused; the series' in-flight requests follow
+/// the users from the instant on.
+#[test]
+fn a_closed_models_users_are_re_rated_whole_at_their_instant() {
+    use perfops_core::pipeline::control::{Action, Steer};
+    use perfops_report::run::SeriesLine;
+
+    let demo = perfops_demo::spawn(perfops_demo::DemoConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..perfops_demo::DemoConfig::default()
+    })
+    .expect("the demo target starts");
+    let tmp = Scratch::new("steer-closed");
+    let file = tmp.0.join("closed.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "name: closed\ntarget: http://{}\nflows:\n  f:\n    steps:\n      - {{ name: p, request: GET /health }}\n\
+             load:\n  model: closed\n  think: 50ms\n  stages:\n    - {{ name: few, users: 2, hold: 4s }}\n    - {{ name: more, users: 6, hold: 2s }}\n",
+            demo.addr()
+        ),
+    )
+    .unwrap();
+    let args = crate::session::SessionArgs {
+        scenario: file,
+        set: Vec::new(),
+        target: None,
+        out: tmp.0.join("runs"),
+        workers: 2,
+        insecure: false,
+        quiet: true,
+        junit: None,
+        outputs: crate::outputs::OutputArgs::default(),
+        wait_in_flight: false,
+    };
+    let placement = crate::shard::Placement::default();
+    let mut s = crate::session::Session::open(&args, "run", &placement).unwrap().expect("the session opens");
+    let t0 = std::time::Instant::now() + Duration::from_millis(100);
+    let steering = s.steering.clone();
+    let hand = std::thread::spawn(move || {
+        std::thread::sleep((t0 + Duration::from_millis(1500)).saturating_duration_since(std::time::Instant::now()));
+        let refused = [steering.act(Action::Rate(2.5), "test"), steering.act(Action::Rate(7.0), "test")];
+        (steering.act(Action::Rate(5.0), "test"), refused)
+    });
+    let model = crate::loading::load_model(&s.scenario.load).unwrap();
+    let stages = crate::loading::stage_plans(&s.scenario.load, placement.shard());
+    let loaded = s.load(model, &stages, None).expect("the load runs");
+    s.close();
+    let (taken, [fraction, too_many]) = hand.join().unwrap();
+    assert!(fraction.unwrap_err().starts_with("a closed model's users are whole"));
+    assert!(too_many.unwrap_err().starts_with("at most 6 users"), "the load opened 6 connections");
+    let taken = taken.expect("rate 5 taken");
+    assert_eq!((taken.t, taken.stage.as_str()), (2.0, "few"));
+    let series: Vec<SeriesLine> = std::fs::read_to_string(s.dir.path().join("series.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Requests a second: each user thinks 50 ms between them, 2 users (~40/s) before the instant, 5 after it.
+    let rate = |t: u32| series.iter().find(|l| l.t == t).map_or(0.0, |l| l.achieved_rate);
+    let (before, after) = (rate(1), rate(3));
+    assert!(before > 20.0 && before < 45.0, "2 users: {before}/s");
+    assert!(after > 2.0 * before, "5 users from t=2 s: {after}/s against {before}/s");
+    assert_eq!(loaded.stages.iter().map(|st| st.ran_s).collect::<Vec<_>>(), [4.0, 2.0]);
+    assert_eq!(loaded.events.len(), 1);
+    demo.stop().unwrap();
+}
