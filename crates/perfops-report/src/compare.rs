@@ -196,6 +196,9 @@ pub struct Cell {
     pub error_ratio: Option<f64>,
     /// `holds`, `fails`, `inconclusive`, `not run` (none: not judged).
     pub verdict: Option<StageVerdict>,
+    /// Changed by hand in this run (so its verdict judges nothing); written only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub by_hand: bool,
     /// Against the baseline's cell in the row (none for the baseline, or
     /// when the baseline has no stage there).
     pub delta: Option<Deltas>,
@@ -295,6 +298,7 @@ fn cell(s: &Stage, matched_by: MatchedBy) -> Cell {
         p99_ok_ms: s.latency_ok.and_then(|l| l.p99),
         error_ratio: s.error_ratio,
         verdict: s.verdict.or((!s.ran).then_some(StageVerdict::NotRun)),
+        by_hand: s.by_hand,
         delta: None,
     }
 }

@@ -477,3 +477,28 @@ fn a_change_of_protocol_is_said_plainly() {
         }
     }
 }
+
+/// A stage changed by hand in one run says so beside its verdict, in the
+/// table and the JSON; the other run's stage, untouched, says nothing more.
+#[test]
+fn a_stage_changed_by_hand_says_so_beside_its_verdict() {
+    let mut steered = summary("async", None, None, &["p95 < 250ms"], &ASYNC);
+    steered.stages[1].verdict = Some(StageVerdict::Inconclusive);
+    steered.stages[1].by_hand = vec![perfops_core::pipeline::control::ControlEvent {
+        t: 12.0,
+        action: "rate".into(),
+        value: Some(1200.0),
+        stage: "800/s".into(),
+        by: "ctl".into(),
+    }];
+    let c = compare_models(
+        &[model("t", summary("threads", Some(200.0), Some(800.0), &["p95 < 250ms"], &THREADS)), model("a", steered)],
+        Options::default(),
+    );
+    let table = text::table(&c);
+    let marked: Vec<&str> = table.lines().filter(|l| l.ends_with("inconclusive (changed by hand)")).collect();
+    assert_eq!(marked.len(), 1, "{table}");
+    assert!(!table.lines().any(|l| l.ends_with("fails (changed by hand)")), "{table}");
+    let json = serde_json::to_value(&c).unwrap().to_string();
+    assert_eq!(json.matches("\"by_hand\":true").count(), 1, "{json}");
+}

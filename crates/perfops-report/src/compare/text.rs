@@ -71,7 +71,12 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
             opt(c.p99_ms, ms),
             opt(c.p99_ok_ms, ms),
             opt(c.error_ratio, |v| format!("{:.2}%", v * 100.0)),
-            c.verdict.map_or("-", StageVerdict::name)
+            // A stage changed by hand judged nothing: said beside its verdict.
+            format!(
+                "{}{}",
+                c.verdict.map_or("-", StageVerdict::name),
+                if c.by_hand { " (changed by hand)" } else { "" }
+            )
         );
         deltas(o, c, &titles[0], stage_w, run_w);
     }

@@ -151,6 +151,8 @@ pub(crate) struct Stage {
     pub ran: bool,
     /// How long it ran, seconds (less than planned when a stop cut it short).
     pub ran_s: f64,
+    /// Changed by hand (held, re-rated, cut by `next` or `stop`): it judges nothing.
+    pub by_hand: bool,
 }
 
 /// The run's verdict, as the summary states it or as derived here.
@@ -415,6 +417,7 @@ fn from_summary(stage: &mut Stage, s: &StageSummary) {
     from_figures(stage, &s.figures);
     stage.verdict = s.verdict;
     stage.reasons.clone_from(&s.reasons);
+    stage.by_hand = !s.by_hand.is_empty();
     stage.slo.clone_from(&s.slo);
     stage.ran = s.figures.duration_s > 0.0 && s.verdict != Some(StageVerdict::NotRun);
     stage.ran_s = s.figures.duration_s;
