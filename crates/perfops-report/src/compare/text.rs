@@ -63,7 +63,7 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
         let name = if c.stage != r.name { format!("{} ({})", titles[i], escape(&c.stage)) } else { titles[i].clone() };
         let _ = writeln!(
             o,
-            "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}",
+            "{stage:<stage_w$}  {name:<run_w$}  {:>9}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>W$}  {:>9}  {}{}",
             opt(c.target_rate, rate),
             opt(c.achieved_rate, rate),
             opt(c.p50_ms, ms),
@@ -72,11 +72,8 @@ fn row(o: &mut String, r: &Row, titles: &[String], stage_w: usize, run_w: usize)
             opt(c.p99_ok_ms, ms),
             opt(c.error_ratio, |v| format!("{:.2}%", v * 100.0)),
             // A stage changed by hand judged nothing: said beside its verdict.
-            format!(
-                "{}{}",
-                c.verdict.map_or("-", StageVerdict::name),
-                if c.by_hand { " (changed by hand)" } else { "" }
-            )
+            c.verdict.map_or("-", StageVerdict::name),
+            if c.by_hand { " (changed by hand)" } else { "" }
         );
         deltas(o, c, &titles[0], stage_w, run_w);
     }
