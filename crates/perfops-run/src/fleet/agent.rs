@@ -565,8 +565,9 @@ pub(crate) fn steer(
     let by = sanitize(by, REASON_CHARS);
     let taken = crate::control::check_relayed(action, at_s, now).and_then(|(a, at)| steering.act_at(a, at, &by));
     match &taken {
+        // The load's own second: the coordinator's session clock may have begun before it.
         Ok(e) => note!(
-            "agent: {} at t={:.0}s (stage {}), by {by}",
+            "agent: {} from second {:.0} of the load (stage {}), by {by}",
             sanitize(&a_words(e), REASON_CHARS),
             e.t,
             sanitize(&e.stage, REASON_CHARS)
