@@ -195,10 +195,13 @@ impl Conn {
                 Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => return true,
                 Err(_) => return false,
             }
-            if self.head.windows(4).any(|w| w == b"\r\n\r\n") {
-                self.out = answer(&self.head, &page());
-            } else if self.head.len() > MAX_HEAD_BYTES {
+            // The bound holds wherever the head ends: one read may bring a
+            // whole head past it, its end included.
+            let end = self.head.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
+            if end.unwrap_or(self.head.len()) > MAX_HEAD_BYTES {
                 self.out = respond("431 Request Header Fields Too Large", "text/plain", b"too large\n", true);
+            } else if end.is_some() {
+                self.out = answer(&self.head, &page());
             } else {
                 return true;
             }
@@ -328,6 +331,17 @@ mod tests {
         );
         trickle.join().expect("trickle");
         drop(silent);
+    }
+
+    /// A head past the bound is refused even when its end came with it in
+    /// one read (before, only a head still without its end was measured).
+    #[test]
+    fn a_head_past_the_bound_is_refused_wherever_it_ends() {
+        let e = Exporter::start("127.0.0.1:0", "a 1\n".into()).expect("bind");
+        let big = format!("GET /metrics HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "p".repeat(MAX_HEAD_BYTES));
+        assert!(get(e.local_addr(), &big).starts_with("HTTP/1.1 431"));
+        let fits = format!("GET /metrics HTTP/1.1\r\nX-Pad: {}\r\n\r\n", "p".repeat(MAX_HEAD_BYTES / 2));
+        assert!(get(e.local_addr(), &fits).starts_with("HTTP/1.1 200"));
     }
 
     #[test]
