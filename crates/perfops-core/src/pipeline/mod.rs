@@ -34,6 +34,7 @@ pub use abort::AbortWhen;
 pub use down::TargetDown;
 pub use stages::{Measured, StageLedger, StagePlan, StageResult, StageThroughput};
 
+use crate::analysis::verdict::Judged;
 use crate::measure::Interval;
 
 /// One second as every sink sees it: the interval and where it sits.
@@ -53,6 +54,21 @@ pub struct Second<'a> {
     pub step_names: &'a [String],
     /// The actions by hand that took effect in it ([`control`]), in order.
     pub events: &'a [control::ControlEvent],
+    /// The stages that closed with it, judged ([`Pipeline::judging`]): a
+    /// verdict as the stage's figures stand when its responses are in,
+    /// before the run's end judges every stage again on everything.
+    pub stages: &'a [ClosedStage],
+}
+
+/// A stage of the load judged as it closed ([`StageLedger::closing`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClosedStage {
+    /// Its index in the load's stages.
+    pub index: usize,
+    /// Its name.
+    pub name: String,
+    /// What the judge said of it.
+    pub judged: Judged,
 }
 
 impl Second<'_> {
@@ -86,12 +102,36 @@ pub trait Sink {
     /// pipeline's caller; the seconds after it (until the arrivals end) are
     /// still handed on, and the sink decides whether it tries again.
     fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError>;
+
+    /// Judge the last `new` of `stages` (the load's stages closed so far,
+    /// in order: an earlier one is a later one's previous), `events` the
+    /// load's actions by hand with the index of the stage each changed.
+    /// `None`: this sink judges nothing (all but the judge); the first sink
+    /// that answers is the one.
+    fn judge(
+        &mut self,
+        stages: &[StageResult],
+        new: usize,
+        events: &[(usize, control::ControlEvent)],
+    ) -> Option<Vec<Judged>> {
+        let _ = (stages, new, events);
+        None
+    }
 }
 
 /// A borrowed sink is a sink: the pipeline holds borrowed and owned ones alike.
 impl<S: Sink + ?Sized> Sink for &mut S {
     fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
         (**self).second(second)
+    }
+
+    fn judge(
+        &mut self,
+        stages: &[StageResult],
+        new: usize,
+        events: &[(usize, control::ControlEvent)],
+    ) -> Option<Vec<Judged>> {
+        (**self).judge(stages, new, events)
     }
 }
 
@@ -145,6 +185,11 @@ pub struct Pipeline<'s> {
     /// Events taken from `replans` that no second has carried yet.
     waiting: Vec<control::ControlEvent>,
     events: Vec<(usize, control::ControlEvent)>,
+    /// Judge stages as they close, this long (the requests' timeout) after
+    /// their end at the latest ([`Pipeline::judging`]).
+    grace: Option<Duration>,
+    /// The stages closed so far.
+    closed: Vec<StageResult>,
 }
 
 impl<'s> Pipeline<'s> {
@@ -161,7 +206,20 @@ impl<'s> Pipeline<'s> {
             replans: None,
             waiting: Vec::new(),
             events: Vec::new(),
+            grace: None,
+            closed: Vec::new(),
         }
+    }
+
+    /// Judge each stage as it closes ([`StageLedger::closing`]: its responses
+    /// in, or `grace` past its end), by the first sink that judges
+    /// ([`Sink::judge`]), and hand the verdicts on with the second that
+    /// closed it ([`Second::stages`]), so that every output sees them as
+    /// they come. Once per stage, not per second: the ledger's figures of
+    /// the stage are copied then.
+    pub fn judging(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
     }
 
     /// Take the re-plans by hand left in `replans`: the ledger places the
@@ -206,6 +264,7 @@ impl<'s> Pipeline<'s> {
         let stop = |e: &control::ControlEvent| e.action == control::Action::Stop.name();
         let due = self.waiting.iter().take_while(|e| e.t < end_s - 1e-9 || (stop(e) && e.t <= end_s + 1e-9)).count();
         let events: Vec<control::ControlEvent> = self.waiting.drain(..due).collect();
+        let closed = self.close(at);
         // A stop decided in this second ends the arrivals at its end, so it
         // cannot change where this second belongs: placed before the sinks run.
         let (stage, draining) = self.ledger.place(at);
@@ -217,6 +276,7 @@ impl<'s> Pipeline<'s> {
             draining,
             step_names: self.step_names,
             events: &events,
+            stages: &closed,
         };
         for sink in &mut self.sinks {
             match sink.second(&second) {
@@ -236,6 +296,23 @@ impl<'s> Pipeline<'s> {
             self.ledger.stop(at + iv.length);
         }
         self.ledger.add(iv, self.step_names);
+    }
+
+    /// The stages that closed by the second starting at `at`, judged.
+    fn close(&mut self, at: Duration) -> Vec<ClosedStage> {
+        let Some(grace) = self.grace else { return Vec::new() };
+        let new = self.ledger.closing(at, grace);
+        if new.is_empty() {
+            return Vec::new();
+        }
+        let (n, first) = (new.len(), self.closed.len());
+        self.closed.extend(new);
+        let judged = self.sinks.iter_mut().find_map(|s| s.judge(&self.closed, n, &self.events)).unwrap_or_default();
+        judged
+            .into_iter()
+            .zip(first..)
+            .map(|(judged, index)| ClosedStage { index, name: self.closed[index].plan.name.clone(), judged })
+            .collect()
     }
 
     /// The load is over: what the ledger counted.
@@ -330,6 +407,62 @@ mod tests {
             measured.events.iter().map(|(i, e)| (*i, e.action.as_str())).collect::<Vec<_>>(),
             [(0, "next"), (1, "stop")]
         );
+    }
+
+    /// Judges each stage it is handed as holding, and says how many stages
+    /// before it it was given (an earlier one is a later one's previous).
+    #[derive(Default)]
+    struct Judges(Vec<Second2>);
+    type Second2 = (u32, Vec<String>);
+
+    impl Sink for Judges {
+        fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+            self.0.push((
+                s.t,
+                s.stages.iter().map(|c| format!("{}#{} {:?}", c.name, c.index, c.judged.reasons)).collect(),
+            ));
+            Ok(Flow::Continue)
+        }
+
+        fn judge(
+            &mut self,
+            stages: &[StageResult],
+            new: usize,
+            _: &[(usize, control::ControlEvent)],
+        ) -> Option<Vec<Judged>> {
+            let judged = |s: &StageResult| Judged {
+                verdict: crate::analysis::verdict::StageVerdict::Holds,
+                reasons: vec![format!("{} s of {}", s.ran_s, stages.len())],
+                broke: Vec::new(),
+                slo: Vec::new(),
+                expected_rate: None,
+                generator_limited: false,
+            };
+            Some(stages[stages.len() - new..].iter().map(judged).collect())
+        }
+    }
+
+    /// With judging asked for, each stage is judged once, by the sink that
+    /// judges, and rides on the second that closed it: here the one after
+    /// its end (every second ends with nothing in flight), the last stage
+    /// with the drain's first second.
+    #[test]
+    fn a_stage_judged_as_it_closes_rides_on_the_second_that_closed_it() {
+        let names = Vec::new();
+        let mut judges = Judges::default();
+        let ledger = StageLedger::new(&[plan("a", 2), plan("b", 1)], 5.0);
+        let mut p = Pipeline::new(ledger, 5, &names, Arc::default()).to(&mut judges).judging(Duration::from_secs(9));
+        for k in 0..4 {
+            p.second(&Interval { in_flight: 0, ..iv(k) }, &mut |_| {});
+        }
+        p.finish();
+        let want: Vec<Second2> = vec![
+            (5, vec![]),
+            (6, vec![]),
+            (7, vec!["a#0 [\"2 s of 1\"]".to_string()]),
+            (8, vec!["b#1 [\"1 s of 2\"]".to_string()]),
+        ];
+        assert_eq!(judges.0, want);
     }
 
     struct Broken;

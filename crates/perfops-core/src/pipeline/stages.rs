@@ -166,6 +166,10 @@ pub struct StageLedger {
     first_lag: Vec<Option<f64>>,
     dropped: Vec<(f64, u64)>,
     stopped: bool,
+    /// Stages already handed out by [`StageLedger::closing`].
+    closed: usize,
+    /// The end of the latest second counted that ended with nothing in flight.
+    idle_at: Option<Duration>,
 }
 
 impl StageLedger {
@@ -189,6 +193,8 @@ impl StageLedger {
             first_lag: vec![None; stages.len()],
             dropped: Vec::new(),
             stopped: false,
+            closed: 0,
+            idle_at: None,
         }
     }
 
@@ -256,6 +262,64 @@ impl StageLedger {
         // stage's seconds, and a 5 s warm-up of 10/s read 9.2/s (#32).
         self.throughput.add_second(at, iv.length, iv.stats.arrivals_answered);
         self.dropped.push((self.offset_s + at.as_secs_f64(), iv.stats.dropped));
+        if iv.in_flight == 0 {
+            self.idle_at = Some(at + iv.length);
+        }
+    }
+
+    /// The stages that closed by the second starting at `at`, each once, in
+    /// order, as measured: a stage closes when its arrivals ended and their
+    /// responses are in, which the seconds counted so far (those before
+    /// `at`) show as either `grace` (the requests' timeout) past its end, or
+    /// a second ending after its end with nothing in flight. Responses to a
+    /// stage's arrivals are counted in it whenever they come (by when the
+    /// arrivals were due), so judging it at its end would miss its slowest:
+    ///
+    /// ```text
+    ///   stages   |---- A ----|---- B ------------|
+    ///   seconds  | 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 |
+    ///                        |<- grace ->|            A closes with second 5 (grace 2 s),
+    ///                            ^ in flight 0        or with second 4 if second 3 ended idle
+    /// ```
+    ///
+    /// A stage that never ran (after a stop) does not close here; the load's
+    /// end judges every stage again, on everything.
+    pub fn closing(&mut self, at: Duration, grace: Duration) -> Vec<StageResult> {
+        let Some(stages) = &self.stages else { return Vec::new() };
+        let mut out = Vec::new();
+        while self.closed < stages.len() {
+            let i = self.closed;
+            let end = self.throughput.ends[i].min(self.throughput.active_end());
+            let answered = self.idle_at.is_some_and(|idle| idle >= end);
+            if self.throughput.ran(i).is_zero() || !(at >= end + grace || (answered && at >= end)) {
+                break;
+            }
+            out.push(self.result(i, self.per_stage[i].clone(), self.per_stage_step[i].clone()));
+            self.closed += 1;
+        }
+        out
+    }
+
+    /// Stage `i` as measured so far, with `stats` and `steps` its figures.
+    fn result(&self, i: usize, stats: Stats, steps: BTreeMap<String, Stats>) -> StageResult {
+        let plan = self.stages.as_ref().and_then(|s| s.get(i)).cloned().unwrap_or_else(|| StagePlan {
+            name: String::new(),
+            target_rate: None,
+            start_rate: None,
+            duration: Duration::ZERO,
+        });
+        let start = if i == 0 { Duration::ZERO } else { self.throughput.ends[i - 1] };
+        let ran = self.throughput.ran(i).as_secs_f64();
+        StageResult {
+            plan,
+            from_s: self.offset_s + start.as_secs_f64(),
+            to_s: self.offset_s + start.as_secs_f64() + ran,
+            ran_s: ran,
+            achieved_rate: self.throughput.rate(i),
+            first_lag_s: self.first_lag[i],
+            stats,
+            steps,
+        }
     }
 
     /// Lower each stage's first-request lag to this second's median latency
@@ -289,23 +353,12 @@ impl StageLedger {
 
     /// Each stage as measured, and the rest.
     pub fn finish(mut self) -> Measured {
-        let plans = self.stages.take().unwrap_or_default();
-        let stages = plans
-            .into_iter()
-            .enumerate()
-            .map(|(i, plan)| {
-                let start = if i == 0 { Duration::ZERO } else { self.throughput.ends[i - 1] };
-                let ran = self.throughput.ran(i).as_secs_f64();
-                StageResult {
-                    plan,
-                    from_s: self.offset_s + start.as_secs_f64(),
-                    to_s: self.offset_s + start.as_secs_f64() + ran,
-                    ran_s: ran,
-                    achieved_rate: self.throughput.rate(i),
-                    first_lag_s: self.first_lag[i],
-                    stats: std::mem::take(&mut self.per_stage[i]),
-                    steps: std::mem::take(&mut self.per_stage_step[i]),
-                }
+        let n = self.stages.as_ref().map_or(0, Vec::len);
+        let stages = (0..n)
+            .map(|i| {
+                let (stats, steps) =
+                    (std::mem::take(&mut self.per_stage[i]), std::mem::take(&mut self.per_stage_step[i]));
+                self.result(i, stats, steps)
             })
             .collect();
         Measured { stages, steps: self.steps, dropped: self.dropped, stopped: self.stopped, events: Vec::new() }
@@ -405,6 +458,59 @@ mod tests {
         }
         let closed = StagePlan { target_rate: None, start_rate: None, ..ramp };
         assert_eq!((closed.target_over(10.0), closed.rate_at(10.0)), (None, None), "a closed stage has no target");
+    }
+
+    /// Which second closes a stage: the first that starts once its responses
+    /// are in (a second after its end ended with nothing in flight) or the
+    /// grace is past its end; a response that came late is in its figures.
+    #[test]
+    fn a_stage_closes_once_its_responses_are_in_or_the_grace_is_past() {
+        use crate::measure::Key;
+        let plan = |name: &str, s: u64| StagePlan {
+            name: name.into(),
+            target_rate: Some(10.0),
+            start_rate: None,
+            duration: Duration::from_secs(s),
+        };
+        // A: 0-2 s, B: 2-6 s; grace 2 s. Every second answers 10 of A's or
+        // B's arrivals; second 2 also the last of A's (its stage's, late).
+        let second = |k: u32, in_flight: u64| {
+            let done = Stats { completed: 10, arrivals_answered: 10, ..Stats::default() };
+            let mut parts = vec![(Key { stage: u16::from(k >= 2), step: 0 }, done.clone())];
+            if k == 2 {
+                parts.push((Key { stage: 0, step: 0 }, Stats { completed: 1, ..Stats::default() }));
+            }
+            Interval { index: k, length: Duration::from_secs(1), in_flight, parts, ..Interval::empty(k) }
+        };
+        // (in flight at the end of each second, a stop at, the second that closes A, then B)
+        let cases: [(&[u64], Option<u64>, Option<u32>, Option<u32>); 5] = [
+            (&[3; 8], None, Some(4), None), // always busy: A at its end + grace; B's grace not past by 8
+            (&[3, 3, 0, 3, 3, 3, 3, 3], None, Some(3), None), // idle at 3 s: A's responses are in
+            (&[3, 0, 3, 3, 3, 3, 3, 3], None, Some(2), None), // idle exactly at A's end: closes with its next second
+            (&[0; 8], None, Some(2), Some(6)), // idle throughout: each with the second after its end
+            (&[3; 8], Some(1), Some(3), None), // stopped at 1 s: A ends there; B never ran, never closes
+        ];
+        for (busy, stop, want_a, want_b) in cases {
+            let mut ledger = StageLedger::new(&[plan("A", 2), plan("B", 4)], 0.0);
+            if let Some(s) = stop {
+                ledger.stop(secs(s as f64));
+            }
+            let mut closed = Vec::new();
+            for (k, &in_flight) in busy.iter().enumerate() {
+                let k = k as u32;
+                for r in ledger.closing(secs(f64::from(k)), secs(2.0)) {
+                    closed.push((r.plan.name.clone(), k, r.stats.completed));
+                }
+                ledger.add(&second(k, in_flight), &[]);
+            }
+            let when = |name: &str| closed.iter().find(|c| c.0 == name).map(|c| c.1);
+            assert_eq!((when("A"), when("B")), (want_a, want_b), "{busy:?} stop {stop:?}: {closed:?}");
+            // A's figures hold what was answered by its close: its own two
+            // seconds and, when it closed after second 2, the late one.
+            let a = closed.iter().find(|c| c.0 == "A").map(|c| c.2);
+            let late = want_a.is_some_and(|k| k > 2);
+            assert_eq!(a, Some(20 + u64::from(late)), "{busy:?}");
+        }
     }
 
     #[test]
