@@ -299,6 +299,7 @@ mod tests {
             draining: false,
             step_names: &[],
             events: &[],
+            stages: &[],
         }
     }
 

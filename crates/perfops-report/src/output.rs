@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use perfops_core::measure::Interval;
 use perfops_core::pipeline::control::{ControlEvent, Steer};
-use perfops_core::pipeline::{Flow, Second, Sink, SinkError};
+use perfops_core::pipeline::{ClosedStage, Flow, Second, Sink, SinkError};
 use serde::Serialize;
 
 use crate::quick::QuickSummary;
@@ -205,6 +205,7 @@ pub struct Copied {
     draining: bool,
     step_names: Arc<[String]>,
     events: Vec<ControlEvent>,
+    stages: Vec<ClosedStage>,
 }
 
 impl Copied {
@@ -226,6 +227,7 @@ impl Copied {
             draining: second.draining,
             step_names: second.step_names.into(),
             events: second.events.to_vec(),
+            stages: second.stages.to_vec(),
         }
     }
 
@@ -239,6 +241,7 @@ impl Copied {
             draining: self.draining,
             step_names: &self.step_names,
             events: &self.events,
+            stages: &self.stages,
         }
     }
 }
@@ -294,6 +297,7 @@ mod tests {
             draining: false,
             step_names: &[],
             events: &[],
+            stages: &[],
         }
     }
 

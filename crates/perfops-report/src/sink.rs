@@ -148,6 +148,7 @@ mod tests {
             draining,
             step_names: &[],
             events: &[],
+            stages: &[],
         };
         assert_eq!(series_line(&second(false)).target_rate, Some(300.0));
         assert_eq!(series_line(&second(true)).target_rate, None);

@@ -184,6 +184,34 @@ impl Ending {
     }
 }
 
+/// Judge stage `i` of `stages` (a load's, in order: the one before it is
+/// its previous) against `scenario`'s SLO and what `store` watched over it:
+/// the one judging of a stage, at its close ([`crate::watching::Judge`]) and
+/// at the run's end ([`Judging::judge`]).
+pub(crate) fn judge_stage(scenario: &Scenario, store: &Store, stages: &[StageResult], i: usize) -> Judged {
+    let s = &stages[i];
+    // Samples are read at `t`; a stage owns those within it, and
+    // a watched metric seen a little after its end (the queue it
+    // left behind) still belongs to it.
+    let watched = store.ranges(s.from_s, s.to_s);
+    let generator_cpu = watched.get("generator_cpu_share").map(|r| r.max);
+    let restarts = store.trips_in(s.from_s, s.to_s, "liveness");
+    let unready = store.trips_in(s.from_s, s.to_s, "readiness");
+    let previous = i.checked_sub(1).and_then(|p| stages.get(p));
+    verdict::judge(&scenario.slo, &s.facts(previous, &watched, &restarts, &unready, generator_cpu))
+}
+
+/// Stages changed by hand judge nothing automatic: their verdict says so
+/// first (`by_hand`: each stage's actions). The others are judged as they were.
+pub(crate) fn mark_by_hand(judged: &mut [Judged], by_hand: &[Vec<ControlEvent>]) {
+    for (j, events) in judged.iter_mut().zip(by_hand) {
+        if !events.is_empty() && j.verdict != StageVerdict::NotRun {
+            j.verdict = StageVerdict::Inconclusive;
+            j.reasons.insert(0, format!("changed by hand: {}", events_text(events)));
+        }
+    }
+}
+
 /// What a TLS handshake that failed before the load (`why`) is said as:
 /// every request then failed as `tls`, and the hint a user needs is how to
 /// accept the certificate (review 2's tester, P2: 50 `tls` failures, no word).
@@ -218,21 +246,7 @@ pub(crate) fn late_note(late: Duration) -> String {
 impl Judging<'_> {
     /// Judge each stage of `loaded` against the scenario's SLO.
     pub(crate) fn judge(&self, stages: &[StageResult]) -> Vec<Judged> {
-        stages
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                // Samples are read at `t`; a stage owns those within it, and
-                // a watched metric seen a little after its end (the queue it
-                // left behind) still belongs to it.
-                let watched = self.store.ranges(s.from_s, s.to_s);
-                let generator_cpu = watched.get("generator_cpu_share").map(|r| r.max);
-                let restarts = self.store.trips_in(s.from_s, s.to_s, "liveness");
-                let unready = self.store.trips_in(s.from_s, s.to_s, "readiness");
-                let previous = i.checked_sub(1).and_then(|p| stages.get(p));
-                verdict::judge(&self.scenario.slo, &s.facts(previous, &watched, &restarts, &unready, generator_cpu))
-            })
-            .collect()
+        (0..stages.len()).map(|i| judge_stage(self.scenario, self.store, stages, i)).collect()
     }
 
     /// Why it broke: the diagnostics over `stages` and their verdicts.
@@ -321,13 +335,8 @@ impl Judging<'_> {
         }
         // Stages changed by hand judge nothing automatic: their verdict says
         // so first. The others are judged as they were.
-        let by_hand = by_hand(loaded);
-        for (j, events) in judged.iter_mut().zip(&by_hand) {
-            if !events.is_empty() && j.verdict != StageVerdict::NotRun {
-                j.verdict = StageVerdict::Inconclusive;
-                j.reasons.insert(0, format!("changed by hand: {}", events_text(events)));
-            }
-        }
+        let by_hand = by_hand(loaded.stages.len(), &loaded.events);
+        mark_by_hand(&mut judged, &by_hand);
         let diagnostics = s.diagnose(&loaded.stages, &judged, &loaded.dropped);
         let groups = failure_groups(s.step_names, &loaded.steps, &loaded.failures);
         // Each stage's why, where it failed or judged nothing: said first
@@ -588,9 +597,9 @@ pub(crate) fn finish(
 }
 
 /// The actions by hand of each of `loaded`'s stages, in order.
-fn by_hand(loaded: &Loaded) -> Vec<Vec<ControlEvent>> {
-    let mut out = vec![Vec::new(); loaded.stages.len()];
-    for (i, e) in &loaded.events {
+pub(crate) fn by_hand(stages: usize, events: &[(usize, ControlEvent)]) -> Vec<Vec<ControlEvent>> {
+    let mut out = vec![Vec::new(); stages];
+    for (i, e) in events {
         if let Some(events) = out.get_mut(*i) {
             events.push(e.clone());
         }

@@ -410,7 +410,7 @@ impl Session {
             }
         }
 
-        let mut judge = Judge::new(&mut self.store, &self.events, abort, self.down.as_mut());
+        let mut judge = Judge::new(&mut self.store, &self.events, abort, self.down.as_mut()).stages(&self.scenario);
         let results = ResultsWriter::new(&mut self.dir, &mut self.write_error).with_parts(self.parts);
         let live = self.terminal.live.then(|| LiveLine::new(std::io::stderr(), self.terminal.color, true));
         let stations = Stations {
@@ -424,6 +424,9 @@ impl Session {
         if let Some((_, replans)) = replans {
             pipeline = pipeline.steered(replans);
         }
+        // Each stage judged once its arrivals' responses are in: at the
+        // latest a request's timeout after its end.
+        pipeline = pipeline.judging(self.scenario.defaults.timeout);
         let driven = source::drive(&mut source(plan, offset as u32), &self.stop, pipeline);
         self.steering.end();
         let (produced, measured) = driven?;

@@ -10,8 +10,10 @@ use std::time::Duration;
 
 use perfops_core::analysis::diagnose::{Pool, ProbeTrip};
 use perfops_core::analysis::generator::{CpuClock, CpuWindow};
+use perfops_core::analysis::verdict::Judged;
 use perfops_core::analysis::verdict::Range;
-use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError, TargetDown};
+use perfops_core::pipeline::control::ControlEvent;
+use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError, StageResult, TargetDown};
 use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
 use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlSource, WatchEvent, WatchPlan};
 use perfops_report::results::JsonLines;
@@ -281,9 +283,12 @@ fn generator_share_judged(values: &[(String, f64)], window_s: Option<f64>) -> bo
 
 /// The judge of each second: it takes what the watchers reported so far
 /// (so a watched metric is judged on its latest sample), then checks the
-/// `abort_when` rules, if the command has any.
+/// `abort_when` rules, if the command has any; and, with a scenario
+/// ([`Judge::stages`]), judges each stage as it closes, as the run's end
+/// judges it (`crate::conclude::judge_stage`) on what was watched by then.
 pub(crate) struct Judge<'a> {
     store: &'a mut Store,
+    scenario: Option<&'a Scenario>,
     events: &'a Receiver<WatchEvent>,
     abort: Option<&'a mut AbortWhen>,
     /// `run`'s early stop on a target that is down (#32); none for the other commands and with
@@ -298,7 +303,13 @@ impl<'a> Judge<'a> {
         abort: Option<&'a mut AbortWhen>,
         down: Option<&'a mut TargetDown>,
     ) -> Self {
-        Judge { store, events, abort, down }
+        Judge { store, events, abort, down, scenario: None }
+    }
+
+    /// Judge stages as they close against `scenario`'s SLO.
+    pub(crate) fn stages(mut self, scenario: &'a Scenario) -> Self {
+        self.scenario = Some(scenario);
+        self
     }
 }
 
@@ -317,6 +328,17 @@ impl Sink for Judge<'_> {
         let Some(abort) = self.abort.as_deref_mut() else { return Ok(Flow::Continue) };
         let store = &*self.store;
         Ok(abort.second_over(s.interval, &|name| store.range(name)).map_or(Flow::Continue, Flow::Stop))
+    }
+
+    fn judge(&mut self, stages: &[StageResult], new: usize, events: &[(usize, ControlEvent)]) -> Option<Vec<Judged>> {
+        let scenario = self.scenario?;
+        self.store.drain(self.events);
+        let first = stages.len().saturating_sub(new);
+        let mut judged: Vec<Judged> =
+            (first..stages.len()).map(|i| crate::conclude::judge_stage(scenario, self.store, stages, i)).collect();
+        let by_hand = crate::conclude::by_hand(stages.len(), events);
+        crate::conclude::mark_by_hand(&mut judged, &by_hand[first..]);
+        Some(judged)
     }
 }
 

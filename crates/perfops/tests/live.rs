@@ -144,6 +144,86 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
     }
 }
 
+/// A stage's verdict fills in once its responses are in, before the run
+/// ends: with a 1 s timeout, warm (0-3 s) is judged by its fifth second at
+/// the latest, while steady still runs; marked provisional until the end's
+/// verdicts replace it.
+#[test]
+fn a_stages_verdict_shows_before_the_run_ends() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("live-verdicts");
+    let text = TWO_STAGES
+        .replace("@URL@", &demo.url)
+        .replace("rate: 40, hold: 4s", "rate: 20, hold: 3s")
+        .replace("rate: 80, hold: 4s", "rate: 20, hold: 10s")
+        .replace("flows:", "defaults: { timeout: 1s }\nflows:");
+    let scenario = wd.scenario("live.yaml", &text);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut run = wd.spawn("run", &scenario, &[&format!("--live={addr}")], |_| {});
+    wait_for_page(&addr, &mut run);
+    let cells = "Array.prototype.map.call(document.querySelectorAll('#live-stages tbody .live-v'), function (c) { return c.textContent; })";
+    let got = drive(&json!([
+        ["open", format!("http://{addr}/")],
+        ["until", format!("document.body && {ATTR}('data-live-verdicts') >= 1"), 30],
+        ["eval", format!("[{cells}, +{ATTR}('data-live-last-t'), {ATTR}('data-live-state'), {ATTR}('data-errors')]")],
+    ]));
+    let out = run.wait(RUN_LIMIT);
+    let ctx = format!("exit {:?}\nstderr:\n{}", out.code, out.stderr);
+    let v = &got[0];
+    assert_eq!(v[0][0], "holds (provisional)", "warm's verdict, before the end: {v}\n{ctx}");
+    assert_eq!(v[0][1], "…", "steady is not judged yet: {v}\n{ctx}");
+    assert!(v[1].as_u64().unwrap() <= 6, "warm was judged by its end + the timeout (+1 s): {v}\n{ctx}");
+    assert_eq!(v[2], "live", "the run still went: {v}\n{ctx}");
+    assert_eq!(v[3], "0", "no script error: {v}");
+    assert_eq!(out.code, Some(0), "{ctx}");
+}
+
+/// Failing exchanges show on the page while the run goes, as the report
+/// shows them: a collapsed `<details>` per exchange, text only, the first
+/// few of each step and kind (the demo's `/orders` without a token: 401).
+#[test]
+fn failing_exchanges_show_before_the_run_ends() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("live-failing");
+    let text = TWO_STAGES
+        .replace("@URL@", &demo.url)
+        .replace("GET /health", "GET /orders")
+        .replace("rate: 40, hold: 4s", "rate: 20, hold: 3s")
+        .replace("rate: 80, hold: 4s", "rate: 20, hold: 6s");
+    let scenario = wd.scenario("live.yaml", &text);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut run = wd.spawn("run", &scenario, &[&format!("--live={addr}")], |_| {});
+    wait_for_page(&addr, &mut run);
+    let got = drive(&json!([
+        ["open", format!("http://{addr}/")],
+        ["until", format!("document.body && {ATTR}('data-live-failing') >= 1 && {ATTR}('data-live-seconds') >= 3"), 30],
+        [
+            "eval",
+            format!(
+                "var d = document.querySelectorAll('#live-failing details.exchange'); \
+                 [d.length, d[0].open, d[0].querySelector('summary').textContent, d[0].textContent, \
+                  {ATTR}('data-live-state'), {ATTR}('data-errors'), document.querySelectorAll('#live-failing script, #live-failing a').length]"
+            )
+        ],
+    ]));
+    let out = run.wait(RUN_LIMIT);
+    let ctx = format!("exit {:?}\nstderr:\n{}", out.code, out.stderr);
+    let v = &got[0];
+    let n = v[0].as_u64().unwrap();
+    // The first few of the one step and kind (3 at most), not every one of 20/s.
+    assert!((1..=3).contains(&n), "the first few, not every failure: {v}\n{ctx}");
+    assert_eq!(v[1], false, "collapsed: {v}");
+    let summary = v[2].as_str().unwrap();
+    assert!(summary.starts_with("GET /orders · http_4xx · t=") && summary.ends_with("status 401"), "{v}");
+    assert!(v[3].as_str().unwrap().contains("GET /orders"), "the request line: {v}");
+    assert_eq!(v[4], "live", "before the run ended: {v}\n{ctx}");
+    assert_eq!(v[5], "0", "no script error: {v}");
+    assert_eq!(v[6], 0, "text only: {v}");
+    assert!(out.code.is_some(), "the run ended\n{ctx}");
+}
+
 /// `quick --live`: the page freezes with its final figures (no results
 /// directory, no report); its Stop button reaches the control API and
 /// shows the answer. `perfops ctl` and the control API meanwhile: the

@@ -12,7 +12,9 @@
 //
 // What a test reads, on <body>: data-live-state (connecting, live,
 // reconnecting, frozen, final), data-live-seconds (seconds received),
-// data-live-last-t, data-live-events (actions by hand received).
+// data-live-last-t, data-live-events (actions by hand received),
+// data-live-verdicts (stage verdicts received before the end),
+// data-live-failing (failing exchanges received).
 (function () {
   "use strict";
   var R = window.perfopsReport;
@@ -28,7 +30,7 @@
   var cols = {};        // key -> full column of values
   var kinds = [];       // failure kinds seen, in order of appearance
   var marks = [];       // actions by hand: {t, label}
-  var seen = -1, lastT = -1, count = 0, nEvents = 0, state = "connecting";
+  var seen = -1, lastT = -1, count = 0, nEvents = 0, nVerdicts = 0, nFailing = 0, state = "connecting";
   var source = null;
   var PALETTE = ["#dc2626", "#ea580c", "#7c3aed", "#0891b2", "#db2777", "#ca8a04", "#4b5563", "#65a30d"];
 
@@ -132,6 +134,8 @@
       nEvents++;
     });
     placeStage(ev.stage, ev.t);
+    if (ev.verdicts) verdicts(ev.verdicts);
+    if (ev.failing) failing(ev.failing);
     count++;
     lastT = ev.t;
     // Past the planned end (held, or no plan: quick): the axis grows by a tenth.
@@ -155,28 +159,89 @@
     });
   }
 
+  // Failing exchanges, as the report shows them: a collapsed <details>
+  // each, text only (a body that holds markup shows it). The run sends the
+  // first few of each step and kind, so the list stays short.
+  function failing(list) {
+    var box = $("live-failing");
+    function f3(v) { return Number(v).toFixed(3); }
+    list.forEach(function (s) {
+      var d = document.createElement("details"), sum = document.createElement("summary"), dl = document.createElement("dl");
+      d.className = "exchange";
+      dl.className = "kv";
+      sum.textContent = s.step + " · " + s.kind + " · t=" + f3(s.t) + "s" + (s.status != null ? ", status " + s.status : "");
+      function field(name, text, pre) {
+        var dt = document.createElement("dt"), dd = document.createElement("dd");
+        dt.textContent = name;
+        if (pre) { var p = document.createElement("pre"); p.className = name; p.textContent = text; dd.appendChild(p); } else dd.textContent = text;
+        dl.appendChild(dt);
+        dl.appendChild(dd);
+      }
+      function lines(first, fields) {
+        return [first || ""].concat((fields || []).map(function (f) { return f[0] + ": " + f[1]; })).join("\n");
+      }
+      if (s.check) field("check", s.check, false);
+      if (s.request || (s.request_headers || []).length) field("request", lines(s.request, s.request_headers), true);
+      if (s.status != null || (s.response_headers || []).length) field("response", lines(s.status != null ? "status " + s.status : "", s.response_headers), true);
+      if (s.body != null) field("body", s.body, true);
+      var t = s.timings;
+      if (t) field("timings", "due t=" + f3(t.due) + "s, " + (t.sent != null ? "sent t=" + f3(t.sent) + "s" : "never sent") +
+        ", latency " + Number(t.latency_ms).toFixed(1) + " ms" + (t.service_ms != null ? ", service " + Number(t.service_ms).toFixed(1) + " ms" : ""), false);
+      d.appendChild(sum);
+      d.appendChild(dl);
+      box.appendChild(d);
+      nFailing++;
+    });
+    $("live-failing-note").textContent = "The first few failing exchanges of each step and kind, as they were (secrets redacted): open one to read it.";
+    body.setAttribute("data-live-failing", String(nFailing));
+  }
+
+  // A stage not planned at the start (limit's tries): a row of its own.
+  function newRow(tbody, name) {
+    var tr = document.createElement("tr");
+    ["th", "td", "td", "td"].forEach(function (t, k) {
+      var c = document.createElement(t);
+      if (k === 2) c.className = "live-v";
+      if (k === 3) c.className = "live-why";
+      tr.appendChild(c);
+    });
+    tr.firstChild.textContent = name;
+    tbody.appendChild(tr);
+    return tr;
+  }
+  // A stage's verdict and why (its reasons, then its failed SLO lines).
+  function fill(tr, s, provisional) {
+    var d = data.stages.filter(function (x) { return x.name === s.name; })[0];
+    if (d) d.verdict = s.verdict;
+    var v = tr.querySelector(".live-v");
+    v.textContent = (s.verdict || "–") + (provisional ? " (provisional)" : "");
+    // Italic until the end's verdicts (the report's styles, shared, stay as they are).
+    v.style.fontStyle = provisional ? "italic" : "";
+    var why = (s.reasons || []).slice();
+    (s.slo || []).forEach(function (l) { if (l && l.passed === false) why.push(l.slo + (l.value != null ? " (" + R.num(l.value) + ")" : "")); });
+    tr.querySelector(".live-why").textContent = why.join("; ");
+  }
+  // Stages judged as they closed: each fills the first row of its name not
+  // yet judged (a limit's tries: a row each), until the end's verdicts.
+  function verdicts(list) {
+    var tbody = document.querySelector("#live-stages tbody");
+    list.forEach(function (s) {
+      var tr = Array.prototype.filter.call(tbody.querySelectorAll("tr"), function (r) {
+        return r.firstChild.textContent === s.name && !r.getAttribute("data-judged");
+      })[0] || newRow(tbody, s.name);
+      tr.setAttribute("data-judged", "provisional");
+      fill(tr, s, true);
+      nVerdicts++;
+    });
+    body.setAttribute("data-live-verdicts", String(nVerdicts));
+  }
+
   function stages(ev) {
     var tbody = document.querySelector("#live-stages tbody"), rows = tbody.querySelectorAll("tr");
     (ev.stages || []).forEach(function (s, i) {
-      var d = data.stages.filter(function (x) { return x.name === s.name; })[0];
-      if (d) d.verdict = s.verdict;
-      var tr = rows[i];
-      // A stage not planned at the start (limit's tries): a row of its own.
-      if (!tr) {
-        tr = document.createElement("tr");
-        ["th", "td", "td", "td"].forEach(function (t, k) {
-          var c = document.createElement(t);
-          if (k === 2) c.className = "live-v";
-          if (k === 3) c.className = "live-why";
-          tr.appendChild(c);
-        });
-        tr.firstChild.textContent = s.name;
-        tbody.appendChild(tr);
-      }
-      tr.querySelector(".live-v").textContent = s.verdict || "–";
-      var why = (s.reasons || []).slice();
-      (s.slo || []).forEach(function (l) { if (l && l.passed === false) why.push(l.slo + (l.value != null ? " (" + R.num(l.value) + ")" : "")); });
-      tr.querySelector(".live-why").textContent = why.join("; ");
+      var tr = rows[i] || newRow(tbody, s.name);
+      tr.setAttribute("data-judged", "final");
+      fill(tr, s, false);
     });
     if (ev.headline) $("live-headline").textContent = ev.headline + (ev.why ? " — " + ev.why : "");
     if (ev.result) $("live-badge").textContent = String(ev.result).toUpperCase();
@@ -282,5 +347,7 @@
 
   setState("connecting", "CONNECTING");
   body.setAttribute("data-live-seconds", "0");
+  body.setAttribute("data-live-verdicts", "0");
+  body.setAttribute("data-live-failing", "0");
   connect();
 })();

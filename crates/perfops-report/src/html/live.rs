@@ -8,7 +8,9 @@
 //! ```text
 //!   start(meta) ─> page(meta): header, planned stages, empty charts, controls
 //!   each second ─> second_event: one line of JSON (t, stage, rates, p50/p90/p99,
-//!                  failures by kind, in flight, per step, control events)
+//!                  failures by kind, in flight, per step, control events,
+//!                  the verdicts of the stages that closed with it, its
+//!                  failing exchanges: the first few of each step and kind)
 //!   the end     ─> stages_event(summary): verdicts and SLO lines of each stage,
 //!                  then `final` (the page fetches /report and becomes it)
 //! ```
@@ -26,11 +28,12 @@ use std::fmt::Write;
 
 use serde_json::{Map, Value, json};
 
-use perfops_core::measure::Stats;
+use perfops_core::measure::{SampleBound, Stats};
 use perfops_core::pipeline::Second;
 
 use super::charts::color;
 use super::shell::{close_with, frame, open, script_json};
+use crate::failures::FailureLine;
 use crate::format::escape;
 use crate::run::{RunMeta, RunSummary};
 
@@ -105,7 +108,8 @@ pub fn page(meta: &RunMeta) -> String {
     o.push_str(
         "<section class=\"verdict live-status\" id=\"live-status\">\n<span class=\"badge\" id=\"live-badge\">CONNECTING</span>\n\
          <p class=\"headline\" id=\"live-headline\">Waiting for the first second…</p>\n\
-         <p class=\"hint\" id=\"live-note\">Every second appears as it is measured; stage verdicts fill in as the run ends. \
+         <p class=\"hint\" id=\"live-note\">Every second appears as it is measured; a stage's verdict fills in once its responses are in \
+         (provisional until the run's end judges every stage again). \
          A page opened late gets the whole run so far.</p>\n\
          <div class=\"controls\" id=\"live-controls\">\
          <button type=\"button\" data-action=\"stop\">Stop</button> \
@@ -140,6 +144,11 @@ pub fn page(meta: &RunMeta) -> String {
          <th>throughput</th><th>failed</th><th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody></tbody></table>\n</section>\n",
     );
     o.push_str(
+        "<section>\n<h2>Failing exchanges</h2>\n<p class=\"hint\" id=\"live-failing-note\">None so far. The first few of each \
+         step and kind appear as they fail, as they were (secrets redacted): open one to read it.</p>\n\
+         <div class=\"exchanges\" id=\"live-failing\"></div>\n</section>\n",
+    );
+    o.push_str(
         "<section>\n<h2>Over time</h2>\n<p class=\"hint\">One time axis for every chart, as in the report: hover one to read \
          all at that second, drag to zoom, double-click to zoom out. Dashed vertical lines are stage boundaries; \
          solid blue ones are actions by hand.</p>\n",
@@ -153,7 +162,10 @@ pub fn page(meta: &RunMeta) -> String {
 }
 
 /// One second as the page draws it: a line of JSON (an SSE `data:` line).
-pub fn second_event(s: &Second<'_>) -> String {
+/// `shown`: the failing exchanges already sent over the run, so that the
+/// page gets the first few of each step and kind, as `failures.jsonl` keeps
+/// them, whatever the failure rate.
+pub fn second_event(s: &Second<'_>, shown: &mut SampleBound) -> String {
     let iv = s.interval;
     let secs = iv.length.as_secs_f64().max(1e-9);
     let st = &iv.stats;
@@ -179,6 +191,26 @@ pub fn second_event(s: &Second<'_>) -> String {
     o.insert("steps".into(), Value::Array(steps));
     if !s.events.is_empty() {
         o.insert("events".into(), json!(s.events));
+    }
+    let failing: Vec<FailureLine> = iv
+        .samples
+        .iter()
+        .flat_map(|(key, list)| list.iter().map(move |sample| (key, sample)))
+        .filter(|(key, _)| shown.admit(*key))
+        .map(|(key, sample)| FailureLine::of(s.step_names, key, sample))
+        .collect();
+    if !failing.is_empty() {
+        o.insert("failing".into(), json!(failing));
+    }
+    // The stages that closed with this second, judged as the run's end
+    // judges them (provisional: the end judges them again on everything).
+    if !s.stages.is_empty() {
+        let verdicts: Vec<Value> = s
+            .stages
+            .iter()
+            .map(|c| json!({"index": c.index, "name": c.name, "verdict": c.judged.verdict, "reasons": c.judged.reasons, "slo": c.judged.slo}))
+            .collect();
+        o.insert("verdicts".into(), Value::Array(verdicts));
     }
     script_json(&Value::Object(o))
 }
@@ -261,8 +293,9 @@ mod tests {
             draining: false,
             step_names: &names,
             events: &[],
+            stages: &[],
         };
-        let v: Value = serde_json::from_str(&second_event(&s)).expect("json");
+        let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["t"], 4);
         assert_eq!(v["stage"], "warm");
         assert_eq!(v["achieved"], 150.0);
@@ -274,7 +307,7 @@ mod tests {
         // No events key when nothing was done by hand: the line stays short.
         assert!(v.get("events").is_none());
         // One line: an SSE data field must not hold a newline.
-        assert!(!second_event(&s).contains('\n'));
+        assert!(!second_event(&s, &mut SampleBound::default()).contains('\n'));
     }
 
     /// An action by hand that took effect in a second travels with it, for
@@ -298,13 +331,102 @@ mod tests {
             draining: false,
             step_names: &[],
             events: &events,
+            stages: &[],
         };
-        let v: Value = serde_json::from_str(&second_event(&s)).expect("json");
+        let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["events"][0]["action"], "rate");
         assert_eq!(v["events"][0]["value"], 300.0);
         assert_eq!(v["events"][0]["t"], 7.2);
         // A second where nothing ended has no quantiles, not zeros.
         assert!(v["p99"].is_null(), "{v}");
+    }
+
+    /// A stage that closed with a second rides on it with its verdict, its
+    /// reasons and SLO lines, by name and index; none on other seconds.
+    #[test]
+    fn a_second_carries_the_verdicts_of_the_stages_that_closed_with_it() {
+        use perfops_core::analysis::verdict::{Judged, StageVerdict};
+        use perfops_core::pipeline::ClosedStage;
+        let iv = Interval { length: Duration::from_secs(1), ..Interval::empty(9) };
+        let closed = [ClosedStage {
+            index: 0,
+            name: "warm".into(),
+            judged: Judged {
+                verdict: StageVerdict::Fails,
+                reasons: vec!["p99 < 10ms".into()],
+                broke: Vec::new(),
+                slo: Vec::new(),
+                expected_rate: None,
+                generator_limited: false,
+            },
+        }];
+        let s = Second {
+            interval: &iv,
+            t: 9,
+            start: Duration::from_secs(9),
+            stage: "peak",
+            draining: false,
+            step_names: &[],
+            events: &[],
+            stages: &closed,
+        };
+        let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
+        assert_eq!(v["verdicts"][0]["name"], "warm");
+        assert_eq!(v["verdicts"][0]["index"], 0);
+        assert_eq!(v["verdicts"][0]["verdict"], serde_json::to_value(StageVerdict::Fails).unwrap());
+        assert_eq!(v["verdicts"][0]["reasons"][0], "p99 < 10ms");
+        let none: Value =
+            serde_json::from_str(&second_event(&Second { stages: &[], ..s }, &mut SampleBound::default()))
+                .expect("json");
+        assert!(none.get("verdicts").is_none(), "{none}");
+    }
+
+    /// A second's failing exchanges ride on it as `failures.jsonl`'s lines
+    /// (the step named, the kind's name), and over the run no more than the
+    /// first few of each step and kind, whatever the failure rate.
+    #[test]
+    fn a_second_carries_its_failing_exchanges_bounded_over_the_run() {
+        use perfops_core::measure::{FailureKind, FailureSample, FailureSamples, PER_KEY};
+        let names = vec!["login".to_string(), "orders".to_string()];
+        let second_of = |k: u32, n: usize| {
+            let mut samples = FailureSamples::default();
+            for i in 0..n {
+                let sample = FailureSample {
+                    t: f64::from(k) + i as f64 / 100.0,
+                    status: Some(503),
+                    body: Some(format!("busy {k}.{i}")),
+                    ..FailureSample::default()
+                };
+                samples.add((1, FailureKind::Http5xx), sample);
+            }
+            Interval { samples, length: Duration::from_secs(1), ..Interval::empty(k) }
+        };
+        let mut shown = SampleBound::default();
+        let event = |iv: &Interval, shown: &mut SampleBound| -> Value {
+            let s = Second {
+                interval: iv,
+                t: iv.index,
+                start: Duration::from_secs(iv.index.into()),
+                stage: "a",
+                draining: false,
+                step_names: &names,
+                events: &[],
+                stages: &[],
+            };
+            serde_json::from_str(&second_event(&s, shown)).expect("json")
+        };
+        let first = event(&second_of(1, 2), &mut shown);
+        assert_eq!(first["failing"].as_array().map(Vec::len), Some(2), "{first}");
+        assert_eq!(first["failing"][0]["step"], "orders");
+        assert_eq!(first["failing"][0]["kind"], FailureKind::Http5xx.name());
+        assert_eq!(first["failing"][0]["status"], 503);
+        assert_eq!(first["failing"][1]["body"], "busy 1.1");
+        // The next second's are shown up to the key's few over the run...
+        let next = event(&second_of(2, PER_KEY), &mut shown);
+        assert_eq!(next["failing"].as_array().map(Vec::len), Some(PER_KEY - 2), "{next}");
+        // ...then none: the key is full, and the line has no such field.
+        let full = event(&second_of(3, PER_KEY), &mut shown);
+        assert!(full.get("failing").is_none(), "{full}");
     }
 
     /// The verdicts' event is the summary's own: each stage's verdict and
@@ -339,11 +461,12 @@ mod tests {
             draining: false,
             step_names: &names,
             events: &[],
+            stages: &[],
         };
         let n = 1000;
         let began = Instant::now();
         for _ in 0..n {
-            std::hint::black_box(second_event(&s));
+            std::hint::black_box(second_event(&s, &mut SampleBound::default()));
         }
         println!("second_event, 5 steps: {:?}", began.elapsed() / n);
     }

@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use perfops_core::measure::SampleBound;
 use perfops_core::pipeline::control::Steer;
 use perfops_core::pipeline::{Second, SinkError};
 use perfops_report::html::live as page;
@@ -74,6 +75,8 @@ pub(crate) struct Shared {
 /// The live page of one run: an output, and the server behind it.
 pub struct Live {
     shared: Arc<Shared>,
+    /// The failing exchanges sent so far: the first few of each step and kind.
+    shown: SampleBound,
     addr: SocketAddr,
     thread: Option<JoinHandle<()>>,
 }
@@ -121,7 +124,7 @@ impl Live {
                 .spawn(move || server::serve(&listener, &shared))
                 .map_err(|e| format!("cannot start the live page's thread: {e}"))?
         };
-        let live = Live { shared, addr: local, thread: Some(thread) };
+        let live = Live { shared, shown: SampleBound::default(), addr: local, thread: Some(thread) };
         match &live.shared.token {
             None => note!("live page: {}", live.url()),
             Some(t) => note!(
@@ -170,7 +173,8 @@ impl Output for Live {
 
     /// One line of JSON appended to the log: no socket is touched here.
     fn second(&mut self, second: &Second<'_>) -> Result<(), SinkError> {
-        self.push(Kind::Second, &page::second_event(second));
+        let line = page::second_event(second, &mut self.shown);
+        self.push(Kind::Second, &line);
         Ok(())
     }
 

@@ -36,6 +36,7 @@ fn second(live: &mut Live, t: u32) {
         draining: false,
         step_names: &[],
         events: &[],
+        stages: &[],
     };
     live.second(&s).expect("second");
 }
@@ -279,6 +280,7 @@ fn second_cost() {
             draining: false,
             step_names: &names,
             events: &[],
+            stages: &[],
         };
         live.second(&s).expect("second");
     }

@@ -71,6 +71,7 @@ mod tests {
             draining: false,
             step_names: &names,
             events: &[],
+            stages: &[],
         };
         // As the adapter does: a copy made, handed to another thread, dropped there later.
         let mut kept = std::collections::VecDeque::new();
