@@ -300,6 +300,8 @@ mod tests {
             step_names: &[],
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         }
     }
 

@@ -34,6 +34,7 @@ use std::time::Duration;
 use perfops_core::measure::Interval;
 use perfops_core::pipeline::control::{ControlEvent, Steer};
 use perfops_core::pipeline::{ClosedStage, Flow, Second, Sink, SinkError};
+use perfops_core::telemetry::watched::{ProbeResult, Sample};
 use serde::Serialize;
 
 use crate::quick::QuickSummary;
@@ -206,6 +207,8 @@ pub struct Copied {
     step_names: Arc<[String]>,
     events: Vec<ControlEvent>,
     stages: Vec<ClosedStage>,
+    watched: Vec<Sample>,
+    probes: Vec<ProbeResult>,
 }
 
 impl Copied {
@@ -228,6 +231,8 @@ impl Copied {
             step_names: second.step_names.into(),
             events: second.events.to_vec(),
             stages: second.stages.to_vec(),
+            watched: second.watched.to_vec(),
+            probes: second.probes.to_vec(),
         }
     }
 
@@ -242,6 +247,8 @@ impl Copied {
             step_names: &self.step_names,
             events: &self.events,
             stages: &self.stages,
+            watched: &self.watched,
+            probes: &self.probes,
         }
     }
 }
@@ -298,6 +305,8 @@ mod tests {
             step_names: &[],
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         }
     }
 

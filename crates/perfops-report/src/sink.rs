@@ -149,6 +149,8 @@ mod tests {
             step_names: &[],
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         assert_eq!(series_line(&second(false)).target_rate, Some(300.0));
         assert_eq!(series_line(&second(true)).target_rate, None);

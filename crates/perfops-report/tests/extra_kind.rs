@@ -95,6 +95,8 @@ fn it_reaches_the_series_line_its_parts_and_the_summary() {
         step_names: &names,
         events: &[],
         stages: &[],
+        watched: &[],
+        probes: &[],
     };
     let line = perfops_report::sink::series_line(&s);
     let json = serde_json::to_string(&line).unwrap();

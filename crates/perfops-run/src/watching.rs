@@ -15,6 +15,7 @@ use perfops_core::analysis::verdict::Range;
 use perfops_core::pipeline::control::ControlEvent;
 use perfops_core::pipeline::{AbortWhen, Flow, Second, Sink, SinkError, StageResult, TargetDown};
 use perfops_core::scenario::{PoolMax, ProcessWatch, Scenario, TargetSpec};
+use perfops_core::telemetry::watched::{ProbeResult, Sample};
 use perfops_engine::watch::{JsonSource, ProbeKind, ProbeSpec, ProcessSel, PromqlSource, WatchEvent, WatchPlan};
 use perfops_report::results::JsonLines;
 use perfops_report::run::ProbeSummary;
@@ -132,6 +133,9 @@ fn busy_max_pair<'a>(names: &[&'a str]) -> Option<(&'a str, String)> {
     })
 }
 
+/// Lines drained that no second has carried yet: samples and probe checks.
+pub(crate) type Fresh = (Vec<Sample>, Vec<ProbeResult>);
+
 /// Everything watched so far.
 pub(crate) struct Store {
     /// Metric name -> (t, value), in arrival order (each source's in time order).
@@ -178,7 +182,18 @@ impl Store {
 
     /// Take every event waiting in `rx`: write it to the results and keep it.
     pub(crate) fn drain(&mut self, rx: &Receiver<WatchEvent>) {
+        self.drain_into(rx, &mut Fresh::default());
+    }
+
+    /// [`Store::drain`], and add the lines drained to `fresh`, as they were
+    /// written to `watch.jsonl` and `probe.jsonl` (for the outputs of this second).
+    pub(crate) fn drain_into(&mut self, rx: &Receiver<WatchEvent>, fresh: &mut Fresh) {
         while let Ok(ev) = rx.try_recv() {
+            match &ev {
+                WatchEvent::Sample(s) => fresh.0.push(s.clone()),
+                WatchEvent::Probe(p) => fresh.1.push(p.clone()),
+                WatchEvent::Problem { .. } => {}
+            }
             let written = match &ev {
                 WatchEvent::Sample(s) => self.out.append("watch.jsonl", s),
                 WatchEvent::Probe(p) => self.out.append("probe.jsonl", p),
@@ -289,6 +304,8 @@ fn generator_share_judged(values: &[(String, f64)], window_s: Option<f64>) -> bo
 pub(crate) struct Judge<'a> {
     store: &'a mut Store,
     scenario: Option<&'a Scenario>,
+    /// Drained, not yet handed on with a second ([`Sink::watched`]).
+    fresh: Fresh,
     events: &'a Receiver<WatchEvent>,
     abort: Option<&'a mut AbortWhen>,
     /// `run`'s early stop on a target that is down (#32); none for the other commands and with
@@ -303,7 +320,7 @@ impl<'a> Judge<'a> {
         abort: Option<&'a mut AbortWhen>,
         down: Option<&'a mut TargetDown>,
     ) -> Self {
-        Judge { store, events, abort, down, scenario: None }
+        Judge { store, events, abort, down, scenario: None, fresh: Fresh::default() }
     }
 
     /// Judge stages as they close against `scenario`'s SLO.
@@ -315,7 +332,7 @@ impl<'a> Judge<'a> {
 
 impl Sink for Judge<'_> {
     fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
-        self.store.drain(self.events);
+        self.store.drain_into(self.events, &mut self.fresh);
         // The first reason to stop is the one: seconds still in the pipeline after a stop must
         // not find a second one (an `abort_when` rule that held on second 0, refusals on second 1).
         let aborted = self.abort.as_deref().is_some_and(|a| a.reason().is_some());
@@ -332,13 +349,20 @@ impl Sink for Judge<'_> {
 
     fn judge(&mut self, stages: &[StageResult], new: usize, events: &[(usize, ControlEvent)]) -> Option<Vec<Judged>> {
         let scenario = self.scenario?;
-        self.store.drain(self.events);
+        self.store.drain_into(self.events, &mut self.fresh);
         let first = stages.len().saturating_sub(new);
         let mut judged: Vec<Judged> =
             (first..stages.len()).map(|i| crate::conclude::judge_stage(scenario, self.store, stages, i)).collect();
         let by_hand = crate::conclude::by_hand(stages.len(), events);
         crate::conclude::mark_by_hand(&mut judged, &by_hand[first..]);
         Some(judged)
+    }
+
+    /// Once a second, before it is handed on: a few lines, each moved here
+    /// once (the store keeps its own).
+    fn watched(&mut self) -> Option<Fresh> {
+        self.store.drain_into(self.events, &mut self.fresh);
+        Some(std::mem::take(&mut self.fresh))
     }
 }
 

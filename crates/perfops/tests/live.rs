@@ -124,7 +124,8 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
     assert!(later > first, "the open page showed {first} seconds, then {later} 2.5 s later\n{ctx}");
     assert_eq!(got[2][0], "0", "no script error on the live page: {}\n{ctx}", got[2][1]);
     assert_eq!(got[2][2], "live", "{ctx}");
-    assert_eq!(got[2][3], 4, "the four time charts drew\n{ctx}");
+    // And the watched metrics' chart, once the generator's first sample came.
+    assert!(got[2][3].as_u64().unwrap() >= 4, "the four time charts drew\n{ctx}");
     assert_eq!(got[3], "GET /health", "the steps' table names the step");
     let late = &got[4];
     assert_eq!(late[2], 0, "the late page's charts start at the run's first second: {late}");
@@ -222,6 +223,66 @@ fn failing_exchanges_show_before_the_run_ends() {
     assert_eq!(v[5], "0", "no script error: {v}");
     assert_eq!(v[6], 0, "text only: {v}");
     assert!(out.code.is_some(), "the run ended\n{ctx}");
+}
+
+/// Watched metrics reach the page with the second they were read in, on
+/// the run's time axis: the demo's `/metrics` (`demo_workers_busy`) is a
+/// choice of the watched chart, which draws before the run ends.
+#[test]
+fn watched_metrics_show_before_the_run_ends() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("live-watch");
+    let text = TWO_STAGES
+        .replace("@URL@", &demo.url)
+        .replace("rate: 40, hold: 4s", "rate: 20, hold: 3s")
+        .replace("rate: 80, hold: 4s", "rate: 20, hold: 6s")
+        .replace("slo:", &format!("watch: {{ prometheus: [ \"{}/metrics\" ], every: 1s }}\nslo:", demo.url));
+    let scenario = wd.scenario("live.yaml", &text);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut run = wd.spawn("run", &scenario, &[&format!("--live={addr}")], |_| {});
+    wait_for_page(&addr, &mut run);
+    let names = "Array.prototype.map.call(document.querySelectorAll('#watch-select option'), function (o) { return o.textContent; })";
+    let got = drive(&json!([
+        ["open", format!("http://{addr}/")],
+        [
+            "until",
+            format!("document.body && {names}.indexOf('demo_workers_busy') >= 0 && {ATTR}('data-live-seconds') >= 3"),
+            30
+        ],
+        [
+            "eval",
+            format!(
+                "var c = document.querySelector('.chart[data-chart=\"watch\"]'); \
+                 [c.getAttribute('data-drawn'), +c.getAttribute('data-series-ink'), {names}.length, \
+                  {ATTR}('data-live-state'), {ATTR}('data-errors'), +{ATTR}('data-live-watched')]"
+            )
+        ],
+        // Pick the demo's metric: its points are on the run's time axis.
+        [
+            "eval",
+            "var s = document.getElementById('watch-select'); \
+             s.value = Array.prototype.filter.call(s.options, function (o) { return o.textContent === 'demo_workers_busy'; })[0].value; \
+             s.dispatchEvent(new Event('change')); \
+             var u = perfopsReport.timeCharts[perfopsReport.timeCharts.length - 1]; [u.data[0].length, u.data[0][0] >= 0 && u.data[0][0] < 5]"
+        ],
+        // uPlot sets its scales after the script's turn.
+        ["wait", 0.3],
+        ["eval", "perfopsReport.timeCharts[perfopsReport.timeCharts.length - 1].scales.x.max"],
+    ]));
+    let out = run.wait(RUN_LIMIT);
+    let ctx = format!("exit {:?}\nstderr:\n{}", out.code, out.stderr);
+    let v = &got[0];
+    assert!(!v[0].is_null(), "the watched chart drew: {v}\n{ctx}");
+    assert!(v[1].as_u64().unwrap() > 0, "with ink: {v}");
+    assert!(v[2].as_u64().unwrap() > 1, "the generator's and the demo's metrics to pick from: {v}");
+    assert_eq!(v[3], "live", "before the run ended: {v}\n{ctx}");
+    assert_eq!(v[4], "0", "no script error: {v}");
+    let picked = &got[1];
+    assert!(picked[0].as_u64().unwrap() >= 2, "the demo's samples so far: {picked}");
+    assert_eq!(picked[1], true, "on the run's clock, from its start: {picked}");
+    assert!(got[2].as_f64().unwrap() >= 9.0, "the axis is the run's planned 9 s: {}", got[2]);
+    assert_eq!(out.code, Some(0), "{ctx}");
 }
 
 /// `quick --live`: the page freezes with its final figures (no results

@@ -36,6 +36,7 @@ pub use stages::{Measured, StageLedger, StagePlan, StageResult, StageThroughput}
 
 use crate::analysis::verdict::Judged;
 use crate::measure::Interval;
+use crate::telemetry::watched::{ProbeResult, Sample};
 
 /// One second as every sink sees it: the interval and where it sits.
 #[derive(Debug, Clone, Copy)]
@@ -58,6 +59,11 @@ pub struct Second<'a> {
     /// verdict as the stage's figures stand when its responses are in,
     /// before the run's end judges every stage again on everything.
     pub stages: &'a [ClosedStage],
+    /// What the watchers read since the second before ([`Sink::watched`]):
+    /// `watch.jsonl`'s lines, as written.
+    pub watched: &'a [Sample],
+    /// The probe checks since the second before: `probe.jsonl`'s lines.
+    pub probes: &'a [ProbeResult],
 }
 
 /// A stage of the load judged as it closed ([`StageLedger::closing`]).
@@ -117,6 +123,14 @@ pub trait Sink {
         let _ = (stages, new, events);
         None
     }
+
+    /// What was watched since the last second, taken once a second before
+    /// the second is handed on (the judge takes the watchers' lines then),
+    /// so that it reaches every sink with the second ([`Second::watched`]).
+    /// `None`: this sink watches nothing (all but the judge).
+    fn watched(&mut self) -> Option<(Vec<Sample>, Vec<ProbeResult>)> {
+        None
+    }
 }
 
 /// A borrowed sink is a sink: the pipeline holds borrowed and owned ones alike.
@@ -132,6 +146,10 @@ impl<S: Sink + ?Sized> Sink for &mut S {
         events: &[(usize, control::ControlEvent)],
     ) -> Option<Vec<Judged>> {
         (**self).judge(stages, new, events)
+    }
+
+    fn watched(&mut self) -> Option<(Vec<Sample>, Vec<ProbeResult>)> {
+        (**self).watched()
     }
 }
 
@@ -265,6 +283,7 @@ impl<'s> Pipeline<'s> {
         let due = self.waiting.iter().take_while(|e| e.t < end_s - 1e-9 || (stop(e) && e.t <= end_s + 1e-9)).count();
         let events: Vec<control::ControlEvent> = self.waiting.drain(..due).collect();
         let closed = self.close(at);
+        let (watched, probes) = self.sinks.iter_mut().find_map(|s| s.watched()).unwrap_or_default();
         // A stop decided in this second ends the arrivals at its end, so it
         // cannot change where this second belongs: placed before the sinks run.
         let (stage, draining) = self.ledger.place(at);
@@ -277,6 +296,8 @@ impl<'s> Pipeline<'s> {
             step_names: self.step_names,
             events: &events,
             stages: &closed,
+            watched: &watched,
+            probes: &probes,
         };
         for sink in &mut self.sinks {
             match sink.second(&second) {
@@ -463,6 +484,50 @@ mod tests {
             (8, vec!["b#1 [\"1 s of 2\"]".to_string()]),
         ];
         assert_eq!(judges.0, want);
+    }
+
+    /// Hands on a sample it "read" before each second, as the judge hands on
+    /// the watchers' lines.
+    struct Reads(u32);
+
+    impl Sink for Reads {
+        fn second(&mut self, _: &Second<'_>) -> Result<Flow, SinkError> {
+            Ok(Flow::Continue)
+        }
+
+        fn watched(&mut self) -> Option<(Vec<Sample>, Vec<ProbeResult>)> {
+            self.0 += 1;
+            let sample =
+                Sample { t: f64::from(self.0) - 0.5, source: "demo".into(), values: vec![("busy".into(), 1.0)] };
+            Some((vec![sample], Vec::new()))
+        }
+    }
+
+    /// Remembers the times of the samples each second carried.
+    #[derive(Default)]
+    struct Carried(Vec<Vec<f64>>);
+
+    impl Sink for Carried {
+        fn second(&mut self, s: &Second<'_>) -> Result<Flow, SinkError> {
+            self.0.push(s.watched.iter().map(|w| w.t).collect());
+            Ok(Flow::Continue)
+        }
+    }
+
+    /// What the sink that watches read before a second reaches every sink
+    /// with that second, once: here each second carries the one sample read
+    /// before it.
+    #[test]
+    fn what_was_watched_rides_on_the_next_second_once() {
+        let names = Vec::new();
+        let (mut reads, mut carried) = (Reads(0), Carried::default());
+        let ledger = StageLedger::new(&[plan("a", 3)], 0.0);
+        let mut p = Pipeline::new(ledger, 0, &names, Arc::default()).to(&mut reads).to(&mut carried);
+        for k in 0..3 {
+            p.second(&iv(k), &mut |_| {});
+        }
+        p.finish();
+        assert_eq!(carried.0, vec![vec![0.5], vec![1.5], vec![2.5]]);
     }
 
     struct Broken;

@@ -14,7 +14,8 @@
 // reconnecting, frozen, final), data-live-seconds (seconds received),
 // data-live-last-t, data-live-events (actions by hand received),
 // data-live-verdicts (stage verdicts received before the end),
-// data-live-failing (failing exchanges received).
+// data-live-failing (failing exchanges received), data-live-watched
+// (watched samples and probe checks received).
 (function () {
   "use strict";
   var R = window.perfopsReport;
@@ -30,7 +31,7 @@
   var cols = {};        // key -> full column of values
   var kinds = [];       // failure kinds seen, in order of appearance
   var marks = [];       // actions by hand: {t, label}
-  var seen = -1, lastT = -1, count = 0, nEvents = 0, nVerdicts = 0, nFailing = 0, state = "connecting";
+  var seen = -1, lastT = -1, count = 0, nEvents = 0, nVerdicts = 0, nFailing = 0, nWatched = 0, state = "connecting";
   var source = null;
   var PALETTE = ["#dc2626", "#ea580c", "#7c3aed", "#0891b2", "#db2777", "#ca8a04", "#4b5563", "#65a30d"];
 
@@ -136,6 +137,7 @@
     placeStage(ev.stage, ev.t);
     if (ev.verdicts) verdicts(ev.verdicts);
     if (ev.failing) failing(ev.failing);
+    if (ev.watch || ev.probes) watched(ev.watch, ev.probes);
     count++;
     lastT = ev.t;
     // Past the planned end (held, or no plan: quick): the axis grows by a tenth.
@@ -157,6 +159,34 @@
       });
       tb.appendChild(tr);
     });
+  }
+
+  // Watched samples and probe checks into data.watch, which report.js's
+  // watched-metrics chart draws: a metric's points appended in time, a new
+  // metric or source at the end (the picker's indices stay what they were).
+  // A probe is a source of two metrics: its response time, and 1 when it failed.
+  function watched(samples, probes) {
+    var w = data.watch;
+    if (!w) return;
+    function metric(source, name) {
+      var g = w.groups.filter(function (x) { return x.source === source; })[0];
+      if (!g) { g = { source: source, metrics: [] }; w.groups.push(g); }
+      var m = g.metrics.filter(function (x) { return x.name === name; })[0];
+      if (!m) { m = { name: name, x: [], values: [] }; g.metrics.push(m); }
+      return m;
+    }
+    function add(m, t, v) { m.x.push(t); m.values.push(v == null || !isFinite(v) ? null : v); }
+    (samples || []).forEach(function (s) {
+      Object.keys(s.values || {}).forEach(function (k) { add(metric(s.source, k), s.t, s.values[k]); });
+      nWatched++;
+    });
+    (probes || []).forEach(function (p) {
+      add(metric("probe " + p.probe, "response ms"), p.t, p.ms > 0 ? p.ms : null);
+      add(metric("probe " + p.probe, "failed"), p.t, p.ok ? 0 : 1);
+      nWatched++;
+    });
+    body.setAttribute("data-live-watched", String(nWatched));
+    if (R.watchChanged) R.watchChanged();
   }
 
   // Failing exchanges, as the report shows them: a collapsed <details>
@@ -349,5 +379,6 @@
   body.setAttribute("data-live-seconds", "0");
   body.setAttribute("data-live-verdicts", "0");
   body.setAttribute("data-live-failing", "0");
+  body.setAttribute("data-live-watched", "0");
   connect();
 })();

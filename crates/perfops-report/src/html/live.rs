@@ -9,6 +9,7 @@
 //!   start(meta) ─> page(meta): header, planned stages, empty charts, controls
 //!   each second ─> second_event: one line of JSON (t, stage, rates, p50/p90/p99,
 //!                  failures by kind, in flight, per step, control events,
+//!                  what was watched (samples, probe checks) since the last,
 //!                  the verdicts of the stages that closed with it, its
 //!                  failing exchanges: the first few of each step and kind)
 //!   the end     ─> stages_event(summary): verdicts and SLO lines of each stage,
@@ -74,6 +75,10 @@ pub fn page(meta: &RunMeta) -> String {
         "duration_s": planned.max(1.0),
         "stages": stages,
         "restarts": [],
+        // Filled as samples come (live.js), drawn by the report's own
+        // watched-metrics chart; the scenario's `watch.chart` picks are the
+        // final report's.
+        "watch": {"groups": [], "default": {"group": 0, "metric": 0}, "picked": []},
         "time_charts": [
             chart("rate", "Arrival rate: target and achieved", "/s", false, vec![
                 empty("target", "target", json!({"color": color::TARGET, "dash": true, "stepped": true})),
@@ -156,6 +161,13 @@ pub fn page(meta: &RunMeta) -> String {
     for c in data["time_charts"].as_array().into_iter().flatten() {
         frame(&mut o, c["id"].as_str().unwrap_or(""), c["title"].as_str().unwrap_or(""), "", "");
     }
+    frame(
+        &mut o,
+        "watch",
+        "Watched metrics and probes",
+        "Sampled from the target and the generator while the run goes, and each probe check; pick one by source.",
+        "<label class=\"pick\">metric <select id=\"watch-select\"></select></label>",
+    );
     o.push_str("</section>\n");
     close_with(&mut o, "the live run", &data, LIVE_JS);
     o
@@ -191,6 +203,14 @@ pub fn second_event(s: &Second<'_>, shown: &mut SampleBound) -> String {
     o.insert("steps".into(), Value::Array(steps));
     if !s.events.is_empty() {
         o.insert("events".into(), json!(s.events));
+    }
+    // What was watched since the second before, as `watch.jsonl` and
+    // `probe.jsonl` have it: a few lines a second.
+    if !s.watched.is_empty() {
+        o.insert("watch".into(), json!(s.watched));
+    }
+    if !s.probes.is_empty() {
+        o.insert("probes".into(), json!(s.probes));
     }
     let failing: Vec<FailureLine> = iv
         .samples
@@ -294,6 +314,8 @@ mod tests {
             step_names: &names,
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["t"], 4);
@@ -332,6 +354,8 @@ mod tests {
             step_names: &[],
             events: &events,
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["events"][0]["action"], "rate");
@@ -369,6 +393,8 @@ mod tests {
             step_names: &[],
             events: &[],
             stages: &closed,
+            watched: &[],
+            probes: &[],
         };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["verdicts"][0]["name"], "warm");
@@ -412,6 +438,8 @@ mod tests {
                 step_names: &names,
                 events: &[],
                 stages: &[],
+                watched: &[],
+                probes: &[],
             };
             serde_json::from_str(&second_event(&s, shown)).expect("json")
         };
@@ -427,6 +455,37 @@ mod tests {
         // ...then none: the key is full, and the line has no such field.
         let full = event(&second_of(3, PER_KEY), &mut shown);
         assert!(full.get("failing").is_none(), "{full}");
+    }
+
+    /// What was watched since the second before rides on it as
+    /// `watch.jsonl`'s and `probe.jsonl`'s lines; none when nothing was read.
+    #[test]
+    fn a_second_carries_what_was_watched_since_the_last() {
+        use perfops_core::telemetry::watched::Sample;
+        let iv = Interval { length: Duration::from_secs(1), ..Interval::empty(2) };
+        let watched =
+            [Sample { t: 2.4, source: "prometheus http://x/metrics".into(), values: vec![("busy".into(), 3.0)] }];
+        let s = Second {
+            interval: &iv,
+            t: 2,
+            start: Duration::from_secs(2),
+            stage: "a",
+            draining: false,
+            step_names: &[],
+            events: &[],
+            stages: &[],
+            watched: &watched,
+            probes: &[],
+        };
+        let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
+        assert_eq!(v["watch"][0]["source"], "prometheus http://x/metrics");
+        assert_eq!(v["watch"][0]["t"], 2.4);
+        assert_eq!(v["watch"][0]["values"]["busy"], 3.0);
+        assert!(v.get("probes").is_none(), "{v}");
+        let none: Value =
+            serde_json::from_str(&second_event(&Second { watched: &[], ..s }, &mut SampleBound::default()))
+                .expect("json");
+        assert!(none.get("watch").is_none(), "{none}");
     }
 
     /// The verdicts' event is the summary's own: each stage's verdict and
@@ -462,6 +521,8 @@ mod tests {
             step_names: &names,
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         let n = 1000;
         let began = Instant::now();

@@ -285,30 +285,33 @@
   function watch() {
     var w = data.watch, el = frame("watch"), sel = document.getElementById("watch-select");
     if (!w || !el || !sel) return;
-    // The scenario's `watch.chart` picks come first, in its order.
-    if (w.picked && w.picked.length) {
-      var pg = document.createElement("optgroup");
-      pg.label = "chart (scenario)";
-      w.picked.forEach(function (p) {
-        var opt = document.createElement("option");
-        opt.value = p.group + ":" + p.metric;
-        opt.textContent = w.groups[p.group].metrics[p.metric].name;
-        pg.appendChild(opt);
+    function options() {
+      while (sel.firstChild) sel.removeChild(sel.firstChild);
+      // The scenario's `watch.chart` picks come first, in its order.
+      if (w.picked && w.picked.length) {
+        var pg = document.createElement("optgroup");
+        pg.label = "chart (scenario)";
+        w.picked.forEach(function (p) {
+          var opt = document.createElement("option");
+          opt.value = p.group + ":" + p.metric;
+          opt.textContent = w.groups[p.group].metrics[p.metric].name;
+          pg.appendChild(opt);
+        });
+        sel.appendChild(pg);
+      }
+      w.groups.forEach(function (g, gi) {
+        var og = document.createElement("optgroup");
+        og.label = g.source;
+        g.metrics.forEach(function (m, mi) {
+          var opt = document.createElement("option");
+          opt.value = gi + ":" + mi;
+          opt.textContent = m.name;
+          og.appendChild(opt);
+        });
+        sel.appendChild(og);
       });
-      sel.appendChild(pg);
     }
-    w.groups.forEach(function (g, gi) {
-      var og = document.createElement("optgroup");
-      og.label = g.source;
-      g.metrics.forEach(function (m, mi) {
-        var opt = document.createElement("option");
-        opt.value = gi + ":" + mi;
-        opt.textContent = m.name;
-        og.appendChild(opt);
-      });
-      sel.appendChild(og);
-    });
-    var current = null;
+    var current = null, shown = null;
     function show(gi, mi) {
       var g = w.groups[gi], m = g.metrics[mi];
       if (current) {
@@ -335,14 +338,35 @@
       current.over.addEventListener("dblclick", resetZoom);
       timeCharts.push(current);
       all.push({ u: current, el: el });
-      sel.value = gi + ":" + mi;
+      sel.value = shown = gi + ":" + mi;
     }
     sel.addEventListener("change", function () {
       var p = sel.value.split(":");
       show(+p[0], +p[1]);
     });
-    show(w["default"].group, w["default"].metric);
+    options();
+    if (w.groups.length) show(w["default"].group, w["default"].metric);
+    // The live page adds samples as they come (live.js): the options again
+    // when a metric appeared, and the metric shown fed what it has now.
+    var listed = -1;
+    watchChanged = function () {
+      var n = w.groups.reduce(function (k, g) { return k + g.metrics.length; }, 0);
+      if (n !== listed) {
+        listed = n;
+        options();
+        if (shown) sel.value = shown;
+      }
+      if (!current) {
+        if (w.groups.length) show(w["default"].group, w["default"].metric);
+        return;
+      }
+      var p = shown.split(":"), m = w.groups[+p[0]].metrics[+p[1]];
+      var whole = !(current.scales.x.min > 0);
+      current.setData([m.x, m.values]);
+      if (whole) current.setScale("x", { min: 0, max: dur });
+    };
   }
+  var watchChanged = function () {};
 
   // uPlot's point drawing in xy mode walks the x-scale's index range, which
   // is no series' own: say which points to draw.
@@ -521,6 +545,7 @@
   window.perfopsReport = {
     data: data, timeCharts: timeCharts, seriesOpts: seriesOpts, fmt: fmt, ms: ms, num: num, clock: clock,
     setDuration: function (d) { dur = d; data.duration_s = d; },
+    watchChanged: function () { watchChanged(); },
   };
 
   var pending = null;

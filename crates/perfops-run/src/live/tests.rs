@@ -37,6 +37,8 @@ fn second(live: &mut Live, t: u32) {
         step_names: &[],
         events: &[],
         stages: &[],
+        watched: &[],
+        probes: &[],
     };
     live.second(&s).expect("second");
 }
@@ -281,6 +283,8 @@ fn second_cost() {
             step_names: &names,
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         live.second(&s).expect("second");
     }

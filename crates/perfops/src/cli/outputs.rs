@@ -72,6 +72,8 @@ mod tests {
             step_names: &names,
             events: &[],
             stages: &[],
+            watched: &[],
+            probes: &[],
         };
         // As the adapter does: a copy made, handed to another thread, dropped there later.
         let mut kept = std::collections::VecDeque::new();
