@@ -8,6 +8,8 @@
 //!   start(meta)  -> page rendered once    GET /        the page
 //!   second(s)    -> one JSON line, framed GET /events  the log from Last-Event-ID on
 //!                   and appended (log.rs) GET /report  the final report
+//!                   (with the stages it closed, judged; what was watched;
+//!                   failing exchanges, the first few of each step and kind: `shown`)
 //!   report(html) -> kept for GET /report  POST /control -> Steer (a thread per action)
 //!   finish(end)  -> verdicts, `final`;
 //!                   waits (≤ 10 s) for the open pages to take the report

@@ -289,4 +289,45 @@ fn second_cost() {
         live.second(&s).expect("second");
     }
     println!("second, 5 steps: {:?}, log {:?}", began.elapsed() / n, live.log_size());
+    // The same with what a watched run adds each second: the generator's
+    // sample and a scraped one (12 values each), and three failing
+    // exchanges of one step and kind (sent the first second only: the
+    // first few over the run).
+    let sample = |source: &str| perfops_core::telemetry::watched::Sample {
+        t: 1.0,
+        source: source.into(),
+        values: (0..12).map(|i| (format!("metric_{i}"), f64::from(i) * 1.5)).collect(),
+    };
+    let watched = [sample("generator"), sample("prometheus http://127.0.0.1:8080/metrics")];
+    let mut samples = perfops_core::measure::FailureSamples::default();
+    for i in 0..3 {
+        let failure = perfops_core::measure::FailureSample {
+            t: f64::from(i),
+            status: Some(503),
+            body: Some("x".repeat(1024)),
+            request: Some("GET /orders HTTP/1.1".into()),
+            ..Default::default()
+        };
+        samples.add((0, perfops_core::measure::FailureKind::Http5xx), failure);
+    }
+    let iv = Interval { samples, ..iv };
+    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
+    live.start(&meta()).expect("start");
+    let began = Instant::now();
+    for t in 0..n {
+        let s = Second {
+            interval: &iv,
+            t,
+            start: Duration::ZERO,
+            stage: "steady",
+            draining: false,
+            step_names: &names,
+            events: &[],
+            stages: &[],
+            watched: &watched,
+            probes: &[],
+        };
+        live.second(&s).expect("second");
+    }
+    println!("second, 5 steps, watched: {:?}, log {:?}", began.elapsed() / n, live.log_size());
 }
