@@ -483,7 +483,8 @@ mod tests {
             Interval { index: k, length: Duration::from_secs(1), in_flight, parts, ..Interval::empty(k) }
         };
         // (in flight at the end of each second, a stop at, the second that closes A, then B)
-        let cases: [(&[u64], Option<u64>, Option<u32>, Option<u32>); 5] = [
+        type Case<'a> = (&'a [u64], Option<u64>, Option<u32>, Option<u32>);
+        let cases: [Case; 5] = [
             (&[3; 8], None, Some(4), None), // always busy: A at its end + grace; B's grace not past by 8
             (&[3, 3, 0, 3, 3, 3, 3, 3], None, Some(3), None), // idle at 3 s: A's responses are in
             (&[3, 0, 3, 3, 3, 3, 3, 3], None, Some(2), None), // idle exactly at A's end: closes with its next second
