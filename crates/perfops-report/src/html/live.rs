@@ -149,11 +149,6 @@ pub fn page(meta: &RunMeta) -> String {
          <th>throughput</th><th>failed</th><th>p50</th><th>p90</th><th>p99</th></tr></thead><tbody></tbody></table>\n</section>\n",
     );
     o.push_str(
-        "<section>\n<h2>Failing exchanges</h2>\n<p class=\"hint\" id=\"live-failing-note\">None so far. The first few of each \
-         step and kind appear as they fail, as they were (secrets redacted): open one to read it.</p>\n\
-         <div class=\"exchanges\" id=\"live-failing\"></div>\n</section>\n",
-    );
-    o.push_str(
         "<section>\n<h2>Over time</h2>\n<p class=\"hint\">One time axis for every chart, as in the report: hover one to read \
          all at that second, drag to zoom, double-click to zoom out. Dashed vertical lines are stage boundaries; \
          solid blue ones are actions by hand.</p>\n",
@@ -169,6 +164,11 @@ pub fn page(meta: &RunMeta) -> String {
         "<label class=\"pick\">metric <select id=\"watch-select\"></select></label>",
     );
     o.push_str("</section>\n");
+    o.push_str(
+        "<section>\n<h2>Failing exchanges</h2>\n<p class=\"hint\" id=\"live-failing-note\">None so far. The first few of each \
+         step and kind appear as they fail, as they were (secrets redacted): open one to read it.</p>\n\
+         <div class=\"exchanges\" id=\"live-failing\"></div>\n</section>\n",
+    );
     close_with(&mut o, "the live run", &data, LIVE_JS);
     o
 }
