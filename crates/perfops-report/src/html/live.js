@@ -325,26 +325,13 @@
     source.addEventListener("final", handle("final", final));
   }
 
-  // Actions by hand: a solid blue line and its words, above the series.
+  // Actions by hand: drawn as the report draws them (its eventMarks), above the series.
   R.timeCharts.forEach(function (u) {
     u.hooks.draw = (u.hooks.draw || []).concat([function (u) {
       if (!marks.length) return;
-      var ctx = u.ctx, b = u.bbox, r = uPlot.pxRatio || 1;
-      ctx.save();
-      marks.forEach(function (m) {
-        var x = Math.round(u.valToPos(m.t, "x", true)) + 0.5;
-        if (x < b.left || x > b.left + b.width) return;
-        ctx.strokeStyle = "rgba(37,99,235,0.85)";
-        ctx.lineWidth = 1.5 * r;
-        ctx.beginPath();
-        ctx.moveTo(x, b.top);
-        ctx.lineTo(x, b.top + b.height);
-        ctx.stroke();
-        ctx.font = 11 * r + "px system-ui, sans-serif";
-        ctx.fillStyle = "rgba(37,99,235,0.95)";
-        ctx.fillText(m.label, x + 3 * r, b.top + 16 * r);
-      });
-      ctx.restore();
+      u.ctx.save();
+      R.eventMarks(u, u.ctx, u.bbox, uPlot.pxRatio || 1, marks);
+      u.ctx.restore();
     }]);
   });
 

@@ -151,7 +151,7 @@ pub fn page(meta: &RunMeta) -> String {
     o.push_str(
         "<section>\n<h2>Over time</h2>\n<p class=\"hint\">One time axis for every chart, as in the report: hover one to read \
          all at that second, drag to zoom, double-click to zoom out. Dashed vertical lines are stage boundaries; \
-         solid blue ones are actions by hand.</p>\n",
+         solid violet ones are actions by hand.</p>\n",
     );
     for c in data["time_charts"].as_array().into_iter().flatten() {
         frame(&mut o, c["id"].as_str().unwrap_or(""), c["title"].as_str().unwrap_or(""), "", "");

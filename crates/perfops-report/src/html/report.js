@@ -153,6 +153,7 @@
   function eventMarks(u, ctx, b, r, events) {
     (events || []).forEach(function (e) {
       var x = Math.round(u.valToPos(e.t, "x", true)) + 0.5;
+      if (x < b.left || x > b.left + b.width) return;
       ctx.strokeStyle = "rgba(124,58,237,0.8)";
       ctx.lineWidth = 1.5 * r;
       ctx.setLineDash([]);
@@ -544,6 +545,7 @@
   // come: nothing here changes for a static report.
   window.perfopsReport = {
     data: data, timeCharts: timeCharts, seriesOpts: seriesOpts, fmt: fmt, ms: ms, num: num, clock: clock,
+    eventMarks: eventMarks,
     setDuration: function (d) { dur = d; data.duration_s = d; },
     watchChanged: function () { watchChanged(); },
   };
