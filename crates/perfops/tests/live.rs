@@ -339,6 +339,97 @@ fn quick_live_freezes_and_ctl_answers_as_documented() {
     assert_eq!(got[2][2], "OVER");
 }
 
+const LONG_STAGE: &str = r#"
+name: live-steered
+target: @URL@
+flows:
+  orders:
+    steps:
+      - { request: GET /health, expect: { status: 200 } }
+load:
+  model: open
+  stages:
+    - { name: steady, rate: 20, hold: 30s }
+slo:
+  - p99 < 1s
+"#;
+
+/// The page's buttons steer a real run: its rate field and Set re-rate the
+/// stage, its Stop ends the run long before its 30 s; each answer is shown
+/// on the page, and the results record both, by the page, at their seconds
+/// (events.jsonl, the seconds' targets, a verdict changed by hand, exit 1).
+#[test]
+fn the_pages_buttons_re_rate_and_stop_a_run_and_the_results_record_it() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let wd = Workdir::new("live-steered");
+    let scenario = wd.scenario("live.yaml", &LONG_STAGE.replace("@URL@", &demo.url));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut run = wd.spawn("run", &scenario, &[&format!("--live={addr}")], |_| {});
+    wait_for_page(&addr, &mut run);
+    let started = Instant::now();
+    let answer = "document.getElementById('live-answer').textContent";
+    let got = drive(&json!([
+        ["open", format!("http://{addr}/")],
+        ["until", seconds_at_least(1), 20],
+        [
+            "eval",
+            "document.getElementById('live-rate').value = '60', document.querySelector('#live-controls button[data-action=rate]').click(), true"
+        ],
+        ["until", format!("{answer}.indexOf('rate 60 at t=') === 0"), 10],
+        ["eval", answer],
+        // A few seconds at the new rate, then Stop.
+        ["until", seconds_at_least(5), 20],
+        ["eval", "document.querySelector('#live-controls button[data-action=stop]').click(), true"],
+        ["until", format!("{answer}.indexOf('stop at t=') === 0"), 10],
+        ["eval", answer],
+        [
+            "until",
+            "document.querySelector('.brand') && document.querySelector('.brand').textContent === 'perfops report'",
+            40
+        ],
+    ]));
+    let out = run.wait(RUN_LIMIT);
+    let ctx = format!("page said {got:?}\nexit {:?}\nstderr:\n{}", out.code, out.stderr);
+    assert!(started.elapsed() < Duration::from_secs(25), "stopped by hand, not after its 30 s\n{ctx}");
+    // Changed by hand: judged by nobody, exit 1.
+    assert_eq!(out.code, Some(1), "{ctx}");
+    assert!(out.stdout.contains("stopped by hand at t="), "the headline says the stop\n{ctx}\n{}", out.stdout);
+    let at = |said: &Value| -> f64 {
+        let said = said.as_str().unwrap_or_default();
+        said.split("at t=").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap_or(-1.0)
+    };
+    let (rated_at, stopped_at) = (at(&got[1]), at(&got[3]));
+    let dir = wd.result_dir(&out);
+    let events: Vec<Value> = std::fs::read_to_string(dir.join("events.jsonl"))
+        .expect("events.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let said: Vec<(String, Option<f64>, String, f64)> = events
+        .iter()
+        .map(|e| {
+            let f = |k: &str| e[k].as_str().unwrap_or_default().to_string();
+            (f("action"), e["value"].as_f64(), f("by"), e["t"].as_f64().unwrap_or(-1.0))
+        })
+        .collect();
+    assert_eq!(
+        said,
+        [("rate".into(), Some(60.0), "page".into(), rated_at), ("stop".into(), None, "page".into(), stopped_at)],
+        "{ctx}"
+    );
+    // The seconds after the rate's instant were asked 60 a second, those before 20.
+    let series = std::fs::read_to_string(dir.join("series.jsonl")).expect("series.jsonl");
+    for line in series.lines().map(|l| serde_json::from_str::<Value>(l).expect("a JSON line")) {
+        let (t, target) = (line["t"].as_f64().unwrap_or(-1.0), line["target_rate"].as_f64());
+        match target {
+            Some(target) if t + 1.0 <= rated_at => assert_eq!(target, 20.0, "second {t}\n{ctx}"),
+            Some(target) if t >= rated_at && t + 1.0 <= stopped_at => assert_eq!(target, 60.0, "second {t}\n{ctx}"),
+            _ => {}
+        }
+    }
+}
+
 /// A busy address is a usage error (exit 2) before any load.
 #[test]
 fn a_busy_live_address_is_a_usage_error() {
