@@ -332,7 +332,9 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     // sooner still: a run not stopped early lasted its schedule all the same.
     // 15 arrivals of 5/s over 3 s are 5/s, not 15 over the 2.8 s to the last
     // answer (5.4/s), and the last second is a whole one of 5, not 6.2/s.
-    if let Some(planned) = current().end
+    // The schedule's own end (re-planned by hand or not), not `Plan::end`,
+    // which is none for a count of requests (`-n 100 -r 200` lasts 0.5 s).
+    if let Some(planned) = current().load.end()
         && !interrupted
     {
         end = end.max(start + planned);
