@@ -11,15 +11,11 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Demo, RUN_LIMIT, Running, Workdir, shared, spawn_perfops};
+use common::{Demo, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
 use serde_json::Value;
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// Whether the live page answers 200 (the run started).
 fn page_up(addr: &str) -> bool {

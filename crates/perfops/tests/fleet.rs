@@ -13,16 +13,11 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, exclusive, send_signal, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, exclusive, free_port, send_signal, shared, spawn_perfops};
 use serde_json::Value;
 
 /// Strong enough (issue #31: 128 bits at least): what `openssl rand -hex 16` gives.
 const TOKEN: &str = fleet_client::TOKEN;
-
-/// A free port on 127.0.0.1 (bound, read, released: the coordinator binds it next).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// GET `url` (http://127.0.0.1:PORT/path) with a one-shot connection.
 fn http_get(url: &str) -> String {

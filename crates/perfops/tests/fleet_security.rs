@@ -22,13 +22,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Finished, RUN_LIMIT, Running, Workdir, exclusive, shared, spawn_perfops};
+use common::{Finished, RUN_LIMIT, Running, Workdir, exclusive, free_port, shared, spawn_perfops};
 use fleet_client::TOKEN;
-
-/// A free port on 127.0.0.1 (bound, read, released: the coordinator binds it next).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// A short load against a 1 ms server: 20/s for 2 s.
 fn scenario(wd: &Workdir, url: &str) -> std::path::PathBuf {

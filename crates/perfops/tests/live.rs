@@ -16,13 +16,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::browser::drive;
-use common::{Demo, RUN_LIMIT, Running, Workdir, shared, spawn_perfops};
+use common::{Demo, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
 use serde_json::{Value, json};
-
-/// A free port on 127.0.0.1 (bound, read, released: the run binds it next).
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
-}
 
 /// One exchange with the live server: status code and body.
 fn ask(addr: &str, request: &str) -> (u16, String) {

@@ -42,6 +42,11 @@ pub fn shared() -> RwLockReadGuard<'static, ()> {
     CPU.read().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A free port on 127.0.0.1 (bound, read, released: the program under test binds it next).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("a free port").port()
+}
+
 /// A unique path in the temporary directory (no tempfile crate needed).
 pub fn temp_path(tag: &str, ext: &str) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
