@@ -298,6 +298,7 @@ mod tests {
             stage: "a",
             draining: false,
             step_names: &[],
+            stage_names: &[],
             events: &[],
             stages: &[],
             watched: &[],

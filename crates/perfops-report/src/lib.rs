@@ -21,6 +21,7 @@ pub mod live;
 pub mod lttb;
 pub mod output;
 pub mod parts;
+pub mod push;
 pub mod quick;
 mod read;
 pub mod results;

@@ -147,6 +147,7 @@ mod tests {
             stage: if draining { "(draining)" } else { "300/s" },
             draining,
             step_names: &[],
+            stage_names: &[],
             events: &[],
             stages: &[],
             watched: &[],

@@ -93,6 +93,7 @@ fn it_reaches_the_series_line_its_parts_and_the_summary() {
         stage: "10/s",
         draining: false,
         step_names: &names,
+        stage_names: &[],
         events: &[],
         stages: &[],
         watched: &[],

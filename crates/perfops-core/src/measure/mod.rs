@@ -7,6 +7,7 @@
 //! second or per shard gives the same totals.
 
 mod counters;
+pub mod exponential;
 mod failure;
 mod histogram;
 mod interval;
@@ -17,6 +18,7 @@ pub use counters::{
     Counters, PartCounters, PartPlace, Place, QuickCounters, QuickPlace, SeriesCounters, SeriesPlace, SummaryCounters,
     SummaryPlace,
 };
+pub use exponential::Exponential;
 pub use failure::{FailureCounts, FailureKind};
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};

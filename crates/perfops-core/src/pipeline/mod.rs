@@ -53,6 +53,10 @@ pub struct Second<'a> {
     pub draining: bool,
     /// Step names, by the index in [`crate::measure::Key::step`].
     pub step_names: &'a [String],
+    /// The load's stage names, by the index in [`crate::measure::Key::stage`]:
+    /// a part's stage is its arrival's, which may be an earlier stage than
+    /// the second's own (a late answer). Empty for a load without stages.
+    pub stage_names: &'a [String],
     /// The actions by hand that took effect in it ([`control`]), in order.
     pub events: &'a [control::ControlEvent],
     /// The stages that closed with it, judged ([`Pipeline::judging`]): a
@@ -77,7 +81,31 @@ pub struct ClosedStage {
     pub judged: Judged,
 }
 
-impl Second<'_> {
+impl<'a> Second<'a> {
+    /// The stage a part of this second belongs to: its arrival's stage, or
+    /// the second's own in a load without stages.
+    pub fn stage_of(&self, key: crate::measure::Key) -> &'a str {
+        self.stage_names.get(usize::from(key.stage)).map_or(self.stage, String::as_str)
+    }
+
+    /// `interval` placed in `stage` at its own index, nothing else said: a
+    /// second as a test or a replay starts it (struct update syntax for the rest).
+    pub fn new(interval: &'a Interval, stage: &'a str) -> Second<'a> {
+        Second {
+            interval,
+            t: interval.index,
+            start: Duration::from_secs(u64::from(interval.index)),
+            stage,
+            draining: false,
+            step_names: &[],
+            stage_names: &[],
+            events: &[],
+            stages: &[],
+            watched: &[],
+            probes: &[],
+        }
+    }
+
     /// Arrivals scheduled in it; `None` when closed or draining.
     pub fn target(&self) -> Option<f64> {
         if self.draining { None } else { self.interval.target }
@@ -197,6 +225,8 @@ pub struct Pipeline<'s> {
     ledger: StageLedger,
     offset: u32,
     step_names: &'s [String],
+    /// The ledger's stage names (again after a re-plan), for [`Second::stage_names`].
+    stage_names: Vec<String>,
     stop: Arc<AtomicBool>,
     sinks: Vec<Box<dyn Sink + 's>>,
     replans: Option<Replans>,
@@ -216,6 +246,7 @@ impl<'s> Pipeline<'s> {
     /// signals, and here when a sink stops the load).
     pub fn new(ledger: StageLedger, offset: u32, step_names: &'s [String], stop: Arc<AtomicBool>) -> Self {
         Pipeline {
+            stage_names: ledger.names(),
             ledger,
             offset,
             step_names,
@@ -271,6 +302,7 @@ impl<'s> Pipeline<'s> {
                 // Equal to the old plan before `r.at`, which is at or after
                 // this second's end: nothing placed so far moves.
                 self.ledger.replan(&r.stages);
+                self.stage_names = self.ledger.names();
                 if r.stop {
                     self.ledger.stop(r.at);
                 }
@@ -294,6 +326,7 @@ impl<'s> Pipeline<'s> {
             stage,
             draining,
             step_names: self.step_names,
+            stage_names: &self.stage_names,
             events: &events,
             stages: &closed,
             watched: &watched,

@@ -204,6 +204,11 @@ impl StageLedger {
         StageLedger { stages: None, label: label.to_string(), ..StageLedger::new(&[], 0.0) }
     }
 
+    /// The stages' names, in order (none for a load without stages).
+    pub fn names(&self) -> Vec<String> {
+        self.stages.iter().flatten().map(|s| s.name.clone()).collect()
+    }
+
     /// The stage ends, as offsets from the load's start.
     pub fn ends(&self) -> &[Duration] {
         &self.throughput.ends

@@ -70,6 +70,7 @@ mod tests {
             stage: "a",
             draining: false,
             step_names: &names,
+            stage_names: &[],
             events: &[],
             stages: &[],
             watched: &[],
