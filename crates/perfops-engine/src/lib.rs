@@ -364,7 +364,18 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
 /// by step index (a WebSocket step's messages row speaks what its upgrade
 /// did).
 fn step_protocols(work: &Work, target: &Target, decided: Protocol) -> Vec<&'static str> {
-    let mut names = vec![target::step_protocol(decided, target, target::StepKind::Http); work.step_names.len()];
+    step_kinds_of(work).into_iter().map(|kind| target::step_protocol(decided, target, kind)).collect()
+}
+
+/// What each step of `work` is, by step index, before any connection
+/// decided its HTTP: `http`, `grpc` or `websocket` (the labels a pushed
+/// series carries from the run's first second).
+pub fn step_kinds(work: &Work) -> Vec<&'static str> {
+    step_kinds_of(work).into_iter().map(target::StepKind::family).collect()
+}
+
+fn step_kinds_of(work: &Work) -> Vec<target::StepKind> {
+    let mut kinds = vec![target::StepKind::Http; work.step_names.len()];
     for step in work.flows.iter().flat_map(|f| f.steps.iter()) {
         let kind = if step.step.websocket.is_some() {
             target::StepKind::WebSocket
@@ -373,14 +384,13 @@ fn step_protocols(work: &Work, target: &Target, decided: Protocol) -> Vec<&'stat
         } else {
             target::StepKind::Http
         };
-        let name = target::step_protocol(decided, target, kind);
         for i in std::iter::once(step.index).chain(step.messages) {
-            if let Some(n) = names.get_mut(usize::from(i)) {
-                *n = name;
+            if let Some(k) = kinds.get_mut(usize::from(i)) {
+                *k = kind;
             }
         }
     }
-    names
+    kinds
 }
 
 /// What workers share, built once per run: the protocol decided (ALPN asked

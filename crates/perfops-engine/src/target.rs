@@ -73,6 +73,17 @@ pub(crate) enum StepKind {
     WebSocket,
 }
 
+impl StepKind {
+    /// Its name before the run decided its HTTP: `http`, `grpc`, `websocket`.
+    pub(crate) fn family(self) -> &'static str {
+        match self {
+            StepKind::Http => "http",
+            StepKind::Grpc => "grpc",
+            StepKind::WebSocket => "websocket",
+        }
+    }
+}
+
 /// The name results give to what a step spoke: the run's protocol as its
 /// connections negotiated it (`decided`, [`Protocol::Http1`] or
 /// [`Protocol::H2`]), how it was chosen (ALPN, prior knowledge, TLS

@@ -31,7 +31,10 @@
 //! `--metrics-listen` (`crate::exposition`) where both have one.
 //!
 //! **Labels.** `run` (the results directory's name), `scenario`, and per
-//! point `stage` and `step` (and `outcome` on requests). The OTLP output
+//! point `stage`, `step` and `protocol` (what the step is as planned:
+//! `http`, `grpc` or `websocket`; which HTTP it spoke is known only once
+//! connected, and a label must not change under a series), and `outcome`
+//! on requests. The OTLP output
 //! also sends [`Pushed::resource`] (`service.name` = `perfops`,
 //! `service.instance.id` = the run).
 //!
@@ -220,7 +223,8 @@ pub struct Point {
     /// Its family.
     pub family: &'static Family,
     /// Its labels, in a fixed order: `run`, `scenario`, then `stage`,
-    /// `step` and `outcome` where they apply.
+    /// `step`, `protocol` (`http`, `grpc`, `websocket`: the step as planned)
+    /// and `outcome` where they apply.
     pub labels: Vec<(&'static str, String)>,
     /// The start of what it counts, ms since the Unix epoch: the second's
     /// start (delta) or its series' first second's (cumulative); for a
@@ -243,6 +247,8 @@ pub struct Batch {
 #[derive(Debug, Clone)]
 struct Part {
     start_ms: i64,
+    /// `run`, `scenario`, `stage`, `step` and `protocol` when known.
+    labels: Vec<(&'static str, String)>,
     stats: Stats,
     histograms: [Exponential; 4],
 }
@@ -256,6 +262,8 @@ pub struct Pushed {
     run: String,
     scenario: String,
     resource: Vec<(&'static str, String)>,
+    /// What each step is, by its key (`RunMeta::protocols`).
+    protocols: Vec<String>,
     /// Cumulative state by (stage, step).
     parts: BTreeMap<(String, String), Part>,
 }
@@ -280,7 +288,15 @@ impl Pushed {
         if let Some(host) = &meta.host {
             resource.push(("host.name", host.clone()));
         }
-        Pushed { temporality, zero_ms, run, scenario: meta.name.clone(), resource, parts: BTreeMap::new() }
+        Pushed {
+            temporality,
+            zero_ms,
+            run,
+            scenario: meta.name.clone(),
+            resource,
+            protocols: meta.protocols.clone(),
+            parts: BTreeMap::new(),
+        }
     }
 
     /// The run's name as its labels carry it (the results directory's name).
@@ -302,12 +318,22 @@ impl Pushed {
         let mut touched = Vec::new();
         for (key, stats) in &iv.parts {
             let id = (s.stage_of(*key).to_string(), step_name(s.step_names, key.step));
-            let second = Part { start_ms, stats: stats.clone(), histograms: histograms(stats) };
+            let mut labels = vec![
+                ("run", self.run.clone()),
+                ("scenario", self.scenario.clone()),
+                ("stage", id.0.clone()),
+                ("step", id.1.clone()),
+            ];
+            if let Some(protocol) = self.protocols.get(usize::from(key.step)) {
+                labels.push(("protocol", protocol.clone()));
+            }
+            let second = Part { start_ms, labels, stats: stats.clone(), histograms: histograms(stats) };
             match self.temporality {
-                Temporality::Delta => self.part_points(&id, &second, &mut points),
+                Temporality::Delta => part_points(&second, &mut points),
                 Temporality::Cumulative => {
                     let part = self.parts.entry(id.clone()).or_insert_with(|| Part {
                         start_ms,
+                        labels: second.labels.clone(),
                         stats: Stats::default(),
                         histograms: std::array::from_fn(|_| Exponential::empty(SCHEMA)),
                     });
@@ -323,7 +349,7 @@ impl Pushed {
         }
         for id in touched {
             if let Some(part) = self.parts.get(&id) {
-                self.part_points(&id, part, &mut points);
+                part_points(part, &mut points);
             }
         }
         let gauge = |family: &'static Family, v: f64| Point {
@@ -346,48 +372,44 @@ impl Pushed {
         }
         Batch { time_ms, points }
     }
+}
 
-    /// A (stage, step)'s points: its histograms and counters.
-    fn part_points(&self, (stage, step): &(String, String), part: &Part, out: &mut Vec<Point>) {
-        let labels = || {
-            vec![
-                ("run", self.run.clone()),
-                ("scenario", self.scenario.clone()),
-                ("stage", stage.clone()),
-                ("step", step.clone()),
-            ]
-        };
-        let point =
-            |family: &'static Family, value: Value| Point { family, labels: labels(), start_ms: part.start_ms, value };
-        for (family, h) in [&LATENCY, &SERVICE, &LATENCY_OK, &SERVICE_OK].into_iter().zip(&part.histograms) {
-            out.push(point(family, Value::Histogram(h.clone())));
+/// A (stage, step)'s points: its histograms and counters.
+fn part_points(part: &Part, out: &mut Vec<Point>) {
+    let point = |family: &'static Family, value: Value| Point {
+        family,
+        labels: part.labels.clone(),
+        start_ms: part.start_ms,
+        value,
+    };
+    for (family, h) in [&LATENCY, &SERVICE, &LATENCY_OK, &SERVICE_OK].into_iter().zip(&part.histograms) {
+        out.push(point(family, Value::Histogram(h.clone())));
+    }
+    let st = &part.stats;
+    let outcome = |name: &str, n: u64| {
+        let mut labels = part.labels.clone();
+        labels.push(("outcome", name.to_string()));
+        Point { family: &REQUESTS, labels, start_ms: part.start_ms, value: Value::Counter(n) }
+    };
+    out.push(outcome(OK, st.succeeded()));
+    // A kind that never happened in this (stage, step) is not a series:
+    // sixteen zero series a step would outnumber the real ones.
+    for kind in FailureKind::ALL {
+        let n = st.failures[kind];
+        if n > 0 {
+            out.push(outcome(kind.name(), n));
         }
-        let st = &part.stats;
-        let outcome = |name: &str, n: u64| {
-            let mut labels = labels();
-            labels.push(("outcome", name.to_string()));
-            Point { family: &REQUESTS, labels, start_ms: part.start_ms, value: Value::Counter(n) }
-        };
-        out.push(outcome(OK, st.succeeded()));
-        // A kind that never happened in this (stage, step) is not a series:
-        // sixteen zero series a step would outnumber the real ones.
-        for kind in FailureKind::ALL {
-            let n = st.failures[kind];
-            if n > 0 {
-                out.push(outcome(kind.name(), n));
-            }
-        }
-        for (family, n) in [
-            (&SENT, st.sent),
-            (&RESPONSES, st.completed),
-            (&ANSWERED, st.arrivals_answered),
-            (&ITERATIONS, st.iterations),
-            (&DROPPED, st.dropped),
-            (&BYTES_OUT, st.bytes_out),
-            (&BYTES_IN, st.bytes_in),
-        ] {
-            out.push(point(family, Value::Counter(n)));
-        }
+    }
+    for (family, n) in [
+        (&SENT, st.sent),
+        (&RESPONSES, st.completed),
+        (&ANSWERED, st.arrivals_answered),
+        (&ITERATIONS, st.iterations),
+        (&DROPPED, st.dropped),
+        (&BYTES_OUT, st.bytes_out),
+        (&BYTES_IN, st.bytes_in),
+    ] {
+        out.push(point(family, Value::Counter(n)));
     }
 }
 
@@ -416,6 +438,7 @@ mod tests {
             name: "orders".into(),
             started_at: "2026-11-22T04:30:00Z".into(),
             start: Some("2026-11-22T04:30:00.500Z".into()),
+            protocols: vec!["grpc".into()],
             ..RunMeta::default()
         }
     }
@@ -477,6 +500,10 @@ mod tests {
         assert_eq!(find(&b1, &SENT, "peak", None), Some(&Value::Counter(4)));
         let start = b1.points.iter().find(|p| p.family.name == SENT.name).map(|p| p.start_ms);
         assert_eq!(start, Some(1_795_321_800_500), "a cumulative series starts at its first second");
+        let labels = &b1.points.iter().find(|p| p.family.name == SENT.name).expect("sent").labels;
+        let want = ["run", "scenario", "stage", "step", "protocol"];
+        assert_eq!(labels.iter().map(|l| l.0).collect::<Vec<_>>(), want, "labels in their fixed order");
+        assert_eq!(labels[4].1, "grpc", "the step's kind, from meta.json's protocols");
         // The second's own gauges are the second's stage's.
         assert_eq!(find(&b1, &TARGET, "peak", None), Some(&Value::Gauge(10.0)));
     }

@@ -178,6 +178,11 @@ pub struct RunMeta {
     pub stages: Vec<MetaStage>,
     /// Step names, in the order of their keys.
     pub steps: Vec<String>,
+    /// What each step is, by its key, as planned: `http`, `grpc` or
+    /// `websocket` (the summary's `protocols` say which HTTP each spoke).
+    /// Absent before pushes labelled series with it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub protocols: Vec<String>,
     /// This generator's share of a distributed run (`I/N`); none when alone.
     pub shard: Option<String>,
     /// The wall clock of second 0 (`t = 0` in `series.jsonl` and `latency.hlog`),

@@ -256,6 +256,7 @@ impl Session {
                 })
                 .collect(),
             steps: step_names.clone(),
+            protocols: perfops_engine::step_kinds(&work).into_iter().map(String::from).collect(),
             shard: placement.shard.map(crate::shard::shard_text),
             start: Some(utc_rfc3339_ms(started)),
             scenario_fingerprint: Some(crate::shard::fingerprint(&redacted, &overrides)),
