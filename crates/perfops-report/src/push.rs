@@ -187,10 +187,19 @@ pub const ACHIEVED: Family = family(
     "Arrivals answered in the second, per second.",
 );
 
+/// The stage of the second, by name (1).
+pub const STAGE_INFO: Family = family(
+    "perfops_stage_info",
+    "perfops.stage_info",
+    "{stage}",
+    Kind::Gauge,
+    "The stage of the second (1, labelled with its name; `(draining)` after the last arrival).",
+);
+
 /// Every family pushed, in the order a batch holds them.
-pub const FAMILIES: [Family; 15] = [
+pub const FAMILIES: [Family; 16] = [
     LATENCY, SERVICE, LATENCY_OK, SERVICE_OK, REQUESTS, SENT, RESPONSES, ANSWERED, ITERATIONS, DROPPED, BYTES_OUT,
-    BYTES_IN, IN_FLIGHT, TARGET, ACHIEVED,
+    BYTES_IN, IN_FLIGHT, TARGET, ACHIEVED, STAGE_INFO,
 ];
 
 /// The outcome of a request that did not fail.
@@ -352,16 +361,20 @@ impl Pushed {
                 part_points(part, &mut points);
             }
         }
+        // The second's own gauges carry no stage: a receiver keeps a series'
+        // last value for minutes (Prometheus' lookback), and a sum over
+        // stages would add the last stage's in-flight to this one's.
+        // `perfops_stage_info` names the stage (a dashboard takes the
+        // newest of its series).
         let gauge = |family: &'static Family, v: f64| Point {
             family,
-            labels: vec![
-                ("run", self.run.clone()),
-                ("scenario", self.scenario.clone()),
-                ("stage", s.stage.to_string()),
-            ],
+            labels: vec![("run", self.run.clone()), ("scenario", self.scenario.clone())],
             start_ms,
             value: Value::Gauge(v),
         };
+        let mut info = gauge(&STAGE_INFO, 1.0);
+        info.labels.push(("stage", s.stage.to_string()));
+        points.push(info);
         points.push(gauge(&IN_FLIGHT, iv.in_flight as f64));
         if let Some(target) = s.target() {
             points.push(gauge(&TARGET, target));
@@ -504,8 +517,10 @@ mod tests {
         let want = ["run", "scenario", "stage", "step", "protocol"];
         assert_eq!(labels.iter().map(|l| l.0).collect::<Vec<_>>(), want, "labels in their fixed order");
         assert_eq!(labels[4].1, "grpc", "the step's kind, from meta.json's protocols");
-        // The second's own gauges are the second's stage's.
-        assert_eq!(find(&b1, &TARGET, "peak", None), Some(&Value::Gauge(10.0)));
+        // The second's own gauges have no stage; its stage is named by stage_info.
+        let target = b1.points.iter().find(|p| p.family.name == TARGET.name).expect("a target");
+        assert_eq!((target.labels.len(), &target.value), (2, &Value::Gauge(10.0)));
+        assert_eq!(find(&b1, &STAGE_INFO, "peak", None), Some(&Value::Gauge(1.0)));
     }
 
     /// Delta: each point is the second alone, starting at its start.
