@@ -1,8 +1,9 @@
-//! `contrib/grafana/perfops.json` reads only what `--metrics-listen` serves:
-//! every metric name its queries reference is a sample name of a real
-//! exposition (parsed with the project's Prometheus parser), and every label
-//! they select or group by is one it writes (or one Prometheus adds). A
-//! metric renamed on one side without the other fails here.
+//! `contrib/grafana/perfops.json` reads only what `--metrics-listen` serves
+//! and what a run pushes: every metric name its queries reference is a
+//! sample name of a real exposition (parsed with the project's Prometheus
+//! parser) or a family of `perfops_report::push`, and every label they
+//! select or group by is one they write (or one Prometheus adds). A metric
+//! renamed on one side without the other fails here.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -37,6 +38,24 @@ fn exposed() -> (BTreeSet<String>, BTreeSet<String>) {
     let names = samples.clone().map(|s| s.name.clone()).collect();
     let labels = samples.flat_map(|s| s.labels.iter().map(|(k, _)| k.clone())).collect();
     (names, labels)
+}
+
+/// Metric and label names a run pushes (`perfops_report::push`), from a
+/// real batch: a second with a failure, so that `outcome` is there.
+fn pushed() -> (BTreeSet<String>, BTreeSet<String>) {
+    use perfops_core::measure::{Interval, Key};
+    use perfops_report::push::{Pushed, Temporality};
+    let mut s = Stats { sent: 2, completed: 1, ..Stats::default() };
+    s.latency.record(Duration::from_millis(12));
+    s.failures.add(FailureKind::Timeout);
+    let iv = Interval { parts: vec![(Key { stage: 0, step: 0 }, s.clone())], stats: s, ..Interval::empty(0) };
+    let meta = perfops_report::run::RunMeta { protocols: vec!["http".into()], ..Default::default() };
+    let names = ["orders".to_string()];
+    let second = perfops_core::pipeline::Second { step_names: &names, ..perfops_core::pipeline::Second::new(&iv, "a") };
+    let batch = Pushed::new(&meta, Temporality::Cumulative).second(&second);
+    let metrics = batch.points.iter().map(|p| p.family.name.to_string()).collect();
+    let labels = batch.points.iter().flat_map(|p| p.labels.iter().map(|l| l.0.to_string())).collect();
+    (metrics, labels)
 }
 
 /// Every PromQL string of the dashboard: panel targets and template variable queries.
@@ -97,7 +116,10 @@ fn every_metric_and_label_the_dashboard_queries_is_exposed() {
     let mut all = Vec::new();
     queries(&dashboard, &mut all);
     assert!(all.len() >= 10, "found only {} queries", all.len());
-    let (names, labels) = exposed();
+    let (mut names, mut labels) = exposed();
+    let (pushed_names, pushed_labels) = pushed();
+    names.extend(pushed_names);
+    labels.extend(pushed_labels);
     let mut used = BTreeSet::new();
     for q in &all {
         for name in metric_names(q) {
@@ -120,6 +142,9 @@ fn every_metric_and_label_the_dashboard_queries_is_exposed() {
         "perfops_achieved_arrivals_per_second",
         "perfops_latency_seconds_bucket",
         "perfops_service_time_seconds_bucket",
+        // The pushed native histograms.
+        "perfops_latency_seconds",
+        "perfops_service_time_seconds",
         "perfops_requests_total",
         "perfops_in_flight_requests",
         "perfops_dropped_arrivals_total",

@@ -277,7 +277,12 @@ slo: [ "errors < 1%", "max(metric(busy)) < 9" ]
 
 /// A dashboard expression with Grafana's variables given values a query can run with.
 fn runnable(expr: &str) -> String {
-    let expr = expr.replace("$job", ".*").replace("$step", ".*").replace("$__rate_interval", "5s");
+    let expr = expr
+        .replace("$job", ".*")
+        .replace("$run", ".*")
+        .replace("$step", ".*")
+        .replace("$__rate_interval", "5s")
+        .replace("$__range", "1h");
     // `label_values(metric, label)` is Grafana's, not PromQL: the series it lists.
     match expr.strip_prefix("label_values(").and_then(|r| r.strip_suffix(')')) {
         Some(args) => match args.rsplit_once(',') {
@@ -338,8 +343,23 @@ load:
     )
     .expect("the dashboard is JSON");
     let mut exprs = Vec::new();
-    queries(&dashboard, &mut exprs);
+    queries(&dashboard["panels"], &mut exprs);
+    queries(&dashboard["templating"], &mut exprs);
     assert!(exprs.len() >= 20, "{exprs:?}");
+    // The stage annotations hold only at a stage's start: one of the
+    // seconds since the run began has one.
+    let mut marks = Vec::new();
+    queries(&dashboard["annotations"], &mut marks);
+    assert!(!marks.is_empty(), "stage annotations");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("a clock").as_secs_f64();
+    for m in &marks {
+        let q = runnable(m);
+        let found = (0..30).any(|back| {
+            prom.query(&q, Some(now - f64::from(back)))
+                .is_ok_and(|v| v["data"]["result"].as_array().is_some_and(|r| !r.is_empty()))
+        });
+        assert!(found, "the annotation {q} marks no stage start in the last 30 s");
+    }
     let mut empty = Vec::new();
     for e in &exprs {
         let q = runnable(e);
