@@ -318,6 +318,14 @@ impl Pushed {
         &self.resource
     }
 
+    /// The labels Prometheus gives every series of an OTLP push from its
+    /// resource (`service.name` becomes `job`, `service.instance.id`
+    /// `instance`): a remote-write push adds them to each series, so that
+    /// one query (and the dashboard's `job` variable) reads either push.
+    pub fn target_labels(&self) -> [(&'static str, String); 2] {
+        [("job", "perfops".to_string()), ("instance", self.run.clone())]
+    }
+
     /// The points of `s`.
     pub fn second(&mut self, s: &Second<'_>) -> Batch {
         let iv = s.interval;
