@@ -62,7 +62,7 @@
 //! protobuf and JSON); one metrics pipeline to the `otlp_http` exporter (the release renamed
 //! `otlphttp` to `otlp_http`, the old name is a deprecated alias) with `metrics_endpoint` set
 //! to Prometheus' `/api/v1/otlp/v1/metrics`, and optionally the `debug` exporter (detailed,
-//! into the collector's log, [`Collector::log`]). Its own telemetry is off (no port 8888) and
+//! with its own logger, since the collector's logs only warnings: into [`Collector::log`]). Its own telemetry is off (no port 8888) and
 //! it logs warnings only.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -358,6 +358,7 @@ exporters:
     metrics_endpoint: {otlp_url}
   debug:
     verbosity: detailed
+    use_internal_logger: false
 service:
   telemetry:
     logs:

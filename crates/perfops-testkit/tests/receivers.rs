@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use perfops_testkit::receivers::{self, PrometheusOptions};
+use perfops_testkit::receivers::{self, CollectorOptions, PrometheusOptions};
 use serde_json::{Value, json};
 
 /// The OTLP/HTTP JSON encoding.
@@ -95,7 +95,7 @@ fn otlp_json_exponential_histogram_reads_back_direct_and_through_the_collector()
         return;
     }
     let prom = receivers::prometheus();
-    let collector = receivers::collector(&prom.otlp_url());
+    let collector = receivers::collector_with(&prom.otlp_url(), CollectorOptions { debug: true });
     assert!(collector.metrics_url().ends_with("/v1/metrics") && collector.grpc_url().starts_with("http://127.0.0.1:"));
 
     // Two delta exports 10 s apart, in the recent past (the head of the TSDB takes them).
@@ -146,6 +146,9 @@ fn otlp_json_exponential_histogram_reads_back_direct_and_through_the_collector()
             assert!(close(got, want), "{query} at {at}: {got}, computed {want}");
         }
     }
+    // The debug exporter printed what went through the Collector, under its OTLP name.
+    let log = collector.log();
+    assert!(log.contains("perfops.latency") && log.contains("ExponentialHistogram"), "{log}");
     // The names, exactly: no other series came of the pushes.
     let names = prom.query("count by (__name__) ({__name__=~\".+\"})", None).expect("names");
     let mut names: Vec<String> = names["data"]["result"]
