@@ -237,3 +237,66 @@ fn remote_write_1_0_made_by_hand_reads_back_and_the_1_0_only_option_refuses_2_0(
     let sent = receivers::post_to(&v1_only.remote_write_url(), V2, &[0]);
     assert!(matches!(&sent, Ok((415, body)) if body.contains("only accepts prometheus.WriteRequest")), "{sent:?}");
 }
+
+/// One OTLP/JSON export of one delta point of the monotonic sum `perfops.requests` (service
+/// `retry`) from `start_ms` to `end_ms`.
+fn delta_sum(start_ms: i64, end_ms: i64, count: u64) -> Vec<u8> {
+    let ns = |ms: i64| (i128::from(ms) * 1_000_000).to_string();
+    let body = json!({ "resourceMetrics": [{
+        "resource": { "attributes": [attr("service.name", "retry")] },
+        "scopeMetrics": [{ "metrics": [{ "name": "perfops.requests", "unit": "{request}", "sum": {
+            "aggregationTemporality": 1, "isMonotonic": true,
+            "dataPoints": [{ "startTimeUnixNano": ns(start_ms), "timeUnixNano": ns(end_ms), "asInt": count.to_string() }],
+        }}]}],
+    }]});
+    serde_json::to_vec(&body).expect("JSON")
+}
+
+#[test]
+fn a_repeated_or_late_push_is_dropped_by_otlp_and_refused_by_remote_write() {
+    if let Some(why) = receivers::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let prom = receivers::prometheus();
+    let t0 = now_ms() - 40_000;
+    // (start, end, count): each answered 200; what the series holds afterwards is checked below.
+    let pushes = [
+        // The first point: 40.
+        (t0, t0 + 10_000, 40),
+        // The same point again (a retry of a push that was taken): dropped, not 80.
+        (t0, t0 + 10_000, 40),
+        // The next second: 60.
+        (t0 + 10_000, t0 + 20_000, 20),
+        // A late point, ending before the last one: dropped without a word.
+        (t0 + 5_000, t0 + 15_000, 7),
+        // After a gap (its start after the previous end): added on, 65.
+        (t0 + 25_000, t0 + 30_000, 5),
+    ];
+    for (start, end, count) in pushes {
+        let sent = receivers::post_to(&prom.otlp_url(), JSON, &delta_sum(start, end, count));
+        assert!(matches!(sent, Ok((200, _))), "{start}..{end}: {sent:?}");
+    }
+    prom.wait_for_data("perfops_requests_total{job=\"retry\"} == 65", VISIBLE).expect("the gap's point");
+    for (at, want) in [(t0 + 10_000, 40.0), (t0 + 20_000, 60.0), (t0 + 30_000, 65.0)] {
+        let got = value(&prom, "perfops_requests_total{job=\"retry\"}", at);
+        assert!(close(got, want), "at {at}: {got}, want {want}");
+    }
+
+    // Remote write 1.0: (value, timestamp, status, what the answer says)
+    let at = now_ms() - 5_000;
+    let cases = [
+        (1.0, at, 204, ""),
+        // The same sample again: taken.
+        (1.0, at, 204, ""),
+        // Same timestamp, another value: refused.
+        (2.0, at, 400, "duplicate sample for timestamp"),
+        // Older than the series' last sample: refused.
+        (3.0, at - 1_000, 400, "out of order sample"),
+    ];
+    for (v, t, status, says) in cases {
+        let body = write_request_v1(&[("__name__", "retried_total"), ("job", "rw")], v, t);
+        let sent = receivers::post_to(&prom.remote_write_url(), V1, &body);
+        assert!(matches!(&sent, Ok((s, body)) if *s == status && body.contains(says)), "{v} at {t}: {sent:?}");
+    }
+}
