@@ -10,6 +10,7 @@ require (
 	go.opentelemetry.io/collector/confmap/provider/yamlprovider v1.71.0
 	go.opentelemetry.io/collector/exporter v1.71.0
 	go.opentelemetry.io/collector/exporter/debugexporter v0.165.0
+	go.opentelemetry.io/collector/exporter/otlpexporter v0.165.0
 	go.opentelemetry.io/collector/exporter/otlphttpexporter v0.165.0
 	go.opentelemetry.io/collector/otelcol v0.165.0
 	go.opentelemetry.io/collector/receiver v1.71.0

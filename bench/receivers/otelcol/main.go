@@ -1,8 +1,10 @@
 // perfops-otelcol: an OpenTelemetry Collector with only what the perfops tests need:
-// the OTLP receiver (gRPC and HTTP), the otlphttp exporter (to Prometheus' OTLP
-// endpoint) and the debug exporter. Built by bench/receivers/install.sh; the
-// generated-by-a-builder distributions (otelcol-contrib) pull in hundreds of
-// components and their SDKs, which would multiply the build time for nothing.
+// the OTLP receiver (gRPC and HTTP), the otlp_http exporter (to Prometheus' OTLP
+// endpoint), the otlp exporter (gRPC: one collector forwarding to another, a gRPC
+// sender that is not perfops) and the debug exporter. Built by
+// bench/receivers/install.sh; the distributions made by the builder (otelcol-contrib)
+// pull in hundreds of components and their SDKs, which would multiply the build time
+// for nothing.
 package main
 
 import (
@@ -16,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/confmap/provider/yamlprovider"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/exporter/debugexporter"
+	"go.opentelemetry.io/collector/exporter/otlpexporter"
 	"go.opentelemetry.io/collector/exporter/otlphttpexporter"
 	"go.opentelemetry.io/collector/otelcol"
 	"go.opentelemetry.io/collector/receiver"
@@ -38,6 +41,7 @@ func components() (otelcol.Factories, error) {
 	}
 	if factories.Exporters, err = otelcol.MakeFactoryMap[exporter.Factory](
 		otlphttpexporter.NewFactory(),
+		otlpexporter.NewFactory(),
 		debugexporter.NewFactory(),
 	); err != nil {
 		return otelcol.Factories{}, err

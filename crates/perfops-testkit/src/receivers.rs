@@ -83,7 +83,9 @@
 //! protobuf and JSON); one metrics pipeline to the `otlp_http` exporter (the release renamed
 //! `otlphttp` to `otlp_http`, the old name is a deprecated alias) with `metrics_endpoint` set
 //! to Prometheus' `/api/v1/otlp/v1/metrics`, and optionally the `debug` exporter (detailed,
-//! with its own logger, since the collector's logs only warnings: into [`Collector::log`]). Its own telemetry is off (no port 8888) and
+//! with its own logger, since the collector's logs only warnings: into [`Collector::log`]).
+//! [`collector_forwarding`] exports with `otlp_grpc` (renamed from `otlp` likewise) to another
+//! Collector's gRPC receiver instead: a gRPC sender that is not perfops. Its own telemetry is off (no port 8888) and
 //! it logs warnings only.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -338,12 +340,33 @@ pub fn collector(otlp_metrics_url: &str) -> Collector {
 
 /// [`collector`] with `options`.
 pub fn collector_with(otlp_metrics_url: &str, options: CollectorOptions) -> Collector {
+    start_collector(&Export::Http(otlp_metrics_url.to_string()), options)
+}
+
+/// A Collector that forwards what it receives to `next`'s gRPC receiver with the `otlp_grpc`
+/// exporter (plaintext HTTP/2): a known-good OTLP/gRPC sender that is not perfops, to prove
+/// `next`'s gRPC path (`collector_forwarding(&collector(&prom.otlp_url()))` and a push to
+/// its HTTP receiver reach Prometheus through gRPC).
+pub fn collector_forwarding(next: &Collector, options: CollectorOptions) -> Collector {
+    start_collector(&Export::Grpc(next.grpc), options)
+}
+
+/// Where a Collector sends the metrics it receives.
+#[derive(Debug)]
+enum Export {
+    /// `otlp_http` to this metrics URL.
+    Http(String),
+    /// `otlp_grpc` to this address, plaintext.
+    Grpc(SocketAddr),
+}
+
+fn start_collector(export: &Export, options: CollectorOptions) -> Collector {
     let program = bin_dir().join("perfops-otelcol");
     let mut last = String::new();
     for attempt in 0..3 {
         let (grpc, http) = (free_port(), free_port());
         let dir = temp_dir("otelcol", http, attempt);
-        let config = collector_config(grpc, http, otlp_metrics_url, options);
+        let config = collector_config(grpc, http, export, options);
         std::fs::write(dir.join("otelcol.yaml"), config).expect("otelcol.yaml");
         let args = vec![format!("--config=file:{}", dir.join("otelcol.yaml").display())];
         let mut process = Process::spawn(&program, &args, dir, "otelcol.log");
@@ -363,9 +386,15 @@ pub fn collector_with(otlp_metrics_url: &str, options: CollectorOptions) -> Coll
     panic!("the OpenTelemetry Collector {COLLECTOR_VERSION} did not start on 127.0.0.1; its log:\n{last}");
 }
 
-/// The Collector's configuration: OTLP in on `grpc` and `http`, metrics out to `otlp_url`.
-fn collector_config(grpc: u16, http: u16, otlp_url: &str, options: CollectorOptions) -> String {
-    let exporters = if options.debug { "[otlp_http, debug]" } else { "[otlp_http]" };
+/// The Collector's configuration: OTLP in on `grpc` and `http`, metrics out to `export`.
+fn collector_config(grpc: u16, http: u16, export: &Export, options: CollectorOptions) -> String {
+    let (name, exporter) = match export {
+        Export::Http(url) => ("otlp_http", format!("  otlp_http:\n    metrics_endpoint: {url}\n")),
+        Export::Grpc(addr) => {
+            ("otlp_grpc", format!("  otlp_grpc:\n    endpoint: {addr}\n    tls:\n      insecure: true\n"))
+        }
+    };
+    let exporters = if options.debug { format!("[{name}, debug]") } else { format!("[{name}]") };
     format!(
         "receivers:
   otlp:
@@ -375,9 +404,7 @@ fn collector_config(grpc: u16, http: u16, otlp_url: &str, options: CollectorOpti
       http:
         endpoint: 127.0.0.1:{http}
 exporters:
-  otlp_http:
-    metrics_endpoint: {otlp_url}
-  debug:
+{exporter}  debug:
     verbosity: detailed
     use_internal_logger: false
 service:
@@ -443,14 +470,21 @@ mod tests {
 
     #[test]
     fn collector_config_lists_the_exporters_asked_for() {
-        // Without debug: the otlp_http exporter alone in the pipeline (debug is defined but
+        let prom = Export::Http("http://127.0.0.1:3/api/v1/otlp/v1/metrics".into());
+        // To Prometheus, without debug: otlp_http alone in the pipeline (debug is defined but
         // unused, which the collector accepts).
-        let c = collector_config(1, 2, "http://127.0.0.1:3/api/v1/otlp/v1/metrics", CollectorOptions::default());
+        let c = collector_config(1, 2, &prom, CollectorOptions::default());
         assert!(c.contains("exporters: [otlp_http]\n"), "{c}");
+        assert!(c.contains("  otlp_http:\n    metrics_endpoint: http://127.0.0.1:3/api/v1/otlp/v1/metrics\n"), "{c}");
         assert!(c.contains("endpoint: 127.0.0.1:1\n") && c.contains("endpoint: 127.0.0.1:2\n"), "{c}");
         // With debug: both.
-        let c = collector_config(1, 2, "http://x", CollectorOptions { debug: true });
+        let c = collector_config(1, 2, &prom, CollectorOptions { debug: true });
         assert!(c.contains("exporters: [otlp_http, debug]\n"), "{c}");
+        // Forwarding over gRPC, plaintext: otlp_grpc instead.
+        let c =
+            collector_config(1, 2, &Export::Grpc(SocketAddr::from(([127, 0, 0, 1], 4))), CollectorOptions::default());
+        assert!(c.contains("  otlp_grpc:\n    endpoint: 127.0.0.1:4\n    tls:\n      insecure: true\n"), "{c}");
+        assert!(c.contains("exporters: [otlp_grpc]\n") && !c.contains("otlp_http"), "{c}");
     }
 
     #[test]

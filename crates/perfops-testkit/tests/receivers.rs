@@ -2,7 +2,8 @@
 //! Collector), proven with pushes made by hand, with no perfops code: the known-good baseline the
 //! push outputs' end-to-end tests build on. An OTLP/HTTP JSON export with a base-2 exponential
 //! histogram of delta temporality, whose quantiles, count, `rate()` and names are computed here
-//! by hand, sent both to Prometheus' OTLP endpoint and through the Collector; and a remote-write
+//! by hand, sent to Prometheus' OTLP endpoint, through the Collector (OTLP/HTTP in), and through
+//! a second Collector that forwards it to the first over OTLP/gRPC; and a remote-write
 //! 1.0 request encoded here byte by byte, with the 1.0-only option refusing a 2.0 request.
 //!
 //! Skipped, saying why, when `bench/receivers/install.sh` has not built the receivers, unless
@@ -97,24 +98,34 @@ fn otlp_json_exponential_histogram_reads_back_direct_and_through_the_collector()
     let prom = receivers::prometheus();
     let collector = receivers::collector_with(&prom.otlp_url(), CollectorOptions { debug: true });
     assert!(collector.metrics_url().ends_with("/v1/metrics") && collector.grpc_url().starts_with("http://127.0.0.1:"));
+    // A second Collector sending to the first one's gRPC receiver: the gRPC path, proven.
+    let forwarder = receivers::collector_forwarding(&collector, CollectorOptions::default());
 
     // Two delta exports 10 s apart, in the recent past (the head of the TSDB takes them).
     let t0 = now_ms() - 30_000;
     let (t1, t2) = (t0 + 10_000, t0 + 20_000);
-    for (service, url) in [("direct", prom.otlp_url()), ("via-collector", collector.metrics_url())] {
-        let sent = receivers::post_to(&url, JSON, &export(service, t0, t1, &FIRST, 94.5));
+    let paths = [
+        ("direct", prom.otlp_url()),
+        ("via-collector", collector.metrics_url()),
+        ("via-grpc", forwarder.metrics_url()),
+    ];
+    for (service, url) in &paths {
+        let service = *service;
+        let sent = receivers::post_to(url, JSON, &export(service, t0, t1, &FIRST, 94.5));
         assert!(matches!(sent, Ok((200, _))), "{service}: {sent:?}");
         // The second only once the first is stored: the Collector's exporter may otherwise
         // deliver them out of order, and the delta conversion drops an older point.
         let first = format!("histogram_count(perfops_latency_seconds{{job=\"{service}\"}}) == 40");
-        prom.wait_for_data(&first, VISIBLE).unwrap_or_else(|e| panic!("{e}; log:\n{}", collector.log()));
-        let sent = receivers::post_to(&url, JSON, &export(service, t1, t2, &SECOND, 42.0));
+        prom.wait_for_data(&first, VISIBLE)
+            .unwrap_or_else(|e| panic!("{e}; logs:\n{}\n{}", collector.log(), forwarder.log()));
+        let sent = receivers::post_to(url, JSON, &export(service, t1, t2, &SECOND, 42.0));
         assert!(matches!(sent, Ok((200, _))), "{service}: {sent:?}");
         let both = format!("histogram_count(perfops_latency_seconds{{job=\"{service}\"}}) == 60");
-        prom.wait_for_data(&both, VISIBLE).unwrap_or_else(|e| panic!("{e}; log:\n{}", collector.log()));
+        prom.wait_for_data(&both, VISIBLE)
+            .unwrap_or_else(|e| panic!("{e}; logs:\n{}\n{}", collector.log(), forwarder.log()));
     }
 
-    for job in ["direct", "via-collector"] {
+    for (job, _) in &paths {
         let sel = format!("{{job=\"{job}\",instance=\"box-1\",scenario=\"checkout\"}}");
         // (query, at, the value computed by hand)
         let cases = [
