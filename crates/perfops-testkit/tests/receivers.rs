@@ -157,6 +157,20 @@ fn otlp_json_exponential_histogram_reads_back_direct_and_through_the_collector()
             assert!(close(got, want), "{query} at {at}: {got}, computed {want}");
         }
     }
+    // A range query over both points: the API's matrix, one value per step.
+    let range = prom
+        .query_range(
+            "perfops_requests_total{job=\"direct\"}",
+            t1 as f64 / 1000.0,
+            t2 as f64 / 1000.0,
+            Duration::from_secs(10),
+        )
+        .expect("range query");
+    let values: Vec<&str> = range["data"]["result"][0]["values"]
+        .as_array()
+        .map(|v| v.iter().filter_map(|p| p[1].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(values, ["40", "60"], "{range}");
     // The debug exporter printed what went through the Collector, under its OTLP name.
     let log = collector.log();
     assert!(log.contains("perfops.latency") && log.contains("ExponentialHistogram"), "{log}");
@@ -247,6 +261,11 @@ fn remote_write_1_0_made_by_hand_reads_back_and_the_1_0_only_option_refuses_2_0(
     assert!(matches!(sent, Ok((204, _))), "{sent:?}");
     let sent = receivers::post_to(&v1_only.remote_write_url(), V2, &[0]);
     assert!(matches!(&sent, Ok((415, body)) if body.contains("only accepts prometheus.WriteRequest")), "{sent:?}");
+    // Dropped, a server is gone at once: its port refuses, its process is reaped.
+    let (addr, pid) = (v1_only.addr(), v1_only.pid());
+    drop(v1_only);
+    assert!(std::net::TcpStream::connect(addr).is_err(), "{addr} still answers");
+    assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "process {pid} still there");
 }
 
 /// One OTLP/JSON export of one delta point of the monotonic sum `perfops.requests` (service
