@@ -4,7 +4,7 @@
 //! source once by `bench/receivers/install.sh` into `~/.cache/perfops-receivers/bin`
 //! (`PERFOPS_RECEIVERS_HOME` moves it); `scripts/test` runs it and sets
 //! `PERFOPS_RECEIVERS=required`. Debian's Prometheus ([`crate::prometheus`]) is 2.42: it has
-//! no remote-write 2.0, no OTLP receiver worth the name and no delta conversion, hence these.
+//! no remote-write 2.0 and no OTLP receiver (it came with 2.47), hence these.
 //!
 //! This module owns starting them (each on free loopback ports, with its own temporary
 //! directory, stopped by its PID when dropped), their configuration and flags, the wait until
@@ -38,23 +38,29 @@
 //!
 //! # What Prometheus' OTLP translation makes of a push
 //!
-//! (Checked by `tests/receivers.rs`; the default translation strategy of 3.16 is
-//! `UnderscoreEscapingWithSuffixes`.)
+//! (The default translation strategy of 3.16 is `UnderscoreEscapingWithSuffixes`. Starred:
+//! checked by `tests/receivers.rs`; the others seen once by hand.)
 //!
-//! - `perfops.latency`, unit `s`, an exponential histogram: the native histogram
+//! - (*) `perfops.latency`, unit `s`, an exponential histogram: the native histogram
 //!   `perfops_latency_seconds` (dots become underscores, the unit becomes a suffix; no
 //!   `_bucket`, `_sum` or `_count` series). Query it with `histogram_quantile(0.5, ...)`,
 //!   `histogram_count(...)`, `histogram_sum(...)`.
-//! - `perfops.requests`, unit `{request}`, a monotonic sum: `perfops_requests_total` (a unit in
-//!   braces is an annotation and is dropped; a monotonic sum gets `_total`).
-//! - Resource attribute `service.name` becomes `job` (`service.namespace/service.name` when a
-//!   namespace is set), `service.instance.id` becomes `instance`; the other resource attributes
-//!   are not on the series but on one `target_info` series per resource, with the same `job`
-//!   and `instance` (`host.name` as `host_name`). Data point attributes become labels, dots
-//!   made underscores.
-//! - Delta temporality (sums and exponential histograms) is accepted and converted to
+//! - (*) `perfops.requests`, unit `{request}`, a monotonic sum: `perfops_requests_total` (a
+//!   unit in braces is an annotation and is dropped; a monotonic sum gets `_total`).
+//! - A gauge `perfops.in_flight`, unit `{request}`: `perfops_in_flight`. Unit `By` gives
+//!   `_bytes`, unit `1` on a gauge `_ratio`, neither repeated when the name ends with it
+//!   (`perfops.bytes`, a monotonic sum in `By`: `perfops_bytes_total`).
+//! - (*) Resource attribute `service.name` becomes `job`, `service.instance.id` `instance`.
+//!   (*) The other resource attributes are not on the series but on one `target_info` series
+//!   per resource, with the same `job` and `instance` (`host.name` as `host_name`). (*) Data
+//!   point attributes become labels, dots made underscores (`http.request.method` as
+//!   `http_request_method`). By hand: with `service.namespace` set, `job` is
+//!   `NAMESPACE/NAME`; without other resource attributes there is no `target_info`; the
+//!   scope's name and version are not labels.
+//! - (*) Delta temporality (sums and exponential histograms) is accepted and converted to
 //!   cumulative: a first delta point is stored as it is, each next one added to it; `rate()`
-//!   of the series then works.
+//!   of the series then works, for the counters and for the histograms
+//!   (`histogram_count(rate(perfops_latency_seconds[1m]))`).
 //!
 //! # What the receivers answer to a push (measured on 3.16.0; `tests/receivers.rs` checks the
 //! starred ones)

@@ -60,7 +60,7 @@ fn export(service: &str, start_ms: i64, end_ms: i64, buckets: &[(usize, u64)], s
                 { "name": "perfops.latency", "unit": "s", "exponentialHistogram": {
                     "aggregationTemporality": 1,
                     "dataPoints": [{
-                        "attributes": [attr("scenario", "checkout")],
+                        "attributes": [attr("http.request.method", "GET")],
                         "startTimeUnixNano": ns(start_ms), "timeUnixNano": ns(end_ms),
                         "count": count.to_string(), "sum": sum_s, "scale": 3, "zeroCount": "0",
                         "positive": { "offset": 0, "bucketCounts": counts.iter().map(u64::to_string).collect::<Vec<_>>() },
@@ -126,7 +126,7 @@ fn otlp_json_exponential_histogram_reads_back_direct_and_through_the_collector()
     }
 
     for (job, _) in &paths {
-        let sel = format!("{{job=\"{job}\",instance=\"box-1\",scenario=\"checkout\"}}");
+        let sel = format!("{{job=\"{job}\",instance=\"box-1\",http_request_method=\"GET\"}}");
         // (query, at, the value computed by hand)
         let cases = [
             // The median of the first export: rank 20 of 40, half-way into bucket 8; Prometheus
