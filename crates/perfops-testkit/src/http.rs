@@ -85,7 +85,7 @@ impl RequestReader {
                 let Some(head) = parse_head(&self.buf[..head_len]) else {
                     return false;
                 };
-                shared.record_request(now);
+                shared.record_request(now, &self.buf[..head_len], head.content_length);
                 self.partial = Some(PartialRequest {
                     end: head_len + head.content_length,
                     request: Request { arrival: now, close: head.close },
@@ -150,9 +150,17 @@ fn parse_head(head: &[u8]) -> Option<Head> {
 
 /// A complete response with a `Content-Length` body.
 pub(crate) fn response(code: u16, body: &[u8], close: bool) -> Vec<u8> {
+    response_retry_after(code, None, body, close)
+}
+
+/// [`response`] with a `Retry-After: SECONDS` field when `retry_after` is given.
+pub(crate) fn response_retry_after(code: u16, retry_after: Option<u32>, body: &[u8], close: bool) -> Vec<u8> {
     let mut out =
         format!("HTTP/1.1 {code} {}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n", reason(code), body.len())
             .into_bytes();
+    if let Some(seconds) = retry_after {
+        out.extend_from_slice(format!("Retry-After: {seconds}\r\n").as_bytes());
+    }
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }
@@ -219,6 +227,10 @@ mod tests {
         assert_eq!(
             response(404, b"status\n", false),
             b"HTTP/1.1 404 Not Found\r\nContent-Type: text/plain\r\nContent-Length: 7\r\n\r\nstatus\n"
+        );
+        assert_eq!(
+            response_retry_after(429, Some(7), b"", true),
+            b"HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nRetry-After: 7\r\nConnection: close\r\n\r\n"
         );
     }
 }

@@ -15,14 +15,19 @@
 //! Debian's; where it needs a WebSocket server, [`ws`] runs one
 //! (tokio-tungstenite) and [`python::websocket`] Debian's python3-websockets;
 //! where it needs gRPC, [`grpc`] starts python3-grpcio's and [`grpc_go`]
-//! grpc-go's, with server reflection.
+//! grpc-go's, with server reflection; where it needs the metrics receivers a
+//! push output sends to, [`receivers`] starts a current Prometheus and an
+//! OpenTelemetry Collector, and [`refusing`], [`stalling`] and
+//! [`refused_addr`] stand in for one that refuses, hangs or is down.
 
+mod client;
 pub mod grpc;
 pub mod grpc_go;
 mod http;
 mod nginx;
 pub mod prometheus;
 pub mod python;
+pub mod receivers;
 pub mod schema;
 mod serve;
 mod tls;
@@ -54,6 +59,14 @@ pub(crate) struct Shared {
     arrivals: Mutex<Vec<Instant>>,
     /// From when `restart_counter`'s counter reads 1 (never until [`Server::restart_at`]).
     pub(crate) restarted: Mutex<Option<Instant>>,
+    /// Whether request heads and body sizes are kept ([`refusing`], [`stalling`]): only the
+    /// servers that stand in for a metrics receiver do, so that the load tests' servers keep
+    /// no per-request memory.
+    record: bool,
+    /// The request heads read so far, as text, when `record` is set.
+    heads: Mutex<Vec<String>>,
+    /// Body bytes of the requests read so far, when `record` is set.
+    body_bytes: AtomicU64,
 }
 
 impl Shared {
@@ -62,8 +75,12 @@ impl Shared {
         self.stop.load(Ordering::Acquire)
     }
 
-    /// Counts a complete request head that arrived at `at`.
-    pub(crate) fn record_request(&self, at: Instant) {
+    /// Counts a complete request head that arrived at `at`, announcing a body of `body_bytes`.
+    pub(crate) fn record_request(&self, at: Instant, head: &[u8], body_bytes: usize) {
+        if self.record {
+            self.heads.lock().unwrap_or_else(PoisonError::into_inner).push(String::from_utf8_lossy(head).into_owned());
+            self.body_bytes.fetch_add(body_bytes as u64, Ordering::Release);
+        }
         self.arrivals.lock().unwrap_or_else(PoisonError::into_inner).push(at);
         self.requests.fetch_add(1, Ordering::Release);
     }
@@ -96,6 +113,19 @@ impl Server {
     /// requests that were never answered).
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::Acquire)
+    }
+
+    /// The heads of the requests read so far (request line and header fields, as text, in the
+    /// order they were read), for the servers that keep them ([`refusing`], [`stalling`]);
+    /// empty for the others.
+    pub fn request_heads(&self) -> Vec<String> {
+        self.shared.heads.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// The body bytes (by `Content-Length`) of the requests read so far, for the servers that
+    /// keep them ([`refusing`], [`stalling`]); 0 for the others.
+    pub fn body_bytes(&self) -> u64 {
+        self.shared.body_bytes.load(Ordering::Acquire)
     }
 
     /// Makes `restart_counter`'s counter read 1 from `at` on.
@@ -132,6 +162,11 @@ impl Server {
 
     /// Binds 127.0.0.1:0 and starts the accept thread.
     fn start(behaviour: Behaviour, tls: Option<tls::Identity>) -> Self {
+        Self::start_with(behaviour, tls, false)
+    }
+
+    /// [`Server::start`], keeping request heads and body sizes when `record`.
+    fn start_with(behaviour: Behaviour, tls: Option<tls::Identity>, record: bool) -> Self {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("listener address");
         let shared = Arc::new(Shared {
@@ -142,6 +177,9 @@ impl Server {
             open: AtomicU64::new(0),
             arrivals: Mutex::new(Vec::new()),
             restarted: Mutex::new(None),
+            record,
+            heads: Mutex::new(Vec::new()),
+            body_bytes: AtomicU64::new(0),
         });
         let (cert_pem, config) = match tls {
             Some(identity) => (Some(identity.cert_pem), Some(identity.config)),
@@ -312,7 +350,23 @@ pub fn close_delimited() -> Server {
 /// Keep-alive server answering every request with status `code` (e.g. 404,
 /// 503) and body `status\n`.
 pub fn status(code: u16) -> Server {
-    Server::start(Behaviour::Status(code), None)
+    Server::start(Behaviour::Status { code, retry_after: None }, None)
+}
+
+/// A metrics receiver that refuses: a keep-alive server answering every request (a push's
+/// `POST`) with status `code` (400, 429, 500, 503, ...) and body `status\n`, with a
+/// `Retry-After: SECONDS` field when `retry_after` is given. It keeps what it received:
+/// [`Server::requests`], [`Server::request_heads`] (to check what a client sent: its
+/// `Content-Type`, `Content-Encoding`, version headers) and [`Server::body_bytes`].
+pub fn refusing(code: u16, retry_after: Option<u32>) -> Server {
+    Server::start_with(Behaviour::Status { code, retry_after }, None, true)
+}
+
+/// A metrics receiver that stalls: reads each request whole (head and body) and never answers,
+/// keeping the connection open, like [`never_answers`]; it keeps the request heads and body
+/// sizes like [`refusing`]. For a receiver that is down, see [`refused_addr`].
+pub fn stalling() -> Server {
+    Server::start_with(Behaviour::Silent, None, true)
 }
 
 /// Answers the first request on each connection with a chunked `200` whose

@@ -6,16 +6,18 @@
 //!
 //! It owns the configuration (one job per target, a 1 s scrape interval and timeout), the wait
 //! until the server is ready, and two plain clients for the tests: an instant query returning the
-//! API's JSON, and a wait until a query has data. Requests are HTTP/1.0 on a new connection with
+//! API's JSON, and a wait until a query has data (both shared with the current Prometheus of
+//! [`crate::receivers`], in `client.rs`). Requests are HTTP/1.0 on a new connection with
 //! timeouts: nothing here can hang a test.
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
+
+use crate::client::{PromApi, get};
 
 /// A running Prometheus; dropping it stops it (by its PID) and removes its files.
 pub struct Prometheus {
@@ -60,36 +62,17 @@ impl Prometheus {
 
     /// An instant query at `time` (unix seconds; now when `None`): the API's JSON answer.
     pub fn query(&self, query: &str, time: Option<f64>) -> Result<Value, String> {
-        let mut target = format!("/api/v1/query?query={}", encode(query));
-        if let Some(t) = time {
-            target.push_str(&format!("&time={t:.3}"));
-        }
-        let (status, body) = get(self.addr, &target)?;
-        let v: Value = serde_json::from_str(&body).map_err(|e| format!("HTTP {status}: {e}: {body}"))?;
-        match v["status"].as_str() {
-            Some("success") => Ok(v),
-            _ => Err(format!("HTTP {status}: {body}")),
-        }
+        PromApi(self.addr).query(query, time)
     }
 
     /// The result array of `query` (now), empty on an error.
     pub fn series(&self, query: &str) -> Vec<Value> {
-        self.query(query, None).ok().and_then(|v| v["data"]["result"].as_array().cloned()).unwrap_or_default()
+        PromApi(self.addr).series(query)
     }
 
     /// Wait until `query` returns at least one series, for at most `limit`; the series.
     pub fn wait_for_data(&self, query: &str, limit: Duration) -> Result<Vec<Value>, String> {
-        let deadline = Instant::now() + limit;
-        loop {
-            let got = self.series(query);
-            if !got.is_empty() {
-                return Ok(got);
-            }
-            if Instant::now() >= deadline {
-                return Err(format!("`{query}` returned no data within {limit:?}"));
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
+        PromApi(self.addr).wait_for_data(query, limit)
     }
 }
 
@@ -151,40 +134,4 @@ fn config(targets: &[ScrapeTarget]) -> String {
         ));
     }
     c
-}
-
-/// Percent-encoding of a query parameter: everything but unreserved characters.
-fn encode(text: &str) -> String {
-    let mut out = String::new();
-    for b in text.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
-}
-
-/// `GET target` over HTTP/1.0 (the body ends with the connection): status and body.
-fn get(addr: SocketAddr, target: &str) -> Result<(u16, String), String> {
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(1)).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    s.write_all(format!("GET {target} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes()).map_err(|e| e.to_string())?;
-    let mut answer = Vec::new();
-    s.read_to_end(&mut answer).map_err(|e| e.to_string())?;
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    let (head, body) = answer.split_once("\r\n\r\n").ok_or_else(|| format!("no response head: {answer:?}"))?;
-    let status = head.split(' ').nth(1).and_then(|s| s.parse().ok()).ok_or_else(|| format!("bad head: {head}"))?;
-    Ok((status, body.to_string()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn queries_are_percent_encoded() {
-        assert_eq!(encode(r#"sum(x{a=~"b.*"}) by (c)"#), "sum%28x%7Ba%3D~%22b.%2A%22%7D%29%20by%20%28c%29");
-    }
 }

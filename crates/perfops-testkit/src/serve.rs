@@ -53,8 +53,8 @@ pub(crate) enum Behaviour {
     Chunked,
     /// `200` delimited by closing the connection.
     CloseDelimited,
-    /// The given status code with body `status\n`.
-    Status(u16),
+    /// The given status code with body `status\n`, and `Retry-After: SECONDS` when given.
+    Status { code: u16, retry_after: Option<u32> },
     /// Every `every`-th connection (the first included) answers after
     /// `stall`, the others at once; resolved to `Delay` when accepted.
     StallSome { every: u64, stall: Duration },
@@ -128,8 +128,8 @@ pub(crate) fn serve(mut conn: impl Conn, behaviour: Behaviour, shared: &Shared) 
                     return;
                 }
             }
-            Behaviour::Status(code) => {
-                if !respond(&mut conn, &http::response(code, b"status\n", request.close)) {
+            Behaviour::Status { code, retry_after } => {
+                if !respond(&mut conn, &http::response_retry_after(code, retry_after, b"status\n", request.close)) {
                     return;
                 }
             }

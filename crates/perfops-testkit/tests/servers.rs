@@ -247,6 +247,82 @@ fn status_codes_on_keep_alive() {
     }
 }
 
+/// A push as a metrics client sends it: a POST with a protobuf body.
+fn push(body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "POST /api/v1/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/x-protobuf\r\n\
+         Content-Encoding: snappy\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn refusing_answers_every_push_with_its_status_and_keeps_what_it_got() {
+    // (status, Retry-After, the head it must answer with)
+    let cases = [
+        // A client error without advice: the sender must drop the batch.
+        (400, None, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 7\r\n\r\n"),
+        // Throttled, with the seconds to wait.
+        (
+            429,
+            Some(3),
+            "HTTP/1.1 429 Too Many Requests\r\nContent-Type: text/plain\r\nContent-Length: 7\r\nRetry-After: 3\r\n\r\n",
+        ),
+        // A server error: retryable.
+        (500, None, "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/plain\r\nContent-Length: 7\r\n\r\n"),
+        // Unavailable, with the seconds to wait.
+        (
+            503,
+            Some(1),
+            "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 7\r\nRetry-After: 1\r\n\r\n",
+        ),
+    ];
+    for (code, retry_after, want) in cases {
+        let server = testkit::refusing(code, retry_after);
+        let mut stream = connect(&server);
+        // Two pushes on one keep-alive connection, bodies of 5 and 300 bytes.
+        for body in [&b"hello"[..], &[7u8; 300][..]] {
+            stream.write_all(&push(body)).unwrap();
+            let (head, body) = read_response(&mut stream);
+            assert_eq!(head, want, "{code}");
+            assert_eq!(body, b"status\n");
+        }
+        assert_eq!((server.connections(), server.requests(), server.body_bytes()), (1, 2, 305), "{code}");
+        let heads = server.request_heads();
+        assert_eq!(heads.len(), 2);
+        assert!(heads[0].starts_with("POST /api/v1/write HTTP/1.1\r\n"), "{}", heads[0]);
+        assert!(heads[1].contains("Content-Encoding: snappy\r\n") && heads[1].contains("Content-Length: 300\r\n"));
+    }
+}
+
+#[test]
+fn stalling_reads_the_push_whole_and_never_answers() {
+    let server = testkit::stalling();
+    let mut stream = connect(&server);
+    stream.write_all(&push(&[1u8; 1000])).unwrap();
+    stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buf = [0u8; 64];
+    let err = stream.read(&mut buf).expect_err("no answer expected");
+    assert!(matches!(err.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut));
+    // The whole body was read (counted), yet nothing came back.
+    assert!(eventually(|| server.body_bytes() == 1000), "{}", server.body_bytes());
+    assert_eq!((server.requests(), server.request_heads().len()), (1, 1));
+}
+
+#[test]
+fn servers_that_stand_for_no_receiver_keep_no_heads() {
+    // Only `refusing` and `stalling` keep what they read: the load tests' servers keep no
+    // per-request memory beyond their arrival times.
+    let server = testkit::status(503);
+    let mut stream = connect(&server);
+    stream.write_all(&push(b"x")).unwrap();
+    let _ = read_response(&mut stream);
+    assert_eq!((server.requests(), server.request_heads().len(), server.body_bytes()), (1, 0, 0));
+}
+
 #[test]
 fn tls_server_handshakes_with_a_client_trusting_its_cert() {
     use rustls::pki_types::pem::PemObject;
