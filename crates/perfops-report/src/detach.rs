@@ -5,8 +5,11 @@
 //!  collector thread                           the output's own thread
 //!  second(s) ── copy(s) ── try_send ──> [ bounded buffer, CAPACITY ] ──> inner.second(copy)
 //!               (never waits)   full? drop it, count it                 (may take its time)
-//!  finish(end) ── send, wait at most DRAIN ──────────────────────────────> inner.finish(end)
+//!               (nothing came for what tick() asked) ─────────────────> inner.tick(): a retry
+//!  drain() ── send, wait at most the bound ───────────────────────────────> inner.drain(): the rest
 //!  notes() ── "output jsonl: 3 seconds dropped, the output was slower than the run"
+//!             and the inner output's notes, as it left them after its drain
+//!  finish(end) ── send, wait at most DRAIN ──────────────────────────────> inner.finish(end)
 //! ```
 //!
 //! It owns the thread, the buffer and the count of what it dropped; the
@@ -34,6 +37,14 @@
 //! waiting would pass that slowness on to the measurement. An error of the
 //! wrapped output is reported once, on the collector's next call, and stops
 //! the load as any failing output does; nothing more is sent to it.
+//!
+//! **Outputs that deliver elsewhere** (a push to a metrics store) need two
+//! more things of the thread, and get them from [`Detachable::tick`] and
+//! [`Detachable::drain`]: to be woken when nothing arrives (a retry after a
+//! backoff shorter than a second), and to deliver what they still hold once
+//! the seconds are over and before the summary is written, so that what
+//! they could not deliver is in its warnings ([`Detachable::notes`], read
+//! after the drain).
 
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -74,6 +85,24 @@ pub trait Detachable: Send + 'static {
         let _ = end;
         Ok(())
     }
+
+    /// On its own thread, after each message and whenever nothing arrived
+    /// for as long as it last asked: do what is due (a retry), and say how
+    /// long until the next call is wanted (`None`: only with the next
+    /// second). The default wants none.
+    fn tick(&mut self) -> Option<Duration> {
+        None
+    }
+
+    /// As [`Output::drain`]: the seconds are over; deliver what is held,
+    /// within the output's own bound.
+    fn drain(&mut self) {}
+
+    /// As [`Output::notes`], read on its own thread after [`Detachable::drain`]
+    /// (and after each second), and said with the adapter's own.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// Any output, detached with a copy of the whole second ([`Copied`]).
@@ -99,6 +128,7 @@ impl<O: Output + Send + 'static> Detachable for Whole<O> {
 enum Msg<C> {
     Start(Box<RunMeta>),
     Second(C),
+    Drain,
     Finish(OwnedEnd),
 }
 
@@ -109,8 +139,12 @@ pub struct Detached<D: Detachable> {
     /// Copies the output is done with, for the next ones to reuse.
     back: Receiver<D::Copy>,
     done: Receiver<()>,
+    /// Said when a drain is over.
+    drained: Receiver<()>,
     /// The wrapped output's first error, set on its thread.
     error: Arc<Mutex<Option<String>>>,
+    /// The wrapped output's notes, as its thread last read them.
+    inner_notes: Arc<Mutex<Vec<String>>>,
     reported: bool,
     dropped: u64,
     drain: Duration,
@@ -127,13 +161,32 @@ impl<D: Detachable> Detached<D> {
     pub fn with_drain(name: &str, mut inner: D, capacity: usize, drain: Duration) -> std::io::Result<Detached<D>> {
         let (tx, rx) = mpsc::sync_channel::<Msg<D::Copy>>(capacity.max(1));
         let (done_tx, done) = mpsc::sync_channel(1);
+        let (drained_tx, drained) = mpsc::sync_channel(1);
+        let inner_notes = Arc::new(Mutex::new(Vec::new()));
+        let notes = inner_notes.clone();
         // A few copies in turn are enough: beyond them, one is freed on the output's thread.
         let (back_tx, back) = mpsc::sync_channel(2);
         let error = Arc::new(Mutex::new(None));
         let failed = error.clone();
         thread::Builder::new().name(format!("output {name}")).spawn(move || {
             let mut ok = true;
-            for msg in rx {
+            // How long the output wants to wait for the next message before its tick.
+            let mut wait: Option<Duration> = None;
+            loop {
+                let msg = match wait {
+                    None => match rx.recv() {
+                        Ok(msg) => msg,
+                        Err(_) => break,
+                    },
+                    Some(wait_for) => match rx.recv_timeout(wait_for) {
+                        Ok(msg) => msg,
+                        Err(RecvTimeoutError::Timeout) => {
+                            wait = inner.tick();
+                            continue;
+                        }
+                        Err(RecvTimeoutError::Disconnected) => break,
+                    },
+                };
                 let result = match msg {
                     Msg::Finish(end) => {
                         let result = if ok { inner.finish(&end.end()) } else { Ok(()) };
@@ -142,6 +195,14 @@ impl<D: Detachable> Detached<D> {
                         }
                         let _ = done_tx.send(());
                         break;
+                    }
+                    Msg::Drain => {
+                        if ok {
+                            inner.drain();
+                        }
+                        *notes.lock().unwrap_or_else(|p| p.into_inner()) = inner.notes();
+                        let _ = drained_tx.try_send(());
+                        Ok(())
                     }
                     _ if !ok => Ok(()),
                     Msg::Start(meta) => inner.start(&meta),
@@ -155,9 +216,21 @@ impl<D: Detachable> Detached<D> {
                     ok = false;
                     failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.0);
                 }
+                wait = if ok { inner.tick() } else { None };
             }
         })?;
-        Ok(Detached { name: name.to_string(), tx: Some(tx), back, done, error, reported: false, dropped: 0, drain })
+        Ok(Detached {
+            name: name.to_string(),
+            tx: Some(tx),
+            back,
+            done,
+            drained,
+            error,
+            inner_notes,
+            reported: false,
+            dropped: 0,
+            drain,
+        })
     }
 
     /// Seconds dropped so far: the buffer was full.
@@ -238,15 +311,37 @@ impl<D: Detachable> Output for Detached<D> {
         }
     }
 
+    /// Ask the output's thread to drain, behind the seconds it still has,
+    /// and wait for it at most the adapter's bound (a late drain leaves the
+    /// notes it had).
+    fn drain(&mut self) {
+        let Some(tx) = &self.tx else { return };
+        let deadline = Instant::now() + self.drain;
+        let mut msg = Msg::Drain;
+        loop {
+            match tx.try_send(msg) {
+                Ok(()) => break,
+                Err(TrySendError::Full(back)) if Instant::now() < deadline => {
+                    msg = back;
+                    thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => return,
+            }
+        }
+        let _ = self.drained.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    }
+
     fn notes(&self) -> Vec<String> {
-        match self.dropped {
+        let mut notes = match self.dropped {
             0 => Vec::new(),
             n => vec![format!(
                 "output {}: {n} second{} dropped, the output was slower than the run",
                 self.name,
                 if n == 1 { "" } else { "s" }
             )],
-        }
+        };
+        notes.extend(self.inner_notes.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
+        notes
     }
 }
 
@@ -348,6 +443,54 @@ mod tests {
         assert!(began.elapsed() < Duration::from_secs(1), "{:?}", began.elapsed());
         assert!(e.0.starts_with("output stuck: still writing after"), "{e}");
         assert_eq!(finished.load(Ordering::SeqCst), 0);
+    }
+
+    /// An output that delivers elsewhere: woken when nothing arrives, for as
+    /// long as it asks (a retry), drained on request behind the seconds it
+    /// has, and its notes read after its drain, with the adapter's own.
+    #[test]
+    fn a_pushing_output_is_ticked_drained_and_heard() {
+        #[derive(Default)]
+        struct Retrying {
+            seconds: u32,
+            ticks: Arc<AtomicU32>,
+            drained: bool,
+        }
+        impl Detachable for Retrying {
+            type Copy = ();
+            fn copy(_: &Second<'_>, _: Option<()>) {}
+            fn second(&mut self, _: &()) -> Result<(), SinkError> {
+                self.seconds += 1;
+                Ok(())
+            }
+            fn tick(&mut self) -> Option<Duration> {
+                // Wants 4 wake-ups 5 ms apart after each message, then none.
+                let n = self.ticks.fetch_add(1, Ordering::SeqCst);
+                (n % 5 < 4).then_some(Duration::from_millis(5))
+            }
+            fn drain(&mut self) {
+                self.drained = true;
+            }
+            fn notes(&self) -> Vec<String> {
+                vec![format!("{} seconds, drained: {}", self.seconds, self.drained)]
+            }
+        }
+        let ticks = Arc::new(AtomicU32::new(0));
+        let mut out =
+            Detached::new("push", Retrying { ticks: ticks.clone(), ..Retrying::default() }, 4).expect("a thread");
+        let iv = Interval::empty(0);
+        out.second(&place(&iv)).expect("no error");
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while ticks.load(Ordering::SeqCst) < 5 && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(ticks.load(Ordering::SeqCst), 5, "woken with no second coming, as long as it asked");
+        out.second(&place(&iv)).expect("no error");
+        assert_eq!(out.notes(), Vec::<String>::new(), "nothing heard before the drain");
+        out.drain();
+        assert_eq!(out.notes(), vec!["2 seconds, drained: true".to_string()]);
+        let s = summary();
+        out.finish(&End::Quick(&s)).expect("finished");
     }
 
     /// A failing output: its error reaches the collector once, on the next call.

@@ -107,8 +107,15 @@ pub trait Output {
         Ok(())
     }
 
+    /// The seconds are over (called once, before [`Output::notes`] and
+    /// [`Output::finish`]): an output that delivers them elsewhere tries to
+    /// deliver what it still holds, within a bound of its own, so that its
+    /// notes say what could not be delivered before the summary is written.
+    fn drain(&mut self) {}
+
     /// What the user should hear about this output once the seconds are
-    /// over (seconds it dropped), said on stderr and in the summary's warnings.
+    /// over (seconds it dropped or could not deliver), said on stderr and
+    /// in the summary's warnings.
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
@@ -138,6 +145,9 @@ impl<O: Output + ?Sized> Output for &mut O {
     fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
         (**self).finish(end)
     }
+    fn drain(&mut self) {
+        (**self).drain()
+    }
     fn notes(&self) -> Vec<String> {
         (**self).notes()
     }
@@ -158,6 +168,9 @@ impl<O: Output + ?Sized> Output for Box<O> {
     }
     fn finish(&mut self, end: &End<'_>) -> Result<(), SinkError> {
         (**self).finish(end)
+    }
+    fn drain(&mut self) {
+        (**self).drain()
     }
     fn notes(&self) -> Vec<String> {
         (**self).notes()

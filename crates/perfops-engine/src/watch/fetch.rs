@@ -1,4 +1,5 @@
-//! One blocking HTTP/1.1 `GET` on a new connection, for the watcher's scrapes and probes.
+//! One blocking HTTP/1.1 `GET` (or `POST`) on a new connection: the watcher's scrapes and probes,
+//! and the pushing outputs' deliveries (Prometheus remote-write, OTLP over HTTP).
 //!
 //! It owns the whole exchange: resolve, connect, TLS when the URL is `https`, one request with
 //! `Connection: close`, the response head (`httparse`), the body framed by `Content-Length`,
@@ -8,7 +9,9 @@
 //! (`timeout` after the call), and every blocking step waits at most [`SLICE`] at a time so the
 //! stop flag is seen promptly even in the middle of a slow answer. It is not the load's client
 //! (that is `http1`, async and keep-alive): this one is plain, slow and careful, and never shares
-//! a connection, because a Kubernetes probe does not either.
+//! a connection, because a Kubernetes probe does not either. A push makes one request a second at
+//! most: a new connection each time costs a handshake a second, which is nothing beside the
+//! load's, and a receiver that hangs or resets costs the next request nothing.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -28,17 +31,17 @@ use crate::chunked::ChunkedDecoder;
 use crate::framing::{Fields, Framing};
 
 /// The largest body kept; a bigger one is an error, not a truncated scrape.
-pub(crate) const MAX_BODY_BYTES: usize = 16 << 20;
+pub const MAX_BODY_BYTES: usize = 16 << 20;
 /// The largest response head accepted.
 const MAX_HEAD_BYTES: usize = 64 << 10;
 /// The longest any single blocking call waits before the stop flag and the deadline are looked at.
-pub(crate) const SLICE: Duration = Duration::from_millis(50);
+pub const SLICE: Duration = Duration::from_millis(50);
 
 /// Header fields as received: (name, value).
-pub(crate) type Headers = Vec<(String, Vec<u8>)>;
+pub type Headers = Vec<(String, Vec<u8>)>;
 
 /// What to fetch and how.
-pub(crate) struct Request<'a> {
+pub struct Request<'a> {
     /// An absolute `http` or `https` URL.
     pub url: &'a Url,
     /// Connect, TLS, request and the whole response must fit in this.
@@ -51,7 +54,7 @@ pub(crate) struct Request<'a> {
 
 /// A complete response.
 #[derive(Debug)]
-pub(crate) struct Response {
+pub struct Response {
     /// The status code.
     pub status: u16,
     /// Header fields as received.
@@ -64,7 +67,7 @@ pub(crate) struct Response {
 
 /// Why there is no response. The messages are short: they end up in a probe's `error`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum FetchError {
+pub enum FetchError {
     /// The URL cannot be fetched (scheme, host).
     #[error("bad URL: {0}")]
     Url(String),
@@ -100,8 +103,28 @@ pub(crate) enum FetchError {
     Stopped,
 }
 
+/// A request's body, for [`post`].
+#[derive(Debug, Clone, Copy)]
+pub struct Body<'a> {
+    /// Its `Content-Type`.
+    pub content_type: &'a str,
+    /// Its bytes, sent with a `Content-Length`.
+    pub bytes: &'a [u8],
+}
+
 /// `GET` `req.url`, giving up when `stop` is set.
-pub(crate) fn get(req: &Request<'_>, stop: &AtomicBool) -> Result<Response, FetchError> {
+pub fn get(req: &Request<'_>, stop: &AtomicBool) -> Result<Response, FetchError> {
+    send(req, None, stop)
+}
+
+/// `POST` `body` to `req.url`, giving up when `stop` is set: the same exchange as [`get`], the
+/// body written after the head (with `Content-Type` and `Content-Length`; other fields such as
+/// `Content-Encoding` are the caller's, in `req.headers`).
+pub fn post(req: &Request<'_>, body: &Body<'_>, stop: &AtomicBool) -> Result<Response, FetchError> {
+    send(req, Some(body), stop)
+}
+
+fn send(req: &Request<'_>, body: Option<&Body<'_>>, stop: &AtomicBool) -> Result<Response, FetchError> {
     let began = Instant::now();
     let deadline = began + req.timeout;
     let url = req.url;
@@ -116,7 +139,10 @@ pub(crate) fn get(req: &Request<'_>, stop: &AtomicBool) -> Result<Response, Fetc
     let addrs = url.socket_addrs(|| None).map_err(|e| FetchError::Resolve(e.to_string()))?;
     let stream = connect_any(&addrs, deadline, stop)?;
     let _ = stream.set_nodelay(true);
-    let head = request_head(url, req.headers);
+    let mut head = request_head(url, req.headers, body);
+    if let Some(body) = body {
+        head.extend_from_slice(body.bytes);
+    }
     let (status, headers, body) = match tls {
         None => exchange(&mut Plain(stream), &head, deadline, stop)?,
         Some(config) => {
@@ -130,21 +156,26 @@ pub(crate) fn get(req: &Request<'_>, stop: &AtomicBool) -> Result<Response, Fetc
     Ok(Response { status, headers, body, elapsed: began.elapsed() })
 }
 
-/// The request: origin-form target, `Host` as the URL has it (port only when not the default).
-fn request_head(url: &Url, headers: &[(&str, &str)]) -> Vec<u8> {
+/// The request: origin-form target, `Host` as the URL has it (port only when not the default);
+/// `POST` with the body's type and length when there is one (the body itself is not included).
+fn request_head(url: &Url, headers: &[(&str, &str)], body: Option<&Body<'_>>) -> Vec<u8> {
     let mut target = url.path().to_string();
     if let Some(q) = url.query() {
         target.push('?');
         target.push_str(q);
     }
     let host = url.host_str().unwrap_or_default();
-    let mut head = format!("GET {target} HTTP/1.1\r\nHost: {host}");
+    let method = if body.is_some() { "POST" } else { "GET" };
+    let mut head = format!("{method} {target} HTTP/1.1\r\nHost: {host}");
     if let Some(port) = url.port() {
         head.push_str(&format!(":{port}"));
     }
     head.push_str("\r\n");
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if let Some(body) = body {
+        head.push_str(&format!("Content-Type: {}\r\nContent-Length: {}\r\n", body.content_type, body.bytes.len()));
     }
     head.push_str("Connection: close\r\n\r\n");
     head.into_bytes()
@@ -287,7 +318,7 @@ fn retry<C: Conn, T>(
 
 type Parts = (u16, Headers, Vec<u8>);
 
-/// Write the request, read the response.
+/// Write the request (its head and body, in one buffer), read the response.
 fn exchange<C: Conn>(c: &mut C, head: &[u8], deadline: Instant, stop: &AtomicBool) -> Result<Parts, FetchError> {
     let mut sent = 0;
     while sent < head.len() {
@@ -392,7 +423,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<(u16, Headers, usize)>, FetchError> {
     }
 }
 
-/// How the body of a response to `GET` ends: the engine's one set of rules ([`crate::framing`]).
+/// How the body of a response to `GET` or `POST` ends: the engine's one set of rules ([`crate::framing`]).
 fn framing(status: u16, headers: &[(String, Vec<u8>)]) -> Result<Framing, FetchError> {
     let mut fields = Fields::default();
     for (name, value) in headers {
@@ -451,15 +482,28 @@ mod tests {
     #[test]
     fn request_head_names_the_host_and_closes() {
         let url = Url::parse("http://example.invalid:8080/metrics?x=1").unwrap();
-        let head = request_head(&url, &[("User-Agent", "kube-probe/perfops")]);
+        let head = request_head(&url, &[("User-Agent", "kube-probe/perfops")], None);
         assert_eq!(
             String::from_utf8(head).unwrap(),
             "GET /metrics?x=1 HTTP/1.1\r\nHost: example.invalid:8080\r\nUser-Agent: kube-probe/perfops\r\nConnection: close\r\n\r\n"
         );
         let url = Url::parse("https://[::1]/").unwrap();
         assert!(
-            String::from_utf8(request_head(&url, &[])).unwrap().contains("Host: [::1]\r\n"),
+            String::from_utf8(request_head(&url, &[], None)).unwrap().contains("Host: [::1]\r\n"),
             "default port left out"
+        );
+    }
+
+    /// A push: `POST`, the caller's fields, then the body's type and length.
+    #[test]
+    fn request_head_of_a_post_says_the_body_type_and_length() {
+        let url = Url::parse("http://127.0.0.1:9090/api/v1/write").unwrap();
+        let body = Body { content_type: "application/x-protobuf", bytes: b"12345" };
+        let head = request_head(&url, &[("Content-Encoding", "snappy")], Some(&body));
+        assert_eq!(
+            String::from_utf8(head).unwrap(),
+            "POST /api/v1/write HTTP/1.1\r\nHost: 127.0.0.1:9090\r\nContent-Encoding: snappy\r\n\
+             Content-Type: application/x-protobuf\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
         );
     }
 }

@@ -23,7 +23,7 @@
 //! burst. Every thread sleeps in slices of at most 50 ms and every socket wait is sliced too, so
 //! [`Watcher::stop`] is seen within about that long.
 
-mod fetch;
+pub mod fetch;
 mod netlink;
 mod probe;
 mod process;

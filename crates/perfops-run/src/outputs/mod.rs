@@ -95,6 +95,11 @@ macro_rules! registry {
 
 registry![prometheus, jsonl, live];
 
+/// What the pushing outputs share (backlog, retries, the HTTP wire, auth
+/// headers): not an output itself.
+#[allow(dead_code)] // its users come in the next commits
+mod push;
+
 /// The known outputs, for an error or a help text.
 pub fn known() -> String {
     REGISTRY.iter().map(|e| e.help).collect::<Vec<_>>().join("; ")
@@ -214,8 +219,13 @@ impl Chosen {
     }
 
     /// What the outputs have to say once the seconds are over (seconds
-    /// dropped), said on stderr here and returned for the summary's warnings.
-    pub(crate) fn notes(&self) -> Vec<String> {
+    /// dropped, or not delivered), said on stderr here and returned for the
+    /// summary's warnings. Each is drained first: a push delivers what it
+    /// still holds (within its bound), so that its note is the last word.
+    pub(crate) fn notes(&mut self) -> Vec<String> {
+        for (_, output) in &mut self.0 {
+            output.drain();
+        }
         let notes: Vec<String> = self.0.iter().flat_map(|(_, o)| o.notes()).collect();
         for note in &notes {
             note!("{note}");
