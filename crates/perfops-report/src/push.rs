@@ -196,6 +196,15 @@ pub const STAGE_INFO: Family = family(
     "The stage of the second (1, labelled with its name; `(draining)` after the last arrival).",
 );
 
+/// A watched metric of the target (`watch:`), when an output is asked to push them.
+pub const WATCHED: Family = family(
+    "perfops_watched",
+    "perfops.watched",
+    "{value}",
+    Kind::Gauge,
+    "A metric watched beside the load (the scenario's watch:), by source and metric, at the time it was read.",
+);
+
 /// Every family pushed, in the order a batch holds them.
 pub const FAMILIES: [Family; 16] = [
     LATENCY, SERVICE, LATENCY_OK, SERVICE_OK, REQUESTS, SENT, RESPONSES, ANSWERED, ITERATIONS, DROPPED, BYTES_OUT,
@@ -324,6 +333,37 @@ impl Pushed {
     /// one query (and the dashboard's `job` variable) reads either push.
     pub fn target_labels(&self) -> [(&'static str, String); 2] {
         [("job", "perfops".to_string()), ("instance", self.run.clone())]
+    }
+
+    /// The watched samples read in `s` (the scenario's `watch:`), each a
+    /// batch at the time it was read: one [`WATCHED`] gauge a value, labelled
+    /// `run`, `scenario`, `source` (its URL redacted) and `metric`. Values
+    /// that are not finite are left out.
+    pub fn watched(&self, s: &Second<'_>) -> Vec<Batch> {
+        s.watched
+            .iter()
+            .map(|sample| {
+                let time_ms = self.zero_ms + (sample.t * 1000.0).round() as i64;
+                let source = perfops_core::scenario::redact::redact_text(&sample.source).into_owned();
+                let points = sample
+                    .values
+                    .iter()
+                    .filter(|(_, v)| v.is_finite())
+                    .map(|(name, v)| Point {
+                        family: &WATCHED,
+                        labels: vec![
+                            ("run", self.run.clone()),
+                            ("scenario", self.scenario.clone()),
+                            ("source", source.clone()),
+                            ("metric", name.clone()),
+                        ],
+                        start_ms: time_ms,
+                        value: Value::Gauge(*v),
+                    })
+                    .collect();
+                Batch { time_ms, points }
+            })
+            .collect()
     }
 
     /// The points of `s`.
@@ -547,13 +587,35 @@ mod tests {
         assert_eq!(b.points.iter().filter(|p| p.family.name == REQUESTS.name).count(), 1);
     }
 
+    /// Watched samples: one gauge a finite value, at the time it was read,
+    /// the source's credentials redacted.
+    #[test]
+    fn watched_samples_are_gauges_at_their_own_time() {
+        use perfops_core::telemetry::watched::Sample;
+        let pushed = Pushed::new(&meta(), Temporality::Cumulative);
+        let watched = [Sample {
+            t: 2.25,
+            source: "prometheus http://u:pw@127.0.0.1:8080/metrics".into(),
+            values: vec![("busy".into(), 3.0), ("broken".into(), f64::NAN)],
+        }];
+        let iv = interval(2, Vec::new());
+        let b = pushed.watched(&Second { watched: &watched, ..Second::new(&iv, "a") });
+        assert_eq!(b.len(), 1);
+        assert_eq!(b[0].time_ms, 1_795_321_800_500 + 2250);
+        assert_eq!(b[0].points.len(), 1, "NaN left out");
+        let p = &b[0].points[0];
+        assert_eq!((p.family.name, &p.value), ("perfops_watched", &Value::Gauge(3.0)));
+        assert_eq!(p.labels[2], ("source", "prometheus http://u:<redacted>@127.0.0.1:8080/metrics".to_string()));
+        assert_eq!(p.labels[3], ("metric", "busy".to_string()));
+    }
+
     /// Every family's OpenTelemetry name and unit translate to its
     /// Prometheus name the way Prometheus' OTLP receiver does (dots to
     /// underscores, `s` to `_seconds`, `By` to `_bytes`, `1/s` to
     /// `_per_second`, `_total` on counters, `{...}` dropped).
     #[test]
     fn otel_names_translate_to_the_prometheus_names() {
-        for f in FAMILIES {
+        for f in FAMILIES.into_iter().chain([WATCHED]) {
             let mut name = f.otel.replace('.', "_");
             let unit = match f.unit {
                 "s" => "_seconds",
