@@ -93,11 +93,10 @@ macro_rules! registry {
     };
 }
 
-registry![prometheus, jsonl, live];
+registry![prometheus, jsonl, live, prometheus_rw];
 
 /// What the pushing outputs share (backlog, retries, the HTTP wire, auth
 /// headers): not an output itself.
-#[allow(dead_code)] // its users come in the next commits
 mod push;
 
 /// The known outputs, for an error or a help text.

@@ -247,6 +247,7 @@ impl<E: Encode, D: Deliver> Pushing<E, D> {
     }
 
     /// What happened so far.
+    #[cfg(test)]
     pub(crate) fn tally(&self) -> &Tally {
         &self.tally
     }

@@ -12,7 +12,9 @@ pub(crate) struct OutputFlags {
     /// Also send every second to the output NAME (repeatable): `jsonl=-` or
     /// `jsonl=FILE` (one JSON object per second, with a start and a finish
     /// line), `prometheus=ADDR` (as --metrics-listen), `live=ADDR` (as
-    /// --live). Added to the
+    /// --live), `prometheus-rw=URL[#watched]` (pushed to a Prometheus
+    /// remote-write URL, latency as native histograms; auth headers from
+    /// PERFOPS_REMOTE_WRITE_HEADERS). Added to the
     /// scenario's `outputs:`. The results directory is always written (--out
     /// names its folder).
     #[arg(long = "output", value_name = "NAME[=ARG]", value_parser = perfops_run::outputs::parse_spec)]
