@@ -6,7 +6,7 @@
 //!  second(s) ── copy(s) ── try_send ──> [ bounded buffer, CAPACITY ] ──> inner.second(copy)
 //!               (never waits)   full? drop it, count it                 (may take its time)
 //!               (nothing came for what tick() asked) ─────────────────> inner.tick(): a retry
-//!  drain() ── send, wait at most the bound ───────────────────────────────> inner.drain(): the rest
+//!  drain() ── send, wait at most the bound ────────────────────────────> inner.drain(until): the rest
 //!  notes() ── "output jsonl: 3 seconds dropped, the output was slower than the run"
 //!             and the inner output's notes, as it left them after its drain
 //!  finish(end) ── send, wait at most DRAIN ──────────────────────────────> inner.finish(end)
@@ -46,7 +46,7 @@
 //! they could not deliver is in its warnings ([`Detachable::notes`], read
 //! after the drain).
 
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -95,8 +95,10 @@ pub trait Detachable: Send + 'static {
     }
 
     /// As [`Output::drain`]: the seconds are over; deliver what is held,
-    /// within the output's own bound.
-    fn drain(&mut self) {}
+    /// and be done by `until` (the adapter's bound, from when it was asked).
+    fn drain(&mut self, until: Instant) {
+        let _ = until;
+    }
 
     /// As [`Output::notes`], read on its own thread after [`Detachable::drain`]
     /// (and after each second), and said with the adapter's own.
@@ -128,7 +130,7 @@ impl<O: Output + Send + 'static> Detachable for Whole<O> {
 enum Msg<C> {
     Start(Box<RunMeta>),
     Second(C),
-    Drain,
+    Drain(Instant),
     Finish(OwnedEnd),
 }
 
@@ -148,6 +150,8 @@ pub struct Detached<D: Detachable> {
     reported: bool,
     dropped: u64,
     drain: Duration,
+    /// The drain was not done within its bound.
+    late_drain: bool,
 }
 
 impl<D: Detachable> Detached<D> {
@@ -172,20 +176,30 @@ impl<D: Detachable> Detached<D> {
             let mut ok = true;
             // How long the output wants to wait for the next message before its tick.
             let mut wait: Option<Duration> = None;
+            let mut tick_due = false;
             loop {
-                let msg = match wait {
-                    None => match rx.recv() {
-                        Ok(msg) => msg,
-                        Err(_) => break,
-                    },
-                    Some(wait_for) => match rx.recv_timeout(wait_for) {
-                        Ok(msg) => msg,
-                        Err(RecvTimeoutError::Timeout) => {
+                // What is waiting is handled before the output's tick: a drain
+                // asked for is not held behind a retry that the tick would start.
+                let msg = match rx.try_recv() {
+                    Ok(msg) => msg,
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => {
+                        if tick_due && ok {
                             wait = inner.tick();
-                            continue;
                         }
-                        Err(RecvTimeoutError::Disconnected) => break,
-                    },
+                        let next = match wait {
+                            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+                            Some(wait_for) => rx.recv_timeout(wait_for),
+                        };
+                        match next {
+                            Ok(msg) => msg,
+                            Err(RecvTimeoutError::Timeout) => {
+                                tick_due = true;
+                                continue;
+                            }
+                            Err(RecvTimeoutError::Disconnected) => break,
+                        }
+                    }
                 };
                 let result = match msg {
                     Msg::Finish(end) => {
@@ -196,9 +210,9 @@ impl<D: Detachable> Detached<D> {
                         let _ = done_tx.send(());
                         break;
                     }
-                    Msg::Drain => {
+                    Msg::Drain(until) => {
                         if ok {
-                            inner.drain();
+                            inner.drain(until);
                         }
                         *notes.lock().unwrap_or_else(|p| p.into_inner()) = inner.notes();
                         let _ = drained_tx.try_send(());
@@ -216,7 +230,7 @@ impl<D: Detachable> Detached<D> {
                     ok = false;
                     failed.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(e.0);
                 }
-                wait = if ok { inner.tick() } else { None };
+                tick_due = true;
             }
         })?;
         Ok(Detached {
@@ -230,6 +244,7 @@ impl<D: Detachable> Detached<D> {
             reported: false,
             dropped: 0,
             drain,
+            late_drain: false,
         })
     }
 
@@ -312,12 +327,12 @@ impl<D: Detachable> Output for Detached<D> {
     }
 
     /// Ask the output's thread to drain, behind the seconds it still has,
-    /// and wait for it at most the adapter's bound (a late drain leaves the
-    /// notes it had).
+    /// by the adapter's bound, and wait for it that long (and a little
+    /// more); one that is not done by then is said to be.
     fn drain(&mut self) {
         let Some(tx) = &self.tx else { return };
         let deadline = Instant::now() + self.drain;
-        let mut msg = Msg::Drain;
+        let mut msg = Msg::Drain(deadline);
         loop {
             match tx.try_send(msg) {
                 Ok(()) => break,
@@ -328,7 +343,10 @@ impl<D: Detachable> Output for Detached<D> {
                 Err(_) => return,
             }
         }
-        let _ = self.drained.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+        let grace = deadline + Duration::from_millis(500);
+        if self.drained.recv_timeout(grace.saturating_duration_since(Instant::now())).is_err() {
+            self.late_drain = true;
+        }
     }
 
     fn notes(&self) -> Vec<String> {
@@ -341,6 +359,13 @@ impl<D: Detachable> Output for Detached<D> {
             )],
         };
         notes.extend(self.inner_notes.lock().unwrap_or_else(|p| p.into_inner()).iter().cloned());
+        if self.late_drain {
+            notes.push(format!(
+                "output {}: still delivering after {:.0} s; what it had not delivered then is not counted here",
+                self.name,
+                self.drain.as_secs_f64()
+            ));
+        }
         notes
     }
 }
@@ -468,7 +493,7 @@ mod tests {
                 let n = self.ticks.fetch_add(1, Ordering::SeqCst);
                 (n % 5 < 4).then_some(Duration::from_millis(5))
             }
-            fn drain(&mut self) {
+            fn drain(&mut self, _: Instant) {
                 self.drained = true;
             }
             fn notes(&self) -> Vec<String> {
@@ -491,6 +516,37 @@ mod tests {
         assert_eq!(out.notes(), vec!["2 seconds, drained: true".to_string()]);
         let s = summary();
         out.finish(&End::Quick(&s)).expect("finished");
+    }
+
+    /// A tick that takes long (a push's request to a stalled receiver):
+    /// the seconds and the drain waiting behind it are handled in a row
+    /// once it returns, not each after another tick, so the drain is done
+    /// within its bound and its notes count every second.
+    #[test]
+    fn a_drain_waits_behind_one_slow_tick_at_most() {
+        struct Stalled(u32);
+        impl Detachable for Stalled {
+            type Copy = ();
+            fn copy(_: &Second<'_>, _: Option<()>) {}
+            fn second(&mut self, _: &()) -> Result<(), SinkError> {
+                self.0 += 1;
+                Ok(())
+            }
+            fn tick(&mut self) -> Option<Duration> {
+                thread::sleep(Duration::from_millis(400));
+                Some(Duration::ZERO)
+            }
+            fn notes(&self) -> Vec<String> {
+                vec![format!("{} seconds", self.0)]
+            }
+        }
+        let mut out = Detached::with_drain("stalled", Stalled(0), 8, Duration::from_millis(900)).expect("a thread");
+        let iv = Interval::empty(0);
+        for _ in 0..4 {
+            out.second(&place(&iv)).expect("no error");
+        }
+        out.drain();
+        assert_eq!(out.notes(), vec!["4 seconds".to_string()], "drained in time, every second counted");
     }
 
     /// A failing output: its error reaches the collector once, on the next call.

@@ -325,9 +325,8 @@ impl<E: Encode, D: Deliver> Pushing<E, D> {
     }
 
     /// The seconds are over: deliver the rest, waiting as the backoff says,
-    /// for `policy.drain` at most; what is still waiting then is counted as left.
-    pub(crate) fn drain(&mut self) {
-        let deadline = Instant::now() + self.policy.drain;
+    /// until `deadline` at most; what is still waiting then is counted as left.
+    pub(crate) fn drain(&mut self, deadline: Instant) {
         while !self.backlog.is_empty() {
             let now = Instant::now();
             let at = self.next_try.unwrap_or(now).max(now);
@@ -403,8 +402,8 @@ impl<E: Encode, D: Deliver> Detachable for Pushing<E, D> {
         Pushing::tick(self, Instant::now())
     }
 
-    fn drain(&mut self) {
-        Pushing::drain(self)
+    fn drain(&mut self, until: Instant) {
+        Pushing::drain(self, until)
     }
 
     fn notes(&self) -> Vec<String> {
@@ -412,8 +411,9 @@ impl<E: Encode, D: Deliver> Detachable for Pushing<E, D> {
     }
 }
 
-/// A push as an output: on its own thread behind `Detached`, whose drain
-/// waits a little longer than the push's own.
+/// A push as an output: on its own thread behind `Detached`, drained for
+/// the policy's bound from when the seconds are over (a request in flight
+/// then ends within its own timeout, shorter).
 pub(crate) fn output<E: Encode, D: Deliver>(
     name: &'static str,
     encode: E,
@@ -421,7 +421,7 @@ pub(crate) fn output<E: Encode, D: Deliver>(
 ) -> Result<Box<dyn Output>, String> {
     let policy = Policy::DEFAULT;
     let pushing = Pushing::new(name, encode, deliver, policy);
-    let detached = Detached::with_drain(name, pushing, CAPACITY, policy.drain + 2 * policy.timeout)
+    let detached = Detached::with_drain(name, pushing, CAPACITY, policy.drain)
         .map_err(|e| format!("cannot start its thread: {e}"))?;
     Ok(Box::new(detached))
 }

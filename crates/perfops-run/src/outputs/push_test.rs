@@ -131,7 +131,7 @@ fn a_receiver_back_from_down_gets_the_backlog_in_one_request() {
     settle(&mut p);
     assert_eq!(p.wire().requests, vec![vec![0], vec![0, 1, 2], vec![0, 1, 2], vec![0, 1, 2]]);
     assert_eq!((p.tally().delivered, p.tally().failed_tries), (3, 3));
-    p.drain();
+    p.drain(Instant::now() + QUICK.drain);
     assert_eq!(p.notes(), Vec::<String>::new(), "all delivered: nothing to say");
 }
 
@@ -188,7 +188,7 @@ fn a_refused_request_is_given_up_and_said_with_its_reason() {
     p.add(2);
     settle(&mut p);
     assert_eq!(p.wire().requests, vec![vec![0, 1], vec![2]], "refused seconds are not sent again");
-    p.drain();
+    p.drain(Instant::now() + QUICK.drain);
     assert_eq!(
         p.notes(),
         vec![
@@ -228,7 +228,7 @@ fn the_drain_is_bounded_and_says_what_is_left() {
         p.add(t);
     }
     let began = Instant::now();
-    p.drain();
+    p.drain(Instant::now() + QUICK.drain);
     let took = began.elapsed();
     assert!(took < QUICK.drain + QUICK.timeout, "drained for {took:?}");
     assert!(took >= QUICK.drain - QUICK.max_backoff - Duration::from_millis(5), "gave up early: {took:?}");
