@@ -87,6 +87,13 @@ impl Drop for Prometheus {
 /// Start Prometheus on a free port of 127.0.0.1, scraping `targets` every second, and wait until
 /// it is ready. Panics, saying how to install it, when there is no `prometheus`.
 pub fn prometheus(targets: &[ScrapeTarget]) -> Prometheus {
+    prometheus_with(targets, &[])
+}
+
+/// [`prometheus`] with `flags` besides its own: `--web.enable-remote-write-receiver` (2.42
+/// takes remote-write 1.0 only, and reads a 2.0 request as an empty 1.0 one),
+/// `--enable-feature=native-histograms` (without it, 2.42 answers a native histogram 500).
+pub fn prometheus_with(targets: &[ScrapeTarget], flags: &[&str]) -> Prometheus {
     let mut last = String::new();
     // The port is free when asked and taken a moment later; another process may take it in
     // between, so try a few.
@@ -102,6 +109,7 @@ pub fn prometheus(targets: &[ScrapeTarget]) -> Prometheus {
             .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .args(["--log.level=warn", "--storage.tsdb.retention.time=1h"])
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

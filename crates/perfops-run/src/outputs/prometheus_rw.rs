@@ -9,7 +9,8 @@
 //!          2.0: io.prometheus.write.v2.Request, symbols + refs, metadata per series
 //!          1.0: prometheus.WriteRequest, labels by value, metadata listed once a family
 //!        protobuf (prompb.rs) ─> snappy (block format) ─> POST URL
-//!   2.0 first; an HTTP 415 answer switches to 1.0 for the rest of the run
+//!   2.0 first; an HTTP 415 answer, or a success without 2.0's Written fields
+//!   (a receiver that read it as an empty 1.0 request), switches to 1.0 for the run
 //! ```
 //!
 //! It owns the encoding of the push model's batches in both versions of the
@@ -50,6 +51,9 @@ use perfops_report::run::RunMeta;
 
 use self::prompb::{BucketSpan, Histogram, v1, v2};
 use super::push::{self, Encode, Http, Payload};
+
+/// The field every 2.0 receiver answers with (2.0 specification, "Required Written Response Headers").
+const WRITTEN: &str = "X-Prometheus-Remote-Write-Samples-Written";
 
 /// Where auth headers for remote-write come from (`Authorization=Bearer%20...`).
 pub(crate) const HEADERS_VAR: &str = "PERFOPS_REMOTE_WRITE_HEADERS";
@@ -149,6 +153,23 @@ impl Encode for RemoteWrite {
     /// Type), as the 2.0 specification asks: 1.0 from then on.
     fn refused(&mut self, status: u16) -> bool {
         if status == 415 && self.version == Version::V2 {
+            self.version = Version::V1;
+            return true;
+        }
+        false
+    }
+
+    /// A receiver that predates 2.0 and ignores the content type (Prometheus
+    /// 2.x: Debian's 2.42 answers 204) reads a 2.0 request as an empty 1.0
+    /// one (2.0 reserved 1.0's fields for that): it takes nothing, says
+    /// nothing, and its answer lacks the `X-Prometheus-Remote-Write-*-Written`
+    /// fields every 2.0 receiver sends. Such an answer is a 1.0 receiver:
+    /// the same seconds again in 1.0, and 1.0 from then on. (A 2.0 receiver
+    /// that left the fields out gets those samples twice, same times and
+    /// values, which Prometheus takes as they are.)
+    fn taken(&mut self, answer: &[(String, Vec<u8>)]) -> bool {
+        let written = answer.iter().any(|(n, _)| n.eq_ignore_ascii_case(WRITTEN));
+        if self.version == Version::V2 && !written {
             self.version = Version::V1;
             return true;
         }

@@ -14,6 +14,7 @@
 //!                          │     wait 0.25 s, 0.5 s, ... 5 s (each × [0.5, 1) at random), or Retry-After
 //!                          │ Failure::Refused (other 4xx): those seconds given up, the reason kept
 //!                          │     (unless Encode::refused switches format: a 415 to remote-write 1.0)
+//!                          │ taken, but Encode::taken says not read (2.0 answered as 1.0 does): again
 //!  the seconds are over ── drain(): the rest, for 10 s at most; then notes():
 //!     "output prometheus-rw: 12 of 61 seconds not delivered to URL (HTTP 503 Service Unavailable, 7 tries)"
 //! ```
@@ -137,6 +138,11 @@ pub(crate) trait Deliver: Send + 'static {
     fn deliver(&mut self, payload: &Payload, timeout: Duration) -> Result<(), Failure>;
     /// Where it goes, as it may be shown (credentials redacted).
     fn target(&self) -> &str;
+    /// The header fields of the answer to the last request delivered (none
+    /// where the wire has none), for [`Encode::taken`].
+    fn answer(&self) -> &[(String, Vec<u8>)] {
+        &[]
+    }
 }
 
 /// A format: what a second becomes, and a request of several.
@@ -154,6 +160,15 @@ pub(crate) trait Encode: Send + 'static {
     /// remote-write 2.0: 1.0 next, for the rest of the run).
     fn refused(&mut self, status: u16) -> bool {
         let _ = status;
+        false
+    }
+    /// A request was answered with success and these header fields:
+    /// `true` if the answer shows the receiver did not read the format
+    /// (a 2.0 request answered without 2.0's `...-Written` fields: a 1.0
+    /// receiver that read an empty request), and the format changed so that
+    /// the same seconds are worth sending again at once.
+    fn taken(&mut self, answer: &[(String, Vec<u8>)]) -> bool {
+        let _ = answer;
         false
     }
 }
@@ -280,6 +295,11 @@ impl<E: Encode, D: Deliver> Pushing<E, D> {
                 continue;
             }
             match self.deliver.deliver(&payload, timeout) {
+                // Taken, but not read: the same seconds again in the format now chosen.
+                Ok(()) if formats == 0 && self.encode.taken(self.deliver.answer()) => {
+                    formats += 1;
+                    continue;
+                }
                 Ok(()) => {
                     self.backlog.drain(..n);
                     self.tally.delivered += n as u64;
@@ -440,6 +460,8 @@ pub(crate) struct Http {
     tls: Option<Arc<ClientConfig>>,
     /// Never set: a push is bounded by its timeout, not stopped.
     stop: AtomicBool,
+    /// The header fields of the last answer that took a request.
+    answer: Vec<(String, Vec<u8>)>,
 }
 
 impl std::fmt::Debug for Http {
@@ -483,7 +505,7 @@ impl Http {
             "https" => Some(client(Trust::Platform(Vec::new()), &[b"http/1.1"]).map_err(|e| e.to_string())?),
             _ => None,
         };
-        Ok(Http { url: parsed, shown, headers, tls, stop: AtomicBool::new(false) })
+        Ok(Http { url: parsed, shown, headers, tls, stop: AtomicBool::new(false), answer: Vec::new() })
     }
 }
 
@@ -494,7 +516,10 @@ impl Deliver for Http {
         let req = Request { url: &self.url, timeout, headers: &headers, tls: self.tls.as_ref() };
         let body = Body { content_type: payload.content_type, bytes: &payload.body };
         match fetch::post(&req, &body, &self.stop) {
-            Ok(r) if (200..300).contains(&r.status) => Ok(()),
+            Ok(r) if (200..300).contains(&r.status) => {
+                self.answer = r.headers;
+                Ok(())
+            }
             Ok(r) => {
                 let secrets: Vec<String> = self.headers.iter().map(|(_, v)| v.clone()).collect();
                 Err(failure(r.status, &r.headers, &r.body, &secrets))
@@ -506,6 +531,10 @@ impl Deliver for Http {
     fn target(&self) -> &str {
         &self.shown
     }
+
+    fn answer(&self) -> &[(String, Vec<u8>)] {
+        &self.answer
+    }
 }
 
 fn fetch_reason(e: &FetchError) -> String {
@@ -514,23 +543,30 @@ fn fetch_reason(e: &FetchError) -> String {
 
 /// What a status means for a push: 429 and 5xx are worth another try (with
 /// the `Retry-After` in seconds; a date is not read, the backoff waits
-/// instead), any other status is refused, with the body's first line.
+/// instead), any other status is refused; the reason is the body's first
+/// line (bounded, printable, the auth headers' values redacted) or the
+/// status's phrase.
 pub(crate) fn failure(status: u16, headers: &[(String, Vec<u8>)], body: &[u8], secrets: &[String]) -> Failure {
-    let phrase = reason_phrase(status).map_or_else(|| format!("HTTP {status}"), |p| format!("HTTP {status} {p}"));
+    let line = String::from_utf8_lossy(body);
+    let line = line.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line: String = line.chars().take(REASON_CHARS).collect();
+    let line = redact_values(&line, secrets);
+    let line = perfops_core::printable::escape(&line);
+    // What the receiver said, when it said something (Prometheus: "out of order sample",
+    // "native histograms are disabled"), else the status's phrase.
+    let reason = match (line.is_empty(), reason_phrase(status)) {
+        (false, _) => format!("HTTP {status}: {line}"),
+        (true, Some(phrase)) => format!("HTTP {status} {phrase}"),
+        (true, None) => format!("HTTP {status}"),
+    };
     if status == 429 || (500..600).contains(&status) {
         let after = headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("retry-after"))
             .and_then(|(_, v)| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
-        return Failure::Retry { reason: phrase, after };
+        return Failure::Retry { reason, after };
     }
-    let line = String::from_utf8_lossy(body);
-    let line = line.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-    let line: String = line.chars().take(REASON_CHARS).collect();
-    let line = redact_values(&line, secrets);
-    let line = perfops_core::printable::escape(&line);
-    let reason = if line.is_empty() { phrase } else { format!("HTTP {status}: {line}") };
     Failure::Refused { status, reason }
 }
 

@@ -14,6 +14,8 @@ struct Script {
     answers: VecDeque<Result<(), Failure>>,
     requests: Vec<Vec<u32>>,
     formats: Vec<&'static str>,
+    /// The header fields of every success (none: as a 1.0 receiver answers).
+    fields: Vec<(String, Vec<u8>)>,
 }
 
 impl Deliver for Script {
@@ -24,6 +26,9 @@ impl Deliver for Script {
     }
     fn target(&self) -> &str {
         "http://127.0.0.1:9/api/v1/write"
+    }
+    fn answer(&self) -> &[(String, Vec<u8>)] {
+        &self.fields
     }
 }
 
@@ -54,6 +59,13 @@ impl Encode for Numbers {
         }
         false
     }
+    fn taken(&mut self, answer: &[(String, Vec<u8>)]) -> bool {
+        if !self.v1 && !answer.iter().any(|(n, _)| n == "written") {
+            self.v1 = true;
+            return true;
+        }
+        false
+    }
 }
 
 fn retry(reason: &str) -> Result<(), Failure> {
@@ -77,7 +89,9 @@ const QUICK: Policy = Policy {
 };
 
 fn push(answers: Vec<Result<(), Failure>>, policy: Policy) -> Pushing<Numbers, Script> {
-    let script = Script { answers: answers.into(), ..Script::default() };
+    // A receiver of the "v2" format: it says what it wrote.
+    let fields = vec![("written".to_string(), b"1".to_vec())];
+    let script = Script { answers: answers.into(), fields, ..Script::default() };
     Pushing::new("prometheus-rw", Numbers::default(), script, policy)
 }
 
@@ -218,6 +232,23 @@ fn a_415_switches_the_format_once_and_loses_nothing() {
     assert_eq!(p.tally().refused, 1, "refused in both formats");
 }
 
+/// A success whose answer shows the format was not read (a 1.0 receiver
+/// taking a 2.0 request as an empty one): the same seconds again at once in
+/// the other format, which stays; counted once as delivered.
+#[test]
+fn a_success_the_format_says_was_not_read_is_sent_again_in_the_other() {
+    let mut p = push(Vec::new(), QUICK);
+    p.deliver.fields.clear();
+    p.add(0);
+    p.add(1);
+    settle(&mut p);
+    p.add(2);
+    settle(&mut p);
+    assert_eq!(p.wire().requests, vec![vec![0, 1], vec![0, 1], vec![2]]);
+    assert_eq!(p.wire().formats, vec!["v2", "v1", "v1"]);
+    assert_eq!((p.tally().delivered, p.tally().seconds), (3, 3));
+}
+
 /// A receiver that never answers well: the drain gives up at its bound,
 /// says how many seconds and why, and the run is not held longer.
 #[test]
@@ -254,12 +285,12 @@ fn statuses_are_retried_or_refused() {
     let cases = [
         // a receiver restarting: retried, no wait asked
         (503, h(&[]), "", Failure::Retry { reason: "HTTP 503 Service Unavailable".into(), after: None }),
-        // rate-limited with a wait in seconds: honoured
+        // rate-limited with a wait in seconds: honoured; what it said is the reason
         (
             429,
             h(&[("Retry-After", " 7 ")]),
             "slow down",
-            Failure::Retry { reason: "HTTP 429 Too Many Requests".into(), after: Some(Duration::from_secs(7)) },
+            Failure::Retry { reason: "HTTP 429: slow down".into(), after: Some(Duration::from_secs(7)) },
         ),
         // a Retry-After date is not read: the backoff waits instead
         (
@@ -270,6 +301,13 @@ fn statuses_are_retried_or_refused() {
         ),
         // an unusual 5xx is retried too, by its number
         (599, h(&[]), "", Failure::Retry { reason: "HTTP 599".into(), after: None }),
+        // Prometheus 2.x without native histograms: retried, and the note says why
+        (
+            500,
+            h(&[]),
+            "native histograms are disabled\n",
+            Failure::Retry { reason: "HTTP 500: native histograms are disabled".into(), after: None },
+        ),
         // Prometheus refusing a sample: the body's first line is the reason
         (
             400,

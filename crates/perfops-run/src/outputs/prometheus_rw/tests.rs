@@ -162,6 +162,19 @@ fn a_415_falls_back_to_v1_which_decodes_back_to_the_batches() {
     assert_eq!((md.r#type, md.unit.as_str()), (prompb::COUNTER, ""));
 }
 
+/// A success without 2.0's Written fields is a 1.0 receiver that read an
+/// empty request: 1.0 from then on; with them, 2.0 stays.
+#[test]
+fn a_v2_success_without_the_written_fields_falls_back_to_v1() {
+    let written = vec![("x-prometheus-remote-write-samples-written".to_string(), b"12".to_vec())];
+    let mut rw = RemoteWrite::new(false);
+    assert!(!rw.taken(&written), "a 2.0 receiver's answer");
+    assert_eq!(rw.version, Version::V2);
+    assert!(rw.taken(&[]), "Prometheus 2.42's 204, no fields: again in 1.0");
+    assert_eq!(rw.version, Version::V1);
+    assert!(!rw.taken(&[]), "1.0 answers have no such fields");
+}
+
 /// The golden native histogram, by hand: buckets -3, -2, -1, 4 and 6
 /// holding 2, 5, 1, 7 and 1 are three spans (from -3, 3 long; 4 after -1's
 /// end, 1 long; 1 after 4, 1 long) and the deltas 2, +3, -4, +6, -6.
