@@ -10,6 +10,9 @@
 //! said at the end. Skipped (said on stderr) where the receivers are not
 //! built, unless `PERFOPS_RECEIVERS=required`.
 
+// The figures read back are printed beside perfops' own (with --nocapture), and a skip is said.
+#![allow(clippy::print_stderr)]
+
 mod common;
 
 use std::path::Path;

@@ -179,7 +179,7 @@ impl Encode for RemoteWrite {
 
 /// A point's labels as a series has them: `__name__` first, then the
 /// rest sorted by name (the order both versions ask for).
-fn series_labels<'a>(point: &'a Point) -> Vec<(&'a str, &'a str)> {
+fn series_labels(point: &Point) -> Vec<(&str, &str)> {
     let mut labels: Vec<(&str, &str)> = point.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
     labels.push(("__name__", point.family.name));
     labels.sort_unstable_by(|a, b| a.0.cmp(b.0));

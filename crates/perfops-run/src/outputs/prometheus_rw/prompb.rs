@@ -3,10 +3,10 @@
 //! each with the number of the upstream `.proto` files (Prometheus v0.316.0,
 //! `prompb/`), so that what is encoded here is what a receiver decodes.
 //!
-//! - [`v1`]: `prompb/remote.proto` (`prometheus.WriteRequest`) and
+//! - [`v1`], from `prompb/remote.proto` (`prometheus.WriteRequest`) and
 //!   `prompb/types.proto` (`TimeSeries`, `Label`, `Sample`, `Histogram`,
 //!   `BucketSpan`, `MetricMetadata`).
-//! - [`v2`]: `prompb/io/prometheus/write/v2/types.proto`
+//! - [`v2`], from `prompb/io/prometheus/write/v2/types.proto`
 //!   (`io.prometheus.write.v2.Request`, `TimeSeries`, `Sample`,
 //!   `Histogram`, `BucketSpan`, `Metadata`): labels and metadata as
 //!   references into the request's `symbols`, which start with "".
