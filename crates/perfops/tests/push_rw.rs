@@ -353,3 +353,68 @@ fn a_fleet_pushes_once_from_its_coordinator() {
         eprintln!("fleet {line}");
     }
 }
+
+/// Every file of the results directory `dir`, read.
+fn results_text(dir: &Path) -> String {
+    let mut text = String::new();
+    for entry in std::fs::read_dir(dir).expect("the results directory") {
+        let path = entry.expect("an entry").path();
+        if path.is_file() {
+            text.push_str(&String::from_utf8_lossy(&std::fs::read(&path).expect("a results file")));
+        }
+    }
+    text
+}
+
+/// Auth: headers from PERFOPS_REMOTE_WRITE_HEADERS (percent-decoded) and a
+/// URL's `user:password@` (basic auth) reach the receiver with the
+/// protocol's own fields, and nowhere else: not stderr, not one results
+/// file (the URL is shown redacted). A header with CR/LF is a usage error
+/// (exit 2) that does not show its value, before anything runs.
+#[test]
+fn auth_headers_come_from_the_environment_and_never_reach_the_results() {
+    let _cpu = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    // 204 without 2.0's Written fields: taken as a 1.0 receiver, so both versions are seen.
+    let receiver = perfops_testkit::refusing(204, None);
+    let base = receiver.url().trim_end_matches('/').to_string();
+    let url = base.replacen("http://", "http://alice:pw-s3cr3t@", 1) + "/api/v1/write";
+    let w = Workdir::new("push-rw-auth");
+    let file = w.scenario("s.yaml", &scenario("push-auth", &demo.url, ""));
+    let arg = format!("prometheus-rw={url}");
+    let out = w
+        .spawn("run", &file, &["--output", &arg], |c| {
+            c.env("PERFOPS_REMOTE_WRITE_HEADERS", "X-Scope-OrgID=tenant-1,X-Api-Key=key%20s3cr3t-2");
+        })
+        .wait(RUN_LIMIT);
+    out.assert_exit(0);
+    let heads = receiver.request_heads();
+    assert!(heads.len() >= 2, "{heads:?}");
+    let first = heads[0].to_ascii_lowercase();
+    for field in [
+        "x-scope-orgid: tenant-1",
+        "x-api-key: key s3cr3t-2",
+        // alice:pw-s3cr3t
+        "authorization: basic ywxpy2u6chctcznjcjn0",
+        "content-encoding: snappy",
+        "content-type: application/x-protobuf;proto=io.prometheus.write.v2.request",
+        "x-prometheus-remote-write-version: 2.0.0",
+    ] {
+        assert!(first.contains(field), "{field} not in {first}");
+    }
+    assert!(heads[1].contains("X-Prometheus-Remote-Write-Version: 0.1.0"), "then 1.0: {}", heads[1]);
+    assert!(!out.stderr.contains("s3cr3t"), "{}", out.dump());
+    let results = results_text(&w.result_dir(&out));
+    assert!(!results.contains("s3cr3t"), "a secret in the results");
+    assert!(results.contains("alice:<redacted>@"), "the command in meta.json, redacted");
+
+    // CR/LF in a header's value: exit 2 before anything runs, the value not shown.
+    let out = w
+        .spawn("run", &file, &["--output", &arg], |c| {
+            c.env("PERFOPS_REMOTE_WRITE_HEADERS", "Authorization=Bearer%20x%0D%0AEvil:%20s3cr3t");
+        })
+        .wait(RUN_LIMIT);
+    out.assert_exit(2);
+    assert!(out.stderr.contains("PERFOPS_REMOTE_WRITE_HEADERS: the value of header `Authorization`"), "{}", out.dump());
+    assert!(!out.stderr.contains("s3cr3t") && !out.stderr.contains("Evil"), "{}", out.dump());
+}
