@@ -19,6 +19,11 @@
 //! (`perfops_report::push`), and the backlog, the retries and the HTTP wire
 //! are `push.rs`'s.
 //!
+//! **Labels**: the model's (`run`, `scenario`, `stage`, `step`, `protocol`,
+//! `outcome`), and `job="perfops"` and `instance` = the run on every
+//! series, as Prometheus' OTLP receiver makes them from an OTLP push's
+//! resource: one query reads either push.
+//!
 //! **Cumulative**, as Prometheus' own counters: each (stage, step)'s
 //! counters and histograms add up from their first second, so a receiver's
 //! `rate()` and `increase()` work, a lost request loses no count (the next
@@ -98,11 +103,13 @@ pub(crate) struct RemoteWrite {
     pushed: Option<Pushed>,
     version: Version,
     watched: bool,
+    /// `job` and `instance` on every series, as an OTLP push gets them from its resource.
+    target: Vec<(&'static str, String)>,
 }
 
 impl RemoteWrite {
     pub(crate) fn new(watched: bool) -> RemoteWrite {
-        RemoteWrite { pushed: None, version: Version::V2, watched }
+        RemoteWrite { pushed: None, version: Version::V2, watched, target: Vec::new() }
     }
 }
 
@@ -118,13 +125,18 @@ impl Encode for RemoteWrite {
     type Item = Item;
 
     fn start(&mut self, meta: &RunMeta) {
-        self.pushed = Some(Pushed::new(meta, Temporality::Cumulative));
+        let pushed = Pushed::new(meta, Temporality::Cumulative);
+        self.target = pushed.target_labels().to_vec();
+        self.pushed = Some(pushed);
     }
 
     fn second(&mut self, second: &Second<'_>) -> Item {
         // `start` comes first on the output's thread; a push without one
         // (none is made so) starts its clock at the first second.
         let pushed = self.pushed.get_or_insert_with(|| Pushed::new(&RunMeta::default(), Temporality::Cumulative));
+        if self.target.is_empty() {
+            self.target = pushed.target_labels().to_vec();
+        }
         let batch = pushed.second(second);
         let watched = if self.watched { pushed.watched(second) } else { Vec::new() };
         Item { batch, watched }
@@ -134,11 +146,13 @@ impl Encode for RemoteWrite {
         let batches = items.iter().flat_map(|i| std::iter::once(&i.batch).chain(&i.watched));
         let (bytes, content_type, version) = match self.version {
             Version::V2 => (
-                prost::Message::encode_to_vec(&encode_v2(batches)),
+                prost::Message::encode_to_vec(&encode_v2(batches, &self.target)),
                 "application/x-protobuf;proto=io.prometheus.write.v2.Request",
                 "2.0.0",
             ),
-            Version::V1 => (prost::Message::encode_to_vec(&encode_v1(batches)), "application/x-protobuf", "0.1.0"),
+            Version::V1 => {
+                (prost::Message::encode_to_vec(&encode_v1(batches, &self.target)), "application/x-protobuf", "0.1.0")
+            }
         };
         // Snappy's block format fails only above 4 GiB; a request holds 4 MiB at most.
         let body = snap::raw::Encoder::new().compress_vec(&bytes).unwrap_or_default();
@@ -177,10 +191,11 @@ impl Encode for RemoteWrite {
     }
 }
 
-/// A point's labels as a series has them: `__name__` first, then the
-/// rest sorted by name (the order both versions ask for).
-fn series_labels(point: &Point) -> Vec<(&str, &str)> {
-    let mut labels: Vec<(&str, &str)> = point.labels.iter().map(|(k, v)| (*k, v.as_str())).collect();
+/// A point's labels as a series has them, with `target`'s (`job`,
+/// `instance`) and `__name__`, sorted by name (the order both versions ask for).
+fn series_labels<'a>(point: &'a Point, target: &'a [(&'static str, String)]) -> Vec<(&'a str, &'a str)> {
+    let mut labels: Vec<(&str, &str)> =
+        point.labels.iter().chain(target).map(|(k, v)| (*k, v.as_str())).collect();
     labels.push(("__name__", point.family.name));
     labels.sort_unstable_by(|a, b| a.0.cmp(b.0));
     labels
@@ -248,7 +263,7 @@ pub(crate) fn native(
 
 /// One request in 2.0: symbols shared by every series; a series' samples of
 /// several seconds in one `TimeSeries`, oldest first.
-pub(crate) fn encode_v2<'a>(batches: impl Iterator<Item = &'a Batch>) -> v2::Request {
+pub(crate) fn encode_v2<'a>(batches: impl Iterator<Item = &'a Batch>, target: &[(&'static str, String)]) -> v2::Request {
     let mut symbols = vec![String::new()];
     let mut refs: HashMap<String, u32> = HashMap::from([(String::new(), 0)]);
     let mut symbol = |s: &str| -> u32 {
@@ -265,7 +280,7 @@ pub(crate) fn encode_v2<'a>(batches: impl Iterator<Item = &'a Batch>) -> v2::Req
     for batch in batches {
         for point in &batch.points {
             let labels_refs: Vec<u32> =
-                series_labels(point).into_iter().flat_map(|(k, v)| [symbol(k), symbol(v)]).collect();
+                series_labels(point, target).into_iter().flat_map(|(k, v)| [symbol(k), symbol(v)]).collect();
             let index = *by_labels.entry(labels_refs.clone()).or_insert_with(|| {
                 let metadata = v2::Metadata {
                     r#type: metric_type(point.family.kind),
@@ -299,13 +314,16 @@ pub(crate) fn encode_v2<'a>(batches: impl Iterator<Item = &'a Batch>) -> v2::Req
 }
 
 /// One request in 1.0: labels by value, the families' metadata listed once.
-pub(crate) fn encode_v1<'a>(batches: impl Iterator<Item = &'a Batch>) -> v1::WriteRequest {
+pub(crate) fn encode_v1<'a>(
+    batches: impl Iterator<Item = &'a Batch>,
+    target: &[(&'static str, String)],
+) -> v1::WriteRequest {
     let mut series: Vec<v1::TimeSeries> = Vec::new();
     let mut by_labels: HashMap<Vec<(&str, &str)>, usize> = HashMap::new();
     let mut metadata: Vec<v1::MetricMetadata> = Vec::new();
     for batch in batches {
         for point in &batch.points {
-            let labels = series_labels(point);
+            let labels = series_labels(point, target);
             let index = *by_labels.entry(labels.clone()).or_insert_with(|| {
                 let labels =
                     labels.iter().map(|(k, v)| v1::Label { name: k.to_string(), value: v.to_string() }).collect();

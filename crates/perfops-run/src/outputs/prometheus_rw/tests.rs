@@ -99,12 +99,14 @@ fn a_v2_request_decodes_back_to_the_batches() {
         labels(latency),
         vec![
             ("__name__".to_string(), "perfops_latency_seconds".to_string()),
+            ("instance".into(), "20261122T043000Z-orders".into()),
+            ("job".into(), "perfops".into()),
             ("run".into(), "20261122T043000Z-orders".into()),
             ("scenario".into(), "orders".into()),
             ("stage".into(), "warm".into()),
             ("step".into(), "orders".into()),
         ],
-        "sorted by name"
+        "sorted by name, with the job and instance an OTLP push gets"
     );
     assert_eq!(latency.histograms.len(), 2, "both seconds in one series");
     let (h0, h1) = (&latency.histograms[0], &latency.histograms[1]);
@@ -151,7 +153,7 @@ fn a_415_falls_back_to_v1_which_decodes_back_to_the_batches() {
         .find(|ts| ts.labels.iter().any(|l| l.name == "__name__" && l.value == "perfops_latency_seconds"))
         .expect("latency");
     let names: Vec<&str> = latency.labels.iter().map(|l| l.name.as_str()).collect();
-    assert_eq!(names, ["__name__", "run", "scenario", "stage", "step"]);
+    assert_eq!(names, ["__name__", "instance", "job", "run", "scenario", "stage", "step"]);
     assert_eq!(latency.histograms.iter().map(|h| h.count_int).collect::<Vec<_>>(), vec![Some(10), Some(14)]);
     assert_eq!(latency.histograms[1].start_timestamp, 0, "not a 1.0 field");
     let families: Vec<&str> = req.metadata.iter().map(|m| m.metric_family_name.as_str()).collect();
