@@ -42,6 +42,14 @@
 //! `Detached` buffer takes the seconds meanwhile). The drain's 10 s is what
 //! a user waits at most at the end for a receiver that is gone.
 //!
+//! **Cost** (bench/push-cost.sh, `quick -r 20000` against nginx, the
+//! threads' own CPU by schedstat): 0.75-0.9 ms a second on the push's
+//! thread (encoding, snappy, one `POST` on a new connection) and ~0.5 ms a
+//! second on the collector for the copy it hands over: 0.13-0.14 % of a
+//! core. A kept-alive connection would save a handshake a second that the
+//! figure does not show; a new one each time means a receiver that hung up
+//! or reset costs the next request nothing.
+//!
 //! **Auth** is never a flag (it would be in the shell's history, `ps`, and
 //! `meta.json`'s command): headers come from the environment, in the
 //! OpenTelemetry specification's format (`key=value,key2=value2`, values
