@@ -176,9 +176,29 @@ fn a_run_pushed_to_prometheus_reads_back_as_its_summary() {
     let series = prom.series(&format!("last_over_time(perfops_latency_seconds{{run=\"{run}\"}}[10m])"));
     assert_eq!(series.len(), 4, "{series:?}");
     assert_eq!(series[0]["metric"]["scenario"], "push");
-    // The watched metrics, at the times they were read.
+    // The watched metrics (#watched): every value watch.jsonl has, under its name, at its time.
     let watched = prom.series(&format!("perfops_watched{{run=\"{run}\"}}[10m]"));
-    assert!(!watched.is_empty(), "the demo's metrics were pushed too: {}", prom.log());
+    let text = std::fs::read_to_string(dir.join("watch.jsonl")).expect("watch.jsonl");
+    let mut lines = 0;
+    for line in text.lines() {
+        let sample: Value = serde_json::from_str(line).expect("a watch line");
+        let Some(values) = sample["values"].as_object() else { continue };
+        for (name, v) in values {
+            let Some(v) = v.as_f64() else { continue };
+            let pushed = watched
+                .iter()
+                .find(|s| s["metric"]["metric"] == name.as_str())
+                .unwrap_or_else(|| panic!("{name} of watch.jsonl was not pushed: {} series", watched.len()));
+            let at = (sample["t"].as_f64().expect("t") * 1000.0).round();
+            let points = pushed["values"].as_array().expect("a range");
+            // The API prints 17 digits, not the shortest form watch.jsonl has.
+            let same = |x: f64| (x - v).abs() <= v.abs() * 1e-12;
+            let found = points.iter().any(|p| p[1].as_str().and_then(|x| x.parse::<f64>().ok()).is_some_and(same));
+            assert!(found, "{name} = {v} at t={at} ms not among {points:?}");
+            lines += 1;
+        }
+    }
+    assert!(lines > 0, "the demo was watched: {text}");
     // 2.0 was spoken: the metadata came with the series.
     let meta = prom.query("perfops_latency_seconds", None).expect("a query");
     assert_eq!(meta["status"], "success");
