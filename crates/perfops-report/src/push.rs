@@ -284,6 +284,8 @@ pub struct Pushed {
     protocols: Vec<String>,
     /// Cumulative state by (stage, step).
     parts: BTreeMap<(String, String), Part>,
+    /// The last batch's time: each next one is later.
+    last_ms: i64,
 }
 
 impl Pushed {
@@ -314,6 +316,7 @@ impl Pushed {
             resource,
             protocols: meta.protocols.clone(),
             parts: BTreeMap::new(),
+            last_ms: i64::MIN,
         }
     }
 
@@ -370,7 +373,12 @@ impl Pushed {
     pub fn second(&mut self, s: &Second<'_>) -> Batch {
         let iv = s.interval;
         let start_ms = self.zero_ms + duration_ms(s.start);
-        let time_ms = start_ms + duration_ms(iv.length);
+        // A last second shorter than a millisecond would end, in whole
+        // milliseconds, where the one before it ended: the same series at the
+        // same time with another value, which a receiver refuses (Prometheus:
+        // "duplicate sample for timestamp"). Each batch is at least 1 ms later.
+        let time_ms = (start_ms + duration_ms(iv.length)).max(self.last_ms.saturating_add(1));
+        self.last_ms = time_ms;
         let mut points = Vec::new();
         let mut touched = Vec::new();
         for (key, stats) in &iv.parts {
@@ -569,6 +577,18 @@ mod tests {
         let target = b1.points.iter().find(|p| p.family.name == TARGET.name).expect("a target");
         assert_eq!((target.labels.len(), &target.value), (2, &Value::Gauge(10.0)));
         assert_eq!(find(&b1, &STAGE_INFO, "peak", None), Some(&Value::Gauge(1.0)));
+    }
+
+    /// A last second shorter than a millisecond still ends after the one
+    /// before it: a receiver refuses two values of a series at one time.
+    #[test]
+    fn a_batch_is_always_later_than_the_one_before() {
+        let mut pushed = Pushed::new(&meta(), Temporality::Cumulative);
+        let full = interval(0, Vec::new());
+        let b0 = pushed.second(&Second::new(&full, "a"));
+        let tiny = Interval { length: Duration::from_micros(400), ..interval(1, Vec::new()) };
+        let b1 = pushed.second(&Second { start: Duration::from_secs(1), ..Second::new(&tiny, "a") });
+        assert_eq!(b1.time_ms, b0.time_ms + 1, "1 ms after, not at the same millisecond");
     }
 
     /// Delta: each point is the second alone, starting at its start.
