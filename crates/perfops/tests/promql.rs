@@ -8,7 +8,8 @@
 //!   restarted, and an `abort_when` rule on it stops the run;
 //! - a Prometheus that is down: one warning line, the failures counted, a complete run;
 //! - Prometheus scrapes `--metrics-listen` during a run, and every query of
-//!   `contrib/grafana/perfops.json` returns data.
+//!   `contrib/grafana/perfops.json` returns data; so it does from a run that pushed its
+//!   seconds to a current Prometheus (`perfops_testkit::receivers`, remote-write).
 
 mod common;
 
@@ -310,33 +311,13 @@ fn queries(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-#[test]
-fn every_dashboard_query_returns_data_from_a_real_prometheus() {
-    let _cpu = shared();
-    let metrics = free_port();
-    let prom: Prometheus = prometheus(&[ScrapeTarget::new("perfops", metrics)]);
-    let w = Workdir::new("promql-dashboard");
-    // Two steps, one that fails (/orders without a token: 401), so that the failures panel has data.
-    let scenario = w.scenario(
-        "dash.yaml",
-        r#"name: dashboard
-target: demo:async
-defaults: { timeout: 2s }
-flows:
-  mixed:
-    steps:
-      - { name: health, request: GET /health }
-      - { name: orders, request: GET /orders }
-load:
-  model: open
-  stages: [ { rate: 40, hold: 12s } ]
-"#,
-    );
-    let listen = metrics.to_string();
-    let run = w.spawn("run", &scenario, &["--metrics-listen", &listen], |_| {});
-    prom.wait_for_data("perfops_requests_total", Duration::from_secs(15)).expect("Prometheus scrapes perfops");
-    // Rates over 5 s need a few scrapes.
-    std::thread::sleep(Duration::from_secs(6));
+/// A Prometheus' instant query, whichever server answers it.
+type Query<'a> = &'a dyn Fn(&str, Option<f64>) -> Result<Value, String>;
+
+/// Every query of `contrib/grafana/perfops.json` returns data from `query`
+/// now (its panels and variables), and its stage annotations mark a stage's
+/// start in one of the last 30 seconds.
+fn dashboard_returns_data(query: Query<'_>) -> Vec<String> {
     let dashboard: Value = serde_json::from_str(
         &std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/grafana/perfops.json"))
             .expect("the dashboard"),
@@ -346,29 +327,84 @@ load:
     queries(&dashboard["panels"], &mut exprs);
     queries(&dashboard["templating"], &mut exprs);
     assert!(exprs.len() >= 20, "{exprs:?}");
-    // The stage annotations hold only at a stage's start: one of the
-    // seconds since the run began has one.
-    let mut marks = Vec::new();
-    queries(&dashboard["annotations"], &mut marks);
-    assert!(!marks.is_empty(), "stage annotations");
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("a clock").as_secs_f64();
-    for m in &marks {
-        let q = runnable(m);
-        let found = (0..30).any(|back| {
-            prom.query(&q, Some(now - f64::from(back)))
-                .is_ok_and(|v| v["data"]["result"].as_array().is_some_and(|r| !r.is_empty()))
-        });
-        assert!(found, "the annotation {q} marks no stage start in the last 30 s");
-    }
     let mut empty = Vec::new();
     for e in &exprs {
         let q = runnable(e);
-        match prom.query(&q, None) {
+        match query(&q, None) {
             Ok(v) if v["data"]["result"].as_array().is_some_and(|r| !r.is_empty()) => {}
             Ok(v) => empty.push(format!("{q}: no data ({v})")),
             Err(err) => empty.push(format!("{q}: {err}")),
         }
     }
+    // The stage annotations hold only at a stage's start: one of the
+    // seconds since the run began has one.
+    let mut marks = Vec::new();
+    queries(&dashboard["annotations"], &mut marks);
+    assert!(!marks.is_empty(), "stage annotations");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("a clock").as_secs_f64();
+    for m in &marks {
+        let q = runnable(m);
+        let found = (0..30).any(|back| {
+            query(&q, Some(now - f64::from(back)))
+                .is_ok_and(|v| v["data"]["result"].as_array().is_some_and(|r| !r.is_empty()))
+        });
+        if !found {
+            empty.push(format!("the annotation {q} marks no stage start in the last 30 s"));
+        }
+    }
+    empty
+}
+
+/// Two steps, one that fails (/orders without a token: 401), so that the
+/// failures panel has data; two stages, for the stage annotations.
+const DASHBOARD_SCENARIO: &str = r#"name: dashboard
+target: demo:async
+defaults: { timeout: 2s }
+flows:
+  mixed:
+    steps:
+      - { name: health, request: GET /health }
+      - { name: orders, request: GET /orders }
+load:
+  model: open
+  stages: [ { rate: 40, hold: 4s }, { rate: 60, hold: 14s } ]
+"#;
+
+#[test]
+fn every_dashboard_query_returns_data_from_a_real_prometheus() {
+    let _cpu = shared();
+    let metrics = free_port();
+    let prom: Prometheus = prometheus(&[ScrapeTarget::new("perfops", metrics)]);
+    let w = Workdir::new("promql-dashboard");
+    let scenario = w.scenario("dash.yaml", DASHBOARD_SCENARIO);
+    let listen = metrics.to_string();
+    let run = w.spawn("run", &scenario, &["--metrics-listen", &listen], |_| {});
+    prom.wait_for_data("perfops_requests_total", Duration::from_secs(15)).expect("Prometheus scrapes perfops");
+    // Rates over 5 s need a few scrapes; the second stage starts at 4 s.
+    std::thread::sleep(Duration::from_secs(7));
+    let empty = dashboard_returns_data(&|q, t| prom.query(q, t));
+    let out = run.wait(RUN_LIMIT);
+    assert!(empty.is_empty(), "dashboard queries without data:\n{}", empty.join("\n"));
+    assert!(out.code.is_some(), "{}", out.stderr);
+}
+
+/// The same dashboard reads a run that pushed its seconds (remote-write,
+/// native histograms) into a current Prometheus: every query has data.
+#[test]
+fn every_dashboard_query_returns_data_from_a_pushed_run() {
+    if let Some(why) = perfops_testkit::receivers::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _cpu = shared();
+    let prom = perfops_testkit::receivers::prometheus();
+    let w = Workdir::new("promql-dashboard-pushed");
+    let scenario = w.scenario("dash.yaml", DASHBOARD_SCENARIO);
+    let output = format!("prometheus-rw={}", prom.remote_write_url());
+    let run = w.spawn("run", &scenario, &["--output", &output], |_| {});
+    prom.wait_for_data("perfops_requests_total", Duration::from_secs(15)).expect("perfops pushes");
+    std::thread::sleep(Duration::from_secs(7));
+    let empty = dashboard_returns_data(&|q, t| prom.query(q, t));
     let out = run.wait(RUN_LIMIT);
     assert!(empty.is_empty(), "dashboard queries without data:\n{}", empty.join("\n"));
     assert!(out.code.is_some(), "{}", out.stderr);
