@@ -606,6 +606,11 @@ const QUOTES: &[(&str, &str, &str)] = &[
     ),
     ("PASSED: every stage held", "docs/guide/diagnoses.md", "PASSED: every stage held"),
     (
+        "output {}: {lost} of {} second{} not delivered to {} ({})",
+        "docs/guide/prometheus-grafana.md",
+        "output prometheus-rw: 12 of 61 seconds not delivered to http://127.0.0.1:9090/api/v1/write (HTTP 503 Service Unavailable, 7 tries)",
+    ),
+    (
         "holds at least {}/s (the highest rate tried)",
         "docs/guide/diagnoses.md",
         "holds at least 800/s (the highest rate tried)",
