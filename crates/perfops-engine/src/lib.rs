@@ -23,6 +23,7 @@ mod steer;
 mod target;
 mod timer;
 pub mod tls;
+pub mod unary;
 pub mod watch;
 mod work;
 mod worker;

@@ -14,7 +14,8 @@
 //!
 //! Each request is a call of its own (one message each way, the stream
 //! ended after it) on one HTTP/2 connection (`h2/conn.rs`, the run's own
-//! client), over TLS when the target is.
+//! client), over TLS when the target is: `unary.rs` connects and makes
+//! each call.
 //! The messages are the few fields of `grpc/reflection/v1/reflection.proto`
 //! that this needs, declared here with prost's derive: the v1 and v1alpha
 //! messages are the same on the wire. Not here: the run's own connections
@@ -25,22 +26,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
 use prost::Message;
 use prost_reflect::DescriptorPool;
 use prost_reflect::prost_types::FileDescriptorProto;
-use rustls::pki_types::ServerName;
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
-use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
-use crate::h2::hpack;
+use crate::h2::conn::{Conn, LARGE_WINDOW, Windows};
 use crate::http1::Stream;
 use crate::target::Target;
-use crate::tls;
-
-/// The most of an answer read, bytes.
-const ANSWER_MAX: usize = 64 << 20;
+use crate::unary::{self, UnaryError};
 
 /// Where to ask: the run's target, its TLS settings and a deadline for the
 /// whole exchange.
@@ -160,20 +153,11 @@ impl Reflection {
     }
 
     async fn fetch(&self, service: &str) -> Result<DescriptorPool, Fetch> {
-        let tcp = TcpStream::connect(self.target.addr).await.map_err(|e| Fetch::Unreachable(e.to_string()))?;
-        let _ = tcp.set_nodelay(true);
-        if self.target.tls {
-            let config = tls::Trust::target(self.insecure, None)
-                .and_then(|trust| tls::client(trust, tls::ALPN_H2))
-                .map_err(|e| Fetch::Failed(e.to_string()))?;
-            let name = ServerName::try_from(self.target.host.clone())
-                .map_err(|_| Fetch::Failed(format!("`{}` is not a valid TLS server name", self.target.host)))?;
-            let tls =
-                TlsConnector::from(config).connect(name, tcp).await.map_err(|e| Fetch::Failed(format!("TLS: {e}")))?;
-            self.files(Stream::Tls(Box::new(tls)), service).await
-        } else {
-            self.files(Stream::Tcp(tcp), service).await
-        }
+        let io = unary::connect(&self.target, self.insecure).await.map_err(|e| match e {
+            UnaryError::Unreachable(why) => Fetch::Unreachable(why),
+            other => Fetch::Failed(other.to_string()),
+        })?;
+        self.files(io, service).await
     }
 
     /// The service's file, then every import it lacks, over one connection.
@@ -184,8 +168,7 @@ impl Reflection {
         std::future::poll_fn(|cx| conn.poll_ready(cx))
             .await
             .map_err(|kind| Fetch::Failed(format!("HTTP/2: {}", kind.name())))?;
-        let mut call =
-            Call { conn: &conn, path: SERVICES[0], scheme: self.target.scheme(), authority: &self.target.authority };
+        let mut call = Call { conn: &conn, path: SERVICES[0], target: &self.target };
         let first = match call.ask(Ask::FileContainingSymbol(service.to_string())).await {
             Err(Fetch::NoReflection) => {
                 call.path = SERVICES[1];
@@ -246,48 +229,22 @@ enum Fetch {
 struct Call<'a> {
     conn: &'a Conn,
     path: &'static str,
-    scheme: &'static str,
-    authority: &'a str,
+    target: &'a Target,
 }
 
 impl Call<'_> {
     /// Ask one question: its files, or why not.
     async fn ask(&mut self, ask: Ask) -> Result<Vec<Vec<u8>>, Fetch> {
-        let failed = |kind: perfops_core::measure::FailureKind| Fetch::Failed(format!("HTTP/2: {}", kind.name()));
-        let mut block = Vec::new();
-        for (n, v) in [
-            (":method", "POST"),
-            (":scheme", self.scheme),
-            (":authority", self.authority),
-            (":path", self.path),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-        ] {
-            hpack::encode_field(&mut block, n.as_bytes(), v.as_bytes());
+        let request = Request { ask: Some(ask) }.encode_to_vec();
+        let reply = unary::ask(self.conn, self.target, self.path, &[], &request)
+            .await
+            .map_err(|e| Fetch::Failed(e.to_string()))?;
+        match reply.status {
+            0 => {}
+            UNIMPLEMENTED => return Err(Fetch::NoReflection),
+            code => return Err(Fetch::Failed(format!("gRPC status {code} {}", reply.message).trim().to_string())),
         }
-        let id = self
-            .conn
-            .open(Block::Raw(&block), &frame(&Request { ask: Some(ask) }), Some(ANSWER_MAX))
-            .map_err(|e| failed(e.kind))?;
-        let answer = std::future::poll_fn(|cx| self.conn.poll_answer(id, cx)).await.map_err(|e| failed(e.kind))?;
-        let got = answer.captured.unwrap_or_default();
-        // A trailers-only answer (no such service: UNIMPLEMENTED) has its status in the headers.
-        if let Some(code) = grpc_status(&got.headers) {
-            return Err(status_error(code, &got.headers));
-        }
-        if answer.status != 200 {
-            return Err(Fetch::Failed(format!("HTTP status {}", answer.status)));
-        }
-        if got.body.len() >= ANSWER_MAX {
-            return Err(Fetch::Failed("an answer over 64 MiB".into()));
-        }
-        match grpc_status(&got.trailers) {
-            Some(0) => {}
-            Some(code) => return Err(status_error(code, &got.trailers)),
-            None => return Err(Fetch::Failed("an answer without grpc-status".into())),
-        }
-        let mut data = Bytes::from(got.body);
-        let message = unframe(&mut data).ok_or_else(|| Fetch::Failed("no answer message".into()))?;
+        let message = reply.body.ok_or_else(|| Fetch::Failed("no answer message".into()))?;
         let answer =
             Response::decode(message).map_err(|e| Fetch::Failed(format!("an answer that does not decode ({e})")))?;
         match answer.answer {
@@ -300,44 +257,6 @@ impl Call<'_> {
             None => Err(Fetch::Failed("an answer with neither files nor an error".into())),
         }
     }
-}
-
-/// A field of a captured answer's headers or trailers, as text.
-fn field<'a>(fields: &'a [(String, Vec<u8>)], name: &str) -> Option<&'a str> {
-    fields.iter().find(|(n, _)| n == name).and_then(|(_, v)| std::str::from_utf8(v).ok())
-}
-
-fn grpc_status(fields: &[(String, Vec<u8>)]) -> Option<u32> {
-    field(fields, "grpc-status").and_then(|v| v.trim().parse().ok())
-}
-
-fn status_error(code: u32, fields: &[(String, Vec<u8>)]) -> Fetch {
-    if code == UNIMPLEMENTED {
-        return Fetch::NoReflection;
-    }
-    let message = field(fields, "grpc-message").unwrap_or("");
-    Fetch::Failed(format!("gRPC status {code} {message}").trim().to_string())
-}
-
-/// A message framed for gRPC: uncompressed, its length, its bytes.
-fn frame(m: &Request) -> Bytes {
-    let len = m.encoded_len();
-    let mut out = BytesMut::with_capacity(5 + len);
-    out.put_u8(0);
-    out.put_u32(len as u32);
-    // Encoding into a buffer of the message's own length cannot run short.
-    let _ = m.encode(&mut out);
-    out.freeze()
-}
-
-/// The first framed message of `data`, if whole and uncompressed.
-fn unframe(data: &mut Bytes) -> Option<Bytes> {
-    if data.len() < 5 || data[0] != 0 {
-        return None;
-    }
-    data.advance(1);
-    let len = data.get_u32() as usize;
-    (data.len() >= len).then(|| data.split_to(len))
 }
 
 #[cfg(test)]
@@ -354,7 +273,7 @@ mod tests {
             (Ask::FileByFilename("x.proto".into()), [&[0x1a, 7][..], b"x.proto"].concat()), // tag 3
         ];
         for (ask, want) in cases {
-            let framed = frame(&Request { ask: Some(ask.clone()) });
+            let framed = unary::frame(&Request { ask: Some(ask.clone()) }.encode_to_vec());
             assert_eq!(&framed[..5], &[0, 0, 0, 0, want.len() as u8], "{ask:?}");
             assert_eq!(&framed[5..], &want[..], "{ask:?}");
         }
@@ -376,9 +295,9 @@ mod tests {
         let got = Response::decode(error.as_slice()).unwrap();
         assert_eq!(got.answer, Some(Answer::Error(ErrorAnswer { error_code: 5, error_message: "nf".into() })));
         // A frame cut short is no message.
-        let mut short = Bytes::from_static(&[0, 0, 0, 0, 9, 1, 2]);
-        assert_eq!(unframe(&mut short), None);
-        let mut compressed = Bytes::from_static(&[1, 0, 0, 0, 0]);
-        assert_eq!(unframe(&mut compressed), None, "compression was not asked for");
+        let mut short = bytes::Bytes::from_static(&[0, 0, 0, 0, 9, 1, 2]);
+        assert_eq!(unary::unframe(&mut short), None);
+        let mut compressed = bytes::Bytes::from_static(&[1, 0, 0, 0, 0]);
+        assert_eq!(unary::unframe(&mut compressed), None, "compression was not asked for");
     }
 }
