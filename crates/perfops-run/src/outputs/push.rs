@@ -151,6 +151,48 @@ pub(crate) trait Deliver: Send + 'static {
     fn answer(&self) -> &[(String, Vec<u8>)] {
         &[]
     }
+    /// What the receiver said besides delivered or not (OTLP's partial
+    /// success: data points it rejected), for the end of the run, without
+    /// the output's name (the push puts it first).
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// Data points a receiver rejected in requests it took (OTLP's partial
+/// success), counted for the end of the run.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Rejected {
+    /// Data points rejected.
+    pub(crate) points: u64,
+    /// What the receiver said, the last time (bounded, printable, no secret).
+    pub(crate) reason: Option<String>,
+}
+
+impl Rejected {
+    /// `points` rejected, with the receiver's `reason`; `secrets` are
+    /// redacted from it.
+    pub(crate) fn add(&mut self, points: u64, reason: &str, secrets: &[String]) {
+        if points == 0 {
+            return;
+        }
+        self.points += points;
+        let line = perfops_core::printable::lines(reason.lines().next().unwrap_or(""));
+        let line: String = line.chars().take(REASON_CHARS).collect();
+        self.reason = Some(redact_values(&line, secrets).into_owned()).filter(|r| !r.is_empty());
+    }
+
+    /// What is said of them at the end, if any were.
+    pub(crate) fn note(&self, target: &str) -> Option<String> {
+        (self.points > 0).then(|| {
+            format!(
+                "{target} rejected {} data point{} of what it took ({})",
+                self.points,
+                if self.points == 1 { "" } else { "s" },
+                self.reason.as_deref().unwrap_or("no reason given")
+            )
+        })
+    }
 }
 
 /// A format: what a second becomes, and a request of several.
@@ -377,8 +419,9 @@ impl<E: Encode, D: Deliver> Pushing<E, D> {
     pub(crate) fn notes(&self) -> Vec<String> {
         let t = &self.tally;
         let lost = t.evicted + t.refused + t.left;
+        let wire = self.deliver.notes().into_iter().map(|n| format!("output {}: {n}", self.name));
         if lost == 0 {
-            return Vec::new();
+            return wire.collect();
         }
         let mut why = Vec::new();
         if t.left + t.evicted > 0 {
@@ -405,6 +448,9 @@ impl<E: Encode, D: Deliver> Pushing<E, D> {
             self.deliver.target(),
             why.join("; ")
         )]
+        .into_iter()
+        .chain(wire)
+        .collect()
     }
 }
 
@@ -470,6 +516,9 @@ pub(crate) struct Http {
     stop: AtomicBool,
     /// The header fields of the last answer that took a request.
     answer: Vec<(String, Vec<u8>)>,
+    /// The format's reader of a 2xx answer: data points rejected, and why.
+    partial: Option<fn(&[u8]) -> Option<(u64, String)>>,
+    rejected: Rejected,
 }
 
 impl std::fmt::Debug for Http {
@@ -513,7 +562,23 @@ impl Http {
             "https" => Some(client(Trust::Platform(Vec::new()), &[b"http/1.1"]).map_err(|e| e.to_string())?),
             _ => None,
         };
-        Ok(Http { url: parsed, shown, headers, tls, stop: AtomicBool::new(false), answer: Vec::new() })
+        Ok(Http {
+            url: parsed,
+            shown,
+            headers,
+            tls,
+            stop: AtomicBool::new(false),
+            partial: None,
+            rejected: Rejected::default(),
+            answer: Vec::new(),
+        })
+    }
+
+    /// Read each 2xx answer with `read` (OTLP's partial success): what it
+    /// says was rejected is counted and said at the end.
+    pub(crate) fn reading(mut self, read: fn(&[u8]) -> Option<(u64, String)>) -> Http {
+        self.partial = Some(read);
+        self
     }
 }
 
@@ -525,6 +590,10 @@ impl Deliver for Http {
         let body = Body { content_type: payload.content_type, bytes: &payload.body };
         match fetch::post(&req, &body, &self.stop) {
             Ok(r) if (200..300).contains(&r.status) => {
+                if let Some((points, reason)) = self.partial.and_then(|read| read(&r.body)) {
+                    let secrets: Vec<String> = self.headers.iter().map(|(_, v)| v.clone()).collect();
+                    self.rejected.add(points, &reason, &secrets);
+                }
                 self.answer = r.headers;
                 Ok(())
             }
@@ -542,6 +611,10 @@ impl Deliver for Http {
 
     fn answer(&self) -> &[(String, Vec<u8>)] {
         &self.answer
+    }
+
+    fn notes(&self) -> Vec<String> {
+        self.rejected.note(&self.shown).into_iter().collect()
     }
 }
 

@@ -16,6 +16,7 @@ struct Script {
     formats: Vec<&'static str>,
     /// The header fields of every success (none: as a 1.0 receiver answers).
     fields: Vec<(String, Vec<u8>)>,
+    rejected: Rejected,
 }
 
 impl Deliver for Script {
@@ -29,6 +30,9 @@ impl Deliver for Script {
     }
     fn answer(&self) -> &[(String, Vec<u8>)] {
         &self.fields
+    }
+    fn notes(&self) -> Vec<String> {
+        self.rejected.note(self.target()).into_iter().collect()
     }
 }
 
@@ -210,6 +214,32 @@ fn a_refused_request_is_given_up_and_said_with_its_reason() {
              (2 refused: HTTP 400: out of order sample)"
                 .to_string()
         ]
+    );
+}
+
+/// What a wire says besides delivered or not (OTLP's partial success:
+/// points rejected in requests it took) is said with the output's name,
+/// with no second lost; the receiver's reason is its first line, redacted
+/// of the push's secrets, the last one kept.
+#[test]
+fn a_wires_rejected_points_are_said_with_the_outputs_name() {
+    let mut p = push(Vec::new(), QUICK);
+    p.add(0);
+    settle(&mut p);
+    p.drain();
+    assert_eq!(p.notes(), Vec::<String>::new(), "nothing rejected: nothing said");
+    let secrets = ["Bearer s3cr3t-t0ken".to_string()];
+    p.deliver.rejected.add(2, "2 points for Bearer s3cr3t-t0ken\nmore", &secrets);
+    let notes = p.notes();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(notes[0].starts_with("output prometheus-rw: http://127.0.0.1:9/api/v1/write rejected 2 data points"));
+    assert!(!notes[0].contains("s3cr3t") && !notes[0].contains("more"), "{notes:?}");
+    p.deliver.rejected.add(0, "nothing", &secrets);
+    p.deliver.rejected.add(1, "NaN in perfops.latency", &secrets);
+    assert_eq!(
+        p.notes(),
+        ["output prometheus-rw: http://127.0.0.1:9/api/v1/write rejected 3 data points of what it took \
+          (NaN in perfops.latency)"]
     );
 }
 
