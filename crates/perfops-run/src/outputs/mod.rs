@@ -84,16 +84,18 @@ pub struct Entry {
     pub arg: Arg,
 }
 
-/// Each output's module and its [`Entry`], in the order `--help` lists them.
+/// Each output's module and its [`Entry`], in the order `--help` lists them;
+/// after a `;`, entries a module has besides its `ENTRY` (one file, two
+/// wires of one format: `otlp` and `otlp-grpc`), listed last.
 macro_rules! registry {
-    ($($module:ident),+ $(,)?) => {
+    ($($module:ident),+ $(; $($extra:path),+)? $(,)?) => {
         $(mod $module;)+
         /// Every output a user can name.
-        pub const REGISTRY: &[Entry] = &[$($module::ENTRY),+];
+        pub const REGISTRY: &[Entry] = &[$($module::ENTRY,)+ $($($extra,)+)?];
     };
 }
 
-registry![prometheus, jsonl, live, prometheus_rw];
+registry![prometheus, jsonl, live, prometheus_rw, otlp; otlp::GRPC_ENTRY];
 
 /// What the pushing outputs share (backlog, retries, the HTTP wire, auth
 /// headers): not an output itself.
