@@ -14,7 +14,11 @@ pub(crate) struct OutputFlags {
     /// line), `prometheus=ADDR` (as --metrics-listen), `live=ADDR` (as
     /// --live), `prometheus-rw=URL[#watched]` (pushed to a Prometheus
     /// remote-write URL, latency as native histograms; auth headers from
-    /// PERFOPS_REMOTE_WRITE_HEADERS). Added to the
+    /// PERFOPS_REMOTE_WRITE_HEADERS), `otlp=URL` and `otlp-grpc=URL`
+    /// (OpenTelemetry metrics over OTLP/HTTP or gRPC, exponential
+    /// histograms, delta unless
+    /// OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=cumulative; auth
+    /// headers from OTEL_EXPORTER_OTLP_HEADERS). Added to the
     /// scenario's `outputs:`. The results directory is always written (--out
     /// names its folder).
     #[arg(long = "output", value_name = "NAME[=ARG]", value_parser = perfops_run::outputs::parse_spec)]
