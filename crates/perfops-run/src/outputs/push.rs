@@ -159,6 +159,10 @@ pub(crate) trait Deliver: Send + 'static {
     }
 }
 
+/// A format's reader of a 2xx answer: the data points the receiver
+/// rejected and its reason, when it rejected any.
+pub(crate) type ReadPartial = fn(&[u8]) -> Option<(u64, String)>;
+
 /// Data points a receiver rejected in requests it took (OTLP's partial
 /// success), counted for the end of the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -517,7 +521,7 @@ pub(crate) struct Http {
     /// The header fields of the last answer that took a request.
     answer: Vec<(String, Vec<u8>)>,
     /// The format's reader of a 2xx answer: data points rejected, and why.
-    partial: Option<fn(&[u8]) -> Option<(u64, String)>>,
+    partial: Option<ReadPartial>,
     rejected: Rejected,
 }
 
@@ -576,7 +580,7 @@ impl Http {
 
     /// Read each 2xx answer with `read` (OTLP's partial success): what it
     /// says was rejected is counted and said at the end.
-    pub(crate) fn reading(mut self, read: fn(&[u8]) -> Option<(u64, String)>) -> Http {
+    pub(crate) fn reading(mut self, read: ReadPartial) -> Http {
         self.partial = Some(read);
         self
     }

@@ -486,6 +486,7 @@ mod tests {
     ///   (2^(-319/32) = 0.000999... < 0.001 <= 2^(-318/32) = 0.001021).
     /// - 1.01 ms: log2 x 32 = -318.46 → k = -319 as well (same bucket).
     /// - 1.05 ms: log2(0.00105) x 32 = -316.65 → k = -317.
+    ///
     /// So offset -319, counts [2, 0, 1]: the empty bucket -318 is a zero.
     #[test]
     fn an_exponential_point_has_otels_offset_and_dense_counts() {
@@ -514,7 +515,8 @@ mod tests {
     #[test]
     fn a_partial_success_is_read() {
         // (answer, what is read)
-        let cases: [(&[u8], Option<(u64, &str)>); 5] = [
+        type Case<'a> = (&'a [u8], Option<(u64, &'a str)>);
+        let cases: [Case<'_>; 5] = [
             // partial_success (1) { rejected_data_points (1): 3, error_message (2): "nan" }
             (&[0x0a, 7, 0x08, 3, 0x12, 3, b'n', b'a', b'n'], Some((3, "nan"))),
             (&[], None),                        // an empty answer: all taken
