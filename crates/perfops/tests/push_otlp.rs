@@ -149,6 +149,17 @@ fn otlp_to_prometheus_delta_and_cumulative_read_back_as_the_summary() {
     // The resource: `service.name` is the job, `service.instance.id` the instance (the run).
     let info = value(&prom, &format!("count(target_info{{job=\"perfops\",instance=\"{run}\"}})"));
     assert_eq!(info, Some(1.0), "the run's resource");
+    // Prometheus' own translation of every family's OpenTelemetry name and unit gives the
+    // model's Prometheus name, the one `prometheus-rw` pushes: one dashboard reads both.
+    let answer = prom.query(&format!("count by (__name__) ({{run=\"{run}\"}})"), None).expect("names");
+    let mut names: Vec<String> = answer["data"]["result"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|s| s["metric"]["__name__"].as_str().map(String::from)).collect())
+        .unwrap_or_default();
+    names.sort();
+    let mut want: Vec<String> = perfops_report::push::FAMILIES.iter().map(|f| f.name.to_string()).collect();
+    want.sort();
+    assert_eq!(names, want, "the names Prometheus made of the push");
 }
 
 /// Through the Collector: `otlp-grpc=` its gRPC receiver (perfops' own HTTP/2 client, h2c),
