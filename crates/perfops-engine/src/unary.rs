@@ -274,6 +274,23 @@ mod tests {
         }
     }
 
+    /// Over TLS (`https://`, ALPN `h2` alone) against grpcio's own TLS: the
+    /// call goes through with a self-signed certificate when asked to
+    /// accept any, and is refused without that, as any certificate check.
+    #[test]
+    fn a_unary_call_over_tls_with_alpn_h2() {
+        let dir = std::env::temp_dir().join(format!("perfops-unary-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a directory");
+        let server = perfops_testkit::grpc::grpcio_echo_tls(0, Duration::ZERO, &dir);
+        let target = Target::parse(&format!("https://127.0.0.1:{}", server.port(0))).expect("a target");
+        let deadline = Duration::from_secs(10);
+        let reply = block_on(call(&target, true, "/bench.Echo/Say", &[], &msg("tls"), deadline)).expect("an answer");
+        assert_eq!((reply.status, reply.body.map(|b| b.to_vec())), (0, Some(msg("tls"))));
+        let refused = block_on(call(&target, false, "/bench.Echo/Say", &[], &msg("tls"), deadline));
+        assert!(matches!(&refused, Err(UnaryError::Failed(why)) if why.starts_with("TLS")), "{refused:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// No server: unreachable, at once; a server that never answers: the
     /// deadline, kept.
     #[test]
