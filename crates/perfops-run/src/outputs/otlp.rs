@@ -27,6 +27,17 @@
 //! the specification's `key=value,...` format; over gRPC they are the call's
 //! metadata. Never a flag, never written anywhere (push.rs).
 //!
+//! **Cost, measured.** At 20,000 requests/s (`bench/push-cost.sh` with
+//! `OUTPUT=otlp` and `OUTPUT=otlp-grpc`, bench/README.md), the push's own
+//! thread spends 1.1-1.2 ms a second over HTTP and 1.3-1.5 ms over gRPC
+//! (the batch, protobuf, one request on a new connection), and the
+//! collector 0.4-0.7 ms copying the second it hands over: under 0.25 % of a
+//! core, against a goal of 1 %. So each request opens its own connection
+//! (over gRPC, its own HTTP/2 connection and current-thread runtime turn):
+//! a kept connection would save a handshake a second, at the price of
+//! state a receiver may close at any moment; and nothing here is tuned
+//! further.
+//!
 //! This module owns the two registry entries, the endpoint rule, the
 //! temporality choice, the format ([`Otlp`], an `Encode` of push.rs) and the
 //! gRPC wire ([`Grpc`], a `Deliver`). The messages and the mapping from a
