@@ -21,6 +21,12 @@
 //! first second instead, for a receiver that takes only cumulative series
 //! (Prometheus without its delta conversion); `delta` and `lowmemory` are
 //! delta here (perfops' counters and histograms are all delta-friendly).
+//! perfops sends its seconds in order, one request at a time, so a receiver
+//! that adds deltas up (Prometheus' `otlp-deltatocumulative`) gets them in
+//! order; a Collector in between answers once a push is queued, and its
+//! exporter may hand on two seconds in the other order, when Prometheus
+//! drops the older: through a Collector into Prometheus, cumulative is the
+//! safe choice (tests/push_otlp.rs pushes so).
 //!
 //! **Auth.** Headers from `OTEL_EXPORTER_OTLP_HEADERS`, then
 //! `OTEL_EXPORTER_OTLP_METRICS_HEADERS` (the more specific wins a name), in
