@@ -254,7 +254,8 @@ mod tests {
             block_on(call(&target, false, path, &md, &msg("hi"), Duration::from_secs(10))).expect("an answer")
         };
         // (path, metadata, status, message, body)
-        let cases: [(&str, Vec<(String, String)>, u32, &str, Option<Vec<u8>>); 5] = [
+        type Case = (&'static str, Vec<(String, String)>, u32, &'static str, Option<Vec<u8>>);
+        let cases: [Case; 5] = [
             // The message echoed: OK, its bytes back.
             ("/bench.Echo/Say", vec![], 0, "", Some(msg("hi"))),
             // The server's second call: UNAVAILABLE (14), its message from the trailers.

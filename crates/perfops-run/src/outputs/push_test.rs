@@ -226,7 +226,7 @@ fn a_wires_rejected_points_are_said_with_the_outputs_name() {
     let mut p = push(Vec::new(), QUICK);
     p.add(0);
     settle(&mut p);
-    p.drain();
+    p.drain(Instant::now() + QUICK.drain);
     assert_eq!(p.notes(), Vec::<String>::new(), "nothing rejected: nothing said");
     let secrets = ["Bearer s3cr3t-t0ken".to_string()];
     p.deliver.rejected.add(2, "2 points for Bearer s3cr3t-t0ken\nmore", &secrets);
