@@ -3,8 +3,9 @@
 //! current Prometheus, and an OpenTelemetry Collector exporting to it). What the receiver
 //! stored is read back over Prometheus' API and compared with the run's own `summary.json`:
 //! each stage's p50 and p99 by `histogram_quantile` within the bucket error (2.19 % at schema
-//! 5) and HDR's 0.1 %, each count exact. A receiver that is down or refusing costs the run
-//! nothing but the seconds said at the end.
+//! 5) and HDR's 0.1 %, each count exact; for one machine and for a coordinator of three
+//! agents, which pushes once. A receiver that is down or refusing costs the run nothing but
+//! the seconds said at the end.
 //!
 //! Skipped, saying why, when `bench/receivers/install.sh` has not built the receivers, unless
 //! `PERFOPS_RECEIVERS=required` (as `scripts/test` sets it): then it fails.
@@ -16,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{RUN_LIMIT, Workdir, shared};
+use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
 use perfops_testkit::receivers::{self, Prometheus};
 use serde_json::Value;
 
@@ -40,6 +41,9 @@ load:
     - { name: warm, rate: 40, hold: 3s }
     - { name: peak, rate: 80, hold: 3s }
 "#;
+
+/// The fleet's token (32 hex digits, as the coordinator asks of a token).
+const TOKEN: &str = "5d0e7a91c3b24f68a0d1e9c7b3f52a64";
 
 /// How long a push may take to become visible (through the Collector, on a loaded machine).
 const VISIBLE: Duration = Duration::from_secs(30);
@@ -120,7 +124,7 @@ fn compare(prom: &Prometheus, via: &str, run: &str, summary: &Value) {
             let theirs = value(prom, &format!("histogram_quantile({q}, {h})")).expect("a quantile");
             let off = (theirs - ours).abs() / ours;
             eprintln!(
-                "{via:<24} {name:<5} {field}: perfops {:8.3} ms  receiver {:8.3} ms  ({:+.2} %)",
+                "{via:<26} {name:<5} {field}: perfops {:8.3} ms  receiver {:8.3} ms  ({:+.2} %)",
                 ours * 1000.0,
                 theirs * 1000.0,
                 (theirs - ours) / ours * 100.0
@@ -226,4 +230,53 @@ fn a_receiver_down_or_refusing_costs_the_run_nothing_but_is_said() {
     let heads = refusing.request_heads();
     assert!(heads.iter().any(|h| h.contains("application/x-protobuf")), "{heads:?}");
     assert!(heads.iter().any(|h| h.to_ascii_lowercase().contains("authorization: bearer s3cr3t-t0ken")), "{heads:?}");
+}
+
+/// A coordinator and three agents, the scenario naming `otlp=` Prometheus' OTLP endpoint
+/// (delta): the coordinator pushes the merged seconds once, the agents nothing; the fleet's
+/// p50 and p99 read back match its summary, its counts exactly.
+#[test]
+fn a_fleet_pushes_once_over_otlp_from_its_coordinator() {
+    if let Some(why) = receivers::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _cpu = shared();
+    let prom = receivers::prometheus();
+    let demo = Demo::start(&["--model", "async", "--io-wait", "10ms"]);
+    let w = Workdir::new("otlp-fleet");
+    let yaml = TWO_STAGES.replace("target: demo:async?io_wait=10ms", &format!("target: {}", demo.url))
+        + &format!("outputs: [ \"otlp={}\" ]\n", prom.otlp_url());
+    let file = w.scenario("fleet.yaml", &yaml);
+    let listen = format!("127.0.0.1:{}", free_port());
+    let coord = w.spawn(
+        "coordinator",
+        &file,
+        &["--agents", "3", "--listen", &listen, "--workers", "1", "--join-timeout", "20s"],
+        |c| {
+            c.env("PERFOPS_TOKEN", TOKEN);
+        },
+    );
+    let join = format!("https://{listen}");
+    let agents: Vec<Running> = (0..3)
+        .map(|_| {
+            spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
+                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX");
+            })
+        })
+        .collect();
+    let out = coord.wait(RUN_LIMIT);
+    let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
+    out.assert_exit(0);
+    for a in &agents {
+        a.assert_exit(0);
+        assert!(!a.stderr.contains("output otlp"), "an agent pushes nothing: {}", a.stderr);
+    }
+    let dir = w.result_dir(&out);
+    let run = dir.file_name().and_then(|n| n.to_str()).expect("a results directory name").to_string();
+    compare(&prom, "otlp delta, 3-agent fleet", &run, &w.summary(&out));
+    // One run in the receiver: the coordinator's.
+    let runs = prom.series("count by (run) (last_over_time(perfops_requests_sent_total[10m]))");
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["metric"]["run"], run.as_str());
 }
