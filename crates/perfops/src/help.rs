@@ -142,6 +142,27 @@ Examples:
   perfops merge a/runs/*-orders b/runs/*-orders --out merged
   perfops merge shard-0 shard-1 shard-2 --out merged --junit junit.xml";
 
+pub(crate) const IMPORT: &str = "\
+Examples:
+  perfops import access-log /var/log/nginx/access.log --out imported.yaml
+  perfops import access-log access.log.gz --scale 3 --target http://127.0.0.1:8080 --out x3.yaml
+  perfops import har recording.har --out recorded.yaml";
+
+pub(crate) const IMPORT_ACCESS_LOG: &str = "\
+The summary (endpoints and their shares, the mean and peak rates, the lines
+not read and why) goes to stderr; the scenario to --out or stdout.
+
+Examples:
+  perfops import access-log /var/log/nginx/access.log --out imported.yaml
+  perfops import access-log access.log.gz --scale 3 --out x3.yaml
+  perfops import access-log access.jsonl --field path=uri,time=ts --out imported.yaml
+  perfops import access-log access.log -H 'Authorization: Bearer ${env.TOKEN}' --out imported.yaml";
+
+pub(crate) const IMPORT_HAR: &str = "\
+Examples:
+  perfops import har recording.har --out recorded.yaml
+  perfops import har recording.har --include-host api.example.com --out recorded.yaml";
+
 pub(crate) const DEMO: &str = "\
 Routes (the same in both models):
   POST /auth          {\"user\":\"x\"} -> 200 {\"token\":...}
@@ -319,6 +340,9 @@ mod tests {
             RUNS,
             COMPARE,
             MERGE,
+            IMPORT,
+            IMPORT_ACCESS_LOG,
+            IMPORT_HAR,
             DEMO,
             SCHEMA,
             K8S,

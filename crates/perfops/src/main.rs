@@ -21,6 +21,7 @@ mod cli;
 mod compare;
 mod console;
 mod help;
+mod import;
 mod reference;
 mod report;
 
@@ -89,6 +90,9 @@ enum Command {
     /// Print the man page (roff), of perfops or of one command.
     #[command(after_help = help::MAN)]
     Man(help::ManArgs),
+    /// A scenario from real traffic: `perfops import access-log FILE` or `perfops import har FILE`.
+    #[command(after_help = help::IMPORT)]
+    Import(cli::import::ImportFlags),
     /// Steer a live run (one started with --live): `perfops ctl 127.0.0.1:5665 stop|hold|next|rate 300`.
     #[command(after_help = help::CTL)]
     Ctl(cli::ctl::CtlFlags),
@@ -126,6 +130,7 @@ fn main() -> ExitCode {
         Command::Merge(args) => perfops_run::merge::run(args.into()),
         Command::Demo(args) => perfops_run::demo::run(args.into()),
         Command::K8s(args) => k8s::run(args.into()),
+        Command::Import(args) => import::run(args),
         Command::Ctl(args) => perfops_run::ctl::run(args.into()),
         Command::Tar(args) => k8s::tar::run(args.into()),
         Command::Schema(args) => reference::run(args),

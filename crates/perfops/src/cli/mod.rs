@@ -6,6 +6,7 @@ pub(crate) mod ctl;
 pub(crate) mod demo;
 pub(crate) mod fleet_agent;
 pub(crate) mod fleet_coordinator;
+pub(crate) mod import;
 pub(crate) mod k8s;
 pub(crate) mod k8s_tar;
 pub(crate) mod limit;
