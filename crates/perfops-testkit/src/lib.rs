@@ -41,7 +41,9 @@ use std::time::{Duration, Instant};
 
 use rustls::ServerConfig;
 
-pub use crate::nginx::{Guard, H2Config, Nginx, access_log, nginx, nginx_guarding, nginx_h2, nginx_holding};
+pub use crate::nginx::{
+    Guard, H2Config, Nginx, access_log, nginx, nginx_guarding, nginx_h2, nginx_holding, nginx_proxy_logging,
+};
 use crate::serve::{Behaviour, POLL};
 
 /// How long a blocked write waits for a client that does not read.

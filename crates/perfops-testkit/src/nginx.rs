@@ -5,6 +5,8 @@
 //!
 //! [`nginx_guarding`] is the other use: the reverse proxy with TLS and
 //! credentials that stands in front of a team's Prometheus (#15).
+//! [`nginx_proxy_logging`] is a third: a plain reverse proxy that writes the
+//! access logs a service's nginx would, for `perfops import access-log`.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -78,6 +80,55 @@ pub fn nginx_guarding(upstream: SocketAddr, guard: &Guard) -> Nginx {
     ];
     let token = guard.token.clone();
     start(move |port| guarding_config(port, upstream, &token), &files)
+}
+
+/// nginx as a plain reverse proxy to `upstream` (keep-alive both ways) that
+/// logs every request twice in [`Nginx::dir`]: `access.log` in nginx's
+/// `combined` format, and `access.jsonl` as JSON lines (`escape=json`) with
+/// nginx's variable names: `msec`, `time_iso8601`, `remote_addr`,
+/// `request_method`, `request_uri`, `status`, `http_user_agent`,
+/// `http_authorization` (a test's token: a real service would not log it).
+pub fn nginx_proxy_logging(upstream: SocketAddr) -> Nginx {
+    start(move |port| proxy_logging_config(port, upstream), &[])
+}
+
+fn proxy_logging_config(port: u16, upstream: SocketAddr) -> String {
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format json escape=json '{{\"msec\":\"$msec\",\"time_iso8601\":\"$time_iso8601\",'
+        '\"remote_addr\":\"$remote_addr\",\"request_method\":\"$request_method\",'
+        '\"request_uri\":\"$request_uri\",\"status\":\"$status\",'
+        '\"http_user_agent\":\"$http_user_agent\",\"http_authorization\":\"$http_authorization\"}}';
+    access_log access.log combined;
+    access_log access.jsonl json;
+    keepalive_timeout 65s;
+    keepalive_requests 100000000;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    upstream app {{
+        server {upstream};
+        keepalive 64;
+    }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+        }}
+    }}
+}}
+"
+    )
 }
 
 /// How [`nginx_h2`] serves HTTP/2.

@@ -165,12 +165,14 @@ fn lines(r: &mut impl BufRead, options: &Options, tally: &mut tally::Tally, gzip
 fn one(bytes: &[u8], too_long: bool, options: &Options, tally: &mut tally::Tally) {
     tally.lines += 1;
     let n = tally.lines;
+    // Bytes that are not text are shown escaped (`\xff`), never as they are.
+    let excerpt = || bytes[..bytes.len().min(60)].escape_ascii().to_string();
     if too_long {
-        tally.skip(n, line::Skip::TooLong, &String::from_utf8_lossy(&bytes[..bytes.len().min(100)]));
+        tally.skip(n, line::Skip::TooLong, &excerpt());
         return;
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
-        tally.skip(n, line::Skip::NotText, &String::from_utf8_lossy(&bytes[..bytes.len().min(100)]));
+        tally.skip(n, line::Skip::NotText, &excerpt());
         return;
     };
     let text = text.trim_end_matches('\r');
@@ -180,5 +182,145 @@ fn one(bytes: &[u8], too_long: bool, options: &Options, tally: &mut tally::Tally
     match line::parse(text, options.format, &options.fields) {
         Ok(r) => tally.add(r),
         Err(skip) => tally.skip(n, skip, text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn clf(t: i64, client: u32, request: &str, status: u16) -> String {
+        let secs = t.rem_euclid(60);
+        let mins = t / 60;
+        format!(
+            "10.0.0.{client} - - [29/Nov/2026:08:{mins:02}:{secs:02} +0000] \"{request} HTTP/1.1\" {status} 12 \"-\" \"agent {client}\""
+        )
+    }
+
+    /// A log of 1 login per 1000 order lists from many clients (each
+    /// client's requests far apart: every one its own session): the import
+    /// finds both endpoints, the 1:1000 weights, the mean and the peak.
+    fn thousand_to_one() -> String {
+        let mut lines = Vec::new();
+        for i in 0..20_020i64 {
+            let request = if i % 1001 == 0 { "POST /auth" } else { "GET /orders" };
+            // 40 requests a second, 100 in second 300
+            let t = if (12_000..12_100).contains(&i) {
+                300
+            } else if i < 12_000 {
+                i / 40
+            } else {
+                i / 40 + 1
+            };
+            lines.push(clf(t, (i % 200) as u32 + 1, request, 200));
+        }
+        lines.join("\n")
+    }
+
+    fn import_text(text: &[u8], o: &Options) -> Result<Imported, ImportError> {
+        let gap = i64::try_from(o.session_gap.as_micros()).expect("a short gap");
+        let tally = read(text, o, Limits { session_gap_us: gap, ..Limits::default() }).expect("in memory");
+        build::build(&tally, o, "test.log")
+    }
+
+    fn weights(d: &crate::Draft) -> Vec<(String, u64)> {
+        d.flows.iter().map(|f| (f.name.clone(), f.weight)).collect()
+    }
+
+    /// The 1:1000 ratio is found, and the scenario passes perfops' decoder.
+    #[test]
+    fn ratio_found() {
+        let imported = import_text(thousand_to_one().as_bytes(), &Options::default()).expect("imported");
+        assert_eq!(weights(&imported.draft), vec![("GET /orders".into(), 1000), ("POST /auth".into(), 1)]);
+        let yaml = imported.draft.render();
+        perfops_core::scenario::parse("imported.yaml", &yaml, &[]).unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+        let stages = &imported.draft.load.as_ref().expect("load").stages;
+        // 20,020 requests from second 0 to second 501; 100 in the busiest
+        assert!(
+            matches!(stages[0].kind, crate::draft::StageKind::Hold { rate, .. } if (rate - 20_020.0 / 502.0).abs() < 1e-9)
+        );
+        assert!(matches!(stages[2].kind, crate::draft::StageKind::Hold { rate, .. } if rate == 100.0));
+    }
+
+    /// `--scale 3` triples both rates and nothing else.
+    #[test]
+    fn scale() {
+        let o = Options { scale: 3.0, ..Options::default() };
+        let imported = import_text(thousand_to_one().as_bytes(), &o).expect("imported");
+        let stages = &imported.draft.load.as_ref().expect("load").stages;
+        assert!(matches!(stages[2].kind, crate::draft::StageKind::Hold { rate, .. } if rate == 300.0));
+        assert_eq!(weights(&imported.draft)[1].1, 1);
+    }
+
+    /// Sessions: clients that log in, list and open an order, with ~2 s
+    /// between, become one flow of three steps with those pauses; the ids
+    /// are a feeder with the logged values, the query a column.
+    #[test]
+    fn sessions_become_flows() {
+        let mut lines = Vec::new();
+        for c in 0..30i64 {
+            let t = c * 120; // two minutes apart: separate sessions
+            lines.push(clf(t, c as u32, "POST /auth", 200));
+            lines.push(clf(t + 2, c as u32, "GET /orders?page=1", 200));
+            lines.push(clf(t + 4, c as u32, &format!("GET /orders/{}", 1000 + c), 200));
+        }
+        let imported = import_text(
+            lines.join("\n").as_bytes(),
+            &Options { session_gap: Duration::from_secs(60), ..Options::default() },
+        )
+        .expect("imported");
+        let d = &imported.draft;
+        assert_eq!(d.flows.len(), 1, "{}", d.render());
+        let f = &d.flows[0];
+        assert_eq!(f.steps.len(), 3);
+        assert_eq!(f.steps[0].pause, Some(Duration::from_secs(2)));
+        assert_eq!(f.steps[1].path.as_template(), "/orders?${orders.query}");
+        assert_eq!(f.steps[2].path.as_template(), "/orders/${orders_id.id}");
+        let ids = imported.files.iter().find(|f| f.name == "scenario-orders_id.csv").expect("the ids' feeder");
+        assert!(ids.text.starts_with("id\n1000\n1001\n"), "{}", ids.text);
+        perfops_core::scenario::parse("imported.yaml", &d.render(), &[]).expect("valid");
+    }
+
+    /// Bad input, each a count with examples or a clear error, never a panic.
+    #[test]
+    fn bad_input() {
+        let good = clf(0, 1, "GET /a", 200);
+        // (what, bytes, Ok(skipped lines) or Err(part of the message))
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(thousand_to_one().as_bytes()).expect("in memory");
+        let gz = gz.finish().expect("in memory");
+        let cases: Vec<(&str, Vec<u8>, Result<u64, &str>)> = vec![
+            // binary garbage: nothing read, the error says what was seen
+            (
+                "garbage",
+                (0..50_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect(),
+                Err("no line is an access-log request"),
+            ),
+            // an empty file
+            ("empty", Vec::new(), Err("no line is an access-log request")),
+            // a line in an unknown format among good ones
+            ("unknown line", format!("{good}\nsyslog: hello\n{good}\n").into_bytes(), Ok(1)),
+            // a line of 100 KiB without a break, then a good one
+            ("too long", format!("{}\n{good}", "x".repeat(100 * 1024)).into_bytes(), Ok(1)),
+            // the whole gzip'd log
+            ("gzip", gz.clone(), Ok(0)),
+            // the same, cut in the middle: the lines before the cut are read, and it says so
+            ("truncated gzip", gz[..gz.len() / 2].to_vec(), Ok(0)),
+        ];
+        for (what, bytes, want) in cases {
+            match (import_text(&bytes, &Options::default()), want) {
+                (Ok(i), Ok(skipped)) => {
+                    let said = i.summary.join("\n");
+                    assert!(said.contains(&format!("{skipped} not read")), "{what}: {said}");
+                    if what == "truncated gzip" {
+                        assert!(said.contains("cut short"), "{what}: {said}");
+                    }
+                }
+                (Err(e), Err(part)) => assert!(e.to_string().contains(part), "{what}: {e}"),
+                (got, want) => panic!("{what}: got {:?}, want {want:?}", got.map(|i| i.summary)),
+            }
+        }
     }
 }
