@@ -126,7 +126,7 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
     let per_request = arrivals as f64 / requests_in_flows.max(1) as f64;
     let mean = t.mean_rate();
     let peak = t.peak.1 as f64;
-    let span_s = (t.last_us.div_euclid(1_000_000) - t.first_us.div_euclid(1_000_000) + 1).max(1);
+    let span_s = t.span_s();
     let scaled = |r: f64| r * per_request * o.scale;
     let scale_note =
         if (o.scale - 1.0).abs() > f64::EPSILON { format!(", x{} (--scale)", o.scale) } else { String::new() };
@@ -434,7 +434,7 @@ fn formats(t: &Tally) -> String {
 
 fn sessions_note(t: &Tally, kept: usize, dropped: u64) -> String {
     let mut s = format!(
-        "Sessions: per client (its Authorization hash where logged, else address + user agent), ended by a gap over the session gap: {} sessions; {} of their shapes (2 to 8 requests, seen at least twice) are flows, every other request a single-request flow",
+        "Sessions: per client (its Authorization hash where logged, else address + user agent), ended by a gap over the session gap. Sessions: {}; {} of their shapes (2 to 8 requests, seen at least twice) are flows, every other request a single-request flow",
         t.sessions, kept
     );
     let mut alone = Vec::new();
@@ -461,7 +461,7 @@ fn sessions_note(t: &Tally, kept: usize, dropped: u64) -> String {
 }
 
 /// The lines printed on stderr.
-fn summary(t: &Tally, d: &Draft, mean: f64, peak: f64, span_s: i64, weights: &[u64], counted: &[u64]) -> Vec<String> {
+fn summary(t: &Tally, d: &Draft, mean: f64, peak: f64, span_s: f64, weights: &[u64], counted: &[u64]) -> Vec<String> {
     let mut out = vec![format!(
         "read {} lines: {} requests ({}), {} not read",
         t.lines,
@@ -496,6 +496,13 @@ fn summary(t: &Tally, d: &Draft, mean: f64, peak: f64, span_s: i64, weights: &[u
     if d.flows.len() > 12 {
         out.push(format!("  ... {} more", d.flows.len() - 12));
     }
+    if t.untracked > 0 {
+        out.push(format!(
+            "{} requests to endpoints past the first {} distinct ones: counted, not in the scenario",
+            t.untracked,
+            t.endpoints.len()
+        ));
+    }
     if t.late > 0 {
         out.push(format!("{} lines came over 5 minutes out of time order: counted, but not in the peak", t.late));
     }
@@ -523,11 +530,11 @@ fn fmt_rate(r: f64) -> String {
     }
 }
 
-fn fmt_span(s: i64) -> String {
+fn fmt_span(s: f64) -> String {
     match s {
-        s if s < 120 => format!("{s} s"),
-        s if s < 7200 => format!("{:.1} min", s as f64 / 60.0),
-        s => format!("{:.1} h", s as f64 / 3600.0),
+        s if s < 120.0 => format!("{s:.0} s"),
+        s if s < 7200.0 => format!("{:.1} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
     }
 }
 

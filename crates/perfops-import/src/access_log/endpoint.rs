@@ -75,6 +75,13 @@ pub enum Part {
     Hole(Kind),
 }
 
+/// What a piece between dots of a file name is: a digest, or a number of 8
+/// digits or more (a timestamp; a hex digest can be all digits); a shorter
+/// number is a version's (`1.2.3`) and stays.
+fn dotted(piece: &str) -> Option<Kind> {
+    classify(piece).filter(|k| *k != Kind::Id || piece.len() >= 8)
+}
+
 /// `path` -> (its endpoint's parts, the values of its placeholders in order).
 pub fn template(path: &str) -> (Vec<Part>, Vec<String>) {
     let mut parts = Vec::new();
@@ -91,6 +98,25 @@ pub fn template(path: &str) -> (Vec<Part>, Vec<String>) {
                 }
                 parts.push(Part::Hole(kind));
                 values.push(seg.to_string());
+            }
+            // A fingerprinted file name (`app.3f9a1c0b7d2e4f61.js`): the digest between
+            // the dots is a placeholder, or every build of an asset is an endpoint.
+            None if seg.contains('.') && seg.split('.').any(|p| dotted(p).is_some()) => {
+                for (j, piece) in seg.split('.').enumerate() {
+                    if j > 0 {
+                        lit.push('.');
+                    }
+                    match dotted(piece) {
+                        Some(kind) => {
+                            if !lit.is_empty() {
+                                parts.push(Part::Lit(std::mem::take(&mut lit)));
+                            }
+                            parts.push(Part::Hole(kind));
+                            values.push(piece.to_string());
+                        }
+                        None => lit.push_str(piece),
+                    }
+                }
             }
             None => lit.push_str(seg),
         }
@@ -166,6 +192,12 @@ mod tests {
             ),
             // a version segment stays
             ("/api/v2/items/9", "/api/v2/items/{id}", vec!["9"]),
+            // a fingerprinted asset: the digest between the dots
+            ("/static/app.3f9a1c0b7d2e4f61.js", "/static/app.{hex}.js", vec!["3f9a1c0b7d2e4f61"]),
+            // a digest that happens to be all digits, or a timestamp
+            ("/static/app.5892998448834141.js", "/static/app.{id}.js", vec!["5892998448834141"]),
+            // short numbers between dots stay (a version)
+            ("/dl/tool-1.2.3.tar.gz", "/dl/tool-1.2.3.tar.gz", vec![]),
         ];
         for (path, want, values) in cases {
             let (parts, got) = template(path);

@@ -239,7 +239,7 @@ mod tests {
         let stages = &imported.draft.load.as_ref().expect("load").stages;
         // 20,020 requests from second 0 to second 501; 100 in the busiest
         assert!(
-            matches!(stages[0].kind, crate::draft::StageKind::Hold { rate, .. } if (rate - 20_020.0 / 502.0).abs() < 1e-9)
+            matches!(stages[0].kind, crate::draft::StageKind::Hold { rate, .. } if (rate - 20_019.0 / 501.0).abs() < 1e-9)
         );
         assert!(matches!(stages[2].kind, crate::draft::StageKind::Hold { rate, .. } if rate == 100.0));
     }
