@@ -110,7 +110,7 @@ fn scenarios_in_the_docs_pass_check() {
             let file = work.scenario(&format!("block-{checked}.yaml"), &body);
             checked += 1;
             let out = spawn_perfops(&["check", &file.display().to_string()], |c| {
-                c.env("PORT", "8080").env("PROM_TOKEN", "t").env("PASSWORD", "p");
+                c.env("PORT", "8080").env("PROM_TOKEN", "t").env("PASSWORD", "p").env("TOKEN", "t");
             })
             .wait(LIMIT);
             if out.code != Some(0) {

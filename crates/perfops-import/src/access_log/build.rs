@@ -181,8 +181,8 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
                 "query strings dropped (--no-query)"
             }
         ),
-        sessions_note(t, kept.len(), shapes_dropped),
     ];
+    comments.extend(sessions_note(t, o.session_gap, kept.len(), shapes_dropped));
     if !t.endpoints.iter().any(|e| e.authorized > 0) && o.headers.is_empty() {
         comments.push(
             "The log holds no request headers: where the service wants a credential (a 401 or 403 when run), \
@@ -432,15 +432,21 @@ fn formats(t: &Tally) -> String {
     t.formats.iter().map(|(f, n)| format!("{n} {f}")).collect::<Vec<_>>().join(", ")
 }
 
-fn sessions_note(t: &Tally, kept: usize, dropped: u64) -> String {
-    let mut s = format!(
-        "Sessions: per client (its Authorization hash where logged, else address + user agent), ended by a gap over the session gap. Sessions: {}; {} of their shapes (2 to 8 requests, seen at least twice) are flows, every other request a single-request flow",
-        t.sessions, kept
-    );
+fn sessions_note(t: &Tally, gap: Duration, kept: usize, dropped: u64) -> Vec<String> {
+    let mut lines = vec![
+        format!(
+            "Sessions: {} (a client is its Authorization hash where the log has one, else address + user agent; a gap over {} ends its session).",
+            t.sessions,
+            crate::draft::duration(gap)
+        ),
+        format!(
+            "{kept} session shapes (2 to 8 requests, seen twice or more) are flows; every other request is a single-request flow."
+        ),
+    ];
     let mut alone = Vec::new();
     if t.long_sessions > 0 {
         alone.push(format!(
-            "{} sessions longer than 8 requests without a pause (a proxy, a NAT, a robot or a load generator)",
+            "{} sessions of more than 8 requests without a pause (a proxy, a NAT, a robot or a load generator)",
             t.long_sessions
         ));
     }
@@ -454,10 +460,9 @@ fn sessions_note(t: &Tally, kept: usize, dropped: u64) -> String {
         alone.push(format!("{} requests of clients past the 100,000 in flight", t.crowded));
     }
     if !alone.is_empty() {
-        let _ = write!(s, " (single requests: {})", alone.join("; "));
+        lines.push(format!("Single requests from: {}.", alone.join("; ")));
     }
-    s.push('.');
-    s
+    lines
 }
 
 /// The lines printed on stderr.

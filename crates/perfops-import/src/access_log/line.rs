@@ -305,7 +305,36 @@ fn split_target(target: &str) -> Result<(String, String), Skip> {
     }
     let (path, query) = t.split_once('?').unwrap_or((t, ""));
     let path = path.split_once('#').map_or(path, |(p, _)| p);
-    Ok((path.to_string(), query.to_string()))
+    Ok((unescape_hex(path), unescape_hex(query)))
+}
+
+/// nginx and Apache write a byte they will not print as `\xHH`; on the
+/// wire it was that byte, which a request line carries percent-encoded.
+fn unescape_hex(s: &str) -> String {
+    if !s.contains("\\x") {
+        return s.to_string();
+    }
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && b.get(i + 1) == Some(&b'x')
+            && b.len() > i + 3
+            && b[i + 2].is_ascii_hexdigit()
+            && b[i + 3].is_ascii_hexdigit()
+        {
+            out.push('%');
+            out.push(char::from(b[i + 2].to_ascii_uppercase()));
+            out.push(char::from(b[i + 3].to_ascii_uppercase()));
+            i += 4;
+        } else {
+            let c = s[i..].chars().next().unwrap_or(' ');
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
+    out
 }
 
 /// One JSON object.
@@ -510,6 +539,11 @@ mod tests {
             (
                 r#"10.0.0.1 - - [10/Oct/2000:13:55:36 -0700] "POST /auth HTTP/1.1" 200 31 "-" "curl \"x\"" "1.2.3.4" rt=0.004"#,
                 Ok(("POST", "/auth", "", 200, Format::Combined)),
+            ),
+            // a byte nginx escaped in its log is sent percent-encoded
+            (
+                r#"1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /caf\xC3\xA9?q=\xff HTTP/1.1" 200 1"#,
+                Ok(("GET", "/caf%C3%A9", "q=%FF", 200, Format::Common)),
             ),
             // a proxy's absolute URL loses scheme and host
             (
