@@ -363,6 +363,13 @@ fn step(e: &Endpoint, feeder: &Option<FeederPlan>, o: &Options) -> Step {
     } else {
         Vec::new()
     };
+    if e.secret_queries > 0 {
+        comments.push(format!(
+            "{} of its requests had query parameters named like credentials ({}): left out of the feeder; add them as `${{env.NAME}}`",
+            e.secret_queries,
+            e.secret_names.join(", ")
+        ));
+    }
     let mut headers = Vec::new();
     if e.authorized > 0 && !o.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("authorization")) {
         comments.push(format!(
@@ -500,6 +507,16 @@ fn summary(t: &Tally, d: &Draft, mean: f64, peak: f64, span_s: f64, weights: &[u
     }
     if d.flows.len() > 12 {
         out.push(format!("  ... {} more", d.flows.len() - 12));
+    }
+    let secret: Vec<&Endpoint> = t.endpoints.iter().filter(|e| e.secret_queries > 0).collect();
+    if !secret.is_empty() {
+        let names: std::collections::BTreeSet<&str> =
+            secret.iter().flat_map(|e| e.secret_names.iter().map(String::as_str)).collect();
+        out.push(format!(
+            "query parameters named like credentials ({}) in {} requests: left out of the feeders, never written",
+            names.into_iter().collect::<Vec<_>>().join(", "),
+            secret.iter().map(|e| e.secret_queries).sum::<u64>()
+        ));
     }
     if t.untracked > 0 {
         out.push(format!(

@@ -283,6 +283,24 @@ mod tests {
         perfops_core::scenario::parse("imported.yaml", &d.render(), &[]).expect("valid");
     }
 
+    /// A query parameter named like a credential never reaches a feeder or
+    /// the summary: its name is said, its value is nowhere.
+    #[test]
+    fn credentials_in_queries_are_left_out() {
+        let lines = [
+            clf(0, 1, "GET /search?q=shoes&access_token=s3cr3t-1", 200),
+            clf(1, 2, "GET /search?apiKey=s3cr3t-2&q=hats", 200),
+            clf(2, 3, "GET /search?q=socks", 200),
+        ];
+        let imported = import_text(lines.join("\n").as_bytes(), &Options::default()).expect("imported");
+        let feeder = &imported.files[0].text;
+        assert_eq!(feeder, "query\nq=shoes\nq=hats\nq=socks\n");
+        let said = imported.summary.join("\n");
+        assert!(said.contains("access_token, apiKey") && said.contains("in 2 requests"), "{said}");
+        let all = format!("{said}{}{feeder}", imported.draft.render());
+        assert!(!all.contains("s3cr3t"), "{all}");
+    }
+
     /// Bad input, each a count with examples or a clear error, never a panic.
     #[test]
     fn bad_input() {

@@ -69,6 +69,10 @@ pub struct Endpoint {
     pub with_query: u64,
     /// Distinct (placeholder values..., query) rows, first seen first.
     pub samples: Vec<(Vec<String>, String)>,
+    /// Requests whose query had a parameter named like a credential (left out of the samples).
+    pub secret_queries: u64,
+    /// Those parameters' names (the first few).
+    pub secret_names: Vec<String>,
     seen: HashSet<u64>,
 }
 
@@ -160,6 +164,33 @@ fn hash_row(values: &[String], query: &str) -> u64 {
     h.finish()
 }
 
+/// `query` without its parameters whose names look like credentials
+/// (`access_token`, `api_key`, `password`: perfops' one rule of it); they are
+/// counted on `e`, and their values are never kept.
+fn scrub_query(query: &str, e: &mut Endpoint) -> String {
+    if query.is_empty() {
+        return String::new();
+    }
+    let mut secret = false;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let name = pair.split_once('=').map_or(*pair, |(n, _)| n);
+            if perfops_core::scenario::redact::credential_name(name) {
+                secret = true;
+                if e.secret_names.len() < 4 && !e.secret_names.iter().any(|n| n == name) {
+                    e.secret_names.push(name.chars().take(40).collect());
+                }
+                false
+            } else {
+                true
+            }
+        })
+        .collect();
+    e.secret_queries += u64::from(secret);
+    kept.join("&")
+}
+
 impl Tally {
     /// An empty tally.
     pub fn new(limits: Limits) -> Tally {
@@ -233,6 +264,8 @@ impl Tally {
                     authorized: 0,
                     with_query: 0,
                     samples: Vec::new(),
+                    secret_queries: 0,
+                    secret_names: Vec::new(),
                     seen: HashSet::new(),
                 });
                 self.singles.push(0);
@@ -249,10 +282,11 @@ impl Tally {
         *e.statuses.entry(r.status).or_default() += 1;
         e.authorized += u64::from(r.authorized);
         e.with_query += u64::from(!r.query.is_empty());
-        if e.samples.len() < self.limits.samples && (!values.is_empty() || !r.query.is_empty()) {
-            let h = hash_row(&values, &r.query);
+        let query = scrub_query(&r.query, e);
+        if e.samples.len() < self.limits.samples && (!values.is_empty() || !query.is_empty()) {
+            let h = hash_row(&values, &query);
             if e.seen.insert(h) {
-                e.samples.push((values, r.query));
+                e.samples.push((values, query));
             }
         }
         self.session(idx, r.client, r.time_us);
