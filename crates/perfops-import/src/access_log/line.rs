@@ -492,7 +492,8 @@ fn offset(z: &str) -> Option<i64> {
         _ => return None,
     };
     let digits = z[1..].replace(':', "");
-    if digits.len() != 4 {
+    // Digits checked before slicing: `+1é2` is four bytes too.
+    if digits.len() != 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     Some(sign * (num(&digits[..2])? * 3600 + num(&digits[2..])? * 60))
@@ -614,6 +615,8 @@ mod tests {
             ("yesterday", None),
             // month 13
             ("2000-13-10T20:55:36Z", None),
+            // an offset of four bytes that are not four digits (sliced, it once panicked)
+            ("10/Oct/2000:13:55:36 +1é2", None),
         ];
         for (text, want) in cases {
             assert_eq!(any_time(text), want, "{text}");
@@ -637,6 +640,22 @@ mod tests {
         );
         assert_ne!(client(line("x", "")), client(line("y", "")));
         assert_ne!(client(line("x", r#","http_authorization":"Bearer t""#)), client(line("x", "")));
+    }
+
+    proptest::proptest! {
+        /// No line panics the reader: any text, and any text in each field
+        /// of a combined line and of a JSON line (the offset `+1é2` once did).
+        #[test]
+        fn never_panics(s in ".*", t in "[0-9a-zA-Z/:+é .-]{0,30}") {
+            let f = FieldMap::default();
+            let _ = parse(&s, Format::Auto, &f);
+            let _ = parse(&format!(r#"1.2.3.4 - - [{t}] "GET {s} HTTP/1.1" 200 1 "{s}" "{s}""#), Format::Auto, &f);
+            let _ = parse(&format!(r#"1.2.3.4 - - [10/Oct/2000:13:55:36 {t}] "{s}" {t} 1"#), Format::Auto, &f);
+            let json = serde_json::json!({ "time": t, "request": s, "status": t, "remote_addr": s });
+            let _ = parse(&json.to_string(), Format::Auto, &f);
+            let _ = any_time(&t);
+            let _ = any_time(&s);
+        }
     }
 
     /// `--field`: a field set replaces its keys; a bad spec says what it wants.
