@@ -88,8 +88,8 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
             Flow {
                 name: format!("session {}: {}", n + 1, short(&path.join(" > "), 100)),
                 comments: vec![format!(
-                    "{} sessions went {} (the pauses: their mean gaps)",
-                    shape.count,
+                    "{} went {} (the pauses: their mean gaps)",
+                    count(shape.count, "session"),
                     path.join(" > ")
                 )],
                 weight: shape.count,
@@ -152,8 +152,8 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
             Stage {
                 name: Some("peak".into()),
                 comment: Some(format!(
-                    "the log's busiest second: {} requests at {}",
-                    t.peak.1,
+                    "the log's busiest second: {} at {}",
+                    count(t.peak.1, "request"),
                     fmt_utc(t.peak.0 * 1_000_000)
                 )),
                 kind: StageKind::Hold { rate: scaled(peak), hold: HOLD },
@@ -222,8 +222,8 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
         data.push(Feeder {
             name: plan.name.clone(),
             comments: vec![format!(
-                "{} value rows of {} taken from the log",
-                rows.len(),
+                "{} of {} taken from the log",
+                count(rows.len() as u64, "value row"),
                 endpoint_name(&t.endpoints[e])
             )],
             csv: file.clone(),
@@ -354,7 +354,7 @@ fn step(e: &Endpoint, feeder: &Option<FeederPlan>, o: &Options) -> Step {
     }
     let errors: u64 = e.statuses.range(400..).map(|(_, n)| n).sum();
     let statuses: Vec<String> = e.statuses.iter().map(|(s, n)| format!("{s} x {n}")).take(8).collect();
-    let mut comments = vec![format!("{} requests; answered {}", e.count, statuses.join(", "))];
+    let mut comments = vec![format!("{}; answered {}", count(e.count, "request"), statuses.join(", "))];
     // An endpoint answered mostly with errors in the log (a scanner's 404s, a
     // client's 401s) is expected to be answered so, and counted as answered.
     let expect_status = if errors * 2 >= e.count {
@@ -447,14 +447,16 @@ fn sessions_note(t: &Tally, gap: Duration, kept: usize, dropped: u64) -> Vec<Str
             crate::draft::duration(gap)
         ),
         format!(
-            "{kept} session shapes (2 to 8 requests, seen twice or more) are flows; every other request is a single-request flow."
+            "{} (2 to 8 requests, seen twice or more) {} flows; every other request is a single-request flow.",
+            count(kept as u64, "session shape"),
+            if kept == 1 { "is a" } else { "are" }
         ),
     ];
     let mut alone = Vec::new();
     if t.long_sessions > 0 {
         alone.push(format!(
-            "{} sessions of more than 8 requests without a pause (a proxy, a NAT, a robot or a load generator)",
-            t.long_sessions
+            "{} of more than 8 requests without a pause (a proxy, a NAT, a robot or a load generator)",
+            count(t.long_sessions, "session")
         ));
     }
     if dropped > 0 {
@@ -540,6 +542,11 @@ fn summary(t: &Tally, d: &Draft, mean: f64, peak: f64, span_s: f64, weights: &[u
         }
     }
     out
+}
+
+/// `1 session`, `2 sessions`.
+fn count(n: u64, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
 fn fmt_rate(r: f64) -> String {
