@@ -1,7 +1,9 @@
-//! `perfops import har FILE`: a browser recording (HAR 1.2) becomes a
-//! scenario. The options are the command's flags; the reader is not in this
-//! build yet, and [`import`] says so rather than write a scenario that
-//! pretends.
+//! `perfops import har FILE`: a browser recording (HAR 1.2) becomes a scenario. Its parts are
+//! here; [`import`] says the command is not available until they are joined into a scenario.
+
+pub mod correlate;
+pub mod read;
+pub mod select;
 
 use std::path::Path;
 

@@ -1,0 +1,963 @@
+//! What flows between recorded requests, found automatically: a value that a
+//! response carried (a JSON field, a response header, a `Set-Cookie`, an HTML
+//! form field) and a later request sent again (in its path, query, a header or
+//! its body) becomes a `save` on the step whose response first carried it and
+//! a `${name}` reference where it is reused. Credentials typed or recorded (a
+//! password field, `Authorization: Basic`, an API key header, a token from
+//! before the recording) become `${env.NAME}` references.
+//!
+//! This module owns the finder and what it writes into requests; it reads no
+//! file and writes no YAML (`read.rs` and the draft do).
+//!
+//! How a value is found, and why so:
+//! - Every value a response carries is a candidate: each JSON leaf (a string
+//!   or a number, by its JSONPath), each response header but the standard ones
+//!   (`Date`, `Content-Type`...), the cookie of the first `Set-Cookie`, each
+//!   `<input>` with a value and each `<meta name content>` of an HTML page.
+//!   The earliest response that carried a value is its source; within one
+//!   response the most specific kind wins (a JSON field, then a form field,
+//!   then a header, then a cookie).
+//! - Trivial values are not candidates: shorter than 6 characters, numbers of
+//!   fewer than 5 digits, booleans, lowercase words (`pending`, `shipped`) and
+//!   dates. They recur by chance (a page number, a status, a quantity) and a
+//!   `save` of one would tie unrelated requests together.
+//! - A value that a request sent no later than the response that carried it
+//!   is the client's own (a user name typed at login and echoed back by
+//!   `/me`): it is not a correlation, and stays as recorded.
+//! - A match must stand on its own: the characters around it in the request
+//!   are not letters or digits, so `12345` is not found inside `912345`. The
+//!   search is an index on each candidate's first word, so a recording with
+//!   thousands of JSON leaves and hundreds of requests costs one pass over
+//!   each request's text.
+//! - perfops keeps no cookie jar: a cookie is a correlation like any other.
+//!   `header:Set-Cookie` saves the whole field of the first `Set-Cookie`
+//!   (`sid=abc; Path=/`), so the request's `name=value` pair is replaced by
+//!   that reference whole (a server reads `Path=/` as one more cookie and
+//!   ignores it). A cookie the recording did not set (sent from before it) or
+//!   set by a second `Set-Cookie`, which `header:` does not reach, is dropped
+//!   from the `Cookie` field and said so: a literal session cookie would be a
+//!   stale secret in the file.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// One part of a template: literal text or a reference (`token`, `env.PASSWORD`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Sent as it is.
+    Lit(String),
+    /// `${name}`.
+    Var(String),
+}
+
+/// A template: pieces in order.
+pub type Tpl = Vec<Piece>;
+
+/// `text` as a template with no reference.
+pub fn lit(text: &str) -> Tpl {
+    if text.is_empty() { Vec::new() } else { vec![Piece::Lit(text.to_string())] }
+}
+
+/// The template as perfops reads it: `${` in literal text written `$${`.
+pub fn render(t: &[Piece]) -> String {
+    t.iter()
+        .map(|p| match p {
+            Piece::Lit(s) => s.replace("${", "$${"),
+            Piece::Var(v) => format!("${{{v}}}"),
+        })
+        .collect()
+}
+
+/// A request as recorded, its header fields already selected.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Request {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// Path and query, as they were on the wire (percent-encoded).
+    pub target: String,
+    /// Header fields sent.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Body<String>,
+}
+
+/// A request body; `S` is the recorded text or its template.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body<S> {
+    /// None.
+    None,
+    /// JSON: for a template, its strings are template text (see [`render`]).
+    Json(Value),
+    /// URL-encoded form fields, decoded.
+    Form(Vec<(String, S)>),
+    /// Any other body, as text.
+    Text(S),
+}
+
+/// A response as recorded: what the finder reads from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Response<'a> {
+    /// Header fields.
+    pub headers: &'a [(String, String)],
+    /// MIME type, lowercase, without parameters.
+    pub mime: &'a str,
+    /// The body as text, when the recording kept it.
+    pub text: Option<&'a str>,
+}
+
+/// A request with its references.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Templated {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// Path and query.
+    pub target: Tpl,
+    /// Header fields.
+    pub headers: Vec<(String, Tpl)>,
+    /// The body.
+    pub body: Body<Tpl>,
+}
+
+/// A value saved by a step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Save {
+    /// The variable.
+    pub name: String,
+    /// Its extractor: `$.token`, `header:ETag`, `header:Set-Cookie`, `regex:...`.
+    pub extractor: String,
+    /// The steps (indexes) that use it.
+    pub used_by: Vec<usize>,
+}
+
+/// An environment variable the scenario reads in place of a recorded credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvVar {
+    /// `PASSWORD`, `BASIC_AUTH`, `X_API_KEY`...
+    pub name: String,
+    /// Where it was found, for the summary: `step 2, json field password`.
+    pub found: String,
+}
+
+/// What the finder made of a recording.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// Each request with its references, in order.
+    pub requests: Vec<Templated>,
+    /// What each step saves (by step index).
+    pub saves: Vec<Vec<Save>>,
+    /// Notes per step, for comments (cookies dropped, values left as recorded).
+    pub notes: Vec<Vec<String>>,
+    /// The environment variables to set.
+    pub env: Vec<EnvVar>,
+}
+
+/// How a candidate's value is read from its response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    Json,
+    Html,
+    Header,
+    /// The cookie NAME, from the first `Set-Cookie` (`header:` reaches it) or a later one (it does not).
+    Cookie {
+        name: String,
+        reachable: bool,
+    },
+}
+
+impl Kind {
+    /// Lower is more specific.
+    fn rank(&self) -> u8 {
+        match self {
+            Kind::Json => 0,
+            Kind::Html => 1,
+            Kind::Header => 2,
+            Kind::Cookie { .. } => 3,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Candidate {
+    value: String,
+    step: usize,
+    kind: Kind,
+    extractor: String,
+    hint: String,
+    /// Sent by a request no later than its response: the client's own.
+    clients: bool,
+    used_by: Vec<usize>,
+    name: Option<String>,
+}
+
+/// Most leaves read from one JSON response; past them a huge listing adds nothing a later request uses.
+const MAX_LEAVES: usize = 10_000;
+/// Deepest JSON nesting walked.
+const MAX_DEPTH: usize = 64;
+
+/// Response headers that describe the answer, not a value to reuse.
+const STANDARD_HEADERS: &[&str] = &[
+    "date",
+    "content-type",
+    "content-length",
+    "content-encoding",
+    "content-language",
+    "server",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "vary",
+    "cache-control",
+    "expires",
+    "last-modified",
+    "age",
+    "accept-ranges",
+    "strict-transport-security",
+    "x-content-type-options",
+    "x-frame-options",
+    "x-xss-protection",
+    "content-security-policy",
+    "referrer-policy",
+    "permissions-policy",
+    "via",
+    "alt-svc",
+    "www-authenticate",
+    "set-cookie",
+    "pragma",
+    "report-to",
+    "nel",
+];
+
+/// Whether a value recurs by chance too easily to be a correlation (see the module doc).
+pub fn trivial(v: &str) -> bool {
+    let v = v.trim();
+    // A date or a time stamp.
+    let b = v.as_bytes();
+    if b.len() >= 10 && b[..4].iter().all(u8::is_ascii_digit) && b[4] == b'-' && b[7] == b'-' {
+        return true;
+    }
+    if v.bytes().all(|b| b.is_ascii_digit() || b == b'-' || b == b'.') {
+        return v.bytes().filter(u8::is_ascii_digit).count() < 5;
+    }
+    if v.chars().count() < 6 {
+        return true;
+    }
+    let lower = v.to_ascii_lowercase();
+    if matches!(lower.as_str(), "true" | "false" | "null" | "undefined") {
+        return true;
+    }
+    // A word: letters only, at most one capital at the start (`Shipped`, `pending`).
+    let mut chars = v.chars();
+    let first_ok = chars.next().is_some_and(char::is_alphabetic);
+    first_ok && chars.all(|c| c.is_lowercase() || c == ' ' || c == '_' || c == '-') && v.len() <= 24
+}
+
+/// A name as perfops takes it: lowercase letters, digits and `_`, starting with a letter.
+fn ident(hint: &str) -> String {
+    let mut out = String::new();
+    for c in hint.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') && !out.is_empty() {
+            out.push('_');
+        }
+    }
+    let out = out.trim_end_matches('_').to_string();
+    let out = if out.is_empty() {
+        "value".to_string()
+    } else if out.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("v_{out}")
+    } else {
+        out
+    };
+    if matches!(out.as_str(), "env" | "seq" | "uuid" | "random") { format!("{out}_value") } else { out }
+}
+
+/// `base`, else `base_2`, `base_3`... whichever is not taken yet; taken then.
+fn unique(base: String, taken: &mut Vec<String>) -> String {
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}_{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// The name hint of a JSON leaf: its key, with its parent's when the key alone says little (`order_id`).
+fn json_hint(keys: &[String]) -> String {
+    let Some(last) = keys.last() else { return "value".into() };
+    let generic =
+        matches!(last.to_ascii_lowercase().as_str(), "id" | "value" | "key" | "uuid" | "code" | "name" | "ref");
+    match keys.len().checked_sub(2).map(|i| &keys[i]) {
+        Some(parent) if generic => {
+            let parent = if parent.len() > 3 { parent.strip_suffix('s').unwrap_or(parent) } else { parent };
+            format!("{parent}_{last}")
+        }
+        _ => last.clone(),
+    }
+}
+
+/// A JSONPath member selector: `.key`, or `['a key']`.
+fn member(key: &str) -> Option<String> {
+    if key.chars().any(char::is_control) {
+        return None;
+    }
+    let mut chars = key.chars();
+    if chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        Some(format!(".{key}"))
+    } else {
+        Some(format!("['{}']", key.replace('\\', "\\\\").replace('\'', "\\'")))
+    }
+}
+
+/// The JSON leaves of `v`: (value text, JSONPath, keys on the way).
+fn json_leaves(
+    v: &Value,
+    path: &mut String,
+    keys: &mut Vec<String>,
+    depth: usize,
+    out: &mut Vec<(String, String, String)>,
+) {
+    if out.len() >= MAX_LEAVES || depth > MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::String(s) => out.push((s.clone(), path.clone(), json_hint(keys))),
+        Value::Number(n) => out.push((n.to_string(), path.clone(), json_hint(keys))),
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                json_leaves(item, path, keys, depth + 1, out);
+                path.truncate(len);
+            }
+        }
+        Value::Object(fields) => {
+            for (k, item) in fields {
+                let Some(sel) = member(k) else { continue };
+                let len = path.len();
+                path.push_str(&sel);
+                keys.push(k.clone());
+                json_leaves(item, path, keys, depth + 1, out);
+                keys.pop();
+                path.truncate(len);
+            }
+        }
+        Value::Bool(_) | Value::Null => {}
+    }
+}
+
+/// Escape what a regular expression would read as syntax.
+fn regex_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if "\\.+*?()|[]{}^$#&-~".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The attributes of one HTML tag's text (after its name, up to `>`), with their order.
+fn attributes(tag: &str) -> Vec<(String, String, char)> {
+    let b = tag.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b'=' && b[i] != b'/' {
+            i += 1;
+        }
+        let name = tag[start..i].to_ascii_lowercase();
+        if i < b.len() && b[i] == b'=' {
+            i += 1;
+            let q = b.get(i).copied().unwrap_or(b' ');
+            if q == b'"' || q == b'\'' {
+                let vs = i + 1;
+                let ve = tag[vs..].find(char::from(q)).map_or(tag.len(), |e| vs + e);
+                out.push((name, tag[vs..ve].to_string(), char::from(q)));
+                i = ve + 1;
+            } else {
+                let vs = i;
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                out.push((name, tag[vs..i].to_string(), ' '));
+            }
+        } else if start == i {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `<input name value>` and `<meta name content>` of a page: (value, `regex:...`, name).
+fn html_fields(html: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let lower = html.to_ascii_lowercase();
+    for (tag, value_attr) in [("<input", "value"), ("<meta", "content")] {
+        let mut from = 0;
+        while let Some(at) = lower[from..].find(tag) {
+            let start = from + at + tag.len();
+            let end = lower[start..].find('>').map_or(lower.len(), |e| start + e);
+            from = end;
+            let attrs = attributes(&html[start..end]);
+            let name = attrs.iter().position(|(n, _, q)| n == "name" && *q != ' ');
+            let value = attrs.iter().position(|(n, v, q)| n == value_attr && *q != ' ' && !v.is_empty());
+            let (Some(ni), Some(vi)) = (name, value) else { continue };
+            let (nq, vq) = (attrs[ni].2, attrs[vi].2);
+            let field = format!("\\s{value_attr}={vq}([^{vq}]*){vq}");
+            let named = format!("\\sname={nq}{}{nq}", regex_escape(&attrs[ni].1));
+            let pattern = if ni < vi {
+                format!("regex:{tag}[^>]*{named}[^>]*{field}")
+            } else {
+                format!("regex:{tag}[^>]*{field}[^>]*{named}")
+            };
+            out.push((attrs[vi].1.clone(), pattern, attrs[ni].1.clone()));
+        }
+    }
+    out
+}
+
+/// The candidates of one response, step `step`.
+fn candidates_of(step: usize, resp: &Response<'_>, out: &mut Vec<Candidate>) {
+    let mut push = |value: String, kind: Kind, extractor: String, hint: String| {
+        if !trivial(&value) && value.contains(|c: char| c.is_alphanumeric()) {
+            out.push(Candidate { value, step, kind, extractor, hint, clients: false, used_by: Vec::new(), name: None });
+        }
+    };
+    if let Some(text) = resp.text {
+        let is_json = resp.mime == "application/json" || resp.mime.ends_with("+json");
+        if is_json || text.trim_start().starts_with(['{', '[']) {
+            if let Ok(v) = serde_json::from_str::<Value>(text) {
+                let mut leaves = Vec::new();
+                json_leaves(&v, &mut "$".to_string(), &mut Vec::new(), 0, &mut leaves);
+                for (value, path, hint) in leaves {
+                    push(value, Kind::Json, path, hint);
+                }
+            }
+        } else if resp.mime == "text/html" || resp.mime == "application/xhtml+xml" {
+            for (value, pattern, name) in html_fields(text) {
+                push(value, Kind::Html, pattern, name);
+            }
+        }
+    }
+    let mut first_cookie = true;
+    for (name, value) in resp.headers {
+        let lower = name.to_ascii_lowercase();
+        if lower == "set-cookie" {
+            let pair = value.split(';').next().unwrap_or("");
+            if let Some((cookie, v)) = pair.split_once('=') {
+                let cookie = cookie.trim().to_string();
+                let kind = Kind::Cookie { name: cookie.clone(), reachable: first_cookie };
+                push(v.trim().trim_matches('"').to_string(), kind, "header:Set-Cookie".into(), cookie);
+            }
+            first_cookie = false;
+        } else if !STANDARD_HEADERS.contains(&lower.as_str()) && !lower.starts_with("access-control-") {
+            push(
+                value.trim().to_string(),
+                Kind::Header,
+                format!("header:{name}"),
+                lower.trim_start_matches("x-").to_string(),
+            );
+        }
+    }
+}
+
+/// The leading run of letters and digits of `s`: a candidate's key in the index.
+fn first_word(s: &str) -> &str {
+    let end = s.find(|c: char| !c.is_alphanumeric()).unwrap_or(s.len());
+    &s[..end]
+}
+
+/// How many bytes of `s` come before its first letter or digit (the `"` of an ETag).
+fn lead(s: &str) -> usize {
+    s.find(|c: char| c.is_alphanumeric()).unwrap_or(s.len())
+}
+
+/// Candidates by their first word (each value, and its percent-encoded form when it differs),
+/// with what comes before that word in the value.
+struct Index {
+    by_word: HashMap<String, Vec<(usize, String)>>,
+}
+
+impl Index {
+    fn new(cands: &[Candidate]) -> Index {
+        let mut by_word: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        for (i, c) in cands.iter().enumerate() {
+            let encoded = percent_encode(&c.value);
+            for form in [c.value.clone(), encoded] {
+                let list = by_word.entry(first_word(&form[lead(&form)..]).to_string()).or_default();
+                if !list.iter().any(|(j, f)| *j == i && *f == form) {
+                    list.push((i, form));
+                }
+            }
+        }
+        for list in by_word.values_mut() {
+            list.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+        }
+        Index { by_word }
+    }
+
+    /// Each standing match in `text`: (start, end, candidate), the longest at each place that `take` accepts.
+    fn matches(&self, text: &str, mut take: impl FnMut(usize) -> bool) -> Vec<(usize, usize, usize)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        let mut last_end = 0;
+        let b = text.as_bytes();
+        while i < text.len() {
+            let starts = text[i..].starts_with(|c: char| c.is_alphanumeric())
+                && !text[..i].ends_with(|c: char| c.is_alphanumeric());
+            if !starts {
+                i += text[i..].chars().next().map_or(1, char::len_utf8);
+                continue;
+            }
+            let word = first_word(&text[i..]);
+            let mut matched = None;
+            if let Some(list) = self.by_word.get(word) {
+                for (c, form) in list {
+                    // The value may start before the word (`"v-1"`), never before the last match.
+                    let Some(start) = i.checked_sub(lead(form)).filter(|s| *s >= last_end) else { continue };
+                    let end = start + form.len();
+                    let stands = text.is_char_boundary(start)
+                        && text[start..].starts_with(form.as_str())
+                        && !text[..start].ends_with(|c: char| c.is_alphanumeric())
+                        && (end == b.len() || !text[end..].starts_with(|c: char| c.is_alphanumeric()));
+                    if stands && take(*c) {
+                        matched = Some((start, end, *c));
+                        break;
+                    }
+                }
+            }
+            match matched {
+                Some(m) => {
+                    out.push(m);
+                    i = m.1;
+                    last_end = m.1;
+                }
+                None => i += word.len().max(1),
+            }
+        }
+        out
+    }
+}
+
+/// Percent-encode what a query or path would carry encoded.
+fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Every text a request sends, with where it is: (place, text). Cookie pairs are their own places.
+fn texts(r: &Request) -> Vec<(Place, String)> {
+    let mut out = vec![(Place::Target, r.target.clone())];
+    for (i, (name, value)) in r.headers.iter().enumerate() {
+        if name.eq_ignore_ascii_case("cookie") {
+            for (j, pair) in cookie_pairs(value).into_iter().enumerate() {
+                out.push((Place::Cookie(i, j), pair.1));
+            }
+        } else {
+            out.push((Place::Header(i), value.clone()));
+        }
+    }
+    match &r.body {
+        Body::None => {}
+        Body::Json(v) => {
+            let mut leaves = Vec::new();
+            json_leaves(v, &mut String::new(), &mut Vec::new(), 0, &mut leaves);
+            out.extend(leaves.into_iter().map(|(v, _, _)| (Place::Body, v)));
+        }
+        Body::Form(fields) => out.extend(fields.iter().map(|(_, v)| (Place::Body, v.clone()))),
+        Body::Text(t) => out.push((Place::Body, t.clone())),
+    }
+    out
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Target,
+    Header(usize),
+    /// Header field, pair.
+    Cookie(usize, usize),
+    Body,
+}
+
+/// `a=1; b=2` -> [("a", "1"), ("b", "2")].
+fn cookie_pairs(value: &str) -> Vec<(String, String)> {
+    value
+        .split(';')
+        .filter_map(|p| {
+            let (n, v) = p.trim().split_once('=')?;
+            Some((n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Whether a field, parameter or header name says it holds a credential.
+pub fn credential_name(name: &str) -> bool {
+    let n: String = name.chars().filter(char::is_ascii_alphanumeric).collect::<String>().to_ascii_lowercase();
+    ["password", "passwd", "passphrase", "pwd", "secret", "apikey", "accesskey", "privatekey", "token", "csrf", "xsrf"]
+        .iter()
+        .any(|w| n.contains(w))
+        || matches!(
+            n.as_str(),
+            "pass" | "pin" | "otp" | "key" | "sessionid" | "session" | "sid" | "signature" | "sig" | "auth"
+        )
+}
+
+/// Find what flows between `exchanges` (each request with the response it got, in order) and
+/// write the references.
+pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
+    // Candidates: each value once, from its earliest and most specific source.
+    let mut all = Vec::new();
+    for (step, (_, resp)) in exchanges.iter().enumerate() {
+        candidates_of(step, resp, &mut all);
+    }
+    let mut cands: Vec<Candidate> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    for c in all {
+        match at.get(&c.value) {
+            Some(&i) if cands[i].step < c.step || cands[i].kind.rank() <= c.kind.rank() => {}
+            Some(&i) => cands[i] = c,
+            None => {
+                at.insert(c.value.clone(), cands.len());
+                cands.push(c);
+            }
+        }
+    }
+    let index = Index::new(&cands);
+    // Uses: a request after the source; a request no later than it makes the value the client's.
+    let cookie_ok =
+        |c: &Candidate, place: Place| matches!(c.kind, Kind::Cookie { .. }) == matches!(place, Place::Cookie(..));
+    for (j, (req, _)) in exchanges.iter().enumerate() {
+        for (place, text) in texts(req) {
+            let mut seen = Vec::new();
+            index.matches(&text, |c| {
+                let cand = &cands[c];
+                if cand.step >= j {
+                    seen.push((c, false));
+                    return false;
+                }
+                let ok = !cand.clients && cookie_ok(cand, place);
+                if ok {
+                    seen.push((c, true));
+                }
+                ok
+            });
+            for (c, used) in seen {
+                if !used {
+                    cands[c].clients = true;
+                } else if !cands[c].used_by.contains(&j) {
+                    cands[c].used_by.push(j);
+                }
+            }
+        }
+    }
+    // A value the client sent first is never a correlation, even where it was counted as one before.
+    for c in &mut cands {
+        if c.clients {
+            c.used_by.clear();
+        }
+    }
+    // Names, in the order the values were first carried.
+    let mut order: Vec<usize> = (0..cands.len()).filter(|&i| !cands[i].used_by.is_empty()).collect();
+    order.sort_by_key(|&i| (cands[i].step, cands[i].used_by[0]));
+    let mut taken = Vec::new();
+    let mut saves = vec![Vec::new(); exchanges.len()];
+    let mut notes = vec![Vec::new(); exchanges.len()];
+    for &i in &order {
+        let c = &mut cands[i];
+        if let Kind::Cookie { name, reachable: false } = &c.kind {
+            notes[c.step].push(format!(
+                "it set cookie `{name}` in a second `Set-Cookie`, which `header:` does not reach; steps {} send it",
+                list(&c.used_by)
+            ));
+            continue;
+        }
+        let name = unique(ident(&c.hint), &mut taken);
+        saves[c.step].push(Save { name: name.clone(), extractor: c.extractor.clone(), used_by: c.used_by.clone() });
+        c.name = Some(name);
+    }
+
+    let mut env = Envs::default();
+    let mut requests = Vec::with_capacity(exchanges.len());
+    for (j, (req, _)) in exchanges.iter().enumerate() {
+        // A named candidate carried before this step (a cookie only as a whole cookie pair).
+        let var_at = |c: usize, cookie: bool| -> Option<&str> {
+            let cand = &cands[c];
+            (cand.step < j && cand.used_by.contains(&j) && matches!(cand.kind, Kind::Cookie { .. }) == cookie)
+                .then_some(cand.name.as_deref())
+                .flatten()
+        };
+        let sub = |text: &str| -> Tpl {
+            let mut out = Vec::new();
+            let mut last = 0;
+            for (s, e, c) in index.matches(text, |c| var_at(c, false).is_some()) {
+                if s > last {
+                    out.push(Piece::Lit(text[last..s].to_string()));
+                }
+                out.push(Piece::Var(var_at(c, false).unwrap_or_default().to_string()));
+                last = e;
+            }
+            if last < text.len() {
+                out.push(Piece::Lit(text[last..].to_string()));
+            }
+            out
+        };
+        let step = j + 1;
+        let mut headers = Vec::new();
+        for (name, value) in &req.headers {
+            let lower = name.to_ascii_lowercase();
+            if lower == "cookie" {
+                let mut t: Tpl = Vec::new();
+                let mut dropped = Vec::new();
+                for (cookie, v) in cookie_pairs(value) {
+                    let whole = index.matches(&v, |c| var_at(c, true).is_some()).into_iter().find(|&(s, e, c)| {
+                        s == 0 && e == v.len() && matches!(&cands[c].kind, Kind::Cookie { name, .. } if *name == cookie)
+                    });
+                    let piece = match whole {
+                        Some((_, _, c)) => vec![Piece::Var(var_at(c, true).unwrap_or_default().to_string())],
+                        None => {
+                            let inner = sub(&v);
+                            if inner.iter().any(|p| matches!(p, Piece::Var(_))) {
+                                let mut p = lit(&format!("{cookie}="));
+                                p.extend(inner);
+                                p
+                            } else {
+                                dropped.push(cookie);
+                                continue;
+                            }
+                        }
+                    };
+                    if !t.is_empty() {
+                        t.push(Piece::Lit("; ".into()));
+                    }
+                    t.extend(piece);
+                }
+                if !dropped.is_empty() {
+                    notes[j].push(format!(
+                        "cookie {} left out: not set by an earlier step that a `save` can read (perfops keeps no cookie jar)",
+                        dropped.join(", ")
+                    ));
+                }
+                if !t.is_empty() {
+                    headers.push((name.clone(), merge(t)));
+                }
+                continue;
+            }
+            let t = sub(value);
+            let t = if has_var(&t) {
+                t
+            } else if lower == "authorization" {
+                let (scheme, secret) = value.split_once(' ').unwrap_or(("", value));
+                let env_name = match scheme.to_ascii_lowercase().as_str() {
+                    "basic" => "BASIC_AUTH".to_string(),
+                    "bearer" => "BEARER_TOKEN".to_string(),
+                    _ => "AUTHORIZATION".to_string(),
+                };
+                let var = env.name_for(&env_name, secret, format!("step {step}, header {name}"));
+                let mut t = if scheme.is_empty() { Vec::new() } else { lit(&format!("{scheme} ")) };
+                t.push(Piece::Var(var));
+                t
+            } else if credential_name(&lower) && !value.is_empty() {
+                vec![Piece::Var(env.name_for(&env_ident(&lower), value, format!("step {step}, header {name}")))]
+            } else {
+                t
+            };
+            headers.push((name.clone(), merge(t)));
+        }
+        let target = {
+            let (path, query) = req.target.split_once('?').map_or((req.target.as_str(), None), |(p, q)| (p, Some(q)));
+            let mut t = sub(path);
+            if let Some(q) = query {
+                t.push(Piece::Lit("?".into()));
+                for (k, pair) in q.split('&').enumerate() {
+                    if k > 0 {
+                        t.push(Piece::Lit("&".into()));
+                    }
+                    let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                    let tv = sub(value);
+                    if !has_var(&tv) && credential_name(key) && !value.is_empty() {
+                        t.push(Piece::Lit(format!("{key}=")));
+                        t.push(Piece::Var(env.name_for(&env_ident(key), value, format!("step {step}, query {key}"))));
+                    } else {
+                        t.extend(sub(pair));
+                    }
+                }
+            }
+            merge(t)
+        };
+        let body = match &req.body {
+            Body::None => Body::None,
+            Body::Text(text) => Body::Text(merge(sub(text))),
+            Body::Form(fields) => Body::Form(
+                fields
+                    .iter()
+                    .map(|(k, v)| {
+                        let t = sub(v);
+                        if !has_var(&t) && credential_name(k) && !v.is_empty() {
+                            let var = env.name_for(&env_ident(k), v, format!("step {step}, form field {k}"));
+                            (k.clone(), vec![Piece::Var(var)])
+                        } else {
+                            (k.clone(), merge(t))
+                        }
+                    })
+                    .collect(),
+            ),
+            Body::Json(v) => Body::Json(json_template(v, None, &sub, &mut env, step)),
+        };
+        requests.push(Templated { method: req.method.clone(), target, headers, body });
+    }
+    // A credential typed in one place and sent again elsewhere as it was: the same reference there.
+    for r in &mut requests {
+        let swap = |t: &mut Tpl| *t = env.replace_in(t);
+        swap(&mut r.target);
+        r.headers.iter_mut().for_each(|(_, t)| swap(t));
+        match &mut r.body {
+            Body::Text(t) => swap(t),
+            Body::Form(fields) => fields.iter_mut().for_each(|(_, t)| swap(t)),
+            Body::Json(v) => env.replace_in_json(v),
+            Body::None => {}
+        }
+    }
+    Found { requests, saves, notes, env: env.vars }
+}
+
+fn has_var(t: &[Piece]) -> bool {
+    t.iter().any(|p| matches!(p, Piece::Var(_)))
+}
+
+/// Adjacent literal pieces joined.
+fn merge(t: Tpl) -> Tpl {
+    let mut out: Tpl = Vec::with_capacity(t.len());
+    for p in t {
+        match (out.last_mut(), p) {
+            (Some(Piece::Lit(a)), Piece::Lit(b)) => a.push_str(&b),
+            (_, Piece::Lit(b)) if b.is_empty() => {}
+            (_, p) => out.push(p),
+        }
+    }
+    out
+}
+
+fn list(steps: &[usize]) -> String {
+    steps.iter().map(|s| (s + 1).to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// `X-Api-Key` -> `X_API_KEY`.
+fn env_ident(name: &str) -> String {
+    ident(name).to_ascii_uppercase()
+}
+
+/// A JSON body with references: strings become template text, a number equal to a saved value its reference.
+fn json_template(v: &Value, key: Option<&str>, sub: &dyn Fn(&str) -> Tpl, env: &mut Envs, step: usize) -> Value {
+    match v {
+        Value::String(s) => {
+            let t = sub(s);
+            if !has_var(&t) && key.is_some_and(credential_name) && !s.is_empty() {
+                let k = key.unwrap_or_default();
+                let var = env.name_for(&env_ident(k), s, format!("step {step}, JSON field {k}"));
+                Value::String(render(&[Piece::Var(var)]))
+            } else {
+                Value::String(render(&t))
+            }
+        }
+        Value::Number(n) => {
+            let text = n.to_string();
+            let t = sub(&text);
+            if t.len() == 1 && has_var(&t) { Value::String(render(&t)) } else { v.clone() }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|i| json_template(i, key, sub, env, step)).collect()),
+        Value::Object(fields) => Value::Object(
+            fields.iter().map(|(k, i)| (k.replace("${", "$${"), json_template(i, Some(k), sub, env, step))).collect(),
+        ),
+        Value::Bool(_) | Value::Null => v.clone(),
+    }
+}
+
+/// The environment variables chosen so far, by the value each stands for.
+#[derive(Default)]
+struct Envs {
+    vars: Vec<EnvVar>,
+    values: Vec<(String, String)>,
+}
+
+impl Envs {
+    /// The reference for credential `value` (`env.NAME`): the same name for the same value.
+    fn name_for(&mut self, base: &str, value: &str, found: String) -> String {
+        if let Some((_, n)) = self.values.iter().find(|(v, _)| v == value) {
+            return format!("env.{n}");
+        }
+        let mut taken: Vec<String> = self.vars.iter().map(|v| v.name.clone()).collect();
+        let name = unique(base.to_string(), &mut taken);
+        self.vars.push(EnvVar { name: name.clone(), found });
+        self.values.push((value.to_string(), name.clone()));
+        format!("env.{name}")
+    }
+
+    /// `t` with every standing, non-trivial credential value in its literal text replaced.
+    fn replace_in(&self, t: &Tpl) -> Tpl {
+        let mut out = Vec::new();
+        for p in t {
+            let Piece::Lit(text) = p else {
+                out.push(p.clone());
+                continue;
+            };
+            let mut rest = text.as_str();
+            'outer: while !rest.is_empty() {
+                for (value, name) in &self.values {
+                    // Elsewhere than its own field, a credential long enough not to be found by chance.
+                    if value.chars().count() < 6 {
+                        continue;
+                    }
+                    if let Some(at) = rest.find(value.as_str()) {
+                        let end = at + value.len();
+                        let stands = !rest[..at].ends_with(|c: char| c.is_alphanumeric())
+                            && !rest[end..].starts_with(|c: char| c.is_alphanumeric());
+                        if stands {
+                            out.push(Piece::Lit(rest[..at].to_string()));
+                            out.push(Piece::Var(format!("env.{name}")));
+                            rest = &rest[end..];
+                            continue 'outer;
+                        }
+                    }
+                }
+                out.push(Piece::Lit(rest.to_string()));
+                break;
+            }
+        }
+        merge(out)
+    }
+
+    fn replace_in_json(&self, v: &mut Value) {
+        match v {
+            Value::String(s) if !s.contains("${") => {
+                let t = self.replace_in(&lit(s));
+                if has_var(&t) {
+                    *s = render(&t);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| self.replace_in_json(i)),
+            Value::Object(fields) => fields.values_mut().for_each(|i| self.replace_in_json(i)),
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
