@@ -1,13 +1,52 @@
-//! `perfops import har FILE`: a browser recording (HAR 1.2) becomes a scenario. Its parts are
-//! here; [`import`] says the command is not available until they are joined into a scenario.
+//! `perfops import har FILE`: a browser recording (HAR 1.2) becomes a
+//! scenario that replays one visit per arrival, with the values that pass
+//! from a response to a later request saved and referenced.
+//!
+//! This module owns the shape of that scenario and what its comments say;
+//! its parts own the rest: `read.rs` the file (bounded, errors with line and
+//! column), `select.rs` which requests and header fields are kept,
+//! `correlate.rs` what flows between requests and the credentials made
+//! `${env.NAME}`. The YAML is the draft's ([`crate::draft`]).
+//!
+//! Choices, and why:
+//! - **One flow**, the recorded requests as its steps in the order they
+//!   started, pages marked by comments. A value saved on one page is used on
+//!   the next (a token from the login page, an id from a listing), and a
+//!   `save` lives within one arrival's flow: one flow per page would cut
+//!   those threads.
+//! - **The login stays in the flow, where it was recorded** (its first step
+//!   after the page itself), not in `setup:`: a recording is one visit, and an
+//!   arrival replays a visit, login included, as each new user would. The
+//!   access-log import is the one that measures how many requests share one
+//!   login; a scenario that wants one token for all can move the step to
+//!   `setup:` by hand (its `save` works the same there).
+//! - **Think time** is the gap between a kept step's response end and the next
+//!   kept step's start, written as `pause:` when it is at least
+//!   [`MIN_PAUSE`]: shorter gaps are the page's own script chaining requests
+//!   (a `fetch` after a `fetch`), not a person.
+//! - **Status**: each step expects the status it got (a recorded 404 is
+//!   expected, so it is not an unexpected 4xx), but a 304, which the browser's
+//!   cache validators caused and the scenario does not send, expects 200.
 
 pub mod correlate;
 pub mod read;
 pub mod select;
 
 use std::path::Path;
+use std::time::Duration;
 
+use correlate::{Body, Piece, Request, Response, Tpl};
+use read::{Entry, Har, HarError};
+use select::{Left, Selection};
+
+use crate::draft::{self, Draft, Flow, Step, Text};
 use crate::{ImportError, Imported};
+
+/// Gaps shorter than this are the page's script, not think time.
+pub const MIN_PAUSE: Duration = Duration::from_millis(100);
+
+/// How many left-out requests a comment names before it only counts.
+const NAMED: usize = 5;
 
 /// What `perfops import har` is asked to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,9 +57,340 @@ pub struct HarOptions {
     pub include_static: bool,
     /// Hosts kept besides the recording's main one (third-party hosts are left out by default).
     pub include_hosts: Vec<String>,
+    /// The main host (`host` or `host:port`); default: the host of the first page.
+    pub host: Option<String>,
+    /// Keep the recorded `User-Agent` header (dropped by default).
+    pub keep_user_agent: bool,
 }
 
 /// Read the recording at `path` into a scenario.
-pub fn import(_path: &Path, _options: &HarOptions) -> Result<Imported, ImportError> {
-    Err(ImportError::NotAvailable("har"))
+pub fn import(path: &Path, options: &HarOptions) -> Result<Imported, ImportError> {
+    let har = read::read_file(path).map_err(|e| match e {
+        HarError::Io { source, .. } => ImportError::Read { path: path.to_path_buf(), source },
+        other => ImportError::Input(other.to_string()),
+    })?;
+    let stem = path.file_name().and_then(|n| n.to_str()).map_or("recording", |n| n.split('.').next().unwrap_or(n));
+    from_har(&har, &path.display().to_string(), stem, options)
 }
+
+/// The scenario of a HAR already read; `file` names it in comments, `stem` is the default name.
+pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Result<Imported, ImportError> {
+    let sel = Selection {
+        host: options.host.clone(),
+        include_static: options.include_static,
+        include_hosts: options.include_hosts.clone(),
+        keep_user_agent: options.keep_user_agent,
+    };
+    let Some((main, scheme)) = select::main_host(&har.entries, sel.host.as_deref()) else {
+        return Err(ImportError::Input(format!("{file}: no request to import ({})", skipped_text(har))));
+    };
+    // Kept entries, and what was left out before each (for its comment).
+    let mut kept: Vec<&Entry> = Vec::new();
+    let mut left_before: Vec<Vec<(Left, &Entry)>> = vec![Vec::new()];
+    let (mut statics, mut others): (Vec<&Entry>, Vec<&Entry>) = (Vec::new(), Vec::new());
+    for e in &har.entries {
+        match select::keep(e, &main, &sel) {
+            Ok(()) => {
+                kept.push(e);
+                left_before.push(Vec::new());
+            }
+            Err(why) => {
+                if let Some(l) = left_before.last_mut() {
+                    l.push((why, e));
+                }
+                match why {
+                    Left::Static => statics.push(e),
+                    Left::OtherHost => others.push(e),
+                }
+            }
+        }
+    }
+    if kept.is_empty() {
+        return Err(ImportError::Input(format!(
+            "{file}: nothing left to import on {main}: {} static asset(s) (--include-static keeps them), {} request(s) \
+             to other hosts (--include-host HOST, or --host HOST to choose the main one)",
+            statics.len(),
+            others.len()
+        )));
+    }
+
+    let requests: Vec<Request> = kept.iter().map(|e| request_of(e, &sel)).collect();
+    let exchanges: Vec<(Request, Response<'_>)> = requests
+        .iter()
+        .cloned()
+        .zip(kept.iter().map(|e| Response {
+            headers: &e.response_headers,
+            mime: &e.mime,
+            text: e.response_text.as_deref(),
+        }))
+        .collect();
+    let found = correlate::correlate(&exchanges);
+
+    let mut names = Vec::new();
+    let mut steps = Vec::with_capacity(kept.len());
+    let mut page = None;
+    for (i, (e, r)) in kept.iter().zip(&found.requests).enumerate() {
+        let mut comments = Vec::new();
+        if e.page != page {
+            if let Some(p) = &e.page {
+                let title = har.pages.iter().find(|(id, _)| id == p).map_or("", |(_, t)| t.as_str());
+                comments.push(if title.is_empty() { format!("page {p}") } else { format!("page {p}: {title}") });
+            }
+            page = e.page.clone();
+        }
+        let left = &left_before[i];
+        if !left.is_empty() {
+            comments.push(left_out_text(left));
+        }
+        let took = if e.started_ms.is_some() { format!(" in {:.0} ms", e.time_ms) } else { String::new() };
+        comments.push(match e.status {
+            Some(s) => format!("entry {}: {s} {}{took}", e.index, if e.mime.is_empty() { "(no type)" } else { &e.mime }),
+            None => format!("entry {}: no response recorded", e.index),
+        });
+        for s in &found.saves[i] {
+            comments.push(format!(
+                "saves `{}` ({}): the value it answered is sent again by step{} {}",
+                s.name,
+                s.extractor,
+                if s.used_by.len() == 1 { "" } else { "s" },
+                s.used_by.iter().map(|u| (u + 1).to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        comments.extend(found.notes[i].iter().cloned());
+        let expect_status = match e.status {
+            Some(304) => {
+                comments.push("recorded 304 from the browser's cache; without its validators the full answer is 200".into());
+                vec![200]
+            }
+            Some(s) => vec![s],
+            None => Vec::new(),
+        };
+        let pause = kept.get(i + 1).and_then(|next| {
+            let gap = next.started_ms? - e.ended_ms()?;
+            let gap = Duration::from_millis((gap / 10.0).round().max(0.0) as u64 * 10);
+            (gap >= MIN_PAUSE).then_some(gap)
+        });
+        steps.push(Step {
+            comments,
+            name: Some(step_name(e, &mut names)),
+            method: e.method.clone(),
+            path: path_text(&r.target),
+            headers: r.headers.iter().map(|(n, t)| (n.clone(), text(t))).collect(),
+            body: match &r.body {
+                Body::None => None,
+                Body::Json(v) => Some(draft::Body::Json(v.clone())),
+                Body::Form(fields) => Some(draft::Body::Form(fields.iter().map(|(k, t)| (k.clone(), text(t))).collect())),
+                Body::Text(t) => Some(draft::Body::Raw(text(t))),
+            },
+            save: found.saves[i].iter().map(|s| (s.name.clone(), s.extractor.clone())).collect(),
+            expect_status,
+            pause,
+        });
+    }
+
+    let target = format!("{scheme}://{main}");
+    let saves: usize = found.saves.iter().map(Vec::len).sum();
+    let mut comments = vec![
+        format!(
+            "Imported from {file}{} by `perfops import har`: {} request(s) recorded, {} kept as steps.",
+            har.creator.as_ref().map_or(String::new(), |c| format!(" (written by {c})")),
+            har.entries.len() + har.skipped,
+            kept.len()
+        ),
+        format!("The main host is {main} (`--host` chooses another); every step is sent to `target:`."),
+        "One flow: the visit as recorded, steps in the order they started; one arrival replays it, login included."
+            .to_string(),
+    ];
+    let mut summary = vec![format!("{} step(s) from {} recorded request(s) on {target}", kept.len(), har.entries.len())];
+    if !statics.is_empty() {
+        let line = format!("left out: {} static asset(s) ({}); --include-static keeps them", statics.len(), sample(&statics));
+        comments.push(line.clone());
+        summary.push(line);
+    }
+    if !others.is_empty() {
+        let line = format!("left out: {} request(s) to other hosts ({}); --include-host HOST keeps them", others.len(), hosts(&others));
+        comments.push(line.clone());
+        summary.push(line);
+    }
+    if har.skipped > 0 {
+        let line = format!("skipped: {}", skipped_text(har));
+        comments.push(line.clone());
+        summary.push(line);
+    }
+    comments.push(format!(
+        "Correlation: {saves} value(s) saved from a response and sent again later (see each step's comments); \
+         perfops keeps no cookie jar, so cookies are saved like any other value."
+    ));
+    summary.push(format!("correlation: {saves} value(s) saved and reused"));
+    for (i, saves) in found.saves.iter().enumerate() {
+        for s in saves {
+            summary.push(format!(
+                "  step {} saves {} ({}), used by step(s) {}",
+                i + 1,
+                s.name,
+                s.extractor,
+                s.used_by.iter().map(|u| (u + 1).to_string()).collect::<Vec<_>>().join(", ")
+            ));
+        }
+    }
+    if !found.env.is_empty() {
+        comments.push(format!(
+            "Credentials typed or recorded are read from the environment: set {} before running.",
+            found.env.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
+        ));
+        summary.push("set these environment variables before running (credentials from the recording):".into());
+        for v in &found.env {
+            summary.push(format!("  {} ({})", v.name, v.found));
+        }
+    }
+    let draft = Draft {
+        comments,
+        name: options.name.clone().unwrap_or_else(|| stem.to_string()),
+        target: Text::lit(&target),
+        flows: vec![Flow {
+            name: "visit".into(),
+            comments: Vec::new(),
+            weight: 1,
+            steps,
+        }],
+        load: Some(draft::Load {
+            comments: vec!["One visit per second for a minute: set the rate you expect.".into()],
+            stages: vec![draft::Stage {
+                name: None,
+                comment: None,
+                kind: draft::StageKind::Hold { rate: 1.0, hold: Duration::from_secs(60) },
+            }],
+            max_in_flight: None,
+        }),
+        ..Draft::default()
+    };
+    Ok(Imported { draft, files: Vec::new(), summary })
+}
+
+/// A recorded request as the finder reads it: kept header fields, its body parsed by its type.
+fn request_of(e: &Entry, sel: &Selection) -> Request {
+    let target = match e.url.query() {
+        Some(q) => format!("{}?{q}", e.url.path()),
+        None => e.url.path().to_string(),
+    };
+    let body = match &e.post {
+        None => Body::None,
+        Some(p) if p.text.is_empty() => Body::None,
+        Some(p) if p.mime == "application/json" || p.mime.ends_with("+json") => {
+            match serde_json::from_str::<serde_json::Value>(&p.text) {
+                Ok(v) => Body::Json(v),
+                Err(_) => Body::Text(p.text.clone()),
+            }
+        }
+        Some(p) if p.mime == "application/x-www-form-urlencoded" => {
+            Body::Form(url::form_urlencoded::parse(p.text.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+        }
+        Some(p) => Body::Text(p.text.clone()),
+    };
+    // `json:` and `form:` send their own Content-Type.
+    let typed = matches!(body, Body::Json(_) | Body::Form(_));
+    let headers = e
+        .request_headers
+        .iter()
+        .filter(|(n, _)| select::keep_header(n, sel) && !(typed && n.eq_ignore_ascii_case("content-type")))
+        .cloned()
+        .collect();
+    Request { method: e.method.clone(), target, headers, body }
+}
+
+/// A template as the draft's text.
+fn text(t: &Tpl) -> Text {
+    t.iter().fold(Text::default(), |acc, p| {
+        acc.then(match p {
+            Piece::Lit(s) => Text::lit(s),
+            Piece::Var(v) => Text::var(v),
+        })
+    })
+}
+
+/// A path template as the draft's text: its literal parts made fit for a request line.
+fn path_text(t: &Tpl) -> Text {
+    t.iter().fold(Text::default(), |acc, p| {
+        acc.then(match p {
+            Piece::Lit(s) => Text::path(s),
+            Piece::Var(v) => Text::var(v),
+        })
+    })
+}
+
+/// A step's name: the last path segment that reads as a word (`orders`, `auth`), `home` for `/`.
+fn step_name(e: &Entry, taken: &mut Vec<String>) -> String {
+    let segment = e
+        .url
+        .path_segments()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|s| !s.is_empty() && s.chars().filter(char::is_ascii_alphabetic).count() * 2 > s.len())
+        .map(|s| s.split('.').next().unwrap_or(s).to_ascii_lowercase());
+    let method = e.method.to_ascii_lowercase();
+    let base = match segment {
+        Some(s) if !s.is_empty() && method == "get" => s,
+        Some(s) if !s.is_empty() => format!("{method}-{s}"),
+        _ if e.url.path() == "/" && method == "get" => "home".to_string(),
+        _ => method,
+    };
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&name) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    taken.push(name.clone());
+    name
+}
+
+/// `2 static (GET /app.css, GET /favicon.ico), 1 to other hosts (fonts.example.com)`.
+fn left_out_text(left: &[(Left, &Entry)]) -> String {
+    let of = |kind: Left| left.iter().filter(|(k, _)| *k == kind).map(|(_, e)| *e).collect::<Vec<_>>();
+    let (statics, others) = (of(Left::Static), of(Left::OtherHost));
+    let mut parts = Vec::new();
+    if !statics.is_empty() {
+        parts.push(format!("{} static ({})", statics.len(), sample(&statics)));
+    }
+    if !others.is_empty() {
+        parts.push(format!("{} to other hosts ({})", others.len(), hosts(&others)));
+    }
+    format!("left out before this step: {}", parts.join(", "))
+}
+
+/// The first few entries as `GET /path`, and how many more.
+fn sample(entries: &[&Entry]) -> String {
+    let mut s: Vec<String> = entries.iter().take(NAMED).map(|e| format!("{} {}", e.method, e.url.path())).collect();
+    if entries.len() > NAMED {
+        s.push(format!("{} more", entries.len() - NAMED));
+    }
+    s.join(", ")
+}
+
+/// The distinct hosts of `entries`, each with its count.
+fn hosts(entries: &[&Entry]) -> String {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for e in entries {
+        let h = select::authority(&e.url);
+        match counts.iter_mut().find(|(x, _)| *x == h) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((h, 1)),
+        }
+    }
+    let mut s: Vec<String> = counts.iter().take(NAMED).map(|(h, n)| format!("{h}: {n}")).collect();
+    if counts.len() > NAMED {
+        s.push(format!("{} more hosts", counts.len() - NAMED));
+    }
+    s.join(", ")
+}
+
+fn skipped_text(har: &Har) -> String {
+    if har.skipped == 0 {
+        return "no entries".into();
+    }
+    format!("{} entr{} skipped, e.g. {}", har.skipped, if har.skipped == 1 { "y" } else { "ies" }, har.skipped_examples.join("; "))
+}
+
+#[cfg(test)]
+mod tests;

@@ -78,8 +78,9 @@ pub enum HarError {
 pub struct Entry {
     /// Its index in `log.entries` (0-based), to name it in messages.
     pub index: usize,
-    /// When the request started, in milliseconds since the Unix epoch.
-    pub started_ms: f64,
+    /// When the request started, in milliseconds since the Unix epoch; `None`: not recorded
+    /// (hand-written HARs), so no think time is taken around it.
+    pub started_ms: Option<f64>,
     /// How long the exchange took (HAR `time`), in milliseconds.
     pub time_ms: f64,
     /// `pageref`, when the browser gave one.
@@ -92,8 +93,9 @@ pub struct Entry {
     pub request_headers: Vec<(String, String)>,
     /// The request body, when there was one.
     pub post: Option<PostData>,
-    /// The response status (never 0: those are skipped).
-    pub status: u16,
+    /// The response status; `None`: the file has no response for it (a hand-written HAR).
+    /// A recorded status 0 (the browser got no answer) is skipped instead.
+    pub status: Option<u16>,
     /// Response header fields, in order.
     pub response_headers: Vec<(String, String)>,
     /// The response's MIME type (`content.mimeType`, else its `Content-Type`), lowercase, without parameters.
@@ -104,8 +106,8 @@ pub struct Entry {
 
 impl Entry {
     /// When the response ended, in milliseconds since the Unix epoch.
-    pub fn ended_ms(&self) -> f64 {
-        self.started_ms + self.time_ms.max(0.0)
+    pub fn ended_ms(&self) -> Option<f64> {
+        self.started_ms.map(|s| s + self.time_ms.max(0.0))
     }
 
     /// The first request header named `name` (case-insensitive).
@@ -208,8 +210,11 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Har, HarError> {
             }
         }
     }
-    // Stable: entries that started in the same millisecond keep the file's order.
-    har.entries.sort_by(|a, b| a.started_ms.total_cmp(&b.started_ms));
+    // Stable: entries that started in the same millisecond keep the file's order, and so do
+    // all of them when some have no time.
+    if har.entries.iter().all(|e| e.started_ms.is_some()) {
+        har.entries.sort_by(|a, b| a.started_ms.unwrap_or(0.0).total_cmp(&b.started_ms.unwrap_or(0.0)));
+    }
     Ok(har)
 }
 
@@ -220,20 +225,33 @@ fn str_of<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
 /// One entry, or why it cannot be a step.
 fn entry(index: usize, v: &Value) -> Result<Entry, String> {
     let req = v.get("request").filter(|r| r.is_object()).ok_or("no `request`")?;
-    let resp = v.get("response").filter(|r| r.is_object()).ok_or("no `response`")?;
+    let no_response = Value::Object(serde_json::Map::new());
+    let resp = match v.get("response") {
+        None | Some(Value::Null) => &no_response,
+        Some(r) if r.is_object() => r,
+        Some(_) => return Err("`response` is not an object".into()),
+    };
     let method = str_of(req, "method").filter(|m| is_method(m)).ok_or("no request method (or not a method)")?;
     let raw_url = str_of(req, "url").ok_or("no request URL")?;
     let url = url::Url::parse(raw_url).map_err(|e| format!("URL `{}`: {e}", clip(raw_url)))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
         return Err(format!("URL `{}` is not http(s)", clip(raw_url)));
     }
-    let status = resp.get("status").and_then(Value::as_u64).unwrap_or(0);
-    if !(100..=599).contains(&status) {
-        return Err(format!("{method} {}: status {status} (the browser got no answer)", clip(raw_url)));
-    }
-    let started_ms = str_of(v, "startedDateTime")
-        .and_then(parse_rfc3339_ms)
-        .ok_or_else(|| format!("{method} {}: no `startedDateTime` (RFC 3339)", clip(raw_url)))?;
+    let status = match resp.get("status").map(Value::as_u64) {
+        None => None,
+        Some(Some(s @ 100..=599)) => Some(s as u16),
+        Some(s) => {
+            let s = s.map_or("?".to_string(), |s| s.to_string());
+            return Err(format!("{method} {}: status {s} (the browser got no answer)", clip(raw_url)));
+        }
+    };
+    let started_ms = match str_of(v, "startedDateTime") {
+        None => None,
+        Some(t) => Some(
+            parse_rfc3339_ms(t)
+                .ok_or_else(|| format!("{method} {}: `startedDateTime` {t:?} is not RFC 3339", clip(raw_url)))?,
+        ),
+    };
     let post = req.get("postData").and_then(|p| {
         let text = match str_of(p, "text") {
             Some(t) => t.to_string(),
@@ -275,7 +293,7 @@ fn entry(index: usize, v: &Value) -> Result<Entry, String> {
         url,
         request_headers: headers(req),
         post,
-        status: status as u16,
+        status,
         response_headers,
         mime,
         response_text,
@@ -408,12 +426,12 @@ mod tests {
         let har = parse("t.har", one_entry(GOOD).as_bytes()).unwrap();
         assert_eq!(har.skipped, 0);
         let e = &har.entries[0];
-        assert_eq!((e.method.as_str(), e.url.path(), e.status), ("GET", "/orders", 200));
+        assert_eq!((e.method.as_str(), e.url.path(), e.status), ("GET", "/orders", Some(200)));
         assert_eq!(e.mime, "application/json");
         // base64 content is decoded.
         assert_eq!(e.response_text.as_deref(), Some(r#"{"a":1}"#));
-        assert_eq!(e.started_ms, 1_714_564_800_000.0);
-        assert_eq!(e.ended_ms(), 1_714_564_800_012.5);
+        assert_eq!(e.started_ms, Some(1_714_564_800_000.0));
+        assert_eq!(e.ended_ms(), Some(1_714_564_800_012.5));
         assert_eq!(har.creator.as_deref(), Some("t 1"));
     }
 
@@ -452,6 +470,8 @@ mod tests {
             r#"{"startedDateTime":"2024-05-01T12:00:00Z","request":{"method":"GET","url":"http://h/x"},"response":{"status":0}}"#,
             // No request at all.
             r#"{"startedDateTime":"2024-05-01T12:00:00Z","response":{"status":200}}"#,
+            // A response that is not an object.
+            r#"{"request":{"method":"GET","url":"http://h/x"},"response":"200 OK"}"#,
             // A start time that is not RFC 3339.
             r#"{"startedDateTime":"yesterday","request":{"method":"GET","url":"http://h/x"},"response":{"status":200}}"#,
             // A method that is not a token.
@@ -462,11 +482,29 @@ mod tests {
         let text = one_entry(&format!("{GOOD},{}", bad.join(",")));
         let har = parse("t.har", text.as_bytes()).unwrap();
         assert_eq!(har.entries.len(), 1);
-        assert_eq!(har.skipped, 6);
+        assert_eq!(har.skipped, 7);
         assert_eq!(har.skipped_examples.len(), EXAMPLES);
         assert!(har.skipped_examples[0].starts_with("entry 1: URL `data:image/png;base64,AAAA` is not http(s)"));
         assert!(har.skipped_examples[1].contains("status 0"), "{:?}", har.skipped_examples);
         assert_eq!(har.skipped_examples[2], "entry 3: no `request`");
+    }
+
+    #[test]
+    fn hand_written_entries_without_response_or_time_are_kept_in_order() {
+        // As har-to-k6's examples are written: a request and nothing else.
+        let text = one_entry(
+            r#"{"request":{"method":"post","url":"http://h/b"}},{"request":{"method":"GET","url":"http://h/a"},"response":null}"#,
+        );
+        let har = parse("t.har", text.as_bytes()).unwrap();
+        let got: Vec<(&str, &str, Option<u16>, Option<f64>)> =
+            har.entries.iter().map(|e| (e.method.as_str(), e.url.path(), e.status, e.started_ms)).collect();
+        assert_eq!(got, [("POST", "/b", None, None), ("GET", "/a", None, None)]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_not_an_error() {
+        let text = format!("\u{feff}{}", one_entry(GOOD));
+        assert_eq!(parse("t.har", text.as_bytes()).unwrap().entries.len(), 1);
     }
 
     #[test]

@@ -110,6 +110,10 @@ pub fn is_static(entry: &Entry) -> bool {
     if by_mime {
         return true;
     }
+    // The icon a browser asks for on its own, whatever the server answered.
+    if entry.url.path() == "/favicon.ico" {
+        return true;
+    }
     // A JSON or HTML answer is never an asset, whatever its path says.
     if matches!(m, "application/json" | "text/html") || m.ends_with("+json") {
         return false;
@@ -189,14 +193,14 @@ mod tests {
     fn entry(url: &str, mime: &str) -> Entry {
         Entry {
             index: 0,
-            started_ms: 0.0,
+            started_ms: None,
             time_ms: 0.0,
             page: None,
             method: "GET".into(),
             url: url::Url::parse(url).unwrap(),
             request_headers: Vec::new(),
             post: None,
-            status: 200,
+            status: Some(200),
             response_headers: Vec::new(),
             mime: mime.into(),
             response_text: None,
@@ -219,6 +223,8 @@ mod tests {
             ("http://shop.test:8080/app.js", "text/plain", &sel, Err(Left::Static)),
             // A font.
             ("http://shop.test:8080/f.woff2", "font/woff2", &sel, Err(Left::Static)),
+            // The browser's own icon request, answered 404 in JSON.
+            ("http://shop.test:8080/favicon.ico", "application/json", &sel, Err(Left::Static)),
             // JSON at a path ending in .js is still JSON.
             ("http://shop.test:8080/config.js", "application/json", &sel, Ok(())),
             // Asked for: static kept.

@@ -1,0 +1,156 @@
+//! The import on real recordings: the Chromium recording of the demo shop
+//! committed beside the tests, and other tools' HAR fixtures. Every
+//! scenario written is read back by perfops' own decoder.
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/har")
+}
+
+/// Import `path` and check that perfops reads the scenario; its YAML and summary.
+fn import_ok(path: &Path, options: &HarOptions) -> (String, Vec<String>) {
+    let imported = import(path, options).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let yaml = imported.draft.render();
+    if let Err(d) = perfops_core::scenario::parse("imported.yaml", &yaml, &[]) {
+        panic!("{}: perfops does not read the scenario:\n{d:?}\n{yaml}", path.display());
+    }
+    (yaml, imported.summary)
+}
+
+/// The value of `"key":"..."` in `text`.
+fn json_string(text: &str, key: &str) -> String {
+    let at = text.find(&format!("\\\"{key}\\\":\\\"")).unwrap_or_else(|| panic!("no {key}")) + key.len() + 7;
+    text[at..at + text[at..].find("\\\"").unwrap()].to_string()
+}
+
+#[test]
+fn the_chromium_recording_of_the_demo_shop() {
+    let path = fixtures().join("chromium-shop.har");
+    let raw = std::fs::read_to_string(&path).unwrap();
+    let (yaml, summary) = import_ok(&path, &HarOptions::default());
+    // The token is saved from /auth's JSON and sent as a Bearer token by the next two steps.
+    let auth = &yaml[yaml.find("\"post-auth\"").expect("an auth step")..];
+    assert!(auth.contains("save:\n") && auth.contains("token: \"$.token\""), "{yaml}");
+    assert_eq!(yaml.matches("Authorization: \"Bearer ${token}\"").count(), 2, "{yaml}");
+    // The password typed in the form is read from the environment.
+    assert!(yaml.contains("\"password\": \"${env.PASSWORD}\""), "{yaml}");
+    assert!(summary.iter().any(|l| l.starts_with("  PASSWORD (step 2, JSON field password)")), "{summary:?}");
+    // Neither the recorded token nor the password is in the file.
+    let token = json_string(&raw, "token");
+    assert!(token.len() > 20 && !yaml.contains(&token), "the recorded token is in the scenario");
+    assert!(!yaml.contains("s3cret-pw"));
+    // The stylesheet and the browser's own icon request are left out, and said so.
+    assert!(!yaml.contains("/app.css") || yaml.contains("left out before this step: 2 static (GET /app.css, GET /favicon.ico)"));
+    assert!(!yaml.contains("request: \"GET /app.css\""), "{yaml}");
+    // Browser headers are gone.
+    for noise in ["sec-ch-ua", "User-Agent", "Accept-Encoding", "Referer", "Host:", "Sec-Fetch"] {
+        assert!(!yaml.contains(noise), "{noise} in\n{yaml}");
+    }
+    // The person's pause between the page and the login: think time on the page's step.
+    let home = &yaml[yaml.find("\"home\"").unwrap()..yaml.find("\"post-auth\"").unwrap()];
+    assert!(home.contains("pause: \""), "{home}");
+}
+
+#[test]
+fn peers_fixtures_import_and_check() {
+    let dir = fixtures().join("peers");
+    let mut seen = 0;
+    for tool in ["mitmproxy", "har-to-k6"] {
+        for entry in std::fs::read_dir(dir.join(tool)).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().and_then(|e| e.to_str()) != Some("har") {
+                continue;
+            }
+            seen += 1;
+            if path.file_name().and_then(|n| n.to_str()) == Some("brokenfile.har") {
+                // Broken on purpose: a clear error, with its place.
+                let err = import(&path, &HarOptions::default()).unwrap_err().to_string();
+                assert!(err.contains("brokenfile.har:") && err.contains("hint:"), "{err}");
+                continue;
+            }
+            let (yaml, _) = import_ok(&path, &HarOptions { include_static: true, ..HarOptions::default() });
+            assert!(yaml.contains("request: "), "{}: no step\n{yaml}", path.display());
+        }
+    }
+    assert_eq!(seen, 16);
+}
+
+#[test]
+fn peers_recordings_leave_out_what_a_browser_adds() {
+    // mitmproxy's Chrome recording: a page and its assets; without --include-static, fewer steps.
+    let path = fixtures().join("peers/mitmproxy/chrome.har");
+    let (all, _) = import_ok(&path, &HarOptions { include_static: true, ..HarOptions::default() });
+    let (some, summary) = import_ok(&path, &HarOptions::default());
+    assert!(some.matches("request: ").count() < all.matches("request: ").count());
+    assert!(summary.iter().any(|l| l.starts_with("left out: ")), "{summary:?}");
+    // har-to-k6's hand-written entries hold k6's own `${token}`: kept as text.
+    let (full, _) = import_ok(&fixtures().join("peers/har-to-k6/full.har"), &HarOptions::default());
+    assert!(full.contains("Bearer $${token}"), "{full}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error() {
+    let dir = std::env::temp_dir().join(format!("perfops-import-har-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let raw = std::fs::read(fixtures().join("chromium-shop.har")).unwrap();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        // Cut in the middle: where it ends, and that it is truncated.
+        ("truncated.har", raw[..raw.len() / 2].to_vec(), "the file ends in the middle of the JSON"),
+        // Binary garbage.
+        ("garbage.har", (0..=255u8).cycle().take(4096).collect(), ":1:1: "),
+        // A HAR whose every request is static: nothing to import, and how to keep them.
+        (
+            "static.har",
+            br#"{"log":{"entries":[{"startedDateTime":"2024-05-01T12:00:00Z","request":{"method":"GET","url":"http://h/a.png"},"response":{"status":200,"content":{"mimeType":"image/png"}}}]}}"#.to_vec(),
+            "nothing left to import on h: 1 static asset(s) (--include-static keeps them)",
+        ),
+        // No entries at all.
+        ("empty.har", br#"{"log":{"entries":[]}}"#.to_vec(), "no request to import"),
+    ];
+    for (name, bytes, want) in cases {
+        let path = dir.join(name);
+        std::fs::write(&path, &bytes).unwrap();
+        let err = import(&path, &HarOptions::default()).expect_err(name).to_string();
+        assert!(err.contains(want), "{name}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn step_names() {
+    let entry = |method: &str, url: &str| Entry {
+        index: 0,
+        started_ms: None,
+        time_ms: 0.0,
+        page: None,
+        method: method.into(),
+        url: url::Url::parse(url).unwrap(),
+        request_headers: Vec::new(),
+        post: None,
+        status: None,
+        response_headers: Vec::new(),
+        mime: String::new(),
+        response_text: None,
+    };
+    let mut taken = Vec::new();
+    let cases = [
+        // The root.
+        ("GET", "http://h/", "home"),
+        // The last segment that is a word, not an id.
+        ("GET", "http://h/orders/100001", "orders"),
+        // Again: numbered.
+        ("GET", "http://h/orders/100002", "orders-2"),
+        // Another method: prefixed.
+        ("POST", "http://h/auth", "post-auth"),
+        // An extension dropped.
+        ("GET", "http://h/index.html?x=1", "index"),
+        // Nothing that reads as a word: the method.
+        ("DELETE", "http://h/42", "delete"),
+    ];
+    for (method, url, want) in cases {
+        assert_eq!(step_name(&entry(method, url), &mut taken), want, "{method} {url}");
+    }
+}
