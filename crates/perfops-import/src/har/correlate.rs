@@ -502,7 +502,7 @@ impl Index {
             }
         }
         for list in by_word.values_mut() {
-            list.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+            list.sort_by_key(|(_, form)| std::cmp::Reverse(form.len()));
         }
         Index { by_word }
     }

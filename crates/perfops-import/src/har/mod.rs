@@ -144,7 +144,9 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         }
         let took = if e.started_ms.is_some() { format!(" in {:.0} ms", e.time_ms) } else { String::new() };
         comments.push(match e.status {
-            Some(s) => format!("entry {}: {s} {}{took}", e.index, if e.mime.is_empty() { "(no type)" } else { &e.mime }),
+            Some(s) => {
+                format!("entry {}: {s} {}{took}", e.index, if e.mime.is_empty() { "(no type)" } else { &e.mime })
+            }
             None => format!("entry {}: no response recorded", e.index),
         });
         for s in &found.saves[i] {
@@ -159,7 +161,9 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         comments.extend(found.notes[i].iter().cloned());
         let expect_status = match e.status {
             Some(304) => {
-                comments.push("recorded 304 from the browser's cache; without its validators the full answer is 200".into());
+                comments.push(
+                    "recorded 304 from the browser's cache; without its validators the full answer is 200".into(),
+                );
                 vec![200]
             }
             Some(s) => vec![s],
@@ -179,7 +183,9 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
             body: match &r.body {
                 Body::None => None,
                 Body::Json(v) => Some(draft::Body::Json(v.clone())),
-                Body::Form(fields) => Some(draft::Body::Form(fields.iter().map(|(k, t)| (k.clone(), text(t))).collect())),
+                Body::Form(fields) => {
+                    Some(draft::Body::Form(fields.iter().map(|(k, t)| (k.clone(), text(t))).collect()))
+                }
                 Body::Text(t) => Some(draft::Body::Raw(text(t))),
             },
             save: found.saves[i].iter().map(|s| (s.name.clone(), s.extractor.clone())).collect(),
@@ -201,14 +207,20 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         "One flow: the visit as recorded, steps in the order they started; one arrival replays it, login included."
             .to_string(),
     ];
-    let mut summary = vec![format!("{} step(s) from {} recorded request(s) on {target}", kept.len(), har.entries.len())];
+    let mut summary =
+        vec![format!("{} step(s) from {} recorded request(s) on {target}", kept.len(), har.entries.len())];
     if !statics.is_empty() {
-        let line = format!("left out: {} static asset(s) ({}); --include-static keeps them", statics.len(), sample(&statics));
+        let line =
+            format!("left out: {} static asset(s) ({}); --include-static keeps them", statics.len(), sample(&statics));
         comments.push(line.clone());
         summary.push(line);
     }
     if !others.is_empty() {
-        let line = format!("left out: {} request(s) to other hosts ({}); --include-host HOST keeps them", others.len(), hosts(&others));
+        let line = format!(
+            "left out: {} request(s) to other hosts ({}); --include-host HOST keeps them",
+            others.len(),
+            hosts(&others)
+        );
         comments.push(line.clone());
         summary.push(line);
     }
@@ -247,12 +259,7 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         comments,
         name: options.name.clone().unwrap_or_else(|| stem.to_string()),
         target: Text::lit(&target),
-        flows: vec![Flow {
-            name: "visit".into(),
-            comments: Vec::new(),
-            weight: 1,
-            steps,
-        }],
+        flows: vec![Flow { name: "visit".into(), comments: Vec::new(), weight: 1, steps }],
         load: Some(draft::Load {
             comments: vec!["One visit per second for a minute: set the rate you expect.".into()],
             stages: vec![draft::Stage {
@@ -283,18 +290,35 @@ fn request_of(e: &Entry, sel: &Selection) -> Request {
             }
         }
         Some(p) if p.mime == "application/x-www-form-urlencoded" => {
-            Body::Form(url::form_urlencoded::parse(p.text.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect())
+            let fields: Vec<(String, String)> =
+                url::form_urlencoded::parse(p.text.as_bytes()).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+            // `form:` is a mapping of token names: a field sent twice (`a=1&a=2`) or named
+            // otherwise (`field[1]`) is sent as the text it was.
+            let repeated = fields.iter().enumerate().any(|(i, (k, _))| fields[..i].iter().any(|(j, _)| j == k));
+            let tokens = fields.iter().all(|(k, _)| {
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            });
+            if repeated || !tokens { Body::Text(p.text.clone()) } else { Body::Form(fields) }
         }
         Some(p) => Body::Text(p.text.clone()),
     };
     // `json:` and `form:` send their own Content-Type.
     let typed = matches!(body, Body::Json(_) | Body::Form(_));
-    let headers = e
-        .request_headers
-        .iter()
-        .filter(|(n, _)| select::keep_header(n, sel) && !(typed && n.eq_ignore_ascii_case("content-type")))
-        .cloned()
-        .collect();
+    // `headers:` is a mapping: a field sent twice is sent once with both values, as HTTP
+    // allows (`, `; `; ` for cookies).
+    let mut headers: Vec<(String, String)> = Vec::new();
+    for (n, v) in &e.request_headers {
+        if !select::keep_header(n, sel) || (typed && n.eq_ignore_ascii_case("content-type")) {
+            continue;
+        }
+        match headers.iter_mut().find(|(m, _)| m.eq_ignore_ascii_case(n)) {
+            Some((_, joined)) => {
+                joined.push_str(if n.eq_ignore_ascii_case("cookie") { "; " } else { ", " });
+                joined.push_str(v);
+            }
+            None => headers.push((n.clone(), v.clone())),
+        }
+    }
     Request { method: e.method.clone(), target, headers, body }
 }
 
@@ -389,7 +413,12 @@ fn skipped_text(har: &Har) -> String {
     if har.skipped == 0 {
         return "no entries".into();
     }
-    format!("{} entr{} skipped, e.g. {}", har.skipped, if har.skipped == 1 { "y" } else { "ies" }, har.skipped_examples.join("; "))
+    format!(
+        "{} entr{} skipped, e.g. {}",
+        har.skipped,
+        if har.skipped == 1 { "y" } else { "ies" },
+        har.skipped_examples.join("; ")
+    )
 }
 
 #[cfg(test)]

@@ -1,0 +1,133 @@
+//! `perfops import har` end to end, on a recording made here: a real headless
+//! Chromium (Debian's, over its DevTools pipe: `common/har_record.py`) logs
+//! in on a small web app with a login form (`common/shop_front.py`: the page,
+//! its stylesheet, and the demo's API on the same origin), and its `Network`
+//! events become the HAR. The scenario imported from it must carry the token
+//! from `/auth`'s JSON to the `Authorization` of the requests after it, read
+//! the typed password from the environment, pass `perfops check`, and run
+//! against the same app with no unexpected 4xx: the demo answers every
+//! `GET /orders` and `GET /me` with 200 only when the token is its own and
+//! fresh, so a hard-coded or missing token shows as 401s.
+
+mod common;
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::{Demo, Workdir, shared, spawn_perfops, temp_path};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// `shop_front.py` in front of `upstream`, stopped by its PID when dropped.
+struct ShopFront {
+    child: Child,
+    url: String,
+}
+
+impl ShopFront {
+    fn start(upstream: &str) -> ShopFront {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/shop_front.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(upstream.trim_start_matches("http://"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start shop_front.py (python3)");
+        let mut out = std::io::BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        out.read_line(&mut line).expect("its first line");
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        let url = line.trim().strip_prefix("listening ").expect("`listening URL`").to_string();
+        ShopFront { child, url }
+    }
+}
+
+impl Drop for ShopFront {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Record `url` in Chromium into `har`: open the page, wait like a person, log in, wait for the orders.
+fn record(url: &str, har: &Path, password: &str) {
+    assert!(Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium is missing (.ci/run installs it)");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/har_record.py");
+    let profile = temp_path("har-chromium", "d");
+    let steps = serde_json::json!([
+        ["open", format!("{url}/")],
+        ["until", "document.readyState == 'complete' && !!document.getElementById('go')", 20],
+        ["wait", 0.4],
+        ["eval", format!(
+            "document.getElementById('user').value = 'ana'; document.getElementById('password').value = {}; \
+             document.getElementById('go').click(); 1",
+            serde_json::Value::String(password.into())
+        )],
+        ["until", "document.body.getAttribute('data-orders') || document.body.getAttribute('data-error')", 20],
+        ["eval", "document.body.getAttribute('data-statuses') + ' ' + document.body.getAttribute('data-error')"],
+    ]);
+    let out = Command::new("python3")
+        .arg(script)
+        .args(["/usr/bin/chromium", &profile.display().to_string(), &har.display().to_string(), &steps.to_string()])
+        .output()
+        .expect("run har_record.py");
+    let _ = std::fs::remove_dir_all(&profile);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "har_record.py failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // The page itself saw its three API calls answered 200.
+    assert!(stdout.contains("\"200,200,200 null\""), "{stdout}");
+}
+
+#[test]
+fn a_chromium_recording_of_a_login_imports_and_runs_without_unexpected_4xx() {
+    let _g = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let front = ShopFront::start(&demo.url);
+    let work = Workdir::new("import-har");
+    let har = work.path.join("shop.har");
+    let password = "typed-Secret-77";
+    record(&front.url, &har, password);
+
+    let scenario = work.path.join("shop.yaml");
+    let out = spawn_perfops(
+        &["import", "har", &har.display().to_string(), "--out", &scenario.display().to_string()],
+        |_| {},
+    )
+    .wait(LIMIT);
+    out.assert_exit(0);
+    let yaml = std::fs::read_to_string(&scenario).expect("the scenario");
+    // The correlation: saved from /auth's JSON, sent as the bearer token of /orders and /me.
+    assert!(yaml.contains("token: \"$.token\""), "{yaml}");
+    assert_eq!(yaml.matches("Authorization: \"Bearer ${token}\"").count(), 2, "{yaml}");
+    // The password typed is read from the environment, and is nowhere in the file.
+    assert!(yaml.contains("${env.PASSWORD}") && !yaml.contains(password), "{yaml}");
+    let recorded = std::fs::read_to_string(&har).unwrap();
+    let at = recorded.find("\\\"token\\\":\\\"").expect("a token in the recording") + 12;
+    let token = &recorded[at..at + recorded[at..].find("\\\"").unwrap()];
+    assert!(token.len() > 20 && !yaml.contains(token), "the recorded token is in the scenario");
+    // Said to the person: what was found, and what to set.
+    assert!(out.stderr.contains("saves token ($.token)") || out.stdout.contains("saves token ($.token)"), "{}", out.dump());
+    assert!(out.stderr.contains("PASSWORD") || out.stdout.contains("PASSWORD"), "{}", out.dump());
+
+    let with_env = |c: &mut Command| {
+        c.env("PASSWORD", password);
+    };
+    let check = spawn_perfops(&["check", &scenario.display().to_string()], with_env).wait(LIMIT);
+    check.assert_exit(0);
+
+    let before = (demo.answered("/orders"), demo.answered("/me"));
+    let run = work
+        .spawn("run", &scenario, &["--set", "load.stages[0].rate=5", "--set", "load.stages[0].hold=3s"], with_env)
+        .wait(LIMIT);
+    run.assert_exit(0);
+    let s = work.summary(&run);
+    let failures = &s["total"]["failures"];
+    let kinds: Vec<&String> = failures.as_object().expect("failures").keys().filter(|k| *k != "cut").collect();
+    assert!(kinds.is_empty(), "failures: {failures}\n{}", run.dump());
+    // Each arrival got its own token and used it: /orders and /me answered 200 once per visit.
+    let after = (demo.answered("/orders"), demo.answered("/me"));
+    assert!(after.0 - before.0 >= 10 && after.0 - before.0 == after.1 - before.1, "{before:?} -> {after:?}");
+}
