@@ -43,7 +43,7 @@
 mod index;
 mod sources;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -182,16 +182,36 @@ fn ident(hint: &str) -> String {
     if matches!(out.as_str(), "env" | "seq" | "uuid" | "random") { format!("{out}_value") } else { out }
 }
 
-/// `base`, else `base_2`, `base_3`... whichever is not taken yet; taken then.
-fn unique(base: String, taken: &mut Vec<String>) -> String {
-    let mut name = base.clone();
-    let mut n = 2;
-    while taken.contains(&name) {
-        name = format!("{base}_{n}");
-        n += 1;
+/// Names handed out, each once: `base`, then `base_2`, `base_3`... The next number is kept per
+/// base, so that ten thousand steps or values named alike cost ten thousand lookups, not a
+/// search from `_2` each time (a 20,000-request recording took minutes that way).
+#[derive(Debug)]
+pub(crate) struct Names {
+    taken: HashSet<String>,
+    next: HashMap<String, usize>,
+    sep: &'static str,
+}
+
+impl Names {
+    /// None taken yet; `sep` goes between a base and its number.
+    pub(crate) fn new(sep: &'static str) -> Names {
+        Names { taken: HashSet::new(), next: HashMap::new(), sep }
     }
-    taken.push(name.clone());
-    name
+
+    /// `base` if it is free, else the first free `base{sep}N`; taken from now on.
+    pub(crate) fn unique(&mut self, base: String) -> String {
+        if self.taken.insert(base.clone()) {
+            return base;
+        }
+        let n = self.next.entry(base.clone()).or_insert(2);
+        loop {
+            let name = format!("{base}{}{n}", self.sep);
+            *n += 1;
+            if self.taken.insert(name.clone()) {
+                return name;
+            }
+        }
+    }
 }
 
 /// Every text a request sends, with where it is: (place, text). Cookie pairs are their own places.
@@ -293,7 +313,8 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
             for (c, used) in seen {
                 if !used {
                     cands[c].clients = true;
-                } else if !cands[c].used_by.contains(&j) {
+                } else if cands[c].used_by.last() != Some(&j) {
+                    // Requests are read in order: `used_by` stays sorted.
                     cands[c].used_by.push(j);
                 }
             }
@@ -308,7 +329,7 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
     // Names, in the order the values were first carried.
     let mut order: Vec<usize> = (0..cands.len()).filter(|&i| !cands[i].used_by.is_empty()).collect();
     order.sort_by_key(|&i| (cands[i].step, cands[i].used_by[0]));
-    let mut taken = Vec::new();
+    let mut taken = Names::new("_");
     let mut saves = vec![Vec::new(); exchanges.len()];
     let mut notes = vec![Vec::new(); exchanges.len()];
     for &i in &order {
@@ -320,18 +341,20 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
             ));
             continue;
         }
-        let name = unique(ident(&c.hint), &mut taken);
+        let name = taken.unique(ident(&c.hint));
         saves[c.step].push(Save { name: name.clone(), extractor: c.extractor.clone(), used_by: c.used_by.clone() });
         c.name = Some(name);
     }
 
-    let mut env = Envs::default();
+    let mut env = Envs::new();
     let mut requests = Vec::with_capacity(exchanges.len());
     for (j, (req, _)) in exchanges.iter().enumerate() {
         // A named candidate carried before this step (a cookie only as a whole cookie pair).
         let var_at = |c: usize, cookie: bool| -> Option<&str> {
             let cand = &cands[c];
-            (cand.step < j && cand.used_by.contains(&j) && matches!(cand.kind, Kind::Cookie { .. }) == cookie)
+            (cand.step < j
+                && cand.used_by.binary_search(&j).is_ok()
+                && matches!(cand.kind, Kind::Cookie { .. }) == cookie)
                 .then_some(cand.name.as_deref())
                 .flatten()
         };
@@ -455,14 +478,16 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
         requests.push(Templated { method: req.method.clone(), target, headers, body });
     }
     // A credential typed in one place and sent again elsewhere as it was: the same reference there.
+    let creds = env.elsewhere();
+    let cred_index = Index::new(&creds);
     for r in &mut requests {
-        let swap = |t: &mut Tpl| *t = env.replace_in(t);
+        let swap = |t: &mut Tpl| *t = replace_in(t, &cred_index, &creds);
         swap(&mut r.target);
         r.headers.iter_mut().for_each(|(_, t)| swap(t));
         match &mut r.body {
             Body::Text(t) => swap(t),
             Body::Form(fields) => fields.iter_mut().for_each(|(_, t)| swap(t)),
-            Body::Json(v) => env.replace_in_json(v),
+            Body::Json(v) => replace_in_json(v, &cred_index, &creds),
             Body::None => {}
         }
     }
@@ -486,8 +511,15 @@ fn merge(t: Tpl) -> Tpl {
     out
 }
 
-fn list(steps: &[usize]) -> String {
-    steps.iter().map(|s| (s + 1).to_string()).collect::<Vec<_>>().join(", ")
+/// Steps by their number (1-based), the first few and how many in all: a value reused by every
+/// step of a long recording would otherwise make a line of thousands.
+pub(crate) fn list(steps: &[usize]) -> String {
+    const SHOWN: usize = 5;
+    let mut s: Vec<String> = steps.iter().take(SHOWN).map(|u| (u + 1).to_string()).collect();
+    if steps.len() > SHOWN {
+        s.push(format!("... ({} in all)", steps.len()));
+    }
+    s.join(", ")
 }
 
 /// `X-Api-Key` -> `X_API_KEY`.
@@ -522,71 +554,78 @@ fn json_template(v: &Value, key: Option<&str>, sub: &dyn Fn(&str) -> Tpl, env: &
 }
 
 /// The environment variables chosen so far, by the value each stands for.
-#[derive(Default)]
 struct Envs {
     vars: Vec<EnvVar>,
-    values: Vec<(String, String)>,
+    by_value: HashMap<String, String>,
+    names: Names,
 }
 
 impl Envs {
+    fn new() -> Envs {
+        Envs { vars: Vec::new(), by_value: HashMap::new(), names: Names::new("_") }
+    }
+
     /// The reference for credential `value` (`env.NAME`): the same name for the same value.
     fn name_for(&mut self, base: &str, value: &str, found: String) -> String {
-        if let Some((_, n)) = self.values.iter().find(|(v, _)| v == value) {
+        if let Some(n) = self.by_value.get(value) {
             return format!("env.{n}");
         }
-        let mut taken: Vec<String> = self.vars.iter().map(|v| v.name.clone()).collect();
-        let name = unique(base.to_string(), &mut taken);
+        let name = self.names.unique(base.to_string());
         self.vars.push(EnvVar { name: name.clone(), found });
-        self.values.push((value.to_string(), name.clone()));
+        self.by_value.insert(value.to_string(), name.clone());
         format!("env.{name}")
     }
 
-    /// `t` with every standing, non-trivial credential value in its literal text replaced.
-    fn replace_in(&self, t: &Tpl) -> Tpl {
-        let mut out = Vec::new();
-        for p in t {
-            let Piece::Lit(text) = p else {
-                out.push(p.clone());
-                continue;
-            };
-            let mut rest = text.as_str();
-            'outer: while !rest.is_empty() {
-                for (value, name) in &self.values {
-                    // Elsewhere than its own field, a credential long enough not to be found by chance.
-                    if value.chars().count() < 6 {
-                        continue;
-                    }
-                    if let Some(at) = rest.find(value.as_str()) {
-                        let end = at + value.len();
-                        let stands = !rest[..at].ends_with(|c: char| c.is_alphanumeric())
-                            && !rest[end..].starts_with(|c: char| c.is_alphanumeric());
-                        if stands {
-                            out.push(Piece::Lit(rest[..at].to_string()));
-                            out.push(Piece::Var(format!("env.{name}")));
-                            rest = &rest[end..];
-                            continue 'outer;
-                        }
-                    }
-                }
-                out.push(Piece::Lit(rest.to_string()));
-                break;
-            }
-        }
-        merge(out)
+    /// The credentials long enough not to be found by chance elsewhere than their own field
+    /// (6 characters), as candidates named `env.NAME`, for [`Index`].
+    fn elsewhere(&self) -> Vec<Candidate> {
+        self.by_value
+            .iter()
+            .filter(|(v, _)| v.chars().count() >= 6)
+            .map(|(v, n)| Candidate {
+                value: v.clone(),
+                step: 0,
+                kind: Kind::Header,
+                extractor: String::new(),
+                hint: String::new(),
+                clients: false,
+                used_by: Vec::new(),
+                name: Some(format!("env.{n}")),
+            })
+            .collect()
     }
+}
 
-    fn replace_in_json(&self, v: &mut Value) {
-        match v {
-            Value::String(s) if !s.contains("${") => {
-                let t = self.replace_in(&lit(s));
-                if has_var(&t) {
-                    *s = render(&t);
-                }
-            }
-            Value::Array(items) => items.iter_mut().for_each(|i| self.replace_in_json(i)),
-            Value::Object(fields) => fields.values_mut().for_each(|i| self.replace_in_json(i)),
-            _ => {}
+/// `t` with every standing credential of `cands` in its literal text replaced by its reference.
+fn replace_in(t: &Tpl, index: &Index, cands: &[Candidate]) -> Tpl {
+    let mut out = Vec::new();
+    for p in t {
+        let Piece::Lit(text) = p else {
+            out.push(p.clone());
+            continue;
+        };
+        let mut last = 0;
+        for (s, e, c) in index.matches(text, |_| true) {
+            out.push(Piece::Lit(text[last..s].to_string()));
+            out.push(Piece::Var(cands[c].name.clone().unwrap_or_default()));
+            last = e;
         }
+        out.push(Piece::Lit(text[last..].to_string()));
+    }
+    merge(out)
+}
+
+fn replace_in_json(v: &mut Value, index: &Index, cands: &[Candidate]) {
+    match v {
+        Value::String(s) if !s.contains("${") => {
+            let t = replace_in(&lit(s), index, cands);
+            if has_var(&t) {
+                *s = render(&t);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|i| replace_in_json(i, index, cands)),
+        Value::Object(fields) => fields.values_mut().for_each(|i| replace_in_json(i, index, cands)),
+        _ => {}
     }
 }
 

@@ -48,6 +48,9 @@ pub const MIN_PAUSE: Duration = Duration::from_millis(100);
 /// How many left-out requests a comment names before it only counts.
 const NAMED: usize = 5;
 
+/// How many saves (and environment variables) the summary names before it only counts.
+const SUMMARY_LINES: usize = 20;
+
 /// What `perfops import har` is asked to do.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HarOptions {
@@ -126,7 +129,7 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         .collect();
     let found = correlate::correlate(&exchanges);
 
-    let mut names = Vec::new();
+    let mut names = correlate::Names::new("-");
     let mut steps = Vec::with_capacity(kept.len());
     let mut page = None;
     for (i, (e, r)) in kept.iter().zip(&found.requests).enumerate() {
@@ -155,7 +158,7 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
                 s.name,
                 s.extractor,
                 if s.used_by.len() == 1 { "" } else { "s" },
-                s.used_by.iter().map(|u| (u + 1).to_string()).collect::<Vec<_>>().join(", ")
+                correlate::list(&s.used_by)
             ));
         }
         comments.extend(found.notes[i].iter().cloned());
@@ -234,16 +237,18 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
          perfops keeps no cookie jar, so cookies are saved like any other value."
     ));
     summary.push(format!("correlation: {saves} value(s) saved and reused"));
-    for (i, saves) in found.saves.iter().enumerate() {
-        for s in saves {
-            summary.push(format!(
-                "  step {} saves {} ({}), used by step(s) {}",
-                i + 1,
-                s.name,
-                s.extractor,
-                s.used_by.iter().map(|u| (u + 1).to_string()).collect::<Vec<_>>().join(", ")
-            ));
-        }
+    let listed = found.saves.iter().enumerate().flat_map(|(i, saves)| saves.iter().map(move |s| (i, s)));
+    for (i, s) in listed.take(SUMMARY_LINES) {
+        summary.push(format!(
+            "  step {} saves {} ({}), used by step(s) {}",
+            i + 1,
+            s.name,
+            s.extractor,
+            correlate::list(&s.used_by)
+        ));
+    }
+    if saves > SUMMARY_LINES {
+        summary.push(format!("  ... {} more, each in its step's comments", saves - SUMMARY_LINES));
     }
     if !found.env.is_empty() {
         comments.push(format!(
@@ -251,8 +256,11 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
             found.env.iter().map(|v| v.name.as_str()).collect::<Vec<_>>().join(", ")
         ));
         summary.push("set these environment variables before running (credentials from the recording):".into());
-        for v in &found.env {
+        for v in found.env.iter().take(SUMMARY_LINES) {
             summary.push(format!("  {} ({})", v.name, v.found));
+        }
+        if found.env.len() > SUMMARY_LINES {
+            summary.push(format!("  ... {} more, named at the top of the file", found.env.len() - SUMMARY_LINES));
         }
     }
     let draft = Draft {
@@ -343,7 +351,7 @@ fn path_text(t: &Tpl) -> Text {
 }
 
 /// A step's name: the last path segment that reads as a word (`orders`, `auth`), `home` for `/`.
-fn step_name(e: &Entry, taken: &mut Vec<String>) -> String {
+fn step_name(e: &Entry, taken: &mut correlate::Names) -> String {
     let segment = e
         .url
         .path_segments()
@@ -359,14 +367,7 @@ fn step_name(e: &Entry, taken: &mut Vec<String>) -> String {
         _ if e.url.path() == "/" && method == "get" => "home".to_string(),
         _ => method,
     };
-    let mut name = base.clone();
-    let mut n = 2;
-    while taken.contains(&name) {
-        name = format!("{base}-{n}");
-        n += 1;
-    }
-    taken.push(name.clone());
-    name
+    taken.unique(base)
 }
 
 /// `2 static (GET /app.css, GET /favicon.ico), 1 to other hosts (fonts.example.com)`.

@@ -156,7 +156,7 @@ fn step_names() {
         mime: String::new(),
         response_text: None,
     };
-    let mut taken = Vec::new();
+    let mut taken = correlate::Names::new("-");
     let cases = [
         // The root.
         ("GET", "http://h/", "home"),

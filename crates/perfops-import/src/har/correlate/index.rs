@@ -1,8 +1,14 @@
 //! Where candidate values stand in a request's text: an index of the
-//! candidates by their first word (each value, and its percent-encoded form),
-//! so that a recording with thousands of JSON leaves and hundreds of requests
-//! costs one pass over each request's text, and a match stands on its own
-//! (no letter or digit on either side).
+//! candidates (each value, and its percent-encoded form) by their first word
+//! and the few characters after it, so that a recording with thousands of
+//! JSON leaves and thousands of requests costs one pass over each request's
+//! text, and a match stands on its own (no letter or digit on either side).
+//!
+//! The characters after the first word are part of the key because values
+//! share first words (`SKU-00042`, `c-0001f3`: `SKU`, `c`): keyed by the word
+//! alone, each `c` in a request was compared with every cursor of the
+//! recording. With [`TAIL`] more characters, a place in the text is looked up
+//! `TAIL + 1` times and meets only the values that start as it does.
 
 use std::collections::HashMap;
 
@@ -19,28 +25,42 @@ fn lead(s: &str) -> usize {
     s.find(|c: char| c.is_alphanumeric()).unwrap_or(s.len())
 }
 
-/// Candidates by their first word (each value, and its percent-encoded form when it differs),
-/// with what comes before that word in the value.
+/// How many characters after a value's first word are part of its key.
+const TAIL: usize = 8;
+
+/// The key of a value starting with `word` and going on with `after`: the word and at most `k`
+/// characters after it.
+fn key(word: &str, after: &str, k: usize) -> Option<String> {
+    let end = match after.char_indices().nth(k) {
+        Some((at, _)) => at,
+        None if after.chars().count() == k => after.len(),
+        None => return None,
+    };
+    Some(format!("{word}\u{0}{}", &after[..end]))
+}
+
+/// Candidates by their key (each value, and its percent-encoded form when it differs).
 pub(super) struct Index {
-    by_word: HashMap<String, Vec<(usize, String)>>,
+    by_key: HashMap<String, Vec<(usize, String)>>,
 }
 
 impl Index {
     pub(super) fn new(cands: &[Candidate]) -> Index {
-        let mut by_word: HashMap<String, Vec<(usize, String)>> = HashMap::new();
+        let mut by_key: HashMap<String, Vec<(usize, String)>> = HashMap::new();
         for (i, c) in cands.iter().enumerate() {
             let encoded = percent_encode(&c.value);
-            for form in [c.value.clone(), encoded] {
-                let list = by_word.entry(first_word(&form[lead(&form)..]).to_string()).or_default();
-                if !list.iter().any(|(j, f)| *j == i && *f == form) {
-                    list.push((i, form));
+            let forms = if encoded == c.value { vec![encoded] } else { vec![c.value.clone(), encoded] };
+            for form in forms {
+                let body = &form[lead(&form)..];
+                let word = first_word(body);
+                let after = &body[word.len()..];
+                let k = after.chars().count().min(TAIL);
+                if let Some(k) = key(word, after, k) {
+                    by_key.entry(k).or_default().push((i, form));
                 }
             }
         }
-        for list in by_word.values_mut() {
-            list.sort_by_key(|(_, form)| std::cmp::Reverse(form.len()));
-        }
-        Index { by_word }
+        Index { by_key }
     }
 
     /// Each standing match in `text`: (start, end, candidate), the longest at each place that `take` accepts.
@@ -57,9 +77,14 @@ impl Index {
                 continue;
             }
             let word = first_word(&text[i..]);
+            let after = &text[i + word.len()..];
+            let mut found: Vec<&(usize, String)> =
+                (0..=TAIL).filter_map(|k| self.by_key.get(&key(word, after, k)?)).flatten().collect();
+            // The longest first: a value that another one starts with loses to it.
+            found.sort_by_key(|(_, form)| std::cmp::Reverse(form.len()));
             let mut matched = None;
-            if let Some(list) = self.by_word.get(word) {
-                for (c, form) in list {
+            {
+                for (c, form) in found {
                     // The value may start before the word (`"v-1"`), never before the last match.
                     let Some(start) = i.checked_sub(lead(form)).filter(|s| *s >= last_end) else { continue };
                     let end = start + form.len();
