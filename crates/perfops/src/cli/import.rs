@@ -105,6 +105,13 @@ pub(crate) struct HarFlags {
     /// left out.
     #[arg(long = "include-host", value_name = "HOST")]
     include_hosts: Vec<String>,
+    /// The main host (`host` or `host:port`): its requests become the steps and it is the
+    /// target. Default: the host of the first page recorded.
+    #[arg(long, value_name = "HOST")]
+    host: Option<String>,
+    /// Keep the recorded User-Agent header (dropped by default, with the browser's other headers).
+    #[arg(long)]
+    keep_user_agent: bool,
 }
 
 impl AccessLogFlags {
@@ -160,6 +167,8 @@ impl HarFlags {
                 name: self.out.name.clone(),
                 include_static: self.include_static,
                 include_hosts: self.include_hosts.clone(),
+                host: self.host.clone(),
+                keep_user_agent: self.keep_user_agent,
             },
         )
     }
