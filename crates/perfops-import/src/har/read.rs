@@ -320,7 +320,17 @@ fn bare_mime(m: &str) -> String {
 }
 
 /// At most 80 characters of `s`, for a message.
-fn clip(s: &str) -> String {
+/// A URL as a message shows it: without its query, fragment and user info (where recorded tokens
+/// and passwords ride), at most 80 characters. `data:` URLs are cut the same way.
+fn clip(url: &str) -> String {
+    let s = url.split(['?', '#']).next().unwrap_or("");
+    let s = match (s.find("://"), s.find('@')) {
+        (Some(scheme), Some(at)) if at > scheme && !s[scheme + 3..at].contains('/') => {
+            format!("{}{}", &s[..scheme + 3], &s[at + 1..])
+        }
+        _ => s.to_string(),
+    };
+    let s = s.as_str();
     match s.char_indices().nth(80) {
         Some((at, _)) => format!("{}...", &s[..at]),
         None => s.to_string(),
@@ -472,6 +482,8 @@ mod tests {
             r#"{"startedDateTime":"2024-05-01T12:00:00Z","response":{"status":200}}"#,
             // A response that is not an object.
             r#"{"request":{"method":"GET","url":"http://h/x"},"response":"200 OK"}"#,
+            // Aborted, with a token in its query and a password in its user info.
+            r#"{"startedDateTime":"2024-05-01T12:00:00Z","request":{"method":"GET","url":"http://u:pw-secret@h/x?token=sekrit-42"},"response":{"status":0}}"#,
             // A start time that is not RFC 3339.
             r#"{"startedDateTime":"yesterday","request":{"method":"GET","url":"http://h/x"},"response":{"status":200}}"#,
             // A method that is not a token.
@@ -482,10 +494,12 @@ mod tests {
         let text = one_entry(&format!("{GOOD},{}", bad.join(",")));
         let har = parse("t.har", text.as_bytes()).unwrap();
         assert_eq!(har.entries.len(), 1);
-        assert_eq!(har.skipped, 7);
+        assert_eq!(har.skipped, 8);
         assert_eq!(har.skipped_examples.len(), EXAMPLES);
         assert!(har.skipped_examples[0].starts_with("entry 1: URL `data:image/png;base64,AAAA` is not http(s)"));
         assert!(har.skipped_examples[1].contains("status 0"), "{:?}", har.skipped_examples);
+        // A URL in a message has no query or user info: recorded secrets ride there.
+        assert_eq!(har.skipped_examples[4], "entry 5: GET http://h/x: status 0 (the browser got no answer)");
         assert_eq!(har.skipped_examples[2], "entry 3: no `request`");
     }
 
