@@ -3,10 +3,12 @@
 //! traffic.
 
 mod rate;
+pub mod replay;
 mod schedule;
 mod steered;
 
 pub use rate::{Rate, RateError};
+pub use replay::{Recording, ReplayError};
 pub use schedule::{Schedule, ScheduleError, Segment, Shard};
 pub use steered::{HOLD_MAX, StagedPlan, SteeredStage, Units};
 

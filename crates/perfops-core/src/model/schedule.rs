@@ -18,6 +18,7 @@
 //! (wrk2's rule): the engine waits until `start + due(n)` and measures latency
 //! from there, so a late generator shows up as latency instead of vanishing.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::Rate;
@@ -54,6 +55,28 @@ pub struct Schedule {
     /// Λ at the start of each segment, plus Λ at the end as the last element.
     cumulative: Vec<f64>,
     total: u64,
+    /// A replay's recorded due times (`replay.rs`); `None` for a rate curve.
+    /// Then the segments are the recording's count in each second, so the
+    /// target a second shows, Λ and re-plans read the curve as for any
+    /// schedule, and only [`Schedule::due`] reads the offsets.
+    recorded: Option<Arc<Recorded>>,
+}
+
+/// The due times of a recording: offsets in milliseconds from its start,
+/// in order, played `speed` times as fast.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Recorded {
+    pub(super) offsets_ms: Arc<[u32]>,
+    pub(super) speed: f64,
+}
+
+impl Recorded {
+    /// Arrival `n`'s due time in seconds from the start, at the speed. The one
+    /// formula both the due time and the second it is counted in come from.
+    #[inline]
+    pub(super) fn due_s(&self, n: usize) -> Option<f64> {
+        self.offsets_ms.get(n).map(|&ms| f64::from(ms) / (1000.0 * self.speed))
+    }
 }
 
 impl Schedule {
@@ -96,7 +119,41 @@ impl Schedule {
         // Arrival n exists when due(n) < end, i.e. n < Λ(end). The epsilon keeps
         // 500/s x 3 s at 1500 arrivals despite floating-point dust.
         let total = (lambda - 1e-9).ceil().max(0.0) as u64;
-        Ok(Schedule { segments, starts_s, cumulative, total })
+        Ok(Schedule { segments, starts_s, cumulative, total, recorded: None })
+    }
+
+    /// A recording's arrivals at their offsets (milliseconds from its start,
+    /// in order), `speed` times as fast (2: in half the time). Its rate curve
+    /// is the count of arrivals due in each second (so a second's target is
+    /// what the recording sent in it); its length runs to the end of the
+    /// second of its last arrival.
+    pub(super) fn recorded(offsets_ms: Arc<[u32]>, speed: f64) -> Result<Schedule, ScheduleError> {
+        let recorded = Recorded { offsets_ms, speed };
+        let Some(last) = recorded.offsets_ms.len().checked_sub(1).and_then(|n| recorded.due_s(n)) else {
+            return Err(ScheduleError::NoArrivals);
+        };
+        let seconds = last.floor() as usize + 1;
+        let mut counts = vec![0u32; seconds];
+        for n in 0..recorded.offsets_ms.len() {
+            let second = recorded.due_s(n).unwrap_or_default().floor() as usize;
+            counts[second.min(seconds - 1)] += 1;
+        }
+        let segments = counts
+            .into_iter()
+            .map(|c| {
+                let rate = Rate::per_second(f64::from(c)).unwrap_or(Rate::ZERO);
+                Segment { duration: Duration::from_secs(1), from: rate, to: rate }
+            })
+            .collect();
+        let mut schedule = Schedule::new(segments)?;
+        schedule.total = recorded.offsets_ms.len() as u64;
+        schedule.recorded = Some(Arc::new(recorded));
+        Ok(schedule)
+    }
+
+    /// Whether its due times are a recording's (a replay), not a rate curve's.
+    pub fn is_recorded(&self) -> bool {
+        self.recorded.is_some()
     }
 
     /// The segments, as validated.
@@ -119,6 +176,9 @@ impl Schedule {
     pub fn due(&self, n: u64) -> Option<Duration> {
         if n >= self.total {
             return None;
+        }
+        if let Some(r) = &self.recorded {
+            return r.due_s(n as usize).map(Duration::from_secs_f64);
         }
         let n = n as f64;
         // The segment whose [Λ start, Λ end) holds n; flat (rate 0) segments have
