@@ -29,7 +29,7 @@ fn seed_scenario_a_decodes() {
     assert_eq!((orders.method.as_str(), orders.path.source()), ("GET", "/orders"));
     assert_eq!(orders.headers[0].1.source(), "Bearer ${token}");
     assert!(matches!(s.flows[0].steps[0].body, Body::Json(_)));
-    let Load::Open { stages, max_in_flight } = &s.load else { panic!("open model expected") };
+    let Load::Open { stages, max_in_flight, .. } = &s.load else { panic!("open model expected") };
     assert_eq!(*max_in_flight, 1000);
     let rates: Vec<f64> = stages.iter().map(|st| st.segment.from.as_f64()).collect();
     assert_eq!(rates, vec![50.0, 100.0, 150.0, 200.0, 250.0, 300.0]);

@@ -159,7 +159,7 @@ pub(super) fn kind(node: &Node) -> &'static str {
 
 impl Dec<'_> {
     /// Where `marker` is, in the file or in a `--set` value.
-    fn origin(&self, marker: Option<&Marker>, path: &str) -> Origin {
+    pub(super) fn origin(&self, marker: Option<&Marker>, path: &str) -> Origin {
         let (line, mut column, source) = marker.map_or((0, 0, 0), |m| (m.line(), m.column(), m.source()));
         if source == OVERRIDE_FLOW_SOURCE {
             column = column.saturating_sub(FLOW_PREFIX.len()).max(1);
@@ -466,8 +466,23 @@ impl Dec<'_> {
         let target = self
             .required(top, "target", "", "e.g. `target: http://127.0.0.1:8080` or `target: demo:threads`")
             .and_then(|n| self.target(n));
-        let (data, declared) = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
+        let (data, mut declared) = top.get_node("data").map(|n| self.data(n)).unwrap_or_default();
         self.data = data.clone();
+        // A replay's value columns are read as `${replay.NAME}`, as a feeder's.
+        let model = top.get_node("load").and_then(Node::as_mapping).and_then(|m| m.get_node("model"));
+        if model.and_then(Node::as_scalar).is_some_and(|s| s.as_str() == "replay") {
+            if let Some((k, _)) = top.get_node("data").and_then(Node::as_mapping).and_then(|m| {
+                m.iter().find(|(k, _)| k.as_str() == "replay")
+            }) {
+                self.at(
+                    k.span(),
+                    "data.replay",
+                    "`replay` is the name of the replay's values (`${replay.NAME}`)",
+                    Some("give this feeder another name".into()),
+                );
+            }
+            declared.push("replay".into());
+        }
         // Every name declared, even one whose `csv:` or `mode` is wrong: `${users.email}` is then a
         // use of that feeder, not a second, false "unknown feeder" error (issue #32).
         let feeders: Vec<&str> = declared.iter().map(String::as_str).collect();

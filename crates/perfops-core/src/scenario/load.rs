@@ -6,10 +6,13 @@
 use marked_yaml::Node;
 
 use super::decode::{Dec, join};
-use super::{Load, Stage};
+use super::{Load, Replay, Stage};
 use crate::model::{Rate, Segment};
 
-pub(super) const LOAD: &[&str] = &["model", "stages", "steps", "max_in_flight", "think"];
+pub(super) const LOAD: &[&str] =
+    &["model", "stages", "steps", "max_in_flight", "think", "file", "speed", "stage_every"];
+/// The fields only `model: replay` takes.
+const REPLAY: &[&str] = &["file", "speed", "stage_every"];
 pub(super) const OPEN_STAGE: &[&str] = &["name", "rate", "hold", "ramp_to", "over"];
 pub(super) const CLOSED_STAGE: &[&str] = &["name", "users", "hold", "ramp_to", "over"];
 pub(super) const STEPS: &[&str] = &["from", "to", "by", "hold", "ramp"];
@@ -17,22 +20,33 @@ pub(super) const STEPS: &[&str] = &["from", "to", "by", "hold", "ramp"];
 impl Dec<'_> {
     pub(super) fn load(&mut self, node: &Node) -> Option<Load> {
         let m = self.map(node, "load", LOAD)?;
-        let closed = match m.get_node("model").and_then(|n| self.scalar(n, "load.model", "open or closed")) {
+        let closed = match m.get_node("model").and_then(|n| self.scalar(n, "load.model", "open, closed or replay")) {
             None => false,
             Some(s) => match s.as_str() {
                 "open" => false,
                 "closed" => true,
+                "replay" => return self.replay(m),
                 other => {
                     self.at(
                         s.span(),
                         "load.model",
                         format!("unknown model `{other}`"),
-                        Some("open (arrivals per second) or closed (looping users)".into()),
+                        Some("open (arrivals per second), closed (looping users) or replay (a recording)".into()),
                     );
                     return None;
                 }
             },
         };
+        for field in REPLAY {
+            if let Some(n) = m.get_node(field) {
+                self.at(
+                    n.span(),
+                    &join("load", field),
+                    format!("`{field}` applies to the replay model"),
+                    Some("load: { model: replay, file: recording.csv, speed: 1 }".into()),
+                );
+            }
+        }
         let stages = match (m.get_node("stages"), m.get_node("steps")) {
             (Some(_), Some(_)) => {
                 self.at(m.span(), "load", "give `stages` or `steps`, not both", None);
@@ -73,19 +87,70 @@ impl Dec<'_> {
                     Some("use a step's `pause` for think time within a flow".into()),
                 );
             }
-            let max_in_flight = match m.get_node("max_in_flight") {
-                Some(n) => match self.number::<u32>(n, "load.max_in_flight", "a whole number") {
-                    Some(0) => {
-                        self.at(n.span(), "load.max_in_flight", "0 would drop every arrival", None);
-                        1
-                    }
-                    Some(v) => v,
-                    None => 1000,
-                },
-                None => 1000,
-            };
-            Some(Load::Open { stages, max_in_flight })
+            let max_in_flight = self.max_in_flight(m);
+            Some(Load::Open { stages, max_in_flight, replay: None })
         }
+    }
+
+    /// `max_in_flight` of an open load (a replay's too): 1000 unless given.
+    fn max_in_flight(&mut self, m: &marked_yaml::types::MarkedMappingNode) -> u32 {
+        match m.get_node("max_in_flight") {
+            Some(n) => match self.number::<u32>(n, "load.max_in_flight", "a whole number") {
+                Some(0) => {
+                    self.at(n.span(), "load.max_in_flight", "0 would drop every arrival", None);
+                    1
+                }
+                Some(v) => v,
+                None => 1000,
+            },
+            None => 1000,
+        }
+    }
+
+    /// `load: { model: replay, file: recording.csv, speed: 2, stage_every: 10s }`: the
+    /// recording is the schedule, so it has no `stages` or `steps`; its stages are cut from the
+    /// recording when the file is read (`Load::attach`).
+    fn replay(&mut self, m: &marked_yaml::types::MarkedMappingNode) -> Option<Load> {
+        for (field, hint) in [
+            ("stages", "the recording is the schedule; `stage_every: 10s` cuts it in stages"),
+            ("steps", "the recording is the schedule; `stage_every: 10s` cuts it in stages"),
+            ("think", "`think` applies to the closed model"),
+        ] {
+            if let Some(n) = m.get_node(field) {
+                self.at(n.span(), &join("load", field), format!("a replay has no `{field}`"), Some(hint.into()));
+            }
+        }
+        let hint = "load: { model: replay, file: recording.csv }";
+        let file_node = self.required(m, "file", "load", hint);
+        let file = file_node.and_then(|n| self.string(n, "load.file"));
+        let at = self.origin(file_node.and_then(|n| n.span().start()), "load.file");
+        let speed = match m.get_node("speed") {
+            None => Some(1.0),
+            Some(n) => match self.number::<f64>(n, "load.speed", "a number") {
+                Some(v) if v > 0.0 && v.is_finite() && v <= 1000.0 => Some(v),
+                Some(_) => {
+                    let hint = "2 plays the recording twice as fast, 0.5 at half speed";
+                    self.at(n.span(), "load.speed", "the speed is a number above 0, at most 1000", Some(hint.into()));
+                    None
+                }
+                None => None,
+            },
+        };
+        let stage_every = match m.get_node("stage_every") {
+            None => Some(None),
+            Some(n) => match self.duration(n, "load.stage_every") {
+                Some(d) if d.as_secs() >= 1 && d.subsec_nanos() == 0 => Some(Some(d.as_secs() as u32)),
+                Some(_) => {
+                    let hint = "e.g. `stage_every: 10s`: one stage per 10 s of the replay";
+                    self.at(n.span(), "load.stage_every", "whole seconds, at least 1s", Some(hint.into()));
+                    None
+                }
+                None => None,
+            },
+        };
+        let max_in_flight = self.max_in_flight(m);
+        let replay = Replay { file: file?, speed: speed?, stage_every: stage_every?, at, recording: None };
+        Some(Load::Open { stages: Vec::new(), max_in_flight, replay: Some(replay) })
     }
 
     fn stages(&mut self, node: &Node, closed: bool) -> Vec<Stage> {
@@ -201,5 +266,66 @@ impl Dec<'_> {
                 n += 1;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::{Load, parse};
+
+    const HEAD: &str = "name: r\ntarget: http://127.0.0.1:1\nflows:\n  a: { steps: [ { request: \"GET /a?u=${replay.user}\" } ] }\n";
+
+    /// `model: replay`: its fields, what it refuses, and where each error is.
+    #[test]
+    fn replay_loads_and_their_errors() {
+        // (load, Ok((file, speed, stage_every, max_in_flight)) or Err((what the error points at, a word of the message)))
+        type Want = Result<(&'static str, f64, Option<u32>, u32), (&'static str, &'static str)>;
+        let cases: [(&str, Want); 9] = [
+            // The defaults: speed 1, one stage, 1000 in flight.
+            ("{ model: replay, file: rec.csv }", Ok(("rec.csv", 1.0, None, 1000))),
+            // Every field given.
+            (
+                "{ model: replay, file: r.csv, speed: 2, stage_every: 10s, max_in_flight: 50 }",
+                Ok(("r.csv", 2.0, Some(10), 50)),
+            ),
+            // Half speed.
+            ("{ model: replay, file: r.csv, speed: 0.5 }", Ok(("r.csv", 0.5, None, 1000))),
+            // No file.
+            ("{ model: replay }", Err(("model", "missing field `file`"))),
+            // A speed of 0 would never send.
+            ("{ model: replay, file: r.csv, speed: 0 }", Err(("0 }", "above 0"))),
+            // The recording is the schedule: no stages.
+            ("{ model: replay, file: r.csv, stages: [ { rate: 1, hold: 1s } ] }", Err(("[ {", "no `stages`"))),
+            // Stages of whole seconds.
+            ("{ model: replay, file: r.csv, stage_every: 1500ms }", Err(("1500ms", "whole seconds"))),
+            // `file` belongs to the replay model.
+            ("{ stages: [ { rate: 1, hold: 1s } ], file: r.csv }", Err(("r.csv", "applies to the replay model"))),
+            // An unknown model names the three.
+            ("{ model: replayy, file: r.csv }", Err(("replayy", "unknown model"))),
+        ];
+        for (i, (load, want)) in cases.into_iter().enumerate() {
+            let text = format!("{HEAD}load: {load}\n");
+            match (parse("s.yaml", &text, &[]), want) {
+                (Ok(s), Ok((file, speed, every, in_flight))) => {
+                    let Load::Open { stages, max_in_flight, replay: Some(r) } = &s.load else { panic!("case {i}") };
+                    assert_eq!((r.file.as_str(), r.speed, r.stage_every, *max_in_flight), (file, speed, every, in_flight));
+                    assert!(stages.is_empty(), "case {i}: stages come from the recording");
+                    // `file:`'s value, for the errors of reading the file.
+                    let column = "load: ".len() + load.find("file: ").unwrap() + "file: ".len() + 1;
+                    assert_eq!((r.at.line, r.at.column), (5, column), "case {i}");
+                }
+                (Err(e), Err((at, word))) => {
+                    // The load's error (an open load also finds `${replay.user}` unknown, on line 4).
+                    let d = e.0.iter().find(|d| d.line == 5).unwrap_or(&e.0[0]);
+                    let column = "load: ".len() + load.find(at).unwrap() + 1;
+                    assert_eq!((d.line, d.column), (5, column), "case {i}: {e:?}");
+                    assert!(d.message.contains(word), "case {i}: {}", d.message);
+                }
+                (got, want) => panic!("case {i}: {got:?}, want {want:?}"),
+            }
+        }
+        // Without `model: replay`, `${replay.user}` is an unknown feeder.
+        let open = format!("{HEAD}load: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n");
+        assert!(parse("s.yaml", &open, &[]).is_err());
     }
 }

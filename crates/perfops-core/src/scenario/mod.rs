@@ -292,10 +292,14 @@ pub struct FeederSpec {
 pub enum Load {
     /// Arrivals per second follow the stages.
     Open {
-        /// Stages, in order.
+        /// Stages, in order (a replay's: cut from its recording once it is
+        /// read, [`Load::attach`]; empty before).
         stages: Vec<Stage>,
         /// In-flight cap; arrivals beyond it are dropped and counted.
         max_in_flight: u32,
+        /// `model: replay`: arrivals at a recording's offsets instead of a
+        /// rate curve.
+        replay: Option<Replay>,
     },
     /// N users loop through flows.
     Closed {
@@ -304,6 +308,32 @@ pub enum Load {
         /// Pause between a user's iterations.
         think: Duration,
     },
+}
+
+/// `load: { model: replay, file, speed, stage_every }`: a recording's
+/// arrivals at their offsets ([`crate::model::replay`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    /// The replay file, as written (relative to the scenario file).
+    pub file: String,
+    /// How many times as fast as recorded (> 0; 2: in half the time).
+    pub speed: f64,
+    /// One stage per this many seconds of the replay; `None`: one stage.
+    pub stage_every: Option<u32>,
+    /// Where `file:` is written.
+    pub at: Origin,
+    /// The recording, once read ([`Load::attach`]).
+    pub recording: Option<std::sync::Arc<crate::model::Recording>>,
+}
+
+impl Replay {
+    /// Its stages, from the arrivals due in each second of the replay.
+    pub fn stages(&self, per_second: &[f64]) -> Vec<Stage> {
+        crate::model::replay::stages(per_second, self.stage_every)
+            .into_iter()
+            .map(|(name, segment)| Stage { name, segment })
+            .collect()
+    }
 }
 
 /// A named stage: a rate (or user count) curve segment.
@@ -326,6 +356,32 @@ impl Load {
     /// Is it the open model?
     pub fn is_open(&self) -> bool {
         matches!(self, Load::Open { .. })
+    }
+
+    /// A replay's settings (`model: replay`).
+    pub fn replay(&self) -> Option<&Replay> {
+        match self {
+            Load::Open { replay, .. } => replay.as_ref(),
+            Load::Closed { .. } => None,
+        }
+    }
+
+    /// A replay's recording, read: its stages are cut from it. Nothing for
+    /// another model.
+    pub fn attach(&mut self, recording: std::sync::Arc<crate::model::Recording>) {
+        if let Load::Open { stages, replay: Some(replay), .. } = self {
+            *stages = replay.stages(&recording.per_second(replay.speed));
+            replay.recording = Some(recording);
+        }
+    }
+
+    /// A replay's stages from the arrivals due in each second (`merge`: the
+    /// shards' targets added, the recording not at hand). Nothing for
+    /// another model.
+    pub fn attach_seconds(&mut self, per_second: &[f64]) {
+        if let Load::Open { stages, replay: Some(replay), .. } = self {
+            *stages = replay.stages(per_second);
+        }
     }
 
     /// Total length of the profile.

@@ -44,7 +44,7 @@ pub fn warnings(file: &str, text: &str, scenario: &Scenario, feeders: &[Feeder])
     };
     let mut out = Vec::new();
     out.extend(text_forced_to_numbers(scenario, feeders, &at));
-    let Load::Open { stages, max_in_flight } = &scenario.load else { return Diagnostics(out) };
+    let Load::Open { stages, max_in_flight, .. } = &scenario.load else { return Diagnostics(out) };
     let total_weight: f64 = scenario.flows.iter().map(|f| f64::from(f.weight)).sum();
     if total_weight == 0.0 {
         return Diagnostics(out);
