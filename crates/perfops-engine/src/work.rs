@@ -47,8 +47,9 @@ pub struct Work {
     authority: String,
     /// Default headers (name, value) sent unless a step sets the same name.
     defaults: Vec<(String, Template)>,
-    /// Flow index for each slot of one weight cycle (see [`Work::pick`]).
-    cycle: Vec<u32>,
+    /// Flow index for each slot of one weight cycle (see [`Work::pick`]); a
+    /// replay's: each arrival's recorded flow, shared with its recording.
+    cycle: Arc<[u32]>,
     /// A step through the cycle coprime with its length.
     stride: u64,
     /// Per feeder, which arrivals of a cycle use it ([`Work::feeder_seq`]).
@@ -228,7 +229,7 @@ impl Work {
             authority: target.authority.clone(),
             defaults,
             stride: coprime_stride(cycle.len() as u64),
-            cycle,
+            cycle: cycle.into(),
             feeder_turns: Vec::new(),
             redirects: 0,
         };
@@ -323,6 +324,23 @@ impl Work {
             step.grpc = Some(method);
         }
         Ok(())
+    }
+
+    /// A replay's plan: arrival n runs the flow the recording names for it
+    /// (`flows`, by index, [`Work::pick`]) and takes row n of every feeder
+    /// (a `once` feeder runs out after its rows), `values` among them: the
+    /// recording's value columns as the feeder `replay` (`${replay.NAME}`).
+    /// Nothing changes per request: the pick reads one slot of `flows`
+    /// (stride 1) as it reads one of a weight cycle.
+    pub fn replaying(mut self, flows: Arc<[u32]>, values: Option<Feeder>) -> Work {
+        // `pick` reads slot 0 of a cycle of one without looking: a recording of one arrival is
+        // written twice, so its flow is read.
+        self.cycle = if flows.len() == 1 { Arc::from([flows[0], flows[0]]) } else { flows };
+        self.stride = 1;
+        self.feeders.extend(values);
+        // Row n for arrival n: without a rank per arrival and feeder (8 bytes each).
+        self.feeder_turns = vec![FeederTurns::default(); self.feeders.len()];
+        self
     }
 
     /// Follow up to `hops` redirects within the target (responses are then
@@ -709,6 +727,35 @@ mod tests {
         // ... and not all at the start of the cycle
         let first: Vec<u64> = (0..1001).filter(|&s| w.pick(s) == 0).collect();
         assert_eq!(first.len(), 1);
+    }
+
+    /// A replay: arrival n runs its recorded flow, not one by weight, and takes row n of every
+    /// feeder, the recording's values (`replay`) among them.
+    #[test]
+    fn a_replay_runs_each_arrival_s_recorded_flow_and_row() {
+        use perfops_core::scenario::feeder::FeedMode;
+        let step = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        let flows = || vec![("login".into(), 1, vec![step.clone()]), ("orders".into(), 1000, vec![step.clone()])];
+        let users = Feeder::from_csv("users", "email\nu0\nu1\nu2\n", FeedMode::Cycle).unwrap();
+        let values = Feeder::of_rows("replay", vec!["id".into()], vec![vec!["7".into()], vec!["8".into()]], FeedMode::Cycle);
+        // (recorded flows, each arrival's flow)
+        let cases: [(&[u32], &[usize]); 3] = [
+            // Three logins in a row, then an order: the weights (1:1000) have no say.
+            (&[0, 0, 0, 1], &[0, 0, 0, 1]),
+            // One arrival, of the second flow: read, not taken for the cycle of one's slot 0.
+            (&[1], &[1]),
+            // Orders only.
+            (&[1, 1], &[1, 1]),
+        ];
+        for (i, (recorded, want)) in cases.into_iter().enumerate() {
+            let w = Work::new(&target(), flows(), Vec::new(), HashMap::new(), vec![users.clone()])
+                .replaying(Arc::from(recorded), values.clone());
+            let got: Vec<usize> = (0..want.len() as u64).map(|n| w.pick(n)).collect();
+            assert_eq!(got, want, "case {i}");
+            // Row n of every feeder, whichever flow reads it.
+            assert!((0..4).all(|n| w.feeder_seq(0, n) == Some(n) && w.feeder_seq(1, n) == Some(n)), "case {i}");
+            assert_eq!(w.feeders[1].name(), "replay");
+        }
     }
 
     /// Each arrival that uses a feeder takes its next row, whichever flows

@@ -99,6 +99,16 @@ impl Feeder {
         Ok(Feeder { name: name.to_owned(), columns, rows, mode })
     }
 
+    /// A feeder of `rows` already read, each with a value per column (a
+    /// replay's value columns, one row per arrival); `None` without rows or
+    /// with a row of another width.
+    pub fn of_rows(name: &str, columns: Vec<String>, rows: Vec<Vec<String>>, mode: FeedMode) -> Option<Feeder> {
+        if rows.is_empty() || rows.iter().any(|r| r.len() != columns.len()) {
+            return None;
+        }
+        Some(Feeder { name: name.to_owned(), columns, rows, mode })
+    }
+
     /// The feeder's name, as used in `${name.column}`.
     pub fn name(&self) -> &str {
         &self.name

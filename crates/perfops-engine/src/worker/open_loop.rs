@@ -324,6 +324,26 @@ mod tests {
         assert!(late < 150, "{late} wake-ups for the last 300 arrivals");
     }
 
+    /// A replay is paced as any schedule: its arrivals at their recorded offsets (over the
+    /// speed), a burst at one instant sent in one wake-up, and a shard its arrivals k mod N.
+    #[test]
+    fn a_replay_is_paced_at_its_recorded_offsets() {
+        let text = "# perfops replay v1\noffset_ms,flow\n0,a\n5,a\n5,a\n5,a\n12,a\n";
+        let rec = perfops_core::model::Recording::parse(text, &["a"]).unwrap();
+        // (speed, shard, what the pacer does)
+        let cases: Vec<(f64, Shard, Vec<Paced>)> = vec![
+            // The burst at 5 ms: woken for once, the two others go out with it.
+            (1.0, Shard::WHOLE, vec![(0, 0, false), (1, 5000, true), (2, 5000, false), (3, 5000, false), (4, 12_000, true)]),
+            // Twice as fast: half the offsets.
+            (2.0, Shard::WHOLE, vec![(0, 0, false), (1, 2500, true), (2, 2500, false), (3, 2500, false), (4, 6000, true)]),
+            // Shard 1 of 2: arrivals 1 and 3, at their own due times.
+            (1.0, Shard::WHOLE.split(1, 2), vec![(1, 5000, true), (3, 5000, false)]),
+        ];
+        for (i, (speed, shard, want)) in cases.into_iter().enumerate() {
+            assert_eq!(paced(&rec.schedule(speed).unwrap(), shard), want, "case {i}");
+        }
+    }
+
     /// Latency counts from the due time, or from the send when that came first.
     #[test]
     fn lateness_is_charged_and_earliness_is_not() {
