@@ -66,6 +66,9 @@ impl Cap {
     /// A CSV feeder: 256 MiB, a table held in memory whole (a million rows
     /// of 100 bytes is 100 MiB).
     pub const CSV: Cap = Cap { kind: "CSV file", max_bytes: 256 * MIB };
+    /// A replay file: 256 MiB, read whole and kept as 8 bytes an arrival
+    /// (~10 million arrivals of 25 bytes a line), plus its value columns.
+    pub const REPLAY: Cap = Cap { kind: "replay file", max_bytes: 256 * MIB };
     /// A `.proto` file: 16 MiB (the largest public ones are a few hundred KiB).
     pub const PROTO: Cap = Cap { kind: ".proto file", max_bytes: 16 * MIB };
 }

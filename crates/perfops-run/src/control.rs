@@ -154,6 +154,11 @@ pub(crate) fn staged(model: &LoadModel, stages: impl IntoIterator<Item = (String
         }
         LoadModel::Closed { .. } => return None,
     };
+    // A replay's pieces are its seconds' counts, not its stages: its due times are the
+    // recording's, which no re-plan keeps.
+    if schedule.is_recorded() {
+        return None;
+    }
     let stages: Vec<(String, Duration)> = stages.into_iter().collect();
     let pieces = schedule.segments();
     if pieces.len() != stages.len() || pieces.iter().zip(&stages).any(|(p, s)| p.duration != s.1) {

@@ -61,7 +61,10 @@ pub fn run(args: LimitArgs) -> Result<Exit> {
     }
     args.refused.refuse("limit")?;
     let Some(mut s) = Session::open(&args.session, "limit", &Placement::default())? else { return Ok(Exit::Usage) };
-    let Load::Open { stages, max_in_flight } = &s.scenario.load else {
+    if s.scenario.load.replay().is_some() {
+        bail!(UsageError("`limit` searches arrival rates: a replay's rate is its recording's (run it with `perfops run`, `speed` to scale it)".into()));
+    }
+    let Load::Open { stages, max_in_flight, .. } = &s.scenario.load else {
         bail!(UsageError("`limit` searches arrival rates: the scenario's load must be the open model".into()));
     };
     let max_in_flight = *max_in_flight;

@@ -113,6 +113,86 @@ fn read_csv(folder: &Path, path: &Path) -> std::io::Result<String> {
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
 }
 
+/// A replay's recording (`load: { model: replay, file }`) read beside the
+/// scenario at `path` and attached to its load (its schedule, its stages);
+/// `false`: it could not be, every problem printed at its line of the replay
+/// file (or of the scenario: a `${replay.NAME}` the recording has no column
+/// for). Nothing for another model.
+fn attach_replay(scenario: &mut Scenario, path: &Path) -> bool {
+    use perfops_core::model::Recording;
+    use perfops_core::scenario::template::VarRef;
+    use perfops_core::scenario::{Diagnostic, Diagnostics};
+    let Some(replay) = scenario.load.replay() else { return true };
+    let folder = path.parent().unwrap_or(Path::new("."));
+    let file = folder.join(&replay.file).display().to_string();
+    let text = input::read_beside(folder, Path::new(&replay.file), Cap::REPLAY)
+        .map_err(|e| e.to_string())
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()));
+    let text = match text {
+        Ok(text) => text,
+        Err(why) => {
+            let hint = "a replay file's path is relative to the scenario file's folder".to_owned();
+            let d = replay.at.error(format!("replay file {file}: {why}"), Some(hint));
+            crate::say::tell(&Diagnostics(vec![d]).render(""));
+            return false;
+        }
+    };
+    let flows: Vec<&str> = scenario.flows.iter().map(|f| f.name.as_str()).collect();
+    let recording = match Recording::parse(&text, &flows) {
+        Ok(r) => r,
+        Err(errors) => {
+            let at = |e: perfops_core::model::ReplayError| Diagnostic {
+                file: file.clone(),
+                line: e.line as usize,
+                column: 1,
+                path: String::new(),
+                message: e.message,
+                hint: e.hint,
+            };
+            // Shown with the replay file's own lines.
+            crate::say::tell(&Diagnostics(errors.into_iter().map(at).collect()).render(&text));
+            return false;
+        }
+    };
+    // A `${replay.NAME}` with no such column would render empty: said now, at its place.
+    let unknown: Vec<Diagnostic> = scenario
+        .outside_vars
+        .iter()
+        .filter_map(|u| match &u.var {
+            VarRef::Feeder { feeder, column } if feeder == "replay" && !recording.columns().contains(column) => {
+                let columns = recording.columns().join(", ");
+                Some(u.at.error(
+                    format!("{file} has no value column `{column}` (in `{}`)", u.used_in),
+                    Some(if columns.is_empty() {
+                        "its header is `offset_ms,flow`: add the column after them".to_owned()
+                    } else {
+                        format!("its value columns: {columns}")
+                    }),
+                ))
+            }
+            _ => None,
+        })
+        .collect();
+    if !unknown.is_empty() {
+        let scenario_text = std::fs::read_to_string(path).unwrap_or_default();
+        crate::say::tell(&Diagnostics(unknown).render(&scenario_text));
+        return false;
+    }
+    scenario.load.attach(std::sync::Arc::new(recording));
+    true
+}
+
+/// A replay's plan: each arrival's recorded flow and its values as the
+/// feeder `replay`. The plan as it was for another model.
+pub(crate) fn replaying(work: perfops_engine::Work, load: &Load) -> perfops_engine::Work {
+    use perfops_core::scenario::feeder::FeedMode;
+    let Some(recording) = load.replay().and_then(|r| r.recording.as_ref()) else { return work };
+    let values = (!recording.columns().is_empty())
+        .then(|| Feeder::of_rows("replay", recording.columns().to_vec(), recording.values().to_vec(), FeedMode::Cycle))
+        .flatten();
+    work.replaying(recording.flows(), values)
+}
+
 /// Read and validate a scenario; on errors, print them all and return `None`.
 pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Option<(Scenario, String)>> {
     let bytes = std::fs::read(path)
@@ -138,7 +218,10 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
         }
     };
     match perfops_core::scenario::parse_partial(&path.display().to_string(), &text, overrides) {
-        Ok(s) => {
+        Ok(mut s) => {
+            if !attach_replay(&mut s, path) {
+                return Ok(None);
+            }
             // Which outputs exist, and where a file's may write, is the registry's: at its place.
             let refused = crate::outputs::refused_in_scenario(&s.outputs);
             if !refused.is_empty() {
@@ -180,6 +263,21 @@ pub(crate) fn stage_plans(load: &Load, shard: Shard) -> Vec<StagePlan> {
 
 /// The engine's load model from a scenario's `load`.
 pub(crate) fn load_model(load: &Load) -> Result<LoadModel> {
+    if let Some(replay) = load.replay() {
+        // Read by `load_scenario`; a scenario parsed elsewhere (a fleet's agent) has none.
+        let Some(recording) = &replay.recording else {
+            return Err(anyhow::Error::new(UsageError(format!(
+                "the replay file {} was not read here: a replay runs with `perfops run` (`--shard I/N` on each machine)",
+                replay.file
+            ))));
+        };
+        let schedule = recording.schedule(replay.speed).context("the replay")?;
+        let max_in_flight = match load {
+            Load::Open { max_in_flight, .. } => *max_in_flight,
+            Load::Closed { .. } => 1000,
+        };
+        return Ok(LoadModel::Open { schedule, max_in_flight });
+    }
     let segments: Vec<_> = load.stages().iter().map(|s| s.segment).collect();
     let schedule = Schedule::new(segments.clone()).context("the load profile")?;
     Ok(match load {

@@ -296,7 +296,7 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     let (count, gaps) = check(&parts)?;
     parts.sort_by_key(|p| p.shard.index);
     let first = &parts[0];
-    let scenario = scenario(first)?;
+    let mut scenario = scenario(first)?;
     let meta0 = &first.read.meta;
     let started = meta0
         .start
@@ -335,6 +335,13 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     store.drain(&rx);
 
     let seconds = merge_seconds(&parts);
+    // A replay's stages are cut from its recording's seconds, which the shards' targets add up
+    // to (each shard's is its share of the whole's): the recording itself is not in the results.
+    if scenario.load.replay().is_some() {
+        let targets: Vec<f64> = seconds.iter().map(|iv| iv.target.unwrap_or(0.0)).collect();
+        let last = targets.iter().rposition(|&t| t > 1e-6).map_or(0, |i| i + 1);
+        scenario.load.attach_seconds(&targets[..last]);
+    }
     let stages = crate::loading::stage_plans(&scenario.load, Shard::WHOLE);
     let generator = generators(&parts);
     let (stop_at, short_from) = shortfall(&parts, count);
