@@ -98,6 +98,8 @@ fn scenarios_in_the_docs_pass_check() {
     // What the documented scenarios read besides themselves.
     std::fs::write(work.path.join("users.csv"), "email,password\na@example.com,x\n").unwrap();
     std::fs::copy(root().join("examples/echo.proto"), work.path.join("echo.proto")).unwrap();
+    let recording = "# perfops replay v1\noffset_ms,flow,user\n0,orders,\n40,login,alice\n";
+    std::fs::write(work.path.join("recording.csv"), recording).unwrap();
     let mut checked = 0;
     let mut bad = Vec::new();
     for page in pages() {

@@ -495,8 +495,9 @@ fn all_blocks() -> Vec<Block> {
     out
 }
 
-/// Languages a block of which is something to type, not something shown.
-const INPUT_LANGS: [&str; 6] = ["sh", "yaml", "bash", "promql", "dockerfile", "toml"];
+/// Languages a block of which is something to type, not something shown (`csv`: a file to
+/// write, a feeder's or a replay's).
+const INPUT_LANGS: [&str; 7] = ["sh", "yaml", "bash", "promql", "dockerfile", "toml", "csv"];
 
 /// Every block that shows an output is marked: checked against the program, or illustrative.
 #[test]
