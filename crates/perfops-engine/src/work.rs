@@ -737,7 +737,8 @@ mod tests {
         let step = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
         let flows = || vec![("login".into(), 1, vec![step.clone()]), ("orders".into(), 1000, vec![step.clone()])];
         let users = Feeder::from_csv("users", "email\nu0\nu1\nu2\n", FeedMode::Cycle).unwrap();
-        let values = Feeder::of_rows("replay", vec!["id".into()], vec![vec!["7".into()], vec!["8".into()]], FeedMode::Cycle);
+        let values =
+            Feeder::of_rows("replay", vec!["id".into()], vec![vec!["7".into()], vec!["8".into()]], FeedMode::Cycle);
         // (recorded flows, each arrival's flow)
         let cases: [(&[u32], &[usize]); 3] = [
             // Three logins in a row, then an order: the weights (1:1000) have no say.

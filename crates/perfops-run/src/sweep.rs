@@ -43,7 +43,10 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
     args.refused.refuse("sweep")?;
     let Some(mut s) = Session::open(&args.session, "sweep", &Placement::default())? else { return Ok(Exit::Usage) };
     if s.scenario.load.replay().is_some() {
-        bail!(UsageError("`sweep` runs users in a closed loop: a replay's arrivals are its recording's (run it with `perfops run`)".into()));
+        bail!(UsageError(
+            "`sweep` runs users in a closed loop: a replay's arrivals are its recording's (run it with `perfops run`)"
+                .into()
+        ));
     }
     let think = match &s.scenario.load {
         Load::Closed { think, .. } => *think,

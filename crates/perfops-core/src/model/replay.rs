@@ -176,7 +176,11 @@ impl Recording {
             errors.push(err(line, format!("and {more} more lines with errors"), None));
         }
         if errors.is_empty() && offsets.is_empty() {
-            errors.push(err(header_line, "no arrivals: the recording is empty".into(), Some("one arrival a line after the header")));
+            errors.push(err(
+                header_line,
+                "no arrivals: the recording is empty".into(),
+                Some("one arrival a line after the header"),
+            ));
         }
         if !errors.is_empty() {
             return Err(errors);
@@ -365,8 +369,25 @@ mod tests {
             // Bad offsets, an unknown flow, a line out of order and a short line, each at its line;
             // a comment line between them is counted.
             (
-                file(&["0,login,a", "-5,login,a", "1e3,login,a", "# a note", "x,orders,", "20,logout,", "30,orders,", "10,orders,", "40,orders"]),
-                vec![(4, "offset `-5`"), (5, "offset `1e3`"), (7, "offset `x`"), (8, "unknown flow `logout`"), (10, "comes before the 30 ms of line 9"), (11, "2 fields")],
+                file(&[
+                    "0,login,a",
+                    "-5,login,a",
+                    "1e3,login,a",
+                    "# a note",
+                    "x,orders,",
+                    "20,logout,",
+                    "30,orders,",
+                    "10,orders,",
+                    "40,orders",
+                ]),
+                vec![
+                    (4, "offset `-5`"),
+                    (5, "offset `1e3`"),
+                    (7, "offset `x`"),
+                    (8, "unknown flow `logout`"),
+                    (10, "comes before the 30 ms of line 9"),
+                    (11, "2 fields"),
+                ],
             ),
             // Past 2^32 ms.
             (file(&["5000000000,login,"]), vec![(3, "49.7 days")]),
@@ -399,7 +420,11 @@ mod tests {
         // Every 2 s: the last stage is the 1 s left.
         assert_eq!(
             rates(Some(2)),
-            [("replay 0-2s".to_owned(), 2, 15.0), ("replay 2-4s".to_owned(), 2, 15.0), ("replay 4-5s".to_owned(), 1, 5.0)]
+            [
+                ("replay 0-2s".to_owned(), 2, 15.0),
+                ("replay 2-4s".to_owned(), 2, 15.0),
+                ("replay 4-5s".to_owned(), 1, 5.0)
+            ]
         );
         // `every` longer than the replay: one stage.
         assert_eq!(rates(Some(60)), [("replay".to_owned(), 5, 13.0)]);

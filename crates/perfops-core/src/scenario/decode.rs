@@ -471,9 +471,11 @@ impl Dec<'_> {
         // A replay's value columns are read as `${replay.NAME}`, as a feeder's.
         let model = top.get_node("load").and_then(Node::as_mapping).and_then(|m| m.get_node("model"));
         if model.and_then(Node::as_scalar).is_some_and(|s| s.as_str() == "replay") {
-            if let Some((k, _)) = top.get_node("data").and_then(Node::as_mapping).and_then(|m| {
-                m.iter().find(|(k, _)| k.as_str() == "replay")
-            }) {
+            if let Some((k, _)) = top
+                .get_node("data")
+                .and_then(Node::as_mapping)
+                .and_then(|m| m.iter().find(|(k, _)| k.as_str() == "replay"))
+            {
                 self.at(
                     k.span(),
                     "data.replay",

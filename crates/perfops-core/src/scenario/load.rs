@@ -273,7 +273,8 @@ impl Dec<'_> {
 mod tests {
     use crate::scenario::{Load, parse};
 
-    const HEAD: &str = "name: r\ntarget: http://127.0.0.1:1\nflows:\n  a: { steps: [ { request: \"GET /a?u=${replay.user}\" } ] }\n";
+    const HEAD: &str =
+        "name: r\ntarget: http://127.0.0.1:1\nflows:\n  a: { steps: [ { request: \"GET /a?u=${replay.user}\" } ] }\n";
 
     /// `model: replay`: its fields, what it refuses, and where each error is.
     #[test]
@@ -308,7 +309,10 @@ mod tests {
             match (parse("s.yaml", &text, &[]), want) {
                 (Ok(s), Ok((file, speed, every, in_flight))) => {
                     let Load::Open { stages, max_in_flight, replay: Some(r) } = &s.load else { panic!("case {i}") };
-                    assert_eq!((r.file.as_str(), r.speed, r.stage_every, *max_in_flight), (file, speed, every, in_flight));
+                    assert_eq!(
+                        (r.file.as_str(), r.speed, r.stage_every, *max_in_flight),
+                        (file, speed, every, in_flight)
+                    );
                     assert!(stages.is_empty(), "case {i}: stages come from the recording");
                     // `file:`'s value, for the errors of reading the file.
                     let column = "load: ".len() + load.find("file: ").unwrap() + "file: ".len() + 1;

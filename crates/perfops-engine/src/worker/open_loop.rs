@@ -333,9 +333,17 @@ mod tests {
         // (speed, shard, what the pacer does)
         let cases: Vec<(f64, Shard, Vec<Paced>)> = vec![
             // The burst at 5 ms: woken for once, the two others go out with it.
-            (1.0, Shard::WHOLE, vec![(0, 0, false), (1, 5000, true), (2, 5000, false), (3, 5000, false), (4, 12_000, true)]),
+            (
+                1.0,
+                Shard::WHOLE,
+                vec![(0, 0, false), (1, 5000, true), (2, 5000, false), (3, 5000, false), (4, 12_000, true)],
+            ),
             // Twice as fast: half the offsets.
-            (2.0, Shard::WHOLE, vec![(0, 0, false), (1, 2500, true), (2, 2500, false), (3, 2500, false), (4, 6000, true)]),
+            (
+                2.0,
+                Shard::WHOLE,
+                vec![(0, 0, false), (1, 2500, true), (2, 2500, false), (3, 2500, false), (4, 6000, true)],
+            ),
             // Shard 1 of 2: arrivals 1 and 3, at their own due times.
             (1.0, Shard::WHOLE.split(1, 2), vec![(1, 5000, true), (3, 5000, false)]),
         ];
