@@ -185,12 +185,19 @@ fn attach_replay(scenario: &mut Scenario, path: &Path) -> bool {
 /// A replay's plan: each arrival's recorded flow and its values as the
 /// feeder `replay`. The plan as it was for another model.
 pub(crate) fn replaying(work: perfops_engine::Work, load: &Load) -> perfops_engine::Work {
-    use perfops_core::scenario::feeder::FeedMode;
     let Some(recording) = load.replay().and_then(|r| r.recording.as_ref()) else { return work };
-    let values = (!recording.columns().is_empty())
-        .then(|| Feeder::of_rows("replay", recording.columns().to_vec(), recording.values().to_vec(), FeedMode::Cycle))
-        .flatten();
-    work.replaying(recording.flows(), values)
+    work.replaying(recording.flows(), replay_values(load))
+}
+
+/// A replay's value columns as the feeder `replay` (`${replay.NAME}`), a row
+/// per arrival; `None` without value columns or for another model.
+pub(crate) fn replay_values(load: &Load) -> Option<Feeder> {
+    use perfops_core::scenario::feeder::FeedMode;
+    let recording = load.replay().and_then(|r| r.recording.as_ref())?;
+    if recording.columns().is_empty() {
+        return None;
+    }
+    Feeder::of_rows("replay", recording.columns().to_vec(), recording.values().to_vec(), FeedMode::Cycle)
 }
 
 /// Read and validate a scenario; on errors, print them all and return `None`.

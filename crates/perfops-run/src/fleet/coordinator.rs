@@ -251,6 +251,15 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
         linger(fleet.members);
         return Ok(Exit::Usage);
     };
+    // An agent has the scenario's text, not the recording beside it.
+    if s.scenario.load.replay().is_some() {
+        fleet.say_all(&Control::Bye);
+        linger(fleet.members);
+        return Err(anyhow::Error::new(crate::exit::UsageError(
+            "a replay is not run by agents: run `perfops run --shard I/N --start-at T` on each machine, then `perfops merge`"
+                .into(),
+        )));
+    }
     fleet.open(s.dir.path());
     let stages = crate::loading::stage_plans(&s.scenario.load, Shard::WHOLE);
     let model = crate::loading::load_model(&s.scenario.load)?;
