@@ -91,11 +91,14 @@ impl Recording {
             message,
             hint: hint.map(str::to_owned),
         };
+        // Lines counted once, from one record to the next: counting from the file's start for
+        // each record took minutes for a million lines.
+        let mut lines = Lines { text: text.as_bytes(), at: 0, line: 1 };
         let header = match reader.headers() {
             Ok(h) => h.clone(),
-            Err(e) => return Err(vec![csv_error(text, &e)]),
+            Err(e) => return Err(vec![csv_error(&mut lines, &e)]),
         };
-        let header_line = header.position().map_or(2, |p| line_at(text, p.byte()));
+        let header_line = header.position().map_or(2, |p| lines.of(p.byte()));
         let names: Vec<&str> = header.iter().collect();
         if names.len() < 2 || names[0] != "offset_ms" || names[1] != "flow" {
             return Err(vec![err(
@@ -128,11 +131,11 @@ impl Recording {
             let record = match record {
                 Ok(r) => r,
                 Err(e) => {
-                    push(csv_error(text, &e), &mut errors);
+                    push(csv_error(&mut lines, &e), &mut errors);
                     continue;
                 }
             };
-            let line = record.position().map_or(0, |p| line_at(text, p.byte()));
+            let line = record.position().map_or(0, |p| lines.of(p.byte()));
             if offsets.len() == MAX_ARRIVALS {
                 push(
                     err(line, format!("more than {MAX_ARRIVALS} arrivals"), Some("split the recording in parts")),
@@ -264,9 +267,9 @@ fn offset_ms(field: &str) -> Result<u32, &'static str> {
     Ok(ms as u32)
 }
 
-/// A [`ReplayError`] from a csv error, with the line counted in `text`.
-fn csv_error(text: &str, err: &csv::Error) -> ReplayError {
-    let line = err.position().map_or(1, |p| line_at(text, p.byte()));
+/// A [`ReplayError`] from a csv error, at its line.
+fn csv_error(lines: &mut Lines<'_>, err: &csv::Error) -> ReplayError {
+    let line = err.position().map_or(1, |p| lines.of(p.byte()));
     let (message, hint) = match err.kind() {
         csv::ErrorKind::UnequalLengths { expected_len, len, .. } => (
             format!("{len} fields, the header has {expected_len}"),
@@ -278,23 +281,39 @@ fn csv_error(text: &str, err: &csv::Error) -> ReplayError {
     ReplayError { line, message, hint }
 }
 
-/// The 1-based line of the record that starts at `byte` (blank and comment
-/// lines before it skipped, as the csv reader skips them).
-fn line_at(text: &str, byte: u64) -> u64 {
-    let start = usize::try_from(byte).unwrap_or(usize::MAX).min(text.len());
-    let mut at = start;
-    let bytes = text.as_bytes();
-    loop {
-        while at < bytes.len() && matches!(bytes[at], b'\r' | b'\n') {
-            at += 1;
+/// The lines of a text read in order: [`Lines::of`] counts from the last record asked for.
+struct Lines<'t> {
+    text: &'t [u8],
+    /// Counted up to here...
+    at: usize,
+    /// ... where this line is.
+    line: u64,
+}
+
+impl Lines<'_> {
+    /// The 1-based line of the record that starts at `byte` (blank and comment lines before it
+    /// skipped, as the csv reader skips them). Records are asked for in order; one before the
+    /// last asked for is counted from the start.
+    fn of(&mut self, byte: u64) -> u64 {
+        let bytes = self.text;
+        let mut at = usize::try_from(byte).unwrap_or(usize::MAX).min(bytes.len());
+        loop {
+            while at < bytes.len() && matches!(bytes[at], b'\r' | b'\n') {
+                at += 1;
+            }
+            if at < bytes.len() && bytes[at] == b'#' {
+                at += bytes[at..].iter().position(|&b| b == b'\n').unwrap_or(bytes.len() - at);
+                continue;
+            }
+            break;
         }
-        if at < bytes.len() && bytes[at] == b'#' {
-            at += bytes[at..].iter().position(|&b| b == b'\n').unwrap_or(bytes.len() - at);
-            continue;
+        if at < self.at {
+            (self.at, self.line) = (0, 1);
         }
-        break;
+        self.line += memchr::memchr_iter(b'\n', &bytes[self.at..at]).count() as u64;
+        self.at = at;
+        self.line
     }
-    1 + bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 #[cfg(test)]
