@@ -220,6 +220,22 @@ mod tests {
         }
     }
 
+    /// A replay is not steered by hand: its due times are its recording's, which a re-plan (a
+    /// rate curve) would not keep, even where its stages are its pieces one for one (a stage a
+    /// second); the same curve as an open model's stages is.
+    #[test]
+    fn a_replay_is_not_steered() {
+        let text = "# perfops replay v1\noffset_ms,flow\n0,a\n10,a\n1500,a\n";
+        let recording = perfops_core::model::Recording::parse(text, &["a"]).unwrap();
+        let schedule = recording.schedule(1.0).unwrap();
+        let seconds = || (0..2).map(|i| (format!("replay {i}-{}s", i + 1), Duration::from_secs(1)));
+        let replay = LoadModel::Open { schedule: schedule.clone(), max_in_flight: 10 };
+        assert_eq!(staged(&replay, seconds()), None);
+        let curve = perfops_core::model::Schedule::new(schedule.segments().to_vec()).unwrap();
+        let open = LoadModel::Open { schedule: curve, max_in_flight: 10 };
+        assert!(staged(&open, seconds()).is_some(), "the same pieces as a rate curve");
+    }
+
     /// What an agent takes from its coordinator's wire, and what it refuses.
     #[test]
     fn a_relayed_action_is_checked_before_it_is_taken() {
