@@ -55,7 +55,4 @@ pub enum ImportError {
     /// The input was read but is not what the importer reads.
     #[error("{0}")]
     Input(String),
-    /// This importer is not in this build yet.
-    #[error("`perfops import {0}` is not available yet in this build: no scenario was written")]
-    NotAvailable(&'static str),
 }

@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Demo, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
+use common::{Demo, RUN_LIMIT, Workdir, free_port, shared, spawn_perfops};
 use serde_json::Value;
 
 /// Whether the live page answers 200 (the run started).
@@ -53,26 +53,10 @@ fn an_action_on_a_coordinator_reaches_every_agent_at_one_second() {
     let demo = Demo::start(&["--model", "async"]);
     let wd = Workdir::new("steered-fleet");
     let scenario = wd.scenario("fleet.yaml", &FLEET.replace("@URL@", &demo.url));
-    let listen = format!("127.0.0.1:{}", free_port());
     let addr = format!("127.0.0.1:{}", free_port());
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
     let live = format!("--live={addr}");
-    let coord = wd.spawn(
-        "coordinator",
-        &scenario,
-        &["--agents", "2", "--listen", &listen, "--workers", "1", "--join-timeout", "20s", &live],
-        |c| {
-            c.env("PERFOPS_TOKEN", TOKEN);
-        },
-    );
-    let join = format!("https://{listen}");
-    let agents: Vec<Running> = (0..2)
-        .map(|_| {
-            spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
-                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX");
-            })
-        })
-        .collect();
+    let (coord, agents) = wd.fleet(&scenario, 2, TOKEN, &[&live]);
     let started = Instant::now();
     while !page_up(&addr) {
         assert!(started.elapsed() < Duration::from_secs(30), "no live page at {addr}");

@@ -458,26 +458,10 @@ fn a_coordinator_of_three_agents_serves_the_merged_seconds() {
     let demo = Demo::start(&["--model", "async"]);
     let wd = Workdir::new("live-fleet");
     let scenario = wd.scenario("fleet.yaml", &FLEET.replace("@URL@", &demo.url));
-    let listen = format!("127.0.0.1:{}", free_port());
     let addr = format!("127.0.0.1:{}", free_port());
     const TOKEN: &str = "0123456789abcdef0123456789abcdef";
     let live = format!("--live={addr}");
-    let mut coord = wd.spawn(
-        "coordinator",
-        &scenario,
-        &["--agents", "3", "--listen", &listen, "--workers", "1", "--join-timeout", "20s", &live],
-        |c| {
-            c.env("PERFOPS_TOKEN", TOKEN);
-        },
-    );
-    let join = format!("https://{listen}");
-    let agents: Vec<Running> = (0..3)
-        .map(|_| {
-            spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
-                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX");
-            })
-        })
-        .collect();
+    let (mut coord, agents) = wd.fleet(&scenario, 3, TOKEN, &[&live]);
     wait_for_page(&addr, &mut coord);
     let got = drive(&json!([
         ["open", format!("http://{addr}/")],

@@ -17,7 +17,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Workdir, shared};
 use perfops_testkit::receivers::{self, Prometheus};
 use serde_json::Value;
 
@@ -248,23 +248,7 @@ fn a_fleet_pushes_once_over_otlp_from_its_coordinator() {
     let yaml = TWO_STAGES.replace("target: demo:async?io_wait=10ms", &format!("target: {}", demo.url))
         + &format!("outputs: [ \"otlp={}\" ]\n", prom.otlp_url());
     let file = w.scenario("fleet.yaml", &yaml);
-    let listen = format!("127.0.0.1:{}", free_port());
-    let coord = w.spawn(
-        "coordinator",
-        &file,
-        &["--agents", "3", "--listen", &listen, "--workers", "1", "--join-timeout", "20s"],
-        |c| {
-            c.env("PERFOPS_TOKEN", TOKEN);
-        },
-    );
-    let join = format!("https://{listen}");
-    let agents: Vec<Running> = (0..3)
-        .map(|_| {
-            spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
-                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX");
-            })
-        })
-        .collect();
+    let (coord, agents) = w.fleet(&file, 3, TOKEN, &[]);
     let out = coord.wait(RUN_LIMIT);
     let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
     out.assert_exit(0);

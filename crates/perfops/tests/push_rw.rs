@@ -18,7 +18,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, free_port, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, shared};
 use perfops_testkit::receivers::{self, Prometheus, PrometheusOptions};
 use serde_json::Value;
 
@@ -340,23 +340,7 @@ fn a_fleet_pushes_once_from_its_coordinator() {
     let w = Workdir::new("push-rw-fleet");
     let outputs = format!("outputs: [ \"prometheus-rw={}\" ]\n", prom.remote_write_url());
     let file = w.scenario("fleet.yaml", &scenario("fleet", &demo.url, &outputs));
-    let listen = format!("127.0.0.1:{}", free_port());
-    let coord = w.spawn(
-        "coordinator",
-        &file,
-        &["--agents", "3", "--listen", &listen, "--workers", "1", "--join-timeout", "20s"],
-        |c| {
-            c.env("PERFOPS_TOKEN", TOKEN);
-        },
-    );
-    let join = format!("https://{listen}");
-    let agents: Vec<Running> = (0..3)
-        .map(|_| {
-            spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
-                c.env("PERFOPS_TOKEN", TOKEN).env_remove("JOB_COMPLETION_INDEX");
-            })
-        })
-        .collect();
+    let (coord, agents) = w.fleet(&file, 3, TOKEN, &[]);
     let out = coord.wait(RUN_LIMIT);
     let agents: Vec<Finished> = agents.into_iter().map(|a| a.wait(RUN_LIMIT)).collect();
     out.assert_exit(0);

@@ -96,6 +96,30 @@ impl Workdir {
         spawn_perfops(&args, configure)
     }
 
+    /// A fleet on loopback: `perfops coordinator SCENARIO --agents N` on a
+    /// free port (one worker each, 20 s to join, `extra` after), and N
+    /// agents joining it, all with `token`.
+    #[allow(dead_code)] // not every test file runs a fleet
+    pub fn fleet(&self, scenario: &Path, agents: usize, token: &str, extra: &[&str]) -> (Running, Vec<Running>) {
+        let listen = format!("127.0.0.1:{}", free_port());
+        let n = agents.to_string();
+        let mut args =
+            vec!["--agents", n.as_str(), "--listen", listen.as_str(), "--workers", "1", "--join-timeout", "20s"];
+        args.extend_from_slice(extra);
+        let coordinator = self.spawn("coordinator", scenario, &args, |c| {
+            c.env("PERFOPS_TOKEN", token);
+        });
+        let join = format!("https://{listen}");
+        let agents = (0..agents)
+            .map(|_| {
+                spawn_perfops(&["agent", "--join", &join, "--connect-timeout", "20s"], |c| {
+                    c.env("PERFOPS_TOKEN", token).env_remove("JOB_COMPLETION_INDEX");
+                })
+            })
+            .collect();
+        (coordinator, agents)
+    }
+
     /// The results directories under `runs/`.
     pub fn result_dirs(&self) -> Vec<PathBuf> {
         let Ok(entries) = std::fs::read_dir(self.runs()) else { return Vec::new() };
