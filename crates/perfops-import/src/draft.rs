@@ -133,6 +133,8 @@ pub struct Load {
     pub stages: Vec<Stage>,
     /// `max_in_flight:`.
     pub max_in_flight: Option<u64>,
+    /// `model: replay` with this `file:` (the stages are then unused).
+    pub replay: Option<String>,
 }
 
 /// One open-model stage.
@@ -377,8 +379,12 @@ impl Draft {
         }
         if let Some(load) = &self.load {
             comments(&mut out, 0, &load.comments);
-            out.push_str("load:\n  model: open\n  stages:\n");
-            for s in &load.stages {
+            if let Some(file) = &load.replay {
+                let _ = writeln!(out, "load:\n  model: replay\n  file: {}\n  speed: 1", quote(file));
+            } else {
+                out.push_str("load:\n  model: open\n  stages:\n");
+            }
+            for s in load.stages.iter().filter(|_| load.replay.is_none()) {
                 let name = s.name.as_ref().map_or(String::new(), |n| format!("name: {}, ", quote(n)));
                 let body = match s.kind {
                     StageKind::Hold { rate: r, hold } => format!("rate: {}, hold: {}", rate(r), quote(&duration(hold))),
@@ -523,6 +529,7 @@ mod tests {
                     },
                 ],
                 max_in_flight: Some(1000),
+                replay: None,
             }),
             slo: vec!["p95 < 500ms".into(), "errors < 1%".into()],
         }

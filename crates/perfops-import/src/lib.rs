@@ -41,7 +41,7 @@ pub struct DataFile {
     pub text: String,
 }
 
-/// Why an import wrote nothing. Every variant is about the input (exit 2).
+/// Why an import wrote nothing. Every variant but `Replay` (exit 3) is about the input (exit 2).
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
     /// The input file could not be read.
@@ -55,4 +55,7 @@ pub enum ImportError {
     /// The input was read but is not what the importer reads.
     #[error("{0}")]
     Input(String),
+    /// The replay file could not be written whole (`--replay`).
+    #[error("the replay file: {0}")]
+    Replay(String),
 }

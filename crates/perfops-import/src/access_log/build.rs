@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::Options;
 use super::endpoint::{Part, display};
 use super::line::Skip;
+use super::replay::{Plan, Route};
 use super::tally::{Endpoint, Tally};
 use crate::draft::{Draft, FeedMode, Feeder, Flow, Load, Stage, StageKind, Step, Text};
 use crate::{DataFile, ImportError, Imported};
@@ -160,6 +161,7 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
             },
         ],
         max_in_flight: None,
+        replay: None,
     };
 
     let mut comments = vec![
@@ -246,6 +248,74 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
     };
     let summary = summary(t, &draft, mean, peak, span_s, &weights, &counted);
     Ok(Imported { draft, files, summary })
+}
+
+/// `--replay`: the scenario of [`build`] with one single-request flow per
+/// endpoint (named as the endpoint, its values `${replay.NAME}`) and a replay
+/// load, no feeders; and the plan of the replay file's rows.
+pub(super) fn build_replay(t: &Tally, o: &Options, file_name: &str) -> Result<(Imported, Plan), ImportError> {
+    let replay_file = o.replay.clone().unwrap_or_default();
+    let mut imported = build(t, o, file_name)?;
+    let mut plan = Plan::default();
+    let mut flows = Vec::new();
+    for (ep, feeder) in t.endpoints.iter().zip(plan_feeders(t, o)) {
+        // The same column names as the feeders' (`id`, `id_2`, `query`), shared by the endpoints.
+        let feeder = feeder.map(|p| FeederPlan { name: "replay".into(), ..p });
+        let mut column = |c: &str| match plan.columns.iter().position(|x| x == c) {
+            Some(i) => i,
+            None => {
+                plan.columns.push(c.to_string());
+                plan.columns.len() - 1
+            }
+        };
+        let (holes, query) = match &feeder {
+            Some(f) => (f.columns.iter().map(|c| column(c)).collect(), f.query.then(|| column("query"))),
+            None => (Vec::new(), None),
+        };
+        let mut step = step(ep, &feeder, o);
+        let comments = std::mem::take(&mut step.comments);
+        let name = endpoint_name(ep);
+        plan.routes.insert((ep.method, ep.parts.clone()), Route { flow: name.clone(), holes, query });
+        flows.push(Flow { name, comments, weight: ep.count, steps: vec![step] });
+    }
+    let counted: Vec<u64> = flows.iter().map(|f| f.weight).collect();
+    for (f, w) in flows.iter_mut().zip(reduce(&counted)) {
+        f.weight = w;
+    }
+    let d = &mut imported.draft;
+    let mut comments: Vec<String> = d.comments.iter().take(2).cloned().collect();
+    comments.push(format!(
+        "Endpoints: {}, each a flow of one request; identifiers in paths{} are the replay file's value columns (`${{replay.NAME}}`), taken line by line from the log.",
+        t.endpoints.len(),
+        if o.keep_query { " and query strings" } else { "" }
+    ));
+    comments.push(
+        "Sessions are not used with --replay: each logged request is one arrival of its endpoint's flow, at its recorded offset."
+            .into(),
+    );
+    comments.extend(
+        d.comments
+            .iter()
+            .skip(2)
+            .filter(|c| c.starts_with("The log holds") || c.starts_with("Read short") || c.contains("past the first"))
+            .cloned(),
+    );
+    d.comments = comments;
+    d.flows = flows;
+    d.data = Vec::new();
+    imported.files = Vec::new();
+    d.load = Some(Load {
+        comments: vec![
+            format!(
+                "Replays the log's requests at their recorded offsets ({replay_file}, written by --replay; the offsets are the log's, from its first request)."
+            ),
+            "`speed: 2` sends them twice as fast, `speed: 0.5` at half speed.".into(),
+        ],
+        stages: Vec::new(),
+        max_in_flight: None,
+        replay: Some(replay_file),
+    });
+    Ok((imported, plan))
 }
 
 /// `GET /orders/{id}`.
@@ -559,7 +629,7 @@ fn fmt_rate(r: f64) -> String {
     }
 }
 
-fn fmt_span(s: f64) -> String {
+pub(super) fn fmt_span(s: f64) -> String {
     match s {
         s if s < 120.0 => format!("{s:.0} s"),
         s if s < 7200.0 => format!("{:.1} min", s / 60.0),

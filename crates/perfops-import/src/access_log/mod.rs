@@ -33,10 +33,11 @@
 mod build;
 pub mod endpoint;
 pub mod line;
+pub mod replay;
 pub mod tally;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -71,6 +72,9 @@ pub struct Options {
     pub data_prefix: String,
     /// Flows written at most (the least frequent endpoints past it are left out, and said so).
     pub max_flows: usize,
+    /// `--replay`: the replay file's name (beside the scenario); the scenario
+    /// replays it, one single-request flow per endpoint (`replay.rs`).
+    pub replay: Option<String>,
 }
 
 impl Default for Options {
@@ -86,6 +90,7 @@ impl Default for Options {
             headers: Vec::new(),
             data_prefix: "scenario".into(),
             max_flows: 100,
+            replay: None,
         }
     }
 }
@@ -103,24 +108,121 @@ pub fn import(path: &Path, options: &Options) -> Result<Imported, ImportError> {
     build::build(&tally, options, &file_name)
 }
 
-/// Tally every line of `input` (gzip'd or not).
-pub fn read(input: impl Read, options: &Options, limits: Limits) -> std::io::Result<tally::Tally> {
+/// Read the log at `path` into a scenario that replays it, and its requests
+/// into `out` as a replay file (format 1; see `replay.rs`). The log is read
+/// twice: once for its endpoints (the flows and the file's columns), once for
+/// the rows, so that neither pass holds its lines.
+pub fn import_replay(
+    path: &Path,
+    options: &Options,
+    out: impl Write,
+) -> Result<(Imported, replay::Written), ImportError> {
+    let read_err = |source| ImportError::Read { path: path.to_path_buf(), source };
+    let file = File::open(path).map_err(read_err)?;
+    let limits = Limits {
+        session_gap_us: i64::try_from(options.session_gap.as_micros()).unwrap_or(i64::MAX),
+        ..Limits::default()
+    };
+    let tally = read(file, options, limits).map_err(read_err)?;
+    let file_name = path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let (mut imported, plan) = build::build_replay(&tally, options, &file_name)?;
+    let file = File::open(path).map_err(read_err)?;
+    let written = write_rows(file, options, &plan, out).map_err(|e| match e {
+        RowsError::Read(source) => read_err(source),
+        RowsError::Write(e) => ImportError::Replay(e.to_string()),
+    })?;
+    imported.summary.push(format!(
+        "replay: {} rows over {}; {} lines out of order by more than the {} s window left out{}",
+        written.rows,
+        build::fmt_span(f64::from(written.last_ms) / 1000.0),
+        written.out_of_order,
+        replay::WINDOW_US / 1_000_000,
+        if written.untracked > 0 {
+            format!(", {} requests of endpoints without a flow", written.untracked)
+        } else {
+            String::new()
+        }
+    ));
+    Ok((imported, written))
+}
+
+enum RowsError {
+    Read(std::io::Error),
+    Write(replay::WriteError),
+}
+
+/// The second pass of [`import_replay`]: every request of `input` as a row.
+fn write_rows(
+    input: impl Read,
+    options: &Options,
+    plan: &replay::Plan,
+    out: impl Write,
+) -> Result<replay::Written, RowsError> {
+    let mut w = replay::Writer::new(out, &plan.columns).map_err(|e| RowsError::Write(e.into()))?;
+    let mut failed = None;
+    let mut each = |bytes: &[u8], too_long: bool| {
+        if too_long || failed.is_some() {
+            return;
+        }
+        let Ok(text) = std::str::from_utf8(bytes) else { return };
+        let text = text.trim_end_matches('\r');
+        if text.trim().is_empty() {
+            return;
+        }
+        let Ok(r) = line::parse(text, options.format, &options.fields) else { return };
+        let (parts, values) = endpoint::template(&r.path);
+        let Some(route) = plan.routes.get(&(r.method, parts)) else {
+            w.written.untracked += 1;
+            return;
+        };
+        let mut cells: Vec<(usize, &str)> = route.holes.iter().zip(&values).map(|(c, v)| (*c, v.as_str())).collect();
+        let query = route.query.map(|c| (c, replay::without_credentials(&r.query)));
+        if let Some((c, q)) = &query {
+            cells.push((*c, q.as_str()));
+        }
+        if let Err(e) = w.push(r.time_us, &route.flow, &cells) {
+            failed = Some(e);
+        }
+    };
+    stream(input, &mut each).map_err(RowsError::Read)?;
+    if let Some(e) = failed {
+        return Err(RowsError::Write(e));
+    }
+    let (_, written) = w.finish().map_err(RowsError::Write)?;
+    Ok(written)
+}
+
+/// Every line of `input` (gzip'd or not) to `each`; a gzip stream damaged or
+/// cut short ends it, and its error is returned (what came before is read).
+fn stream(input: impl Read, each: &mut impl FnMut(&[u8], bool)) -> std::io::Result<Option<std::io::Error>> {
     let mut plain = BufReader::with_capacity(256 * 1024, input);
     let gzip = plain.fill_buf()?.starts_with(&[0x1f, 0x8b]);
-    let mut tally = tally::Tally::new(limits);
     if gzip {
         let mut inflated = BufReader::with_capacity(256 * 1024, flate2::bufread::MultiGzDecoder::new(plain));
-        lines(&mut inflated, options, &mut tally, true)?;
+        lines(&mut inflated, each, true)
     } else {
-        lines(&mut plain, options, &mut tally, false)?;
+        lines(&mut plain, each, false)
+    }
+}
+
+/// Tally every line of `input` (gzip'd or not).
+pub fn read(input: impl Read, options: &Options, limits: Limits) -> std::io::Result<tally::Tally> {
+    let mut tally = tally::Tally::new(limits);
+    let cut = stream(input, &mut |bytes, too_long| one(bytes, too_long, options, &mut tally))?;
+    if let Some(e) = cut {
+        tally.cut_short = Some(format!("the gzip stream is damaged or cut short after line {}: {e}", tally.lines));
     }
     tally.finish();
     Ok(tally)
 }
 
 /// Read lines of at most [`MAX_LINE_BYTES`] (a longer one is skipped as it
-/// streams by, never held whole) into `tally`.
-fn lines(r: &mut impl BufRead, options: &Options, tally: &mut tally::Tally, gzip: bool) -> std::io::Result<()> {
+/// streams by, never held whole) into `each` (the line, and whether it was too long).
+fn lines(
+    r: &mut impl BufRead,
+    each: &mut impl FnMut(&[u8], bool),
+    gzip: bool,
+) -> std::io::Result<Option<std::io::Error>> {
     let mut line = Vec::with_capacity(4096);
     let mut too_long = false;
     loop {
@@ -129,16 +231,12 @@ fn lines(r: &mut impl BufRead, options: &Options, tally: &mut tally::Tally, gzip
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             // A gzip stream that ends early (a log copied while written) or
             // whose bytes are damaged: what came before it is kept, and said.
-            Err(e) if gzip => {
-                tally.cut_short =
-                    Some(format!("the gzip stream is damaged or cut short after line {}: {e}", tally.lines));
-                break;
-            }
+            Err(e) if gzip => return Ok(Some(e)),
             Err(e) => return Err(e),
         };
         if chunk.is_empty() {
             if !line.is_empty() || too_long {
-                one(&line, too_long, options, tally);
+                each(&line, too_long);
             }
             break;
         }
@@ -153,12 +251,12 @@ fn lines(r: &mut impl BufRead, options: &Options, tally: &mut tally::Tally, gzip
         }
         r.consume(take + usize::from(end));
         if end {
-            one(&line, too_long, options, tally);
+            each(&line, too_long);
             line.clear();
             too_long = false;
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 /// One line (without its `\n`).
@@ -299,6 +397,43 @@ mod tests {
         assert!(said.contains("access_token, apiKey") && said.contains("in 2 requests"), "{said}");
         let all = format!("{said}{}{feeder}", imported.draft.render());
         assert!(!all.contains("s3cr3t"), "{all}");
+    }
+
+    /// `--replay`: one flow per endpoint, a replay load, and every request a
+    /// row in time order (the log's slightly late lines put in their place),
+    /// the ids as a column; the file is what `run` reads, the scenario what
+    /// `check` reads; no credential reaches either.
+    #[test]
+    fn replay_file() {
+        let lines = [
+            clf(0, 1, "POST /auth", 200),
+            clf(2, 2, "GET /orders/17?page=1&access_token=s3cr3t", 200),
+            clf(1, 3, "GET /orders/42", 200), // logged late (a slow response): written before
+            clf(3, 1, "GET /health", 200),
+        ];
+        let dir = std::env::temp_dir().join(format!("perfops-import-replay-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let log = dir.join("access.log");
+        std::fs::write(&log, lines.join("\n")).expect("written");
+        let o = Options { replay: Some("rec.csv".into()), ..Options::default() };
+        let mut out = Vec::new();
+        let (imported, written) = import_replay(&log, &o, &mut out).expect("imported");
+        std::fs::remove_dir_all(&dir).expect("removed");
+        let text = String::from_utf8(out).expect("text");
+        assert_eq!(
+            text,
+            "# perfops replay v1\noffset_ms,flow,id,query\n0,POST /auth,,\n1000,GET /orders/{id},42,\n\
+             2000,GET /orders/{id},17,page=1\n3000,GET /health,,\n"
+        );
+        assert_eq!((written.rows, written.out_of_order), (4, 0));
+        let flows: Vec<&str> = imported.draft.flows.iter().map(|f| f.name.as_str()).collect();
+        perfops_core::model::replay::Recording::parse(&text, &flows).expect("run reads it");
+        let yaml = imported.draft.render();
+        assert!(yaml.contains("model: replay\n  file: \"rec.csv\""), "{yaml}");
+        assert!(yaml.contains("/orders/${replay.id}?${replay.query}"), "{yaml}");
+        assert!(imported.files.is_empty());
+        perfops_core::scenario::parse("imported.yaml", &yaml, &[]).unwrap_or_else(|e| panic!("{yaml}\n{e}"));
+        assert!(!format!("{yaml}{text}").contains("s3cr3t"));
     }
 
     /// Bad input, each a count with examples or a clear error, never a panic.

@@ -276,6 +276,7 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
                 kind: draft::StageKind::Hold { rate: 1.0, hold: Duration::from_secs(60) },
             }],
             max_in_flight: None,
+            replay: None,
         }),
         ..Draft::default()
     };
