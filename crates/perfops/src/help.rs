@@ -156,7 +156,8 @@ Examples:
   perfops import access-log /var/log/nginx/access.log --out imported.yaml
   perfops import access-log access.log.gz --scale 3 --out x3.yaml
   perfops import access-log access.jsonl --field path=uri,time=ts --out imported.yaml
-  perfops import access-log access.log -H 'Authorization: Bearer ${env.TOKEN}' --out imported.yaml";
+  perfops import access-log access.log -H 'Authorization: Bearer ${env.TOKEN}' --out imported.yaml
+  perfops import access-log access.log --replay recorded.csv --out replay.yaml";
 
 pub(crate) const IMPORT_HAR: &str = "\
 Examples:

@@ -17,6 +17,13 @@ use crate::cli::import::{ImportCommand, ImportFlags, OutFlags};
 /// Run `perfops import ...`.
 pub(crate) fn run(flags: ImportFlags) -> Result<Exit> {
     let (imported, out) = match flags.what {
+        ImportCommand::AccessLog(f) if f.replay.is_some() => {
+            let prefix = data_prefix(&f.out);
+            let (file, options) = f.options(prefix).map_err(UsageError)?;
+            let name = options.replay.clone().unwrap_or_default();
+            let imported = replay(&file, &options, &folder(f.out.out.as_deref()).join(name))?;
+            return write(&imported, f.out.out.as_deref());
+        }
         ImportCommand::AccessLog(f) => {
             let prefix = data_prefix(&f.out);
             let (file, options) = f.options(prefix).map_err(UsageError)?;
@@ -31,6 +38,36 @@ pub(crate) fn run(flags: ImportFlags) -> Result<Exit> {
     write(&imported, out.out.as_deref())
 }
 
+/// `--replay`: the scenario, and the replay file written to a temporary file
+/// beside `path`, renamed to it once whole (a file cut short is never left
+/// where `run` would read it).
+fn replay(log: &Path, options: &perfops_import::access_log::Options, path: &Path) -> Result<Imported> {
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
+    let file = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
+    let result = perfops_import::access_log::import_replay(log, options, std::io::BufWriter::new(file));
+    let imported = match result {
+        Ok((imported, _)) => imported,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(match e {
+                ImportError::Replay(_) => anyhow::anyhow!("{e} ({})", path.display()),
+                e => UsageError(e.to_string()).into(),
+            });
+        }
+    };
+    std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    let mut imported = imported;
+    imported.summary.push(format!("wrote {}", path.display()));
+    Ok(imported)
+}
+
+/// The folder the scenario (and what goes beside it) is written to.
+fn folder(out: Option<&Path>) -> PathBuf {
+    let dir: PathBuf = out.and_then(Path::parent).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+    if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir }
+}
+
 /// What the feeders' file names start with: the scenario file's stem, or `import` on stdout.
 fn data_prefix(out: &OutFlags) -> String {
     out.out
@@ -40,8 +77,7 @@ fn data_prefix(out: &OutFlags) -> String {
 }
 
 fn write(imported: &Imported, out: Option<&Path>) -> Result<Exit> {
-    let dir: PathBuf = out.and_then(Path::parent).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-    let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+    let dir = folder(out);
     let mut lines: Vec<String> = imported.summary.iter().map(|l| format!("  {l}")).collect();
     for f in &imported.files {
         // The names are ours (`STEM-WORDS.csv`); a separator in one would be a bug, not a path to follow.

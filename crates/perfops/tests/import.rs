@@ -56,6 +56,17 @@ fn token(demo: SocketAddr) -> String {
     answer[from..from + answer[from..].find('"').expect("end of the token")].to_string()
 }
 
+/// Requests the demo answered 200 on `path`, from its own counters (`/metrics`).
+fn answered(demo: SocketAddr, path: &str) -> u64 {
+    let mut s = TcpStream::connect(demo).expect("connect to the demo");
+    s.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: demo\r\nConnection: close\r\n\r\n").expect("ask /metrics");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("read /metrics");
+    let want = format!("demo_requests_total{{path=\"{path}\",code=\"200\"}} ");
+    text.lines().find_map(|l| l.strip_prefix(&want)).map_or(0, |n| n.trim().parse().expect("a count"))
+}
+
 /// `perfops ARGS` with `env`, to completion.
 fn perfops(args: &[&str], env: &[(&str, &str)]) -> common::Finished {
     spawn_perfops(args, |c| {
@@ -178,6 +189,53 @@ fn nginx_logs_of_a_known_mix() {
     let s = run_briefly(&wd, &imported, &[("TOKEN", &token)]);
     assert_eq!(s["total"]["failures"], serde_json::json!({}), "no 4xx, no failure at all\n{s:#}");
     assert!(s["total"]["completed"].as_u64().unwrap_or(0) > 100, "it ran: {s:#}");
+
+    // --replay: the log's requests as a replay file beside the scenario, which replays it.
+    // Run against the same nginx, it sends each endpoint exactly its count in the log.
+    let replayed = wd.path.join("replayed.yaml");
+    let import = perfops(
+        &[
+            "import",
+            "access-log",
+            &log.display().to_string(),
+            "--replay",
+            "recorded.csv",
+            "--out",
+            &replayed.display().to_string(),
+            "--target",
+            &target,
+            "-H",
+            "Authorization: Bearer ${env.TOKEN}",
+        ],
+        &[],
+    );
+    assert_eq!(import.code, Some(0), "{}", import.stderr);
+    let yaml = std::fs::read_to_string(&replayed).expect("the scenario");
+    assert!(yaml.contains("model: replay") && yaml.contains("file: \"recorded.csv\""), "{yaml}");
+    let text = std::fs::read_to_string(wd.path.join("recorded.csv")).expect("the replay file");
+    let logged = std::fs::read_to_string(&log).expect("the log");
+    let in_log = |request: &str| logged.lines().filter(|l| l.contains(&format!("\"{request} "))).count() as u64;
+    let (auth, orders) = (in_log("POST /auth"), in_log("GET /orders"));
+    assert_eq!(auth + orders, lines as u64, "the log holds only these two");
+    let rec = perfops_core::model::replay::Recording::parse(&text, &["GET /orders", "POST /auth"])
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(rec.len() as u64, auth + orders, "a row per request");
+    let check = perfops(&["check", &replayed.display().to_string()], &[("TOKEN", &token)]);
+    assert_eq!(check.code, Some(0), "{}{}", check.stdout, check.stderr);
+    let before = (answered(demo.addr(), "/auth"), answered(demo.addr(), "/orders"));
+    let out = wd.path.join("runs-replayed");
+    let run = perfops(
+        &["run", &replayed.display().to_string(), "--out", &out.display().to_string(), "-q"],
+        &[("TOKEN", &token)],
+    );
+    assert_eq!(run.code, Some(0), "the replay runs and passes\n{}", run.stderr);
+    let after = (answered(demo.addr(), "/auth"), answered(demo.addr(), "/orders"));
+    assert_eq!((after.0 - before.0, after.1 - before.1), (auth, orders), "each endpoint its count in the log");
+    let dir = std::fs::read_dir(&out).expect("runs").next().expect("a results directory").expect("entry").path();
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).expect("summary.json")).expect("JSON");
+    assert_eq!(s["total"]["failures"], serde_json::json!({}), "no failure at all\n{s:#}");
+    assert_eq!(s["total"]["sent"].as_u64(), Some(auth + orders), "{s:#}");
 
     // The same log gzip'd: the same flows.
     let gz = wd.path.join("access.log.gz");

@@ -206,8 +206,13 @@ mod tests {
 
     const S: i64 = 1_000_000;
 
+    /// A request as the writer is given it: its time, its flow, its values by column.
+    type Row<'a> = (i64, &'a str, Vec<(usize, &'a str)>);
+    /// (what, value columns, rows in read order, the file's rows after its header, out of order).
+    type Case<'a> = (&'a str, Vec<&'a str>, Vec<Row<'a>>, Vec<&'a str>, u64);
+
     /// Rows written from `(time_us, flow, values)`, and the counts.
-    fn write(columns: &[&str], rows: &[(i64, &str, Vec<(usize, &str)>)]) -> (String, Written) {
+    fn write(columns: &[&str], rows: &[Row<'_>]) -> (String, Written) {
         let columns: Vec<String> = columns.iter().map(|c| (*c).to_string()).collect();
         let mut w = Writer::new(Vec::new(), &columns).expect("in memory");
         for (t, flow, values) in rows {
@@ -222,8 +227,7 @@ mod tests {
         let a = "GET /orders/{id}";
         let b = "POST /auth";
         // (what, columns, rows in read order, the file's rows after its two header lines, out of order)
-        #[allow(clippy::type_complexity)]
-        let cases: Vec<(&str, Vec<&str>, Vec<(i64, &str, Vec<(usize, &str)>)>, Vec<&str>, u64)> = vec![
+        let cases: Vec<Case<'_>> = vec![
             // lines in order: offsets from the first, in ms
             (
                 "in order",

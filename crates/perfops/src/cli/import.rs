@@ -89,6 +89,11 @@ pub(crate) struct AccessLogFlags {
     /// Write at most N flows (the least frequent endpoints past them are left out, and counted).
     #[arg(long, value_name = "N", default_value_t = 100)]
     max_flows: usize,
+    /// Also write the log's requests as a replay file FILE beside the scenario, and make the
+    /// scenario replay them at their recorded offsets (one flow per endpoint; no sessions, no
+    /// stages). A file name, not a path: `perfops run` reads it from the scenario's folder.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Option<String>,
 }
 
 /// Flags of `perfops import har`.
@@ -134,6 +139,12 @@ impl AccessLogFlags {
             };
             headers.push((name.trim().to_string(), value.trim().to_string()));
         }
+        if let Some(r) = self.replay.as_ref().filter(|r| r.is_empty() || r.contains(['/', '\\']) || r.starts_with('.'))
+        {
+            return Err(format!(
+                "--replay `{r}`: a file name (it is written beside the scenario, where `perfops run` reads it)"
+            ));
+        }
         let format = match self.format {
             FormatFlag::Auto => Format::Auto,
             FormatFlag::Combined => Format::Combined,
@@ -153,6 +164,7 @@ impl AccessLogFlags {
                 headers,
                 data_prefix,
                 max_flows: self.max_flows,
+                replay: self.replay.clone(),
             },
         ))
     }
