@@ -26,6 +26,11 @@
 //! - **stages**: the log's mean rate and its busiest second, as arrivals
 //!   per second (a flow of 3 requests is one arrival), times `scale`.
 //!
+//! With `replay` (`--replay FILE`), the scenario is instead one
+//! single-request flow per endpoint and a replay load, and a second pass
+//! over the log writes every request as a row of the replay file
+//! (`replay.rs`: the time order, its window, the columns).
+//!
 //! The log is read once, as a stream, into a tally whose every collection
 //! has a cap (`tally.rs` says what happens past each); a 1 GB log costs the
 //! memory of its distinct endpoints and clients in flight, not of its lines.
