@@ -101,6 +101,8 @@ pub struct Writer<W: Write> {
     latest_us: i64,
     first_us: Option<i64>,
     written_us: i64,
+    /// Rows written at most: the replay model's cap (smaller in tests).
+    cap: u64,
     /// The counts so far.
     pub written: Written,
 }
@@ -119,6 +121,7 @@ impl<W: Write> Writer<W> {
             latest_us: i64::MIN,
             first_us: None,
             written_us: i64::MIN,
+            cap: MAX_ARRIVALS as u64,
             written: Written::default(),
         })
     }
@@ -154,7 +157,7 @@ impl<W: Write> Writer<W> {
 
     fn emit(&mut self) -> Result<(), WriteError> {
         let Some(Reverse((t, _, tail))) = self.pending.pop() else { return Ok(()) };
-        if self.written.rows >= MAX_ARRIVALS as u64 {
+        if self.written.rows >= self.cap {
             return Err(WriteError::TooMany);
         }
         let first = *self.first_us.get_or_insert(t);
@@ -286,6 +289,17 @@ mod tests {
             let rec = Recording::parse(&text, &[a, b]).unwrap_or_else(|e| panic!("{what}: {e:?}\n{text}"));
             assert_eq!(rec.len(), want.len(), "{what}");
         }
+    }
+
+    /// Past the cap the writing stops with an error, not a file cut short in silence.
+    #[test]
+    fn cap() {
+        let mut w = Writer::new(Vec::new(), &[]).expect("in memory");
+        w.cap = 2;
+        for t in 0..3 {
+            w.push(t * S, "GET /", &[]).expect("held in the window");
+        }
+        assert!(matches!(w.finish(), Err(WriteError::TooMany)));
     }
 
     /// Credential-like query parameters are left out of the `query` value.
