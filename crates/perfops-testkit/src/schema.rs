@@ -10,6 +10,7 @@
 //! one fails its tests until this learns it, instead of passing unchecked.
 //!
 //! Supported: `type` (one or a list), `enum`, `const`, `minimum`, `maximum`,
+//! `exclusiveMinimum`, `exclusiveMaximum`,
 //! `required`, `properties`, `additionalProperties`, `unevaluatedProperties`
 //! (`false`, seeing through `$ref` and the `oneOf` branch that matched),
 //! `items`, `minItems`, `minProperties`, `propertyNames`, `pattern` (the
@@ -68,10 +69,15 @@ fn check(root: &Value, s: &Value, instance: &Value, path: &str, out: &mut Vec<St
             }
             "const" if arg != instance => fail(out, format!("{instance} is not {arg}")),
             "const" => {}
-            "minimum" | "maximum" => {
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" => {
                 let bound = arg.as_f64().expect("a numeric bound");
                 if let Some(v) = instance.as_f64() {
-                    let ok = if keyword == "minimum" { v >= bound } else { v <= bound };
+                    let ok = match keyword.as_str() {
+                        "minimum" => v >= bound,
+                        "maximum" => v <= bound,
+                        "exclusiveMinimum" => v > bound,
+                        _ => v < bound,
+                    };
                     if !ok {
                         fail(out, format!("{v} is outside its {keyword} {bound}"));
                     }
@@ -212,6 +218,10 @@ mod tests {
             (json!({ "enum": ["a", "b"] }), json!("c"), false),
             (json!({ "const": "x" }), json!("x"), true),
             (json!({ "minimum": 0, "maximum": 1 }), json!(1.01), false),
+            // exclusive bounds refuse the bound itself (a replay's speed > 0)
+            (json!({ "exclusiveMinimum": 0 }), json!(0), false),
+            (json!({ "exclusiveMinimum": 0 }), json!(0.5), true),
+            (json!({ "exclusiveMaximum": 1 }), json!(1), false),
             (json!({ "required": ["a"] }), json!({ "b": 1 }), false),
             // additionalProperties: false lets only the declared ones through
             (json!({ "properties": { "a": {} }, "additionalProperties": false }), json!({ "a": 1 }), true),
