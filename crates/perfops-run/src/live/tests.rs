@@ -245,13 +245,38 @@ fn silent_crowds_and_big_heads_hold_nobody() {
     second(&mut live, 0);
     let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(9 * 1024));
     assert_eq!(ask(addr, &big).0, 431);
-    let stream = std::thread::spawn(move || events(addr, "", "id: 1\n"));
+    // The stream is open (served its first second) before the crowd comes:
+    // a connection still sending its request is one the crowd may push out.
+    let (began_streaming, streaming) = std::sync::mpsc::channel();
+    let stream = std::thread::spawn(move || {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_millis(200))).expect("timeout");
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
+        let mut out = Vec::new();
+        let mut read_until = |s: &mut TcpStream, until: &str| {
+            let (started, mut buf) = (Instant::now(), [0u8; 4096]);
+            while !String::from_utf8_lossy(&out).contains(until) && started.elapsed() < Duration::from_secs(5) {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => out.extend_from_slice(&buf[..n]),
+                    Err(_) => {}
+                }
+            }
+        };
+        read_until(&mut s, "id: 1\n");
+        let _ = began_streaming.send(());
+        read_until(&mut s, "id: 2\n");
+        String::from_utf8_lossy(&out).into_owned()
+    });
+    streaming.recv_timeout(Duration::from_secs(5)).expect("the event stream began");
     let silent: Vec<TcpStream> =
         (0..server::MAX_CONNECTIONS + 16).map(|_| TcpStream::connect(addr).expect("connect")).collect();
     let began = Instant::now();
     assert_eq!(ask(addr, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").0, 200);
     assert!(began.elapsed() < Duration::from_secs(2), "the page waited {:?} behind silent sockets", began.elapsed());
-    assert!(stream.join().expect("stream").contains("id: 1\n"), "the event stream was served meanwhile");
+    // A second published while the crowd sits reaches the open stream.
+    second(&mut live, 1);
+    assert!(stream.join().expect("stream").contains("id: 2\n"), "the event stream was served meanwhile");
     drop(silent);
 }
 
