@@ -62,7 +62,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
 use perfops_core::pipeline::{Second, SinkError};
@@ -603,7 +603,7 @@ impl Deliver for Http {
             }
             Ok(r) => {
                 let secrets: Vec<String> = self.headers.iter().map(|(_, v)| v.clone()).collect();
-                Err(failure(r.status, &r.headers, &r.body, &secrets))
+                Err(failure(r.status, &r.headers, &r.body, &secrets, SystemTime::now()))
             }
             Err(e) => Err(Failure::Retry { reason: fetch_reason(&e), after: None }),
         }
@@ -627,11 +627,17 @@ fn fetch_reason(e: &FetchError) -> String {
 }
 
 /// What a status means for a push: 429 and 5xx are worth another try (with
-/// the `Retry-After` in seconds; a date is not read, the backoff waits
-/// instead), any other status is refused; the reason is the body's first
-/// line (bounded, printable, the auth headers' values redacted) or the
-/// status's phrase.
-pub(crate) fn failure(status: u16, headers: &[(String, Vec<u8>)], body: &[u8], secrets: &[String]) -> Failure {
+/// the `Retry-After`, in seconds or as an HTTP date read against `now`),
+/// any other status is refused; the reason is the body's first line
+/// (bounded, printable, the auth headers' values redacted) or the status's
+/// phrase.
+pub(crate) fn failure(
+    status: u16,
+    headers: &[(String, Vec<u8>)],
+    body: &[u8],
+    secrets: &[String],
+    now: SystemTime,
+) -> Failure {
     let line = String::from_utf8_lossy(body);
     let line = line.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     let line: String = line.chars().take(REASON_CHARS).collect();
@@ -648,11 +654,22 @@ pub(crate) fn failure(status: u16, headers: &[(String, Vec<u8>)], body: &[u8], s
         let after = headers
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case("retry-after"))
-            .and_then(|(_, v)| std::str::from_utf8(v).ok()?.trim().parse::<u64>().ok())
-            .map(Duration::from_secs);
+            .and_then(|(_, v)| retry_after(std::str::from_utf8(v).ok()?.trim(), now));
         return Failure::Retry { reason, after };
     }
     Failure::Refused { status, reason }
+}
+
+/// A `Retry-After` value (RFC 9110 10.2.3): delay-seconds, or an HTTP date
+/// (IMF-fixdate, or the obsolete forms `httpdate` also reads) turned into
+/// the wait from `now`; a date already past asks for no wait. Anything else
+/// is not read: the backoff waits instead.
+fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
 /// The standard phrase of the statuses a receiver answers a push with.

@@ -322,10 +322,24 @@ fn statuses_are_retried_or_refused() {
             "slow down",
             Failure::Retry { reason: "HTTP 429: slow down".into(), after: Some(Duration::from_secs(7)) },
         ),
-        // a Retry-After date is not read: the backoff waits instead
+        // a Retry-After date (IMF-fixdate) 90 s after now: waited from now
         (
             503,
             h(&[("retry-after", "Wed, 21 Oct 2026 07:28:00 GMT")]),
+            "",
+            Failure::Retry { reason: "HTTP 503 Service Unavailable".into(), after: Some(Duration::from_secs(90)) },
+        ),
+        // a date already past: retried at once (the backoff still applies)
+        (
+            503,
+            h(&[("Retry-After", "Wed, 21 Oct 2026 07:00:00 GMT")]),
+            "",
+            Failure::Retry { reason: "HTTP 503 Service Unavailable".into(), after: Some(Duration::ZERO) },
+        ),
+        // neither seconds nor a date: not read, the backoff waits instead
+        (
+            503,
+            h(&[("Retry-After", "soon")]),
             "",
             Failure::Retry { reason: "HTTP 503 Service Unavailable".into(), after: None },
         ),
@@ -357,15 +371,17 @@ fn statuses_are_retried_or_refused() {
         // a redirect is not followed: refused
         (302, h(&[("Location", "/x")]), "", Failure::Refused { status: 302, reason: "HTTP 302".into() }),
     ];
+    // 2026-10-21T07:26:30Z, the instant the dates above are read against
+    let now = std::time::UNIX_EPOCH + Duration::from_secs(1_792_567_590);
     for (i, (status, headers, body, want)) in cases.into_iter().enumerate() {
-        assert_eq!(failure(status, &headers, body.as_bytes(), &none), want, "case {i}");
+        assert_eq!(failure(status, &headers, body.as_bytes(), &none, now), want, "case {i}");
     }
     // The reason is bounded, and a receiver echoing a header's value does not show it.
     let long = "x".repeat(10_000);
-    let Failure::Refused { reason, .. } = failure(400, &[], long.as_bytes(), &none) else { panic!("refused") };
+    let Failure::Refused { reason, .. } = failure(400, &[], long.as_bytes(), &none, now) else { panic!("refused") };
     assert_eq!(reason.len(), "HTTP 400: ".len() + REASON_CHARS);
     let secrets = vec!["Bearer s3cr3t-token".to_string()];
-    let Failure::Refused { reason, .. } = failure(401, &[], b"bad token Bearer s3cr3t-token", &secrets) else {
+    let Failure::Refused { reason, .. } = failure(401, &[], b"bad token Bearer s3cr3t-token", &secrets, now) else {
         panic!("refused")
     };
     assert!(!reason.contains("s3cr3t"), "{reason}");
