@@ -1,0 +1,480 @@
+//! The standard library a script sees (the `perfops` global) and the conversions of the
+//! exchange types into JS values and back.
+//!
+//! | JS | what it does |
+//! |---|---|
+//! | `perfops.hmac(alg, key, data, enc?)` | HMAC; `alg` `sha1`, `sha256`, `sha384`, `sha512` |
+//! | `perfops.hash(alg, data, enc?)`, `perfops.sha256(data, enc?)`, `perfops.sha512(data, enc?)` | digests |
+//! | `perfops.base64.encode(data)` / `.decode(text, as?)` | standard alphabet, padded |
+//! | `perfops.base64url.encode(data)` / `.decode(text, as?)` | URL alphabet, unpadded (decode takes either) |
+//! | `perfops.hex.encode(data)` / `.decode(text, as?)` | lower-case hex |
+//! | `perfops.uuid()` | a v4 UUID from the runtime's seeded stream |
+//! | `perfops.random()`, `Math.random()` | a float in [0, 1) from the seeded stream |
+//! | `perfops.randomInt(min, max)` | an integer in min..=max from the seeded stream |
+//! | `perfops.url.encode(text)` | percent-encodes all but RFC 3986's unreserved `A-Za-z0-9-._~` |
+//! | `perfops.url.query(obj)` | `a=1&b=x%20y`: keys in order, an array repeats its key, null skipped |
+//! | `vars`, `arrival`, `row.FEEDER.COLUMN` | the flow instance's saved values, arrival number, feeder rows |
+//! | `JSON`, `encodeURIComponent`, `TextEncoder`-free strings | JavaScript's own |
+//!
+//! `data` and `key` are a string (its UTF-8 bytes) or a `Uint8Array`; `enc` is `hex` (the
+//! default), `base64`, `base64url` or `bytes` (a `Uint8Array`, e.g. for AWS's chained signing
+//! keys); `as` is `text` (the default: UTF-8, an error if it is not) or `bytes`.
+//!
+//! The crypto and codecs are the RustCrypto and `base64`/`hex`/`uuid`/`percent-encoding`
+//! crates, never our own code; this module only moves bytes between them and JS.
+
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STANDARD};
+use base64::engine::{DecodePaddingMode, general_purpose};
+use hmac::{Hmac, KeyInit, Mac};
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use rquickjs::function::Opt;
+use rquickjs::{ArrayBuffer, Coerced, Ctx, Exception, FromJs, Function, Object, Type, TypedArray, Value};
+use sha2::Digest;
+
+use crate::exchange::{RequestParts, ResponseView};
+use crate::runtime::Shared;
+
+/// RFC 3986's reserved and other characters: everything but `A-Za-z0-9-._~` is encoded.
+const URL_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// base64url that decodes with or without padding (senders differ).
+const BASE64URL_ANY: GeneralPurpose = GeneralPurpose::new(
+    &base64::alphabet::URL_SAFE,
+    GeneralPurposeConfig::new().with_encode_padding(false).with_decode_padding_mode(DecodePaddingMode::Indifferent),
+);
+
+/// The largest `Uint8Array` a library function reads (element by element: the safe API has no
+/// slice of a typed array). Keys and signatures are far smaller; bodies travel as strings.
+const BYTES_MAX: usize = 1 << 20;
+
+/// Installs the `perfops` global and the seeded `Math.random`.
+pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Result<()> {
+    let p = Object::new(ctx.clone())?;
+    p.set(
+        "hmac",
+        Function::new(
+            ctx.clone(),
+            |ctx: Ctx<'js>, alg: String, key: Value<'js>, data: Value<'js>, enc: Opt<String>| {
+                let key = bytes_in(&ctx, &key, "the key")?;
+                let data = bytes_in(&ctx, &data, "the data")?;
+                let mac = match alg.as_str() {
+                    "sha1" => hmac::<Hmac<sha1::Sha1>>(&key, &data),
+                    "sha256" => hmac::<Hmac<sha2::Sha256>>(&key, &data),
+                    "sha384" => hmac::<Hmac<sha2::Sha384>>(&key, &data),
+                    "sha512" => hmac::<Hmac<sha2::Sha512>>(&key, &data),
+                    _ => return Err(unknown_alg(&ctx, &alg)),
+                };
+                bytes_out(&ctx, mac, enc.0.as_deref())
+            },
+        )?
+        .with_name("hmac")?,
+    )?;
+    p.set(
+        "hash",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, alg: String, data: Value<'js>, enc: Opt<String>| {
+            let data = bytes_in(&ctx, &data, "the data")?;
+            let digest = hash(&ctx, &alg, &data)?;
+            bytes_out(&ctx, digest, enc.0.as_deref())
+        })?
+        .with_name("hash")?,
+    )?;
+    for alg in ["sha256", "sha512"] {
+        p.set(
+            alg,
+            Function::new(ctx.clone(), move |ctx: Ctx<'js>, data: Value<'js>, enc: Opt<String>| {
+                let data = bytes_in(&ctx, &data, "the data")?;
+                let digest = hash(&ctx, alg, &data)?;
+                bytes_out(&ctx, digest, enc.0.as_deref())
+            })?
+            .with_name(alg)?,
+        )?;
+    }
+    p.set("base64", codec(ctx, Codec::Base64)?)?;
+    p.set("base64url", codec(ctx, Codec::Base64Url)?)?;
+    p.set("hex", codec(ctx, Codec::Hex)?)?;
+
+    let url = Object::new(ctx.clone())?;
+    url.set(
+        "encode",
+        Function::new(ctx.clone(), |text: Coerced<String>| utf8_percent_encode(&text.0, URL_ENCODE).to_string())?
+            .with_name("encode")?,
+    )?;
+    url.set(
+        "query",
+        Function::new(ctx.clone(), |ctx: Ctx<'js>, obj: Object<'js>| query(&ctx, &obj))?.with_name("query")?,
+    )?;
+    p.set("url", url)?;
+
+    let rng = Rc::clone(shared);
+    p.set(
+        "uuid",
+        Function::new(ctx.clone(), move || {
+            let bytes = rng.rng.borrow_mut().u128(..).to_le_bytes();
+            uuid::Builder::from_random_bytes(bytes).into_uuid().hyphenated().to_string()
+        })?
+        .with_name("uuid")?,
+    )?;
+    let rng = Rc::clone(shared);
+    let random = Function::new(ctx.clone(), move || rng.rng.borrow_mut().f64())?.with_name("random")?;
+    p.set("random", random.clone())?;
+    let math: Object = ctx.globals().get("Math")?;
+    math.set("random", random)?;
+    let rng = Rc::clone(shared);
+    p.set(
+        "randomInt",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, min: f64, max: f64| {
+            let whole = |x: f64| x.fract() == 0.0 && x.abs() <= 9_007_199_254_740_991.0;
+            if !whole(min) || !whole(max) || min > max {
+                return Err(Exception::throw_range(
+                    &ctx,
+                    &format!("randomInt(min, max) takes two safe integers, min <= max: got {min}, {max}"),
+                ));
+            }
+            // Both are safe integers, so the casts are exact.
+            Ok(rng.rng.borrow_mut().i64(min as i64..=max as i64) as f64)
+        })?
+        .with_name("randomInt")?,
+    )?;
+    ctx.globals().set("perfops", p)?;
+    Ok(())
+}
+
+fn hmac<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {
+    // HMAC takes keys of any length (a long one is hashed first): this cannot fail.
+    let mut mac = <M as KeyInit>::new_from_slice(key).unwrap_or_else(|_| <M as KeyInit>::new(&Default::default()));
+    mac.update(data);
+    mac.finalize().into_bytes().to_vec()
+}
+
+fn hash<'js>(ctx: &Ctx<'js>, alg: &str, data: &[u8]) -> rquickjs::Result<Vec<u8>> {
+    Ok(match alg {
+        "sha1" => sha1::Sha1::digest(data).to_vec(),
+        "sha256" => sha2::Sha256::digest(data).to_vec(),
+        "sha384" => sha2::Sha384::digest(data).to_vec(),
+        "sha512" => sha2::Sha512::digest(data).to_vec(),
+        _ => return Err(unknown_alg(ctx, alg)),
+    })
+}
+
+fn unknown_alg(ctx: &Ctx<'_>, alg: &str) -> rquickjs::Error {
+    Exception::throw_type(ctx, &format!("unknown algorithm {alg:?}: sha1, sha256, sha384 or sha512"))
+}
+
+#[derive(Clone, Copy)]
+enum Codec {
+    Base64,
+    Base64Url,
+    Hex,
+}
+
+impl Codec {
+    fn encode(self, bytes: &[u8]) -> String {
+        match self {
+            Codec::Base64 => STANDARD.encode(bytes),
+            Codec::Base64Url => general_purpose::URL_SAFE_NO_PAD.encode(bytes),
+            Codec::Hex => hex::encode(bytes),
+        }
+    }
+
+    fn decode(self, text: &str) -> Result<Vec<u8>, String> {
+        match self {
+            Codec::Base64 => STANDARD.decode(text).map_err(|e| e.to_string()),
+            Codec::Base64Url => BASE64URL_ANY.decode(text).map_err(|e| e.to_string()),
+            Codec::Hex => hex::decode(text).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// `{ encode(data), decode(text, as?) }` for one codec.
+fn codec<'js>(ctx: &Ctx<'js>, codec: Codec) -> rquickjs::Result<Object<'js>> {
+    let obj = Object::new(ctx.clone())?;
+    obj.set(
+        "encode",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, data: Value<'js>| {
+            Ok::<_, rquickjs::Error>(codec.encode(&bytes_in(&ctx, &data, "the data")?))
+        })?
+        .with_name("encode")?,
+    )?;
+    obj.set(
+        "decode",
+        Function::new(ctx.clone(), move |ctx: Ctx<'js>, text: String, as_: Opt<String>| {
+            let bytes = codec.decode(&text).map_err(|e| Exception::throw_type(&ctx, &format!("cannot decode: {e}")))?;
+            match as_.0.as_deref() {
+                None | Some("text") => match String::from_utf8(bytes) {
+                    Ok(s) => Ok(rquickjs::String::from_str(ctx.clone(), &s)?.into_value()),
+                    Err(_) => Err(Exception::throw_type(
+                        &ctx,
+                        "the decoded bytes are not UTF-8 text: decode(text, 'bytes') gives a Uint8Array",
+                    )),
+                },
+                Some("bytes") => Ok(TypedArray::<u8>::new(ctx.clone(), bytes)?.into_value()),
+                Some(other) => Err(Exception::throw_type(
+                    &ctx,
+                    &format!("decode's second argument is 'text' or 'bytes', not {other:?}"),
+                )),
+            }
+        })?
+        .with_name("decode")?,
+    )?;
+    Ok(obj)
+}
+
+/// A string's UTF-8 bytes, or a `Uint8Array`'s (or an `ArrayBuffer`'s) bytes.
+fn bytes_in<'js>(ctx: &Ctx<'js>, value: &Value<'js>, what: &str) -> rquickjs::Result<Vec<u8>> {
+    if let Some(s) = value.as_string() {
+        return Ok(s.to_string()?.into_bytes());
+    }
+    if let Some(obj) = value.as_object() {
+        let array = match TypedArray::<u8>::from_object(obj.clone()) {
+            Ok(a) => Some(a.into_object()),
+            Err(_) => ArrayBuffer::from_object(obj.clone())
+                .and_then(|b| TypedArray::<u8>::from_arraybuffer(b).ok())
+                .map(TypedArray::into_object),
+        };
+        if let Some(array) = array {
+            let len: usize = array.get("length")?;
+            if len > BYTES_MAX {
+                return Err(Exception::throw_range(
+                    ctx,
+                    &format!("{what} is {len} bytes: a Uint8Array argument holds at most {BYTES_MAX}"),
+                ));
+            }
+            return (0..len as u32).map(|i| array.get::<u32, u8>(i)).collect();
+        }
+    }
+    Err(Exception::throw_type(ctx, &format!("{what} must be a string or a Uint8Array, not {}", value.type_name())))
+}
+
+/// Bytes in the encoding a function was asked for.
+fn bytes_out<'js>(ctx: &Ctx<'js>, bytes: Vec<u8>, enc: Option<&str>) -> rquickjs::Result<Value<'js>> {
+    let text = match enc {
+        None | Some("hex") => hex::encode(&bytes),
+        Some("base64") => STANDARD.encode(&bytes),
+        Some("base64url") => general_purpose::URL_SAFE_NO_PAD.encode(&bytes),
+        Some("bytes") => return Ok(TypedArray::<u8>::new(ctx.clone(), bytes)?.into_value()),
+        Some(other) => {
+            return Err(Exception::throw_type(
+                ctx,
+                &format!("unknown encoding {other:?}: hex, base64, base64url or bytes"),
+            ));
+        }
+    };
+    Ok(rquickjs::String::from_str(ctx.clone(), &text)?.into_value())
+}
+
+/// `a=1&b=x%20y` from an object's own properties, in order.
+fn query<'js>(ctx: &Ctx<'js>, obj: &Object<'js>) -> rquickjs::Result<String> {
+    let mut out = String::new();
+    let mut pair = |key: &str, value: Value<'js>| -> rquickjs::Result<()> {
+        if value.is_undefined() || value.is_null() {
+            return Ok(());
+        }
+        let text = Coerced::<String>::from_js(ctx, value)?.0;
+        if !out.is_empty() {
+            out.push('&');
+        }
+        out.extend(utf8_percent_encode(key, URL_ENCODE));
+        out.push('=');
+        out.extend(utf8_percent_encode(&text, URL_ENCODE));
+        Ok(())
+    };
+    for prop in obj.props::<String, Value>() {
+        let (key, value) = prop?;
+        if let Some(array) = value.as_array() {
+            for item in array.iter::<Value>() {
+                pair(&key, item?)?;
+            }
+        } else {
+            pair(&key, value)?;
+        }
+    }
+    Ok(out)
+}
+
+/// `vars` for a call: the flow's saved values as string properties.
+pub(crate) fn vars_to_js<'js>(ctx: &Ctx<'js>, vars: &BTreeMap<String, String>) -> rquickjs::Result<Object<'js>> {
+    let obj = Object::new(ctx.clone())?;
+    for (name, value) in vars {
+        obj.set(name.as_str(), value.as_str())?;
+    }
+    Ok(obj)
+}
+
+/// `vars` after a call, back as text (see [`crate::FlowState`] for the rules).
+pub(crate) fn vars_from_js<'js>(ctx: &Ctx<'js>, vars: Value<'js>) -> Result<BTreeMap<String, String>, String> {
+    let Some(obj) = vars.as_object() else {
+        return Err(format!("`vars` must stay an object, not {}", vars.type_name()));
+    };
+    let mut out = BTreeMap::new();
+    for prop in obj.props::<String, Value>() {
+        let (name, value) = prop.map_err(|e| e.to_string())?;
+        let text = match value.type_of() {
+            Type::Undefined | Type::Null | Type::Uninitialized => continue,
+            Type::String => value.as_string().and_then(|s| s.to_string().ok()),
+            Type::Bool | Type::Int | Type::Float | Type::BigInt => {
+                Coerced::<String>::from_js(ctx, value).ok().map(|c| c.0)
+            }
+            Type::Object | Type::Array => ctx.json_stringify(value).ok().flatten().and_then(|s| s.to_string().ok()),
+            _ => {
+                return Err(format!(
+                    "vars.{name} is a {}: saved values are strings, numbers, booleans or JSON",
+                    value.type_name()
+                ));
+            }
+        };
+        let Some(text) = text else {
+            return Err(format!("vars.{name} cannot be saved as text"));
+        };
+        out.insert(name, text);
+    }
+    Ok(out)
+}
+
+/// `row` for a call: `row.FEEDER.COLUMN`.
+pub(crate) fn rows_to_js<'js>(
+    ctx: &Ctx<'js>,
+    rows: &[(String, Vec<(String, String)>)],
+) -> rquickjs::Result<Object<'js>> {
+    let obj = Object::new(ctx.clone())?;
+    for (feeder, columns) in rows {
+        let row = Object::new(ctx.clone())?;
+        for (column, value) in columns {
+            row.set(column.as_str(), value.as_str())?;
+        }
+        obj.set(feeder.as_str(), row)?;
+    }
+    Ok(obj)
+}
+
+/// `req` for a request hook.
+pub(crate) fn request_to_js<'js>(ctx: &Ctx<'js>, request: &RequestParts) -> rquickjs::Result<Object<'js>> {
+    let obj = Object::new(ctx.clone())?;
+    obj.set("method", request.method.as_str())?;
+    obj.set("path", request.path.as_str())?;
+    let headers = Object::new(ctx.clone())?;
+    for (name, value) in &request.headers {
+        let existing: Value = headers.get(name.as_str())?;
+        if let Some(array) = existing.as_array() {
+            array.set(array.len(), value.as_str())?;
+        } else if let Some(first) = existing.as_string() {
+            let array = rquickjs::Array::new(ctx.clone())?;
+            array.set(0, first.clone())?;
+            array.set(1, value.as_str())?;
+            headers.set(name.as_str(), array)?;
+        } else {
+            headers.set(name.as_str(), value.as_str())?;
+        }
+    }
+    obj.set("headers", headers)?;
+    obj.set("body", String::from_utf8_lossy(&request.body).as_ref())?;
+    Ok(obj)
+}
+
+/// The request a hook left, checked: nothing with CR, LF or NUL reaches a request line or a
+/// header, whatever the script computed.
+pub(crate) fn request_from_js<'js>(
+    ctx: &Ctx<'js>,
+    obj: &Object<'js>,
+    original: &RequestParts,
+) -> Result<RequestParts, String> {
+    let text = |field: &str| -> Result<String, String> {
+        let v: Value = obj.get(field).map_err(|e| e.to_string())?;
+        v.as_string()
+            .and_then(|s| s.to_string().ok())
+            .ok_or_else(|| format!("req.{field} must be a string, not {}", v.type_name()))
+    };
+    let method = text("method")?;
+    if method.is_empty() || !method.bytes().all(is_token) {
+        return Err(format!("req.method {:?} is not an HTTP method", short(&method)));
+    }
+    let path = text("path")?;
+    if path.is_empty() || path.bytes().any(|b| b.is_ascii_control() || b == b' ') {
+        return Err(format!("req.path {:?} is not a request target (no spaces or control characters)", short(&path)));
+    }
+    let headers_value: Value = obj.get("headers").map_err(|e| e.to_string())?;
+    let Some(headers_obj) = headers_value.as_object() else {
+        return Err(format!("req.headers must be an object, not {}", headers_value.type_name()));
+    };
+    let mut headers = Vec::new();
+    for prop in headers_obj.props::<String, Value>() {
+        let (name, value) = prop.map_err(|e| e.to_string())?;
+        if name.is_empty() || !name.bytes().all(is_token) {
+            return Err(format!("header name {:?} is not a token", short(&name)));
+        }
+        let mut push = |v: Value<'js>| -> Result<(), String> {
+            let text = match v.type_of() {
+                Type::String | Type::Int | Type::Float | Type::Bool => {
+                    Coerced::<String>::from_js(ctx, v).map_err(|e| e.to_string())?.0
+                }
+                _ => return Err(format!("header {name} is a {}, not a string", v.type_name())),
+            };
+            if text.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(format!("header {name}'s value holds CR, LF or NUL"));
+            }
+            headers.push((name.clone(), text));
+            Ok(())
+        };
+        if let Some(array) = value.as_array() {
+            for item in array.iter::<Value>() {
+                push(item.map_err(|e| e.to_string())?)?;
+            }
+        } else if !value.is_undefined() && !value.is_null() {
+            push(value)?;
+        }
+    }
+    let body_value: Value = obj.get("body").map_err(|e| e.to_string())?;
+    let body = match body_value.type_of() {
+        Type::Undefined | Type::Null => Vec::new(),
+        Type::String => {
+            let text = body_value.as_string().and_then(|s| s.to_string().ok()).unwrap_or_default();
+            // Unchanged text keeps the original bytes (which may not have been UTF-8).
+            if text.as_bytes() == original.body.as_slice() || text == String::from_utf8_lossy(&original.body) {
+                original.body.clone()
+            } else {
+                text.into_bytes()
+            }
+        }
+        _ => {
+            return Err(format!("req.body must be a string, not {}", body_value.type_name()));
+        }
+    };
+    Ok(RequestParts { method, path, headers, body })
+}
+
+/// `res` for a response hook.
+pub(crate) fn response_to_js<'js>(ctx: &Ctx<'js>, response: ResponseView<'_>) -> rquickjs::Result<Object<'js>> {
+    let obj = Object::new(ctx.clone())?;
+    obj.set("status", response.status)?;
+    let mut joined: Vec<(String, String)> = Vec::new();
+    for (name, value) in response.headers {
+        let name = name.to_ascii_lowercase();
+        match joined.iter_mut().find(|(n, _)| *n == name) {
+            Some((n, v)) => {
+                v.push_str(if n == "set-cookie" { "\n" } else { ", " });
+                v.push_str(value);
+            }
+            None => joined.push((name, (*value).to_string())),
+        }
+    }
+    let headers = Object::new(ctx.clone())?;
+    for (name, value) in joined {
+        headers.set(name, value)?;
+    }
+    obj.set("headers", headers)?;
+    obj.set("body", String::from_utf8_lossy(response.body).as_ref())?;
+    Ok(obj)
+}
+
+/// RFC 9110's token characters (methods and header names).
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The start of a value for an error message (a script's value may be long).
+fn short(text: &str) -> String {
+    text.chars().take(40).collect()
+}
