@@ -245,7 +245,10 @@ fn caught(ctx: &Ctx<'_>, e: rquickjs::Error, function: &str) -> ScriptError {
         rquickjs::Error::Exception => {
             let value = ctx.catch();
             let (message, at) = describe(ctx, &value);
-            if message.contains("out of memory") {
+            // QuickJS throws `InternalError: out of memory`, or `null` when it cannot even
+            // allocate that error (JS_ThrowError2). A script's own `throw null` reads the same
+            // and costs a rebuilt runtime: harmless.
+            if value.is_null() || message == "InternalError: out of memory" {
                 // The limit is filled in by the caller, which knows it.
                 return ScriptError::OutOfMemory { function, limit_bytes: 0 };
             }
@@ -433,9 +436,15 @@ impl Runtime {
             let ret: Value = f.call_arg(args).map_err(err)?;
             // Promise callbacks the hook queued run now, under the same deadline, so that
             // none is left to run in another flow's call (or to pile up).
+            // (QuickJS leaves a job's uncatchable error, an interrupt, on the runtime; rquickjs
+            // drops it, so the interrupt flag tells it, without a place.)
             while ctx.execute_pending_job() {
                 if shared.interrupted.get() {
-                    break;
+                    return Err(ScriptError::Exception {
+                        function: name.clone(),
+                        at: None,
+                        message: "interrupted".to_string(),
+                    });
                 }
             }
             if ret.is_promise() {

@@ -6,7 +6,8 @@
 //!   and there is no `require`. Nothing is added here for them: they are absent.
 //! - **No timers**: the core has no `setTimeout`; promise callbacks a hook queues run before
 //!   the call returns, under its deadline (runtime.rs), so nothing outlives a call.
-//! - **The run's clock**: `Date.now()` and `new Date()` read [`crate::Clock`], not the machine's.
+//! - **The run's clock**: `Date.now()`, `new Date()` and `performance.now()` (which quickjs-ng
+//!   has) read [`crate::Clock`], not the machine's.
 //! - **Seeded randomness**: `Math.random` is the runtime's seeded stream (stdlib.rs).
 //! - **No code from strings**: `eval` is removed and the `Function` constructors (also reached as
 //!   `(function(){}).constructor`, and the generator and async kinds) throw. Why: it adds no
@@ -37,6 +38,10 @@ const PRELUDE: &str = r#"
   RunDate.UTC = RealDate.UTC;
   Object.defineProperty(RealDate.prototype, "constructor", { value: RunDate, writable: true, configurable: true });
   Object.defineProperty(globalThis, "Date", { value: RunDate, writable: true, configurable: true });
+  // quickjs-ng's performance reads the machine's clocks (timeOrigin its wall clock): the run's.
+  const origin = now();
+  const performance = { timeOrigin: origin, now: function now_() { return now() - origin; } };
+  Object.defineProperty(globalThis, "performance", { value: Object.freeze(performance), writable: true, configurable: true });
 
   const refuse = function Function() {
     throw new EvalError("scripts cannot compile code from strings (eval and Function are off in perfops)");
