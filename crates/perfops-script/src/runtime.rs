@@ -31,7 +31,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rquickjs::function::Args;
-use rquickjs::{Coerced, Ctx, FromJs, Function, Persistent, Type, Value};
+use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 
 use crate::error::{Place, ScriptError, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
@@ -121,6 +121,8 @@ pub(crate) struct Shared {
 /// before the context and the runtime that hold them.
 struct Engine {
     hooks: Vec<Persistent<Function<'static>>>,
+    /// `row` for a flow instance without feeders: one frozen object, not one per call.
+    no_rows: Persistent<Object<'static>>,
     ctx: rquickjs::Context,
     rt: rquickjs::Runtime,
 }
@@ -413,6 +415,7 @@ impl Runtime {
         read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
         let name = self.scripts.name(hook).to_string();
+        let no_rows = self.engine.no_rows.clone();
         let Some(saved) = self.engine.hooks.get(hook.0 as usize).cloned() else {
             return Err(ScriptError::BadReturn {
                 function: name,
@@ -428,7 +431,12 @@ impl Runtime {
             let globals = ctx.globals();
             globals.set("vars", stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?).map_err(err)?;
             globals.set("arrival", state.arrival as f64).map_err(err)?;
-            globals.set("row", stdlib::rows_to_js(&ctx, &state.rows).map_err(err)?).map_err(err)?;
+            let row = if state.rows.is_empty() {
+                no_rows.restore(&ctx).map_err(err)?
+            } else {
+                stdlib::rows_to_js(&ctx, &state.rows).map_err(err)?
+            };
+            globals.set("row", row).map_err(err)?;
             let f = saved.restore(&ctx).map_err(err)?;
             let a = arg(&ctx).map_err(err)?;
             let mut args = Args::new(ctx.clone(), 1);
@@ -497,21 +505,28 @@ impl Runtime {
 /// A runtime's engine with the scripts evaluated and every hook saved by index.
 fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engine, ScriptError> {
     let (rt, ctx) = engine(limits, shared)?;
-    let hooks = ctx.with(|ctx| -> Result<Vec<Persistent<Function<'static>>>, ScriptError> {
+    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>);
+    let (hooks, no_rows) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
         if let Some(e) = evaluate(&ctx, shared, &scripts.files).into_iter().next() {
             return Err(e);
         }
         let globals = ctx.globals();
-        scripts
+        let hooks = scripts
             .functions
             .iter()
             .map(|name| {
                 let f: Function = globals.get(name.as_str()).map_err(|e| caught(&ctx, e, name))?;
                 Ok(Persistent::save(&ctx, f))
             })
-            .collect()
+            .collect::<Result<_, ScriptError>>()?;
+        let err = |e| caught(&ctx, e, "the runtime");
+        let empty = Object::new(ctx.clone()).map_err(err)?;
+        let object: Object = globals.get("Object").map_err(err)?;
+        let freeze: Function = object.get("freeze").map_err(err)?;
+        let empty: Object = freeze.call((empty,)).map_err(err)?;
+        Ok((hooks, Persistent::save(&ctx, empty)))
     })?;
-    Ok(Engine { hooks, ctx, rt })
+    Ok(Engine { hooks, no_rows, ctx, rt })
 }
 
 /// A response hook's return value as a verdict.
