@@ -130,9 +130,12 @@ pub(crate) fn place_from_stack(stack: &str) -> Option<Place> {
 mod tests {
     use super::*;
 
+    /// A frame's file, line and column.
+    type Frame<'a> = Option<(&'a str, u32, u32)>;
+
     #[test]
     fn stack_frames() {
-        let cases: &[(&str, Option<(&str, u32, u32)>)] = &[
+        let cases: &[(&str, Frame)] = &[
             // A named function's frame.
             ("    at sign (auth.js:12:7)\n", Some(("auth.js", 12, 7))),
             // Top-level code has no function name.

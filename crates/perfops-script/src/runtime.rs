@@ -162,10 +162,10 @@ impl Probe {
                 if before.contains(&key) {
                     continue;
                 }
-                if let Ok(v) = globals.get::<_, Value>(key.as_str()) {
-                    if v.is_function() {
-                        found.push(key);
-                    }
+                if let Ok(v) = globals.get::<_, Value>(key.as_str())
+                    && v.is_function()
+                {
+                    found.push(key);
                 }
             }
             Ok(found)
@@ -288,10 +288,10 @@ fn describe<'js>(ctx: &Ctx<'js>, value: &Value<'js>) -> (String, Option<Place>) 
             }
             return (one_line(&text), at);
         }
-        if let Ok(Some(json)) = ctx.json_stringify(value.clone()) {
-            if let Ok(text) = json.to_string() {
-                return (one_line(&format!("threw {text}")), None);
-            }
+        if let Ok(Some(json)) = ctx.json_stringify(value.clone())
+            && let Ok(text) = json.to_string()
+        {
+            return (one_line(&format!("threw {text}")), None);
         }
     }
     let text =

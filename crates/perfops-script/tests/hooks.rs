@@ -99,3 +99,106 @@ fn step_hook_picks_the_next_step() {
         assert_eq!(rt.step(hook, &mut state).expect("call").next, want, "cart {cart}");
     }
 }
+
+#[test]
+fn what_a_request_hook_may_change() {
+    let mut rt = runtime(
+        r#"
+        function fresh(req) { return { method: "PUT", path: "/v2" + req.path, headers: { A: ["1", 2] }, body: "new" }; }
+        function keep(req) { req.headers["X-Seen"] = String(req.body.length); }
+        function crlf(req) { req.headers["X-Evil"] = "a\r\nInjected: 1"; }
+        function spaced(req) { req.path = "/a b"; }
+        function method(req) { req.method = "GE T"; }
+        function number(req) { req.body = 5; }
+        "#,
+    );
+    let call = |rt: &mut Runtime, name: &str, req: &mut RequestParts| {
+        let hook = rt.scripts().hook(name).expect(name);
+        rt.before_request(hook, &mut FlowState::default(), req)
+    };
+    // A returned object replaces the request; an array value sends the header once per element.
+    let mut req = request();
+    call(&mut rt, "fresh", &mut req).unwrap();
+    assert_eq!(
+        req,
+        RequestParts {
+            method: "PUT".into(),
+            path: "/v2/orders".into(),
+            headers: vec![("A".into(), "1".into()), ("A".into(), "2".into())],
+            body: b"new".to_vec(),
+        }
+    );
+    // A body that is not UTF-8 and that the hook leaves alone keeps its bytes.
+    let mut req = RequestParts { body: vec![0xff, 0xfe, b'x'], ..request() };
+    call(&mut rt, "keep", &mut req).unwrap();
+    assert_eq!(req.body, [0xff, 0xfe, b'x']);
+    assert!(req.headers.contains(&("X-Seen".into(), "3".into())));
+    // Values that would split a request line or a header are refused, and the request is left
+    // as it was.
+    for name in ["crlf", "spaced", "method", "number"] {
+        let mut req = request();
+        let err = call(&mut rt, name, &mut req).expect_err(name);
+        assert!(matches!(err, perfops_script::ScriptError::BadReturn { .. }), "{name}: {err}");
+        assert_eq!(req, request(), "{name}");
+    }
+}
+
+#[test]
+fn vars_rows_and_arrival() {
+    let mut rt = runtime(
+        r#"
+        function save() {
+          vars.n = 5; vars.b = true; vars.o = { a: [1, "x"] }; vars.user = row.users.email;
+          vars.seq = arrival; delete vars.gone; vars.cleared = null;
+        }
+        function bad() { vars.f = function () {}; }
+        function replaced() { vars = { only: "this" }; }
+        "#,
+    );
+    let mut state = FlowState {
+        arrival: 9,
+        rows: vec![("users".into(), vec![("email".into(), "a@example.test".into())])],
+        ..FlowState::default()
+    };
+    state.vars.insert("gone".into(), "x".into());
+    state.vars.insert("cleared".into(), "x".into());
+    state.vars.insert("kept".into(), "k".into());
+    let hook = rt.scripts().hook("save").unwrap();
+    rt.step(hook, &mut state).unwrap();
+    let want: Vec<(&str, &str)> = vec![
+        // A boolean and a number as JS writes them.
+        ("b", "true"),
+        // Untouched values stay.
+        ("kept", "k"),
+        ("n", "5"),
+        // An object as JSON.
+        ("o", r#"{"a":[1,"x"]}"#),
+        ("seq", "9"),
+        // A feeder's column.
+        ("user", "a@example.test"),
+    ];
+    let got: Vec<(&str, &str)> = state.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(got, want);
+    // A function cannot be saved: the call fails and saves nothing.
+    let before = state.clone();
+    let err = rt.step(rt.scripts().hook("bad").unwrap(), &mut state).unwrap_err();
+    assert!(err.to_string().contains("vars.f"), "{err}");
+    assert_eq!(state, before);
+    // `vars` replaced by another object: that object is what is saved.
+    rt.step(rt.scripts().hook("replaced").unwrap(), &mut state).unwrap();
+    assert_eq!(state.vars.len(), 1);
+}
+
+#[test]
+fn take_spent_counts_the_time_in_calls() {
+    let mut rt = runtime("function busy() { let x = 0; for (let i = 0; i < 200000; i++) x += i; vars.x = x; }");
+    let hook = rt.scripts().hook("busy").unwrap();
+    assert_eq!(rt.take_spent(), std::time::Duration::ZERO);
+    let started = std::time::Instant::now();
+    rt.step(hook, &mut FlowState::default()).unwrap();
+    let outside = started.elapsed();
+    let spent = rt.take_spent();
+    assert!(spent > std::time::Duration::ZERO && spent <= outside, "{spent:?} of {outside:?}");
+    // Taking resets.
+    assert_eq!(rt.take_spent(), std::time::Duration::ZERO);
+}
