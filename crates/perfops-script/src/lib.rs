@@ -19,6 +19,7 @@
 //!                          runtime.step(hook, &mut state) -> StepOutcome { next }
 //!   once                   runtime.setup(hook, &mut state)
 //!   each second            runtime.take_spent()  -> the scripts' share of the worker's CPU
+//!   --debug                runtime.take_log()    -> what the scripts' console.log wrote
 //! ```
 //!
 //! A hostile script ends in a typed [`ScriptError`] and the runtime stays usable: an endless
@@ -38,5 +39,5 @@ mod stdlib;
 
 pub use error::{Place, ScriptError};
 pub use exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
-pub use runtime::{Clock, Limits, Runtime, stream_seed};
+pub use runtime::{Clock, LOG_LINES, Limits, Runtime, stream_seed};
 pub use scripts::{Hook, Scripts};

@@ -115,7 +115,20 @@ pub(crate) struct Shared {
     interrupted: Cell<bool>,
     pub(crate) rng: RefCell<fastrand::Rng>,
     pub(crate) clock: Clock,
+    /// What `console.log` and its kin wrote, until the caller takes it.
+    pub(crate) log: RefCell<Log>,
 }
+
+/// `console` output kept for the caller (`perfops run --debug` shows it), bounded: a script that
+/// logs on every request must not grow the generator's memory.
+#[derive(Debug, Default)]
+pub(crate) struct Log {
+    pub(crate) lines: Vec<String>,
+    pub(crate) dropped: u64,
+}
+
+/// Lines kept between two [`Runtime::take_log`]s; later ones are counted, not kept.
+pub const LOG_LINES: usize = 100;
 
 /// The engine objects of one runtime. Field order is drop order: the saved functions must go
 /// before the context and the runtime that hold them.
@@ -183,6 +196,7 @@ impl Shared {
             interrupted: Cell::new(false),
             rng: RefCell::new(fastrand::Rng::with_seed(seed)),
             clock,
+            log: RefCell::new(Log::default()),
         }
     }
 }
@@ -314,6 +328,16 @@ impl Runtime {
     /// never waits on I/O, so that is CPU time, at ~25 ns a reading instead of a system call.)
     pub fn take_spent(&mut self) -> Duration {
         std::mem::take(&mut self.spent)
+    }
+
+    /// What the scripts wrote with `console.log` (and `info`, `warn`, `error`, `debug`) since
+    /// the last call of this, at most [`LOG_LINES`] lines of at most
+    /// [`MESSAGE_MAX`](crate::error::MESSAGE_MAX) characters, and how many lines were dropped
+    /// past that. The library prints nothing itself; a script may log a secret it computed, so
+    /// show these only where a person asked for them (`--debug`).
+    pub fn take_log(&mut self) -> (Vec<String>, u64) {
+        let log = std::mem::take(&mut *self.shared.log.borrow_mut());
+        (log.lines, log.dropped)
     }
 
     /// How many times the runtime was rebuilt after running out of memory.

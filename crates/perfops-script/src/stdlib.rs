@@ -14,7 +14,8 @@
 //! | `perfops.url.encode(text)` | percent-encodes all but RFC 3986's unreserved `A-Za-z0-9-._~` |
 //! | `perfops.url.query(obj)` | `a=1&b=x%20y`: keys in order, an array repeats its key, null skipped |
 //! | `vars`, `arrival`, `row.FEEDER.COLUMN` | the flow instance's saved values, arrival number, feeder rows |
-//! | `JSON`, `encodeURIComponent`, `TextEncoder`-free strings | JavaScript's own |
+//! | `console.log(...)` (`info`, `warn`, `error`, `debug`) | kept for the caller ([`crate::Runtime::take_log`]), never printed by the library |
+//! | `JSON`, `encodeURIComponent`, `decodeURIComponent`, `atob`, `btoa` | JavaScript's own |
 //!
 //! `data` and `key` are a string (its UTF-8 bytes) or a `Uint8Array`; `enc` is `hex` (the
 //! default), `base64`, `base64url` or `bytes` (a `Uint8Array`, e.g. for AWS's chained signing
@@ -31,12 +32,13 @@ use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig, STAN
 use base64::engine::{DecodePaddingMode, general_purpose};
 use hmac::{Hmac, KeyInit, Mac};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
-use rquickjs::function::Opt;
+use rquickjs::function::{Opt, Rest};
 use rquickjs::{ArrayBuffer, Coerced, Ctx, Exception, FromJs, Function, Object, Type, TypedArray, Value};
 use sha2::Digest;
 
+use crate::error::one_line;
 use crate::exchange::{RequestParts, ResponseView};
-use crate::runtime::Shared;
+use crate::runtime::{LOG_LINES, Shared};
 
 /// RFC 3986's reserved and other characters: everything but `A-Za-z0-9-._~` is encoded.
 const URL_ENCODE: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
@@ -140,7 +142,38 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
         .with_name("randomInt")?,
     )?;
     ctx.globals().set("perfops", p)?;
+
+    let console = Object::new(ctx.clone())?;
+    for level in ["log", "info", "warn", "error", "debug"] {
+        let log = Rc::clone(shared);
+        console.set(
+            level,
+            Function::new(ctx.clone(), move |ctx: Ctx<'js>, args: Rest<Value<'js>>| {
+                let line: Vec<String> = args.0.into_iter().map(|v| log_text(&ctx, v)).collect();
+                let mut log = log.log.borrow_mut();
+                if log.lines.len() < LOG_LINES {
+                    log.lines.push(one_line(&line.join(" ")));
+                } else {
+                    log.dropped += 1;
+                }
+            })?
+            .with_name(level)?,
+        )?;
+    }
+    ctx.globals().set("console", console)?;
     Ok(())
+}
+
+/// A logged value as `console.log` shows it: strings as they are, objects as JSON.
+fn log_text<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> String {
+    if value.is_object() && !value.is_function() && value.as_exception().is_none() {
+        if let Ok(Some(json)) = ctx.json_stringify(value.clone())
+            && let Ok(text) = json.to_string()
+        {
+            return text;
+        }
+    }
+    Coerced::<String>::from_js(ctx, value).map(|c| c.0).unwrap_or_default()
 }
 
 fn hmac<M: Mac + KeyInit>(key: &[u8], data: &[u8]) -> Vec<u8> {

@@ -202,3 +202,38 @@ fn take_spent_counts_the_time_in_calls() {
     // Taking resets.
     assert_eq!(rt.take_spent(), std::time::Duration::ZERO);
 }
+
+#[test]
+fn console_output_is_kept_for_the_caller_and_bounded() {
+    let mut rt = runtime(
+        "function talk() { console.log('arrival', arrival, { a: 1 }); console.error(new Error('x').message); }\nfunction chatty() { for (let i = 0; i < 150; i++) console.log(i); }",
+    );
+    let talk = rt.scripts().hook("talk").unwrap();
+    rt.step(talk, &mut FlowState { arrival: 3, ..FlowState::default() }).unwrap();
+    // Values as console.log shows them: text as is, objects as JSON.
+    assert_eq!(rt.take_log(), (vec!["arrival 3 {\"a\":1}".to_string(), "x".to_string()], 0));
+    // Taken: empty again.
+    assert_eq!(rt.take_log(), (vec![], 0));
+    // Past the bound, lines are counted, not kept.
+    rt.step(rt.scripts().hook("chatty").unwrap(), &mut FlowState::default()).unwrap();
+    let (lines, dropped) = rt.take_log();
+    assert_eq!((lines.len(), dropped), (perfops_script::LOG_LINES, 50));
+}
+
+#[test]
+fn memory_does_not_grow_with_calls() {
+    // Many flow instances, each with its own state, through one runtime: the heap stays flat.
+    let mut rt = runtime(
+        "function sign(req) { vars.sig = perfops.hmac('sha256', 'k', req.body + arrival); req.headers.x = vars.sig; }",
+    );
+    let hook = rt.scripts().hook("sign").unwrap();
+    let mut sizes = Vec::new();
+    for round in 0..3 {
+        for i in 0..5_000u64 {
+            let mut state = FlowState { arrival: round * 5_000 + i, ..FlowState::default() };
+            rt.before_request(hook, &mut state, &mut request()).unwrap();
+        }
+        sizes.push(rt.memory_bytes());
+    }
+    assert!(sizes[2] <= sizes[0] + (64 << 10), "heap after 5k, 10k, 15k calls: {sizes:?}");
+}
