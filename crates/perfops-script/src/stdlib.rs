@@ -166,12 +166,13 @@ pub(crate) fn install<'js>(ctx: &Ctx<'js>, shared: &Rc<Shared>) -> rquickjs::Res
 
 /// A logged value as `console.log` shows it: strings as they are, objects as JSON.
 fn log_text<'js>(ctx: &Ctx<'js>, value: Value<'js>) -> String {
-    if value.is_object() && !value.is_function() && value.as_exception().is_none() {
-        if let Ok(Some(json)) = ctx.json_stringify(value.clone())
-            && let Ok(text) = json.to_string()
-        {
-            return text;
-        }
+    if value.is_object()
+        && !value.is_function()
+        && value.as_exception().is_none()
+        && let Ok(Some(json)) = ctx.json_stringify(value.clone())
+        && let Ok(text) = json.to_string()
+    {
+        return text;
     }
     Coerced::<String>::from_js(ctx, value).map(|c| c.0).unwrap_or_default()
 }
