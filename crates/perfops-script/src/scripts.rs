@@ -21,7 +21,8 @@ pub(crate) struct SourceFile {
 }
 
 /// Script files checked and ready for runtimes. Shared by every worker: `Send + Sync`, and a
-/// clone shares the text.
+/// clone shares the text. Two are equal when their files are (names and texts, in order), so a
+/// scenario that holds them can still be compared.
 #[derive(Debug, Clone)]
 pub struct Scripts {
     pub(crate) files: Arc<[SourceFile]>,
@@ -32,6 +33,15 @@ pub struct Scripts {
 /// index on every request: no name is looked up per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Hook(pub(crate) u32);
+
+impl PartialEq for Scripts {
+    fn eq(&self, other: &Scripts) -> bool {
+        // The functions follow from the files.
+        self.files == other.files
+    }
+}
+
+impl Eq for Scripts {}
 
 impl Scripts {
     /// Checks the files, in order, as one program (a later file may call an earlier one's

@@ -48,6 +48,9 @@ fn functions_are_found_across_files() {
     assert!(scripts.has("check"));
     assert_eq!(scripts.name(scripts.hook("check").unwrap()), "check");
     assert_eq!(scripts.files().map(|(n, _)| n).collect::<Vec<_>>(), ["a.js", "b.js"]);
+    // Equal when the files are; a clone shares them.
+    assert_eq!(scripts.clone(), scripts);
+    assert_ne!(Scripts::compile(&[("a.js", "function sign(req) {}")]).unwrap(), scripts);
 }
 
 #[test]
