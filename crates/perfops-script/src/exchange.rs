@@ -38,7 +38,9 @@ pub struct RequestParts {
     pub method: String,
     /// The request target: path and query (`/orders?page=2`).
     pub path: String,
-    /// Header fields in order, names as the scenario wrote them.
+    /// Header fields in order, names as the scenario wrote them. (In JS a name is one
+    /// property, so the fields of a repeated name come back together, at the first one's
+    /// place.)
     pub headers: Vec<(String, String)>,
     /// The body. A body that is not UTF-8 reaches JS with U+FFFD in place of its bad bytes; if
     /// the hook leaves `req.body` as it was, the original bytes are kept.

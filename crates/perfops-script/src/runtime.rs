@@ -450,10 +450,11 @@ impl Runtime {
         self.shared.deadline.set(started + self.limits.call_time);
         self.shared.interrupted.set(false);
         let shared = &self.shared;
-        let result = self.engine.ctx.with(|ctx| -> Result<(T, BTreeMap<String, String>), ScriptError> {
+        let result = self.engine.ctx.with(|ctx| -> Result<(T, Option<BTreeMap<String, String>>), ScriptError> {
             let err = |e: rquickjs::Error| caught(&ctx, e, &name);
             let globals = ctx.globals();
-            globals.set("vars", stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?).map_err(err)?;
+            let (vars_in, values_in) = stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?;
+            globals.set("vars", vars_in.clone()).map_err(err)?;
             globals.set("arrival", state.arrival as f64).map_err(err)?;
             let row = if state.rows.is_empty() {
                 no_rows.restore(&ctx).map_err(err)?
@@ -488,13 +489,18 @@ impl Runtime {
             let out =
                 read(&ctx, ret, a).map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
             let vars: Value = globals.get("vars").map_err(err)?;
+            if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
+                return Ok((out, None));
+            }
             let vars = stdlib::vars_from_js(&ctx, vars)
                 .map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
-            Ok((out, vars))
+            Ok((out, Some(vars)))
         });
         let result = match result {
             Ok((out, vars)) => {
-                state.vars = vars;
+                if let Some(vars) = vars {
+                    state.vars = vars;
+                }
                 Ok(out)
             }
             Err(e) => Err(self.classify(e, &name)),

@@ -33,7 +33,7 @@ use base64::engine::{DecodePaddingMode, general_purpose};
 use hmac::{Hmac, KeyInit, Mac};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rquickjs::function::{Opt, Rest};
-use rquickjs::{ArrayBuffer, Coerced, Ctx, Exception, FromJs, Function, Object, Type, TypedArray, Value};
+use rquickjs::{ArrayBuffer, Atom, Coerced, Ctx, Exception, FromJs, Function, Object, Type, TypedArray, Value};
 use sha2::Digest;
 
 use crate::error::one_line;
@@ -329,13 +329,35 @@ fn query<'js>(ctx: &Ctx<'js>, obj: &Object<'js>) -> rquickjs::Result<String> {
     Ok(out)
 }
 
-/// `vars` for a call: the flow's saved values as string properties.
-pub(crate) fn vars_to_js<'js>(ctx: &Ctx<'js>, vars: &BTreeMap<String, String>) -> rquickjs::Result<Object<'js>> {
+/// `vars` for a call: the flow's saved values as string properties; with the values made, in
+/// the map's order, for [`vars_unchanged`].
+pub(crate) fn vars_to_js<'js>(
+    ctx: &Ctx<'js>,
+    vars: &BTreeMap<String, String>,
+) -> rquickjs::Result<(Object<'js>, Vec<Value<'js>>)> {
     let obj = Object::new(ctx.clone())?;
+    let mut values = Vec::with_capacity(vars.len());
     for (name, value) in vars {
-        obj.set(name.as_str(), value.as_str())?;
+        let value = rquickjs::String::from_str(ctx.clone(), value)?.into_value();
+        obj.set(name.as_str(), value.clone())?;
+        values.push(value);
     }
-    Ok(obj)
+    Ok((obj, values))
+}
+
+/// Whether a call left `vars` as it was given: the same object, as many keys, each holding the
+/// very value put there (compared by identity, without reading any text back). Most hooks only
+/// read `vars`; this spares them the copy back (a sixth of an empty hook's cost, profiled).
+pub(crate) fn vars_unchanged<'js>(
+    now: &Value<'js>,
+    given: &Object<'js>,
+    names: &BTreeMap<String, String>,
+    values: &[Value<'js>],
+) -> bool {
+    if now != given.as_value() || given.keys::<Atom>().count() != values.len() {
+        return false;
+    }
+    names.keys().zip(values).all(|(name, value)| given.get::<_, Value>(name.as_str()).is_ok_and(|v| v == *value))
 }
 
 /// `vars` after a call, back as text (see [`crate::FlowState`] for the rules).
@@ -390,17 +412,22 @@ pub(crate) fn request_to_js<'js>(ctx: &Ctx<'js>, request: &RequestParts) -> rqui
     obj.set("method", request.method.as_str())?;
     obj.set("path", request.path.as_str())?;
     let headers = Object::new(ctx.clone())?;
-    for (name, value) in &request.headers {
-        let existing: Value = headers.get(name.as_str())?;
-        if let Some(array) = existing.as_array() {
-            array.set(array.len(), value.as_str())?;
-        } else if let Some(first) = existing.as_string() {
-            let array = rquickjs::Array::new(ctx.clone())?;
-            array.set(0, first.clone())?;
-            array.set(1, value.as_str())?;
-            headers.set(name.as_str(), array)?;
-        } else {
+    for (i, (name, value)) in request.headers.iter().enumerate() {
+        // A name's first field: a string, or an array of all its fields when it repeats (asked
+        // of the list, not of the object: a property read from Rust costs an atom lookup).
+        if request.headers[..i].iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        let mut same = request.headers[i + 1..].iter().filter(|(n, _)| n == name).peekable();
+        if same.peek().is_none() {
             headers.set(name.as_str(), value.as_str())?;
+        } else {
+            let array = rquickjs::Array::new(ctx.clone())?;
+            array.set(0, value.as_str())?;
+            for (j, (_, v)) in same.enumerate() {
+                array.set(j + 1, v.as_str())?;
+            }
+            headers.set(name.as_str(), array)?;
         }
     }
     obj.set("headers", headers)?;

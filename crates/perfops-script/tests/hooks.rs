@@ -237,3 +237,44 @@ fn memory_does_not_grow_with_calls() {
     }
     assert!(sizes[2] <= sizes[0] + (64 << 10), "heap after 5k, 10k, 15k calls: {sizes:?}");
 }
+
+#[test]
+fn changes_to_vars_are_seen_however_small() {
+    let mut rt = runtime(
+        r#"
+        function swap() { delete vars.a; vars.b = "2"; }
+        function same_text() { vars.a = "1"; }
+        function reads() { return vars.a === "1" ? undefined : false; }
+        function repeated(req) { vars.h = JSON.stringify(req.headers.A) + JSON.stringify(req.headers.B); }
+        "#,
+    );
+    let start = || {
+        let mut state = FlowState::default();
+        state.vars.insert("a".into(), "1".into());
+        state
+    };
+    let cases: &[(&str, &[(&str, &str)])] = &[
+        // One name deleted and another added: as many keys as before, still a change.
+        ("swap", &[("b", "2")]),
+        // The same text written again: the value is the same.
+        ("same_text", &[("a", "1")]),
+        // Only read: nothing changes.
+        ("reads", &[("a", "1")]),
+    ];
+    for (name, want) in cases {
+        let mut state = start();
+        rt.step(rt.scripts().hook(name).unwrap(), &mut state).unwrap();
+        let got: Vec<(&str, &str)> = state.vars.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, *want, "{name}");
+    }
+    // A repeated request header reaches JS as an array of its values, in order.
+    let mut state = FlowState::default();
+    let mut req = RequestParts {
+        headers: vec![("A".into(), "1".into()), ("B".into(), "x".into()), ("A".into(), "2".into())],
+        ..request()
+    };
+    rt.before_request(rt.scripts().hook("repeated").unwrap(), &mut state, &mut req).unwrap();
+    assert_eq!(state.vars["h"], r#"["1","2"]"x""#);
+    // The hook changed no header: they go back as they came, grouped by name.
+    assert_eq!(req.headers, [("A".to_string(), "1".to_string()), ("A".into(), "2".into()), ("B".into(), "x".into())]);
+}
