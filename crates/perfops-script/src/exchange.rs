@@ -19,7 +19,8 @@ use std::collections::BTreeMap;
 /// remove the name.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FlowState {
-    /// Saved values by name: `setup`'s, then this flow instance's steps' and hooks'.
+    /// Saved values by name: `setup`'s, then this flow instance's steps' and hooks'. (A name a
+    /// script writes is cut at a NUL, if it has one: QuickJS hands names out as C strings.)
     pub vars: BTreeMap<String, String>,
     /// The arrival number (`${seq}` in templates).
     pub arrival: u64,

@@ -278,3 +278,21 @@ fn changes_to_vars_are_seen_however_small() {
     // The hook changed no header: they go back as they came, grouped by name.
     assert_eq!(req.headers, [("A".to_string(), "1".to_string()), ("A".into(), "2".into()), ("B".into(), "x".into())]);
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// Any saved values (any text, any names but with NUL) cross into JS and back unchanged,
+    /// whether the hook leaves `vars` alone or rewrites every value with a copy. (A name is cut
+    /// at a NUL on its way back: QuickJS hands property names out as C strings. The scenario's
+    /// names are letters, digits and `_`.)
+    #[test]
+    fn vars_cross_unchanged(vars in proptest::collection::btree_map("[^\\x00]{0,12}", ".{0,40}", 0..8)) {
+        let mut rt = runtime("function leave() {}\nfunction rewrite() { for (const k of Object.keys(vars)) vars[k] = (' ' + vars[k]).slice(1); }");
+        for name in ["leave", "rewrite"] {
+            let mut state = FlowState { vars: vars.clone(), ..FlowState::default() };
+            rt.step(rt.scripts().hook(name).unwrap(), &mut state).unwrap();
+            proptest::prop_assert_eq!(&state.vars, &vars, "{}", name);
+        }
+    }
+}
