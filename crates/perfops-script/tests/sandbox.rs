@@ -19,6 +19,8 @@ function thing() { throw { code: 7 }; }
 function five() { return 5; }
 async function later() { vars.x = "1"; }
 function queued() { Promise.resolve().then(() => { vars.then = "ran"; }); }
+function regex() { return /(a+)+b/.test("a".repeat(40)); }
+function fill() { return new Array(1e9).fill(0).length; }
 function caps() {
   const probe = (f) => { try { return String(f()); } catch (e) { return e.name; } };
   vars.require = typeof require;
@@ -78,6 +80,9 @@ fn endless_loops_time_out_and_the_runtime_goes_on() {
         // A loop in a promise callback, run before the call returns: the same deadline (its
         // place is lost: rquickjs drops a job's error).
         ("spin_later", None),
+        // Catastrophic backtracking inside the regex engine (native code): it polls the same
+        // interrupt handler.
+        ("regex", Some(14)),
     ];
     for (name, line) in cases {
         let mut state = FlowState::default();
@@ -102,8 +107,8 @@ fn endless_loops_time_out_and_the_runtime_goes_on() {
 fn memory_limits_end_in_out_of_memory_and_a_rebuilt_runtime() {
     let limits = Limits { call_time: Duration::from_secs(5), memory_bytes: 16 << 20 };
     let mut rt = runtime(limits);
-    // One huge string, then many small objects: both reach the limit.
-    for (i, name) in ["big", "grow"].into_iter().enumerate() {
+    // One huge string, many small objects, a huge array: each reaches the limit.
+    for (i, name) in ["big", "grow", "fill"].into_iter().enumerate() {
         let err = call(&mut rt, name, &mut FlowState::default()).expect_err(name);
         assert_eq!(err, ScriptError::OutOfMemory { function: name.into(), limit_bytes: 16 << 20 }, "{name}");
         assert_eq!(rt.rebuilt(), i as u64 + 1);
