@@ -180,6 +180,9 @@ fn misuse_is_a_typed_exception() {
         ("perfops.randomInt(6, 1)", "RangeError: randomInt(min, max)"),
         // Fractional bounds.
         ("perfops.randomInt(1.5, 2)", "RangeError: randomInt(min, max)"),
+        // Arguments missing altogether: rquickjs's own message, as a TypeError.
+        ("perfops.hmac()", "TypeError: Error calling function with 0 argument(s)"),
+        ("perfops.url.query()", "TypeError: Error calling function with 0 argument(s)"),
     ];
     for (expr, want) in cases {
         match eval_seeded(expr, 1) {
