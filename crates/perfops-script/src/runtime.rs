@@ -13,6 +13,7 @@
 //!        │               └── returns ──> pending jobs run (promise callbacks, same deadline)
 //!        │                                 ──> return value read (BadReturn if misshapen)
 //!        └── spent += elapsed                  ──> vars copied back into the FlowState
+//!                                                  (only if the call changed them)
 //! ```
 //!
 //! What it owns: the limits and how each failure becomes a typed [`ScriptError`], the copy of
