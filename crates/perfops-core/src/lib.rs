@@ -11,6 +11,7 @@
 //! - [`pipeline`]: each second of a load handed to one ordered list of sinks
 //!   (results, judge, live line, exporter), with the per-stage accounting.
 //!
+//! - [`cookie`]: a flow's cookies as a browser session keeps them (parse, jar, the `Cookie:` field).
 //! - [`input`]: files someone else prepared (results, feeders, `.proto`), opened inside their
 //!   folder, regular only, with a size cap: the one module that touches the file system.
 //! - [`printable`]: text from such files, made safe to print on a terminal.
@@ -19,6 +20,7 @@
 //! from the start of a run.
 
 pub mod analysis;
+pub mod cookie;
 pub mod fleet;
 pub mod input;
 pub mod measure;
