@@ -89,7 +89,8 @@ impl Jar {
                 k.secure = c.secure;
             }
             None => {
-                let i = self.cookies.iter().position(|k| k.path.len() < cookie_path.len()).unwrap_or(self.cookies.len());
+                let i =
+                    self.cookies.iter().position(|k| k.path.len() < cookie_path.len()).unwrap_or(self.cookies.len());
                 let cookie = Cookie {
                     name: c.name.to_string(),
                     value: c.value.to_string(),
@@ -144,7 +145,9 @@ impl Jar {
         }
         let given = |name: &str| {
             own.is_some_and(|(_, value)| {
-                value.split(|&b| b == b';').any(|p| p.split(|&b| b == b'=').next().is_some_and(|n| n.trim_ascii() == name.as_bytes()))
+                value
+                    .split(|&b| b == b';')
+                    .any(|p| p.split(|&b| b == b'=').next().is_some_and(|n| n.trim_ascii() == name.as_bytes()))
             })
         };
         let mut sending = self
@@ -270,7 +273,12 @@ mod tests {
             (&["s=1; Path=/; Secure"], "/", true, Some("s=1")),
             (&["s=1; Path=/; Secure"], "/", false, None),
             // Domain: the host's or a parent's is kept; another's is refused.
-            (&["a=1; Path=/; Domain=example.com", "b=2; Path=/; Domain=shop.example.com"], "/", false, Some("a=1; b=2")),
+            (
+                &["a=1; Path=/; Domain=example.com", "b=2; Path=/; Domain=shop.example.com"],
+                "/",
+                false,
+                Some("a=1; b=2"),
+            ),
             (&["a=1; Path=/; Domain=other.com", "b=2; Path=/; Domain=hop.example.com"], "/", false, None),
             // A field that is no cookie is ignored.
             (&["nonsense", "a=1; Path=/"], "/", false, Some("a=1")),
@@ -299,9 +307,15 @@ mod tests {
             // No field of its own: one added before the blank line, the body untouched.
             ("X: 1\r\n", "GET / HTTP/1.1\r\nHost: shop.example.com\r\nX: 1\r\nCookie: a=jar; b=jar\r\n\r\nbody"),
             // Its own names another cookie: the jar's added to it.
-            ("cookie: c=own\r\n", "GET / HTTP/1.1\r\nHost: shop.example.com\r\ncookie: c=own; a=jar; b=jar\r\n\r\nbody"),
+            (
+                "cookie: c=own\r\n",
+                "GET / HTTP/1.1\r\nHost: shop.example.com\r\ncookie: c=own; a=jar; b=jar\r\n\r\nbody",
+            ),
             // Its own gives `a`: the step's value wins, `b` joins.
-            ("Cookie: a=own\r\nX: 1\r\n", "GET / HTTP/1.1\r\nHost: shop.example.com\r\nCookie: a=own; b=jar\r\nX: 1\r\n\r\nbody"),
+            (
+                "Cookie: a=own\r\nX: 1\r\n",
+                "GET / HTTP/1.1\r\nHost: shop.example.com\r\nCookie: a=own; b=jar\r\nX: 1\r\n\r\nbody",
+            ),
         ];
         for (headers, want) in cases {
             assert_eq!(sent(&mut jar, "/", headers, false).as_deref(), Some(want), "{headers:?}");
@@ -350,10 +364,10 @@ mod tests {
     #[test]
     fn request_paths_come_from_the_request_line() {
         let cases = [
-            ("GET /a/b?x=1 HTTP/1.1", "/a/b"),   // the query cut
-            ("GET / HTTP/1.1", "/"),             // the root
-            ("GET * HTTP/1.1", "/"),             // not a path: the root
-            ("garbage", "/"),                    // no request line at all
+            ("GET /a/b?x=1 HTTP/1.1", "/a/b"),       // the query cut
+            ("GET / HTTP/1.1", "/"),                 // the root
+            ("GET * HTTP/1.1", "/"),                 // not a path: the root
+            ("garbage", "/"),                        // no request line at all
             ("POST /x#frag HTTP/1.1\r\nH: 1", "/x"), // a fragment cut, the head's rest ignored
         ];
         for (head, want) in cases {

@@ -42,8 +42,7 @@ impl<'a> SetCookie<'a> {
         {
             return None;
         }
-        let mut out =
-            SetCookie { name, value, domain: None, path: None, max_age: None, expires: None, secure: false };
+        let mut out = SetCookie { name, value, domain: None, path: None, max_age: None, expires: None, secure: false };
         for attr in parts {
             let (key, val) = attr.split_once('=').unwrap_or((attr, ""));
             let (key, val) = (key.trim_matches([' ', '\t']), val.trim_matches([' ', '\t']));
@@ -84,8 +83,13 @@ fn max_age(v: &str) -> Option<i64> {
 /// `Sunday, 06-Nov-94 08:49:37 GMT` and asctime's `Sun Nov  6 08:49:37 1994` all read). `None`
 /// when a part is missing or out of range.
 pub fn cookie_date(text: &str) -> Option<i64> {
-    let delimiter =
-        |c: char| c == '\t' || (' '..='/').contains(&c) || (';'..='@').contains(&c) || ('['..='`').contains(&c) || ('{'..='~').contains(&c);
+    let delimiter = |c: char| {
+        c == '\t'
+            || (' '..='/').contains(&c)
+            || (';'..='@').contains(&c)
+            || ('['..='`').contains(&c)
+            || ('{'..='~').contains(&c)
+    };
     let (mut time, mut day, mut month, mut year) = (None, None, None, None);
     for token in text.split(delimiter).filter(|t| !t.is_empty()) {
         if time.is_none()
