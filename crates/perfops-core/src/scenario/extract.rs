@@ -1,5 +1,5 @@
 //! What a step takes from a response and what it checks in it: `save:` extractors (a JSONPath,
-//! `header:NAME` or `regex:PATTERN`) and `expect:` checks (status, body substring, JSON values).
+//! `header:NAME`, `cookie:NAME` or `regex:PATTERN`) and `expect:` checks (status, body substring, JSON values).
 //! This module owns their syntax (parsed once, when the scenario is validated) and their evaluation on
 //! a response already received. It does not own the response: the engine passes the status, the
 //! headers as received and the body bytes, and decides which failure kind a failed check is counted as.
@@ -33,7 +33,7 @@ impl ExtractError {
     }
 }
 
-const FORMS: &str = "use a JSONPath like `$.token`, `header:NAME` or `regex:PATTERN`";
+const FORMS: &str = "use a JSONPath like `$.token`, `header:NAME`, `cookie:NAME` or `regex:PATTERN`";
 
 /// A response body, with its JSON parsed on first use and kept for the next JSONPath.
 #[derive(Debug)]
@@ -76,6 +76,14 @@ pub enum Extractor {
         /// The spec as written (`header:Authorization`).
         source: String,
     },
+    /// A cookie the response sets: `cookie:csrf`, the value of the last `Set-Cookie` field of that
+    /// name (names compare exactly, as cookies' do), whatever other fields come before it.
+    Cookie {
+        /// The cookie's name.
+        name: String,
+        /// The spec as written (`cookie:csrf`).
+        source: String,
+    },
     /// A regular expression on the body: `regex:token=([a-z0-9]+)`. The value is the first capture
     /// group, or the whole match when the pattern has no group.
     Regex {
@@ -104,6 +112,21 @@ impl Extractor {
                 ));
             }
             return Ok(Extractor::Header { name: name.to_ascii_lowercase(), source: spec.to_owned() });
+        }
+        if let Some(name) = spec.strip_prefix("cookie:") {
+            let lead = name.len() - name.trim_start().len();
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(ExtractError::new(7, "empty cookie name", "write `cookie:NAME`, e.g. `cookie:csrf_token`"));
+            }
+            if let Some(bad) = name.bytes().position(|b| !is_tchar(b)) {
+                return Err(ExtractError::new(
+                    7 + lead + bad,
+                    format!("{:?} is not allowed in a cookie name", name[bad..].chars().next().unwrap_or(' ')),
+                    "cookie names are letters, digits and `!#$%&'*+-.^_`|~`",
+                ));
+            }
+            return Ok(Extractor::Cookie { name: name.to_owned(), source: spec.to_owned() });
         }
         if let Some(pattern) = spec.strip_prefix("regex:") {
             return match regex::bytes::Regex::new(pattern) {
@@ -136,9 +159,10 @@ impl Extractor {
     /// The spec as written.
     pub fn source(&self) -> &str {
         match self {
-            Extractor::JsonPath { source, .. } | Extractor::Header { source, .. } | Extractor::Regex { source, .. } => {
-                source
-            }
+            Extractor::JsonPath { source, .. }
+            | Extractor::Header { source, .. }
+            | Extractor::Cookie { source, .. }
+            | Extractor::Regex { source, .. } => source,
         }
     }
 
@@ -161,6 +185,13 @@ impl Extractor {
                 .iter()
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
                 .map(|(_, value)| String::from_utf8_lossy(value).into_owned()),
+            Extractor::Cookie { name, .. } => headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+                .filter_map(|(_, value)| crate::cookie::SetCookie::parse(value))
+                .filter(|c| c.name == name)
+                .last()
+                .map(|c| c.value.to_owned()),
             Extractor::Regex { regex, .. } => {
                 let found = if regex.captures_len() > 1 {
                     regex.captures(body.bytes())?.get(1)?
@@ -174,7 +205,7 @@ impl Extractor {
 
     /// True when this extractor needs the body (so the engine keeps it).
     pub fn needs_body(&self) -> bool {
-        !matches!(self, Extractor::Header { .. })
+        !matches!(self, Extractor::Header { .. } | Extractor::Cookie { .. })
     }
 
     /// Why `save: { name: self }` saved nothing from a response whose body is `body`, for a
@@ -183,7 +214,7 @@ impl Extractor {
     pub fn missed(&self, name: &str, body: &ParsedBody<'_>) -> String {
         let source = self.source();
         let why = match self {
-            Extractor::Header { .. } => "",
+            Extractor::Header { .. } | Extractor::Cookie { .. } => "",
             _ if body.bytes().is_empty() => " (no body)",
             Extractor::JsonPath { .. } if body.json().is_none() => " (the body is not JSON)",
             _ => "",
@@ -430,7 +461,16 @@ mod tests {
     const BODY: &[u8] = br#"{"token":"abc","n":42,"f":1.5,"ok":true,"nil":null,"user":{"id":7,"tags":["a","b"]},"items":[{"id":1},{"id":2}]}"#;
 
     fn headers() -> Vec<(&'static str, &'static [u8])> {
-        vec![("Content-Type", b"application/json"), ("X-Token", b"t-1"), ("x-token", b"t-2"), ("Set-Cookie", b"sid=9f")]
+        vec![
+            ("Content-Type", b"application/json"),
+            ("X-Token", b"t-1"),
+            ("x-token", b"t-2"),
+            ("Set-Cookie", b"sid=9f"),
+            ("set-cookie", b"csrf=c1; Path=/; HttpOnly"),
+            ("Set-Cookie", b"junk"),
+            ("Set-Cookie", b"csrf=c2; Path=/app"),
+            ("Set-Cookie", b"Sid=upper"),
+        ]
     }
 
     #[test]
@@ -465,6 +505,14 @@ mod tests {
             ("header: set-cookie ", BODY, Some("sid=9f")),
             // A missing header.
             ("header:Location", BODY, None),
+            // A cookie from the first Set-Cookie field: its value alone, no attributes.
+            ("cookie:sid", BODY, Some("9f")),
+            // Set twice: the last field's value (what the jar keeps), past a field that is no cookie.
+            ("cookie: csrf", BODY, Some("c2")),
+            // Cookie names are exact: `Sid` is another cookie.
+            ("cookie:Sid", BODY, Some("upper")),
+            // A cookie no field sets.
+            ("cookie:none", BODY, None),
             // Regex with a group: the group.
             (r#"regex:"token":"([a-z]+)""#, BODY, Some("abc")),
             // Regex without a group: the whole match.
@@ -497,6 +545,10 @@ mod tests {
             ("header: ", 7, "empty header name"),
             // A space inside a header name, at the space.
             ("header:X Token", 8, "not allowed in a header name"),
+            // An empty cookie name.
+            ("cookie:", 7, "empty cookie name"),
+            // A `=` in a cookie name, at the `=`.
+            ("cookie:a=b", 8, "not allowed in a cookie name"),
             // A regex syntax error, at the unclosed group.
             ("regex:a(b", 7, "unclosed group"),
         ];
@@ -513,6 +565,7 @@ mod tests {
         assert!(Extractor::parse("$.a").unwrap().needs_body());
         assert!(Extractor::parse("regex:a").unwrap().needs_body());
         assert!(!Extractor::parse("header:a").unwrap().needs_body());
+        assert!(!Extractor::parse("cookie:a").unwrap().needs_body());
         let header_only = Expect {
             status: Some(vec![StatusRange::Class(2)]),
             json: vec![(Extractor::parse("header:a").unwrap(), json!("x"))],
