@@ -66,7 +66,7 @@ impl FromStr for Override {
 
 const TOP: &[&str] =
     &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe", "outputs"];
-const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2"];
+const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2", "cookies"];
 pub(super) const HTTP2: &[&str] = &["streams", "connections", "stream_window", "connection_window"];
 const FEEDER: &[&str] = &["csv", "mode"];
 const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
@@ -634,8 +634,21 @@ impl Dec<'_> {
             headers: Vec::new(),
             protocol: None,
             http2: Http2Options::default(),
+            cookies: true,
         };
         let Some(m) = node.and_then(|n| self.map(n, "defaults", DEFAULTS)) else { return out };
+        if let Some(c) = m.get_node("cookies").and_then(|n| self.scalar(n, "defaults.cookies", "true or false")) {
+            match c.as_str() {
+                "true" => out.cookies = true,
+                "false" => out.cookies = false,
+                other => self.at(
+                    c.span(),
+                    "defaults.cookies",
+                    format!("`{other}` is not true or false"),
+                    Some("true (the default: each flow keeps its answers' cookies, as a browser) or false".into()),
+                ),
+            }
+        }
         if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
             out.timeout = t;
         }

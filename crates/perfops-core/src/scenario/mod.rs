@@ -145,6 +145,9 @@ pub struct Defaults {
     pub protocol: Option<HttpVersion>,
     /// HTTP/2's knobs (`defaults.http2`), each `None` when not given.
     pub http2: Http2Options,
+    /// `defaults.cookies`: each flow instance keeps the cookies its answers set and sends them
+    /// back, as a browser session does (`true`, the default, as in k6 and browsers).
+    pub cookies: bool,
 }
 
 /// `defaults.protocol`.
