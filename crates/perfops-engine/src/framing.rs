@@ -51,6 +51,8 @@ pub(crate) struct Fields {
     /// `Connection: close` / `Connection: keep-alive` tokens seen.
     close: bool,
     keep_alive: bool,
+    /// A `Set-Cookie` was present: the flow's cookie jar reads the head.
+    pub(crate) set_cookie: bool,
 }
 
 impl Fields {
@@ -78,6 +80,8 @@ impl Fields {
                 self.close |= token.eq_ignore_ascii_case(b"close");
                 self.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
             }
+        } else if name.eq_ignore_ascii_case("set-cookie") {
+            self.set_cookie = true;
         }
         Ok(())
     }

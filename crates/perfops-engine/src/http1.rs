@@ -137,8 +137,11 @@ pub(crate) struct Conn {
     pub(crate) reused: bool,
     /// The server allows another request on this connection.
     pub(crate) keep_alive: bool,
-    /// With `capture`, the last response's head and body (for `save`/`expect`).
+    /// With `capture`, the last response's head and body (for `save`/`expect`);
+    /// the head also when it has a `Set-Cookie` field.
     pub(crate) head: Vec<u8>,
+    /// The last response's head has a `Set-Cookie` field (kept in `head`).
+    pub(crate) set_cookie: bool,
     pub(crate) body: Vec<u8>,
     heads: HeadCache,
     /// Reads take the kernel's receive time of their bytes ([`stamp_receives`]).
@@ -159,6 +162,8 @@ enum Head {
         status: u16,
         framing: Framing,
         keep_alive: bool,
+        /// It has a `Set-Cookie` field: the head is kept for the flow's jar.
+        set_cookie: bool,
     },
 }
 
@@ -197,7 +202,7 @@ fn parse_head(bytes: &[u8], head_request: bool) -> Result<Head, ExchangeError> {
     }
     let framing = fields.framing(status, head_request);
     let keep_alive = fields.keep_alive(resp.version == Some(1), framing);
-    Ok(Head::Complete { len, status, framing, keep_alive })
+    Ok(Head::Complete { len, status, framing, keep_alive, set_cookie: fields.set_cookie })
 }
 
 /// Heads longer than this are not remembered (it bounds the memory per connection).
@@ -250,6 +255,7 @@ impl Conn {
             reused: false,
             keep_alive: true,
             head: Vec::new(),
+            set_cookie: false,
             body: Vec::new(),
             heads: HeadCache::default(),
             stamped: false,
@@ -373,11 +379,14 @@ impl Conn {
                         self.start += len;
                         continue;
                     }
-                    Head::Complete { len, status, framing, keep_alive } => {
+                    Head::Complete { len, status, framing, keep_alive, set_cookie } => {
                         let capture = capture || status >= 400;
-                        if capture {
+                        // A head that sets cookies is kept for the flow's jar
+                        // (its body is not): one test of a flag the parse set.
+                        if capture || set_cookie {
                             self.head.extend_from_slice(&self.buf[self.start..self.start + len]);
                         }
+                        self.set_cookie = set_cookie;
                         self.start += len;
                         break (status, framing, keep_alive, capture);
                     }
@@ -579,7 +588,7 @@ mod tests {
     const OK: &[u8] = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 13\r\n\r\nHello, world\n";
 
     fn complete(status: u16, framing: Framing, keep_alive: bool, len: usize) -> Head {
-        Head::Complete { len, status, framing, keep_alive }
+        Head::Complete { len, status, framing, keep_alive, set_cookie: false }
     }
 
     /// The cache answers exactly what a fresh parse answers, case by case.

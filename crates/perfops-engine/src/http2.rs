@@ -120,19 +120,20 @@ impl Indexing {
     }
 
     /// `step`'s, as `work` renders it.
+    /// With a cookie jar (`work.cookies`), a request that carries the jar's
+    /// cookies is converted with this indexing, and its `cookie` field is one
+    /// that varies (each flow instance has its own session): indexed, it
+    /// would churn the table as a `${token}` would.
     pub(crate) fn of(work: &Work, step: &StepPlan) -> Indexing {
-        if step.cached.is_some() {
+        if step.cached.is_some() && !work.cookies {
             return Indexing::all();
         }
-        Indexing {
-            all: false,
-            path: step.step.path.is_literal(),
-            varying: work
-                .headers_of(&step.step)
-                .filter(|(_, t)| !t.is_literal())
-                .map(|(n, _)| n.to_ascii_lowercase())
-                .collect(),
+        let mut varying: Vec<String> =
+            work.headers_of(&step.step).filter(|(_, t)| !t.is_literal()).map(|(n, _)| n.to_ascii_lowercase()).collect();
+        if work.cookies {
+            varying.push("cookie".to_string());
         }
+        Indexing { all: false, path: step.step.path.is_literal(), varying }
     }
 
     fn indexes(&self, name: &[u8]) -> bool {
@@ -180,6 +181,11 @@ impl H2Request {
         fields.push(b"grpc-timeout", grpc::timeout_header(timeout).as_bytes(), true);
         let bytes_out = self.bytes_out - self.body.len() as u64 + body.len() as u64 + 16;
         Ok(H2Request { fields, key: self.key, body, bytes_out })
+    }
+
+    /// Its `:path` (path and query), for the cookie jar's default path.
+    pub(crate) fn path(&self) -> &[u8] {
+        self.fields.iter().find(|(n, _, _)| *n == b":path").map_or(b"/", |(_, v, _)| v)
     }
 
     /// The HTTP/1.1 request `bytes` (as `work.rs` renders it) as an HTTP/2
@@ -610,11 +616,13 @@ impl Drop for OnStream<'_> {
 const CAPTURE_MAX: usize = 1024 * 1024;
 
 /// Send `req` on a stream of `lease`'s connection and read its whole
-/// response; with `capture`, keep its headers, body and trailers there.
+/// response; with `capture`, keep its headers, body and trailers there;
+/// its `Set-Cookie` values go to `set_cookies` (left as it was when none).
 pub(crate) async fn exchange(
     lease: &Lease,
     req: &H2Request,
     capture: Option<&mut Captured>,
+    set_cookies: &mut Vec<Vec<u8>>,
 ) -> Result<(Response, Option<u32>), StreamError> {
     let h2conn = lease.conn();
     let conn = &*h2conn.conn;
@@ -635,6 +643,9 @@ pub(crate) async fn exchange(
     let answer = answer.map_err(fail)?;
     if let (Some(c), Some(got)) = (capture, answer.captured) {
         *c = *got;
+    }
+    if !answer.set_cookies.is_empty() {
+        *set_cookies = answer.set_cookies;
     }
     let response = Response {
         status: answer.status,

@@ -21,6 +21,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use perfops_core::cookie::Jar;
 use perfops_core::scenario::feeder::Feeder;
 use perfops_core::scenario::template::head::{first_refused, is_token};
 use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, VarRef, Vars};
@@ -56,22 +57,37 @@ pub struct Work {
     feeder_turns: Vec<FeederTurns>,
     /// Redirects to follow (0: none, the default: a 3xx is the answer).
     pub redirects: u8,
+    /// Each flow instance keeps a cookie jar (`defaults.cookies`; off for `quick`).
+    pub cookies: bool,
 }
 
 impl Work {
     /// The values no result may show (#32: a failure's body head, `--debug`'s exchanges): every
     /// `${env.*}` value, the literal value of every header that is not harmless (the scenario's
     /// own rule, [`redact`](perfops_core::scenario::redact)), and what was saved under a name
-    /// that looks like a credential (`token`, `session_id`) in `saved`. Made when a failure is
-    /// sampled (a few per step), never per request.
-    pub fn secrets(&self, saved: &HashMap<String, String>) -> Vec<String> {
+    /// that looks like a credential (`token`, `session_id`) or was taken from a cookie
+    /// (`cookie:NAME`) in `saved`, and every value of the flow's cookie `jar`. Made when a
+    /// failure is sampled (a few per step), never per request.
+    pub fn secrets(&self, saved: &HashMap<String, String>, jar: Option<&Jar>) -> Vec<String> {
+        use perfops_core::scenario::extract::Extractor;
         use perfops_core::scenario::redact::{credential_name, harmless_header};
+        let from_cookie = |name: &str| {
+            self.flows
+                .iter()
+                .flat_map(|f| f.steps.iter().flat_map(|s| s.step.save.iter()))
+                .any(|(n, e)| n == name && matches!(e, Extractor::Cookie { .. }))
+        };
         let steps = self.flows.iter().flat_map(|f| f.steps.iter().flat_map(|s| s.step.headers.iter()));
         let headers = self.defaults.iter().chain(steps);
         let literal = headers.filter(|(name, _)| !harmless_header(name)).filter_map(|(_, t)| t.as_literal());
-        let saved = saved.iter().chain(&self.globals).filter(|(name, _)| credential_name(name)).map(|(_, v)| v);
+        let saved = saved
+            .iter()
+            .chain(&self.globals)
+            .filter(|(name, _)| credential_name(name) || from_cookie(name))
+            .map(|(_, v)| v);
         let mut out: Vec<String> =
             self.env.values().cloned().chain(literal.map(str::to_string)).chain(saved.cloned()).collect();
+        out.extend(jar.into_iter().flat_map(|j| j.values().map(str::to_string)));
         // A secret that holds another is replaced first, whole.
         out.sort_by_key(|s| std::cmp::Reverse(s.len()));
         out.dedup();
@@ -232,6 +248,7 @@ impl Work {
             cycle: cycle.into(),
             feeder_turns: Vec::new(),
             redirects: 0,
+            cookies: false,
         };
         work.feeder_turns = work.feeders.iter().map(|f| work.turns_of(f.name())).collect();
         let mut rng = fastrand::Rng::with_seed(0);
@@ -340,6 +357,13 @@ impl Work {
         self.feeders.extend(values);
         // Row n for arrival n: without a rank per arrival and feeder (8 bytes each).
         self.feeder_turns = vec![FeederTurns::default(); self.feeders.len()];
+        self
+    }
+
+    /// Give each flow instance (an arrival, a closed-loop user's iteration)
+    /// a cookie jar: what its answers set goes back on its later requests.
+    pub fn with_cookies(mut self, on: bool) -> Work {
+        self.cookies = on;
         self
     }
 

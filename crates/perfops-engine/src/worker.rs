@@ -38,6 +38,7 @@
 //!   sample.rs       a failing exchange kept as an example (#32), redacted
 //!   debug.rs        `run --debug`: each flow once, every exchange shown (#32)
 //!   connect.rs      TCP connect and TLS handshake, timed
+//!   cookies.rs      a flow instance's cookie jar: Cookie sent, Set-Cookie kept
 //!   spares.rs       what finished requests leave for the next ones
 //! ```
 //!
@@ -57,6 +58,7 @@ use std::sync::mpsc::Sender;
 use std::task::Poll;
 use std::time::Duration;
 
+use perfops_core::cookie::Jar;
 use perfops_core::measure::{FailureKind, FailureSample, SampleKey, Sampler, Stats};
 use perfops_core::model::{LoadModel, Shard};
 use rustls::pki_types::ServerName;
@@ -69,6 +71,7 @@ mod arrival;
 mod checks;
 mod closed_loop;
 mod connect;
+mod cookies;
 pub(crate) mod debug;
 mod http1;
 mod http2;
@@ -266,6 +269,8 @@ struct Request<'a> {
     /// The flow's first step: its answer is the arrival answered, what the
     /// open model's rate judges (#32).
     first: bool,
+    /// The flow instance's cookie jar (`None`: `defaults.cookies: false`).
+    jar: Option<&'a RefCell<Jar>>,
 }
 
 /// How one request ended, and when (its response's last byte read, or the failure seen).
@@ -379,6 +384,8 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let mut conn = None;
         let mut timer = std::pin::pin!(new_timer());
         let rows = w.rows(0);
+        // Setup is a flow instance of its own: its cookies stay with it.
+        let jar = shared.work.cookies.then(RefCell::default);
         for step in &shared.work.flows[0].steps {
             let key = Key { stage: 0, step: step.index };
             // Setup is no arrival: it counts in no rate.
@@ -391,6 +398,7 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
                 rows: &rows,
                 last: false,
                 first: false,
+                jar: jar.as_ref(),
             };
             if w.step(&mut conn, timer.as_mut(), req).await.failed {
                 // Its sample says what was expected and what came (#32),

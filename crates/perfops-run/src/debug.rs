@@ -53,7 +53,8 @@ pub(crate) fn run(args: &SessionArgs) -> Result<Exit> {
     let mut feeders = inputs.feeders;
     // A replay's values (`${replay.NAME}`), as a feeder: the flows run once each, not as recorded.
     feeders.extend(crate::loading::replay_values(&scenario.load));
-    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), inputs.env, feeders);
+    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), inputs.env, feeders)
+        .with_cookies(scenario.defaults.cookies);
     work.resolve_grpc(&folder, &[], Some(base.reflection())).map_err(|e| usage(e.to_string()))?;
     let one =
         LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None, duration: None, max_requests: None };

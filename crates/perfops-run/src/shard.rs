@@ -218,7 +218,8 @@ pub(crate) fn run_setup(
     }
     let setup: Vec<(String, u32, Vec<Step>)> = vec![("setup".to_string(), 1, scenario.setup.clone())];
     let mut work =
-        Work::new(target, setup, scenario.defaults.headers.clone(), inputs.env.clone(), inputs.feeders.clone());
+        Work::new(target, setup, scenario.defaults.headers.clone(), inputs.env.clone(), inputs.feeders.clone())
+            .with_cookies(scenario.defaults.cookies);
     work.resolve_grpc(&inputs.folder, &[], Some(base.reflection()))
         .map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
     let one = perfops_core::model::LoadModel::Closed {

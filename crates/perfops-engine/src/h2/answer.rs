@@ -38,6 +38,9 @@ pub(crate) struct Answer {
     /// `grpc-status`, from the trailers or a trailers-only answer.
     pub(crate) grpc_status: Option<u32>,
     pub(crate) captured: Option<Box<Captured>>,
+    /// The values of its `Set-Cookie` fields (trailers' too), for the
+    /// flow's cookie jar: empty, and unallocated, when it sets none.
+    pub(crate) set_cookies: Vec<Vec<u8>>,
 }
 
 /// What a captured answer holds for `expect` and `save`.

@@ -105,6 +105,9 @@ struct Slot {
     body: Bytes,
     body_at: usize,
     captured: Option<Box<Captured>>,
+    /// Its `Set-Cookie` fields' values, captured or not, for the flow's
+    /// cookie jar (empty, unallocated, from a server that sets none).
+    set_cookies: Vec<Vec<u8>>,
     /// The most of the body `captured` keeps.
     capture_max: usize,
 }
@@ -127,6 +130,7 @@ impl Slot {
             body: Bytes::new(),
             body_at: 0,
             captured: capture.map(|_| Box::default()),
+            set_cookies: Vec::new(),
             capture_max: capture.unwrap_or(0),
         }
     }
@@ -342,6 +346,7 @@ impl Conn {
                     last_byte: slot.last_byte.unwrap_or_else(Instant::now),
                     grpc_status: slot.grpc_status,
                     captured: slot.captured.take(),
+                    set_cookies: std::mem::take(&mut slot.set_cookies),
                 };
                 i.free_slot(id, x);
                 Poll::Ready(Ok(answer))

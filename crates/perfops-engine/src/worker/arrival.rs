@@ -6,8 +6,10 @@
 //! here: how a step goes over the wire (`http1.rs`, `http2.rs`,
 //! `websocket.rs`).
 
+use std::cell::RefCell;
 use std::pin::Pin;
 
+use perfops_core::cookie::Jar;
 use tokio::time::{Instant, Sleep};
 
 use super::{Ended, Request, Worker};
@@ -44,12 +46,18 @@ impl Worker {
             self.drop_arrival(flow, a.stage);
             return Instant::now();
         }
+        // The flow instance's cookies (a closed-loop user's iteration is one:
+        // its jar starts empty, as k6's does, so that every iteration runs
+        // the flow as a new session would and both models measure the same
+        // requests). Empty, it allocates nothing.
+        let jar = work.cookies.then(RefCell::<Jar>::default);
         let (mut due, mut start) = (a.due, a.start);
         let mut end_at = start;
         for (i, step) in flow.steps.iter().enumerate() {
             let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
-            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first: i == 0 };
+            let (first, jar) = (i == 0, jar.as_ref());
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar };
             let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
             if ended.failed {

@@ -74,11 +74,17 @@ impl Worker {
                 &rendered
             }
         };
+        // The flow's cookies, if its jar holds any for this request.
+        let mut cookied = Vec::new();
+        let request = self.with_cookies(req.jar, request, &mut cookied);
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
         let mut outcome =
             self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in).await;
+        if outcome.is_ok() {
+            self.set_cookies(conn.as_deref(), &req, request);
+        }
         // Redirects, only when asked and only within the target: one request,
         // measured to the final response, from its first send.
         let mut hops = shared.work.redirects;
@@ -91,10 +97,15 @@ impl Worker {
                 *conn = None;
             }
             let (earlier_bytes, sent) = (resp.bytes_in, *sent);
+            // A hop carries the cookies the answers so far set (a login's
+            // 302 sets the session the page it points to needs).
+            let mut cookied = Vec::new();
+            let next = self.with_cookies(req.jar, &next, &mut cookied);
             // The redirects read count with the final answer, good or not.
             outcome =
-                match self.exchange(conn, timer.as_mut(), &next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
+                match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
                     Ok((mut r, _)) => {
+                        self.set_cookies(conn.as_deref(), &req, next);
                         r.bytes_in += earlier_bytes;
                         Ok((r, sent))
                     }
@@ -208,6 +219,21 @@ impl Worker {
                 }
             }
             *conn = None;
+        }
+    }
+}
+
+impl Worker {
+    /// The answer on `c` to `request` set cookies: into `req`'s jar with
+    /// them. One test of a flag when it set none, or the flow has no jar.
+    #[inline]
+    fn set_cookies(&self, c: Option<&Conn>, req: &Request<'_>, request: &[u8]) {
+        if let Some(c) = c
+            && c.set_cookie
+            && let Some(jar) = req.jar
+        {
+            let path = perfops_core::cookie::request_path(request);
+            with_fields(c, |pairs| self.keep_cookies(jar, path.as_bytes(), pairs.iter().copied()));
         }
     }
 }

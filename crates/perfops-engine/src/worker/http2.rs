@@ -49,34 +49,42 @@ impl Worker {
         let shared = &*self.shared;
         let step = req.step;
         let rendered_request;
-        let request = match shared.h2_requests.get(usize::from(step.index)).and_then(Option::as_ref) {
+        // A request that carries the flow's cookies is converted per request,
+        // a literal one too (its kept form has no `cookie` field).
+        let cookies = req.jar.is_some_and(|j| !j.borrow().is_empty());
+        let prepared = shared.h2_requests.get(usize::from(step.index)).and_then(Option::as_ref);
+        let request = match prepared.filter(|_| !cookies) {
             Some(r) => Some(r),
             None => {
                 let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
                 let work = &*shared.work;
-                let r = {
-                    let vars = self.vars.borrow();
-                    let av = work.vars(&vars, req.seq, req.rows);
-                    // A missing value renders empty; the server's answer says the rest.
-                    work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
-                };
-                // CR/LF in a value: what HTTP/1.1's rendering would split into
-                // a header of its own, HPACK would carry (#31). Not sent.
-                if let Err(e) = r.as_ref()
-                    && e.refuses()
-                {
-                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                    return self.refused(&req, e);
+                if step.cached.is_none() {
+                    let r = {
+                        let vars = self.vars.borrow();
+                        let av = work.vars(&vars, req.seq, req.rows);
+                        // A missing value renders empty; the server's answer says the rest.
+                        work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
+                    };
+                    // CR/LF in a value: what HTTP/1.1's rendering would split into
+                    // a header of its own, HPACK would carry (#31). Not sent.
+                    if let Err(e) = r.as_ref()
+                        && e.refuses()
+                    {
+                        self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                        return self.refused(&req, e);
+                    }
                 }
+                let http1 = step.cached.as_deref().unwrap_or(&rendered);
+                let mut cookied = Vec::new();
+                let http1 = self.with_cookies(req.jar, http1, &mut cookied);
                 let none = Indexing::default();
                 let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);
-                rendered_request =
-                    H2Request::from_http1(&rendered, shared.target.scheme(), indexing).ok().and_then(|r| {
-                        match &step.grpc {
-                            Some(m) => r.into_grpc(m, shared.timeout).ok(),
-                            None => Some(r),
-                        }
-                    });
+                rendered_request = H2Request::from_http1(http1, shared.target.scheme(), indexing).ok().and_then(|r| {
+                    match &step.grpc {
+                        Some(m) => r.into_grpc(m, shared.timeout).ok(),
+                        None => Some(r),
+                    }
+                });
                 self.spares.borrow_mut().buffers.push((body_buf, rendered));
                 rendered_request.as_ref()
             }
@@ -84,10 +92,19 @@ impl Worker {
         // Counts the bytes written as it goes: a request cut at the run's end counts them too.
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         let mut captured = step.capture.then(Captured::default);
+        let mut set_cookies = Vec::new();
         let outcome = match request {
             Some(request) => {
                 let bytes_out = &mut in_flight.bytes_out;
-                self.exchange_h2(pool, timer.as_mut(), request, &mut req, captured.as_mut(), bytes_out).await
+                let answer = (captured.as_mut(), &mut set_cookies);
+                let outcome = self.exchange_h2(pool, timer.as_mut(), request, &mut req, answer, bytes_out).await;
+                if !set_cookies.is_empty()
+                    && let Some(jar) = req.jar
+                {
+                    let fields = set_cookies.iter().map(|v| ("set-cookie", v.as_slice()));
+                    self.keep_cookies(jar, request.path(), fields);
+                }
+                outcome
             }
             // A header HTTP/2 cannot carry (a templated value that renders badly).
             None => Err((FailureKind::Protocol, None)),
@@ -135,7 +152,8 @@ impl Worker {
     }
 
     /// Send `request` on a stream (see [`Worker::h2_stream`]) and read the
-    /// response before `timer` fires. A request the server did not process
+    /// response before `timer` fires (what was captured of it, and its
+    /// `Set-Cookie` values, into `answer`). A request the server did not process
     /// (its connection went away first) goes again on another connection,
     /// twice at most. Returns the response and when the request was sent:
     /// `req.start`, or when its stream was ready if it waited for one or for
@@ -150,7 +168,7 @@ impl Worker {
         mut timer: Pin<&mut Sleep>,
         request: &H2Request,
         req: &mut Request<'_>,
-        mut captured: Option<&mut Captured>,
+        (mut captured, set_cookies): (Option<&mut Captured>, &mut Vec<Vec<u8>>),
         bytes_out: &mut u64,
     ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
         let mut sent = req.start;
@@ -173,7 +191,7 @@ impl Worker {
             if let Some(c) = captured.as_deref_mut() {
                 c.body.clear();
             }
-            match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut())).await {
+            match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut(), set_cookies)).await {
                 Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
                 Some(Err(e)) if e.again && again < 2 => again += 1,
                 Some(Err(e)) => return Err((e.kind, Some(sent))),

@@ -48,12 +48,14 @@ pub(super) struct Sent<'a> {
     pub(super) due: Due,
     pub(super) start: Instant,
     pub(super) sent: Option<Instant>,
+    /// The flow's cookie jar: its values are secrets.
+    pub(super) jar: Option<&'a std::cell::RefCell<perfops_core::cookie::Jar>>,
 }
 
 impl<'a> Sent<'a> {
     /// `req`'s, sent at `sent`, its wire bytes `wire`.
-    pub(super) fn of(req: &Request<'_>, wire: Option<&'a [u8]>, sent: Option<Instant>) -> Sent<'a> {
-        Sent { wire, due: req.due, start: req.start, sent }
+    pub(super) fn of(req: &Request<'a>, wire: Option<&'a [u8]>, sent: Option<Instant>) -> Sent<'a> {
+        Sent { wire, due: req.due, start: req.start, sent, jar: req.jar }
     }
 }
 
@@ -82,7 +84,7 @@ impl Worker {
             return;
         }
         let key = (step.index, kind);
-        let secrets = self.shared.work.secrets(&self.vars.borrow());
+        let secrets = self.shared.work.secrets(&self.vars.borrow(), sent.jar.map(|j| j.borrow()).as_deref());
         let (status, check, body, response_headers) = match answer {
             Some(a) => {
                 // A status the step's `expect` did not list: say what it expected.

@@ -165,7 +165,7 @@ impl Worker {
                 let failure = check.is_some().then_some(FailureKind::CheckFailed);
                 if let Some(kind) = failure {
                     let answer = Answered { status: 101, pairs: &[], body: &rt.reply };
-                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at) };
+                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at), jar: req.jar };
                     self.sample(step, kind, rt.reply_at, check, Some(answer), out);
                 }
                 let response = Response {

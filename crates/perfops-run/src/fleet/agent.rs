@@ -528,7 +528,8 @@ fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)
     let target = Target::parse(&a.target).map_err(|e| anyhow!("target `{}`: {e}", a.target))?;
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
-    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders);
+    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders)
+        .with_cookies(scenario.defaults.cookies);
     let base =
         PlanBase::of_scenario(target.clone(), &scenario.defaults, a.insecure, a.workers as usize, a.wait_in_flight);
     // gRPC's .proto files as the coordinator sent them, put back at their paths

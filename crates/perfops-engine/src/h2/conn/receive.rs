@@ -12,6 +12,11 @@ use super::super::answer::StreamError;
 use super::super::frame::{self, Frame, FrameError, code, setting};
 use super::{Inner, MAX_BLOCK, MAX_WINDOW, NONE, Phase, at, proto};
 
+/// The most `Set-Cookie` fields kept of one answer: twice what a jar holds
+/// (`perfops_core::cookie::MAX_COOKIES`), so that a server's flood costs a
+/// bounded copy; each value is bounded by the header list's own limit.
+const MAX_SET_COOKIES: usize = 2 * perfops_core::cookie::MAX_COOKIES;
+
 impl Inner {
     /// One frame from the server, in the order they were read.
     pub(super) fn on_frame(&mut self, f: Frame<'_>, now: &mut Option<Instant>) -> Result<(), FrameError> {
@@ -184,6 +189,7 @@ impl Inner {
         let mut grpc = None;
         let mut bytes = 0usize;
         let mut captured = slot.captured.as_deref_mut();
+        let set_cookies = &mut slot.set_cookies;
         decoder
             .decode(block, &mut |name, value| {
                 if name.first() == Some(&b':') {
@@ -195,6 +201,10 @@ impl Inner {
                 bytes += name.len() + value.len() + 4;
                 if name == b"grpc-status" {
                     grpc = std::str::from_utf8(value).ok().and_then(|v| v.trim().parse::<u32>().ok());
+                } else if name == b"set-cookie" && set_cookies.len() < MAX_SET_COOKIES {
+                    // HPACK's names are lowercase (RFC 9113 8.2.1). Kept
+                    // whatever the step captures: the flow's jar reads them.
+                    set_cookies.push(value.to_vec());
                 }
                 if let Some(c) = captured.as_deref_mut() {
                     let field = (String::from_utf8_lossy(name).into_owned(), value.to_vec());

@@ -1,0 +1,64 @@
+//! A flow instance's cookie jar in the engine (`defaults.cookies`, on by
+//! default): the `Cookie:` field a request carries, written into its
+//! HTTP/1.1 bytes before it goes out (HTTP/2 converts those bytes), and the
+//! `Set-Cookie` fields of every answer (each redirect's too) kept. The rules
+//! (parse, path, domain, expiry, bounds) are `perfops_core::cookie`'s; the
+//! jar lives with its arrival (`arrival.rs`).
+//!
+//! What it costs a scenario whose server sets no cookie: per request, one
+//! test that the jar is empty; per answer, a flag the head's parse set
+//! (HTTP/1.1, whose parse a repeated head skips) or an empty list (HTTP/2).
+//! The wall clock is read only when a jar holds or receives a cookie.
+
+use std::cell::RefCell;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use perfops_core::cookie::{Jar, request_path};
+
+use super::Worker;
+
+/// The wall clock in unix seconds: `Expires` is a date, `Max-Age` counts
+/// from when the answer came.
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+impl Worker {
+    /// `request` (HTTP/1.1 bytes) as it goes out: with the cookies of `jar`
+    /// for it, written into `out`, or as it is when there is no jar or
+    /// nothing in it for this request.
+    #[inline]
+    pub(super) fn with_cookies<'r>(
+        &self,
+        jar: Option<&RefCell<Jar>>,
+        request: &'r [u8],
+        out: &'r mut Vec<u8>,
+    ) -> &'r [u8] {
+        match jar {
+            Some(jar) if !jar.borrow().is_empty() => {
+                if jar.borrow_mut().apply(request, self.shared.target.tls, unix_now(), out) { out } else { request }
+            }
+            _ => request,
+        }
+    }
+
+    /// Keep in `jar` the `Set-Cookie` fields among an answer's `fields`,
+    /// answered to a request for `path` (its path and query).
+    pub(super) fn keep_cookies<'f>(
+        &self,
+        jar: &RefCell<Jar>,
+        path: &[u8],
+        fields: impl IntoIterator<Item = (&'f str, &'f [u8])>,
+    ) {
+        let target = &self.shared.target;
+        // `request_path` reads a request line's target: give it one.
+        let path = request_path(&[b"GET ", path].concat()).to_string();
+        let now = unix_now();
+        let mut jar = jar.borrow_mut();
+        for (name, value) in fields {
+            if name.eq_ignore_ascii_case("set-cookie") {
+                jar.store(value, &target.host, &path, target.tls, now);
+            }
+        }
+    }
+}
