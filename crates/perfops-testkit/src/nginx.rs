@@ -168,6 +168,83 @@ pub fn nginx_h2(config: &H2Config) -> Nginx {
     start(move |port| h2_config(port, &c), &files)
 }
 
+/// nginx as a site with a session in two cookies (HTTP/1.1, or with `h2c`
+/// HTTP/2 in clear text with prior knowledge), each answer saying in its
+/// status whether the request carried what a browser would have:
+///
+/// - `/shop/login` sets `a=A<request id>` and `b=B<request id>` (two `Set-Cookie`
+///   fields, `Path=/`) and `c=C1` with no `Path` (its default path: `/shop`);
+/// - `/shop/app` answers 401 unless both `a` and `b` came, 403 unless `c` did;
+/// - `/echo` answers 403 unless the header `X-A` is cookie `a`'s value (a
+///   value taken with `cookie:a` and sent elsewhere than in a cookie);
+/// - `/outside` answers 409 if `c` came (its path is `/shop`'s);
+/// - `/logout` deletes `a` (`Max-Age=0`); `/gone` answers 409 if `a` still came,
+///   401 unless `b` did.
+///
+/// Its access log (`access.log` in [`Nginx::dir`]) is `STATUS URI COOKIE`
+/// per request.
+pub fn nginx_cookies(h2c: bool) -> Nginx {
+    start(move |port| cookies_config(port, h2c), &[])
+}
+
+fn cookies_config(port: u16, h2c: bool) -> String {
+    let http2 = if h2c { " http2" } else { "" };
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format cookies '$status $uri \"$http_cookie\"';
+    access_log access.log cookies;
+    keepalive_timeout 65s;
+    keepalive_requests 100000000;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    server {{
+        listen 127.0.0.1:{port}{http2} backlog=4096;
+        default_type text/plain;
+        location = /shop/login {{
+            add_header Set-Cookie \"a=A$request_id; Path=/; HttpOnly\" always;
+            add_header Set-Cookie \"b=B$request_id; Path=/; Max-Age=3600\" always;
+            add_header Set-Cookie \"c=C1\" always;
+            return 200 \"welcome\\n\";
+        }}
+        location = /shop/app {{
+            if ($cookie_a = \"\") {{ return 401; }}
+            if ($cookie_b = \"\") {{ return 401; }}
+            if ($cookie_c = \"\") {{ return 403; }}
+            return 200 \"app\\n\";
+        }}
+        location = /echo {{
+            if ($http_x_a = \"\") {{ return 403; }}
+            if ($http_x_a != $cookie_a) {{ return 403; }}
+            return 200 \"echo\\n\";
+        }}
+        location = /outside {{
+            if ($cookie_c != \"\") {{ return 409; }}
+            return 200 \"outside\\n\";
+        }}
+        location = /logout {{
+            add_header Set-Cookie \"a=; Path=/; Max-Age=0\" always;
+            return 200 \"bye\\n\";
+        }}
+        location = /gone {{
+            if ($cookie_a != \"\") {{ return 409; }}
+            if ($cookie_b = \"\") {{ return 401; }}
+            return 200 \"gone\\n\";
+        }}
+    }}
+}}
+"
+    )
+}
+
 /// The lines of an [`nginx_h2`]'s access log: (connection, requests on it so far, protocol, status).
 pub fn access_log(n: &Nginx) -> Vec<(u64, u64, String, u16)> {
     let text = std::fs::read_to_string(n.dir.join("access.log")).unwrap_or_default();
