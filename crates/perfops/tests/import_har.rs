@@ -7,7 +7,9 @@
 //! the typed password from the environment, pass `perfops check`, and run
 //! against the same app with no unexpected 4xx: the demo answers every
 //! `GET /orders` and `GET /me` with 200 only when the token is its own and
-//! fresh, so a hard-coded or missing token shows as 401s.
+//! fresh, so a hard-coded or missing token shows as 401s; and the app opens a
+//! session in two cookies at login and refuses those requests without both,
+//! so the recorded `Cookie` fields must be left to the run's cookie jar.
 
 mod common;
 
@@ -103,9 +105,13 @@ fn a_chromium_recording_of_a_login_imports_and_runs_without_unexpected_4xx() {
     // The correlation: saved from /auth's JSON, sent as the bearer token of /orders and /me.
     assert!(yaml.contains("save: { \"token\": \"$.token\" }"), "{yaml}");
     assert_eq!(yaml.matches("\"Authorization\": \"Bearer ${token}\"").count(), 2, "{yaml}");
+    // The session's cookies: in the recording, and left to the jar (no Cookie field written).
+    let recorded = std::fs::read_to_string(&har).unwrap();
+    assert!(recorded.contains("front_check="), "the login set its two cookies: {recorded}");
+    assert!(!yaml.contains("\"Cookie\":") && !yaml.contains("front_session="), "{yaml}");
+    assert_eq!(yaml.matches("sent by the cookie jar").count(), 2, "{yaml}");
     // The password typed is read from the environment, and is nowhere in the file.
     assert!(yaml.contains("${env.PASSWORD}") && !yaml.contains(password), "{yaml}");
-    let recorded = std::fs::read_to_string(&har).unwrap();
     let at = recorded.find("\\\"token\\\":\\\"").expect("a token in the recording") + 12;
     let token = &recorded[at..at + recorded[at..].find("\\\"").unwrap()];
     assert!(token.len() > 20 && !yaml.contains(token), "the recorded token is in the scenario");

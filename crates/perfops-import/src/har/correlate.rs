@@ -14,7 +14,7 @@
 //! How a value is found, and why so:
 //! - Every value a response carries is a candidate: each JSON leaf (a string
 //!   or a number, by its JSONPath), each response header but the standard ones
-//!   (`Date`, `Content-Type`...), the cookie of the first `Set-Cookie`, each
+//!   (`Date`, `Content-Type`...), the cookie of each `Set-Cookie`, each
 //!   `<input>` with a value and each `<meta name content>` of an HTML page.
 //!   The earliest response that carried a value is its source; within one
 //!   response the most specific kind wins (a JSON field, then a form field,
@@ -31,14 +31,15 @@
 //!   search is an index on each candidate's first word, so a recording with
 //!   thousands of JSON leaves and hundreds of requests costs one pass over
 //!   each request's text.
-//! - perfops keeps no cookie jar: a cookie is a correlation like any other.
-//!   `header:Set-Cookie` saves the whole field of the first `Set-Cookie`
-//!   (`sid=abc; Path=/`), so the request's `name=value` pair is replaced by
-//!   that reference whole (a server reads `Path=/` as one more cookie and
-//!   ignores it). A cookie the recording did not set (sent from before it) or
-//!   set by a second `Set-Cookie`, which `header:` does not reach, is dropped
-//!   from the `Cookie` field and said so: a literal session cookie would be a
-//!   stale secret in the file.
+//! - Cookies go as a browser's would: each arrival of the run keeps a jar of
+//!   what its answers set (`defaults.cookies`, on by default) and sends it
+//!   back. So a recorded `Cookie` pair whose cookie an earlier answer set is
+//!   left out of the request (the jar carries it; the step's comment says
+//!   so), and is no use of the value: a cookie's value is saved
+//!   (`cookie:NAME`) only where a later request sends it elsewhere (a CSRF
+//!   token echoed in a header or a form). A pair no earlier answer set (sent
+//!   from before the recording, or set by the page's scripts) is dropped and
+//!   said so: a literal session cookie would be a stale secret in the file.
 
 mod index;
 mod sources;
@@ -133,7 +134,7 @@ pub struct Templated {
 pub struct Save {
     /// The variable.
     pub name: String,
-    /// Its extractor: `$.token`, `header:ETag`, `header:Set-Cookie`, `regex:...`.
+    /// Its extractor: `$.token`, `header:ETag`, `cookie:csrf`, `regex:...`.
     pub extractor: String,
     /// The steps (indexes) that use it.
     pub used_by: Vec<usize>,
@@ -292,11 +293,27 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
         }
     }
     let index = Index::new(&cands);
+    // Each cookie's first setter: from the step after it, the run's jar sends it.
+    let mut set_by: HashMap<String, usize> = HashMap::new();
+    for (step, (_, resp)) in exchanges.iter().enumerate() {
+        for (name, value) in resp.headers {
+            if name.eq_ignore_ascii_case("set-cookie")
+                && let Some((cookie, _)) = sources::set_cookie_pair(value)
+            {
+                set_by.entry(cookie.to_string()).or_insert(step);
+            }
+        }
+    }
+    let jar_sends = |name: &str, j: usize| set_by.get(name).is_some_and(|&s| s < j);
     // Uses: a request after the source; a request no later than it makes the value the client's.
-    let cookie_ok =
-        |c: &Candidate, place: Place| matches!(c.kind, Kind::Cookie { .. }) == matches!(place, Place::Cookie(..));
     for (j, (req, _)) in exchanges.iter().enumerate() {
         for (place, text) in texts(req) {
+            if let Place::Cookie(i, k) = place
+                && cookie_pairs(&req.headers[i].1).get(k).is_some_and(|(name, _)| jar_sends(name, j))
+            {
+                // The jar's to send: no use of the value.
+                continue;
+            }
             let mut seen = Vec::new();
             index.matches(&text, |c| {
                 let cand = &cands[c];
@@ -304,7 +321,7 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
                     seen.push((c, false));
                     return false;
                 }
-                let ok = !cand.clients && cookie_ok(cand, place);
+                let ok = !cand.clients;
                 if ok {
                     seen.push((c, true));
                 }
@@ -334,13 +351,6 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
     let mut notes = vec![Vec::new(); exchanges.len()];
     for &i in &order {
         let c = &mut cands[i];
-        if let Kind::Cookie { name, reachable: false } = &c.kind {
-            notes[c.step].push(format!(
-                "it set cookie `{name}` in a second `Set-Cookie`, which `header:` does not reach; steps {} send it",
-                list(&c.used_by)
-            ));
-            continue;
-        }
         let name = taken.unique(ident(&c.hint));
         saves[c.step].push(Save { name: name.clone(), extractor: c.extractor.clone(), used_by: c.used_by.clone() });
         c.name = Some(name);
@@ -349,23 +359,19 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
     let mut env = Envs::new();
     let mut requests = Vec::with_capacity(exchanges.len());
     for (j, (req, _)) in exchanges.iter().enumerate() {
-        // A named candidate carried before this step (a cookie only as a whole cookie pair).
-        let var_at = |c: usize, cookie: bool| -> Option<&str> {
+        // A named candidate carried before this step.
+        let var_at = |c: usize| -> Option<&str> {
             let cand = &cands[c];
-            (cand.step < j
-                && cand.used_by.binary_search(&j).is_ok()
-                && matches!(cand.kind, Kind::Cookie { .. }) == cookie)
-                .then_some(cand.name.as_deref())
-                .flatten()
+            (cand.step < j && cand.used_by.binary_search(&j).is_ok()).then_some(cand.name.as_deref()).flatten()
         };
         let sub = |text: &str| -> Tpl {
             let mut out = Vec::new();
             let mut last = 0;
-            for (s, e, c) in index.matches(text, |c| var_at(c, false).is_some()) {
+            for (s, e, c) in index.matches(text, |c| var_at(c).is_some()) {
                 if s > last {
                     out.push(Piece::Lit(text[last..s].to_string()));
                 }
-                out.push(Piece::Var(var_at(c, false).unwrap_or_default().to_string()));
+                out.push(Piece::Var(var_at(c).unwrap_or_default().to_string()));
                 last = e;
             }
             if last < text.len() {
@@ -379,33 +385,32 @@ pub fn correlate(exchanges: &[(Request, Response<'_>)]) -> Found {
             let lower = name.to_ascii_lowercase();
             if lower == "cookie" {
                 let mut t: Tpl = Vec::new();
-                let mut dropped = Vec::new();
+                let (mut carried, mut dropped) = (Vec::new(), Vec::new());
                 for (cookie, v) in cookie_pairs(value) {
-                    let whole = index.matches(&v, |c| var_at(c, true).is_some()).into_iter().find(|&(s, e, c)| {
-                        s == 0 && e == v.len() && matches!(&cands[c].kind, Kind::Cookie { name, .. } if *name == cookie)
-                    });
-                    let piece = match whole {
-                        Some((_, _, c)) => vec![Piece::Var(var_at(c, true).unwrap_or_default().to_string())],
-                        None => {
-                            let inner = sub(&v);
-                            if inner.iter().any(|p| matches!(p, Piece::Var(_))) {
-                                let mut p = lit(&format!("{cookie}="));
-                                p.extend(inner);
-                                p
-                            } else {
-                                dropped.push(cookie);
-                                continue;
-                            }
-                        }
-                    };
+                    if jar_sends(&cookie, j) {
+                        carried.push(cookie);
+                        continue;
+                    }
+                    let inner = sub(&v);
+                    if !has_var(&inner) {
+                        dropped.push(cookie);
+                        continue;
+                    }
                     if !t.is_empty() {
                         t.push(Piece::Lit("; ".into()));
                     }
-                    t.extend(piece);
+                    t.extend(lit(&format!("{cookie}=")));
+                    t.extend(inner);
+                }
+                if !carried.is_empty() {
+                    notes[j].push(format!(
+                        "cookie {}: sent by the cookie jar (set by an earlier answer), not written here",
+                        carried.join(", ")
+                    ));
                 }
                 if !dropped.is_empty() {
                     notes[j].push(format!(
-                        "cookie {} left out: not set by an earlier step that a `save` can read (perfops keeps no cookie jar)",
+                        "cookie {} left out: no earlier answer set it (sent from before the recording, or set by the page's scripts)",
                         dropped.join(", ")
                     ));
                 }

@@ -233,8 +233,9 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         summary.push(line);
     }
     comments.push(format!(
-        "Correlation: {saves} value(s) saved from a response and sent again later (see each step's comments); \
-         perfops keeps no cookie jar, so cookies are saved like any other value."
+        "Correlation: {saves} value(s) saved from a response and sent again later (see each step's comments). \
+         Cookies go as a browser's: each arrival keeps what its answers set and sends it back \
+         (defaults.cookies), so the recorded Cookie fields it carries are not written."
     ));
     summary.push(format!("correlation: {saves} value(s) saved and reused"));
     let listed = found.saves.iter().enumerate().flat_map(|(i, saves)| saves.iter().map(move |s| (i, s)));

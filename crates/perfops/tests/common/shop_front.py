@@ -12,14 +12,24 @@ as its first line, and serves:
                    POSTs /auth as JSON, then GETs /orders and /me with
                    `Authorization: Bearer <token>`, and writes what came on <body>
     GET /app.css   a stylesheet (a static asset the import leaves out)
-    anything else  passed to the demo as it came, answered as the demo answered
+    anything else  passed to the demo as it came, answered as the demo answered;
+                   a login the demo accepts (`/auth`, 200) also opens a session
+                   in two cookies (`front_session`, `front_check`: two
+                   `Set-Cookie` fields), and `/orders` and `/me` are answered
+                   401 unless they carry both, as issued together (what a
+                   browser does by itself; a client without a jar cannot)
 HTTP/1.1 with keep-alive; a thread per connection; stopped by its PID.
 """
 
-import http.client, sys
+import http.client, secrets, sys, threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.cookies import SimpleCookie
 
 UPSTREAM = sys.argv[1]
+
+# The sessions opened: front_session -> front_check.
+SESSIONS = {}
+LOCK = threading.Lock()
 
 PAGE = b"""<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>Shop</title><link rel="stylesheet" href="/app.css"></head>
@@ -72,7 +82,21 @@ class Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def session_ok(self):
+        jar = SimpleCookie()
+        try:
+            jar.load(self.headers.get("Cookie") or "")
+        except Exception:
+            return False
+        sid, check = jar.get("front_session"), jar.get("front_check")
+        with LOCK:
+            return sid is not None and check is not None and SESSIONS.get(sid.value) == check.value
+
     def proxy(self):
+        path = self.path.split("?")[0]
+        if path in ("/orders", "/me") and not self.session_ok():
+            self.answer(401, "application/json", b'{"error":"no session"}')
+            return
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else None
         headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection", "content-length")}
@@ -82,6 +106,12 @@ class Handler(BaseHTTPRequestHandler):
             r = conn.getresponse()
             data = r.read()
             extra = [(k, v) for k, v in r.getheaders() if k.lower() in ("www-authenticate",)]
+            if path == "/auth" and r.status == 200:
+                sid, check = secrets.token_hex(16), secrets.token_hex(16)
+                with LOCK:
+                    SESSIONS[sid] = check
+                extra.append(("Set-Cookie", "front_session=%s; Path=/; HttpOnly; SameSite=Lax" % sid))
+                extra.append(("Set-Cookie", "front_check=%s; Path=/; SameSite=Lax" % check))
             self.answer(r.status, r.getheader("Content-Type") or "application/octet-stream", data, extra)
         finally:
             conn.close()

@@ -1,6 +1,6 @@
 //! What a response offers as candidates for a correlation: its JSON leaves by
-//! JSONPath, its headers but the standard ones, the cookie of its first
-//! `Set-Cookie`, its HTML form fields and meta tags, each with the extractor
+//! JSONPath, its headers but the standard ones, the cookie of each
+//! `Set-Cookie` (`cookie:NAME`), its HTML form fields and meta tags, each with the extractor
 //! that reads it back; and which values are too trivial to be one. The finder
 //! (`correlate.rs`) decides which are used.
 
@@ -8,17 +8,21 @@ use serde_json::Value;
 
 use super::Response;
 
+/// The name and value a `Set-Cookie` field sets, as the run's jar will read them
+/// (`perfops_core::cookie`); `None` for one it ignores. The value's quotes are
+/// part of it, as the jar sends it back.
+pub(super) fn set_cookie_pair(field: &str) -> Option<(&str, &str)> {
+    perfops_core::cookie::SetCookie::parse(field.as_bytes()).map(|c| (c.name, c.value))
+}
+
 /// How a candidate's value is read from its response.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Kind {
     Json,
     Html,
     Header,
-    /// The cookie NAME, from the first `Set-Cookie` (`header:` reaches it) or a later one (it does not).
-    Cookie {
-        name: String,
-        reachable: bool,
-    },
+    /// The cookie NAME, from any of the answer's `Set-Cookie` fields (`cookie:NAME` reads it).
+    Cookie { name: String },
 }
 
 impl Kind {
@@ -273,17 +277,12 @@ pub(super) fn candidates_of(step: usize, resp: &Response<'_>, out: &mut Vec<Cand
             }
         }
     }
-    let mut first_cookie = true;
     for (name, value) in resp.headers {
         let lower = name.to_ascii_lowercase();
         if lower == "set-cookie" {
-            let pair = value.split(';').next().unwrap_or("");
-            if let Some((cookie, v)) = pair.split_once('=') {
-                let cookie = cookie.trim().to_string();
-                let kind = Kind::Cookie { name: cookie.clone(), reachable: first_cookie };
-                push(v.trim().trim_matches('"').to_string(), kind, "header:Set-Cookie".into(), cookie);
+            if let Some((cookie, v)) = set_cookie_pair(value) {
+                push(v.to_string(), Kind::Cookie { name: cookie.to_string() }, format!("cookie:{cookie}"), cookie.into());
             }
-            first_cookie = false;
         } else if !STANDARD_HEADERS.contains(&lower.as_str()) && !lower.starts_with("access-control-") {
             push(
                 value.trim().to_string(),

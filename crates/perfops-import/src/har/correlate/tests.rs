@@ -207,19 +207,27 @@ fn a_header_value_and_unique_names() {
 #[test]
 fn cookies_as_a_session_would_send_them() {
     let f = run(&[
-        // The first Set-Cookie: `header:Set-Cookie` reads it.
+        // Two cookies in two Set-Cookie fields.
         get("/login")
             .resp_header("Set-Cookie", "sid=Qm9vMTIzNDU2; Path=/; HttpOnly")
-            .resp_header("Set-Cookie", "pref=Zm9vYmFyYmF6; Path=/"),
-        // `sid` from the first: the pair becomes the saved field; `pref` from the
-        // second, which `header:` cannot reach, and `_ga`, set before the
-        // recording: left out, said so.
-        get("/orders").header("Cookie", "_ga=GA1.2.3456789; sid=Qm9vMTIzNDU2; pref=Zm9vYmFyYmF6"),
+            .resp_header("Set-Cookie", "csrf=Zm9vYmFyYmF6; Path=/"),
+        // `sid` and `csrf` in the Cookie field: the run's jar sends them, so
+        // they are left out (no save for that); `_ga`, set before the
+        // recording: left out, said so. `csrf` echoed in a header: saved
+        // with `cookie:csrf`, from the second field.
+        get("/orders")
+            .header("Cookie", "_ga=GA1.2.3456789; sid=Qm9vMTIzNDU2; csrf=Zm9vYmFyYmF6")
+            .header("X-CSRF-Token", "Zm9vYmFyYmF6"),
+        // A cookie the jar sends, alone: no Cookie field at all.
+        get("/me").header("Cookie", "sid=Qm9vMTIzNDU2"),
     ]);
-    assert_eq!(saves(&f, 0), ["sid=header:Set-Cookie"]);
-    assert_eq!(header(&f, 1, "Cookie").as_deref(), Some("${sid}"));
-    assert!(f.notes[0][0].contains("cookie `pref` in a second `Set-Cookie`"), "{:?}", f.notes);
-    assert!(f.notes[1][0].starts_with("cookie _ga, pref left out"), "{:?}", f.notes);
+    assert_eq!(saves(&f, 0), ["csrf=cookie:csrf"]);
+    assert_eq!(header(&f, 1, "Cookie"), None);
+    assert_eq!(header(&f, 1, "X-CSRF-Token").as_deref(), Some("${csrf}"));
+    assert_eq!(header(&f, 2, "Cookie"), None);
+    assert!(f.notes[1][0].starts_with("cookie sid, csrf: sent by the cookie jar"), "{:?}", f.notes);
+    assert!(f.notes[1][1].starts_with("cookie _ga left out"), "{:?}", f.notes);
+    assert!(f.notes[2][0].starts_with("cookie sid: sent by the cookie jar"), "{:?}", f.notes);
 }
 
 #[test]
