@@ -63,6 +63,31 @@ load: { stages: [ { rate: 10, hold: 1s } ] }
     assert_eq!(s.defaults.http2.streams, None);
 }
 
+/// `defaults.cookies`: on unless said false, a word other than true or false refused where it is.
+#[test]
+fn cookies_are_on_unless_turned_off() {
+    let scenario = |defaults: &str| {
+        format!(
+            "target: http://h:1\n{defaults}flows: {{ a: {{ steps: [ {{ request: GET / }} ] }} }}\nload: {{ stages: [ {{ rate: 1, hold: 1s }} ] }}\n"
+        )
+    };
+    // (defaults line, cookies on)
+    let cases = [
+        ("", true),                                // nothing said: on, as in browsers and k6
+        ("defaults: { cookies: true }\n", true),   // said
+        ("defaults: { cookies: false }\n", false), // turned off
+        ("defaults: { timeout: 2s }\n", true),     // other defaults leave it on
+    ];
+    for (line, on) in cases {
+        let text = scenario(line);
+        let s = parse("c.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+        assert_eq!(s.defaults.cookies, on, "{line:?}");
+    }
+    let text = scenario("defaults: { cookies: sometimes }\n");
+    let d = parse("c.yaml", &text, &[]).expect_err("not a boolean").render(&text);
+    assert!(d.contains("2:22") && d.contains("`sometimes` is not true or false"), "{d}");
+}
+
 #[test]
 fn stages_ramps_and_closed_users() {
     let text = r#"
