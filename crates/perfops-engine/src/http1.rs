@@ -600,7 +600,15 @@ mod tests {
         // (bytes, HEAD request?, expected), in order: each case sees what the
         // previous ones left in the cache.
         let close = b"HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 13\r\nConnection: close\r\n\r\n";
-        let cases: [(&[u8], bool, Head); 7] = [
+        let cookie = b"HTTP/1.1 200 OK\r\nset-COOKIE: a=1\r\nContent-Length: 13\r\n\r\n";
+        let with_cookie = Head::Complete {
+            len: cookie.len(),
+            status: 200,
+            framing: Framing::Length(13),
+            keep_alive: true,
+            set_cookie: true,
+        };
+        let cases: [(&[u8], bool, Head); 9] = [
             (OK, false, ok),                                                        // parsed, remembered
             (OK, false, ok),                                                        // from memory
             (&OK[..head_len], false, ok),                                           // the body not yet read
@@ -608,6 +616,8 @@ mod tests {
             (OK, true, complete(200, Framing::None, true, head_len)), // same bytes, HEAD: parsed again
             (close, false, complete(200, Framing::Length(13), false, close.len())), // another head
             (OK, false, ok),                   // back to the first
+            (cookie, false, with_cookie),      // a Set-Cookie (any case): flagged for the jar
+            (OK, false, ok),                   // and the next head without one is not
         ];
         for (i, (bytes, head_request, want)) in cases.into_iter().enumerate() {
             let got = cache.parse(bytes, head_request).ok();

@@ -815,7 +815,7 @@ mod tests {
                 drop(waiting);
                 let req =
                     H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http", &Indexing::all()).unwrap();
-                let (resp, _) = exchange(&third, &req, None).await.expect("an answer");
+                let (resp, _) = exchange(&third, &req, None, &mut Vec::new()).await.expect("an answer");
                 assert_eq!(resp.status, 200);
                 drop((second, third));
             })
