@@ -74,9 +74,15 @@ impl Worker {
                 &rendered
             }
         };
-        // The flow's cookies, if its jar holds any for this request.
-        let mut cookied = Vec::new();
-        let request = self.with_cookies(req.jar, request, &mut cookied);
+        // The flow's cookies, if its jar holds any (its bytes, then, in `cookied`).
+        let mut cookied;
+        let request = match req.cookies() {
+            Some(jar) => {
+                cookied = Vec::new();
+                self.with_cookies(jar, request, &mut cookied)
+            }
+            None => request,
+        };
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
@@ -100,7 +106,10 @@ impl Worker {
             // A hop carries the cookies the answers so far set (a login's
             // 302 sets the session the page it points to needs).
             let mut cookied = Vec::new();
-            let next = self.with_cookies(req.jar, &next, &mut cookied);
+            let next = match req.cookies() {
+                Some(jar) => self.with_cookies(jar, &next, &mut cookied),
+                None => &next,
+            };
             // The redirects read count with the final answer, good or not.
             outcome =
                 match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
@@ -225,12 +234,12 @@ impl Worker {
 
 impl Worker {
     /// The answer on `c` to `request` set cookies: into `req`'s jar with
-    /// them. One test of a flag when it set none, or the flow has no jar.
+    /// them. One test when the flow has no jar, two when the answer set none.
     #[inline]
     fn set_cookies(&self, c: Option<&Conn>, req: &Request<'_>, request: &[u8]) {
-        if let Some(c) = c
+        if let Some(jar) = req.jar
+            && let Some(c) = c
             && c.set_cookie
-            && let Some(jar) = req.jar
         {
             let path = perfops_core::cookie::request_path(request);
             with_fields(c, |pairs| self.keep_cookies(jar, path.as_bytes(), pairs.iter().copied()));

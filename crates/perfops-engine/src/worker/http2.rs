@@ -51,9 +51,9 @@ impl Worker {
         let rendered_request;
         // A request that carries the flow's cookies is converted per request,
         // a literal one too (its kept form has no `cookie` field).
-        let cookies = req.jar.is_some_and(|j| !j.borrow().is_empty());
+        let cookies = req.cookies();
         let prepared = shared.h2_requests.get(usize::from(step.index)).and_then(Option::as_ref);
-        let request = match prepared.filter(|_| !cookies) {
+        let request = match prepared.filter(|_| cookies.is_none()) {
             Some(r) => Some(r),
             None => {
                 let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
@@ -76,7 +76,10 @@ impl Worker {
                 }
                 let http1 = step.cached.as_deref().unwrap_or(&rendered);
                 let mut cookied = Vec::new();
-                let http1 = self.with_cookies(req.jar, http1, &mut cookied);
+                let http1 = match cookies {
+                    Some(jar) => self.with_cookies(jar, http1, &mut cookied),
+                    None => http1,
+                };
                 let none = Indexing::default();
                 let indexing = shared.h2_indexing.get(usize::from(step.index)).unwrap_or(&none);
                 rendered_request = H2Request::from_http1(http1, shared.target.scheme(), indexing).ok().and_then(|r| {

@@ -22,7 +22,9 @@ pub(super) enum Kind {
     Html,
     Header,
     /// The cookie NAME, from any of the answer's `Set-Cookie` fields (`cookie:NAME` reads it).
-    Cookie { name: String },
+    Cookie {
+        name: String,
+    },
 }
 
 impl Kind {
@@ -281,7 +283,12 @@ pub(super) fn candidates_of(step: usize, resp: &Response<'_>, out: &mut Vec<Cand
         let lower = name.to_ascii_lowercase();
         if lower == "set-cookie" {
             if let Some((cookie, v)) = set_cookie_pair(value) {
-                push(v.to_string(), Kind::Cookie { name: cookie.to_string() }, format!("cookie:{cookie}"), cookie.into());
+                push(
+                    v.to_string(),
+                    Kind::Cookie { name: cookie.to_string() },
+                    format!("cookie:{cookie}"),
+                    cookie.into(),
+                );
             }
         } else if !STANDARD_HEADERS.contains(&lower.as_str()) && !lower.starts_with("access-control-") {
             push(
