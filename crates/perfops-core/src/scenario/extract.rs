@@ -187,10 +187,10 @@ impl Extractor {
                 .map(|(_, value)| String::from_utf8_lossy(value).into_owned()),
             Extractor::Cookie { name, .. } => headers
                 .iter()
+                .rev()
                 .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
                 .filter_map(|(_, value)| crate::cookie::SetCookie::parse(value))
-                .filter(|c| c.name == name)
-                .last()
+                .find(|c| c.name == name)
                 .map(|c| c.value.to_owned()),
             Extractor::Regex { regex, .. } => {
                 let found = if regex.captures_len() > 1 {
