@@ -9,6 +9,12 @@
 //! test that the jar is empty; per answer, a flag the head's parse set
 //! (HTTP/1.1, whose parse a repeated head skips) or an empty list (HTTP/2).
 //! The wall clock is read only when a jar holds or receives a cookie.
+//! Measured (callgrind, `--workers 1` against nginx, the engine's own
+//! instructions per request): a scenario's closed loop with the jar on,
+//! 1,246.7 before the jar and 1,269.5 with it; `quick -n 200000 -c 50`
+//! (no jar) 1,249.2 and 1,270.7; `quick -r 5000 -d 5s` 1,780.5 and 1,802.8.
+//! Before the test moved ahead of the call (`Request::cookies`), the call
+//! itself cost 21 more.
 
 use std::cell::RefCell;
 use std::time::{SystemTime, UNIX_EPOCH};
