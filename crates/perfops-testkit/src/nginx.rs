@@ -179,7 +179,8 @@ pub fn nginx_h2(config: &H2Config) -> Nginx {
 ///   value taken with `cookie:a` and sent elsewhere than in a cookie);
 /// - `/outside` answers 409 if `c` came (its path is `/shop`'s);
 /// - `/logout` deletes `a` (`Max-Age=0`); `/gone` answers 409 if `a` still came,
-///   401 unless `b` did.
+///   401 unless `b` did;
+/// - `/fresh` answers 409 if any cookie came (a session's first request).
 ///
 /// Its access log (`access.log` in [`Nginx::dir`]) is `STATUS URI COOKIE`
 /// per request.
@@ -233,6 +234,10 @@ http {{
         location = /logout {{
             add_header Set-Cookie \"a=; Path=/; Max-Age=0\" always;
             return 200 \"bye\\n\";
+        }}
+        location = /fresh {{
+            if ($http_cookie != \"\") {{ return 409; }}
+            return 200 \"fresh\\n\";
         }}
         location = /gone {{
             if ($cookie_a != \"\") {{ return 409; }}

@@ -23,6 +23,7 @@ target: TARGET
 flows:
   session:
     steps:
+      - { name: fresh, request: GET /fresh }
       - { name: login, request: GET /shop/login }
       - { name: app, request: GET /shop/app }
       - { name: outside, request: GET /outside }
@@ -107,6 +108,27 @@ fn each_arrival_keeps_its_session_cookies_over_http1() {
 fn each_arrival_keeps_its_session_cookies_over_http2() {
     let _cpu = shared();
     the_session_holds(true);
+}
+
+/// A closed-loop user's iterations are sessions of their own, as k6's are:
+/// each starts with an empty jar (its `/fresh` came with no cookie), logs in
+/// again and runs as the first did.
+#[test]
+fn each_closed_loop_iteration_starts_a_new_session() {
+    let _cpu = shared();
+    let closed = "load:\n  model: closed\n  stages: [ { users: 2, hold: 1s } ]\n";
+    let nginx = nginx_cookies(false);
+    let wd = Workdir::new("cookies-closed");
+    let yaml = SESSION.replace("TARGET", &format!("http://{}", nginx.addr()));
+    let yaml = format!("{}{closed}", &yaml[..yaml.find("load:").unwrap_or(yaml.len())]);
+    let scenario = wd.scenario("closed.yaml", &yaml);
+    let out = wd.spawn("run", &scenario, &[], |_| {}).wait(RUN_LIMIT);
+    let summary = wd.summary(&out);
+    let log = log(&nginx);
+    let fresh = log.iter().filter(|(_, uri, _)| uri == "/fresh").count();
+    assert!(fresh >= 10, "two users loop for 1 s: {summary:#}");
+    assert_eq!(summary["total"]["failed"], 0, "{summary:#}\n{log:?}");
+    assert!(log.iter().filter(|(_, uri, _)| uri == "/fresh").all(|(s, _, c)| *s == 200 && c == "-"), "{log:?}");
 }
 
 /// `defaults.cookies: false`: no jar, the app refuses every arrival (401)
