@@ -82,9 +82,14 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
     visit(har, file, stem, options).map(|(imported, _)| imported)
 }
 
-/// [`from_har`]'s scenario, and when each of its flow's steps was recorded
-/// to start (ms since the epoch; `--replay` places them there).
-fn visit(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Result<(Imported, Vec<Option<f64>>), ImportError> {
+/// [`from_har`]'s scenario, and the recorded entry of each of its flow's
+/// steps (`--replay` places them at their start and carries their cookies).
+fn visit<'h>(
+    har: &'h Har,
+    file: &str,
+    stem: &str,
+    options: &HarOptions,
+) -> Result<(Imported, Vec<&'h Entry>), ImportError> {
     let sel = Selection {
         host: options.host.clone(),
         include_static: options.include_static,
@@ -288,7 +293,7 @@ fn visit(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Result<(Imp
         }),
         ..Draft::default()
     };
-    Ok((Imported { draft, files: Vec::new(), summary }, kept.iter().map(|e| e.started_ms).collect()))
+    Ok((Imported { draft, files: Vec::new(), summary }, kept))
 }
 
 /// A recorded request as the finder reads it: kept header fields, its body parsed by its type.

@@ -19,18 +19,23 @@
 //!   for every arrival; the arrivals send those steps again at their own
 //!   times, as the browser did, without saving. A value that changes per
 //!   visit (a fresh token per login) is therefore one for the whole replay.
+//! - **Cookies too**: within a visit the run's cookie jar carries them, but a
+//!   jar is one arrival's, so each cookie a request sent that an earlier
+//!   answer set is saved in setup from the step that set it (`cookie:NAME`,
+//!   as `cookie_NAME`) and sent by the later requests as `Cookie:`.
 //! - **Every kept request needs its start** (`startedDateTime`): a HAR
 //!   written by hand without it has no offsets to replay, and is refused.
 //!
 //! What is kept, correlated and made `${env.NAME}` is the visit's
 //! (`har/mod.rs`); this module only reshapes it and writes the rows.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
 
-use super::read::{Har, HarError};
+use super::read::{Entry, Har, HarError};
 use super::{HarOptions, read, visit};
-use crate::draft::{Flow, Load};
+use crate::draft::{Flow, Load, Text};
 use crate::replay::{Writer, Written};
 use crate::{ImportError, Imported};
 
@@ -60,12 +65,12 @@ pub fn replay_of(
     replay_file: &str,
     out: impl Write,
 ) -> Result<(Imported, Written), ImportError> {
-    let (mut imported, starts) = visit(har, file, stem, options)?;
+    let (mut imported, kept) = visit(har, file, stem, options)?;
     let d = &mut imported.draft;
-    let steps = d.flows.pop().map(|f| f.steps).unwrap_or_default();
-    let mut times = Vec::with_capacity(starts.len());
-    for (step, start) in steps.iter().zip(&starts) {
-        let Some(ms) = start else {
+    let mut steps = d.flows.pop().map(|f| f.steps).unwrap_or_default();
+    let mut times = Vec::with_capacity(kept.len());
+    for (step, e) in steps.iter().zip(&kept) {
+        let Some(ms) = e.started_ms else {
             return Err(ImportError::Input(format!(
                 "{file}: the request of step `{}` has no startedDateTime: there is no recorded offset to replay it at \
                  (import it without --replay: one visit per arrival)",
@@ -75,6 +80,30 @@ pub fn replay_of(
         times.push((ms * 1000.0).round() as i64);
     }
     let first = times.iter().copied().min().unwrap_or(0);
+
+    // Cookies: within a visit the run's jar carries them (the import leaves them out of the
+    // steps), but a jar is an arrival's own: each cookie a request sent that an earlier answer
+    // set is saved once in setup from the step that set it, and sent by name.
+    let jar = cookies_across(&kept);
+    for (i, sent) in jar.sent.iter().enumerate() {
+        if sent.is_empty() {
+            continue;
+        }
+        let pairs = sent.iter().fold(Text::default(), |acc, name| {
+            let sep = if acc.as_template().is_empty() { "" } else { "; " };
+            acc.then(Text::lit(&format!("{sep}{name}="))).then(Text::var(&cookie_var(name)))
+        });
+        let headers = &mut steps[i].headers;
+        match headers.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case("cookie")) {
+            Some((_, v)) => *v = std::mem::take(v).then(Text::lit("; ")).then(pairs),
+            None => headers.push(("Cookie".into(), pairs)),
+        }
+    }
+    for (i, names) in jar.set.iter().enumerate() {
+        for name in names {
+            steps[i].save.push((cookie_var(name), format!("cookie:{name}")));
+        }
+    }
 
     // The steps whose answers later steps use, once, before the load.
     d.setup = steps
@@ -136,6 +165,52 @@ pub fn replay_of(
     Ok((imported, written))
 }
 
+/// Per kept request: the cookies it sent that an earlier answer set (`sent`),
+/// and the cookies it set that a later request sent (`set`), by name.
+struct Across {
+    sent: Vec<Vec<String>>,
+    set: Vec<Vec<String>>,
+}
+
+/// The cookies that pass from one recorded request to a later one.
+fn cookies_across(kept: &[&Entry]) -> Across {
+    let mut setter: HashMap<String, usize> = HashMap::new();
+    let mut across = Across { sent: vec![Vec::new(); kept.len()], set: vec![Vec::new(); kept.len()] };
+    for (i, e) in kept.iter().enumerate() {
+        let sent = e.request_headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("cookie"));
+        for pair in sent.flat_map(|(_, v)| v.split(';')) {
+            let name = pair.split_once('=').map_or(pair, |(n, _)| n).trim();
+            if let Some(&at) = setter.get(name)
+                && !across.sent[i].iter().any(|n| n == name)
+            {
+                across.sent[i].push(name.to_string());
+                if !across.set[at].iter().any(|n| n == name) {
+                    across.set[at].push(name.to_string());
+                }
+            }
+        }
+        let set = e.response_headers.iter().filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"));
+        for (_, v) in set {
+            let name = v.split(';').next().and_then(|p| p.split_once('=')).map(|(n, _)| n.trim());
+            if let Some(name) = name.filter(|n| !n.is_empty() && n.bytes().all(is_token)) {
+                setter.insert(name.to_string(), i);
+            }
+        }
+    }
+    across
+}
+
+/// A cookie name's character (RFC 6265: an HTTP token).
+fn is_token(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The variable a cookie's value is saved as: `cookie_` and its name, other characters `_`.
+fn cookie_var(name: &str) -> String {
+    let flat: String = name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect();
+    format!("cookie_{flat}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,6 +263,29 @@ mod tests {
         let names: Vec<&str> = flows.clone();
         let rec = perfops_core::model::replay::Recording::parse(&rec, &names).expect("run reads it");
         assert_eq!(rec.len(), 4);
+    }
+
+    /// A session cookie set by the login and sent by a later request: saved
+    /// once in setup (`cookie:sid`), sent by name by that request's arrival;
+    /// a cookie no recorded answer set is left as the import leaves it.
+    #[test]
+    fn cookies_cross_arrivals_through_setup() {
+        let har = r#"{"log": {"version": "1.2", "entries": [
+          {"startedDateTime": "2026-05-01T12:00:00.000Z", "time": 5,
+           "request": {"method": "POST", "url": "http://shop.test/login", "headers": []},
+           "response": {"status": 200, "headers": [{"name": "Set-Cookie", "value": "sid=s-123456; Path=/; HttpOnly"}],
+                        "content": {"mimeType": "text/plain", "text": "ok"}}},
+          {"startedDateTime": "2026-05-01T12:00:01.000Z", "time": 5,
+           "request": {"method": "GET", "url": "http://shop.test/cart", "headers": [{"name": "Cookie", "value": "sid=s-123456"}]},
+           "response": {"status": 200, "headers": [], "content": {"mimeType": "text/plain", "text": "cart"}}}
+        ]}}"#;
+        let (yaml, rec, _) = replay(har).expect("imported");
+        assert_eq!(rec, "# perfops replay v1\noffset_ms,flow\n0,post-login\n1000,cart\n");
+        let s = perfops_core::scenario::parse("t.yaml", &yaml, &[]).unwrap_or_else(|d| panic!("{}", d.render(&yaml)));
+        assert_eq!(s.setup.len(), 1, "{yaml}");
+        assert!(yaml.contains("\"cookie_sid\": \"cookie:sid\""), "{yaml}");
+        assert!(yaml.contains("\"Cookie\": \"sid=${cookie_sid}\""), "{yaml}");
+        assert!(!yaml.contains("s-123456"), "{yaml}");
     }
 
     /// A recording without its requests' start times has no offsets: refused, saying why.
