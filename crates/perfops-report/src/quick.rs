@@ -187,6 +187,7 @@ impl QuickSummary {
             interrupted,
             warnings: Vec::new(),
             websocket: None,
+            stream: None,
             stalls: None,
             exchanges: Vec::new(),
             show_exchanges: false,

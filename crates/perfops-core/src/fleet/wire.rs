@@ -71,8 +71,10 @@ use crate::measure::{
 /// coordinator maps them by name, so a kind added or removed no longer
 /// changes the protocol. 7: a second carries its failing exchanges after
 /// its parts ([`WireSample`]). 8: `Steer`, an action by hand relayed to
-/// every agent with the second of the load it takes effect at.
-pub const PROTOCOL: u32 = 8;
+/// every agent with the second of the load it takes effect at. 9: a part's
+/// histograms add a stream's four (`first_event`, `event_gap`, `events`,
+/// `stream`), read in [`HistogramKind::ALL`]'s order.
+pub const PROTOCOL: u32 = 9;
 
 /// The most samples one second may carry: as many as a generator keeps.
 pub const MAX_SAMPLES: usize = MAX_KEYS * PER_KEY;

@@ -14,7 +14,7 @@ use super::diag::did_you_mean;
 use super::extract::{Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::template::Template;
-use super::{Body, Flow, JsonPart, Step, WebSocket};
+use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
 
 pub(super) const FLOW: &[&str] = &["weight", "steps"];
 pub(super) const STEP: &[&str] = &[
@@ -35,6 +35,7 @@ pub(super) const STEP: &[&str] = &[
     "message",
     "metadata",
     "proto",
+    "stream",
 ];
 pub(super) const EXPECT: &[&str] = &["status", "body_contains", "message_contains", "json", "grpc_status"];
 /// Fields of a `websocket:` step that an HTTP step does not have.
@@ -228,8 +229,37 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
+        let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
         let (method, path) = request?;
-        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None })
+        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None, stream })
+    }
+
+    /// `stream: true` (or `false`), or `stream: { stall: 2s }`.
+    fn stream(&mut self, node: &Node, path: &str) -> Option<StreamRead> {
+        if node.as_mapping().is_some() {
+            let m = self.map(node, path, &["stall"])?;
+            let sp = join(path, "stall");
+            let stall = m.get_node("stall").and_then(|s| self.duration(s, &sp));
+            if let Some(s) = m.get_node("stall")
+                && stall.is_some_and(|d| d.is_zero())
+            {
+                self.at(s.span(), &sp, "a stall limit of 0 fails every stream", Some("e.g. stall: 2s".into()));
+            }
+            return Some(StreamRead { stall });
+        }
+        match node.as_scalar().map(|s| s.as_str().trim()) {
+            Some("true") => Some(StreamRead::default()),
+            Some("false") => None,
+            _ => {
+                self.at(
+                    node.span(),
+                    path,
+                    format!("expected true, false or a mapping, found {}", kind(node)),
+                    Some("stream: true, or stream: { stall: 2s }".into()),
+                );
+                None
+            }
+        }
     }
 
     /// A gRPC step: `grpc: package.Service/Method`, its `proto` file(s),
@@ -295,6 +325,7 @@ impl Dec<'_> {
             pause,
             grpc: Some(call),
             websocket: None,
+            stream: None,
         })
     }
 
@@ -381,6 +412,7 @@ impl Dec<'_> {
             pause,
             grpc: None,
             websocket: Some(WebSocket { send, hold, every }),
+            stream: None,
         })
     }
 

@@ -19,7 +19,8 @@ use tokio::time::{Instant, Sleep};
 use super::checks::status_failure;
 use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
-use crate::http1::{Conn, Response};
+use crate::http1::{Conn, Response, StreamTo};
+use crate::stream::Timeline;
 
 impl Worker {
     /// Record `req` as refused before anything was written for it: a value
@@ -86,8 +87,17 @@ impl Worker {
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
-        let mut outcome =
-            self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in).await;
+        // A step with `stream:` hands its answer's events to a timeline:
+        // one test of a `None` for every other step.
+        let mut timeline = step.step.stream.map(|_| Timeline::new(false));
+        let mut stream = match (&mut timeline, step.step.stream) {
+            (Some(t), Some(s)) => Some(StreamTo { events: t, stall: s.stall }),
+            _ => None,
+        };
+        let mut outcome = self
+            .exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in, stream.as_mut())
+            .await;
+        drop(stream);
         if outcome.is_ok() {
             self.set_cookies(conn.as_deref(), &req, request);
         }
@@ -112,7 +122,7 @@ impl Worker {
             };
             // The redirects read count with the final answer, good or not.
             outcome =
-                match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
+                match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in, None).await {
                     Ok((mut r, _)) => {
                         self.set_cookies(conn.as_deref(), &req, next);
                         r.bytes_in += earlier_bytes;
@@ -130,6 +140,17 @@ impl Worker {
         }
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
+        if let Some(t) = &timeline {
+            // A stream that failed once sent (stalled, cut by the timeout, reset)
+            // still had its events; its duration is an answered stream's alone.
+            let (sent, answer) = match &outcome {
+                Ok((r, sent)) => (Some(*sent), Some((r.first_byte, r.last_byte))),
+                Err((_, sent)) => (*sent, None),
+            };
+            if let Some(sent) = sent {
+                self.rec.borrow_mut().streamed(req.key, req.due, sent, answer, t);
+            }
+        }
         // The buffers go back after the match: a failure's sample reads the request's bytes.
         let ended = match outcome {
             Ok((response, sent)) => {
@@ -179,7 +200,9 @@ impl Worker {
     /// `bytes_in` (a good answer counts its own). Returns the response and when the request was sent:
     /// `req.start` on a kept connection, or when a new one was ready (connect
     /// and TLS are phases of their own, not service time); or the failure and
-    /// when it was sent, if it was (not when the connect failed).
+    /// when it was sent, if it was (not when the connect failed). With
+    /// `stream`, the answer's events go to it as they come.
+    #[allow(clippy::too_many_arguments)]
     async fn exchange(
         &self,
         conn: &mut Option<Box<Conn>>,
@@ -188,6 +211,7 @@ impl Worker {
         req: &Request<'_>,
         bytes_out: &mut u64,
         bytes_in: &mut u64,
+        mut stream: Option<&mut StreamTo<'_>>,
     ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
         let mut retried = false;
         let mut sent = req.start;
@@ -209,7 +233,9 @@ impl Worker {
             };
             *bytes_out += request.len() as u64;
             let before = c.received;
-            let result = within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture)).await;
+            let result =
+                within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture, stream.as_deref_mut()))
+                    .await;
             if !matches!(result, Some(Ok(_))) {
                 *bytes_in += c.received - before;
             }

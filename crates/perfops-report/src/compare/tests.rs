@@ -32,6 +32,7 @@ fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: Histogram
         service_ms: HistogramSummary::default(),
         latency_ok_ms: None,
         service_ok_ms: None,
+        histograms: Default::default(),
     }
 }
 
