@@ -187,7 +187,6 @@ impl QuickSummary {
             interrupted,
             warnings: Vec::new(),
             websocket: None,
-            stream: None,
             stalls: None,
             exchanges: Vec::new(),
             show_exchanges: false,
