@@ -42,11 +42,16 @@ impl Worker {
     /// `timer`, and record everything under its key (its iteration too when it
     /// is its flow's last step or failed with an answer). Leaves the
     /// connection in `conn` when it can be reused.
-    pub(super) async fn perform(
+    ///
+    /// `slot` is where a streamed answer's events go: `()` for a step
+    /// without `stream:` (the function made for it has no code for them),
+    /// a [`Streaming`] for one with (`Worker::step` boxes that future).
+    pub(super) async fn perform<S: Slot>(
         &self,
         conn: &mut Option<Box<Conn>>,
         mut timer: Pin<&mut Sleep>,
         req: Request<'_>,
+        mut slot: S,
     ) -> Ended {
         if let Some(pool) = &self.h2 {
             // Boxed: inline, HTTP/2's future (its connect, handshake and
@@ -87,17 +92,9 @@ impl Worker {
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
-        // A step with `stream:` hands its answer's events to a timeline:
-        // one test of a `None` for every other step.
-        let mut timeline = step.step.stream.map(|_| Timeline::new(false));
-        let mut stream = match (&mut timeline, step.step.stream) {
-            (Some(t), Some(s)) => Some(StreamTo { events: t, stall: s.stall }),
-            _ => None,
-        };
         let mut outcome = self
-            .exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in, stream.as_mut())
+            .exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in, slot.to().as_mut())
             .await;
-        drop(stream);
         if outcome.is_ok() {
             self.set_cookies(conn.as_deref(), &req, request);
         }
@@ -140,7 +137,7 @@ impl Worker {
         }
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
-        if let Some(t) = &timeline {
+        if let Some(t) = slot.timeline() {
             // A stream that failed once sent (stalled, cut by the timeout, reset)
             // still had its events; its duration is an answered stream's alone.
             let (sent, answer) = match &outcome {
@@ -280,4 +277,46 @@ fn with_fields<R>(c: &Conn, f: impl FnOnce(&[(&str, &[u8])]) -> R) -> R {
     let _ = resp.parse(&c.head);
     let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
     f(&pairs)
+}
+
+/// Where [`Worker::perform_on`] hands a streamed answer's events: nowhere
+/// (`()`, a step without `stream:`), or a [`Streaming`].
+pub(super) trait Slot {
+    /// The consumer and stall limit for the exchange.
+    fn to(&mut self) -> Option<StreamTo<'_>>;
+    /// What the stream came to, for the recorder.
+    fn timeline(&self) -> Option<&Timeline>;
+}
+
+impl Slot for () {
+    #[inline(always)]
+    fn to(&mut self) -> Option<StreamTo<'_>> {
+        None
+    }
+    #[inline(always)]
+    fn timeline(&self) -> Option<&Timeline> {
+        None
+    }
+}
+
+/// A step with `stream:`: its answer's timeline and stall limit.
+pub(super) struct Streaming {
+    timeline: Timeline,
+    stall: Option<std::time::Duration>,
+}
+
+impl Streaming {
+    /// A stream read with the stall limit `stall`.
+    pub(super) fn new(stall: Option<std::time::Duration>) -> Streaming {
+        Streaming { timeline: Timeline::new(false), stall }
+    }
+}
+
+impl Slot for Streaming {
+    fn to(&mut self) -> Option<StreamTo<'_>> {
+        Some(StreamTo { events: &mut self.timeline, stall: self.stall })
+    }
+    fn timeline(&self) -> Option<&Timeline> {
+        Some(&self.timeline)
+    }
 }
