@@ -329,7 +329,10 @@ mod tests {
         }
     }
 
-    fn events(mode: Mode, reads: &[&[u8]]) -> Vec<(String, String, String)> {
+    /// An event as (name, data, id).
+    type Ev = (String, String, String);
+
+    fn events(mode: Mode, reads: &[&[u8]]) -> Vec<Ev> {
         let t0 = Instant::now();
         let mut split = Split::new(mode);
         let mut all = All::default();
@@ -340,14 +343,14 @@ mod tests {
         all.0.into_iter().map(|(n, d, i, _)| (n, d, i)).collect()
     }
 
-    fn ev(name: &str, data: &str, id: &str) -> (String, String, String) {
+    fn ev(name: &str, data: &str, id: &str) -> Ev {
         (name.into(), data.into(), id.into())
     }
 
     #[test]
     fn server_sent_events_as_the_spec_reads_them() {
         // (reads, events)
-        let cases: Vec<(Vec<&[u8]>, Vec<(String, String, String)>)> = vec![
+        let cases: Vec<(Vec<&[u8]>, Vec<Ev>)> = vec![
             // The usual event.
             (vec![b"data: hello\n\n"], vec![ev("message", "hello", "")]),
             // data: lines joined with LF, one leading space dropped, not two.
