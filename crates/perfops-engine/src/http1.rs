@@ -786,6 +786,82 @@ mod tests {
         assert_eq!(cache.parse(OK, false).ok(), Some(ok), "and leaves the cache as it was");
     }
 
+    /// A streamed answer over each framing the reader knows, from a real
+    /// socket written in pieces 30 ms apart: its events counted and dated
+    /// by the read that completed them (the gap is the server's pause), a
+    /// head and first event in one read included, a plain body split into
+    /// lines; and a server that stops sending fails as `stream_stall` once
+    /// the limit runs out after the last event.
+    #[tokio::test]
+    async fn streamed_answers_over_every_framing() {
+        use crate::stream::Timeline;
+        let sse = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+        // (what: the answer's pieces, written 30 ms apart; the stall limit;
+        //  events, gaps of at least 10 ms (a pause, not a read's share:
+        //  a loaded machine reads late), or the failure)
+        let cases: [(&str, Vec<String>, Option<u64>, Result<(u64, usize), FailureKind>); 4] = [
+            (
+                "chunked SSE, two events in the head's read, one after a pause",
+                vec![
+                    format!("{sse}Transfer-Encoding: chunked\r\n\r\n12\r\ndata: a\n\ndata: b\n\n\r\n"),
+                    "9\r\ndata: c\n\n\r\n0\r\n\r\n".into(),
+                ],
+                None,
+                Ok((3, 1)),
+            ),
+            (
+                "Content-Length, an event split over the pause",
+                vec![format!("{sse}Content-Length: 18\r\n\r\ndata: x\n\ndata"), ": y\n\n".into()],
+                None,
+                Ok((2, 1)),
+            ),
+            (
+                "lines read to the close",
+                vec!["HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n{}\n".into(), "{}\n{}".into()],
+                None,
+                Ok((3, 1)),
+            ),
+            (
+                "a stall: two events, then nothing within 100 ms",
+                vec![format!("{sse}Content-Length: 99\r\n\r\ndata: 1\n\ndata: 2\n\n"), String::new()],
+                Some(100),
+                Err(FailureKind::StreamStall),
+            ),
+        ];
+        for (what, pieces, stall, want) in cases {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let server = std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut req = [0u8; 1024];
+                let _ = s.read(&mut req);
+                for (i, p) in pieces.iter().enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(Duration::from_millis(if p.is_empty() { 400 } else { 30 }));
+                    }
+                    let _ = s.write_all(p.as_bytes());
+                }
+            });
+            let mut conn = Conn::new(Stream::Tcp(TcpStream::connect(addr).await.expect("connect")));
+            let mut timeline = Timeline::new(false);
+            let mut to = StreamTo { events: &mut timeline, stall: stall.map(Duration::from_millis) };
+            let got = conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, false, Some(&mut to)).await;
+            let long_gaps = timeline.gaps_us.iter().filter(|&&g| g >= 10_000).count();
+            match want {
+                Ok(want) => {
+                    assert!(got.is_ok(), "{what}: {:?}", got.err());
+                    assert_eq!((timeline.events, long_gaps), want, "{what}: gaps {:?}", timeline.gaps_us);
+                }
+                Err(kind) => {
+                    assert_eq!(got.err().map(|e| e.kind), Some(kind), "{what}");
+                    assert_eq!(timeline.events, 2, "{what}: the events before the stall count");
+                }
+            }
+            let _ = server.join();
+        }
+    }
+
     /// #18: a stamped connection dates the bytes it reads by when the kernel
     /// received them, not by when the worker got round to reading them: bytes
     /// left 30 ms in the socket read as sent (between the server's clock
