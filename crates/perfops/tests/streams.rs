@@ -63,13 +63,14 @@ fn num(v: &Value, ptr: &str) -> f64 {
 /// Ten events 20 ms apart per answer: each answer counts exactly ten (not
 /// its chunks, not its lines), the gaps' median is the server's 20 ms
 /// within 5 ms, the first event comes at once and the stream lasts the nine
-/// gaps.
+/// gaps; `expect` finds the last event in the body kept.
 #[test]
 fn events_are_counted_exactly_and_gaps_follow_the_server() {
     let _cpu = exclusive();
     let server = kit::python::sse();
     let wd = Workdir::new("sse-paced");
-    let step = "{ name: events, request: GET /events?n=10&every=20, stream: true }";
+    // `expect` reads the stream's body as it came (chunks decoded): its last event's data.
+    let step = "{ name: events, request: GET /events?n=10&every=20, stream: true, expect: { body_contains: 'data: done' } }";
     let run = Run::new(&wd, &server.url(0), step, 5, 2, "5s");
     assert!(matches!(run.out.code, Some(0 | 1)), "{}", run.context());
     let st = run.step("events");
