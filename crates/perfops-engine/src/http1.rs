@@ -799,7 +799,9 @@ mod tests {
         // (what: the answer's pieces, written 30 ms apart; the stall limit;
         //  events, gaps of at least 10 ms (a pause, not a read's share:
         //  a loaded machine reads late), or the failure)
-        let cases: [(&str, Vec<String>, Option<u64>, Result<(u64, usize), FailureKind>); 4] = [
+        // Events and long gaps, or the failure.
+        type Want = Result<(u64, usize), FailureKind>;
+        let cases: [(&str, Vec<String>, Option<u64>, Want); 4] = [
             (
                 "chunked SSE, two events in the head's read, one after a pause",
                 vec![

@@ -282,6 +282,10 @@ pub(crate) struct Timeline {
     pub(crate) last: Option<Kept>,
     /// Keep the first and last events (the step has `expect`/`save` on them).
     pub(crate) keep: bool,
+    /// `event_contains`: the text some event's data must hold, and whether
+    /// one did.
+    pub(crate) want: Option<Vec<u8>>,
+    pub(crate) matched: bool,
 }
 
 impl Timeline {
@@ -302,6 +306,11 @@ impl Events for Timeline {
         self.first_event.get_or_insert(e.at);
         self.last_event = Some(e.at);
         self.events += 1;
+        if !self.matched
+            && let Some(want) = &self.want
+        {
+            self.matched = want.is_empty() || e.data.windows(want.len()).any(|w| w == &want[..]);
+        }
         if self.keep {
             if self.first.is_none() {
                 self.first.get_or_insert_with(Kept::default).set(e);

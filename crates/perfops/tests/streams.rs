@@ -70,7 +70,8 @@ fn events_are_counted_exactly_and_gaps_follow_the_server() {
     let server = kit::python::sse();
     let wd = Workdir::new("sse-paced");
     // `expect` reads the stream's body as it came (chunks decoded): its last event's data.
-    let step = "{ name: events, request: GET /events?n=10&every=20, stream: true, expect: { body_contains: 'data: done' } }";
+    let step =
+        "{ name: events, request: GET /events?n=10&every=20, stream: true, expect: { body_contains: 'data: done' } }";
     let run = Run::new(&wd, &server.url(0), step, 5, 2, "5s");
     assert!(matches!(run.out.code, Some(0 | 1)), "{}", run.context());
     let st = run.step("events");
@@ -128,4 +129,27 @@ fn an_endless_stream_is_cut_at_the_timeout() {
     // About 50 events in a second at one per 20 ms.
     let events = num(&st, "/events/p50");
     assert!((35.0..=52.0).contains(&events), "{events} events in 1 s\n{ctx}");
+}
+
+/// `expect` on the events as they came: some event, the first and the last
+/// hold on the server's ten (`tick 3`, `tick 0`, `done`); a last event that
+/// must say what it does not fails every answer as `check_failed`.
+#[test]
+fn expectations_on_events() {
+    let _cpu = shared();
+    let server = kit::python::sse();
+    let wd = Workdir::new("sse-expect");
+    let holds = "{ name: holds, request: GET /events?n=10&every=5, stream: true, expect: { event_contains: 'tick 3', first_event_contains: 'tick 0', last_event_contains: done } }";
+    let run = Run::new(&wd, &server.url(0), holds, 5, 1, "5s");
+    let st = run.step("holds");
+    let ctx = format!("{st:#}\n{}", run.context());
+    assert!(count(&st, "/completed") >= 4 && count(&st, "/failed") == 0, "{ctx}");
+    let wd = Workdir::new("sse-expect-fails");
+    let fails =
+        "{ name: fails, request: GET /events?n=10&every=5, stream: true, expect: { last_event_contains: 'tick 9' } }";
+    let run = Run::new(&wd, &server.url(0), fails, 5, 1, "5s");
+    let st = run.step("fails");
+    let ctx = format!("{st:#}\n{}", run.context());
+    let sent = count(&st, "/sent");
+    assert!(sent >= 4 && count(&st, "/failures/check_failed") == sent, "{ctx}");
 }

@@ -11,7 +11,7 @@ use marked_yaml::types::MarkedMappingNode;
 
 use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
-use super::extract::{Expect, Extractor, StatusRange};
+use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
@@ -37,7 +37,16 @@ pub(super) const STEP: &[&str] = &[
     "proto",
     "stream",
 ];
-pub(super) const EXPECT: &[&str] = &["status", "body_contains", "message_contains", "json", "grpc_status"];
+pub(super) const EXPECT: &[&str] = &[
+    "status",
+    "body_contains",
+    "message_contains",
+    "json",
+    "grpc_status",
+    "event_contains",
+    "first_event_contains",
+    "last_event_contains",
+];
 /// Fields of a `websocket:` step that an HTTP step does not have.
 const WS_ONLY: &[&str] = &["send", "hold", "every"];
 /// Fields of an HTTP step that a `websocket:` step does not have.
@@ -554,7 +563,13 @@ impl Dec<'_> {
             }
             Some(codes)
         });
-        Some(Expect { status, body_contains, message_contains, json, grpc_status })
+        let text = |d: &mut Self, key: &str| m.get_node(key).and_then(|b| d.string(b, &join(path, key)));
+        let events = EventExpect {
+            any: text(self, "event_contains"),
+            first: text(self, "first_event_contains"),
+            last: text(self, "last_event_contains"),
+        };
+        Some(Expect { status, body_contains, message_contains, json, grpc_status, events })
     }
 
     fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {

@@ -108,7 +108,7 @@ impl Worker {
             // (callgrind: ~25 instructions per request of steps that do not
             // stream; behind a wrapper of its own, ~50). One allocation per
             // streamed request.
-            let streaming = Streaming::new(read.stall);
+            let streaming = Streaming::new(read, req.step.step.expect.as_ref());
             Box::pin(self.perform(conn, timer, req, streaming)).await
         } else {
             self.perform(conn, timer, req, ()).await

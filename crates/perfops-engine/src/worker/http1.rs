@@ -13,6 +13,8 @@
 use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
+use perfops_core::scenario::StreamRead;
+use perfops_core::scenario::extract::Expect;
 use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep};
 
@@ -166,6 +168,13 @@ impl Worker {
                         None => failure = Some(FailureKind::CheckFailed),
                     }
                 }
+                // A streamed answer's checks on its events (none made for `()`).
+                if failure.is_none()
+                    && let Some(why) = slot.check(step.step.expect.as_ref())
+                {
+                    failure = Some(FailureKind::CheckFailed);
+                    check = Some(why);
+                }
                 // Only a failure is sampled (#32): a success never comes here.
                 if let Some(kind) = failure
                     && self.wants_sample(step, kind)
@@ -286,9 +295,15 @@ pub(super) trait Slot {
     fn to(&mut self) -> Option<StreamTo<'_>>;
     /// What the stream came to, for the recorder.
     fn timeline(&self) -> Option<&Timeline>;
+    /// Why its events fail the step's `expect`, if they do.
+    fn check(&self, expect: Option<&Expect>) -> Option<String>;
 }
 
 impl Slot for () {
+    #[inline(always)]
+    fn check(&self, _: Option<&Expect>) -> Option<String> {
+        None
+    }
     #[inline(always)]
     fn to(&mut self) -> Option<StreamTo<'_>> {
         None
@@ -306,9 +321,12 @@ pub(super) struct Streaming {
 }
 
 impl Streaming {
-    /// A stream read with the stall limit `stall`.
-    pub(super) fn new(stall: Option<std::time::Duration>) -> Streaming {
-        Streaming { timeline: Timeline::new(false), stall }
+    /// A stream read as `read` says, for the step's `expect` (its checks on events).
+    pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> Streaming {
+        let events = expect.map(|e| &e.events).filter(|e| !e.is_empty());
+        let mut timeline = Timeline::new(events.is_some_and(|e| e.first.is_some() || e.last.is_some()));
+        timeline.want = events.and_then(|e| e.any.as_ref()).map(|t| t.as_bytes().to_vec());
+        Streaming { timeline, stall: read.stall }
     }
 }
 
@@ -318,5 +336,10 @@ impl Slot for Streaming {
     }
     fn timeline(&self) -> Option<&Timeline> {
         Some(&self.timeline)
+    }
+    fn check(&self, expect: Option<&Expect>) -> Option<String> {
+        let t = &self.timeline;
+        let (first, last) = (t.first.as_ref().map(|k| &k.data[..]), t.last.as_ref().map(|k| &k.data[..]));
+        expect?.events.check(first, last, t.matched)
     }
 }
