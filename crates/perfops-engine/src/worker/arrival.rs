@@ -7,9 +7,11 @@
 //! `websocket.rs`).
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::pin::Pin;
 
 use perfops_core::cookie::Jar;
+use perfops_core::scenario::StreamRead;
 use tokio::time::{Instant, Sleep};
 
 use super::http1::Streaming;
@@ -96,6 +98,22 @@ impl Worker {
         rows
     }
 
+    /// A streamed step's request, boxed. Apart, and never inlined, so that
+    /// the streamed future is built in this function's frame, not in the
+    /// frame of every request's `step`.
+    #[inline(never)]
+    #[cold]
+    fn streamed<'a>(
+        &'a self,
+        conn: &'a mut Option<Box<Conn>>,
+        timer: Pin<&'a mut Sleep>,
+        req: Request<'a>,
+        read: StreamRead,
+    ) -> Pin<Box<dyn Future<Output = Ended> + 'a>> {
+        let streaming = Streaming::new(read, req.step.step.expect.as_ref());
+        Box::pin(self.perform(conn, timer, req, streaming))
+    }
+
     /// Run one step: an HTTP request ([`Worker::perform`]) or a WebSocket
     /// session (`websocket.rs`: boxed, so that the future of every arrival
     /// does not carry a session's state).
@@ -108,8 +126,7 @@ impl Worker {
             // (callgrind: ~25 instructions per request of steps that do not
             // stream; behind a wrapper of its own, ~50). One allocation per
             // streamed request.
-            let streaming = Streaming::new(read, req.step.step.expect.as_ref());
-            Box::pin(self.perform(conn, timer, req, streaming)).await
+            self.streamed(conn, timer, req, read).await
         } else {
             self.perform(conn, timer, req, ()).await
         }
