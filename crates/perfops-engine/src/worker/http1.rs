@@ -120,18 +120,20 @@ impl Worker {
                 None => &next,
             };
             // The redirects read count with the final answer, good or not.
-            outcome =
-                match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in, None).await {
-                    Ok((mut r, _)) => {
-                        self.set_cookies(conn.as_deref(), &req, next);
-                        r.bytes_in += earlier_bytes;
-                        Ok((r, sent))
-                    }
-                    Err((kind, _)) => {
-                        bytes_in += earlier_bytes;
-                        Err((kind, Some(sent)))
-                    }
-                };
+            outcome = match self
+                .exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in, None)
+                .await
+            {
+                Ok((mut r, _)) => {
+                    self.set_cookies(conn.as_deref(), &req, next);
+                    r.bytes_in += earlier_bytes;
+                    Ok((r, sent))
+                }
+                Err((kind, _)) => {
+                    bytes_in += earlier_bytes;
+                    Err((kind, Some(sent)))
+                }
+            };
         }
         // `run --debug` only: one test of a `None` on every other run.
         if self.trace.is_some() {
