@@ -48,6 +48,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::chunked::ChunkedDecoder;
 use crate::framing::{Fields, Framing};
+use crate::stream::{Event, Events, Mode, Split};
 
 /// A new connection's read buffer: a small response (an API's JSON, nginx's
 /// `200 ok`) in one read. 16 KiB here made `-c 10000` cost 230 MiB (#12).
@@ -338,11 +339,16 @@ impl Conn {
     /// response; with `capture`, keep its head and body in `self.head`/`self.body`.
     /// A 4xx or 5xx is kept whatever `capture` says: its body is what a
     /// failure's sample shows (#32), and a success never pays for it.
+    ///
+    /// With `stream` (a step with `stream:`), the body is read as events
+    /// handed to its consumer as they come ([`Conn::read_events`]); without,
+    /// this is the hot path as it was: one branch.
     pub(crate) async fn exchange(
         &mut self,
         request: &[u8],
         head_request: bool,
         capture: bool,
+        stream: Option<&mut StreamTo<'_>>,
     ) -> Result<Response, ExchangeError> {
         // Bytes left over from the previous response mean the server sent more
         // than it was asked; such connections are never reused (see below).
@@ -371,7 +377,7 @@ impl Conn {
         let mut bytes_in = 0u64;
         let mut read_at = None;
 
-        let (status, framing, keep_alive, capture) = loop {
+        let (status, framing, keep_alive, capture, head_len) = loop {
             if self.end > self.start {
                 match self.heads.parse(&self.buf[self.start..self.end], head_request)? {
                     Head::Partial => {}
@@ -388,72 +394,81 @@ impl Conn {
                         }
                         self.set_cookie = set_cookie;
                         self.start += len;
-                        break (status, framing, keep_alive, capture);
+                        break (status, framing, keep_alive, capture, len);
                     }
                 }
             }
             self.fill(&mut bytes_in, &mut read_at, sent_at).await?;
         };
 
-        match framing {
-            Framing::None => {}
-            Framing::Length(mut remaining) => loop {
-                let take = ((self.end - self.start) as u64).min(remaining);
-                if capture {
-                    let keep = (take as usize).min(CAPTURE_MAX.saturating_sub(self.body.len()));
-                    self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
-                }
-                self.start += take as usize;
-                remaining -= take;
-                if remaining == 0 {
-                    break;
-                }
-                self.restart();
-                self.fill(&mut bytes_in, &mut read_at, sent_at).await?;
-            },
-            Framing::Chunked => {
-                let mut decoder = ChunkedDecoder::new();
-                loop {
-                    let chunk = &self.buf[self.start..self.end];
-                    let (used, done) = match capture {
-                        true => decoder.feed_into(chunk, &mut self.body),
-                        false => decoder.feed(chunk),
+        if let Some(to) = stream {
+            let head = &self.buf[self.start - head_len..self.start];
+            let mode = Mode::of(content_type(head).as_deref());
+            // Boxed: its reader (a split, a decoder, a stall timer) would otherwise
+            // make every request's future larger (#12: 10,000 connections in
+            // < 100 MiB); one allocation per streamed answer.
+            Box::pin(self.read_events(framing, capture, mode, to, &mut bytes_in, &mut read_at, sent_at)).await?;
+        } else {
+            match framing {
+                Framing::None => {}
+                Framing::Length(mut remaining) => loop {
+                    let take = ((self.end - self.start) as u64).min(remaining);
+                    if capture {
+                        let keep = (take as usize).min(CAPTURE_MAX.saturating_sub(self.body.len()));
+                        self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
                     }
-                    .map_err(|_| protocol())?;
-                    // At most one buffer's worth past the cap, then cut back to it.
-                    self.body.truncate(CAPTURE_MAX);
-                    self.start += used;
-                    if done {
+                    self.start += take as usize;
+                    remaining -= take;
+                    if remaining == 0 {
                         break;
                     }
                     self.restart();
                     self.fill(&mut bytes_in, &mut read_at, sent_at).await?;
+                },
+                Framing::Chunked => {
+                    let mut decoder = ChunkedDecoder::new();
+                    loop {
+                        let chunk = &self.buf[self.start..self.end];
+                        let (used, done) = match capture {
+                            true => decoder.feed_into(chunk, &mut self.body),
+                            false => decoder.feed(chunk),
+                        }
+                        .map_err(|_| protocol())?;
+                        // At most one buffer's worth past the cap, then cut back to it.
+                        self.body.truncate(CAPTURE_MAX);
+                        self.start += used;
+                        if done {
+                            break;
+                        }
+                        self.restart();
+                        self.fill(&mut bytes_in, &mut read_at, sent_at).await?;
+                    }
                 }
+                Framing::UntilClose => loop {
+                    // What the buffer holds (the body's first bytes, which may have
+                    // come with the head (#12), or the last read) is captured here,
+                    // once, before the buffer is reused.
+                    if capture {
+                        let keep = (self.end - self.start).min(CAPTURE_MAX.saturating_sub(self.body.len()));
+                        self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
+                    }
+                    self.restart();
+                    match self.stream.read(&mut self.buf).await {
+                        Ok(0) => {
+                            // The close is the response's last "byte".
+                            let now = Instant::now();
+                            read_at = read_at.map(|(first, _)| (first, now));
+                            break;
+                        }
+                        Ok(n) => {
+                            bytes_in += n as u64;
+                            self.received += n as u64;
+                            self.end = n;
+                        }
+                        Err(e) => return Err(io_failure(&e, false)),
+                    }
+                },
             }
-            Framing::UntilClose => loop {
-                // What the buffer holds (the body's first bytes, which may have
-                // come with the head (#12), or the last read) is captured here,
-                // once, before the buffer is reused.
-                if capture {
-                    let keep = (self.end - self.start).min(CAPTURE_MAX.saturating_sub(self.body.len()));
-                    self.body.extend_from_slice(&self.buf[self.start..self.start + keep]);
-                }
-                self.restart();
-                match self.stream.read(&mut self.buf).await {
-                    Ok(0) => {
-                        // The close is the response's last "byte".
-                        let now = Instant::now();
-                        read_at = read_at.map(|(first, _)| (first, now));
-                        break;
-                    }
-                    Ok(n) => {
-                        bytes_in += n as u64;
-                        self.received += n as u64;
-                        self.end = n;
-                    }
-                    Err(e) => return Err(io_failure(&e, false)),
-                }
-            },
         }
         self.keep_alive = keep_alive && self.start == self.end;
         self.reused = true;
@@ -462,6 +477,149 @@ impl Conn {
         let (first_byte, last_byte) = read_at.unwrap_or((sent_at, sent_at));
         Ok(Response { status, bytes_in, sent_at, first_byte, last_byte })
     }
+
+    /// Read a streamed body, framed by `framing`, to its end: its decoded
+    /// bytes split into events (`mode`) and handed to `to` as each read
+    /// completes them, dated by that read (the kernel's receive time on a
+    /// stamped connection; a body read to the close is stamped here too).
+    /// With a stall limit, each read waits at most until the limit runs out
+    /// after the latest event (or the send): then `stream_stall`.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_events(
+        &mut self,
+        framing: Framing,
+        capture: bool,
+        mode: Mode,
+        to: &mut StreamTo<'_>,
+        bytes_in: &mut u64,
+        read_at: &mut Option<(Instant, Instant)>,
+        sent_at: Instant,
+    ) -> Result<(), ExchangeError> {
+        let mut split = Split::new(mode);
+        let mut last = Latest { to: &mut *to.events, at: None };
+        let mut decoder = ChunkedDecoder::new();
+        let mut decoded = Vec::new();
+        let mut remaining = match framing {
+            Framing::Length(n) => n,
+            Framing::None => return Ok(()),
+            Framing::Chunked | Framing::UntilClose => 0,
+        };
+        loop {
+            let at = read_at.map_or(sent_at, |(_, latest)| latest);
+            let (from, to_end) = (self.start, self.end);
+            let done = match framing {
+                Framing::Length(_) => {
+                    let take = ((to_end - from) as u64).min(remaining);
+                    remaining -= take;
+                    self.start += take as usize;
+                    split.feed(&self.buf[from..self.start], at, &mut last);
+                    remaining == 0
+                }
+                Framing::Chunked => {
+                    decoded.clear();
+                    let (used, done) =
+                        decoder.feed_into(&self.buf[from..to_end], &mut decoded).map_err(|_| protocol())?;
+                    self.start += used;
+                    split.feed(&decoded, at, &mut last);
+                    done
+                }
+                Framing::UntilClose | Framing::None => {
+                    self.start = to_end;
+                    split.feed(&self.buf[from..to_end], at, &mut last);
+                    false
+                }
+            };
+            if capture {
+                let bytes = if framing == Framing::Chunked { &decoded[..] } else { &self.buf[from..self.start] };
+                let keep = bytes.len().min(CAPTURE_MAX.saturating_sub(self.body.len()));
+                self.body.extend_from_slice(&bytes[..keep]);
+            }
+            if done {
+                split.finish(at, &mut last);
+                return Ok(());
+            }
+            self.restart();
+            let read = self.read_more(bytes_in, read_at, sent_at);
+            let more = match to.stall {
+                Some(stall) => {
+                    let deadline = last.at.unwrap_or(sent_at) + stall;
+                    match tokio::time::timeout_at(deadline, read).await {
+                        Ok(more) => more?,
+                        Err(_) => {
+                            return Err(ExchangeError { kind: FailureKind::StreamStall, nothing_received: false });
+                        }
+                    }
+                }
+                None => read.await?,
+            };
+            if !more {
+                // The close: the end of a body read to it, else a cut answer.
+                if framing != Framing::UntilClose {
+                    return Err(ExchangeError { kind: FailureKind::Reset, nothing_received: false });
+                }
+                let now = Instant::now();
+                *read_at = read_at.map(|(first, _)| (first, now));
+                split.finish(now, &mut last);
+                return Ok(());
+            }
+        }
+    }
+
+    /// One read into the buffer's free room (see [`Conn::fill`]); `false`
+    /// at the close. Apart from `fill` so that the hot path's read stays as
+    /// it is.
+    async fn read_more(
+        &mut self,
+        bytes_in: &mut u64,
+        read_at: &mut Option<(Instant, Instant)>,
+        sent_at: Instant,
+    ) -> Result<bool, ExchangeError> {
+        let read = match &mut self.stream {
+            Stream::Tcp(tcp) if self.stamped => read_stamped(tcp, &mut self.buf[self.end..], sent_at).await,
+            stream => stream.read(&mut self.buf[self.end..]).await.map(|n| (n, Instant::now())),
+        };
+        match read {
+            Ok((0, _)) => Ok(false),
+            Ok((n, at)) => {
+                *read_at = Some(read_at.map_or((at, at), |(first, _)| (first, at)));
+                self.end += n;
+                *bytes_in += n as u64;
+                self.received += n as u64;
+                Ok(true)
+            }
+            Err(e) => Err(io_failure(&e, false)),
+        }
+    }
+}
+
+/// Where a streamed answer's events go, and its stall limit.
+pub(crate) struct StreamTo<'a> {
+    /// The consumer.
+    pub(crate) events: &'a mut dyn Events,
+    /// The longest wait for an event ([`perfops_core::scenario::StreamRead::stall`]).
+    pub(crate) stall: Option<Duration>,
+}
+
+/// A consumer, and the latest event handed to it (for the stall limit).
+struct Latest<'a> {
+    to: &'a mut dyn Events,
+    at: Option<Instant>,
+}
+
+impl Events for Latest<'_> {
+    fn event(&mut self, e: &Event<'_>) {
+        self.at = Some(e.at);
+        self.to.event(e);
+    }
+}
+
+/// The `Content-Type` of a complete response head (a streamed answer's
+/// only: the hot path never asks).
+fn content_type(head: &[u8]) -> Option<Vec<u8>> {
+    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut resp = httparse::Response::new(&mut headers);
+    resp.parse(head).ok()?;
+    resp.headers.iter().find(|h| h.name.eq_ignore_ascii_case("content-type")).map(|h| h.value.to_vec())
 }
 
 /// Map a connect error to its failure kind.
@@ -626,6 +784,84 @@ mod tests {
         }
         assert!(cache.parse(b"SSH-2.0-OpenSSH\r\n\r\n", false).is_err(), "garbage is still refused");
         assert_eq!(cache.parse(OK, false).ok(), Some(ok), "and leaves the cache as it was");
+    }
+
+    /// A streamed answer over each framing the reader knows, from a real
+    /// socket written in pieces 30 ms apart: its events counted and dated
+    /// by the read that completed them (the gap is the server's pause), a
+    /// head and first event in one read included, a plain body split into
+    /// lines; and a server that stops sending fails as `stream_stall` once
+    /// the limit runs out after the last event.
+    #[tokio::test]
+    async fn streamed_answers_over_every_framing() {
+        use crate::stream::Timeline;
+        let sse = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+        // (what: the answer's pieces, written 30 ms apart; the stall limit;
+        //  events, gaps of at least 10 ms (a pause, not a read's share:
+        //  a loaded machine reads late), or the failure)
+        // Events and long gaps, or the failure.
+        type Want = Result<(u64, usize), FailureKind>;
+        let cases: [(&str, Vec<String>, Option<u64>, Want); 4] = [
+            (
+                "chunked SSE, two events in the head's read, one after a pause",
+                vec![
+                    format!("{sse}Transfer-Encoding: chunked\r\n\r\n12\r\ndata: a\n\ndata: b\n\n\r\n"),
+                    "9\r\ndata: c\n\n\r\n0\r\n\r\n".into(),
+                ],
+                None,
+                Ok((3, 1)),
+            ),
+            (
+                "Content-Length, an event split over the pause",
+                vec![format!("{sse}Content-Length: 18\r\n\r\ndata: x\n\ndata"), ": y\n\n".into()],
+                None,
+                Ok((2, 1)),
+            ),
+            (
+                "lines read to the close",
+                vec!["HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\n\r\n{}\n".into(), "{}\n{}".into()],
+                None,
+                Ok((3, 1)),
+            ),
+            (
+                "a stall: two events, then nothing within 100 ms",
+                vec![format!("{sse}Content-Length: 99\r\n\r\ndata: 1\n\ndata: 2\n\n"), String::new()],
+                Some(100),
+                Err(FailureKind::StreamStall),
+            ),
+        ];
+        for (what, pieces, stall, want) in cases {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            let addr = listener.local_addr().expect("addr");
+            let server = std::thread::spawn(move || {
+                use std::io::{Read, Write};
+                let (mut s, _) = listener.accept().expect("accept");
+                let mut req = [0u8; 1024];
+                let _ = s.read(&mut req);
+                for (i, p) in pieces.iter().enumerate() {
+                    if i > 0 {
+                        std::thread::sleep(Duration::from_millis(if p.is_empty() { 400 } else { 30 }));
+                    }
+                    let _ = s.write_all(p.as_bytes());
+                }
+            });
+            let mut conn = Conn::new(Stream::Tcp(TcpStream::connect(addr).await.expect("connect")));
+            let mut timeline = Timeline::new(false);
+            let mut to = StreamTo { events: &mut timeline, stall: stall.map(Duration::from_millis) };
+            let got = conn.exchange(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", false, false, Some(&mut to)).await;
+            let long_gaps = timeline.gaps_us.iter().filter(|&&g| g >= 10_000).count();
+            match want {
+                Ok(want) => {
+                    assert!(got.is_ok(), "{what}: {:?}", got.err());
+                    assert_eq!((timeline.events, long_gaps), want, "{what}: gaps {:?}", timeline.gaps_us);
+                }
+                Err(kind) => {
+                    assert_eq!(got.err().map(|e| e.kind), Some(kind), "{what}");
+                    assert_eq!(timeline.events, 2, "{what}: the events before the stall count");
+                }
+            }
+            let _ = server.join();
+        }
     }
 
     /// #18: a stamped connection dates the bytes it reads by when the kernel

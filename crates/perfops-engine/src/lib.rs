@@ -20,6 +20,7 @@ mod http2;
 mod record;
 mod reflection;
 mod steer;
+mod stream;
 mod target;
 mod timer;
 pub mod tls;

@@ -211,6 +211,37 @@ impl Recorder {
         }
     }
 
+    /// A streamed answer that ended (well, or failed once it had begun):
+    /// its events counted, its first event timed from the intended start
+    /// (as latency is: what a user waits for), each gap between events,
+    /// and, when it was answered whole, its duration from its first byte to
+    /// its last (`answer`: first byte, end). The histograms' rows are
+    /// declared in `perfops_core::measure::stats`.
+    pub(crate) fn streamed(
+        &mut self,
+        key: Key,
+        due: Due,
+        sent: Instant,
+        answer: Option<(Instant, Instant)>,
+        t: &crate::stream::Timeline,
+    ) {
+        let st = self.at(key);
+        st.events.record_count(t.events);
+        if let Some(first) = t.first_event {
+            let from = match due {
+                Due::At(due) => due,
+                Due::OnSend => sent,
+            };
+            st.first_event.record(first.saturating_duration_since(from));
+        }
+        for &gap in &t.gaps_us {
+            st.event_gap.record_us(u64::from(gap), 1);
+        }
+        if let Some((first_byte, end)) = answer {
+            st.stream.record(end.saturating_duration_since(first_byte));
+        }
+    }
+
     /// A request that got no answer: counted in the latency at the time it
     /// took to fail, and in the service time if it was sent.
     pub(crate) fn failed(&mut self, key: Key, f: &Failure) {

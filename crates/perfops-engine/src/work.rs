@@ -290,6 +290,7 @@ impl Work {
                 pause: std::time::Duration::ZERO,
                 grpc: None,
                 websocket: Some(WebSocket { send, hold: std::time::Duration::ZERO, every: None }),
+                stream: None,
             };
             return Ok(Work::new(
                 target,
@@ -312,6 +313,7 @@ impl Work {
             pause: std::time::Duration::ZERO,
             grpc: None,
             websocket: None,
+            stream: None,
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
     }

@@ -264,8 +264,57 @@ pub struct Comparison {
     pub stages: Vec<Row>,
     /// The whole runs.
     pub total: Row,
+    /// Per step of the baseline, each histogram its summary shows beside
+    /// latency (a stream's first event, gaps, events, duration), in every
+    /// run; none when no run has one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub histograms: Vec<HistogramRow>,
     /// Files that could not be read, unmatched stages and incomplete runs, in words.
     pub notes: Vec<String>,
+}
+
+/// One step's histogram (`first_event_ms`, `events`, ...) in each run.
+#[derive(Debug, Clone, Serialize)]
+pub struct HistogramRow {
+    /// The step's name.
+    pub step: String,
+    /// The histogram's key in `summary.json` (`first_event_ms`, `events`).
+    pub figure: String,
+    /// It is a count, not a duration in ms.
+    pub count: bool,
+    /// Per run, in the runs' order: its p50, p95 and p99 (none where the run
+    /// has no such step or no such figure).
+    pub runs: Vec<Option<[f64; 3]>>,
+}
+
+/// [`Comparison::histograms`] of `models`: the steps in the order of the
+/// first run that has them, the figures in their declaration's.
+fn histogram_rows(models: &[Model]) -> Vec<HistogramRow> {
+    let mut rows: Vec<HistogramRow> = Vec::new();
+    for m in models {
+        let Some(summary) = &m.files.summary else { continue };
+        for f in &summary.steps {
+            for (h, _) in f.histograms.iter() {
+                if rows.iter().any(|r| r.step == f.name && r.figure == h.summary_key()) {
+                    continue;
+                }
+                let runs = models
+                    .iter()
+                    .map(|m| {
+                        let s = m.files.summary.as_ref()?.steps.iter().find(|s| s.name == f.name)?;
+                        s.histograms.get(h).map(|x| [x.p50, x.p95, x.p99])
+                    })
+                    .collect();
+                rows.push(HistogramRow {
+                    step: f.name.clone(),
+                    figure: h.summary_key(),
+                    count: h.unit() == perfops_core::measure::Unit::Count,
+                    runs,
+                });
+            }
+        }
+    }
+    rows
 }
 
 impl Runs {
@@ -412,6 +461,7 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
     let protocols = (1..runs.len()).filter_map(|i| protocol_statement(&runs[0], &runs[i], i)).collect();
     let capacity = (1..runs.len()).map(|i| capacity_statement(&runs[0], &runs[i], i)).collect();
     let equal_p95 = equal_p95(models, &runs, opts);
+    let histograms = histogram_rows(models);
     Comparison {
         format: "perfops.compare",
         version: COMPARE_VERSION,
@@ -421,6 +471,7 @@ fn compare_models(models: &[Model], opts: Options) -> Comparison {
         equal_p95,
         stages,
         total,
+        histograms,
         notes,
     }
 }

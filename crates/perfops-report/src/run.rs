@@ -17,7 +17,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use perfops_core::measure::{Counter, HistogramSummary, PartCounters, SeriesCounters, Stats, SummaryCounters};
+use perfops_core::measure::{
+    Counter, HistogramFigures, HistogramSummary, PartCounters, SeriesCounters, Stats, SummaryCounters,
+};
 use perfops_core::pipeline::control::ControlEvent;
 use serde::{Deserialize, Serialize};
 
@@ -287,6 +289,11 @@ pub struct Figures {
     /// Service time of the successes alone, ms (none in format 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_ok_ms: Option<HistogramSummary>,
+    /// The other histograms `Stats`' declaration puts in a summary, when
+    /// they hold anything: a stream's `first_event_ms`, `event_gap_ms`,
+    /// `events` (per answer, a count) and `stream_ms`.
+    #[serde(flatten)]
+    pub histograms: HistogramFigures,
 }
 
 impl Figures {
@@ -307,6 +314,7 @@ impl Figures {
             service_ms: stats.service.summary(),
             latency_ok_ms: Some(stats.latency_ok.summary()),
             service_ok_ms: Some(stats.service_ok.summary()),
+            histograms: HistogramFigures::of(stats),
         }
     }
 }

@@ -52,6 +52,11 @@ fn stats() -> Stats {
     }
     s.failures.add(FailureKind::Http5xx);
     s.failures.add(FailureKind::Timeout);
+    // A stream's histograms: written only when filled.
+    s.first_event.record(Duration::from_millis(4));
+    s.event_gap.record(Duration::from_millis(20));
+    s.events.record_count(10);
+    s.stream.record(Duration::from_millis(180));
     s
 }
 

@@ -316,3 +316,28 @@ asyncio.run(main())
 pub fn websocket(close_after: u32) -> Python {
     start(WEBSOCKET, &[close_after.to_string()])
 }
+
+/// Where `scripts/test` installs the SSE server's PyPI packages (aiohttp and
+/// aiohttp-sse, pinned there), in a virtual environment of Debian's python3.
+pub const SSE_VENV: &str = ".cache/perfops-testkit/sse-venv";
+
+const SSE: &str = include_str!("sse_app.py");
+
+/// A real Server-Sent Events server: aiohttp with aiohttp-sse from PyPI
+/// (chunked `text/event-stream` over HTTP/1.1), events named `tick` with
+/// ids 0, 1, ... and data `tick I` (the last: `done`), paced at absolute
+/// instants:
+/// - `/events?n=N&every=MS`: N events, MS apart, then the end;
+/// - `/stall?k=K&every=MS`: K events, then silence with the stream open;
+/// - `/forever?every=MS`: events until the client goes.
+///
+/// Panics, saying to run `scripts/test`, when its packages are not installed.
+pub fn sse() -> Python {
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let python = format!("{home}/{SSE_VENV}/bin/python");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "{python} is missing: scripts/test installs aiohttp and aiohttp-sse there"
+    );
+    start_with(&python, SSE, &[], &[])
+}

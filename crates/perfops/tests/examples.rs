@@ -17,7 +17,7 @@ use common::{Demo, Finished, Workdir, exclusive, shared, spawn_perfops};
 use serde_json::Value;
 
 /// The examples each test below runs; `every_example_file_is_covered` checks the list is whole.
-const COVERED: [&str; 12] = [
+const COVERED: [&str; 13] = [
     "orders.yaml",
     "shop.yaml",
     // The feeder of shop.yaml, run with it.
@@ -29,6 +29,7 @@ const COVERED: [&str; 12] = [
     "ci-gate.yaml",
     "grpc.yaml",
     "echo.proto",
+    "sse.yaml",
     "k8s/orders.yaml",
     // A Kubernetes Pod, not a scenario: applied by tests/k8s_e2e.rs on a real cluster;
     // here it is checked to be the demo's pod.
@@ -396,4 +397,22 @@ fn k8s_example_runs_locally_and_makes_manifests() {
         "{}",
         check.stderr
     );
+}
+
+/// sse.yaml against a real SSE server (aiohttp-sse from PyPI), its hold
+/// shortened: every stream's ten events counted, the SLO on its first event,
+/// gaps and events held (exit 0).
+#[test]
+fn sse_example_runs_against_an_sse_server() {
+    let _cpu = shared();
+    let server = perfops_testkit::python::sse();
+    let work = Workdir::new("ex-sse");
+    let target = format!("target={}", server.url(0));
+    let out = perfops(&work, "run", "sse.yaml", &["--set", target.as_str(), "--set", "load.stages[0].hold=2s"]);
+    out.assert_exit(0);
+    let s = work.summary(&out);
+    let step = &s["steps"][0];
+    assert_eq!(step["failed"].as_u64(), Some(0), "{step}");
+    assert_eq!((step["events"]["min"].as_f64(), step["events"]["max"].as_f64()), (Some(10.0), Some(10.0)), "{step}");
+    assert!(s["slo"].as_array().is_some_and(|l| l.len() == 4 && l.iter().all(|c| c["passed"] == true)), "{}", s["slo"]);
 }

@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::generator;
-use crate::measure::{FailureKind, Stats};
+use crate::measure::{FailureKind, Stats, Unit};
 use crate::scenario::condition::{Agg, Op};
 use crate::scenario::{Condition, Metric};
 
@@ -213,15 +213,24 @@ pub fn measure(
 ) -> Option<f64> {
     // `p99` judges every request that ended (a timeout at the time it took),
     // `p99(ok)` the successes alone (#11).
-    let latency = if c.ok { &stats.latency_ok } else { &stats.latency };
+    let latency = match c.histogram {
+        Some(h) => stats.histogram(h),
+        None if c.ok => &stats.latency_ok,
+        None => &stats.latency,
+    };
+    // A count's values were recorded as if µs: its threshold is the count.
+    let scale = match c.histogram.map(|h| h.unit()) {
+        Some(Unit::Count) => 1e6,
+        _ => 1.0,
+    };
     // Connections that failed took the time they took to fail: no measure of
     // the server. A target that was down "passed" `p95 < 300ms (measured
     // 0.33ms)` on its refused connections (#32).
     let latency_known = !latency.is_empty() && !none_connected(stats);
     Some(match &c.metric {
-        Metric::Quantile(q) if latency_known => latency.quantile(*q).as_secs_f64(),
-        Metric::Mean if latency_known => latency.mean_ms() / 1000.0,
-        Metric::Max if latency_known => latency.max().as_secs_f64(),
+        Metric::Quantile(q) if latency_known => latency.quantile(*q).as_secs_f64() * scale,
+        Metric::Mean if latency_known => latency.mean_ms() / 1000.0 * scale,
+        Metric::Max if latency_known => latency.max().as_secs_f64() * scale,
         Metric::Quantile(_) | Metric::Mean | Metric::Max => return None,
         Metric::Errors if stats.completed + stats.failures.total() > 0 => stats.error_ratio(),
         Metric::Errors => return None,
@@ -249,7 +258,7 @@ pub fn connect_failures(stats: &Stats) -> u64 {
 
 /// `v` (from [`measure`]) in the unit people read: ms for latency, % for ratios.
 pub fn display_value(c: &Condition, v: f64) -> f64 {
-    if c.metric.is_latency() {
+    if c.is_duration() {
         v * 1000.0
     } else if matches!(c.metric, Metric::Errors | Metric::Rate) {
         v * 100.0
@@ -262,7 +271,7 @@ pub fn display_value(c: &Condition, v: f64) -> f64 {
 /// `0.52ms`, `101.9ms`, `0.42%`, a watched metric's bare number. Every
 /// output that shows a measured SLO value says it this way.
 pub fn with_unit(c: &Condition, v: f64) -> String {
-    let (places, unit) = if c.metric.is_latency() {
+    let (places, unit) = if c.is_duration() {
         // Two places below 10 ms, as the stage table: `p95 < 1ms` measured 0.96 is not "1.0ms".
         (if v < 10.0 { 2 } else { 1 }, "ms")
     } else if matches!(c.metric, Metric::Errors | Metric::Rate) {

@@ -936,7 +936,11 @@ mod tests {
         for k in keys {
             body.extend(k.stage.to_le_bytes());
             body.extend(k.step.to_le_bytes());
-            body.extend(vec![0u8; 8 * (crate::measure::Counter::COUNT + crate::measure::FailureKind::COUNT) + 4 * 7]);
+            body.extend(vec![
+                0u8;
+                8 * (crate::measure::Counter::COUNT + crate::measure::FailureKind::COUNT)
+                    + 4 * crate::measure::HistogramKind::COUNT
+            ]);
         }
         let Ok(Message::Received(r)) = decode(&body) else { panic!("a valid second") };
         r

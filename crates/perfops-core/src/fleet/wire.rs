@@ -73,7 +73,9 @@ use crate::measure::{
 /// its parts ([`WireSample`]). 8: `Steer`, an action by hand relayed to
 /// every agent with the second of the load it takes effect at. 9: an
 /// assignment's `files` are every file the scenario ships (a replay's
-/// recording too), by path relative to the scenario's folder; `protos` is gone.
+/// recording too), by path relative to the scenario's folder; `protos` is gone;
+/// and a part's histograms add a stream's four (`first_event`, `event_gap`,
+/// `events`, `stream`), read in [`HistogramKind::ALL`]'s order.
 pub const PROTOCOL: u32 = 9;
 
 /// The most samples one second may carry: as many as a generator keeps.

@@ -117,6 +117,11 @@ failure_kinds! {
     Reset = "reset", answered: false, failure: true;
     /// No complete response within the request timeout.
     Timeout = "timeout", answered: false, failure: true;
+    /// A streamed answer (a step with `stream: { stall: ... }`) went longer
+    /// than its stall limit without an event (from the send to the first
+    /// event, or between two): the server stopped sending while the stream
+    /// was open.
+    StreamStall = "stream_stall", answered: false, failure: true;
     /// The peer answered something that is not valid HTTP (HTTP/1.x framing,
     /// an HTTP/2 protocol error).
     Protocol = "protocol", answered: false, failure: true;

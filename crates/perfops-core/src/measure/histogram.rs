@@ -67,6 +67,13 @@ impl Histogram {
         let _ = self.0.record(us);
     }
 
+    /// Record one count (a histogram of [`Unit::Count`](super::Unit)):
+    /// 0 is a value as any other, unlike a duration's floor of 1 µs.
+    #[inline]
+    pub fn record_count(&mut self, n: u64) {
+        let _ = self.0.record(n.min(MAX_US));
+    }
+
     /// Record one value given in microseconds.
     pub fn record_us(&mut self, us: u64, count: u64) {
         let _ = self.0.record_n(us.clamp(1, MAX_US), count);
@@ -75,11 +82,18 @@ impl Histogram {
     /// Empty it, keeping its memory (a worker reuses its histograms every
     /// second instead of allocating new ones: see the engine's collector).
     pub fn clear(&mut self) {
-        self.0.reset();
+        // Most histograms of most seconds hold nothing (a stream's, in a
+        // run that streams nothing): no need to zero their ~190 KB.
+        if !self.0.is_empty() {
+            self.0.reset();
+        }
     }
 
     /// Add every value of `other` (same bounds: never fails).
     pub fn merge(&mut self, other: &Histogram) {
+        if other.is_empty() {
+            return;
+        }
         let _ = self.0.add(&other.0);
     }
 
@@ -145,6 +159,28 @@ impl Histogram {
             p99: ms(self.quantile(0.99)),
             p99_9: ms(self.quantile(0.999)),
             max: ms(self.max()),
+        }
+    }
+
+    /// The usual figures in the histogram's own unit: ms for durations
+    /// ([`Histogram::summary`]), the values themselves for counts.
+    pub fn summary_in(&self, unit: super::Unit) -> HistogramSummary {
+        let s = self.summary();
+        match unit {
+            super::Unit::Micros => s,
+            // A count n was recorded as n "µs", which `summary` gave as n / 1000 ms.
+            super::Unit::Count => HistogramSummary {
+                count: s.count,
+                min: s.min * 1000.0,
+                mean: s.mean * 1000.0,
+                stdev: s.stdev * 1000.0,
+                p50: s.p50 * 1000.0,
+                p90: s.p90 * 1000.0,
+                p95: s.p95 * 1000.0,
+                p99: s.p99 * 1000.0,
+                p99_9: s.p99_9 * 1000.0,
+                max: s.max * 1000.0,
+            },
         }
     }
 

@@ -9,6 +9,7 @@
 mod counters;
 pub mod exponential;
 mod failure;
+mod figures;
 mod histogram;
 mod interval;
 mod samples;
@@ -20,10 +21,11 @@ pub use counters::{
 };
 pub use exponential::Exponential;
 pub use failure::{FailureCounts, FailureKind};
+pub use figures::HistogramFigures;
 pub use histogram::{Histogram, HistogramSummary};
 pub use interval::{Interval, Key, step_name};
 pub use samples::{
     BODY_HEAD_BYTES, BODY_LINE_BYTES, CHECK_BYTES, FailureSample, FailureSamples, HEADER_BYTES, HEADER_VALUE_BYTES,
     MAX_HEADERS, MAX_KEYS, PER_KEY, REQUEST_LINE_BYTES, SampleBound, SampleKey, Sampler, Timings, bounded_fields, cut,
 };
-pub use stats::{Counter, HistogramKind, Shown, Stats};
+pub use stats::{Counter, HistogramKind, Shown, Stats, Unit};

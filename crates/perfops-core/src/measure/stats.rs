@@ -15,6 +15,16 @@
 
 use super::{FailureCounts, FailureKind, Histogram};
 
+/// What a histogram's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A duration, recorded in µs ([`Histogram::record`]); its figures are
+    /// given in ms.
+    Micros,
+    /// A count ([`Histogram::record_count`]), given as it is.
+    Count,
+}
+
 /// Where a counter appears in a JSON file of the results (see
 /// [`super::Counters`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,7 +45,11 @@ pub enum Shown {
 /// where S, P, Q, F say how it appears in a `series.jsonl` line, in a line's
 /// `parts`, in `quick --json` and in `summary.json`'s figures ([`Shown`]), and `absent` what a file
 /// written before the counter existed reads it as (another counter's value).
-/// A histogram's row: `field: Variant;`.
+/// A histogram's row: `field: Variant, unit: U, summary: F;` where U says what
+/// a value is ([`Unit`]: a duration in µs, or a count) and F whether
+/// `summary.json`'s figures show it (and `compare` and the report's rows):
+/// `Never` for the request's own (latency and service time have fields of
+/// their own there), `NonZero` for those most runs never fill (a stream's).
 macro_rules! stats {
     (
         counters { $(
@@ -45,7 +59,7 @@ macro_rules! stats {
         )* }
         histograms { $(
             $(#[doc = $hdoc:literal])*
-            $histogram:ident : $Histogram:ident;
+            $histogram:ident : $Histogram:ident, unit: $unit:ident, summary: $hsummary:ident;
         )* }
     ) => {
         /// Counters and histograms for a span of a run. Merging is field-wise addition.
@@ -162,6 +176,26 @@ macro_rules! stats {
             pub fn from_name(name: &str) -> Option<HistogramKind> {
                 HistogramKind::ALL.iter().copied().find(|h| h.name() == name)
             }
+
+            /// What one of its values is.
+            pub fn unit(self) -> Unit {
+                match self { $( HistogramKind::$Histogram => Unit::$unit, )* }
+            }
+
+            /// Whether `summary.json`'s figures show it (and so `compare`
+            /// and the report's step rows).
+            pub fn in_summary(self) -> Shown {
+                match self { $( HistogramKind::$Histogram => Shown::$hsummary, )* }
+            }
+
+            /// Its key in `summary.json`'s figures: `NAME_ms` for a duration
+            /// (its figures in ms, as `latency_ms`), `NAME` for a count.
+            pub fn summary_key(self) -> String {
+                match self.unit() {
+                    Unit::Micros => format!("{}_ms", self.name()),
+                    Unit::Count => self.name().to_string(),
+                }
+            }
         }
 
         impl Stats {
@@ -243,19 +277,30 @@ stats! {
     }
     histograms {
         /// Intended start to the end of every request that ended, failures included.
-        latency: Latency;
+        latency: Latency, unit: Micros, summary: Never;
         /// Actual send (on a ready connection) to the end, for every request sent.
-        service: Service;
+        service: Service, unit: Micros, summary: Never;
         /// `latency` of the successes alone.
-        latency_ok: LatencyOk;
+        latency_ok: LatencyOk, unit: Micros, summary: Never;
         /// `service` of the successes alone.
-        service_ok: ServiceOk;
+        service_ok: ServiceOk, unit: Micros, summary: Never;
         /// TCP connect time of new connections.
-        connect: Connect;
+        connect: Connect, unit: Micros, summary: Never;
         /// TLS handshake time of new connections.
-        tls: Tls;
+        tls: Tls, unit: Micros, summary: Never;
         /// Request written to first response byte.
-        ttfb: Ttfb;
+        ttfb: Ttfb, unit: Micros, summary: Never;
+        /// A streamed answer (a step with `stream:`): from the intended start
+        /// (as `latency`) to its first event, per answer that had one.
+        first_event: FirstEvent, unit: Micros, summary: NonZero;
+        /// A streamed answer: between each event and the next (an answer of n
+        /// events gives n - 1), each dated by the kernel's receive time of
+        /// the read that completed it.
+        event_gap: EventGap, unit: Micros, summary: NonZero;
+        /// A streamed answer: its events, per answer (0 included).
+        events: Events, unit: Count, summary: NonZero;
+        /// A streamed answer: from its first byte to its end (its last byte).
+        stream: Stream, unit: Micros, summary: NonZero;
     }
 }
 

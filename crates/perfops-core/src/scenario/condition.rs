@@ -7,6 +7,10 @@
 //!   p99(ok) < 300ms        ... of the successes alone
 //!   p99(orders) < 1s       ... of one step's requests, by name
 //!   p99(orders, ok) < 1s   ... of one step's successes
+//!   first_event p95 < 200ms   ... of another histogram a summary shows: a
+//!   event_gap p99(feed) < 50ms  stream's first event (from the intended start),
+//!   events p50 >= 10          its gaps, its events per answer (a count), its
+//!   stream p99 < 5s           duration; `mean` and `max` too
 //!   errors < 1%            failed / finished
 //!   rate >= 97%            achieved / target arrival rate
 //!   metric(puma_backlog) < 100    a watched metric, at its worst (the SLO: over the stage,
@@ -19,6 +23,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::measure::{HistogramKind, Shown, Unit};
 use crate::units::parse_duration;
 
 /// What a condition looks at.
@@ -88,6 +93,9 @@ pub struct Condition {
     pub ok: bool,
     /// Watched metrics: how the samples are taken ([`Agg::Worst`] for the others).
     pub agg: Agg,
+    /// Latency metrics: of this histogram instead of latency's
+    /// (`first_event p95 < 200ms`): one a summary shows.
+    pub histogram: Option<HistogramKind>,
     /// The comparison.
     pub op: Op,
     /// Seconds for latency metrics, a ratio (0..1) for errors and rate, the
@@ -136,7 +144,15 @@ impl Condition {
             (_, true) => (Op::Ge, 2),
             (_, false) => (Op::Gt, 1),
         };
-        let left = t[..op_at].trim();
+        let mut left = t[..op_at].trim();
+        // `first_event p95`: a quantile of another histogram than latency's.
+        let mut histogram = None;
+        if let Some((word, rest)) = left.split_once(char::is_whitespace)
+            && let Some(h) = HistogramKind::from_name(word).filter(|h| h.in_summary() != Shown::Never)
+        {
+            histogram = Some(h);
+            left = rest.trim();
+        }
         let right_at = op_at + op_len;
         let right = t[right_at..].trim();
         let right_off = right_at + (t[right_at..].len() - t[right_at..].trim_start().len());
@@ -223,10 +239,18 @@ impl Condition {
                 Some("errors and rate count every request already"),
             ));
         }
+        if histogram.is_some() && (ok || !metric.is_latency()) {
+            return Err(err(
+                lead,
+                format!("`{}`: a histogram takes p50, p99, mean or max, of every answer", t[..op_at].trim()),
+                Some("write `first_event p95 < 200ms` or `event_gap p99(step) < 50ms`"),
+            ));
+        }
         if right.is_empty() {
             return Err(err(right_off, "no threshold after the comparison".into(), Some(FORMS)));
         }
-        let threshold = if metric.is_latency() {
+        let counted = histogram.is_some_and(|h| h.unit() == Unit::Count);
+        let threshold = if metric.is_latency() && !counted {
             let duration_hint = Some("latency thresholds are durations: 500ms, 1s");
             match parse_duration(right) {
                 // A bare number would silently mean seconds: make the unit explicit.
@@ -253,7 +277,13 @@ impl Condition {
                 _ => return Err(err(right_off, format!("`{right}` is not a number"), None)),
             }
         };
-        Ok(Condition { text: t.trim().to_string(), metric, step, ok, agg, op, threshold })
+        Ok(Condition { text: t.trim().to_string(), metric, step, ok, agg, op, threshold, histogram })
+    }
+
+    /// Its threshold is a duration (in seconds): latency's, and another
+    /// histogram's of durations; not a count's (`events p50 >= 10`).
+    pub fn is_duration(&self) -> bool {
+        self.metric.is_latency() && self.histogram.is_none_or(|h| h.unit() == Unit::Micros)
     }
 
     /// Does `value` (same units as the threshold) satisfy the condition?
@@ -326,6 +356,37 @@ mod tests {
             assert_eq!((c.metric, c.step.as_deref(), c.ok, c.op), (metric, step, ok, op), "{text}");
             assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
         }
+    }
+
+    /// A stream's histograms by name before the quantile: durations take a
+    /// unit, a count a number; `ok` and non-quantile metrics are refused.
+    #[test]
+    fn conditions_on_other_histograms() {
+        use HistogramKind::{EventGap, Events, FirstEvent};
+        // (text, histogram, metric, step, threshold in its unit)
+        let cases = [
+            ("first_event p95 < 200ms", FirstEvent, Metric::Quantile(0.95), None, 0.2),
+            ("event_gap p99(feed) < 50ms", EventGap, Metric::Quantile(0.99), Some("feed"), 0.05), // one step
+            ("events p50 >= 10", Events, Metric::Quantile(0.5), None, 10.0),                      // a count: no unit
+            ("event_gap max < 1s", EventGap, Metric::Max, None, 1.0),
+        ];
+        for (text, h, metric, step, threshold) in cases {
+            let c = Condition::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert_eq!((c.histogram, &c.metric, c.step.as_deref()), (Some(h), &metric, step), "{text}");
+            assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
+            assert_eq!(c.is_duration(), h != Events, "{text}");
+        }
+        let bad = [
+            ("first_event p95(ok) < 1s", "of every answer"), // no successes-only for these
+            ("event_gap errors < 1%", "of every answer"),    // not a quantile
+            ("events p50 >= 10ms", "not a number"),          // a count has no unit
+            ("ttfb p50 < 1ms", "unknown metric"),            // a histogram no summary shows
+        ];
+        for (text, needle) in bad {
+            let e = Condition::parse(text).expect_err(text);
+            assert!(e.message.contains(needle), "{text}: {}", e.message);
+        }
+        assert_eq!(Condition::parse("p95 < 1s").unwrap().histogram, None, "latency's, as before");
     }
 
     #[test]

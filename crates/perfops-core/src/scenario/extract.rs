@@ -315,6 +315,51 @@ pub struct Expect {
     /// reads the status from the trailers. `None`: OK passes, any other
     /// code fails as its kind.
     pub grpc_status: Option<Vec<super::grpc::GrpcCode>>,
+    /// A step with `stream:`: some event's data must contain this text
+    /// (`event_contains`), the first event's (`first_event_contains`), the
+    /// last's (`last_event_contains`). The engine checks them on the events
+    /// as they came, not on the body.
+    pub events: EventExpect,
+}
+
+/// What a streamed answer's events must contain ([`Expect::events`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventExpect {
+    /// Some event's data contains it.
+    pub any: Option<String>,
+    /// The first event's data contains it.
+    pub first: Option<String>,
+    /// The last event's data contains it.
+    pub last: Option<String>,
+}
+
+impl EventExpect {
+    /// No check on events.
+    pub fn is_empty(&self) -> bool {
+        self.any.is_none() && self.first.is_none() && self.last.is_none()
+    }
+
+    /// Why a stream whose first and last events' data are `first` and
+    /// `last` (none: no event) and in which an event matched `any` (`matched`)
+    /// fails these checks, if it does.
+    pub fn check(&self, first: Option<&[u8]>, last: Option<&[u8]>, matched: bool) -> Option<String> {
+        if let Some(needle) = &self.any
+            && !matched
+        {
+            return Some(format!("event_contains {:?}: no event's data has it", shorten(needle)));
+        }
+        for (key, needle, data) in
+            [("first_event_contains", &self.first, first), ("last_event_contains", &self.last, last)]
+        {
+            if let Some(needle) = needle
+                && !data.is_some_and(|d| contains(d, needle.as_bytes()))
+            {
+                let found = if data.is_none() { "no event" } else { "not in its data" };
+                return Some(format!("{key} {:?}: {found}", shorten(needle)));
+            }
+        }
+        None
+    }
 }
 
 impl Expect {
@@ -456,6 +501,36 @@ fn describe_regex_error(pattern: &str, err: &regex::Error) -> (usize, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream's event checks: some event, the first, the last; a stream
+    /// without events fails each; the reasons say which check and why.
+    #[test]
+    fn event_checks() {
+        let e = |any: Option<&str>, first: Option<&str>, last: Option<&str>| EventExpect {
+            any: any.map(Into::into),
+            first: first.map(Into::into),
+            last: last.map(Into::into),
+        };
+        let (first, last): (Option<&[u8]>, Option<&[u8]>) = (Some(b"tick 0"), Some(b"done"));
+        // (checks, first event's data, last's, some event matched, failure reason)
+        let cases = [
+            (e(Some("tick 3"), None, None), first, last, true, None), // one matched as they came
+            (
+                e(Some("tick 9"), None, None),
+                first,
+                last,
+                false,
+                Some("event_contains \"tick 9\": no event's data has it"),
+            ),
+            (e(None, Some("tick 0"), Some("done")), first, last, false, None), // first and last hold
+            (e(None, None, Some("tick")), first, last, false, Some("last_event_contains \"tick\": not in its data")),
+            (e(None, Some("x"), None), None, None, false, Some("first_event_contains \"x\": no event")), // no events
+            (EventExpect::default(), None, None, false, None), // nothing asked
+        ];
+        for (i, (checks, f, l, matched, want)) in cases.into_iter().enumerate() {
+            assert_eq!(checks.check(f, l, matched).as_deref(), want, "case {i}");
+        }
+    }
     use serde_json::json;
 
     const BODY: &[u8] = br#"{"token":"abc","n":42,"f":1.5,"ok":true,"nil":null,"user":{"id":7,"tags":["a","b"]},"items":[{"id":1},{"id":2}]}"#;

@@ -11,10 +11,10 @@ use marked_yaml::types::MarkedMappingNode;
 
 use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
-use super::extract::{Expect, Extractor, StatusRange};
+use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::template::Template;
-use super::{Body, Flow, JsonPart, Step, WebSocket};
+use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
 
 pub(super) const FLOW: &[&str] = &["weight", "steps"];
 pub(super) const STEP: &[&str] = &[
@@ -35,8 +35,18 @@ pub(super) const STEP: &[&str] = &[
     "message",
     "metadata",
     "proto",
+    "stream",
 ];
-pub(super) const EXPECT: &[&str] = &["status", "body_contains", "message_contains", "json", "grpc_status"];
+pub(super) const EXPECT: &[&str] = &[
+    "status",
+    "body_contains",
+    "message_contains",
+    "json",
+    "grpc_status",
+    "event_contains",
+    "first_event_contains",
+    "last_event_contains",
+];
 /// Fields of a `websocket:` step that an HTTP step does not have.
 const WS_ONLY: &[&str] = &["send", "hold", "every"];
 /// Fields of an HTTP step that a `websocket:` step does not have.
@@ -228,8 +238,37 @@ impl Dec<'_> {
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
+        let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
         let (method, path) = request?;
-        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None })
+        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None, stream })
+    }
+
+    /// `stream: true` (or `false`), or `stream: { stall: 2s }`.
+    fn stream(&mut self, node: &Node, path: &str) -> Option<StreamRead> {
+        if node.as_mapping().is_some() {
+            let m = self.map(node, path, &["stall"])?;
+            let sp = join(path, "stall");
+            let stall = m.get_node("stall").and_then(|s| self.duration(s, &sp));
+            if let Some(s) = m.get_node("stall")
+                && stall.is_some_and(|d| d.is_zero())
+            {
+                self.at(s.span(), &sp, "a stall limit of 0 fails every stream", Some("e.g. stall: 2s".into()));
+            }
+            return Some(StreamRead { stall });
+        }
+        match node.as_scalar().map(|s| s.as_str().trim()) {
+            Some("true") => Some(StreamRead::default()),
+            Some("false") => None,
+            _ => {
+                self.at(
+                    node.span(),
+                    path,
+                    format!("expected true, false or a mapping, found {}", kind(node)),
+                    Some("stream: true, or stream: { stall: 2s }".into()),
+                );
+                None
+            }
+        }
     }
 
     /// A gRPC step: `grpc: package.Service/Method`, its `proto` file(s),
@@ -295,6 +334,7 @@ impl Dec<'_> {
             pause,
             grpc: Some(call),
             websocket: None,
+            stream: None,
         })
     }
 
@@ -381,6 +421,7 @@ impl Dec<'_> {
             pause,
             grpc: None,
             websocket: Some(WebSocket { send, hold, every }),
+            stream: None,
         })
     }
 
@@ -522,7 +563,13 @@ impl Dec<'_> {
             }
             Some(codes)
         });
-        Some(Expect { status, body_contains, message_contains, json, grpc_status })
+        let text = |d: &mut Self, key: &str| m.get_node(key).and_then(|b| d.string(b, &join(path, key)));
+        let events = EventExpect {
+            any: text(self, "event_contains"),
+            first: text(self, "first_event_contains"),
+            last: text(self, "last_event_contains"),
+        };
+        Some(Expect { status, body_contains, message_contains, json, grpc_status, events })
     }
 
     fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {

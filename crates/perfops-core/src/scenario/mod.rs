@@ -210,6 +210,19 @@ pub struct Step {
     /// (`method` is then `GET`, `path` the upgrade's, `body` none; `expect`
     /// and `save` look at each reply).
     pub websocket: Option<WebSocket>,
+    /// `stream:`: the answer is read as a stream of events (Server-Sent
+    /// Events, or lines), each dated, and measured as one (time to the first
+    /// event, gaps, events, duration). `None`: read as a whole, as always.
+    pub stream: Option<StreamRead>,
+}
+
+/// How a step with `stream:` reads its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamRead {
+    /// `stall`: the longest wait for an event (from the send to the first,
+    /// or between two) before the answer fails as `stream_stall`; none: the
+    /// step's timeout alone bounds it.
+    pub stall: Option<Duration>,
 }
 
 impl Step {

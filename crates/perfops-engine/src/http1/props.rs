@@ -208,7 +208,7 @@ fn exchange_over_loopback(
         let mut conn = Conn::new(Stream::Tcp(tcp));
         let request: &[u8] =
             if head_request { b"HEAD / HTTP/1.1\r\nHost: t\r\n\r\n" } else { b"GET / HTTP/1.1\r\nHost: t\r\n\r\n" };
-        let out = tokio::time::timeout(Duration::from_secs(5), conn.exchange(request, head_request, true))
+        let out = tokio::time::timeout(Duration::from_secs(5), conn.exchange(request, head_request, true, None))
             .await
             .expect("exchange hung (5 s)");
         let keep = conn.keep_alive;

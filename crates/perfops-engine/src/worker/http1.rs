@@ -13,13 +13,16 @@
 use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
+use perfops_core::scenario::StreamRead;
+use perfops_core::scenario::extract::Expect;
 use perfops_core::scenario::template::RenderError;
 use tokio::time::{Instant, Sleep};
 
 use super::checks::status_failure;
 use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
-use crate::http1::{Conn, Response};
+use crate::http1::{Conn, Response, StreamTo};
+use crate::stream::Timeline;
 
 impl Worker {
     /// Record `req` as refused before anything was written for it: a value
@@ -41,11 +44,16 @@ impl Worker {
     /// `timer`, and record everything under its key (its iteration too when it
     /// is its flow's last step or failed with an answer). Leaves the
     /// connection in `conn` when it can be reused.
-    pub(super) async fn perform(
+    ///
+    /// `slot` is where a streamed answer's events go: `()` for a step
+    /// without `stream:` (the function made for it has no code for them),
+    /// a [`Streaming`] for one with (`Worker::step` boxes that future).
+    pub(super) async fn perform<S: Slot>(
         &self,
         conn: &mut Option<Box<Conn>>,
         mut timer: Pin<&mut Sleep>,
         req: Request<'_>,
+        mut slot: S,
     ) -> Ended {
         if let Some(pool) = &self.h2 {
             // Boxed: inline, HTTP/2's future (its connect, handshake and
@@ -86,8 +94,9 @@ impl Worker {
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         // What a broken answer had sent before it failed.
         let mut bytes_in = 0;
-        let mut outcome =
-            self.exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in).await;
+        let mut outcome = self
+            .exchange(conn, timer.as_mut(), request, &req, &mut in_flight.bytes_out, &mut bytes_in, slot.to().as_mut())
+            .await;
         if outcome.is_ok() {
             self.set_cookies(conn.as_deref(), &req, request);
         }
@@ -111,18 +120,20 @@ impl Worker {
                 None => &next,
             };
             // The redirects read count with the final answer, good or not.
-            outcome =
-                match self.exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in).await {
-                    Ok((mut r, _)) => {
-                        self.set_cookies(conn.as_deref(), &req, next);
-                        r.bytes_in += earlier_bytes;
-                        Ok((r, sent))
-                    }
-                    Err((kind, _)) => {
-                        bytes_in += earlier_bytes;
-                        Err((kind, Some(sent)))
-                    }
-                };
+            outcome = match self
+                .exchange(conn, timer.as_mut(), next, &req, &mut in_flight.bytes_out, &mut bytes_in, None)
+                .await
+            {
+                Ok((mut r, _)) => {
+                    self.set_cookies(conn.as_deref(), &req, next);
+                    r.bytes_in += earlier_bytes;
+                    Ok((r, sent))
+                }
+                Err((kind, _)) => {
+                    bytes_in += earlier_bytes;
+                    Err((kind, Some(sent)))
+                }
+            };
         }
         // `run --debug` only: one test of a `None` on every other run.
         if self.trace.is_some() {
@@ -130,6 +141,17 @@ impl Worker {
         }
         in_flight.done = true;
         let bytes_out = in_flight.bytes_out;
+        if let Some(t) = slot.timeline() {
+            // A stream that failed once sent (stalled, cut by the timeout, reset)
+            // still had its events; its duration is an answered stream's alone.
+            let (sent, answer) = match &outcome {
+                Ok((r, sent)) => (Some(*sent), Some((r.first_byte, r.last_byte))),
+                Err((_, sent)) => (*sent, None),
+            };
+            if let Some(sent) = sent {
+                self.rec.borrow_mut().streamed(req.key, req.due, sent, answer, t);
+            }
+        }
         // The buffers go back after the match: a failure's sample reads the request's bytes.
         let ended = match outcome {
             Ok((response, sent)) => {
@@ -147,6 +169,13 @@ impl Worker {
                         }
                         None => failure = Some(FailureKind::CheckFailed),
                     }
+                }
+                // A streamed answer's checks on its events (none made for `()`).
+                if failure.is_none()
+                    && let Some(why) = slot.check(step.step.expect.as_ref())
+                {
+                    failure = Some(FailureKind::CheckFailed);
+                    check = Some(why);
                 }
                 // Only a failure is sampled (#32): a success never comes here.
                 if let Some(kind) = failure
@@ -179,7 +208,9 @@ impl Worker {
     /// `bytes_in` (a good answer counts its own). Returns the response and when the request was sent:
     /// `req.start` on a kept connection, or when a new one was ready (connect
     /// and TLS are phases of their own, not service time); or the failure and
-    /// when it was sent, if it was (not when the connect failed).
+    /// when it was sent, if it was (not when the connect failed). With
+    /// `stream`, the answer's events go to it as they come.
+    #[allow(clippy::too_many_arguments)]
     async fn exchange(
         &self,
         conn: &mut Option<Box<Conn>>,
@@ -188,6 +219,7 @@ impl Worker {
         req: &Request<'_>,
         bytes_out: &mut u64,
         bytes_in: &mut u64,
+        mut stream: Option<&mut StreamTo<'_>>,
     ) -> Result<(Response, Instant), (FailureKind, Option<Instant>)> {
         let mut retried = false;
         let mut sent = req.start;
@@ -209,7 +241,9 @@ impl Worker {
             };
             *bytes_out += request.len() as u64;
             let before = c.received;
-            let result = within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture)).await;
+            let result =
+                within(timer.as_mut(), c.exchange(request, req.step.head, req.step.capture, stream.as_deref_mut()))
+                    .await;
             if !matches!(result, Some(Ok(_))) {
                 *bytes_in += c.received - before;
             }
@@ -254,4 +288,60 @@ fn with_fields<R>(c: &Conn, f: impl FnOnce(&[(&str, &[u8])]) -> R) -> R {
     let _ = resp.parse(&c.head);
     let pairs: Vec<(&str, &[u8])> = resp.headers.iter().map(|h| (h.name, h.value)).collect();
     f(&pairs)
+}
+
+/// Where [`Worker::perform_on`] hands a streamed answer's events: nowhere
+/// (`()`, a step without `stream:`), or a [`Streaming`].
+pub(super) trait Slot {
+    /// The consumer and stall limit for the exchange.
+    fn to(&mut self) -> Option<StreamTo<'_>>;
+    /// What the stream came to, for the recorder.
+    fn timeline(&self) -> Option<&Timeline>;
+    /// Why its events fail the step's `expect`, if they do.
+    fn check(&self, expect: Option<&Expect>) -> Option<String>;
+}
+
+impl Slot for () {
+    #[inline(always)]
+    fn check(&self, _: Option<&Expect>) -> Option<String> {
+        None
+    }
+    #[inline(always)]
+    fn to(&mut self) -> Option<StreamTo<'_>> {
+        None
+    }
+    #[inline(always)]
+    fn timeline(&self) -> Option<&Timeline> {
+        None
+    }
+}
+
+/// A step with `stream:`: its answer's timeline and stall limit.
+pub(super) struct Streaming {
+    timeline: Timeline,
+    stall: Option<std::time::Duration>,
+}
+
+impl Streaming {
+    /// A stream read as `read` says, for the step's `expect` (its checks on events).
+    pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> Streaming {
+        let events = expect.map(|e| &e.events).filter(|e| !e.is_empty());
+        let mut timeline = Timeline::new(events.is_some_and(|e| e.first.is_some() || e.last.is_some()));
+        timeline.want = events.and_then(|e| e.any.as_ref()).map(|t| t.as_bytes().to_vec());
+        Streaming { timeline, stall: read.stall }
+    }
+}
+
+impl Slot for Streaming {
+    fn to(&mut self) -> Option<StreamTo<'_>> {
+        Some(StreamTo { events: &mut self.timeline, stall: self.stall })
+    }
+    fn timeline(&self) -> Option<&Timeline> {
+        Some(&self.timeline)
+    }
+    fn check(&self, expect: Option<&Expect>) -> Option<String> {
+        let t = &self.timeline;
+        let (first, last) = (t.first.as_ref().map(|k| &k.data[..]), t.last.as_ref().map(|k| &k.data[..]));
+        expect?.events.check(first, last, t.matched)
+    }
 }

@@ -32,6 +32,7 @@ fn figures(name: &str, target: Option<f64>, achieved: f64, latency_ms: Histogram
         service_ms: HistogramSummary::default(),
         latency_ok_ms: None,
         service_ok_ms: None,
+        histograms: Default::default(),
     }
 }
 
@@ -501,4 +502,39 @@ fn a_stage_changed_by_hand_says_so_beside_its_verdict() {
     assert!(!table.lines().any(|l| l.ends_with("fails (changed by hand)")), "{table}");
     let json = serde_json::to_value(&c).unwrap().to_string();
     assert_eq!(json.matches("\"by_hand\":true").count(), 1, "{json}");
+}
+
+/// A step's stream histograms are compared run against run, from the
+/// summaries alone: a step only one run has shows `-` in the other; runs
+/// without any show no such lines.
+#[test]
+fn stream_histograms_are_compared_per_step() {
+    use perfops_core::measure::HistogramFigures;
+    let step = |first_event_ms: u64, events: u64| {
+        let mut st = Stats::default();
+        st.first_event.record(std::time::Duration::from_millis(first_event_ms));
+        st.events.record_count(events);
+        let mut f = figures("feed", None, 5.0, HistogramSummary::default(), 0.0);
+        f.histograms = HistogramFigures::of(&st);
+        f
+    };
+    let mut a = summary("a", None, None, &[], &THREADS);
+    a.steps.push(step(12, 10));
+    let mut b = summary("b", None, None, &[], &ASYNC);
+    b.steps.push(step(30, 8));
+    let c = compare_models(&[model("a", a), model("b", b)], Options::default());
+    // (figure, count?, baseline's p50, other's p50)
+    let want = [("first_event_ms", false, 12.0, 30.0), ("events", true, 10.0, 8.0)];
+    assert_eq!(c.histograms.len(), want.len(), "{:?}", c.histograms);
+    for (row, (figure, count, p_a, p_b)) in c.histograms.iter().zip(want) {
+        assert_eq!((row.step.as_str(), row.figure.as_str(), row.count), ("feed", figure, count));
+        let p50 = |i: usize| row.runs[i].map(|[p50, ..]| p50);
+        assert!(p50(0).is_some_and(|v| (v - p_a).abs() < 0.05) && p50(1).is_some_and(|v| (v - p_b).abs() < 0.05));
+    }
+    let text = super::text::table(&c);
+    assert!(text.contains("streams (p50 / p95 / p99") && text.contains("first_event_ms"), "{text}");
+    // Nothing streamed: no rows, no lines, no key in the JSON.
+    let quiet = threads_vs_async();
+    assert!(quiet.histograms.is_empty() && !super::text::table(&quiet).contains("streams"));
+    assert!(serde_json::to_value(&quiet).unwrap().get("histograms").is_none());
 }

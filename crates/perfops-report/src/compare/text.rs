@@ -163,6 +163,22 @@ pub fn table(c: &Comparison) -> String {
     for r in c.stages.iter().chain(std::iter::once(&c.total)) {
         row(&mut o, r, &titles, stage_w, run_w);
     }
+    if !c.histograms.is_empty() {
+        let _ = writeln!(o, "\nstreams (p50 / p95 / p99, each run):");
+        for h in &c.histograms {
+            let cells: Vec<String> = h
+                .runs
+                .iter()
+                .zip(&titles)
+                .map(|(v, t)| {
+                    let f = |x: f64| if h.count { format!("{x:.0}") } else { ms(x) };
+                    let letter = t.split(' ').next().unwrap_or(t);
+                    v.map_or(format!("{letter} -"), |[a, b, c]| format!("{letter} {} / {} / {}", f(a), f(b), f(c)))
+                })
+                .collect();
+            let _ = writeln!(o, "  {:<stage_w$}  {:<15}  {}", escape(&h.step), h.figure, cells.join("   "));
+        }
+    }
     for n in &c.notes {
         let _ = writeln!(o, "note: {n}");
     }

@@ -25,6 +25,7 @@ pub(crate) fn page(m: &Model, data: &Value) -> String {
     slo_matrix(&mut o, m);
     stage_table(&mut o, m);
     step_table(&mut o, m);
+    stream_table(&mut o, m);
     failures(&mut o, m);
     sweep(&mut o, m, data);
     diagnostics(&mut o, m);
@@ -324,6 +325,41 @@ fn step_table(o: &mut String, m: &Model) {
             percent(Some(f.error_ratio)),
             escape(&kinds.join(", "))
         );
+    }
+    o.push_str("</tbody></table></div>\n</section>\n");
+}
+
+/// Per step, the histograms a summary shows beside latency (a streamed
+/// answer's first event, gaps, events, duration: `stats!`'s rows with a
+/// summary), one row each; nothing when no step has one.
+fn stream_table(o: &mut String, m: &Model) {
+    use perfops_core::measure::Unit;
+    let Some(summary) = &m.files.summary else { return };
+    if summary.steps.iter().all(|f| f.histograms.is_empty()) {
+        return;
+    }
+    o.push_str(
+        "<section>\n<h2>Streams</h2>\n<div class=\"table-wrap\"><table class=\"steps streams\">\n<thead><tr><th>step</th>\
+         <th class=\"left\">figure</th><th>count</th><th>p50</th><th>p95</th><th>p99</th><th>max</th></tr></thead>\n<tbody>\n",
+    );
+    for f in &summary.steps {
+        for (h, s) in f.histograms.iter() {
+            let v = |x: f64| match h.unit() {
+                Unit::Micros => ms(Some(x)),
+                Unit::Count => number(x),
+            };
+            let _ = writeln!(
+                o,
+                "<tr><th>{}</th><td class=\"left\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                escape(&f.name),
+                escape(&h.summary_key()),
+                count(Some(s.count)),
+                v(s.p50),
+                v(s.p95),
+                v(s.p99),
+                v(s.max)
+            );
+        }
     }
     o.push_str("</tbody></table></div>\n</section>\n");
 }
