@@ -290,6 +290,7 @@ impl Work {
                 pause: std::time::Duration::ZERO,
                 grpc: None,
                 websocket: Some(WebSocket { send, hold: std::time::Duration::ZERO, every: None }),
+                script: Default::default(),
             };
             return Ok(Work::new(
                 target,
@@ -312,6 +313,7 @@ impl Work {
             pause: std::time::Duration::ZERO,
             grpc: None,
             websocket: None,
+            script: Default::default(),
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
     }

@@ -187,6 +187,7 @@ impl QuickSummary {
             interrupted,
             warnings: Vec::new(),
             websocket: None,
+            script: Default::default(),
             stalls: None,
             exchanges: Vec::new(),
             show_exchanges: false,
