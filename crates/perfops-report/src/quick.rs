@@ -187,7 +187,6 @@ impl QuickSummary {
             interrupted,
             warnings: Vec::new(),
             websocket: None,
-            script: Default::default(),
             stalls: None,
             exchanges: Vec::new(),
             show_exchanges: false,
