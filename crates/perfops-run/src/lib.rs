@@ -47,6 +47,7 @@ pub mod protos;
 pub mod quick;
 pub mod run;
 pub mod say;
+mod scripts;
 pub mod session;
 pub mod shard;
 pub mod source;

@@ -101,6 +101,8 @@ pub struct Partial {
     pub data: Vec<FeederSpec>,
     /// Every `${env.NAME}` and `${feeder.column}` used where it was decoded ([`Scenario::outside_vars`]).
     pub outside_vars: Vec<VarUse>,
+    /// `scripts:` as far as it decoded, with the functions named: `check` compiles them too.
+    pub scripts: Option<super::script::ScriptsSpec>,
 }
 
 /// [`parse`], and on errors what the file still says ([`Partial`]).
@@ -115,6 +117,7 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
         salvaged_steps: Vec::new(),
         salvaged_saves: Vec::new(),
         function_uses: Vec::new(),
+        scripts: None,
     };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
@@ -135,7 +138,7 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
                 Some(s) => s.outside_vars,
                 None => d.outside_vars,
             };
-            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars }))
+            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars, scripts: d.scripts }))
         }
     }
 }
@@ -159,6 +162,8 @@ pub(super) struct Dec<'f> {
     pub(super) salvaged_saves: Vec<String>,
     /// Every script function named (hooks, script steps), where ([`super::script::ScriptsSpec::uses`]).
     pub(super) function_uses: Vec<super::script::FunctionUse>,
+    /// `scripts:` once decoded, for [`Partial`].
+    scripts: Option<super::script::ScriptsSpec>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -549,6 +554,7 @@ impl Dec<'_> {
         let outputs = top.get_node("outputs").map(|n| self.outputs(n)).unwrap_or_default();
         self.check_variables(&setup, &flows, scripts.is_some());
         self.check_functions(scripts.as_mut());
+        self.scripts = scripts.clone();
         Some(Scenario {
             name,
             target: target?,
