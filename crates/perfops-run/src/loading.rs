@@ -114,7 +114,7 @@ pub(crate) fn read_sources(
 /// A CSV feeder's file, `path` as `sources::feeders` joined it to the
 /// scenario's `folder`: opened inside the folder the scenario names it in,
 /// never through a link out of it, a regular file under [`Cap::CSV`] (#31).
-fn read_csv(folder: &Path, path: &Path) -> std::io::Result<String> {
+pub(crate) fn read_csv(folder: &Path, path: &Path) -> std::io::Result<String> {
     let rel = path.strip_prefix(folder).unwrap_or(path);
     let bytes = input::read_beside(folder, rel, Cap::CSV)?;
     String::from_utf8(bytes)
@@ -122,31 +122,44 @@ fn read_csv(folder: &Path, path: &Path) -> std::io::Result<String> {
 }
 
 /// A replay's recording (`load: { model: replay, file }`) read beside the
-/// scenario at `path` and attached to its load (its schedule, its stages);
-/// `false`: it could not be, every problem printed at its line of the replay
-/// file (or of the scenario: a `${replay.NAME}` the recording has no column
-/// for). Nothing for another model.
-fn attach_replay(scenario: &mut Scenario, path: &Path) -> bool {
+/// scenario at `path` (its text `text`) and attached to its load (its
+/// schedule, its stages); `false`: it could not be, every problem printed at
+/// its line of the replay file (or of the scenario). Nothing for another model.
+fn attach_replay(scenario: &mut Scenario, path: &Path, text: &str) -> bool {
+    let folder = path.parent().unwrap_or(Path::new("."));
+    match read_replay(scenario, folder, text) {
+        Ok(()) => true,
+        Err(problems) => {
+            crate::say::tell(&problems);
+            false
+        }
+    }
+}
+
+/// A replay's recording read from `folder` (the scenario's, whose text is
+/// `text`) and attached to its load; `Err`: every problem rendered at its
+/// line of the replay file, or of the scenario (a `${replay.NAME}` the
+/// recording has no column for). Nothing for another model. A fleet's agent
+/// reads it here too, from the folder its coordinator's files were put back in.
+pub(crate) fn read_replay(scenario: &mut Scenario, folder: &Path, text: &str) -> Result<(), String> {
     use perfops_core::model::Recording;
     use perfops_core::scenario::template::VarRef;
     use perfops_core::scenario::{Diagnostic, Diagnostics};
-    let Some(replay) = scenario.load.replay() else { return true };
-    let folder = path.parent().unwrap_or(Path::new("."));
+    let Some(replay) = scenario.load.replay() else { return Ok(()) };
     let file = folder.join(&replay.file).display().to_string();
-    let text = input::read_beside(folder, Path::new(&replay.file), Cap::REPLAY)
+    let replay_text = input::read_beside(folder, Path::new(&replay.file), Cap::REPLAY)
         .map_err(|e| e.to_string())
         .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()));
-    let text = match text {
-        Ok(text) => text,
+    let replay_text = match replay_text {
+        Ok(t) => t,
         Err(why) => {
             let hint = "a replay file's path is relative to the scenario file's folder".to_owned();
             let d = replay.at.error(format!("replay file {file}: {why}"), Some(hint));
-            crate::say::tell(&Diagnostics(vec![d]).render(""));
-            return false;
+            return Err(Diagnostics(vec![d]).render(""));
         }
     };
     let flows: Vec<&str> = scenario.flows.iter().map(|f| f.name.as_str()).collect();
-    let recording = match Recording::parse(&text, &flows) {
+    let recording = match Recording::parse(&replay_text, &flows) {
         Ok(r) => r,
         Err(errors) => {
             let at = |e: perfops_core::model::ReplayError| Diagnostic {
@@ -158,8 +171,7 @@ fn attach_replay(scenario: &mut Scenario, path: &Path) -> bool {
                 hint: e.hint,
             };
             // Shown with the replay file's own lines.
-            crate::say::tell(&Diagnostics(errors.into_iter().map(at).collect()).render(&text));
-            return false;
+            return Err(Diagnostics(errors.into_iter().map(at).collect()).render(&replay_text));
         }
     };
     // A `${replay.NAME}` with no such column would render empty: said now, at its place.
@@ -182,12 +194,10 @@ fn attach_replay(scenario: &mut Scenario, path: &Path) -> bool {
         })
         .collect();
     if !unknown.is_empty() {
-        let scenario_text = std::fs::read_to_string(path).unwrap_or_default();
-        crate::say::tell(&Diagnostics(unknown).render(&scenario_text));
-        return false;
+        return Err(Diagnostics(unknown).render(text));
     }
     scenario.load.attach(std::sync::Arc::new(recording));
-    true
+    Ok(())
 }
 
 /// A replay's plan: each arrival's recorded flow and its values as the
@@ -234,7 +244,7 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
     };
     match perfops_core::scenario::parse_partial(&path.display().to_string(), &text, overrides) {
         Ok(mut s) => {
-            if !attach_replay(&mut s, path) {
+            if !attach_replay(&mut s, path, &text) {
                 return Ok(None);
             }
             // Which outputs exist, and where a file's may write, is the registry's: at its place.

@@ -509,6 +509,65 @@ fn proto_files_go_beside_the_scenario() {
     assert!(run.stderr.contains("is outside the scenario's folder"), "{}", run.stderr);
 }
 
+/// A replay's scenario: its recording, in a subfolder, read beside it.
+const REPLAY_SCENARIO: &str = "\
+name: replayed
+target: http://orders.shop.svc:8080
+flows:
+  orders:
+    steps:
+      - { name: orders, request: \"GET /orders?u=${replay.user}\" }
+load: { model: replay, file: recordings/rec.csv }
+";
+const RECORDING: &str = "# perfops replay v1\noffset_ms,flow,user\n0,orders,a\n250,orders,b\n1250,orders,c\n";
+
+/// A replay's recording goes into the Secret at its path relative to the
+/// scenario, beside the CSV and `.proto` files, so the coordinator's pod
+/// reads it (`perfops check` on the Secret laid out as the volume mounts it)
+/// and ships it to its agents, each of which sends its shard of it.
+#[test]
+fn replay_file_goes_beside_the_scenario() {
+    let _cpu = shared();
+    let wd = Workdir::new("k8s-replay");
+    std::fs::create_dir_all(wd.path.join("recordings")).unwrap();
+    std::fs::write(wd.path.join("recordings/rec.csv"), RECORDING).unwrap();
+    wd.scenario("replay.yaml", REPLAY_SCENARIO);
+    let run = perfops_in(&wd.path, &["k8s", "replay.yaml", "--agents", "2", "--image", "x:1", "--out", "out"], None);
+    run.assert_exit(0);
+    let secret: Secret = read(&wd.path.join("out").join(FILES[0]));
+    let data = secret.string_data.as_ref().expect("stringData");
+    assert_eq!(data.len(), 3, "the token, the scenario, the recording: {:?}", data.keys());
+    let coord: Job = read(&wd.path.join("out").join(FILES[5]));
+    let scenario_volume = volume(pod_of(&coord), "scenario").secret.as_ref().unwrap();
+    let mount = wd.path.join("etc-perfops");
+    let mut paths = Vec::new();
+    for item in scenario_volume.items.iter().flatten() {
+        let file = mount.join(&item.path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, &data[&item.key]).unwrap();
+        paths.push(item.path.clone());
+    }
+    paths.sort();
+    assert_eq!(paths, ["recordings/rec.csv", "scenario.yaml"]);
+    assert_eq!(std::fs::read_to_string(mount.join("recordings/rec.csv")).unwrap(), RECORDING);
+    // `check` reads the recording from the mount (its 3 arrivals over 1.25 s).
+    let check = perfops_in(&wd.path, &["check", "etc-perfops/scenario.yaml"], None);
+    check.assert_exit(0);
+    assert!(check.stdout.contains("ok (1 flows, 1 stages, 2 s)"), "{}", check.stdout);
+
+    // A recording outside the scenario's folder has no place under the mount.
+    std::fs::create_dir_all(wd.path.join("sub")).unwrap();
+    wd.scenario("sub/outside.yaml", &REPLAY_SCENARIO.replace("recordings/rec.csv", "../recordings/rec.csv"));
+    let run =
+        perfops_in(&wd.path, &["k8s", "sub/outside.yaml", "--agents", "1", "--image", "x:1", "--out", "o2"], None);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("load.file:") && run.stderr.contains("is outside the scenario's folder"),
+        "{}",
+        run.stderr
+    );
+}
+
 /// #31, point 6: literal secrets in a scenario (a header value, a custom
 /// auth header, a password body field, an `api_key` query parameter) and the
 /// values of its `${env.X}` reach no manifest but the Secret's file (0600),
@@ -892,6 +951,25 @@ mod dry_run {
         let (code, _, body) = api.call("POST", &collection::<NetworkPolicy>(ns), "application/yaml", &path);
         assert_eq!(code, 422, "{body}");
         assert!(body.contains("spec.policyTypes[0]"), "{body}");
+        // A replay's manifests: its recording in the Secret and among the coordinator's
+        // mounted items, accepted as they are.
+        std::fs::create_dir_all(wd.path.join("recordings")).unwrap();
+        std::fs::write(wd.path.join("recordings/rec.csv"), RECORDING).unwrap();
+        wd.scenario("replay.yaml", REPLAY_SCENARIO);
+        let run = perfops_in(
+            &wd.path,
+            &["k8s", "replay.yaml", "--agents", "2", "--image", "perfops:test", "--namespace", ns, "--out", "replay"],
+            None,
+        );
+        run.assert_exit(0);
+        for f in FILES {
+            let path = wd.path.join("replay").join(f);
+            let kind = read_doc(&path)["kind"].as_str().unwrap().to_string();
+            let (code, _, body) = api.call("POST", &collection_of(&kind, ns), "application/yaml", &path);
+            assert_eq!(code, 201, "replay: {f} ({kind}) refused:\n{body}");
+        }
+        let secret = std::fs::read_to_string(wd.path.join("replay").join(FILES[0])).unwrap();
+        assert!(secret.contains("1250,orders,c"), "the recording is in the Secret: {secret}");
         // Dry runs store nothing.
         assert_eq!(api.get(&format!("/apis/batch/v1/namespaces/{ns}/jobs/perfops-checkout-api-agents")), 404);
         eprintln!("dry-run test took {:?}", t0.elapsed());

@@ -29,7 +29,12 @@ fn recording() -> String {
 /// The scenario of [`recording`] against `url`: a login per recorded login
 /// (its user the recording's), order lists with setup's token.
 fn scenario(w: &Workdir, url: &str, load: &str) -> PathBuf {
-    std::fs::write(w.path.join("rec.csv"), recording()).expect("the recording");
+    scenario_of(w, url, load, &recording())
+}
+
+/// The scenario of [`scenario`] with the recording `rec`.
+fn scenario_of(w: &Workdir, url: &str, load: &str, rec: &str) -> PathBuf {
+    std::fs::write(w.path.join("rec.csv"), rec).expect("the recording");
     let yaml = format!(
         r#"name: replay
 target: {url}
@@ -183,6 +188,48 @@ fn two_shards_send_exactly_the_recording() {
         .map(|st| (st["name"].as_str().unwrap(), st["target_rate"].as_f64().unwrap()))
         .collect();
     assert_eq!(stages, [("replay 0-1s", 20.0), ("replay 1-2s", 200.0), ("replay 2-3s", 20.0)], "{s:#}");
+}
+
+/// A 3 s recording of 300 arrivals (50, 200, 50 a second) whose 5 logins are
+/// arrivals 7, 20, 101, 150 and 233: 3 odd, 2 even, so that two agents that
+/// both sent shard 0's half (or both shard 1's) would show 4 (or 6) logins,
+/// not 5, even where the total looks right.
+fn fleet_recording() -> String {
+    let mut offsets: Vec<u32> = (0..50).map(|i| 10 + i * 19).collect();
+    offsets.extend((0..200).map(|i| 1010 + i * 4));
+    offsets.extend((0..50).map(|i| 2010 + i * 19));
+    let mut lines = vec!["# perfops replay v1".to_string(), "offset_ms,flow,user".to_string()];
+    lines.extend(offsets.iter().enumerate().map(|(k, ms)| match k {
+        7 | 20 | 101 | 150 | 233 => format!("{ms},login,user-{k}"),
+        _ => format!("{ms},orders,"),
+    }));
+    lines.join("\n") + "\n"
+}
+
+/// A coordinator with 2 agents replays a recording: the agents get the
+/// recording in their assignment (their working directory has none of it),
+/// each sends its shard (arrival k to agent k mod 2), and the demo's own
+/// counters see each recorded request once: 5 logins with their users, 295
+/// order lists; the run's seconds are asked for and sent as recorded.
+#[test]
+fn a_coordinator_s_agents_send_the_recording_each_arrival_once() {
+    let _cpu = shared();
+    let w = Workdir::new("replay-fleet");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "5ms", "--cpu-work", "0s"]);
+    let scenario = scenario_of(&w, &demo.url, "{ model: replay, file: rec.csv }", &fleet_recording());
+    let (coordinator, agents) = w.fleet(&scenario, 2, "5f0c2a9e7d41b3866e1d0c9a2b7f4e35", &[]);
+    let f = coordinator.wait(Duration::from_secs(90));
+    for a in agents {
+        a.wait(Duration::from_secs(30)).assert_exit(0);
+    }
+    f.assert_exit(0);
+    let dir = w.result_dir(&f);
+    assert_eq!(seconds(&dir), [(50.0, 50), (200.0, 200), (50.0, 50)], "{}", f.stderr);
+    assert_eq!(demo.answered("/auth"), 1 + 5, "setup once, and the recording's 5 logins, each once");
+    assert_eq!(demo.answered("/orders"), 295);
+    let s = json(&dir.join("summary.json"));
+    assert_eq!(s["total"]["sent"], 300);
+    assert_eq!(s["stages"][0]["target_rate"], 100.0, "the recording's 300 arrivals over its 3 s");
 }
 
 /// `perfops check` reads the replay file: each error at its line of that file, the scenario's

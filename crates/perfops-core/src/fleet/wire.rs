@@ -71,8 +71,10 @@ use crate::measure::{
 /// coordinator maps them by name, so a kind added or removed no longer
 /// changes the protocol. 7: a second carries its failing exchanges after
 /// its parts ([`WireSample`]). 8: `Steer`, an action by hand relayed to
-/// every agent with the second of the load it takes effect at.
-pub const PROTOCOL: u32 = 8;
+/// every agent with the second of the load it takes effect at. 9: an
+/// assignment's `files` are every file the scenario ships (a replay's
+/// recording too), by path relative to the scenario's folder; `protos` is gone.
+pub const PROTOCOL: u32 = 9;
 
 /// The most samples one second may carry: as many as a generator keeps.
 pub const MAX_SAMPLES: usize = MAX_KEYS * PER_KEY;
@@ -307,13 +309,12 @@ pub struct Assignment {
     pub target: String,
     /// `${env.X}` values, as the coordinator read them.
     pub env: BTreeMap<String, String>,
-    /// CSV feeder files by the path the scenario gives (relative to its folder).
+    /// The files the scenario reads beside itself (CSV feeders, `.proto`
+    /// files and their imports, a replay's recording), by their path
+    /// relative to the scenario's folder: an agent puts them back in a
+    /// folder of its own and reads them there as the coordinator did,
+    /// whatever its own working directory holds.
     pub files: BTreeMap<String, String>,
-    /// gRPC steps' `.proto` files and the files they import, by their path
-    /// relative to the scenario's folder: an agent compiles them as the
-    /// coordinator did, whatever its own working directory holds.
-    #[serde(default)]
-    pub protos: BTreeMap<String, String>,
     /// What `setup` saved: every agent starts with these.
     pub globals: BTreeMap<String, String>,
     /// End of each stage from the load's start (ns).
@@ -1257,8 +1258,10 @@ mod tests {
             overrides: vec![("load.max_in_flight".into(), "10".into())],
             target: "http://127.0.0.1:1".into(),
             env: BTreeMap::from([("A".into(), "b".into())]),
-            files: BTreeMap::new(),
-            protos: BTreeMap::from([("protos/echo.proto".into(), "syntax = \"proto3\";".into())]),
+            files: BTreeMap::from([
+                ("protos/echo.proto".into(), "syntax = \"proto3\";".into()),
+                ("rec.csv".into(), "# perfops replay v1\noffset_ms,flow\n0,a\n".into()),
+            ]),
             globals: BTreeMap::from([("token".into(), "t".into())]),
             stage_ends_ns: vec![1_000_000_000],
             insecure: false,

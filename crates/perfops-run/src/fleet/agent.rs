@@ -518,24 +518,27 @@ fn connect(host: &str, port: u16, within: Duration, stop: &AtomicBool) -> Result
 fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)> {
     let overrides: Vec<Override> =
         a.overrides.iter().map(|(p, v)| Override { path: p.clone(), value: v.clone() }).collect();
-    let scenario = perfops_core::scenario::parse(&a.path, &a.scenario, &overrides)
+    let mut scenario = perfops_core::scenario::parse(&a.path, &a.scenario, &overrides)
         .map_err(|d| anyhow!("the scenario does not validate here:\n{}", d.render(&a.scenario)))?;
+    // The files the scenario reads beside itself as the coordinator sent them (CSV, .proto, the
+    // recording), put back at their paths relative to it and read from there as `run` reads
+    // them; in memory once the plan is built, and the folder removed.
+    let unpacked = crate::shipped::Unpacked::new(&a.files)?;
+    let folder = unpacked.path();
     let env: HashMap<String, String> = a.env.clone().into_iter().collect();
-    let feeders = sources::feeders(&scenario, Path::new(""), |p| {
-        a.files.get(&p.display().to_string()).cloned().ok_or_else(|| std::io::ErrorKind::NotFound.into())
-    })
-    .map_err(|e| anyhow!("{}", e.render(&a.scenario)))?;
+    let feeders = sources::feeders(&scenario, folder, |p| crate::loading::read_csv(folder, p))
+        .map_err(|e| anyhow!("{}", e.render(&a.scenario)))?;
+    // A replay's recording: this agent sends arrivals k mod N of it, as a shard of `run` does.
+    crate::loading::read_replay(&mut scenario, folder, &a.scenario).map_err(|e| anyhow!("{e}"))?;
     let target = Target::parse(&a.target).map_err(|e| anyhow!("target `{}`: {e}", a.target))?;
     let flows: Vec<(String, u32, Vec<Step>)> =
         scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
-    let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders)
+    let work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders)
         .with_cookies(scenario.defaults.cookies);
+    let mut work = crate::loading::replaying(work, &scenario.load);
     let base =
         PlanBase::of_scenario(target.clone(), &scenario.defaults, a.insecure, a.workers as usize, a.wait_in_flight);
-    // gRPC's .proto files as the coordinator sent them, put back at their paths
-    // relative to the scenario (none sent: steps without proto: ask reflection).
-    let unpacked = if a.protos.is_empty() { None } else { Some(crate::protos::Unpacked::new(&a.protos)?) };
-    let folder = unpacked.as_ref().map_or(Path::new("."), |u| u.path());
+    // gRPC's .proto files at their paths (none sent: steps without proto: ask reflection).
     work.resolve_grpc(folder, &[], Some(base.reflection())).map_err(|e| anyhow!("{e}"))?;
     drop(unpacked);
     let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();

@@ -18,7 +18,6 @@
 //! `agents.jsonl` in the results adds the fleet's own lines: joins with
 //! clock offsets, each agent's counts per second, losses and missed seconds.
 
-use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use perfops_core::fleet::clock::Estimate;
 use perfops_core::fleet::join::{Join, Limits, Taken};
 use perfops_core::fleet::wire::{self, Assignment, Control, Message};
@@ -48,6 +47,7 @@ use crate::exit::{Exit, UsageError};
 use crate::loading::load_scenario;
 use crate::session::{Session, SessionArgs};
 use crate::shard::Placement;
+use crate::shipped::Shipped;
 use crate::source::{Feed, IntervalSource, Produced};
 
 /// Flags of `perfops coordinator`.
@@ -251,20 +251,18 @@ pub fn run(args: CoordinatorArgs) -> Result<Exit> {
         linger(fleet.members);
         return Ok(Exit::Usage);
     };
-    // An agent has the scenario's text, not the recording beside it.
-    if s.scenario.load.replay().is_some() {
-        fleet.say_all(&Control::Bye);
-        linger(fleet.members);
-        return Err(anyhow::Error::new(crate::exit::UsageError(
-            "a replay is not run by agents: run `perfops run --shard I/N --start-at T` on each machine, then `perfops merge`"
-                .into(),
-        )));
-    }
     fleet.open(s.dir.path());
     let stages = crate::loading::stage_plans(&s.scenario.load, Shard::WHOLE);
     let model = crate::loading::load_model(&s.scenario.load)?;
     let ends = perfops_core::pipeline::StageLedger::new(&stages, 0.0).ends().to_vec();
-    let assignment = assignment(&s, &args, text, overrides, &ends)?;
+    let assignment = match assignment(&s, &args, text, overrides, &ends) {
+        Ok(a) => a,
+        Err(e) => {
+            fleet.say_all(&Control::Bye);
+            linger(fleet.members);
+            return Err(e);
+        }
+    };
     fleet.say_all(&Control::Assign(Box::new(assignment)));
     if let Err(e) = ready(&mut fleet) {
         fleet.say_all(&Control::Bye);
@@ -447,29 +445,36 @@ fn assignment(
 ) -> Result<Assignment> {
     let path = &args.session.scenario;
     let folder = path.parent().unwrap_or(Path::new("."));
-    let mut files = BTreeMap::new();
-    for spec in &s.scenario.data {
-        // Through `input`, as the session read it: no link out of the folder, a size cap.
-        let bytes = perfops_core::input::read_beside(folder, Path::new(&spec.csv), perfops_core::input::Cap::CSV)?;
-        let csv = String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8", spec.csv))?;
-        files.insert(spec.csv.clone(), csv);
-    }
-    Ok(Assignment {
+    // What the scenario reads beside itself (CSV, .proto, the recording): an agent's working
+    // directory need not have them.
+    let files = Shipped::gather(&s.scenario, folder)?;
+    let assignment = Assignment {
         path: path.display().to_string(),
         scenario: text,
         overrides: overrides.into_iter().map(|o| (o.path, o.value)).collect(),
         target: s.url.clone(),
         // As the session read them: the inputs are read (and the target resolved) once.
         env: s.env().clone().into_iter().collect(),
-        files,
-        // gRPC steps' .proto files and their imports: an agent's working directory need not have them.
-        protos: crate::protos::gather(&s.scenario, folder)?.into_iter().collect(),
+        files: files.into_map(),
         globals: s.globals().clone().into_iter().collect(),
         stage_ends_ns: ends.iter().map(|d| d.as_nanos() as u64).collect(),
         insecure: s.insecure(),
         wait_in_flight: args.session.wait_in_flight,
         workers: args.session.workers as u64,
-    })
+    };
+    // An agent takes no frame larger than this: said here, with the way out, rather than as a
+    // refused frame there.
+    let bytes = wire::encode(&Message::Control(Control::Assign(Box::new(assignment.clone())))).len();
+    if bytes > wire::MAX_FRAME {
+        return Err(anyhow::Error::new(crate::exit::UsageError(format!(
+            "the scenario and the files it reads (CSV, .proto, a replay's recording) are {:.1} MiB, more than \
+             the {} MiB an assignment carries to agents: run `perfops run --shard I/N --start-at T` on each \
+             machine with the files beside the scenario, then `perfops merge`",
+            bytes as f64 / 1048576.0,
+            wire::MAX_FRAME >> 20
+        ))));
+    }
+    Ok(assignment)
 }
 
 /// Wait until every agent built its plan.

@@ -3,7 +3,7 @@
 //! each CSV file goes under the scenario's mount. Pure; `manifest.rs` trusts what
 //! passed them.
 
-use super::manifest::{MAX_NAME, SCENARIO_KEY};
+use super::manifest::MAX_NAME;
 
 /// A DNS label (RFC 1123): lowercase letters, digits and `-`, starting and
 /// ending with a letter or digit, at most `max` bytes.
@@ -66,63 +66,9 @@ pub(crate) fn quantity(flag: &str, s: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("{flag} `{s}` is not a positive quantity like 500m, 1, 1.5, 512Mi or 2Gi")) }
 }
 
-/// A feeder's CSV path as it will sit under the scenario's mount: made
-/// relative (`./` dropped), and refused when it leaves the scenario's
-/// folder or takes the scenario's own name.
-pub(crate) fn csv_path(data: &str, path: &str) -> Result<String, String> {
-    use std::path::{Component, Path};
-    let mut parts = Vec::new();
-    for c in Path::new(path).components() {
-        match c {
-            Component::CurDir => {}
-            Component::Normal(p) => parts.push(p.to_string_lossy().into_owned()),
-            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
-                return Err(format!(
-                    "data `{data}`: perfops k8s mounts the CSV files at their paths relative to the \
-                     scenario, so `{path}` must be inside the scenario's folder"
-                ));
-            }
-        }
-    }
-    let rel = parts.join("/");
-    if rel.is_empty() {
-        return Err(format!("data `{data}`: `{path}` is not a file name"));
-    }
-    if rel == SCENARIO_KEY {
-        return Err(format!("data `{data}`: `{path}` is where perfops k8s puts the scenario itself; rename it"));
-    }
-    Ok(rel)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Feeder paths: what is accepted, as what, and what is refused.
-    #[test]
-    fn csv_paths() {
-        let cases: &[(&str, Result<&str, &str>)] = &[
-            // A file beside the scenario.
-            ("users.csv", Ok("users.csv")),
-            // In a subfolder, `./` dropped.
-            ("./data/pages.csv", Ok("data/pages.csv")),
-            // Outside the scenario's folder.
-            ("../shared/users.csv", Err("must be inside the scenario's folder")),
-            // Absolute.
-            ("/srv/users.csv", Err("must be inside the scenario's folder")),
-            // The scenario's own file name.
-            ("./scenario.yaml", Err("is where perfops k8s puts the scenario")),
-            // Nothing.
-            (".", Err("is not a file name")),
-        ];
-        for (path, want) in cases {
-            match (csv_path("users", path), want) {
-                (Ok(got), Ok(w)) => assert_eq!(got, *w, "{path}"),
-                (Err(got), Err(w)) => assert!(got.contains(w), "{path}: {got}"),
-                (got, w) => panic!("{path}: got {got:?}, want {w:?}"),
-            }
-        }
-    }
 
     /// Quantities: what a user writes, and mistakes.
     #[test]

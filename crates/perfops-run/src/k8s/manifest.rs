@@ -71,7 +71,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
 /// Where the scenario's part of the Secret is mounted: the scenario is `CONFIG_DIR/scenario.yaml`,
-/// its CSV and `.proto` files at the same paths relative to it as on the user's machine.
+/// the files it reads (CSV, `.proto`, a replay's recording) at the same paths relative to it as on
+/// the user's machine.
 pub(crate) const CONFIG_DIR: &str = "/etc/perfops";
 /// The scenario's file name in the Secret and under [`CONFIG_DIR`].
 pub(crate) const SCENARIO_KEY: &str = "scenario.yaml";
@@ -113,9 +114,9 @@ pub(crate) struct Spec {
     pub(crate) agents: u32,
     /// The scenario file's text, as written.
     pub(crate) scenario: String,
-    /// The files it reads besides itself, the CSV files of its feeders and
-    /// the `.proto` files of its gRPC steps (#14): path relative to the
-    /// scenario (checked by `check::csv_path`, `protos::gather`) and content.
+    /// The files it reads besides itself (CSV feeders, `.proto` files, a
+    /// replay's recording): path relative to the scenario (as
+    /// `shipped::Shipped::gather` made it) and content.
     pub(crate) files: Vec<(String, String)>,
     /// The fleet token (goes into the Secret only).
     pub(crate) token: String,
@@ -146,7 +147,7 @@ pub(crate) const MAX_NAME: usize = 40;
 /// The objects of one run, in the order they are applied.
 #[derive(Debug, Clone)]
 pub(crate) struct Bundle {
-    /// The token, the scenario's `${env.X}` values, the scenario and its CSV and `.proto` files.
+    /// The token, the scenario's `${env.X}` values, the scenario and the files it reads.
     pub(crate) secret: Secret,
     /// The coordinator's certificate and key.
     pub(crate) tls: Secret,
@@ -215,11 +216,11 @@ pub(crate) fn join_url(spec: &Spec) -> String {
     format!("https://{}.{}.svc:{PORT}", Names::new(&spec.name).coordinator, spec.namespace)
 }
 
-/// The Secret key of the CSV or `.proto` file at relative path `path` (the `i`th):
+/// The Secret key of the shipped file at relative path `path` (the `i`th):
 /// keys allow neither `/` nor most punctuation (and cannot meet `token`, `env.X`
 /// or `scenario.yaml`), and the index keeps two paths
 /// that sanitize alike apart.
-fn csv_key(i: usize, path: &str) -> String {
+fn file_key(i: usize, path: &str) -> String {
     let flat: String =
         path.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' }).collect();
     // Keys are at most 253 bytes; keep the end, which holds the extension.
@@ -271,7 +272,7 @@ fn secret(spec: &Spec, names: &Names) -> Secret {
     }
     data.insert(SCENARIO_KEY.to_string(), spec.scenario.clone());
     for (i, (path, text)) in spec.files.iter().enumerate() {
-        data.insert(csv_key(i, path), text.clone());
+        data.insert(file_key(i, path), text.clone());
     }
     Secret {
         metadata: meta(spec, &names.secret, "secret"),
@@ -435,7 +436,7 @@ fn tmp_volume() -> Volume {
 fn scenario_volume(spec: &Spec, names: &Names) -> Volume {
     let mut items = vec![KeyToPath { key: SCENARIO_KEY.into(), path: SCENARIO_KEY.into(), mode: None }];
     items.extend(spec.files.iter().enumerate().map(|(i, (path, _))| KeyToPath {
-        key: csv_key(i, path),
+        key: file_key(i, path),
         path: path.clone(),
         mode: None,
     }));
@@ -851,11 +852,11 @@ mod tests {
 
     /// Two paths that flatten alike get distinct keys.
     #[test]
-    fn csv_keys_are_distinct() {
-        assert_ne!(csv_key(0, "a/b.csv"), csv_key(1, "a-b.csv"));
-        assert_eq!(csv_key(0, "data/pages.csv"), "data-0-data-pages.csv");
+    fn file_keys_are_distinct() {
+        assert_ne!(file_key(0, "a/b.csv"), file_key(1, "a-b.csv"));
+        assert_eq!(file_key(0, "data/pages.csv"), "data-0-data-pages.csv");
         // A very long path is cut to a valid key length, keeping its end.
-        let k = csv_key(7, &format!("{}/x.csv", "d".repeat(400)));
+        let k = file_key(7, &format!("{}/x.csv", "d".repeat(400)));
         assert!(k.len() <= 253 && k.ends_with("x.csv"), "{k}");
     }
 

@@ -4,7 +4,8 @@
 //! up. Kubernetes places and starts the generators; perfops never schedules
 //! machines itself.
 //!
-//! This file is the glue: it reads the scenario and the CSV files it names,
+//! This file is the glue: it reads the scenario and the files it reads beside
+//! itself (`crate::shipped`: CSV, `.proto`, a replay's recording),
 //! reads the scenario's `${env.X}` values from the environment, makes a token
 //! and the coordinator's TLS material ([`tls`]), writes the files and prints
 //! the commands. What the objects hold is
@@ -30,12 +31,13 @@ use serde::Serialize;
 
 use crate::exit::{Exit, UsageError};
 use crate::loading::{load_scenario, read_sources};
+use crate::shipped::Shipped;
 use manifest::{Bundle, FETCH_DIR, FETCH_FILE, FILES, Names, Size, Spec};
 
 /// Flags of `perfops k8s`.
 #[derive(Debug, Clone)]
 pub struct K8sArgs {
-    /// The scenario file; it and its CSV and .proto files go into the Secret.
+    /// The scenario file; it and the files it reads beside itself go into the Secret.
     pub scenario: PathBuf,
     /// How many agents: one pod each, each running 1/N of the load.
     pub agents: u32,
@@ -75,55 +77,33 @@ fn usage(message: String) -> anyhow::Error {
 /// `perfops k8s`: write the manifests of a distributed run and print the kubectl commands.
 pub fn run(args: K8sArgs) -> Result<Exit> {
     let Some((scenario, text)) = load_scenario(&args.scenario, &[])? else { return Ok(Exit::Usage) };
-    // Where each CSV file goes under the scenario's mount, before reading any.
-    let rels = scenario
-        .data
-        .iter()
-        .map(|f| check::csv_path(&f.name, &f.csv))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
+    let folder = args.scenario.parent().unwrap_or(Path::new("."));
+    // What it reads beside itself (CSV, .proto and their imports, a replay's recording), as
+    // the coordinator's pod will find it beside the scenario and send it to the agents.
+    let shipped =
+        Shipped::gather(&scenario, folder).map_err(|e| usage(format!("{}: {e:#}", args.scenario.display())))?;
+    if let Some((rel, _)) = shipped.iter().find(|(rel, _)| *rel == manifest::SCENARIO_KEY) {
+        return Err(usage(format!(
+            "{}: `{rel}` is where perfops k8s puts the scenario itself; rename it",
+            args.scenario.display()
+        )));
+    }
+    let files: Vec<(String, String)> = shipped.into_map().into_iter().collect();
     // What `run` would read besides the file (CSV files, environment), checked alike;
     // the target as the pods will see it.
-    let folder = args.scenario.parent().unwrap_or(Path::new("."));
     let Some((env, _)) = read_sources(&scenario, folder, &text) else { return Ok(Exit::Usage) };
     let env: BTreeMap<String, String> = env.into_iter().collect();
     let in_env = env.clone().into_iter().collect();
     target_for_pods(&sources::target(&scenario, &in_env))
         .map_err(|e| usage(format!("{}: {e}", args.scenario.display())))?;
-    let mut files: Vec<(String, String)> = Vec::new();
-    for (feeder, rel) in scenario.data.iter().zip(rels) {
-        if files.iter().any(|(p, _)| *p == rel) {
-            continue;
-        }
-        let file = folder.join(&feeder.csv);
-        // Through `input`, as `check` read it: no link out of the folder, a size cap.
-        let content = perfops_core::input::read_beside(folder, Path::new(&feeder.csv), perfops_core::input::Cap::CSV)
-            .map_err(|e| usage(e.to_string()))
-            .and_then(|b| String::from_utf8(b).map_err(|_| usage(format!("{} is not UTF-8", file.display()))))?;
-        files.push((rel, content));
-    }
-    // gRPC steps' .proto files and their imports (#14): the coordinator's pod
-    // compiles them beside the scenario and sends them to the agents.
-    for (rel, content) in
-        crate::protos::gather(&scenario, folder).map_err(|e| usage(format!("{}: {e:#}", args.scenario.display())))?
-    {
-        if rel == manifest::SCENARIO_KEY {
-            return Err(usage(format!(
-                "{}: `{rel}` is where perfops k8s puts the scenario itself; rename it",
-                args.scenario.display()
-            )));
-        }
-        if !files.iter().any(|(p, _)| *p == rel) {
-            files.push((rel, content));
-        }
-    }
     // The Secret holds them beside the token and the ${env.X} values.
     let bytes = text.len()
         + files.iter().map(|(p, c)| p.len() + c.len()).sum::<usize>()
         + env.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
     if bytes > SECRET_MAX_BYTES - 4096 {
         return Err(usage(format!(
-            "the scenario, its CSV and .proto files and its ${{env.X}} values are {:.2} MiB; a Secret holds at most 1 MiB",
+            "the scenario, the files it reads (CSV, .proto, a replay's recording) and its ${{env.X}} values are \
+             {:.2} MiB; a Secret holds at most 1 MiB",
             bytes as f64 / 1048576.0
         )));
     }
