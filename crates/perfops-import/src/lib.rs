@@ -12,10 +12,12 @@
 //! - [`access_log`]: nginx/Apache `combined` and `common`, JSON lines,
 //!   gzip'd or not, read as a stream in bounded memory.
 //! - [`har`]: a browser recording.
+//! - [`replay`]: the replay file both write with `--replay`, one writer.
 
 pub mod access_log;
 pub mod draft;
 pub mod har;
+pub mod replay;
 
 use std::path::PathBuf;
 

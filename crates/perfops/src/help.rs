@@ -162,7 +162,8 @@ Examples:
 pub(crate) const IMPORT_HAR: &str = "\
 Examples:
   perfops import har recording.har --out recorded.yaml
-  perfops import har recording.har --include-host api.example.com --out recorded.yaml";
+  perfops import har recording.har --include-host api.example.com --out recorded.yaml
+  perfops import har recording.har --replay recorded.csv --out replay.yaml";
 
 pub(crate) const DEMO: &str = "\
 Routes (the same in both models):

@@ -21,7 +21,17 @@ pub(crate) fn run(flags: ImportFlags) -> Result<Exit> {
             let prefix = data_prefix(&f.out);
             let (file, options) = f.options(prefix).map_err(UsageError)?;
             let name = options.replay.clone().unwrap_or_default();
-            let imported = replay(&file, &options, &folder(f.out.out.as_deref()).join(name))?;
+            let imported = replay(&folder(f.out.out.as_deref()).join(name), |out| {
+                perfops_import::access_log::import_replay(&file, &options, out)
+            })?;
+            return write(&imported, f.out.out.as_deref());
+        }
+        ImportCommand::Har(f) if f.replay.is_some() => {
+            let (file, options) = f.options().map_err(UsageError)?;
+            let name = f.replay.clone().unwrap_or_default();
+            let imported = replay(&folder(f.out.out.as_deref()).join(&name), |out| {
+                perfops_import::har::replay::import_replay(&file, &options, &name, out)
+            })?;
             return write(&imported, f.out.out.as_deref());
         }
         ImportCommand::AccessLog(f) => {
@@ -30,7 +40,7 @@ pub(crate) fn run(flags: ImportFlags) -> Result<Exit> {
             (perfops_import::access_log::import(&file, &options), f.out)
         }
         ImportCommand::Har(f) => {
-            let (file, options) = f.options();
+            let (file, options) = f.options().map_err(UsageError)?;
             (perfops_import::har::import(&file, &options), f.out)
         }
     };
@@ -38,14 +48,19 @@ pub(crate) fn run(flags: ImportFlags) -> Result<Exit> {
     write(&imported, out.out.as_deref())
 }
 
-/// `--replay`: the scenario, and the replay file written to a temporary file
-/// beside `path`, renamed to it once whole (a file cut short is never left
-/// where `run` would read it).
-fn replay(log: &Path, options: &perfops_import::access_log::Options, path: &Path) -> Result<Imported> {
+/// `--replay`: the scenario, and the replay file `import` writes, written to
+/// a temporary file beside `path`, renamed to it once whole (a file cut short
+/// is never left where `run` would read it).
+fn replay(
+    path: &Path,
+    import: impl FnOnce(
+        std::io::BufWriter<std::fs::File>,
+    ) -> Result<(Imported, perfops_import::replay::Written), ImportError>,
+) -> Result<Imported> {
     let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
     let tmp = path.with_file_name(format!(".{name}.{}.tmp", std::process::id()));
     let file = std::fs::File::create(&tmp).with_context(|| format!("writing {}", tmp.display()))?;
-    let result = perfops_import::access_log::import_replay(log, options, std::io::BufWriter::new(file));
+    let result = import(std::io::BufWriter::new(file));
     let imported = match result {
         Ok((imported, _)) => imported,
         Err(e) => {

@@ -154,3 +154,58 @@ fn a_chromium_recording_of_a_login_imports_and_runs_without_unexpected_4xx() {
         assert!(after.0 - before.0 >= 10 && after.1 - before.1 >= 10, "{target:?}: {before:?} -> {after:?}");
     }
 }
+
+/// `--replay`: the recording's requests at their recorded offsets. The replay file holds a row
+/// per kept request at its `startedDateTime` less the first's, in ms; the login whose token the
+/// later requests send runs once in setup; run against the same app, each recorded API request
+/// reaches the demo once (the login twice: setup's and its own arrival's), with no failure.
+#[test]
+fn a_chromium_recording_replays_at_its_recorded_offsets() {
+    let _g = shared();
+    let demo = Demo::start(&["--model", "async"]);
+    let front = ShopFront::start(&demo.url);
+    let work = Workdir::new("import-har-replay");
+    let har = work.path.join("shop.har");
+    let password = "typed-Secret-78";
+    record(&front.url, &har, password);
+
+    let scenario = work.path.join("replay.yaml");
+    let args =
+        ["import", "har", &har.display().to_string(), "--replay", "rec.csv", "--out", &scenario.display().to_string()];
+    spawn_perfops(&args, |_| {}).wait(LIMIT).assert_exit(0);
+    let yaml = std::fs::read_to_string(&scenario).expect("the scenario");
+    assert!(yaml.contains("model: replay\n  file: \"rec.csv\""), "{yaml}");
+    assert!(!yaml.contains(password), "{yaml}");
+    let rec = std::fs::read_to_string(work.path.join("rec.csv")).expect("the replay file");
+    // The rows' offsets are the recorded starts of the kept requests, from the first.
+    let recorded = perfops_import::har::read::read_file(&har).expect("the recording");
+    let starts: Vec<i64> = recorded // in µs
+        .entries
+        .iter()
+        .filter(|e| !e.url.path().ends_with(".css") && !e.url.path().ends_with(".ico"))
+        .map(|e| (e.started_ms.expect("Chromium records each start") * 1000.0).round() as i64)
+        .collect();
+    let offsets: Vec<i64> = rec.lines().skip(2).map(|l| l.split(',').next().unwrap().parse().unwrap()).collect();
+    // In whole ms from the first start, cut as the replay file's offsets are.
+    let mut want: Vec<i64> = starts.iter().map(|s| (s - starts.iter().min().unwrap()) / 1000).collect();
+    want.sort_unstable();
+    assert_eq!(offsets, want, "{rec}");
+    assert!(
+        offsets.len() >= 4 && *offsets.last().unwrap() >= 400,
+        "the page, the login and two API calls, 0.4 s apart at least: {rec}"
+    );
+
+    let with_env = |c: &mut Command| {
+        c.env("PASSWORD", password);
+    };
+    spawn_perfops(&["check", &scenario.display().to_string()], with_env).wait(LIMIT).assert_exit(0);
+    let before = (demo.answered("/auth"), demo.answered("/orders"), demo.answered("/me"));
+    let runs = Workdir::new("import-har-replay-run");
+    let run = runs.spawn("run", &scenario, &[], with_env).wait(LIMIT);
+    run.assert_exit(0);
+    let s = runs.summary(&run);
+    assert_eq!(s["total"]["failures"], serde_json::json!({}), "{}", run.dump());
+    assert_eq!(s["total"]["sent"].as_u64(), Some(offsets.len() as u64), "each recorded request once: {s:#}");
+    let after = (demo.answered("/auth"), demo.answered("/orders"), demo.answered("/me"));
+    assert_eq!((after.0 - before.0, after.1 - before.1, after.2 - before.2), (2, 1, 1), "{rec}");
+}

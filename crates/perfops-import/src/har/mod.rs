@@ -30,6 +30,7 @@
 
 pub mod correlate;
 pub mod read;
+pub mod replay;
 pub mod select;
 
 use std::path::Path;
@@ -78,6 +79,12 @@ pub fn import(path: &Path, options: &HarOptions) -> Result<Imported, ImportError
 
 /// The scenario of a HAR already read; `file` names it in comments, `stem` is the default name.
 pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Result<Imported, ImportError> {
+    visit(har, file, stem, options).map(|(imported, _)| imported)
+}
+
+/// [`from_har`]'s scenario, and when each of its flow's steps was recorded
+/// to start (ms since the epoch; `--replay` places them there).
+fn visit(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Result<(Imported, Vec<Option<f64>>), ImportError> {
     let sel = Selection {
         host: options.host.clone(),
         include_static: options.include_static,
@@ -281,7 +288,7 @@ pub fn from_har(har: &Har, file: &str, stem: &str, options: &HarOptions) -> Resu
         }),
         ..Draft::default()
     };
-    Ok(Imported { draft, files: Vec::new(), summary })
+    Ok((Imported { draft, files: Vec::new(), summary }, kept.iter().map(|e| e.started_ms).collect()))
 }
 
 /// A recorded request as the finder reads it: kept header fields, its body parsed by its type.

@@ -117,6 +117,22 @@ pub(crate) struct HarFlags {
     /// Keep the recorded User-Agent header (dropped by default, with the browser's other headers).
     #[arg(long)]
     keep_user_agent: bool,
+    /// Also write the recording's requests as a replay file FILE beside the scenario, and make the
+    /// scenario replay them at their recorded offsets (one flow per request; the steps whose answers
+    /// later requests use run once in setup). A file name, not a path: `perfops run` reads it from
+    /// the scenario's folder.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) replay: Option<String>,
+}
+
+/// `--replay FILE`: a file name, written beside the scenario.
+fn replay_name(replay: Option<&String>) -> Result<(), String> {
+    match replay.filter(|r| r.is_empty() || r.contains(['/', '\\']) || r.starts_with('.')) {
+        Some(r) => Err(format!(
+            "--replay `{r}`: a file name (it is written beside the scenario, where `perfops run` reads it)"
+        )),
+        None => Ok(()),
+    }
 }
 
 impl AccessLogFlags {
@@ -139,12 +155,7 @@ impl AccessLogFlags {
             };
             headers.push((name.trim().to_string(), value.trim().to_string()));
         }
-        if let Some(r) = self.replay.as_ref().filter(|r| r.is_empty() || r.contains(['/', '\\']) || r.starts_with('.'))
-        {
-            return Err(format!(
-                "--replay `{r}`: a file name (it is written beside the scenario, where `perfops run` reads it)"
-            ));
-        }
+        replay_name(self.replay.as_ref())?;
         let format = match self.format {
             FormatFlag::Auto => Format::Auto,
             FormatFlag::Combined => Format::Combined,
@@ -172,8 +183,9 @@ impl AccessLogFlags {
 
 impl HarFlags {
     /// The input file and the library's options.
-    pub(crate) fn options(&self) -> (PathBuf, perfops_import::har::HarOptions) {
-        (
+    pub(crate) fn options(&self) -> Result<(PathBuf, perfops_import::har::HarOptions), String> {
+        replay_name(self.replay.as_ref())?;
+        Ok((
             self.file.clone(),
             perfops_import::har::HarOptions {
                 name: self.out.name.clone(),
@@ -182,6 +194,6 @@ impl HarFlags {
                 host: self.host.clone(),
                 keep_user_agent: self.keep_user_agent,
             },
-        )
+        ))
     }
 }
