@@ -277,6 +277,71 @@ fn nginx_logs_of_a_known_mix() {
     assert_eq!(check.code, Some(0), "{}{}", check.stdout, check.stderr);
     let s = run_briefly(&wd, &from_json, &[("AUTHORIZATION", &bearer)]);
     assert_eq!(s["total"]["failures"], serde_json::json!({}), "no 4xx, no failure at all\n{s:#}");
+
+    // The JSON lines log through --replay, end to end: nginx's `msec` gives the rows offsets in
+    // milliseconds, and the replay through the same nginx lands each request at its recorded
+    // offset, as nginx's own log of the replay says (`msec`, when each response ended).
+    let json_replay = wd.path.join("json-replay.yaml");
+    let import = perfops(
+        &[
+            "import",
+            "access-log",
+            &jsonl.display().to_string(),
+            "--replay",
+            "json.csv",
+            "--out",
+            &json_replay.display().to_string(),
+            "--target",
+            &target,
+        ],
+        &[],
+    );
+    assert_eq!(import.code, Some(0), "{}", import.stderr);
+    let rec = std::fs::read_to_string(wd.path.join("json.csv")).expect("the replay file");
+    let recorded: Vec<i64> =
+        rec.lines().skip(2).map(|l| l.split(',').next().and_then(|o| o.parse().ok()).expect("an offset")).collect();
+    assert_eq!(recorded.len(), lines, "a row per logged request");
+    // 100 arrivals/s: offsets 10 ms apart, not whole seconds.
+    let whole = recorded.iter().filter(|o| *o % 1000 == 0).count();
+    assert!(whole * 10 < recorded.len(), "{whole} of {} offsets are whole seconds:\n{rec}", recorded.len());
+    let logged_before =
+        std::fs::read_to_string(nginx.dir().join("access.jsonl")).expect("the JSON log").lines().count();
+    let out = wd.path.join("runs-json-replay");
+    let run = perfops(
+        &["run", &json_replay.display().to_string(), "--out", &out.display().to_string(), "-q"],
+        &[("AUTHORIZATION", &bearer)],
+    );
+    assert_eq!(run.code, Some(0), "the replay runs and passes\n{}", run.stderr);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = std::fs::read_to_string(nginx.dir().join("access.jsonl")).expect("the JSON log");
+    let mut replayed: Vec<i64> = after
+        .lines()
+        .skip(logged_before)
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("a JSON line");
+            let msec: f64 = v["msec"].as_str().and_then(|m| m.parse().ok()).expect("msec");
+            (msec * 1000.0).round() as i64
+        })
+        .collect();
+    replayed.sort_unstable();
+    assert_eq!(replayed.len(), recorded.len(), "each recorded request replayed once");
+    // Both from the replay's start (the median of the shifts); the replay's answers may end a little later or earlier than
+    // the recording's did (each within its service time of ~1-2 ms), so the k-th in time of each
+    // are compared. Within 10 ms: the rows are 10 ms apart, and offsets cut to whole seconds would
+    // be up to 990 ms off.
+    let mut shifts: Vec<i64> = replayed.iter().zip(&recorded).map(|(r, o)| r - o).collect();
+    let off: Vec<i64> = {
+        let mut sorted = shifts.clone();
+        sorted.sort_unstable();
+        let start = sorted[sorted.len() / 2];
+        shifts.iter_mut().map(|d| *d - start).collect()
+    };
+    let near = off.iter().filter(|d| d.abs() <= 10).count();
+    assert!(
+        near * 100 >= off.len() * 95,
+        "{near} of {} replayed within 10 ms of their recorded offsets; off by (ms): {off:?}",
+        off.len()
+    );
     drop(nginx);
     demo.stop().expect("the demo stops");
 }

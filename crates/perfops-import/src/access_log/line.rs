@@ -63,7 +63,9 @@ impl Default for FieldMap {
     /// Common Schema's dotted names, Caddy's, Traefik's).
     fn default() -> FieldMap {
         FieldMap {
-            time: keys(&["time", "time_iso8601", "time_local", "msec", "timestamp", "@timestamp", "ts", "StartUTC"]),
+            // `msec` first: nginx logs it in milliseconds where its other times are whole seconds,
+            // and a log that has it beside them (as nginx's JSON examples do) has it for that.
+            time: keys(&["msec", "time", "time_iso8601", "time_local", "timestamp", "@timestamp", "ts", "StartUTC"]),
             method: keys(&["request_method", "method", "http.request.method", "RequestMethod"]),
             path: keys(&["request_uri", "uri", "path", "url", "url.original", "RequestPath"]),
             request: keys(&["request", "request_line"]),
@@ -591,6 +593,15 @@ mod tests {
             let want = want.map(|(m, p, q, s, fm)| (m, p.to_string(), q.to_string(), s, fm));
             assert_eq!(got, want, "{line}");
         }
+    }
+
+    /// A JSON line with nginx's `msec` beside its whole-second times is read
+    /// to the millisecond (a replay's offsets are then the log's own).
+    #[test]
+    fn msec_beside_whole_seconds() {
+        let f = FieldMap::default();
+        let line = r#"{"msec":"971211336.679","time_iso8601":"2000-10-10T20:55:36+00:00","time_local":"10/Oct/2000:13:55:36 -0700","request_method":"GET","request_uri":"/x","status":"200"}"#;
+        assert_eq!(parse(line, Format::Auto, &f).map(|r| r.time_us), Ok(T + 679_000));
     }
 
     /// Table: times, all the same instant but the last ones.
