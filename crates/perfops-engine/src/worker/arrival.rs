@@ -61,8 +61,8 @@ impl Worker {
             let last = i + 1 == flow.steps.len();
             let call = step.hooks.is_some_and(|h| h.call.is_some());
             // The arrival is answered with its first request, a `script:` step is none.
-            let (first, jar, flow) = (!sent && !call, jar.as_ref(), scripted.as_ref());
-            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar, flow };
+            let (first, jar, state) = (!sent && !call, jar.as_ref(), scripted.as_ref());
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar, flow: state };
             let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
             sent |= !call;

@@ -99,8 +99,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
                 }
                 let start = Instant::now();
                 let last = i + 1 == flow.steps.len();
-                let (seq, first, jar, flow) = (seq as u64, i == 0, jar.as_ref(), scripted.as_ref());
-                let req = Request { step, key, due: Due::OnSend, start, seq, rows: &rows, last, first, jar, flow };
+                let (seq, first, jar, state) = (seq as u64, i == 0, jar.as_ref(), scripted.as_ref());
+                let req =
+                    Request { step, key, due: Due::OnSend, start, seq, rows: &rows, last, first, jar, flow: state };
                 let ended = w.step(&mut conn, timer.as_mut(), req).await;
                 let took = ended.at.saturating_duration_since(start);
                 let secrets = shared.work.secrets(&w.vars.borrow(), jar.map(|j| j.borrow()).as_deref());

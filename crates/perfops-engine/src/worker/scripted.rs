@@ -237,7 +237,7 @@ impl Worker {
                 Instant::now(),
                 Some(why),
                 None,
-                Sent { wire: None, due: crate::record::Due::OnSend, start: Instant::now(), sent: None },
+                Sent { wire: None, due: crate::record::Due::OnSend, start: Instant::now(), sent: None, jar: None },
             );
             false
         };
