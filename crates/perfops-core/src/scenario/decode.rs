@@ -102,7 +102,8 @@ pub struct Partial {
     /// Every `${env.NAME}` and `${feeder.column}` used where it was decoded ([`Scenario::outside_vars`]).
     pub outside_vars: Vec<VarUse>,
     /// `scripts:` as far as it decoded, with the functions named: `check` compiles them too.
-    pub scripts: Option<super::script::ScriptsSpec>,
+    /// Boxed: a result's error stays small.
+    pub scripts: Option<Box<super::script::ScriptsSpec>>,
 }
 
 /// [`parse`], and on errors what the file still says ([`Partial`]).
@@ -138,7 +139,7 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
                 Some(s) => s.outside_vars,
                 None => d.outside_vars,
             };
-            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars, scripts: d.scripts }))
+            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars, scripts: d.scripts.map(Box::new) }))
         }
     }
 }

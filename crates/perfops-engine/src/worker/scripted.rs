@@ -56,6 +56,9 @@ pub(crate) struct Flow {
     pub(crate) script_error: bool,
 }
 
+/// A response as a hook reads it: status, header fields, body.
+pub(super) type Answer<'a> = (u16, &'a [(&'a str, &'a [u8])], &'a [u8]);
+
 /// A worker's runtime, or why it could not be built (then every call fails with it).
 pub(crate) type Scripted = RefCell<Result<Runtime, ScriptError>>;
 
@@ -120,7 +123,7 @@ impl Worker {
         step: &StepPlan,
         flow: Option<&RefCell<Flow>>,
         key: Key,
-        response: (u16, &[(&str, &[u8])], &[u8]),
+        response: Answer<'_>,
     ) -> Result<(), (FailureKind, String)> {
         let Some(hook) = step.hooks.and_then(|h| h.after) else { return Ok(()) };
         let script_error = |why: String| (FailureKind::ScriptError, why);
