@@ -71,6 +71,8 @@ impl Cap {
     pub const REPLAY: Cap = Cap { kind: "replay file", max_bytes: 256 * MIB };
     /// A `.proto` file: 16 MiB (the largest public ones are a few hundred KiB).
     pub const PROTO: Cap = Cap { kind: ".proto file", max_bytes: 16 * MIB };
+    /// A script file (`scripts:`): 16 MiB, evaluated once per worker (a hand-written hook is a few KiB).
+    pub const SCRIPT: Cap = Cap { kind: "script file", max_bytes: 16 * MIB };
 }
 
 /// Why a file was not read.

@@ -15,6 +15,7 @@ pub mod exporter;
 mod framing;
 mod grpc;
 mod h2;
+mod hook;
 mod http1;
 mod http2;
 mod record;
@@ -54,7 +55,7 @@ pub use reflection::Reflection;
 pub use steer::{Current, Replan};
 pub use target::{Protocol, Target, TargetError};
 pub use tls::TlsSetupError;
-pub use work::{FlowPlan, StepPlan, Work, check_grpc, parse_header};
+pub use work::{FlowPlan, ScriptPlan, StepPlan, Work, check_grpc, missing_function, parse_header};
 
 use worker::{Msg, Shared, WorkerLoad};
 

@@ -173,6 +173,11 @@ impl Recorder {
         self.at(key).stream_waits += 1;
     }
 
+    /// Time spent in scripts (hooks, `script:` steps) for a request of `key`.
+    pub(crate) fn scripted(&mut self, key: Key, took: Duration) {
+        self.at(key).script_ns += u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+    }
+
     /// A TLS handshake that `took` this long.
     pub(crate) fn handshake(&mut self, key: Key, took: Duration) {
         self.at(key).tls.record(took);

@@ -17,15 +17,17 @@
 //! JSON type (`Template::render_json_value`, issue #32); one forced to a
 //! number that is not one refuses the request as `bad_value`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use perfops_core::cookie::Jar;
 use perfops_core::scenario::feeder::Feeder;
+use perfops_core::scenario::script::OnScriptError;
 use perfops_core::scenario::template::head::{first_refused, is_token};
 use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, VarRef, Vars};
 use perfops_core::scenario::{Body, JsonPart, Step, WebSocket};
+use perfops_script::{Hook, Limits, Scripts};
 
 use crate::grpc::{GrpcError, GrpcMethod, Resolver};
 use crate::reflection::Reflection;
@@ -59,6 +61,34 @@ pub struct Work {
     pub redirects: u8,
     /// Each flow instance keeps a cookie jar (`defaults.cookies`; off for `quick`).
     pub cookies: bool,
+    /// The scenario's scripts, once attached ([`Work::attach_scripts`]);
+    /// `None`: no step names a function, and none pays for one.
+    pub scripts: Option<Arc<ScriptPlan>>,
+}
+
+/// The scripts a plan runs: the compiled files (each worker builds its own
+/// runtime from them), the limits of `scripts:` and what a flow does after
+/// a script error.
+#[derive(Debug, Clone)]
+pub struct ScriptPlan {
+    /// The files, compiled.
+    pub scripts: Scripts,
+    /// Time per call, memory per runtime.
+    pub limits: Limits,
+    /// `scripts.on_error`.
+    pub on_error: OnScriptError,
+}
+
+/// A step's functions, found by name once: a call instead of a request, or
+/// hooks around it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StepHooks {
+    /// `script: NAME`.
+    pub call: Option<Hook>,
+    /// The request hook.
+    pub before: Option<Hook>,
+    /// The response hook.
+    pub after: Option<Hook>,
 }
 
 impl Work {
@@ -134,11 +164,17 @@ pub struct StepPlan {
     /// `index` is its upgrade's): `None` for an HTTP step, and for a
     /// WebSocket step that sends nothing.
     pub messages: Option<u16>,
+    /// Its script functions ([`Work::attach_scripts`]): `None` for a step
+    /// that names none.
+    pub hooks: Option<StepHooks>,
 }
 
 /// The values visible to one arrival's templates.
 pub(crate) struct ArrivalVars<'a> {
     pub(crate) saved: &'a HashMap<String, String>,
+    /// A scripted flow instance's own values (its scripts' saves and its
+    /// steps'), read before `saved`: `None` without scripts.
+    pub(crate) flow: Option<&'a BTreeMap<String, String>>,
     pub(crate) env: &'a HashMap<String, String>,
     pub(crate) seq: u64,
     pub(crate) feeders: &'a [Feeder],
@@ -148,6 +184,9 @@ pub(crate) struct ArrivalVars<'a> {
 
 impl Vars for ArrivalVars<'_> {
     fn saved(&self, name: &str) -> Option<&str> {
+        if let Some(v) = self.flow.and_then(|f| f.get(name)) {
+            return Some(v);
+        }
         self.saved.get(name).map(String::as_str)
     }
     fn env(&self, name: &str) -> Option<&str> {
@@ -202,7 +241,7 @@ impl Work {
         seq: u64,
         rows: &'a [Option<&'a [String]>],
     ) -> ArrivalVars<'a> {
-        ArrivalVars { saved, env: &self.env, seq, feeders: &self.feeders, rows }
+        ArrivalVars { saved, flow: None, env: &self.env, seq, feeders: &self.feeders, rows }
     }
 
     /// A plan of one flow of the given steps.
@@ -231,7 +270,7 @@ impl Work {
                     });
                     let capture = !step.save.is_empty() || step.expect.is_some();
                     let head = step.method.eq_ignore_ascii_case("HEAD");
-                    StepPlan { index, step, cached: None, head, capture, grpc: None, messages }
+                    StepPlan { index, step, cached: None, head, capture, grpc: None, messages, hooks: None }
                 })
                 .collect();
             plans.push(FlowPlan { name, steps });
@@ -249,6 +288,7 @@ impl Work {
             feeder_turns: Vec::new(),
             redirects: 0,
             cookies: false,
+            scripts: None,
         };
         work.feeder_turns = work.feeders.iter().map(|f| work.turns_of(f.name())).collect();
         let mut rng = fastrand::Rng::with_seed(0);
@@ -291,6 +331,7 @@ impl Work {
                 grpc: None,
                 websocket: Some(WebSocket { send, hold: std::time::Duration::ZERO, every: None }),
                 stream: None,
+                script: Default::default(),
             };
             return Ok(Work::new(
                 target,
@@ -314,6 +355,7 @@ impl Work {
             grpc: None,
             websocket: None,
             stream: None,
+            script: Default::default(),
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
     }
@@ -367,6 +409,35 @@ impl Work {
     pub fn with_cookies(mut self, on: bool) -> Work {
         self.cookies = on;
         self
+    }
+
+    /// Run the scenario's `scripts`: each step's functions found by name (a
+    /// name the scripts do not define is an error that says which ones they
+    /// do), a step with a request hook no longer cached (its requests are
+    /// rendered and handed to the hook: a varying step), a step with a
+    /// response hook captured.
+    pub fn attach_scripts(&mut self, plan: ScriptPlan) -> Result<(), String> {
+        let scripts = &plan.scripts;
+        let find = |name: &Option<String>| -> Result<Option<Hook>, String> {
+            let Some(name) = name else { return Ok(None) };
+            scripts.hook(name).map(Some).ok_or_else(|| missing_function(scripts, name))
+        };
+        for step in self.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
+            let s = &step.step.script;
+            if s.is_empty() {
+                continue;
+            }
+            let hooks = StepHooks { call: find(&s.call)?, before: find(&s.before)?, after: find(&s.after)? };
+            if hooks.before.is_some() {
+                step.cached = None;
+            }
+            if hooks.after.is_some() {
+                step.capture = true;
+            }
+            step.hooks = Some(hooks);
+        }
+        self.scripts = Some(Arc::new(plan));
+        Ok(())
     }
 
     /// Follow up to `hops` redirects within the target (responses are then
@@ -569,6 +640,19 @@ impl Work {
         out.extend_from_slice(body);
         missing
     }
+}
+
+/// "no function `sgin` in auth.js; did you mean `sign`?": what is said of a
+/// name the scripts do not define.
+pub fn missing_function(scripts: &Scripts, name: &str) -> String {
+    let files: Vec<&str> = scripts.files().map(|(f, _)| f).collect();
+    let functions: Vec<&str> = scripts.functions().iter().map(String::as_str).collect();
+    let hint = match perfops_core::scenario::diag::did_you_mean(name, &functions) {
+        Some(d) => format!("; did you mean `{d}`?"),
+        None if functions.is_empty() => "; they define no function".to_string(),
+        None => format!("; they define {}", functions.join(", ")),
+    };
+    format!("no function `{name}` in {}{hint}", files.join(", "))
 }
 
 /// A header given as `Name: value` (`quick -H`): the name must be a token

@@ -77,6 +77,7 @@ mod http1;
 mod http2;
 mod open_loop;
 mod sample;
+mod scripted;
 mod spares;
 mod websocket;
 
@@ -250,6 +251,9 @@ struct Worker {
     /// (`http1::stamp_receives`), which lets the pacer leave them waiting
     /// until its next arrival (`coalesce::pace`).
     stamped: bool,
+    /// The scenario's scripts' runtime, one per worker (`scripted.rs`);
+    /// `None` without scripts.
+    script: Option<scripted::Scripted>,
 }
 
 /// One request of an arrival: what the hot path needs to send and record it.
@@ -271,6 +275,8 @@ struct Request<'a> {
     first: bool,
     /// The flow instance's cookie jar (`None`: `defaults.cookies: false`).
     jar: Option<&'a RefCell<Jar>>,
+    /// A scripted flow instance's state (`scripted.rs`): `None` without scripts.
+    flow: Option<&'a RefCell<scripted::Flow>>,
 }
 
 /// How one request ended, and when (its response's last byte read, or the failure seen).
@@ -304,7 +310,15 @@ pub(crate) fn run(
     let local = tokio::task::LocalSet::new();
     let keys = shared.work.flows.iter().map(|f| f.steps.len()).sum();
     let closed = matches!(load, WorkerLoad::Closed { .. });
-    let w = Rc::new(Worker { stamped: !closed, ..Worker::new(id, start, shared, h2_connections) });
+    let shard = match &load {
+        WorkerLoad::Open { shard, .. } | WorkerLoad::Closed { shard, .. } => shard.index,
+    };
+    let mut w = Worker { stamped: !closed, ..Worker::new(id, start, shared, h2_connections) };
+    // Each shard's workers draw their own random streams.
+    if shard != 0 {
+        w.script = w.shared.work.scripts.as_deref().map(|plan| scripted::runtime(plan, shard, id));
+    }
+    let w = Rc::new(w);
     *w.rec.borrow_mut() = Recorder::with_pool(pool);
     w.rec.borrow_mut().warm(keys);
     local.block_on(&rt, async {
@@ -386,6 +400,8 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let rows = w.rows(0);
         // Setup is a flow instance of its own: its cookies stay with it.
         let jar = shared.work.cookies.then(RefCell::default);
+        // A setup `script:` step saves into the setup's flow, whose values are the run's.
+        let flow = w.flow(0, &rows);
         for step in &shared.work.flows[0].steps {
             let key = Key { stage: 0, step: step.index };
             // Setup is no arrival: it counts in no rate.
@@ -399,8 +415,14 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
                 last: false,
                 first: false,
                 jar: jar.as_ref(),
+                flow: flow.as_ref(),
             };
-            if w.step(&mut conn, timer.as_mut(), req).await.failed {
+            let failed = w.step(&mut conn, timer.as_mut(), req).await.failed;
+            if let Some(f) = &flow {
+                w.saved_into(f, step);
+                w.vars.borrow_mut().extend(f.borrow().state.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+            if failed {
                 // Its sample says what was expected and what came (#32),
                 // not only the kind it counts as.
                 let why = match w.samples.borrow_mut().take().into_iter().find(|((s, _), _)| *s == step.index) {
@@ -421,6 +443,8 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
 
 impl Worker {
     fn new(id: usize, start: Instant, shared: Arc<Shared>, h2_connections: u32) -> Worker {
+        // Shard 0's streams; `run` builds it again for another shard.
+        let script = shared.work.scripts.as_deref().map(|plan| scripted::runtime(plan, 0, id));
         Worker {
             h2: (shared.protocol == Protocol::H2).then(|| H2Pool::new(shared.http2, h2_connections)),
             id,
@@ -440,6 +464,7 @@ impl Worker {
             drained: Notify::new(),
             interval: Cell::new(0),
             stamped: false,
+            script,
         }
     }
 

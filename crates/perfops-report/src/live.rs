@@ -94,6 +94,10 @@ pub fn line(s: &LiveSecond<'_>, color: bool) -> String {
     if s.target.is_some() {
         let _ = write!(out, "  dropped {}", s.stats.dropped);
     }
+    // The generator's time in scripts, as a share of one core: only a scenario with scripts has any.
+    if s.stats.script_ns > 0 {
+        let _ = write!(out, "  scripts {:.1}% of a core", s.stats.script_ns as f64 / 1e7 / secs);
+    }
     let errors = s.stats.failures.total();
     // `total` leaves cut requests out (no failure of the server): so does the label.
     let text = match s.stats.failures.nonzero().into_iter().find(|(k, _)| *k != FailureKind::Cut) {
@@ -171,6 +175,19 @@ mod tests {
         let paused = Stats { completed: 291, iterations: 60, arrivals_answered: 100, ..stats.clone() };
         let text = line(&LiveSecond { target: Some(100.0), stats: &paused, ..s }, false);
         assert!(text.starts_with("   3s  arrivals/s     100 of     100  p50"), "{text}");
+    }
+
+    /// A scenario with scripts: their time in the second, as a share of one core (250 ms of
+    /// 1 s: 25%), beside the errors; without scripts the line is as it was.
+    #[test]
+    fn a_second_with_scripts_shows_their_share() {
+        let stats = Stats { completed: 10, script_ns: 250_000_000, ..Stats::default() };
+        let s = LiveSecond { index: 0, length: Duration::from_secs(1), target: None, in_flight: 0, stats: &stats };
+        assert!(line(&s, false).ends_with("in-flight     0  scripts 25.0% of a core  errors 0"), "{}", line(&s, false));
+        let half = LiveSecond { length: Duration::from_millis(500), ..s };
+        assert!(line(&half, false).contains("scripts 50.0% of a core"), "{}", line(&half, false));
+        let none = Stats { script_ns: 0, ..stats.clone() };
+        assert!(!line(&LiveSecond { stats: &none, ..s }, false).contains("scripts"));
     }
 
     /// The drain after the last arrival, 1 answer in 4 ms, is no 250 req/s

@@ -541,6 +541,24 @@ impl GeneratorUse {
     }
 }
 
+impl RunSummary {
+    /// What the scenario's scripts cost the generator, for the report and the end of a run:
+    /// their CPU seconds and that share of the generator's; `None` without scripts.
+    pub fn scripts_line(&self) -> Option<String> {
+        let ns = self.total.counters[perfops_core::measure::Counter::ScriptNs];
+        (ns > 0).then(|| {
+            let script_s = ns as f64 / 1e9;
+            let cpu_s = self.generator.cpu_user_s + self.generator.cpu_sys_s;
+            match script_s / cpu_s {
+                share if cpu_s > 0.0 && share.is_finite() => {
+                    format!("{script_s:.3} CPU-s in scripts, {:.1}% of the generator's CPU", share * 100.0)
+                }
+                _ => format!("{script_s:.3} CPU-s in scripts"),
+            }
+        })
+    }
+}
+
 /// `summary.json`.
 ///
 /// Fields added after the first release read as absent from older
@@ -691,6 +709,9 @@ pub fn stage_table(summary: &RunSummary) -> String {
     }
     if let Some(naps) = summary.generator.naps_line() {
         let _ = writeln!(o, "wake-ups: {naps}");
+    }
+    if let Some(scripts) = summary.scripts_line() {
+        let _ = writeln!(o, "scripts: {scripts}");
     }
     for w in &summary.warnings {
         let _ = writeln!(o, "warning: {w}");

@@ -270,9 +270,24 @@ impl Judging<'_> {
             let inputs = StallInputs::answered(&s.stats, throughput);
             modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
         });
+        // The share of the generator's cores its scripts took, per stage: the rule that names
+        // scripts as the generator's limit reads it beside the watched `generator_cpu_share`.
+        let cores = std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64);
+        let scripts: Vec<(f64, f64)> = stages
+            .iter()
+            .filter(|s| s.stats.script_ns > 0 && s.ran_s > 0.0)
+            .map(|s| (s.from_s, s.stats.script_ns as f64 / 1e9 / s.ran_s / cores))
+            .collect();
+        let watched = if scripts.is_empty() {
+            std::borrow::Cow::Borrowed(&self.store.series)
+        } else {
+            let mut w = self.store.series.clone();
+            w.insert(perfops_core::analysis::generator::SCRIPT_CPU_SHARE.to_string(), scripts);
+            std::borrow::Cow::Owned(w)
+        };
         diagnose::diagnose(&diagnose::Inputs {
             stages: &windows,
-            watched: &self.store.series,
+            watched: &watched,
             pool: pool.as_ref(),
             trips: &self.store.trips,
             dropped,

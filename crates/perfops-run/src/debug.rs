@@ -56,6 +56,9 @@ pub(crate) fn run(args: &SessionArgs) -> Result<Exit> {
     let mut work = Work::new(&target, flows, scenario.defaults.headers.clone(), inputs.env, feeders)
         .with_cookies(scenario.defaults.cookies);
     work.resolve_grpc(&folder, &[], Some(base.reflection())).map_err(|e| usage(e.to_string()))?;
+    if let Some(plan) = inputs.scripts {
+        work.attach_scripts(plan).map_err(usage)?;
+    }
     let one =
         LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None, duration: None, max_requests: None };
     let plan = base.plan(Arc::new(work), one);

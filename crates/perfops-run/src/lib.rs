@@ -46,6 +46,7 @@ pub mod outputs;
 pub mod quick;
 pub mod run;
 pub mod say;
+mod scripts;
 pub mod session;
 pub mod shard;
 pub mod shipped;

@@ -31,6 +31,8 @@ pub(crate) struct Inputs {
     pub(crate) target: TargetSpec,
     /// The scenario's folder: CSV and `.proto` files are relative to it.
     pub(crate) folder: std::path::PathBuf,
+    /// The scenario's scripts, compiled (`None`: it has none).
+    pub(crate) scripts: Option<perfops_engine::ScriptPlan>,
     /// The target's host did not resolve here (why). Not an input error: a
     /// scenario written for a cluster (`http://orders.shop.svc:8080`) is checked
     /// on a laptop, and the command that sends load fails when it uses it.
@@ -61,7 +63,13 @@ impl Inputs {
 pub(crate) fn inputs(scenario: &Scenario, path: &Path, text: &str) -> Result<Option<Inputs>> {
     let usage = |m: String| anyhow::Error::new(UsageError(m));
     let folder = path.parent().unwrap_or(Path::new("."));
-    let Some((env, feeders)) = read_sources(scenario, folder, text) else { return Ok(None) };
+    let sources = read_sources(scenario, folder, text);
+    // Compiled in the same pass: a script's errors are said with the file's own.
+    let scripts = match &scenario.scripts {
+        None => Ok(None),
+        Some(spec) => crate::scripts::compile(spec, folder, text).map(Some).map_err(|p| crate::say::tell(&p.render())),
+    };
+    let (Some((env, feeders)), Ok(scripts)) = (sources, scripts) else { return Ok(None) };
     let target = sources::target(scenario, &env);
     let (mut resolved, mut unresolved) = (None, None);
     if let TargetSpec::Url(url) = &target {
@@ -77,7 +85,7 @@ pub(crate) fn inputs(scenario: &Scenario, path: &Path, text: &str) -> Result<Opt
     for step in steps.filter(|s| s.grpc.is_some()) {
         perfops_engine::check_grpc(folder, step).map_err(|e| usage(format!("step `{}`: {e}", step.name)))?;
     }
-    Ok(Some(Inputs { env, feeders, target, folder: folder.to_path_buf(), unresolved, resolved }))
+    Ok(Some(Inputs { env, feeders, target, folder: folder.to_path_buf(), scripts, unresolved, resolved }))
 }
 
 /// The `${env.X}` values and the CSV feeders of `scenario` (its folder
@@ -257,6 +265,12 @@ pub(crate) fn load_scenario(path: &Path, overrides: &[Override]) -> Result<Optio
             diagnostics.0.extend(feeders.err().unwrap_or_default().0);
             diagnostics.0.sort_by_key(|d| (d.file == "--set", d.line, d.column));
             crate::say::tell(&diagnostics.render(&text));
+            // The scripts too: a syntax error in one is not hidden behind the scenario's errors.
+            if let Some(Err(problems)) =
+                partial.scripts.as_ref().map(|spec| crate::scripts::compile(spec, folder, &text))
+            {
+                crate::say::tell(&problems.render());
+            }
             Ok(None)
         }
     }

@@ -301,6 +301,7 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
         grpc: Some(call),
         websocket: None,
         stream: None,
+        script: Default::default(),
     };
     let mut work =
         Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());

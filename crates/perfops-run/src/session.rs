@@ -201,11 +201,14 @@ impl Session {
         };
         let flows: Vec<(String, u32, Vec<Step>)> =
             scenario.flows.iter().map(|f| (f.name.clone(), f.weight, f.steps.clone())).collect();
-        let Inputs { env, feeders, folder, .. } = inputs;
+        let Inputs { env, feeders, folder, scripts, .. } = inputs;
         let work = Work::new(&target, flows, scenario.defaults.headers.clone(), env, feeders)
             .with_cookies(scenario.defaults.cookies);
         let mut work = crate::loading::replaying(work, &scenario.load);
         work.resolve_grpc(&folder, &[], Some(base.reflection())).map_err(|e| usage(e.to_string()))?;
+        if let Some(plan) = scripts {
+            work.attach_scripts(plan).map_err(usage)?;
+        }
         work.globals = globals;
         let step_names = work.step_names.clone();
 

@@ -222,6 +222,9 @@ pub(crate) fn run_setup(
             .with_cookies(scenario.defaults.cookies);
     work.resolve_grpc(&inputs.folder, &[], Some(base.reflection()))
         .map_err(|e| anyhow::Error::new(UsageError(e.to_string())))?;
+    if let Some(plan) = &inputs.scripts {
+        work.attach_scripts(plan.clone()).map_err(|e| anyhow::Error::new(UsageError(e)))?;
+    }
     let one = perfops_core::model::LoadModel::Closed {
         connections: 1,
         think: Duration::ZERO,

@@ -18,7 +18,7 @@
 //!   beside the scenario is what is said first.
 //!
 //! What a scenario reads is said by [`KINDS`], a row per kind of file
-//! (CSV feeders, `.proto` files, the replay's recording): a new kind is a
+//! (CSV feeders, `.proto` files, the replay's recording, script files): a new kind is a
 //! row there, a cap in `input::Cap`, and the function that lists the paths
 //! a scenario names. The `.proto` files are gathered by compiling the steps'
 //! files (`perfops_engine::proto_sources`): what is shipped is exactly what
@@ -62,7 +62,14 @@ const KINDS: &[Kind] = &[
     Kind { cap: Cap::CSV, named: csv_files },
     Kind { cap: Cap::PROTO, named: proto_files },
     Kind { cap: Cap::REPLAY, named: replay_file },
+    Kind { cap: Cap::SCRIPT, named: script_files },
 ];
+
+/// The JavaScript files of `scripts:`.
+fn script_files(scenario: &Scenario, folder: &Path) -> Result<Named> {
+    let files = scenario.scripts.iter().flat_map(|s| s.files.iter());
+    Ok(files.map(|(name, _)| ("scripts".to_owned(), folder.join(name))).collect())
+}
 
 /// The CSV files of the feeders (`data: { users: { csv: users.csv } }`).
 fn csv_files(scenario: &Scenario, folder: &Path) -> Result<Named> {

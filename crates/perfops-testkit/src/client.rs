@@ -54,7 +54,7 @@ pub(crate) fn post(
 }
 
 /// Sends `bytes` on a new connection and reads the answer until the server closes it.
-fn request(addr: SocketAddr, bytes: &[u8]) -> Result<(u16, String), String> {
+pub(crate) fn request(addr: SocketAddr, bytes: &[u8]) -> Result<(u16, String), String> {
     let mut s = TcpStream::connect_timeout(&addr, CONNECT).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(IO)).map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(IO)).map_err(|e| e.to_string())?;

@@ -29,6 +29,7 @@ pub mod prometheus;
 pub mod python;
 pub mod receivers;
 pub mod schema;
+pub mod scripted;
 mod serve;
 mod tls;
 pub mod ws;

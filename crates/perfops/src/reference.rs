@@ -142,7 +142,8 @@ A scenario is YAML. `perfops check FILE` validates one and names every error wit
 `file:line:column`; `--set PATH=VALUE` on `run`, `limit` and `sweep` overrides a field before
 validation (`--set load.max_in_flight=100`, `--set 'load.stages[0].hold=5s'`). The guide
 explains the concepts: [load models](guide/load-models.md), [flows](guide/flows.md),
-[SLO and abort rules](guide/slo.md), [watching the target](guide/watching.md).
+[SLO and abort rules](guide/slo.md), [watching the target](guide/watching.md),
+[scripts](guide/scripting.md).
 
 Values used throughout:
 

@@ -496,8 +496,8 @@ fn all_blocks() -> Vec<Block> {
 }
 
 /// Languages a block of which is something to type, not something shown (`csv`: a file to
-/// write, a feeder's or a replay's).
-const INPUT_LANGS: [&str; 7] = ["sh", "yaml", "bash", "promql", "dockerfile", "toml", "csv"];
+/// write, a feeder's or a replay's; `js`: a scenario's script).
+const INPUT_LANGS: [&str; 8] = ["sh", "yaml", "bash", "promql", "dockerfile", "toml", "csv", "js"];
 
 /// Every block that shows an output is marked: checked against the program, or illustrative.
 #[test]

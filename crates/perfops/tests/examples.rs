@@ -17,8 +17,15 @@ use common::{Demo, Finished, Workdir, exclusive, shared, spawn_perfops};
 use serde_json::Value;
 
 /// The examples each test below runs; `every_example_file_is_covered` checks the list is whole.
-const COVERED: [&str; 13] = [
+const COVERED: [&str; 19] = [
     "orders.yaml",
+    // The scripting guide's three, each with its script, against the testkit's API.
+    "scripts/signed.yaml",
+    "scripts/signed.js",
+    "scripts/pages.yaml",
+    "scripts/pages.js",
+    "scripts/relogin.yaml",
+    "scripts/relogin.js",
     "shop.yaml",
     // The feeder of shop.yaml, run with it.
     "shop-orders.csv",
@@ -415,4 +422,102 @@ fn sse_example_runs_against_an_sse_server() {
     assert_eq!(step["failed"].as_u64(), Some(0), "{step}");
     assert_eq!((step["events"]["min"].as_f64(), step["events"]["max"].as_f64()), (Some(10.0), Some(10.0)), "{step}");
     assert!(s["slo"].as_array().is_some_and(|l| l.len() == 4 && l.iter().all(|c| c["passed"] == true)), "{}", s["slo"]);
+}
+
+/// The scripting examples' API (perfops-testkit's `scripted`: python3's `hmac` checks the
+/// signatures), `pages` pages of items, tokens good for `uses` requests.
+fn scripted_api(pages: u32, uses: u32) -> perfops_testkit::python::Python {
+    perfops_testkit::scripted::api("demo-secret", pages, uses)
+}
+
+/// `NAME`'s figures in a summary's `steps`.
+fn step_of<'a>(s: &'a Value, name: &str) -> &'a Value {
+    let steps = s["steps"].as_array().expect("steps");
+    steps.iter().find(|x| x["name"] == name).unwrap_or_else(|| panic!("step {name} not measured: {steps:?}"))
+}
+
+/// scripts/signed.yaml: every request signed by the hook passes the server's own HMAC
+/// check; the same scenario without the hook (`defaults.before` taken out) is refused
+/// every time. The server counts both.
+#[test]
+fn signed_example_passes_a_real_signature_check() {
+    let _cpu = shared();
+    let check = spawn_perfops(&["check", &example("scripts/signed.yaml")], |_| {}).wait(LIMIT);
+    check.assert_exit(0);
+    let server = scripted_api(3, 5);
+    let target = server.url(0);
+    let work = Workdir::new("ex-signed");
+    let out = perfops(&work, "run", "scripts/signed.yaml", &["--target", &target, "--set", "load.stages[0].hold=2s"]);
+    let s = summary(&work.result_dir(&out));
+    let stats = perfops_testkit::scripted::stats(server.addr());
+    assert_eq!(stats["signed_bad"], 0, "{stats}\n{}", out.dump());
+    let sent = s["total"]["sent"].as_u64().expect("sent");
+    assert_eq!(stats["signed_ok"].as_u64(), Some(sent), "every request the server saw was signed: {stats}");
+    assert_eq!(sent, 80, "2 steps x 20/s x 2 s\n{}", out.dump());
+    assert!(s["total"]["script_ns"].as_u64().is_some_and(|ns| ns > 0), "the hooks' time: {}", s["total"]);
+    out.assert_exit(0);
+    // Without the hook: the same requests, unsigned, all refused.
+    let unsigned = Workdir::new("ex-unsigned");
+    let out = unsigned
+        .spawn(
+            "run",
+            Path::new(&example("scripts/signed.yaml")),
+            &["--target", &target, "--set", "load.stages[0].hold=1s", "--set", "defaults.before=none_at_all"],
+            |_| {},
+        )
+        .wait(LIMIT);
+    // A function the scripts do not define is an input error, said before anything is sent.
+    out.assert_exit(2);
+    assert!(out.stderr.contains("no function `none_at_all` in signed.js"), "{}", out.stderr);
+    let yaml = std::fs::read_to_string(example("scripts/signed.yaml")).expect("signed.yaml");
+    let plain = yaml.replace("  before: sign", "  timeout: 5s");
+    let path = unsigned.scenario("unsigned.yaml", &plain);
+    std::fs::copy(example("scripts/signed.js"), unsigned.path.join("signed.js")).expect("copy signed.js");
+    let before = perfops_testkit::scripted::stats(server.addr())["signed_bad"].as_u64().unwrap_or(0);
+    let out =
+        unsigned.spawn("run", &path, &["--target", &target, "--set", "load.stages[0].hold=1s"], |_| {}).wait(LIMIT);
+    let bad = perfops_testkit::scripted::stats(server.addr())["signed_bad"].as_u64().unwrap_or(0) - before;
+    assert_eq!(bad, 20, "each unsigned first step refused (a failed step ends its flow)\n{}", out.dump());
+    out.assert_exit(1);
+}
+
+/// scripts/pages.yaml: each arrival follows the pages until `next` is null; the server
+/// served exactly arrivals x pages, and perfops counted the same.
+#[test]
+fn pages_example_follows_every_page_to_the_end() {
+    let _cpu = shared();
+    let server = scripted_api(4, 5);
+    let work = Workdir::new("ex-pages");
+    let out =
+        perfops(&work, "run", "scripts/pages.yaml", &["--target", &server.url(0), "--set", "load.stages[0].hold=2s"]);
+    let s = summary(&work.result_dir(&out));
+    let stats = perfops_testkit::scripted::stats(server.addr());
+    assert_eq!(stats["pages"], 40, "10 arrivals x 4 pages: {stats}\n{}", out.dump());
+    assert_eq!(step_of(&s, "page")["succeeded"], 40, "{}", out.dump());
+    // Script steps send nothing: their rows count no request, only their time.
+    assert_eq!(step_of(&s, "script follow")["sent"], 0);
+    assert!(step_of(&s, "script follow")["script_ns"].as_u64().is_some_and(|ns| ns > 0));
+    out.assert_exit(0);
+}
+
+/// scripts/relogin.yaml: tokens expire after 5 uses; every 401 is answered by a login and
+/// a retry that succeeds, and the logins perfops made are the logins the server saw.
+#[test]
+fn relogin_example_answers_each_401_with_a_login() {
+    let _cpu = shared();
+    let server = scripted_api(1, 5);
+    let work = Workdir::new("ex-relogin");
+    let out =
+        perfops(&work, "run", "scripts/relogin.yaml", &["--target", &server.url(0), "--set", "load.stages[0].hold=3s"]);
+    let s = summary(&work.result_dir(&out));
+    let stats = perfops_testkit::scripted::stats(server.addr());
+    let relogins = step_of(&s, "login")["succeeded"].as_u64().expect("logins");
+    assert!(relogins >= 5, "60 requests on tokens of 5 uses: {relogins} re-logins\n{}", out.dump());
+    // One login in setup, then one per 401.
+    assert_eq!(stats["logins"].as_u64(), Some(relogins + 1), "{stats}");
+    assert_eq!(stats["private_401"].as_u64(), Some(relogins), "{stats}");
+    assert_eq!(step_of(&s, "private again")["succeeded"].as_u64(), Some(relogins), "every retry succeeded");
+    assert_eq!(stats["private_ok"].as_u64(), Some(60), "every arrival got its answer in the end: {stats}");
+    assert_eq!(s["total"]["failed"], 0, "{}", out.dump());
+    out.assert_exit(0);
 }

@@ -236,8 +236,25 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
         Some(_) => 0,
         None => i.dropped.iter().map(|x| x.1).sum(),
     };
-    let gen_cpu = peak("generator_cpu_share").filter(|p| generator::saturated(p.1));
-    if dropped > 0 || gen_cpu.is_some() {
+    let gen_peak = peak("generator_cpu_share");
+    let gen_cpu = gen_peak.filter(|p| generator::saturated(p.1));
+    // Scripts that took most of a saturated generator are named: the figures judge them.
+    // The two are read by different clocks over different windows: their peaks are compared.
+    let scripts = peak(generator::SCRIPT_CPU_SHARE).filter(|p| generator::scripts_bound(gen_peak.map(|g| g.1), p.1));
+    if let Some(p) = scripts {
+        let mut evidence = vec![ev(generator::SCRIPT_CPU_SHARE, p)];
+        evidence.extend(gen_cpu.map(|g| ev("generator_cpu_share", g)));
+        out.push(Diagnostic {
+            kind: "generator_saturated".into(),
+            title: format!("the load generator was the limit: its scripts took {:.0}% of its CPU", p.1 * 100.0),
+            detail: "the scenario's scripts (hooks and script steps) used most of the generator's CPU: these figures \
+                     judge the scripts, not the server; make the hooks cheaper, call them on fewer steps, or shard \
+                     the load over more generators"
+                .into(),
+            stage: stage.clone(),
+            evidence,
+        });
+    } else if dropped > 0 || gen_cpu.is_some() {
         let mut evidence = Vec::new();
         if let Some(first) = i.dropped.iter().find(|(_, n)| *n > 0 && dropped > 0) {
             evidence.push(Evidence { metric: "dropped".into(), value: dropped as f64, t: first.0 });
@@ -847,6 +864,24 @@ mod tests {
         let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &dropped, stalls: None });
         assert_eq!(kinds(&d), vec!["generator_saturated", "cpu_saturated"]);
         assert_eq!(d[0].evidence[0], Evidence { metric: "dropped".into(), value: 40.0, t: 12.0 });
+    }
+
+    /// Scripts that took most of a saturated generator are named as its limit, before the server.
+    #[test]
+    fn scripts_that_took_the_generator_are_named() {
+        let mut w = BTreeMap::new();
+        w.insert("generator_cpu_share".into(), series(&[(12.0, 0.97)]));
+        w.insert(generator::SCRIPT_CPU_SHARE.into(), series(&[(12.0, 0.81)]));
+        w.insert("process_cpu_share".into(), series(&[(12.0, 0.95)]));
+        let st = stages();
+        let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+        assert_eq!(kinds(&d), vec!["generator_saturated", "cpu_saturated"]);
+        assert_eq!(d[0].title, "the load generator was the limit: its scripts took 81% of its CPU");
+        assert_eq!(d[0].evidence[0].metric, "script_cpu_share");
+        // Scripts a small part of a saturated generator: the generator is blamed, the scripts are not.
+        w.insert(generator::SCRIPT_CPU_SHARE.into(), series(&[(12.0, 0.05)]));
+        let d = diagnose(&Inputs { stages: &st, watched: &w, pool: None, trips: &[], dropped: &[], stalls: None });
+        assert_eq!(d[0].title, "the load generator was the limit");
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Whether the generator ran out of CPU: the one rule behind `quick`'s warning, a stage's
-//! "inconclusive" verdict and the `generator_saturated` diagnosis.
+//! "inconclusive" verdict and the `generator_saturated` diagnosis; and whether its scripts were
+//! the cause ([`scripts_bound`]), which that diagnosis then names.
 //!
 //! A CPU share is two measurements divided: CPU seconds over wall seconds times cores. It says
 //! something only when the window is long beside how far its CPU reading can be off, so a share
@@ -103,9 +104,47 @@ pub fn saturated(share: f64) -> bool {
     share > GENERATOR_CPU_CEILING
 }
 
+/// The watched series of the share of the generator's cores spent in scripts (hooks and
+/// `script:` steps), per second: the workers' `script_ns` summed, over the second times the
+/// cores. Only a scenario with scripts has it.
+pub const SCRIPT_CPU_SHARE: &str = "script_cpu_share";
+
+/// Whether the generator's scripts were its limit: it ran out of CPU (its share above the
+/// ceiling, or, where its own CPU was not read, its scripts' share alone above it) and the
+/// scripts took most of what it used (more than half). Then the figures judge the scripts, not
+/// the server: a signing hook of 200 µs holds a core at 5,000 requests/s whatever the server
+/// does.
+pub fn scripts_bound(generator_share: Option<f64>, script_share: f64) -> bool {
+    let used = generator_share.unwrap_or(script_share).max(script_share);
+    saturated(used) && script_share > 0.5 * used
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scripts_are_named_when_they_took_most_of_a_saturated_generator() {
+        // (generator's share, scripts' share, scripts bound)
+        let cases = [
+            // Out of CPU, 80 of its 95 points in scripts: the scripts were the limit.
+            (Some(0.95), 0.80, true),
+            // Out of CPU, scripts a tenth of it: the generator's own work (sockets) was.
+            (Some(0.95), 0.10, false),
+            // Scripts took most of a generator that had CPU left: nothing was the limit.
+            (Some(0.50), 0.45, false),
+            // The generator's CPU not read (no watch): the scripts' share alone above the ceiling.
+            (None, 0.97, true),
+            (None, 0.40, false),
+            // A reading of the generator below its scripts' (two clocks, two windows): the larger counts.
+            (Some(0.30), 0.93, true),
+            // Exactly half of a saturated generator is not "most".
+            (Some(0.96), 0.48, false),
+        ];
+        for (generator, scripts, want) in cases {
+            assert_eq!(scripts_bound(generator, scripts), want, "{generator:?} {scripts}");
+        }
+    }
 
     #[test]
     fn a_share_is_judged_only_over_a_window_long_beside_its_error() {

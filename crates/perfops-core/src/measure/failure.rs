@@ -201,6 +201,15 @@ failure_kinds! {
     /// would have received a body its author said it must not (issue #32). A
     /// failure of the scenario's data, counted like `unsafe_value`.
     BadValue = "bad_value", answered: false, failure: true;
+    /// A response hook (`after:`) failed the step, with its reason: the
+    /// scenario's own check, written in JavaScript.
+    ScriptFailed = "script_failed", answered: true, failure: true;
+    /// A script could not do its part: it threw, ran past its time limit
+    /// (`scripts.timeout`) or its runtime's memory (`scripts.memory`), or
+    /// returned what the step cannot use. The failure's sample says which,
+    /// with the script's file:line:column; the flow ends unless
+    /// `scripts.on_error: continue`.
+    ScriptError = "script_error", answered: false, failure: true;
     /// A failure of a kind this perfops does not declare, counted by a
     /// fleet agent of a newer (or older) build that does: the handshake
     /// named it, the coordinator does not know it, so it is counted here

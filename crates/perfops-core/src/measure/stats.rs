@@ -274,6 +274,11 @@ stats! {
         /// SETTINGS said so) and waited for one. The wait is in their latency,
         /// not their service time.
         stream_waits: StreamWaits, series: NonZero, part: NonZero, quick: NonZero, summary: Never;
+        /// CPU time the worker spent in scripts (hooks and `script:` steps),
+        /// nanoseconds of its thread's clock: divided by the generator's CPU,
+        /// the share of it that went to scripts. Zero, and absent from
+        /// every file, for a scenario without scripts.
+        script_ns: ScriptNs, series: NonZero, part: NonZero, quick: Never, summary: NonZero;
     }
     histograms {
         /// Intended start to the end of every request that ended, failures included.

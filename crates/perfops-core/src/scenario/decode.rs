@@ -64,9 +64,22 @@ impl FromStr for Override {
     }
 }
 
-const TOP: &[&str] =
-    &["name", "target", "defaults", "setup", "flows", "data", "load", "slo", "abort_when", "watch", "probe", "outputs"];
-const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2", "cookies"];
+const TOP: &[&str] = &[
+    "name",
+    "target",
+    "defaults",
+    "setup",
+    "flows",
+    "data",
+    "load",
+    "slo",
+    "abort_when",
+    "watch",
+    "probe",
+    "outputs",
+    "scripts",
+];
+const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2", "cookies", "before", "after"];
 pub(super) const HTTP2: &[&str] = &["streams", "connections", "stream_window", "connection_window"];
 const FEEDER: &[&str] = &["csv", "mode"];
 const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
@@ -88,6 +101,9 @@ pub struct Partial {
     pub data: Vec<FeederSpec>,
     /// Every `${env.NAME}` and `${feeder.column}` used where it was decoded ([`Scenario::outside_vars`]).
     pub outside_vars: Vec<VarUse>,
+    /// `scripts:` as far as it decoded, with the functions named: `check` compiles them too.
+    /// Boxed: a result's error stays small.
+    pub scripts: Option<Box<super::script::ScriptsSpec>>,
 }
 
 /// [`parse`], and on errors what the file still says ([`Partial`]).
@@ -101,6 +117,8 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
         data: Vec::new(),
         salvaged_steps: Vec::new(),
         salvaged_saves: Vec::new(),
+        function_uses: Vec::new(),
+        scripts: None,
     };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
     // would become a JSON number and caret columns would miss the quote.
@@ -121,7 +139,7 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
                 Some(s) => s.outside_vars,
                 None => d.outside_vars,
             };
-            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars }))
+            Err((Diagnostics(d.errors), Partial { data: d.data, outside_vars, scripts: d.scripts.map(Box::new) }))
         }
     }
 }
@@ -143,6 +161,10 @@ pub(super) struct Dec<'f> {
     pub(super) salvaged_steps: Vec<String>,
     /// The names every step's `save:` meant, decoded or not.
     pub(super) salvaged_saves: Vec<String>,
+    /// Every script function named (hooks, script steps), where ([`super::script::ScriptsSpec::uses`]).
+    pub(super) function_uses: Vec<super::script::FunctionUse>,
+    /// `scripts:` once decoded, for [`Partial`].
+    scripts: Option<super::script::ScriptsSpec>,
 }
 
 pub(super) fn join(path: &str, key: &str) -> String {
@@ -488,20 +510,21 @@ impl Dec<'_> {
         // Every name declared, even one whose `csv:` or `mode` is wrong: `${users.email}` is then a
         // use of that feeder, not a second, false "unknown feeder" error (issue #32).
         let feeders: Vec<&str> = declared.iter().map(String::as_str).collect();
+        let mut scripts = top.get_node("scripts").and_then(|n| self.scripts(n));
         let defaults = self.defaults(top.get_node("defaults"), &feeders);
         let setup: Vec<Step> = match top.get_node("setup") {
             Some(n) => self
                 .list(n, "setup", "steps")
                 .iter()
                 .enumerate()
-                .filter_map(|(i, s)| self.step_or_salvage(s, &format!("setup[{i}]"), &feeders))
+                .filter_map(|(i, s)| self.step_or_salvage(s, &format!("setup[{i}]"), &feeders, &defaults.hooks))
                 .collect(),
             None => Vec::new(),
         };
         // What setup saves is known to the flows; its steps are not measured, so an SLO cannot name them.
         self.salvaged_steps.clear();
         let flows = match self.required(top, "flows", "", "flows: { name: { steps: [ { request: GET / } ] } }") {
-            Some(n) => self.flows(n, &feeders),
+            Some(n) => self.flows(n, &feeders, &defaults.hooks),
             None => Vec::new(),
         };
         let load =
@@ -530,7 +553,9 @@ impl Dec<'_> {
             None => Vec::new(),
         };
         let outputs = top.get_node("outputs").map(|n| self.outputs(n)).unwrap_or_default();
-        self.check_variables(&setup, &flows);
+        self.check_variables(&setup, &flows, scripts.is_some());
+        self.check_functions(scripts.as_mut());
+        self.scripts = scripts.clone();
         Some(Scenario {
             name,
             target: target?,
@@ -544,6 +569,7 @@ impl Dec<'_> {
             watch,
             probe,
             outputs,
+            scripts,
             outside_vars: std::mem::take(&mut self.outside_vars),
         })
     }
@@ -635,6 +661,7 @@ impl Dec<'_> {
             protocol: None,
             http2: Http2Options::default(),
             cookies: true,
+            hooks: super::script::StepScript::default(),
         };
         let Some(m) = node.and_then(|n| self.map(n, "defaults", DEFAULTS)) else { return out };
         if let Some(c) = m.get_node("cookies").and_then(|n| self.scalar(n, "defaults.cookies", "true or false")) {
@@ -649,6 +676,7 @@ impl Dec<'_> {
                 ),
             }
         }
+        out.hooks = self.hooks(m, "defaults", &super::script::StepScript::default());
         if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
             out.timeout = t;
         }
@@ -951,7 +979,7 @@ mod tests {
         let defs = &schema["$defs"];
         let mut stage: Vec<&str> = OPEN_STAGE.to_vec();
         stage.extend(CLOSED_STAGE.iter().filter(|k| !OPEN_STAGE.contains(k)));
-        let cases: [(&str, &serde_json::Value, &[&str]); 17] = [
+        let cases: [(&str, &serde_json::Value, &[&str]); 18] = [
             ("top level", &schema, TOP),
             ("defaults", &defs["defaults"], DEFAULTS),
             ("http2", &defs["http2"], HTTP2),
@@ -969,6 +997,7 @@ mod tests {
             ("promql", &defs["promql"], PROMQL),
             ("probe", &defs["probe"], PROBE),
             ("probe spec", &defs["probe_spec"], PROBE_SPEC),
+            ("scripts", &defs["scripts"], super::super::script::SCRIPTS),
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");

@@ -13,6 +13,7 @@ use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
 use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
+use super::script::{StepScript, is_script_step};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
 
@@ -36,6 +37,9 @@ pub(super) const STEP: &[&str] = &[
     "metadata",
     "proto",
     "stream",
+    "script",
+    "before",
+    "after",
 ];
 pub(super) const EXPECT: &[&str] = &[
     "status",
@@ -54,7 +58,7 @@ const HTTP_ONLY: &[&str] = &["request", "json", "body", "form"];
 const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
 
 impl Dec<'_> {
-    pub(super) fn flows(&mut self, node: &Node, feeders: &[&str]) -> Vec<Flow> {
+    pub(super) fn flows(&mut self, node: &Node, feeders: &[&str], hooks: &StepScript) -> Vec<Flow> {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -98,7 +102,7 @@ impl Dec<'_> {
                     items
                         .iter()
                         .enumerate()
-                        .filter_map(|(i, s)| self.step_or_salvage(s, &format!("{sp}[{i}]"), feeders))
+                        .filter_map(|(i, s)| self.step_or_salvage(s, &format!("{sp}[{i}]"), feeders, hooks))
                         .collect()
                 }
                 None => Vec::new(),
@@ -110,8 +114,14 @@ impl Dec<'_> {
 
     /// [`Dec::step`]; and what a step with errors still says (its name, the names it saves), so
     /// that an SLO line naming it or a later `${token}` it saves is not a second, false error (#32).
-    pub(super) fn step_or_salvage(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
-        let step = self.step(node, path, feeders);
+    pub(super) fn step_or_salvage(
+        &mut self,
+        node: &Node,
+        path: &str,
+        feeders: &[&str],
+        hooks: &StepScript,
+    ) -> Option<Step> {
+        let step = self.step(node, path, feeders, hooks);
         let Some(m) = node.as_mapping() else { return step };
         // A save whose extractor is wrong is dropped from the step, but its name was meant.
         if let Some(save) = m.get_node("save").and_then(Node::as_mapping) {
@@ -119,14 +129,32 @@ impl Dec<'_> {
         }
         if step.is_none() {
             let text = |key: &str| m.get_node(key).and_then(Node::as_scalar).map(|s| s.as_str().trim().to_string());
-            let name = text("name").or_else(|| text("request")).or_else(|| text("websocket")).or_else(|| text("grpc"));
+            let name = text("name")
+                .or_else(|| text("request"))
+                .or_else(|| text("websocket"))
+                .or_else(|| text("grpc"))
+                .or_else(|| text("script").map(|f| format!("script {f}")));
             self.salvaged_steps.extend(name);
         }
         step
     }
 
-    pub(super) fn step(&mut self, node: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
+    pub(super) fn step(&mut self, node: &Node, path: &str, feeders: &[&str], hooks: &StepScript) -> Option<Step> {
+        // A call, not a request: its own few fields (an unknown one is named with them).
+        if is_script_step(node) {
+            return self.script_step(node, path);
+        }
         let m = self.map(node, path, STEP)?;
+        if m.get_node("grpc").is_some() || m.get_node("websocket").is_some() {
+            // Hooks see an HTTP request and its response; defaults' hooks pass these steps by.
+            self.misplaced(
+                m,
+                path,
+                &["before", "after"],
+                "is a hook of an HTTP step",
+                "a `script:` step before or after this one can compute and check values",
+            );
+        }
         if m.get_node("grpc").is_some() {
             return self.grpc_step(m, path, feeders);
         }
@@ -239,8 +267,9 @@ impl Dec<'_> {
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
         let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
+        let script = self.hooks(m, path, hooks);
         let (method, path) = request?;
-        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None, stream })
+        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None, stream, script })
     }
 
     /// `stream: true` (or `false`), or `stream: { stall: 2s }`.
@@ -335,6 +364,7 @@ impl Dec<'_> {
             grpc: Some(call),
             websocket: None,
             stream: None,
+            script: StepScript::default(),
         })
     }
 
@@ -422,6 +452,7 @@ impl Dec<'_> {
             grpc: None,
             websocket: Some(WebSocket { send, hold, every }),
             stream: None,
+            script: StepScript::default(),
         })
     }
 
@@ -609,9 +640,15 @@ impl Dec<'_> {
         out
     }
 
-    /// Every `${name}` must be saved somewhere: by setup or by a step.
-    pub(super) fn check_variables(&mut self, setup: &[Step], flows: &[Flow]) {
+    /// Every `${name}` must be saved somewhere: by setup or by a step. With
+    /// `scripts:`, a name no step saves may be saved by a script (what a
+    /// function saves is known when it runs): not an error then.
+    pub(super) fn check_variables(&mut self, setup: &[Step], flows: &[Flow], scripted: bool) {
         let salvaged = std::mem::take(&mut self.salvaged_saves);
+        if scripted {
+            self.uses.clear();
+            return;
+        }
         let saved: Vec<&str> = setup
             .iter()
             .chain(flows.iter().flat_map(|f| f.steps.iter()))

@@ -19,6 +19,7 @@ pub mod grpc;
 mod load;
 pub mod output;
 pub mod redact;
+pub mod script;
 pub mod sources;
 pub mod template;
 pub mod warn;
@@ -69,6 +70,9 @@ pub struct Scenario {
     /// Outputs chosen by name besides those of the command line
     /// (`outputs: [ jsonl=results.jsonl ]`); the names are the binary's to check.
     pub outputs: Vec<output::OutputSpec>,
+    /// `scripts:`: the JavaScript files its hooks and script steps call
+    /// (`None`: the scenario has no scripts, and pays nothing for them).
+    pub scripts: Option<script::ScriptsSpec>,
     /// Every `${env.NAME}` and `${feeder.column}` the scenario uses, where:
     /// the variables whose values come from outside the file, checked by
     /// [`sources`] when it reads them, whose errors point at the use.
@@ -148,6 +152,9 @@ pub struct Defaults {
     /// `defaults.cookies`: each flow instance keeps the cookies its answers set and sends them
     /// back, as a browser session does (`true`, the default, as in k6 and browsers).
     pub cookies: bool,
+    /// The request and response hooks of every HTTP step that names none
+    /// of its own (`defaults: { before: sign, after: check }`).
+    pub hooks: script::StepScript,
 }
 
 /// `defaults.protocol`.
@@ -210,6 +217,10 @@ pub struct Step {
     /// (`method` is then `GET`, `path` the upgrade's, `body` none; `expect`
     /// and `save` look at each reply).
     pub websocket: Option<WebSocket>,
+    /// Its scripts: `script: NAME` (a call instead of a request: `method`
+    /// and `path` are then empty) or request and response hooks (empty
+    /// when it names no function).
+    pub script: script::StepScript,
     /// `stream:`: the answer is read as a stream of events (Server-Sent
     /// Events, or lines), each dated, and measured as one (time to the first
     /// event, gaps, events, duration). `None`: read as a whole, as always.

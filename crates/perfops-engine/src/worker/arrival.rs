@@ -56,14 +56,25 @@ impl Worker {
         let jar = work.cookies.then(RefCell::<Jar>::default);
         let (mut due, mut start) = (a.due, a.start);
         let mut end_at = start;
-        for (i, step) in flow.steps.iter().enumerate() {
+        // Scripts only: the flow instance's state, and how many steps it took.
+        let scripted = self.flow(a.seq, &rows);
+        let (mut i, mut taken, mut sent) = (0, 0, false);
+        while let Some(step) = flow.steps.get(i) {
             let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
-            let (first, jar) = (i == 0, jar.as_ref());
-            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar };
+            let call = step.hooks.is_some_and(|h| h.call.is_some());
+            // The arrival is answered with its first request, a `script:` step is none.
+            let (first, jar, state) = (!sent && !call, jar.as_ref(), scripted.as_ref());
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar, flow: state };
             let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
-            if ended.failed {
+            sent |= !call;
+            i += 1;
+            let goes_on = match &scripted {
+                None => !ended.failed,
+                Some(f) => self.next_step(f, flow, step, key, &mut i, &mut taken, ended.failed),
+            };
+            if !goes_on {
                 break;
             }
             let pause = step.step.pause;
@@ -114,11 +125,13 @@ impl Worker {
         Box::pin(self.perform(conn, timer, req, streaming))
     }
 
-    /// Run one step: an HTTP request ([`Worker::perform`]) or a WebSocket
+    /// Run one step: an HTTP request ([`Worker::perform`]), a WebSocket
     /// session (`websocket.rs`: boxed, so that the future of every arrival
-    /// does not carry a session's state).
+    /// does not carry a session's state) or a `script:` step's call.
     pub(super) async fn step(&self, conn: &mut Option<Box<Conn>>, timer: Pin<&mut Sleep>, req: Request<'_>) -> Ended {
-        if req.step.step.websocket.is_some() {
+        if req.step.step.script.call.is_some() {
+            self.script_step(req)
+        } else if req.step.step.websocket.is_some() {
             Box::pin(self.session(timer, req)).await
         } else if let Some(read) = req.step.step.stream {
             // Boxed, and `perform` made for a `Streaming`: a stream's state

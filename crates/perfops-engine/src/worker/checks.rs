@@ -8,7 +8,7 @@
 use perfops_core::measure::FailureKind;
 use perfops_core::scenario::extract::ParsedBody;
 
-use super::Worker;
+use super::{Request, Worker};
 use crate::work::StepPlan;
 
 impl Worker {
@@ -43,6 +43,28 @@ impl Worker {
             }
         }
         missed.map_or(Ok(()), Err)
+    }
+
+    /// [`Worker::check_and_save`] for an HTTP request `req`, then its step's
+    /// response hook if it has one (`scripted.rs`). `Err`: the failure's
+    /// kind (`check_failed`, or a script's) and why.
+    pub(super) fn check_response(
+        &self,
+        req: &Request<'_>,
+        status: u16,
+        pairs: &[(&str, &[u8])],
+        body: &[u8],
+    ) -> Result<(), (FailureKind, String)> {
+        let step = req.step;
+        self.check_and_save(step, status, pairs, body).map_err(|why| (FailureKind::CheckFailed, why))?;
+        if step.hooks.is_none() {
+            return Ok(());
+        }
+        // What the YAML saved, the hook reads.
+        if let Some(f) = req.flow {
+            self.saved_into(f, step);
+        }
+        self.after_hook(step, req.flow, req.key, (status, pairs, body))
     }
 }
 

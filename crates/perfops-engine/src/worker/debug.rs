@@ -90,6 +90,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
             let rows = w.rows(seq as u64);
             // Each flow once, each with its own cookie jar, as in a run.
             let jar = shared.work.cookies.then(std::cell::RefCell::default);
+            let scripted = w.flow(seq as u64, &rows);
             for (i, step) in flow.steps.iter().enumerate() {
                 let key = Key { stage: 0, step: step.index };
                 let before: HashMap<String, String> = w.vars.borrow().clone();
@@ -98,8 +99,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
                 }
                 let start = Instant::now();
                 let last = i + 1 == flow.steps.len();
-                let (seq, first, jar) = (seq as u64, i == 0, jar.as_ref());
-                let req = Request { step, key, due: Due::OnSend, start, seq, rows: &rows, last, first, jar };
+                let (seq, first, jar, state) = (seq as u64, i == 0, jar.as_ref(), scripted.as_ref());
+                let req =
+                    Request { step, key, due: Due::OnSend, start, seq, rows: &rows, last, first, jar, flow: state };
                 let ended = w.step(&mut conn, timer.as_mut(), req).await;
                 let took = ended.at.saturating_duration_since(start);
                 let secrets = shared.work.secrets(&w.vars.borrow(), jar.map(|j| j.borrow()).as_deref());

@@ -23,6 +23,7 @@ use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response, StreamTo};
 use crate::stream::Timeline;
+use crate::work::ArrivalVars;
 
 impl Worker {
     /// Record `req` as refused before anything was written for it: a value
@@ -72,12 +73,23 @@ impl Worker {
                 let vars = self.vars.borrow();
                 let av = work.vars(&vars, req.seq, req.rows);
                 // A missing value renders empty; the server's answer says the rest.
-                let r = work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered);
+                let r = {
+                    let f = req.flow.map(|f| f.borrow());
+                    let av = ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
+                    work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
+                };
                 if let Err(e) = r.as_ref()
                     && e.refuses()
                 {
                     self.spares.borrow_mut().buffers.push((body_buf, rendered));
                     return self.refused(&req, e);
+                }
+                // The request hook changes what was rendered (a varying step, never cached).
+                if let Some(hook) = step.hooks.and_then(|h| h.before)
+                    && let Err(why) = self.before_hook(&req, hook, &mut rendered)
+                {
+                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                    return self.script_failure(&req, why);
                 }
                 &rendered
             }
@@ -160,11 +172,11 @@ impl Worker {
                 if failure.is_none() && step.capture {
                     match conn
                         .as_deref()
-                        .map(|c| with_fields(c, |pairs| self.check_and_save(step, response.status, pairs, &c.body)))
+                        .map(|c| with_fields(c, |pairs| self.check_response(&req, response.status, pairs, &c.body)))
                     {
                         Some(Ok(())) => {}
-                        Some(Err(why)) => {
-                            failure = Some(FailureKind::CheckFailed);
+                        Some(Err((kind, why))) => {
+                            failure = Some(kind);
                             check = Some(why);
                         }
                         None => failure = Some(FailureKind::CheckFailed),

@@ -61,7 +61,9 @@ impl Worker {
                 if step.cached.is_none() {
                     let r = {
                         let vars = self.vars.borrow();
+                        let f = req.flow.map(|f| f.borrow());
                         let av = work.vars(&vars, req.seq, req.rows);
+                        let av = crate::work::ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
                         // A missing value renders empty; the server's answer says the rest.
                         work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
                     };
@@ -72,6 +74,13 @@ impl Worker {
                     {
                         self.spares.borrow_mut().buffers.push((body_buf, rendered));
                         return self.refused(&req, e);
+                    }
+                    // The request hook changes what was rendered, before HTTP/2 converts it.
+                    if let Some(hook) = step.hooks.and_then(|h| h.before)
+                        && let Err(why) = self.before_hook(&req, hook, &mut rendered)
+                    {
+                        self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                        return self.script_failure(&req, why);
                     }
                 }
                 let http1 = step.cached.as_deref().unwrap_or(&rendered);
@@ -130,9 +139,9 @@ impl Worker {
                 let mut check = None;
                 if failure.is_none()
                     && let Some(c) = &captured
-                    && let Err(why) = self.check_and_save(step, response.status, &c.fields(), &c.body)
+                    && let Err((kind, why)) = self.check_response(&req, response.status, &c.fields(), &c.body)
                 {
-                    failure = Some(FailureKind::CheckFailed);
+                    failure = Some(kind);
                     check = Some(why);
                 }
                 // Only a failure is sampled (#32); gRPC's code is its status there.

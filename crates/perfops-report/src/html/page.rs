@@ -614,6 +614,11 @@ fn details(o: &mut String, m: &Model) {
             rows.push(("wake-ups".into(), naps));
         }
     }
+    if let Some(s) = &m.files.summary
+        && let Some(line) = s.scripts_line()
+    {
+        rows.push(("scripts".into(), line));
+    }
     for n in &m.files.notes {
         rows.push(("note".into(), n.clone()));
     }

@@ -540,6 +540,11 @@ fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)
         PlanBase::of_scenario(target.clone(), &scenario.defaults, a.insecure, a.workers as usize, a.wait_in_flight);
     // gRPC's .proto files at their paths (none sent: steps without proto: ask reflection).
     work.resolve_grpc(folder, &[], Some(base.reflection())).map_err(|e| anyhow!("{e}"))?;
+    // The scripts, compiled here from the files sent: the hooks run on this agent's workers.
+    if let Some(spec) = &scenario.scripts {
+        let plan = crate::scripts::compile(spec, folder, &a.scenario).map_err(|p| anyhow!("{}", p.render()))?;
+        work.attach_scripts(plan).map_err(|e| anyhow!("{e}"))?;
+    }
     drop(unpacked);
     let globals: HashMap<String, String> = a.globals.clone().into_iter().collect();
     crate::shard::check_setup_values(&scenario, &globals, "the coordinator's setup values")?;

@@ -1,0 +1,3 @@
+function sign(req) {
+  req.headers["X-Signature"] = perfops.hmac("sha256", "k", req.path);
+}
