@@ -269,7 +269,20 @@ impl Dec<'_> {
         let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
         let script = self.hooks(m, path, hooks);
         let (method, path) = request?;
-        Some(Step { name, method, path, headers, body, expect, save, pause, grpc: None, websocket: None, stream, script })
+        Some(Step {
+            name,
+            method,
+            path,
+            headers,
+            body,
+            expect,
+            save,
+            pause,
+            grpc: None,
+            websocket: None,
+            stream,
+            script,
+        })
     }
 
     /// `stream: true` (or `false`), or `stream: { stall: 2s }`.
