@@ -266,7 +266,9 @@ fn limit_finds_the_capacity() {
 /// ci-gate.yaml: exit 0 and a clean JUnit file when the SLO holds; exit 1 and failures when not.
 #[test]
 fn ci_gate_sets_the_exit_code_and_junit() {
-    let _cpu = shared();
+    // A verdict on latency and rate: the CPU alone (beside the scripting and
+    // stream examples' runs, the demo missed its SLO on CI's 2 cores).
+    let _cpu = exclusive();
     let work = Workdir::new("ex-ci");
     let junit = work.path.join("ok.xml").display().to_string();
     let ok = perfops(&work, "run", "ci-gate.yaml", &["--set", "load.stages[0].hold=2s", "--junit", &junit]);
@@ -340,7 +342,9 @@ fn nagle_check_of_a_post_endpoint() {
 /// grpc.yaml against a real gRPC server (python3-grpcio), its ramp shortened; `check` compiles its .proto.
 #[test]
 fn grpc_example_runs_against_a_grpc_server() {
-    let _cpu = shared();
+    // A verdict on latency and rate: the CPU alone (beside the scripting and
+    // stream examples' runs, the demo missed its SLO on CI's 2 cores).
+    let _cpu = exclusive();
     let check = spawn_perfops(&["check", &example("grpc.yaml")], |_| {}).wait(LIMIT);
     check.assert_exit(0);
     let server = perfops_testkit::grpc::grpcio_echo(0, Duration::ZERO);
