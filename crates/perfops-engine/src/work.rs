@@ -96,9 +96,9 @@ impl Work {
     /// `${env.*}` value, the literal value of every header that is not harmless (the scenario's
     /// own rule, [`redact`](perfops_core::scenario::redact)), and what was saved under a name
     /// that looks like a credential (`token`, `session_id`) or was taken from a cookie
-    /// (`cookie:NAME`) in `saved`, and every value of the flow's cookie `jar`. Made when a
-    /// failure is sampled (a few per step), never per request.
-    pub fn secrets(&self, saved: &HashMap<String, String>, jar: Option<&Jar>) -> Vec<String> {
+    /// (`cookie:NAME`) in `saved` (the flow instance's values) or setup's, and every value of
+    /// the flow's cookie `jar`. Made when a failure is sampled (a few per step), never per request.
+    pub fn secrets(&self, saved: Option<&HashMap<String, String>>, jar: Option<&Jar>) -> Vec<String> {
         use perfops_core::scenario::extract::Extractor;
         use perfops_core::scenario::redact::{credential_name, harmless_header};
         let from_cookie = |name: &str| {
@@ -111,7 +111,8 @@ impl Work {
         let headers = self.defaults.iter().chain(steps);
         let literal = headers.filter(|(name, _)| !harmless_header(name)).filter_map(|(_, t)| t.as_literal());
         let saved = saved
-            .iter()
+            .into_iter()
+            .flatten()
             .chain(&self.globals)
             .filter(|(name, _)| credential_name(name) || from_cookie(name))
             .map(|(_, v)| v);
@@ -171,9 +172,12 @@ pub struct StepPlan {
 
 /// The values visible to one arrival's templates.
 pub(crate) struct ArrivalVars<'a> {
-    pub(crate) saved: &'a HashMap<String, String>,
+    /// What this flow instance saved (`None`: nothing yet), read after `flow`.
+    pub(crate) saved: Option<&'a HashMap<String, String>>,
+    /// What setup saved, read when the instance saved no such name.
+    pub(crate) globals: &'a HashMap<String, String>,
     /// A scripted flow instance's own values (its scripts' saves and its
-    /// steps'), read before `saved`: `None` without scripts.
+    /// steps'), read first: `None` without scripts.
     pub(crate) flow: Option<&'a BTreeMap<String, String>>,
     pub(crate) env: &'a HashMap<String, String>,
     pub(crate) seq: u64,
@@ -187,7 +191,8 @@ impl Vars for ArrivalVars<'_> {
         if let Some(v) = self.flow.and_then(|f| f.get(name)) {
             return Some(v);
         }
-        self.saved.get(name).map(String::as_str)
+        // The flow instance's own value shadows setup's (`worker/scope.rs`).
+        self.saved.and_then(|s| s.get(name)).or_else(|| self.globals.get(name)).map(String::as_str)
     }
     fn env(&self, name: &str) -> Option<&str> {
         self.env.get(name).map(String::as_str)
@@ -233,15 +238,16 @@ fn step_is_literal(step: &Step, defaults: &[(String, Template)]) -> bool {
 }
 
 impl Work {
-    /// What one arrival's templates read: `saved` (its flow's values so
-    /// far), the environment, `seq` and its feeders' `rows`.
+    /// What one arrival's templates read: `saved` (its flow instance's
+    /// values so far, if any), then setup's, the environment, `seq` and its
+    /// feeders' `rows`.
     pub(crate) fn vars<'a>(
         &'a self,
-        saved: &'a HashMap<String, String>,
+        saved: Option<&'a HashMap<String, String>>,
         seq: u64,
         rows: &'a [Option<&'a [String]>],
     ) -> ArrivalVars<'a> {
-        ArrivalVars { saved, flow: None, env: &self.env, seq, feeders: &self.feeders, rows }
+        ArrivalVars { saved, globals: &self.globals, flow: None, env: &self.env, seq, feeders: &self.feeders, rows }
     }
 
     /// A plan of one flow of the given steps.
@@ -772,7 +778,8 @@ mod tests {
         let render = |saved: &[(&str, &str)]| {
             let saved: HashMap<String, String> = saved.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
             let (mut body, mut out) = (Vec::new(), Vec::new());
-            let r = w.render(plan, &w.vars(&saved, 1, &[]), &mut fastrand::Rng::with_seed(1), &mut body, &mut out);
+            let r =
+                w.render(plan, &w.vars(Some(&saved), 1, &[]), &mut fastrand::Rng::with_seed(1), &mut body, &mut out);
             (r, String::from_utf8_lossy(&out).into_owned())
         };
         // (saved values, refused, the request line when sent)
@@ -802,12 +809,59 @@ mod tests {
         let saved = HashMap::new();
         let r = w.render(
             &w.flows[0].steps[0],
-            &w.vars(&saved, 1, &[]),
+            &w.vars(Some(&saved), 1, &[]),
             &mut fastrand::Rng::with_seed(1),
             &mut body,
             &mut out,
         );
         assert!(matches!(r, Err(RenderError::Unsafe(_))), "{r:?}");
+    }
+
+    /// What `${name}` renders for one flow instance: its own saved value,
+    /// else setup's (the globals), else nothing; setup's values are never
+    /// written by a flow's.
+    #[test]
+    fn a_flow_instance_reads_its_own_saved_values_before_setups() {
+        let mut step = Work::single(&target(), "GET", &[], b"").unwrap().flows[0].steps[0].step.clone();
+        step.path = Template::parse("/carts/${cart_id}?t=${token}", &[]).unwrap();
+        let mut w = Work::new(&target(), vec![("f".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new());
+        w.globals = [("token", "setup"), ("cart_id", "global-cart")].map(|(k, v)| (k.into(), v.into())).into();
+        let plan = &w.flows[0].steps[0];
+        // (the instance's saved values, `None`: it saved nothing; the request line)
+        type Case<'a> = (Option<&'a [(&'a str, &'a str)]>, &'a str);
+        let cases: &[Case<'_>] = &[
+            // Nothing saved (no scope allocated): setup's values.
+            (None, "GET /carts/global-cart?t=setup "),
+            // Its own cart: shadows setup's, setup's token still read.
+            (Some(&[("cart_id", "c7")]), "GET /carts/c7?t=setup "),
+            // A token of its own (a flow that logged in again): its own.
+            (Some(&[("cart_id", "c7"), ("token", "mine")]), "GET /carts/c7?t=mine "),
+            // Saved something else: every name read from setup.
+            (Some(&[("other", "x")]), "GET /carts/global-cart?t=setup "),
+        ];
+        for (saved, line) in cases {
+            let saved: Option<HashMap<String, String>> =
+                saved.map(|s| s.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect());
+            let (mut body, mut out) = (Vec::new(), Vec::new());
+            let av = w.vars(saved.as_ref(), 1, &[]);
+            w.render(plan, &av, &mut fastrand::Rng::with_seed(1), &mut body, &mut out).unwrap();
+            assert!(String::from_utf8_lossy(&out).starts_with(line), "{saved:?}: {}", String::from_utf8_lossy(&out));
+        }
+        assert_eq!(w.globals["cart_id"], "global-cart");
+    }
+
+    /// `Work::secrets` sees a credential-like value the instance saved and
+    /// setup's, and nothing another instance saved.
+    #[test]
+    fn secrets_come_from_the_instance_and_setup() {
+        let mut w = Work::single(&target(), "GET", &[], b"").unwrap();
+        w.globals = [("token", "setup-secret")].map(|(k, v)| (k.into(), v.into())).into();
+        let mine: HashMap<String, String> =
+            [("session_id", "my-session"), ("cart_id", "c7")].map(|(k, v)| (k.into(), v.into())).into();
+        let s = w.secrets(Some(&mine), None);
+        assert!(s.contains(&"setup-secret".to_string()) && s.contains(&"my-session".to_string()), "{s:?}");
+        assert!(!s.contains(&"c7".to_string()), "a cart id is no secret: {s:?}");
+        assert_eq!(w.secrets(None, None), vec!["setup-secret".to_string()]);
     }
 
     #[test]

@@ -39,13 +39,15 @@
 //!   debug.rs        `run --debug`: each flow once, every exchange shown (#32)
 //!   connect.rs      TCP connect and TLS handshake, timed
 //!   cookies.rs      a flow instance's cookie jar: Cookie sent, Set-Cookie kept
+//!   scope.rs        a flow instance's saved values, over setup's
 //!   spares.rs       what finished requests leave for the next ones
 //! ```
 //!
 //! The parts import from this file, never the other way (it imports nothing
-//! of theirs but `spares.rs`'s [`Spares`] and [`IDLE_CLOSE`], which need
-//! nothing of it): the loops, the arrival and the exchanges are methods of
-//! [`Worker`] in their own files, called here by name alone.
+//! of theirs but `spares.rs`'s [`Spares`] and [`IDLE_CLOSE`] and
+//! `scope.rs`'s [`Scope`], which need nothing of it): the loops, the
+//! arrival and the exchanges are methods of [`Worker`] in their own files,
+//! called here by name alone.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -77,10 +79,12 @@ mod http1;
 mod http2;
 mod open_loop;
 mod sample;
+mod scope;
 mod scripted;
 mod spares;
 mod websocket;
 
+use self::scope::Scope;
 use self::spares::{IDLE_CLOSE, Spares};
 use crate::coalesce;
 use crate::http1::Response;
@@ -233,8 +237,6 @@ struct Worker {
     trace: Option<RefCell<debug::Wire>>,
     in_flight: Cell<u64>,
     spares: RefCell<Spares>,
-    /// Variables saved so far (setup's, then this worker's flows').
-    vars: RefCell<HashMap<String, String>>,
     rng: RefCell<fastrand::Rng>,
     stopping: Cell<bool>,
     stop_notify: Notify,
@@ -277,6 +279,8 @@ struct Request<'a> {
     jar: Option<&'a RefCell<Jar>>,
     /// A scripted flow instance's state (`scripted.rs`): `None` without scripts.
     flow: Option<&'a RefCell<scripted::Flow>>,
+    /// The flow instance's saved values (`scope.rs`), over setup's.
+    scope: &'a Scope,
 }
 
 /// How one request ended, and when (its response's last byte read, or the failure seen).
@@ -398,10 +402,12 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
         let mut conn = None;
         let mut timer = std::pin::pin!(new_timer());
         let rows = w.rows(0);
-        // Setup is a flow instance of its own: its cookies stay with it.
+        // Setup is a flow instance of its own: its cookies stay with it, and
+        // what it saves becomes every flow's globals.
         let jar = shared.work.cookies.then(RefCell::default);
-        // A setup `script:` step saves into the setup's flow, whose values are the run's.
-        let flow = w.flow(0, &rows);
+        let scope = Scope::default();
+        // A setup `script:` step saves into the setup's flow, and from it into setup's scope.
+        let flow = w.flow(0, &rows, &scope);
         for step in &shared.work.flows[0].steps {
             let key = Key { stage: 0, step: step.index };
             // Setup is no arrival: it counts in no rate.
@@ -416,11 +422,13 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
                 first: false,
                 jar: jar.as_ref(),
                 flow: flow.as_ref(),
+                scope: &scope,
             };
             let failed = w.step(&mut conn, timer.as_mut(), req).await.failed;
+            // Its scripts' saves are in its scope already (`scripted.rs`);
+            // its YAML saves reach its flow's state for a later script.
             if let Some(f) = &flow {
-                w.saved_into(f, step);
-                w.vars.borrow_mut().extend(f.borrow().state.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+                w.saved_into(f, step, &scope);
             }
             if failed {
                 // Its sample says what was expected and what came (#32),
@@ -432,12 +440,12 @@ pub(crate) fn run_setup(shared: Arc<Shared>) -> Result<HashMap<String, String>, 
                 return Err(format!("setup step `{}` failed: {why}", step.step.name));
             }
             for (name, _) in &step.step.save {
-                if !w.vars.borrow().contains_key(name) {
+                if scope.get(name, &shared.work.globals).is_none() {
                     return Err(format!("setup step `{}` saved nothing into `{name}`", step.step.name));
                 }
             }
         }
-        Ok(w.vars.take())
+        Ok(scope.into_globals(&shared.work.globals))
     })
 }
 
@@ -449,7 +457,6 @@ impl Worker {
             h2: (shared.protocol == Protocol::H2).then(|| H2Pool::new(shared.http2, h2_connections)),
             id,
             start,
-            vars: RefCell::new(shared.work.globals.clone()),
             plan: RefCell::new(shared.initial.clone()),
             shared,
             rec: RefCell::default(),

@@ -1,7 +1,8 @@
 //! One arrival: its flow (picked from its global number), one row of each
 //! feeder for all its steps, and the steps in order on one connection, each
 //! due when the one before it ended (plus its pause). A failed step ends the
-//! flow: later steps read what earlier ones saved. Both models run it: the
+//! flow: later steps read what earlier ones saved, in the arrival's own
+//! scope (`scope.rs`). Both models run it: the
 //! open loop once per arrival, a closed-loop user once per iteration. Not
 //! here: how a step goes over the wire (`http1.rs`, `http2.rs`,
 //! `websocket.rs`).
@@ -15,6 +16,7 @@ use perfops_core::scenario::StreamRead;
 use tokio::time::{Instant, Sleep};
 
 use super::http1::Streaming;
+use super::scope::Scope;
 use super::{Ended, Request, Worker};
 use crate::http1::Conn;
 use crate::record::{Due, Key};
@@ -54,25 +56,28 @@ impl Worker {
         // the flow as a new session would and both models measure the same
         // requests). Empty, it allocates nothing.
         let jar = work.cookies.then(RefCell::<Jar>::default);
+        // Its saved values, over setup's (`scope.rs`): what this instance's
+        // steps save, no other arrival reads. Empty, it allocates nothing.
+        let scope = Scope::default();
         let (mut due, mut start) = (a.due, a.start);
         let mut end_at = start;
         // Scripts only: the flow instance's state, and how many steps it took.
-        let scripted = self.flow(a.seq, &rows);
+        let scripted = self.flow(a.seq, &rows, &scope);
         let (mut i, mut taken, mut sent) = (0, 0, false);
         while let Some(step) = flow.steps.get(i) {
             let key = Key { stage: a.stage, step: step.index };
             let last = i + 1 == flow.steps.len();
             let call = step.hooks.is_some_and(|h| h.call.is_some());
             // The arrival is answered with its first request, a `script:` step is none.
-            let (first, jar, state) = (!sent && !call, jar.as_ref(), scripted.as_ref());
-            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar, flow: state };
+            let (first, jar, state, scope) = (!sent && !call, jar.as_ref(), scripted.as_ref(), &scope);
+            let req = Request { step, key, due, start, seq: a.seq, rows: &rows, last, first, jar, flow: state, scope };
             let ended = self.step(conn, timer.as_mut(), req).await;
             end_at = ended.at;
             sent |= !call;
             i += 1;
             let goes_on = match &scripted {
                 None => !ended.failed,
-                Some(f) => self.next_step(f, flow, step, key, &mut i, &mut taken, ended.failed),
+                Some(f) => self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed),
             };
             if !goes_on {
                 break;

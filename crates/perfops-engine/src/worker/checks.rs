@@ -1,24 +1,26 @@
 //! What a response counts as for its step, whatever the protocol: its
 //! status (none for one the step's `expect.status` lists: a 404 the
 //! scenario asks for is its answer), then the step's `expect` and `save` on
-//! its header fields and body; what is saved goes into the worker's
-//! variables for the steps after it. Not here: gRPC's status (`http2.rs`),
+//! its header fields and body; what is saved goes into the flow instance's
+//! scope (`scope.rs`) for its steps after it. Not here: gRPC's status (`http2.rs`),
 //! a WebSocket reply's checks (`websocket.rs`).
 
 use perfops_core::measure::FailureKind;
 use perfops_core::scenario::extract::ParsedBody;
 
+use super::scope::Scope;
 use super::{Request, Worker};
 use crate::work::StepPlan;
 
 impl Worker {
     /// Run the step's `expect` and `save` on a response's header fields
-    /// (`pairs`) and body. `Err`: why it failed, as the checks say it
+    /// (`pairs`) and body, saving into the flow instance's `scope`. `Err`: why it failed, as the checks say it
     /// (`status: expected 201, found 422`, `save id: $.id matched nothing`),
     /// made only for a response that failed (#32).
     pub(super) fn check_and_save(
         &self,
         step: &StepPlan,
+        scope: &Scope,
         status: u16,
         pairs: &[(&str, &[u8])],
         body: &[u8],
@@ -33,7 +35,7 @@ impl Worker {
         for (name, extractor) in &step.step.save {
             match extractor.extract_from(pairs, &body) {
                 Some(v) => {
-                    self.vars.borrow_mut().insert(name.clone(), v);
+                    scope.save(name, v);
                 }
                 None => {
                     if missed.is_none() {
@@ -56,15 +58,20 @@ impl Worker {
         body: &[u8],
     ) -> Result<(), (FailureKind, String)> {
         let step = req.step;
-        self.check_and_save(step, status, pairs, body).map_err(|why| (FailureKind::CheckFailed, why))?;
+        self.check_and_save(step, req.scope, status, pairs, body).map_err(|why| (FailureKind::CheckFailed, why))?;
         if step.hooks.is_none() {
             return Ok(());
         }
         // What the YAML saved, the hook reads.
         if let Some(f) = req.flow {
-            self.saved_into(f, step);
+            self.saved_into(f, step, req.scope);
         }
-        self.after_hook(step, req.flow, req.key, (status, pairs, body))
+        let verdict = self.after_hook(step, req.flow, req.key, (status, pairs, body));
+        // What the hook saved, the flow's later templates read.
+        if let Some(f) = req.flow {
+            self.saved_back(f, req.scope);
+        }
+        verdict
     }
 }
 

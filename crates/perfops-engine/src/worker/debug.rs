@@ -23,6 +23,7 @@ use perfops_core::printable;
 use perfops_core::scenario::redact::{REDACTED, credential_name, redact_header_line, redact_values};
 use tokio::time::Instant;
 
+use super::scope::Scope;
 use super::{Due, Key, Request, Shared, Worker, new_timer};
 
 /// How much of a request's or response's body `--debug` shows.
@@ -90,21 +91,40 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
             let rows = w.rows(seq as u64);
             // Each flow once, each with its own cookie jar, as in a run.
             let jar = shared.work.cookies.then(std::cell::RefCell::default);
-            let scripted = w.flow(seq as u64, &rows);
+            // ... and its own saved values, over setup's, as in a run.
+            let scope = Scope::default();
+            let globals = &shared.work.globals;
+            let scripted = w.flow(seq as u64, &rows, &scope);
             for (i, step) in flow.steps.iter().enumerate() {
                 let key = Key { stage: 0, step: step.index };
-                let before: HashMap<String, String> = w.vars.borrow().clone();
+                let before: HashMap<String, String> =
+                    step.step.save.iter().filter_map(|(n, _)| Some((n.clone(), scope.get(n, globals)?))).collect();
                 if let Some(t) = &w.trace {
                     *t.borrow_mut() = Wire::default();
                 }
                 let start = Instant::now();
                 let last = i + 1 == flow.steps.len();
                 let (seq, first, jar, state) = (seq as u64, i == 0, jar.as_ref(), scripted.as_ref());
-                let req =
-                    Request { step, key, due: Due::OnSend, start, seq, rows: &rows, last, first, jar, flow: state };
+                let scope = &scope;
+                let req = Request {
+                    step,
+                    key,
+                    due: Due::OnSend,
+                    start,
+                    seq,
+                    rows: &rows,
+                    last,
+                    first,
+                    jar,
+                    flow: state,
+                    scope,
+                };
                 let ended = w.step(&mut conn, timer.as_mut(), req).await;
+                if let Some(f) = &scripted {
+                    w.saved_into(f, step, scope);
+                }
                 let took = ended.at.saturating_duration_since(start);
-                let secrets = shared.work.secrets(&w.vars.borrow(), jar.map(|j| j.borrow()).as_deref());
+                let secrets = shared.work.secrets(scope.saved().as_deref(), jar.map(|j| j.borrow()).as_deref());
                 let failure = ended.failed.then(|| {
                     let sample = w.samples.borrow_mut().take().into_iter().find(|((s, _), _)| *s == step.index);
                     match sample {
@@ -118,7 +138,7 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
                     .save
                     .iter()
                     .filter_map(|(name, _)| {
-                        let now = w.vars.borrow().get(name).cloned()?;
+                        let now = scope.get(name, globals)?;
                         (before.get(name) != Some(&now) || !ended.failed).then(|| {
                             let shown = if credential_name(name) {
                                 REDACTED.to_string()

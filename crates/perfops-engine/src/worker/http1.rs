@@ -70,10 +70,11 @@ impl Worker {
             Some(bytes) => bytes,
             None => {
                 let work = &*shared.work;
-                let vars = self.vars.borrow();
-                let av = work.vars(&vars, req.seq, req.rows);
                 // A missing value renders empty; the server's answer says the rest.
+                // The scope's and flow's borrows end here: the request hook below saves.
                 let r = {
+                    let saved = req.scope.saved();
+                    let av = work.vars(saved.as_deref(), req.seq, req.rows);
                     let f = req.flow.map(|f| f.borrow());
                     let av = ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
                     work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)

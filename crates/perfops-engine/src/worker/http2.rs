@@ -60,9 +60,9 @@ impl Worker {
                 let work = &*shared.work;
                 if step.cached.is_none() {
                     let r = {
-                        let vars = self.vars.borrow();
+                        let saved = req.scope.saved();
                         let f = req.flow.map(|f| f.borrow());
-                        let av = work.vars(&vars, req.seq, req.rows);
+                        let av = work.vars(saved.as_deref(), req.seq, req.rows);
                         let av = crate::work::ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
                         // A missing value renders empty; the server's answer says the rest.
                         work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)

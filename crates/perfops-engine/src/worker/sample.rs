@@ -50,12 +50,14 @@ pub(super) struct Sent<'a> {
     pub(super) sent: Option<Instant>,
     /// The flow's cookie jar: its values are secrets.
     pub(super) jar: Option<&'a std::cell::RefCell<perfops_core::cookie::Jar>>,
+    /// The flow instance's saved values: those of secret names are secrets.
+    pub(super) scope: &'a super::scope::Scope,
 }
 
 impl<'a> Sent<'a> {
     /// `req`'s, sent at `sent`, its wire bytes `wire`.
     pub(super) fn of(req: &Request<'a>, wire: Option<&'a [u8]>, sent: Option<Instant>) -> Sent<'a> {
-        Sent { wire, due: req.due, start: req.start, sent, jar: req.jar }
+        Sent { wire, due: req.due, start: req.start, sent, jar: req.jar, scope: req.scope }
     }
 }
 
@@ -84,7 +86,8 @@ impl Worker {
             return;
         }
         let key = (step.index, kind);
-        let secrets = self.shared.work.secrets(&self.vars.borrow(), sent.jar.map(|j| j.borrow()).as_deref());
+        let saved = sent.scope.saved();
+        let secrets = self.shared.work.secrets(saved.as_deref(), sent.jar.map(|j| j.borrow()).as_deref());
         let (status, check, body, response_headers) = match answer {
             Some(a) => {
                 // A status the step's `expect` did not list: say what it expected.

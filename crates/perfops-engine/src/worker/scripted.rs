@@ -18,9 +18,11 @@
 //! that says no is `script_failed` with its reason.
 //!
 //! What a flow saves: its scripts' `vars` and its steps' `save:` go into the
-//! flow instance's own values ([`Flow`]'s state), which its templates read
-//! before the worker's (setup's, and what other flows' YAML steps saved, as
-//! without scripts); another flow instance does not see them.
+//! flow instance's scope (`scope.rs`), the same one a flow without scripts
+//! saves into, over setup's values; another flow instance does not see
+//! them. [`Flow`]'s state holds a copy for the scripts, started from the
+//! scope and setup's values, kept in step with the scope after each step
+//! ([`Worker::saved_into`]) and each call ([`Worker::saved_back`]).
 
 use std::cell::RefCell;
 use std::time::SystemTime;
@@ -31,6 +33,7 @@ use perfops_script::{Clock, FlowState, Hook, Next, ResponseView, Runtime, Script
 use tokio::time::Instant;
 
 use super::sample::Sent;
+use super::scope::Scope;
 use super::{Ended, Request, Worker};
 use crate::record::Key;
 use crate::work::{FlowPlan, ScriptPlan, StepPlan};
@@ -71,11 +74,16 @@ pub(crate) fn runtime(plan: &ScriptPlan, shard: u32, id: usize) -> Scripted {
 
 impl Worker {
     /// A flow instance's state for arrival `seq` with its feeders' `rows`:
-    /// `None` without scripts. Starts with the worker's saved values.
-    pub(super) fn flow(&self, seq: u64, rows: &[Option<&[String]>]) -> Option<RefCell<Flow>> {
+    /// `None` without scripts. Starts with the instance's `scope`: its own
+    /// saved values over setup's.
+    pub(super) fn flow(&self, seq: u64, rows: &[Option<&[String]>], scope: &Scope) -> Option<RefCell<Flow>> {
         self.script.as_ref()?;
         let work = &*self.shared.work;
-        let vars = self.vars.borrow().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut vars: std::collections::BTreeMap<String, String> =
+            work.globals.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        if let Some(saved) = scope.saved().as_ref() {
+            vars.extend(saved.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
         let rows = work
             .feeders
             .iter()
@@ -110,8 +118,11 @@ impl Worker {
     pub(super) fn before_hook(&self, req: &Request<'_>, hook: Hook, bytes: &mut Vec<u8>) -> Result<(), String> {
         let Some(flow) = req.flow else { return Err("a request hook outside a flow".into()) };
         let mut parts = crate::hook::parts(bytes).ok_or("the rendered request could not be read back")?;
-        let mut flow = flow.borrow_mut();
-        self.call(req.key, |rt| rt.before_request(hook, &mut flow.state, &mut parts))?;
+        let mut f = flow.borrow_mut();
+        let called = self.call(req.key, |rt| rt.before_request(hook, &mut f.state, &mut parts));
+        drop(f);
+        self.saved_back(flow, req.scope);
+        called?;
         crate::hook::write(&parts, bytes)
     }
 
@@ -163,6 +174,7 @@ impl Worker {
             let mut f = flow.borrow_mut();
             self.call(req.key, |rt| rt.step(hook, &mut f.state))
         };
+        self.saved_back(flow, req.scope);
         match outcome {
             Ok(o) => {
                 flow.borrow_mut().next = Some(o.next);
@@ -215,6 +227,7 @@ impl Worker {
     pub(super) fn next_step(
         &self,
         f: &RefCell<Flow>,
+        scope: &Scope,
         flow: &FlowPlan,
         step: &StepPlan,
         key: Key,
@@ -222,7 +235,7 @@ impl Worker {
         taken: &mut u32,
         failed: bool,
     ) -> bool {
-        self.saved_into(f, step);
+        self.saved_into(f, step, scope);
         let (next, script_error) = {
             let mut f = f.borrow_mut();
             (f.next.take(), std::mem::take(&mut f.script_error))
@@ -240,7 +253,14 @@ impl Worker {
                 Instant::now(),
                 Some(why),
                 None,
-                Sent { wire: None, due: crate::record::Due::OnSend, start: Instant::now(), sent: None, jar: None },
+                Sent {
+                    wire: None,
+                    due: crate::record::Due::OnSend,
+                    start: Instant::now(),
+                    sent: None,
+                    jar: None,
+                    scope,
+                },
             );
             false
         };
@@ -270,14 +290,36 @@ impl Worker {
     }
 
     /// After a step of a scripted flow: what its YAML `save:` saved into
-    /// the worker's values goes into the flow's own too, so that its later
-    /// steps and scripts read the newest (a re-login's token).
-    pub(super) fn saved_into(&self, flow: &RefCell<Flow>, step: &StepPlan) {
-        let vars = self.vars.borrow();
+    /// the instance's `scope` goes into the flow's state too, so that its
+    /// later scripts read the newest (a re-login's token).
+    pub(super) fn saved_into(&self, flow: &RefCell<Flow>, step: &StepPlan, scope: &Scope) {
+        let globals = &self.shared.work.globals;
         let mut f = flow.borrow_mut();
         for (name, _) in &step.step.save {
-            if let Some(v) = vars.get(name) {
-                f.state.vars.insert(name.clone(), v.clone());
+            if let Some(v) = scope.get(name, globals) {
+                f.state.vars.insert(name.clone(), v);
+            }
+        }
+    }
+
+    /// After a call into the scripts: what they saved (a value of the
+    /// flow's state that the instance's `scope` does not read the same) goes
+    /// into the scope, so that templates, `Work::secrets` and `--debug` see
+    /// it as they see a YAML `save:`. A flow whose scripts saved nothing
+    /// writes nothing (its state was started from the scope). A name the
+    /// scripts removed (`delete vars.x`) leaves the scope too, as it did
+    /// the flow's state (setup's value, if any, is read again).
+    pub(super) fn saved_back(&self, flow: &RefCell<Flow>, scope: &Scope) {
+        let globals = &self.shared.work.globals;
+        let f = flow.borrow();
+        scope.retain(|name| f.state.vars.contains_key(name));
+        for (name, value) in &f.state.vars {
+            let same = {
+                let saved = scope.saved();
+                saved.as_ref().and_then(|m| m.get(name)).or_else(|| globals.get(name)) == Some(value)
+            };
+            if !same {
+                scope.save(name, value.clone());
             }
         }
     }

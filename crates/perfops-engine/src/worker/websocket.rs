@@ -51,6 +51,7 @@ use perfops_core::scenario::template::{HeadPlace, RenderError, UnsafeValue};
 use tokio::time::{Instant, Sleep};
 
 use super::sample::{Answered, Sent};
+use super::scope::Scope;
 use super::{Ended, Request, Worker, within};
 use crate::http1::Response;
 use crate::record::{Answer, Due, Failure, Key};
@@ -127,8 +128,8 @@ impl Worker {
                 text.clear();
                 {
                     let work = &*shared.work;
-                    let vars = self.vars.borrow();
-                    let av = work.vars(&vars, req.seq, req.rows);
+                    let saved = req.scope.saved();
+                    let av = work.vars(saved.as_deref(), req.seq, req.rows);
                     // A missing value renders empty; the server's answer says the rest.
                     let _ = message.render(&av, &mut self.rng.borrow_mut(), &mut text);
                 }
@@ -161,11 +162,11 @@ impl Worker {
                         return Ended { at, failed: true };
                     }
                 };
-                let check = if step.capture { self.check_reply(step, &rt.reply).err() } else { None };
+                let check = if step.capture { self.check_reply(step, req.scope, &rt.reply).err() } else { None };
                 let failure = check.is_some().then_some(FailureKind::CheckFailed);
                 if let Some(kind) = failure {
                     let answer = Answered { status: 101, pairs: &[], body: &rt.reply };
-                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at), jar: req.jar };
+                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at), jar: req.jar, scope: req.scope };
                     self.sample(step, kind, rt.reply_at, check, Some(answer), out);
                 }
                 let response = Response {
@@ -279,8 +280,8 @@ impl Worker {
     fn upgrade_request(&self, step: &StepPlan, req: &Request<'_>) -> Result<UpgradeRequest, UnsafeValue> {
         let shared = &*self.shared;
         let work = &*shared.work;
-        let vars = self.vars.borrow();
-        let av = work.vars(&vars, req.seq, req.rows);
+        let saved = req.scope.saved();
+        let av = work.vars(saved.as_deref(), req.seq, req.rows);
         let mut rng = self.rng.borrow_mut();
         // A missing value renders empty; the server's answer says the rest.
         let refused = |r: Result<(), RenderError>| match r {
@@ -318,7 +319,7 @@ impl Worker {
 
     /// Run the step's `expect` and `save` on a reply; `Err`: why a check
     /// failed or a value to save was not found.
-    fn check_reply(&self, step: &StepPlan, reply: &[u8]) -> Result<(), String> {
-        self.check_and_save(step, 101, &[], reply)
+    fn check_reply(&self, step: &StepPlan, scope: &Scope, reply: &[u8]) -> Result<(), String> {
+        self.check_and_save(step, scope, 101, &[], reply)
     }
 }
