@@ -32,6 +32,45 @@ impl Worker {
     /// Counted as sent and failed as `unsafe_value`, so the error rate shows
     /// it; its flow ends, as after any failure. A value `:number` could not
     /// send (#32) is refused the same way, as `bad_value`.
+    /// A varying step's request rendered into `rendered` (its body built in
+    /// `body`) from the arrival's values, then changed by its request hook if
+    /// it names one: what HTTP/1.1 sends, and what HTTP/2 converts. `Err`: the
+    /// request is not sent (a value it must not carry, or the hook failed),
+    /// and what that ended as.
+    #[inline]
+    pub(super) fn render_varying(
+        &self,
+        req: &Request<'_>,
+        body: &mut Vec<u8>,
+        rendered: &mut Vec<u8>,
+    ) -> Result<(), Ended> {
+        let step = req.step;
+        let work = &*self.shared.work;
+        // A missing value renders empty; the server's answer says the rest.
+        // The scope's and flow's borrows end here: the request hook below saves.
+        let r = {
+            let saved = req.scope.saved();
+            let av = work.vars(saved.as_deref(), req.seq, req.rows);
+            let f = req.flow.map(|f| f.borrow());
+            let av = ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
+            work.render(step, &av, &mut self.rng.borrow_mut(), body, rendered)
+        };
+        // CR/LF in a value: never sent, whatever the protocol (HTTP/1.1 would
+        // split it into a header of its own, HPACK would carry it).
+        if let Err(e) = r.as_ref()
+            && e.refuses()
+        {
+            return Err(self.refused(req, e));
+        }
+        // The request hook changes what was rendered (a varying step, never cached).
+        if let Some(hook) = step.hooks.and_then(|h| h.before)
+            && let Err(why) = self.before_hook(req, hook, rendered)
+        {
+            return Err(self.script_failure(req, why));
+        }
+        Ok(())
+    }
+
     pub(super) fn refused(&self, req: &Request<'_>, why: &RenderError) -> Ended {
         let kind = match why {
             RenderError::NotANumber(_) => FailureKind::BadValue,
@@ -69,28 +108,9 @@ impl Worker {
         let request: &[u8] = match &step.cached {
             Some(bytes) => bytes,
             None => {
-                let work = &*shared.work;
-                // A missing value renders empty; the server's answer says the rest.
-                // The scope's and flow's borrows end here: the request hook below saves.
-                let r = {
-                    let saved = req.scope.saved();
-                    let av = work.vars(saved.as_deref(), req.seq, req.rows);
-                    let f = req.flow.map(|f| f.borrow());
-                    let av = ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
-                    work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
-                };
-                if let Err(e) = r.as_ref()
-                    && e.refuses()
-                {
+                if let Err(ended) = self.render_varying(&req, &mut body_buf, &mut rendered) {
                     self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                    return self.refused(&req, e);
-                }
-                // The request hook changes what was rendered (a varying step, never cached).
-                if let Some(hook) = step.hooks.and_then(|h| h.before)
-                    && let Err(why) = self.before_hook(&req, hook, &mut rendered)
-                {
-                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                    return self.script_failure(&req, why);
+                    return ended;
                 }
                 &rendered
             }

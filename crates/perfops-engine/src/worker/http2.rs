@@ -57,31 +57,12 @@ impl Worker {
             Some(r) => Some(r),
             None => {
                 let (mut body_buf, mut rendered) = self.spares.borrow_mut().buffers.pop().unwrap_or_default();
-                let work = &*shared.work;
-                if step.cached.is_none() {
-                    let r = {
-                        let saved = req.scope.saved();
-                        let f = req.flow.map(|f| f.borrow());
-                        let av = work.vars(saved.as_deref(), req.seq, req.rows);
-                        let av = crate::work::ArrivalVars { flow: f.as_ref().map(|f| &f.state.vars), ..av };
-                        // A missing value renders empty; the server's answer says the rest.
-                        work.render(step, &av, &mut self.rng.borrow_mut(), &mut body_buf, &mut rendered)
-                    };
-                    // CR/LF in a value: what HTTP/1.1's rendering would split into
-                    // a header of its own, HPACK would carry (#31). Not sent.
-                    if let Err(e) = r.as_ref()
-                        && e.refuses()
-                    {
-                        self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                        return self.refused(&req, e);
-                    }
-                    // The request hook changes what was rendered, before HTTP/2 converts it.
-                    if let Some(hook) = step.hooks.and_then(|h| h.before)
-                        && let Err(why) = self.before_hook(&req, hook, &mut rendered)
-                    {
-                        self.spares.borrow_mut().buffers.push((body_buf, rendered));
-                        return self.script_failure(&req, why);
-                    }
+                // Rendered (and hooked) as HTTP/1.1's, before HTTP/2 converts it.
+                if step.cached.is_none()
+                    && let Err(ended) = self.render_varying(&req, &mut body_buf, &mut rendered)
+                {
+                    self.spares.borrow_mut().buffers.push((body_buf, rendered));
+                    return ended;
                 }
                 let http1 = step.cached.as_deref().unwrap_or(&rendered);
                 let mut cookied = Vec::new();
