@@ -21,7 +21,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use perfops_core::measure::{Counter, FailureKind, Histogram, HistogramKind, Interval, Key, PartCounters, Stats};
+use perfops_core::measure::{
+    Counter, FailureKind, FailureSamples, Histogram, HistogramKind, Interval, Key, PartCounters, Stats,
+};
 
 use perfops_core::telemetry::watched::{ProbeResult, Sample};
 
@@ -70,6 +72,40 @@ pub fn part_histograms(iv: &Interval) -> Vec<(String, &Histogram)> {
                 out.push((part_tag(name, *key), h));
             }
         }
+    }
+    out
+}
+
+/// The failing exchanges `failures.jsonl` kept, by the second each ended in,
+/// keyed by their step's index in `steps` (`meta.json`'s step names): what
+/// the workers' seconds carried when they were written, so that a merge
+/// keeps them. Lines that do not read, or name a step or kind this run did
+/// not have, are left out (counted in a note); each sample is held to a kept
+/// one's bounds, as the file may come from anywhere, and each second keeps
+/// the first few of each key, as a worker's does.
+fn failure_samples(dir: &Path, steps: &[String], notes: &mut Vec<String>) -> BTreeMap<u32, FailureSamples> {
+    let mut out: BTreeMap<u32, FailureSamples> = BTreeMap::new();
+    let Some(bytes) = crate::read::read_file(dir, crate::failures::FAILURES_FILE, notes) else { return out };
+    let mut unknown = 0usize;
+    for line in String::from_utf8_lossy(&bytes).lines() {
+        let Ok(l) = serde_json::from_str::<crate::failures::FailureLine>(line) else {
+            unknown += 1;
+            continue;
+        };
+        let step = steps.iter().position(|n| *n == l.step).and_then(|i| u16::try_from(i).ok());
+        let (Some(step), Some(kind)) = (step, FailureKind::from_name(&l.kind)) else {
+            unknown += 1;
+            continue;
+        };
+        let sample = l.sample.bounded();
+        let t = if sample.t.is_finite() && sample.t > 0.0 { sample.t.min(f64::from(u32::MAX)) as u32 } else { 0 };
+        out.entry(t).or_default().add((step, kind), sample);
+    }
+    if unknown > 0 {
+        notes.push(format!(
+            "{}: {unknown} line(s) left out (unreadable, or of a step or kind this run did not have)",
+            crate::failures::FAILURES_FILE
+        ));
     }
     out
 }
@@ -182,6 +218,8 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
         })
         .map(|(t, _)| *t)
         .collect();
+    let mut samples = failure_samples(dir, files.meta.as_ref().map_or(&[][..], |m| &m.steps), &mut notes);
+    let last = by_t.keys().next_back().copied();
     let seconds = by_t
         .into_iter()
         .map(|(t, (line, parts))| {
@@ -196,7 +234,15 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
                 target: line.target_rate.map(|r| r * line.length_s),
                 stats,
                 parts: parts.into_iter().collect(),
-                samples: Default::default(),
+                // Each failing exchange in the second it ended in; those past the last second
+                // (the drain's) in the last.
+                samples: {
+                    let mut kept = samples.remove(&t).unwrap_or_default();
+                    if Some(t) == last {
+                        std::mem::take(&mut samples).values().for_each(|later| kept.merge(later));
+                    }
+                    kept
+                },
             }
         })
         .collect();

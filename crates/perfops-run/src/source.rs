@@ -181,6 +181,9 @@ impl<I: IntoIterator<Item = Interval>> IntervalSource for Replay<I> {
         let mut p = Produced { workers: self.workers, ..Produced::default() };
         for iv in self.seconds.take().into_iter().flatten() {
             p.total.merge(&iv.stats);
+            // The exchanges kept with the seconds (a shard's `failures.jsonl`, an agent's):
+            // the first few of each step and kind over the run, as a worker keeps them.
+            p.failures.merge(&iv.samples);
             p.elapsed = p.elapsed.max(Duration::from_secs(u64::from(iv.index)) + iv.length);
             feed.second(&iv);
         }

@@ -567,3 +567,53 @@ fn shards_stopped_together_merge_as_one_stopped_run() {
     assert_eq!(s["verdict"]["result"], "inconclusive", "{headline}");
     assert_eq!(s["verdict"]["breaks_at_rps"], Value::Null, "{headline}");
 }
+
+/// The failing exchanges each shard kept (`failures.jsonl`) are the merged
+/// run's too: its summary shows them beside their counts and its
+/// `failures.jsonl` holds them, as one generator's would. A merge once kept
+/// the counts and dropped every exchange.
+#[test]
+fn a_merge_keeps_the_shards_failing_exchanges() {
+    let _cpu = shared();
+    let w = Workdir::new("merge-failures");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "1ms", "--cpu-work", "0s"]);
+    // No token: the demo answers every /orders 401.
+    let scenario = w.scenario(
+        "s.yaml",
+        &format!(
+            "name: refused\ntarget: {}\nflows:\n  o:\n    steps:\n      - {{ name: orders, request: GET /orders, expect: {{ status: 200 }} }}\n\
+             load: {{ stages: [ {{ rate: 20, hold: 2s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let runs = shards(&w, &scenario, 2, &[]);
+    let kept: Vec<usize> = runs
+        .iter()
+        .map(|(f, dir)| {
+            f.assert_exit(1);
+            std::fs::read_to_string(dir.join("failures.jsonl")).map_or(0, |t| t.lines().count())
+        })
+        .collect();
+    assert!(kept.iter().all(|&n| n > 0), "each shard kept some failing exchanges: {kept:?}");
+    let merged = w.path.join("merged");
+    let dirs: Vec<&Path> = runs.iter().map(|(_, d)| d.as_path()).collect();
+    let f = merge(&dirs, &merged);
+    f.assert_exit(1);
+    let s = json(&merged.join("summary.json"));
+    let groups = s["failures"].as_array().expect("failures");
+    assert_eq!(groups.len(), 1, "{s:#}");
+    assert_eq!((groups[0]["step"].as_str(), groups[0]["kind"].as_str()), (Some("orders"), Some("http_4xx")));
+    assert_eq!(groups[0]["count"], 40, "{s:#}");
+    let samples = groups[0]["samples"].as_array().expect("samples");
+    assert!(!samples.is_empty(), "the shards' exchanges are the merged run's: {s:#}");
+    assert!(
+        samples
+            .iter()
+            .all(|x| x["status"] == 401 && x["request"].as_str().is_some_and(|r| r.starts_with("GET /orders")))
+    );
+    let lines = std::fs::read_to_string(merged.join("failures.jsonl")).expect("the merged failures.jsonl");
+    assert!(lines.lines().count() >= samples.len(), "{lines}");
+    // The report shows them (its failures table names the status).
+    let html = std::fs::read_to_string(merged.join("report.html")).expect("report");
+    assert!(html.contains("401"), "the report shows the exchanges");
+}
