@@ -157,6 +157,24 @@ fn every_error_at_once_with_its_position() {
             "target: http://h:1\nflows: { a: { steps: [ { request: \"GET /o/${id}\" } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:43: `${id}` is never saved"],
         ),
+        // a value saved only by another flow: that flow's arrival keeps it to itself
+        (
+            "target: http://h:1\nflows:\n  a: { steps: [ { request: GET /l, save: { t: $.t } } ] }\n  b: { steps: [ { request: \"GET /o/${t}\" } ] }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["4:36: `${t}` is saved only by flow `a`: each arrival of a flow has its own saved values"],
+        ),
+        // used by the step that saves it, and before the step of its flow that saves it
+        (
+            "target: http://h:1\nflows:\n  a: { steps: [ { request: \"GET /${t}\", save: { t: $.t } }, { request: GET /, save: { u: $.u } } ] }\n  b: { steps: [ { request: \"GET /${u}\" }, { request: GET /, save: { u: $.u } } ] }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &[
+                "3:34: `${t}` is saved from this step's own answer",
+                "4:34: `${u}` is used before it is saved: flows.b.steps[1] saves it",
+            ],
+        ),
+        // setup runs before the flows: it reads only its own earlier steps
+        (
+            "target: http://h:1\nsetup: [ { request: \"GET /${t}\" } ]\nflows:\n  a: { steps: [ { request: GET /l, save: { t: $.t } } ] }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:27: setup runs before any flow: `${t}` is saved only by flow `a`"],
+        ),
         // YAML syntax errors stop early but still have a position
         ("target: [unclosed\n", &["2:1: YAML syntax"]),
         // a duplicate key

@@ -160,7 +160,7 @@ pub(super) struct Dec<'f> {
     /// The names of steps that did not decode ([`Dec::step_or_salvage`]).
     pub(super) salvaged_steps: Vec<String>,
     /// The names every step's `save:` meant, decoded or not.
-    pub(super) salvaged_saves: Vec<String>,
+    pub(super) salvaged_saves: Vec<(String, String)>,
     /// Every script function named (hooks, script steps), where ([`super::script::ScriptsSpec::uses`]).
     pub(super) function_uses: Vec<super::script::FunctionUse>,
     /// `scripts:` once decoded, for [`Partial`].
@@ -553,7 +553,7 @@ impl Dec<'_> {
             None => Vec::new(),
         };
         let outputs = top.get_node("outputs").map(|n| self.outputs(n)).unwrap_or_default();
-        self.check_variables(&setup, &flows, scripts.is_some());
+        self.check_variables(&flows, scripts.is_some());
         self.check_functions(scripts.as_mut());
         self.scripts = scripts.clone();
         Some(Scenario {

@@ -123,9 +123,10 @@ impl Dec<'_> {
     ) -> Option<Step> {
         let step = self.step(node, path, feeders, hooks);
         let Some(m) = node.as_mapping() else { return step };
-        // A save whose extractor is wrong is dropped from the step, but its name was meant.
+        // Every name a step saves, with where: a save whose extractor is wrong is dropped from
+        // the step, but its name was meant; and where decides who can read it.
         if let Some(save) = m.get_node("save").and_then(Node::as_mapping) {
-            self.salvaged_saves.extend(save.keys().map(|k| k.as_str().to_string()));
+            self.salvaged_saves.extend(save.keys().map(|k| (k.as_str().to_string(), path.to_string())));
         }
         if step.is_none() {
             let text = |key: &str| m.get_node(key).and_then(Node::as_scalar).map(|s| s.as_str().trim().to_string());
@@ -653,31 +654,107 @@ impl Dec<'_> {
         out
     }
 
-    /// Every `${name}` must be saved somewhere: by setup or by a step. With
-    /// `scripts:`, a name no step saves may be saved by a script (what a
-    /// function saves is known when it runs): not an error then.
-    pub(super) fn check_variables(&mut self, setup: &[Step], flows: &[Flow], scripted: bool) {
-        let salvaged = std::mem::take(&mut self.salvaged_saves);
+    /// Every `${name}` must be saved where its use can read it. Saved values belong to a flow's
+    /// own arrival (closed-loop iteration): a flow's step reads what setup saved or what an
+    /// earlier step of the same flow saved, never what another flow saved (that arrival's
+    /// values are its own), and setup reads only its earlier steps. Elsewhere (`defaults`, a
+    /// probe) a name saved anywhere will do. With `scripts:`, a name no step saves may be saved
+    /// by a script, and a function may jump between steps: not checked then.
+    pub(super) fn check_variables(&mut self, flows: &[Flow], scripted: bool) {
+        let saves = std::mem::take(&mut self.salvaged_saves);
         if scripted {
             self.uses.clear();
             return;
         }
-        let saved: Vec<&str> = setup
-            .iter()
-            .chain(flows.iter().flat_map(|f| f.steps.iter()))
-            .flat_map(|s| s.save.iter().map(|(n, _)| n.as_str()))
-            .chain(salvaged.iter().map(String::as_str))
-            .collect();
+        let names: Vec<&str> = flows.iter().map(|f| f.name.as_str()).collect();
+        let saved: Vec<&str> = saves.iter().map(|(n, _)| n.as_str()).collect();
         for (name, marker, path) in std::mem::take(&mut self.uses) {
-            if saved.contains(&name.as_str()) {
+            let at: Vec<(Place<'_>, &str)> =
+                saves.iter().filter(|(n, _)| *n == name).map(|(_, p)| (Place::of(p, &names), p.as_str())).collect();
+            let used = Place::of(&path, &names);
+            if at.iter().any(|(p, _)| used.reads(p)) {
                 continue;
             }
-            let hint = match did_you_mean(&name, &saved) {
-                Some(s) => format!("did you mean `${{{s}}}`?"),
-                None => "save it first, e.g. `save: { token: $.token }` in setup or an earlier step".into(),
+            let (message, hint) = match (used, at.first()) {
+                (_, None) => (
+                    format!("`${{{name}}}` is never saved"),
+                    match did_you_mean(&name, &saved) {
+                        Some(s) => format!("did you mean `${{{s}}}`?"),
+                        None => "save it first, e.g. `save: { token: $.token }` in setup or an earlier step".into(),
+                    },
+                ),
+                (Place::Setup(_), Some(_)) => (
+                    match at.iter().find_map(|(p, _)| p.flow()) {
+                        Some(f) => format!("setup runs before any flow: `${{{name}}}` is saved only by flow `{f}`"),
+                        None => format!("`${{{name}}}` is saved only by this or a later setup step"),
+                    },
+                    "save it in an earlier setup step".into(),
+                ),
+                (Place::Flow(flow, i), Some(_)) => match at.iter().find(|(p, _)| p.flow() == Some(flow)) {
+                    Some((Place::Flow(_, j), _)) if *j == i => (
+                        format!("`${{{name}}}` is saved from this step's own answer, after its request is sent"),
+                        "save it in an earlier step, or in setup".into(),
+                    ),
+                    Some((_, where_)) => (
+                        format!("`${{{name}}}` is used before it is saved: {where_} saves it"),
+                        "a flow's steps run in order: save it in an earlier step, or in setup".into(),
+                    ),
+                    None => (
+                        format!(
+                            "`${{{name}}}` is saved only by flow `{}`: each arrival of a flow has its own saved values",
+                            at.iter().find_map(|(p, _)| p.flow()).unwrap_or_default()
+                        ),
+                        "save it in setup (one value for every flow) or in an earlier step of this flow".into(),
+                    ),
+                },
+                // Outside setup and flows any save is read (above).
+                (Place::Elsewhere, Some(_)) => continue,
             };
-            self.at_marker(marker.as_ref(), &path, format!("`${{{name}}}` is never saved"), Some(hint));
+            self.at_marker(marker.as_ref(), &path, message, Some(hint));
         }
+    }
+}
+
+/// Where a template or a save is, by its path: which part of a run reads or writes it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Place<'a> {
+    /// Setup's step `i`.
+    Setup(usize),
+    /// Step `i` of the flow named so.
+    Flow(&'a str, usize),
+    /// Anywhere else (`defaults`, a probe), or a path not understood.
+    Elsewhere,
+}
+
+impl<'a> Place<'a> {
+    /// The place of `path` (`setup[2].save`, `flows.list.steps[0].headers.X`); a flow's name
+    /// may hold dots, so the longest of `flows` that fits is the one.
+    fn of(path: &str, flows: &[&'a str]) -> Place<'a> {
+        let index = |rest: &str| rest.split(']').next().and_then(|n| n.parse::<usize>().ok());
+        if let Some(i) = path.strip_prefix("setup[").and_then(index) {
+            return Place::Setup(i);
+        }
+        let Some(rest) = path.strip_prefix("flows.") else { return Place::Elsewhere };
+        flows
+            .iter()
+            .filter_map(|f| Some((*f, rest.strip_prefix(f)?.strip_prefix(".steps[").and_then(index)?)))
+            .max_by_key(|(f, _)| f.len())
+            .map_or(Place::Elsewhere, |(f, i)| Place::Flow(f, i))
+    }
+
+    /// Whether a use here can read a value saved at `saved`.
+    fn reads(self, saved: &Place<'_>) -> bool {
+        match (self, *saved) {
+            (Place::Elsewhere, _) | (_, Place::Elsewhere) => true,
+            (Place::Setup(i), Place::Setup(j)) => j < i,
+            (Place::Setup(_), Place::Flow(..)) => false,
+            (Place::Flow(..), Place::Setup(_)) => true,
+            (Place::Flow(f, i), Place::Flow(g, j)) => f == g && j < i,
+        }
+    }
+
+    fn flow(&self) -> Option<&'a str> {
+        if let Place::Flow(f, _) = self { Some(f) } else { None }
     }
 }
 
