@@ -141,10 +141,13 @@ mod tests {
 
     use super::*;
 
+    /// Prompt and completion tokens.
+    type Counts = Option<(u64, u64)>;
+
     #[test]
     fn chunks_as_servers_send_them() {
         // (data, a token, usage)
-        let cases: [(&str, bool, Option<(u64, u64)>); 9] = [
+        let cases: [(&str, bool, Counts); 9] = [
             // llama-cpp-python's and vLLM's first chunk: the role, no content.
             (
                 r#"{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}"#,

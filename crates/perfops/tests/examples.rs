@@ -530,6 +530,7 @@ fn relogin_example_answers_each_401_with_a_login() {
 /// SLO on TTFT, ITL and TPOT held (exit 0). Skipped, saying why, where the server is not
 /// installed (`bench/llm/install.sh`; `scripts/test` installs it, so CI runs it).
 #[test]
+#[allow(clippy::print_stderr)]
 fn llm_example_runs_against_an_openai_compatible_server() {
     if let Some(why) = perfops_testkit::llm::unavailable() {
         eprintln!("skipped: {why}");

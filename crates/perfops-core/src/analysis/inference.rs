@@ -172,6 +172,9 @@ mod tests {
     use super::*;
     use crate::telemetry::prometheus::{gauges, parse};
 
+    /// Scrapes: each body with its instant.
+    type Scrapes<'a> = Vec<(f64, &'a str)>;
+
     /// Watched series as the scraper stores them: each gauge of `text` under its PromQL name,
     /// one scrape per `(t, text)`.
     fn scraped(scrapes: &[(f64, &str)]) -> BTreeMap<String, Vec<(f64, f64)>> {
@@ -240,7 +243,7 @@ mod tests {
         let (d, e) = (llamacpp(4.0, 0.0), llamacpp(4.0, 46.0));
         let (f, g) = (tgi(0.0, 8.0), tgi(21.0, 32.0));
         // (case, scrapes at t, the title, the first evidence's metric and t)
-        let cases: [(&str, Vec<(f64, &str)>, &str, &str, f64); 3] = [
+        let cases: [(&str, Scrapes<'_>, &str, &str, f64); 3] = [
             // vLLM at its worst at t=12: the cache full, so the cache is named the limit.
             (
                 "vllm",
@@ -280,7 +283,7 @@ mod tests {
         let idle = vllm(0.0, 3.0, 0.2);
         let busy = llamacpp(4.0, 9.0);
         // (case, scrapes, window)
-        let cases: [(&str, Vec<(f64, &str)>, (f64, f64)); 3] = [
+        let cases: [(&str, Scrapes<'_>, (f64, f64)); 3] = [
             ("nothing waited, the cache had room", vec![(5.0, &idle)], (0.0, 20.0)),
             ("the queue was outside the stage", vec![(30.0, &busy)], (0.0, 20.0)),
             ("no inference server's gauges", vec![(5.0, "# TYPE puma_backlog gauge\npuma_backlog 12\n")], (0.0, 20.0)),
