@@ -525,6 +525,8 @@ fn relogin_example_answers_each_401_with_a_login() {
     assert_eq!(stats["private_ok"].as_u64(), Some(60), "every arrival got its answer in the end: {stats}");
     assert_eq!(s["total"]["failed"], 0, "{}", out.dump());
     out.assert_exit(0);
+}
+
 /// examples/llm.yaml against a real OpenAI-compatible server (llama-cpp-python's, a tiny random
 /// model: `perfops_testkit::llm`), shortened: every answer's 16 tokens counted and timed, the
 /// SLO on TTFT, ITL and TPOT held (exit 0). Skipped, saying why, where the server is not
