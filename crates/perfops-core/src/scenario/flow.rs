@@ -13,8 +13,8 @@ use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
 use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
-use super::script::{StepScript, is_script_step};
 use super::llm::LLM_ONLY;
+use super::script::{StepScript, is_script_step};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
 
