@@ -541,3 +541,88 @@ fn a_broken_step_does_not_make_its_references_errors() {
         }
     }
 }
+
+/// An `openai: chat` step's body as JSON text, each template written as its source (`${seq}`
+/// in a string stays a string; a whole-value template is quoted so the text parses).
+fn llm_body(step: &perfops_core::scenario::Step) -> serde_json::Value {
+    use perfops_core::scenario::JsonPart;
+    let Body::Json(parts) = &step.body else { panic!("a json body") };
+    let text: String = parts
+        .iter()
+        .map(|p| match p {
+            JsonPart::Literal(l) => l.clone(),
+            JsonPart::String(t) => t.source().to_string(),
+            JsonPart::Value(t) => format!("\"{}\"", t.source()),
+        })
+        .collect();
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+#[test]
+fn llm_steps_decode_to_a_chat_completion_and_their_mistakes_are_placed() {
+    use perfops_core::scenario::{Llm, LlmApi};
+    let text = "target: http://127.0.0.1:9\ndata: { q: { csv: q.csv } }\nflows:\n  chat:\n    steps:\n      - { name: ask, openai: chat, model: tiny, messages: [ { role: system, content: be brief }, { role: user, content: \"hello ${seq} ${q.text}\" } ], max_tokens: 32, params: { temperature: 0, seed: 7 }, headers: { Authorization: \"Bearer ${env.KEY}\" } }\n      - { openai: chat, model: \"${q.model}\", messages: [ { role: user, content: hi } ], stream: false, path: /openai/v1/chat/completions }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let s = parse("t.yaml", text, &[]).unwrap_or_else(|d| panic!("{}", d.render(text)));
+    let ask = &s.flows[0].steps[0];
+    assert_eq!((ask.name.as_str(), ask.method.as_str(), ask.path.source()), ("ask", "POST", "/v1/chat/completions"));
+    assert_eq!(ask.llm, Some(Llm { api: LlmApi::Chat, stream: true, max_tokens: Some(32) }));
+    // Streamed by default, asking for the usage in the last event; params after the step's own.
+    assert_eq!(
+        llm_body(ask),
+        serde_json::json!({
+            "model": "tiny",
+            "messages": [ { "role": "system", "content": "be brief" }, { "role": "user", "content": "hello ${seq} ${q.text}" } ],
+            "max_tokens": 32, "stream": true, "stream_options": { "include_usage": true },
+            "temperature": 0, "seed": 7
+        })
+    );
+    let heads: Vec<(&str, &str)> = ask.headers.iter().map(|(n, t)| (n.as_str(), t.source())).collect();
+    assert_eq!(
+        heads,
+        [("content-type", "application/json"), ("accept", "text/event-stream"), ("Authorization", "Bearer ${env.KEY}")]
+    );
+    // Not streamed: one answer; a model from a feeder; its own path; named after its API.
+    let one = &s.flows[0].steps[1];
+    assert_eq!((one.name.as_str(), one.path.source()), ("openai chat", "/openai/v1/chat/completions"));
+    assert_eq!(one.llm.map(|l| (l.stream, l.max_tokens)), Some((false, None)));
+    assert_eq!(llm_body(one)["stream"], serde_json::json!(false));
+    assert_eq!(llm_body(one)["model"], serde_json::json!("${q.model}"));
+
+    let head = "target: http://h:1\nload: { stages: [ { rate: 1, hold: 1s } ] }\nflows: { a: { steps: [ ";
+    let m = "messages: [ { role: user, content: hi } ]";
+    let cases: Vec<(String, &[&str])> = vec![
+        // an API that is not one
+        (format!("{{ openai: embeddings, model: x, {m} }}"), &["3:34: unknown API `embeddings`"]),
+        // no model, no messages
+        ("{ openai: chat }".into(), &["3:26: missing field `model`", "3:26: missing field `messages`"]),
+        // a role that is none, a message without content
+        (
+            "{ openai: chat, model: x, messages: [ { role: robot, content: hi }, { role: user } ] }".into(),
+            &["3:70: unknown role `robot`", "3:92: a message needs a `content`"],
+        ),
+        // messages that are no list
+        ("{ openai: chat, model: x, messages: hello }".into(), &["3:60: expected a list of messages"]),
+        // no tokens asked for
+        (format!("{{ openai: chat, model: x, {m}, max_tokens: 0 }}"), &["3:105: `max_tokens: 0` asks for no token"]),
+        // a field of the step's own in params, and a request's field in an LLM step
+        (
+            format!("{{ openai: chat, model: x, {m}, params: {{ stream: false }} }}"),
+            &["3:103: `stream` is the step's own field"],
+        ),
+        (
+            format!("{{ openai: chat, model: x, {m}, request: GET / }}"),
+            &["3:93: `request` is not part of an `openai:` step"],
+        ),
+        // an LLM step's field on an HTTP step
+        ("{ request: GET /, max_tokens: 8 }".into(), &["3:42: `max_tokens` belongs to an `openai:` step"]),
+    ];
+    for (step, want) in cases {
+        let text = format!("{head}{step} ] }} }}\n");
+        let errors = parse("t.yaml", &text, &[]).expect_err(&text).0;
+        let got: Vec<String> = errors.iter().map(|e| format!("{}:{}: {}", e.line, e.column, e.message)).collect();
+        assert_eq!(got.len(), want.len(), "for\n{text}\ngot {got:#?}");
+        for (g, w) in got.iter().zip(want.iter()) {
+            assert!(g.starts_with(w), "for\n{text}\ngot {g:?}, want it to start with {w:?}");
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod h2;
 mod hook;
 mod http1;
 mod http2;
+mod llm;
 mod record;
 mod reflection;
 mod steer;

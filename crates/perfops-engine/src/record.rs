@@ -247,6 +247,42 @@ impl Recorder {
         }
     }
 
+    /// An LLM step's streamed answer, beside its stream ([`Recorder::streamed`]): its time to
+    /// first token from the intended start and from the send, each gap between tokens, its
+    /// time per output token and output tokens per second (`end`: its last byte, when it was
+    /// answered whole), and its tokens in and out. See `llm.rs` for what a token is.
+    pub(crate) fn tokens(&mut self, key: Key, due: Due, sent: Instant, end: Option<Instant>, t: &crate::llm::Tokens) {
+        let st = self.at(key);
+        let completion = t.completion();
+        st.tokens_in += t.prompt();
+        st.tokens_out += completion;
+        let Some(first) = t.first else { return };
+        let from = match due {
+            Due::At(due) => due,
+            Due::OnSend => sent,
+        };
+        st.ttft.record(first.saturating_duration_since(from));
+        st.ttft_sent.record(first.saturating_duration_since(sent));
+        for &gap in &t.gaps_us {
+            st.itl.record_us(u64::from(gap), 1);
+        }
+        let Some(end) = end else { return };
+        if completion >= 2 {
+            st.tpot.record(end.saturating_duration_since(first) / (completion - 1).min(u64::from(u32::MAX)) as u32);
+        }
+        let took = end.saturating_duration_since(sent).as_secs_f64();
+        if took > 0.0 {
+            st.output_tps.record_count((completion as f64 / took).round() as u64);
+        }
+    }
+
+    /// A non-streamed LLM answer's tokens, from its `usage` (none: nothing to count).
+    pub(crate) fn usage(&mut self, key: Key, usage: crate::llm::Usage) {
+        let st = self.at(key);
+        st.tokens_in += usage.prompt_tokens;
+        st.tokens_out += usage.completion_tokens;
+    }
+
     /// A request that got no answer: counted in the latency at the time it
     /// took to fail, and in the service time if it was sent.
     pub(crate) fn failed(&mut self, key: Key, f: &Failure) {

@@ -274,7 +274,8 @@ impl Work {
                         step_names.push(name);
                         index + 1
                     });
-                    let capture = !step.save.is_empty() || step.expect.is_some();
+                    // A non-streamed LLM answer is read whole for its `usage`.
+                    let capture = !step.save.is_empty() || step.expect.is_some() || step.llm.is_some_and(|l| !l.stream);
                     let head = step.method.eq_ignore_ascii_case("HEAD");
                     StepPlan { index, step, cached: None, head, capture, grpc: None, messages, hooks: None }
                 })
@@ -338,6 +339,7 @@ impl Work {
                 websocket: Some(WebSocket { send, hold: std::time::Duration::ZERO, every: None }),
                 stream: None,
                 script: Default::default(),
+                llm: None,
             };
             return Ok(Work::new(
                 target,
@@ -362,6 +364,7 @@ impl Work {
             websocket: None,
             stream: None,
             script: Default::default(),
+            llm: None,
         };
         Ok(Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), HashMap::new(), Vec::new()))
     }

@@ -57,6 +57,14 @@ fn stats() -> Stats {
     s.event_gap.record(Duration::from_millis(20));
     s.events.record_count(10);
     s.stream.record(Duration::from_millis(180));
+    // An LLM step's histograms and counters: likewise.
+    s.ttft.record(Duration::from_millis(90));
+    s.ttft_sent.record(Duration::from_millis(80));
+    s.itl.record(Duration::from_millis(25));
+    s.tpot.record(Duration::from_millis(24));
+    s.output_tps.record_count(40);
+    s.tokens_in = 12;
+    s.tokens_out = 160;
     s
 }
 

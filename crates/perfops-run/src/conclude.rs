@@ -476,7 +476,7 @@ impl Judging<'_> {
             .scenario
             .slo
             .iter()
-            .map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, &watched))
+            .map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, elapsed, &watched))
             .collect();
         let mut warnings: Vec<String> = gaps.into_iter().chain(notes).collect();
         if loaded.total.dropped > 0 {

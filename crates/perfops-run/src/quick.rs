@@ -302,6 +302,7 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
         websocket: None,
         stream: None,
         script: Default::default(),
+        llm: None,
     };
     let mut work =
         Work::new(target, vec![("request".into(), 1, vec![step])], Vec::new(), Default::default(), Vec::new());

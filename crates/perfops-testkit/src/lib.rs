@@ -24,6 +24,7 @@ mod client;
 pub mod grpc;
 pub mod grpc_go;
 mod http;
+pub mod llm;
 mod nginx;
 pub mod prometheus;
 pub mod python;

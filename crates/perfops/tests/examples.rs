@@ -17,7 +17,7 @@ use common::{Demo, Finished, Workdir, exclusive, shared, spawn_perfops};
 use serde_json::Value;
 
 /// The examples each test below runs; `every_example_file_is_covered` checks the list is whole.
-const COVERED: [&str; 19] = [
+const COVERED: [&str; 20] = [
     "orders.yaml",
     // The scripting guide's three, each with its script, against the testkit's API.
     "scripts/signed.yaml",
@@ -37,6 +37,7 @@ const COVERED: [&str; 19] = [
     "grpc.yaml",
     "echo.proto",
     "sse.yaml",
+    "llm.yaml",
     "k8s/orders.yaml",
     // A Kubernetes Pod, not a scenario: applied by tests/k8s_e2e.rs on a real cluster;
     // here it is checked to be the demo's pod.
@@ -524,4 +525,30 @@ fn relogin_example_answers_each_401_with_a_login() {
     assert_eq!(stats["private_ok"].as_u64(), Some(60), "every arrival got its answer in the end: {stats}");
     assert_eq!(s["total"]["failed"], 0, "{}", out.dump());
     out.assert_exit(0);
+}
+
+/// examples/llm.yaml against a real OpenAI-compatible server (llama-cpp-python's, a tiny random
+/// model: `perfops_testkit::llm`), shortened: every answer's 16 tokens counted and timed, the
+/// SLO on TTFT, ITL and TPOT held (exit 0). Skipped, saying why, where the server is not
+/// installed (`bench/llm/install.sh`; `scripts/test` installs it, so CI runs it).
+#[test]
+#[allow(clippy::print_stderr)]
+fn llm_example_runs_against_an_openai_compatible_server() {
+    if let Some(why) = perfops_testkit::llm::unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _cpu = exclusive();
+    let server = perfops_testkit::llm::Llama::start(&perfops_testkit::llm::LlamaOptions::default());
+    let work = Workdir::new("ex-llm");
+    let target = format!("target={}", server.url());
+    let out = perfops(&work, "run", "llm.yaml", &["--set", target.as_str(), "--set", "load.stages[0].hold=3s"]);
+    out.assert_exit(0);
+    let s = work.summary(&out);
+    let step = &s["steps"][0];
+    let done = step["completed"].as_u64().unwrap_or(0);
+    assert!(done >= 4 && step["failed"].as_u64() == Some(0), "{step}");
+    assert_eq!(step["tokens_out"].as_u64(), Some(16 * done), "{step}");
+    assert_eq!(step["itl_ms"]["count"].as_u64(), Some(15 * done), "{step}");
+    assert!(s["slo"].as_array().is_some_and(|l| l.len() == 4 && l.iter().all(|c| c["passed"] == true)), "{}", s["slo"]);
 }

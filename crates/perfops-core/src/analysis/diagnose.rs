@@ -10,6 +10,8 @@
 //!                         not the server's fault
 //!   cpu_saturated         the target used >= 90% of the CPUs it may use
 //!   pool_bound            busy workers == pool size while the CPU was not saturated
+//!   inference_queue       an LLM inference server's requests waited for its batch (vLLM,
+//!                         llama.cpp, TGI gauges), with its KV cache's use (`inference`)
 //!   listen_queue_full     accept queue at its maximum, or ListenOverflows/Drops growing
 //!                         (the namespace's: said so where the target's queue was read, never deep)
 //!   listen_queue_high     else: accept queue at half its maximum or more (named with its depth)
@@ -334,6 +336,8 @@ pub fn diagnose(i: &Inputs<'_>) -> Vec<Diagnostic> {
             });
         }
     }
+
+    out.extend(super::inference::queueing(i.watched, (from, to), stage.clone()));
 
     let queue = within("listen_queue");
     let with_max: Vec<(f64, f64, f64)> = queue

@@ -204,11 +204,13 @@ pub struct Judged {
 /// metric's own); `None` when there is nothing to measure.
 ///
 /// A watched metric is judged at its worst in the stage: its highest sample
-/// against `<`, its lowest against `>`.
+/// against `<`, its lowest against `>`. `ran_s` is how long the span judged
+/// ran (what `output_tps` divides by).
 pub fn measure(
     c: &Condition,
     stats: &Stats,
     achieved_share: Option<f64>,
+    ran_s: f64,
     watched: &BTreeMap<String, Range>,
 ) -> Option<f64> {
     // `p99` judges every request that ended (a timeout at the time it took),
@@ -236,6 +238,8 @@ pub fn measure(
         Metric::Errors => return None,
         Metric::Rate => achieved_share?,
         Metric::Watched(name) => watched.get(name)?.pick(c.agg, c.op),
+        Metric::OutputTps if ran_s > 0.0 && stats.completed > 0 => stats.tokens_out as f64 / ran_s,
+        Metric::OutputTps => return None,
     })
 }
 
@@ -308,6 +312,7 @@ pub fn check(
     stats: &Stats,
     steps: &BTreeMap<String, Stats>,
     achieved_share: Option<f64>,
+    ran_s: f64,
     watched: &BTreeMap<String, Range>,
 ) -> SloCheck {
     let empty = Stats::default();
@@ -316,7 +321,7 @@ pub fn check(
         Some(name) => steps.get(name).unwrap_or(&empty),
         None => stats,
     };
-    let value = measure(c, stats, achieved_share, watched);
+    let value = measure(c, stats, achieved_share, ran_s, watched);
     SloCheck {
         slo: c.text.clone(),
         value: value.map(|v| display_value(c, v)),
@@ -404,7 +409,7 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
     let lag_s = f.first_lag_s.unwrap_or_else(|| first_request_lag(f.stats, f.steps));
     let expected = f.target_rate.map(|t| expected_rate(t, f.end_rate.unwrap_or(t), f.previous_rate, f.ran_s, lag_s));
     let share = expected.filter(|e| *e > 0.0).map(|e| f.achieved_rate / e);
-    let checks: Vec<SloCheck> = slo.iter().map(|c| check(c, f.stats, f.steps, share, f.watched)).collect();
+    let checks: Vec<SloCheck> = slo.iter().map(|c| check(c, f.stats, f.steps, share, f.ran_s, f.watched)).collect();
     let mut fails = Vec::new();
     let mut broke = Vec::new();
     // A watched metric with no sample in the stage: its source said nothing
@@ -760,11 +765,51 @@ mod tests {
         ];
         for (line, ms, passed) in cases {
             let c = Condition::parse(line).unwrap();
-            let got = check(&c, &s, &BTreeMap::new(), None, &none);
+            let got = check(&c, &s, &BTreeMap::new(), None, 1.0, &none);
             assert_eq!(got.passed, passed, "{line}: {got:?}");
             let v = got.value.unwrap_or(0.0);
             assert!((v - ms).abs() <= ms * 0.002, "{line}: measured {v}, want {ms}");
         }
+    }
+
+    /// The token terms judge the LLM histograms, each its own, and `output_tps` the output tokens
+    /// over the span's seconds; a span without tokens has nothing to judge.
+    #[test]
+    fn token_terms_judge_the_token_histograms() {
+        let mut s = Stats { completed: 10, tokens_out: 600, ..Stats::default() };
+        let mut ask = Stats::default();
+        for i in 1..=10u64 {
+            s.ttft.record(Duration::from_millis(100 * i)); // 100 .. 1000 ms
+            s.itl.record(Duration::from_millis(20 + i)); // 21 .. 30 ms
+            s.tpot.record(Duration::from_millis(25));
+        }
+        ask.ttft.record(Duration::from_millis(40));
+        let steps = BTreeMap::from([("ask".to_string(), ask)]);
+        let none = BTreeMap::new();
+        // (line, measured: ms, or tokens/s for output_tps; passed)
+        let cases = [
+            ("ttft p50 < 600ms", 500.0, true),    // the median of ten
+            ("ttft p95 < 500ms", 1000.0, false),  // the slow tail breaks it
+            ("itl p99 < 60ms", 30.0, true),       // the gaps, not the first token
+            ("tpot mean < 30ms", 25.0, true),     // per answer
+            ("tpot max < 20ms", 25.0, false),     // its largest
+            ("ttft p95(ask) < 50ms", 40.0, true), // one step's own
+            ("itl p95(ask) < 50ms", 0.0, false),  // that step had no gaps: nothing measured
+            ("output_tps >= 100", 120.0, true),   // 600 tokens over 5 s
+            ("output_tps >= 150", 120.0, false),
+        ];
+        for (line, want, passed) in cases {
+            let c = Condition::parse(line).unwrap();
+            let got = check(&c, &s, &steps, None, 5.0, &none);
+            assert_eq!(got.passed, passed, "{line}: {got:?}");
+            let v = got.value.unwrap_or(0.0);
+            assert!((v - want).abs() <= want * 0.002, "{line}: measured {v}, want {want}");
+        }
+        // A span that ran no LLM step judges nothing (not a pass at 0 ms).
+        let c = Condition::parse("ttft p95 < 500ms").unwrap();
+        assert_eq!(check(&c, &Stats::default(), &BTreeMap::new(), None, 5.0, &none).value, None);
+        let c = Condition::parse("output_tps >= 1").unwrap();
+        assert_eq!(check(&c, &Stats::default(), &BTreeMap::new(), None, 5.0, &none).value, None);
     }
 
     /// A measured value never reads as its threshold beside a verdict the

@@ -44,10 +44,11 @@ pub const DOWN_SHARE: f64 = 0.9;
 
 /// Diagnostic kinds that can cause a stage to fail (saturation, a probe, a
 /// restart); any other kind is a finding only.
-pub const CAUSES: [&str; 8] = [
+pub const CAUSES: [&str; 9] = [
     "generator_saturated",
     "cpu_saturated",
     "pool_bound",
+    "inference_queue",
     "listen_queue_full",
     "listen_queue_high",
     "probe_failed",

@@ -936,6 +936,7 @@ mod tests {
         for k in keys {
             body.extend(k.stage.to_le_bytes());
             body.extend(k.step.to_le_bytes());
+            // Every histogram empty: a length of 0 each.
             body.extend(vec![
                 0u8;
                 8 * (crate::measure::Counter::COUNT + crate::measure::FailureKind::COUNT)

@@ -75,8 +75,10 @@ use crate::measure::{
 /// assignment's `files` are every file the scenario ships (a replay's
 /// recording too), by path relative to the scenario's folder; `protos` is gone;
 /// and a part's histograms add a stream's four (`first_event`, `event_gap`,
-/// `events`, `stream`), read in [`HistogramKind::ALL`]'s order.
-pub const PROTOCOL: u32 = 9;
+/// `events`, `stream`), read in [`HistogramKind::ALL`]'s order. 10: and an LLM
+/// step's five (`ttft`, `ttft_sent`, `itl`, `tpot`, `output_tps`); its counters
+/// `tokens_in` and `tokens_out` go by name as any counter.
+pub const PROTOCOL: u32 = 10;
 
 /// The most samples one second may carry: as many as a generator keeps.
 pub const MAX_SAMPLES: usize = MAX_KEYS * PER_KEY;

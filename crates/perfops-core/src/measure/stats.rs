@@ -279,6 +279,10 @@ stats! {
         /// the share of it that went to scripts. Zero, and absent from
         /// every file, for a scenario without scripts.
         script_ns: ScriptNs, series: NonZero, part: NonZero, quick: Never, summary: NonZero;
+        /// LLM steps: prompt tokens, from the answer's `usage` (none there: 0).
+        tokens_in: TokensIn, series: NonZero, part: NonZero, quick: NonZero, summary: NonZero;
+        /// LLM steps: completion tokens, from the answer's `usage`, else the content deltas counted.
+        tokens_out: TokensOut, series: NonZero, part: NonZero, quick: NonZero, summary: NonZero;
     }
     histograms {
         /// Intended start to the end of every request that ended, failures included.
@@ -306,6 +310,18 @@ stats! {
         events: Events, unit: Count, summary: NonZero;
         /// A streamed answer: from its first byte to its end (its last byte).
         stream: Stream, unit: Micros, summary: NonZero;
+        /// LLM steps: from the intended start (as `latency`) to the first token's arrival.
+        ttft: Ttft, unit: Micros, summary: NonZero;
+        /// LLM steps: from the actual send (as `service`) to the first token's arrival.
+        ttft_sent: TtftSent, unit: Micros, summary: NonZero;
+        /// LLM steps: each gap between a token's arrival and the next's (tokens that came in
+        /// one read share its instant: a gap of 0).
+        itl: Itl, unit: Micros, summary: NonZero;
+        /// LLM steps: per answer of two tokens or more, (last token - first token) / (tokens - 1).
+        tpot: Tpot, unit: Micros, summary: NonZero;
+        /// LLM steps: per answer, its output tokens per second from the send to its end,
+        /// recorded as a count (tokens/s, whole).
+        output_tps: OutputTps, unit: Count, summary: NonZero;
     }
 }
 

@@ -53,7 +53,8 @@ impl AbortWhen {
                 values.insert(name.clone(), r);
             }
             let steps = BTreeMap::<String, Stats>::new();
-            let holds = verdict::check(&rule.condition, &iv.stats, &steps, share, &values).passed;
+            let holds =
+                verdict::check(&rule.condition, &iv.stats, &steps, share, iv.length.as_secs_f64(), &values).passed;
             *held = if holds { *held + 1 } else { 0 };
             if u64::from(*held) >= rule.window.as_secs().max(1) {
                 let from = iv.index + 1 - *held;

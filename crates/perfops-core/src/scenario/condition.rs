@@ -18,6 +18,10 @@
 //!   max(metric(busy)) < 10        ... its highest; also min(...), last(...)
 //!   increase(metric(restarts)) > 0  ... its last sample less its first (a counter that went up)
 //!   errors > 50% for 10s   (abort_when only) held for 10 consecutive seconds
+//!   ttft p95 < 500ms       an LLM step's histograms, as a stream's above: time to first token
+//!   itl p99 < 60ms         (from the intended start), inter-token latency, time per output
+//!   tpot p50(ask) < 30ms   token; `ttft_sent` (from the send) and `output_tps` (per answer) too
+//!   output_tps >= 200      output tokens per second over the stage (every LLM step's): a number
 //! ```
 
 use std::fmt;
@@ -41,6 +45,8 @@ pub enum Metric {
     Rate,
     /// A watched (scraped or sampled) metric by name.
     Watched(String),
+    /// Output tokens per second over the span judged (a stage), every LLM step's.
+    OutputTps,
 }
 
 impl Metric {
@@ -123,7 +129,14 @@ pub struct ConditionError {
     pub hint: Option<String>,
 }
 
-const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `p99(ok) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%`, `metric(name) < 100` or `max(metric(name)) < 100`";
+const FORMS: &str = "write `p95 < 500ms`, `p99(step) < 1s`, `p99(ok) < 1s`, `mean < 200ms`, `max < 2s`, `errors < 1%`, `rate >= 97%`, `metric(name) < 100`, `max(metric(name)) < 100`, `ttft p95 < 500ms`, `itl p99 < 60ms`, `tpot p50 < 30ms` or `output_tps >= 100`";
+
+/// A percentile's word (`p99.9`) as a ratio; `None` if it is none.
+fn percentile(p: &str) -> Option<f64> {
+    // p99.9 -> 0.999 exactly: round to the written precision, not 99.9/100.
+    let q = p.strip_prefix('p')?.parse::<f64>().ok()?;
+    (q > 0.0 && q <= 100.0).then(|| (q * 1000.0).round() / 100_000.0)
+}
 
 impl Condition {
     /// Parse `metric op threshold`.
@@ -193,14 +206,14 @@ impl Condition {
             "max" => Metric::Max,
             "errors" | "error_rate" => Metric::Errors,
             "rate" => Metric::Rate,
+            "output_tps" if arg.is_none() => Metric::OutputTps,
             "metric" => match &arg {
                 Some(a) => Metric::Watched(a.clone()),
                 None => return Err(err(lead, "`metric` needs a name: `metric(name)`".into(), None)),
             },
-            p if p.starts_with('p') => match p[1..].parse::<f64>() {
-                // p99.9 -> 0.999 exactly: round to the written precision, not 99.9/100.
-                Ok(q) if q > 0.0 && q <= 100.0 => Metric::Quantile((q * 1000.0).round() / 100_000.0),
-                _ => {
+            p if p.starts_with('p') => match percentile(p) {
+                Some(q) => Metric::Quantile(q),
+                None => {
                     return Err(err(
                         lead,
                         format!("`{p}` is not a percentile"),
@@ -251,15 +264,7 @@ impl Condition {
         }
         let counted = histogram.is_some_and(|h| h.unit() == Unit::Count);
         let threshold = if metric.is_latency() && !counted {
-            let duration_hint = Some("latency thresholds are durations: 500ms, 1s");
-            match parse_duration(right) {
-                // A bare number would silently mean seconds: make the unit explicit.
-                Ok(_) if !right.chars().any(|c| c.is_ascii_alphabetic()) => {
-                    return Err(err(right_off, format!("`{right}` needs a unit"), duration_hint));
-                }
-                Ok(d) => d.as_secs_f64(),
-                Err(_) => return Err(err(right_off, format!("`{right}` is not a duration"), duration_hint)),
-            }
+            duration_threshold(right, right_off)?
         } else if matches!(metric, Metric::Errors | Metric::Rate) {
             match right.strip_suffix('%').map(|p| p.trim().parse::<f64>()) {
                 Some(Ok(p)) if (0.0..=100.0).contains(&p) => p / 100.0,
@@ -286,6 +291,19 @@ impl Condition {
         self.metric.is_latency() && self.histogram.is_none_or(|h| h.unit() == Unit::Micros)
     }
 
+    /// Whether it judges an LLM step's tokens (`ttft`, `itl`, `tpot`, `output_tps`): a scenario
+    /// without such a step would never measure it.
+    pub fn is_token_term(&self) -> bool {
+        const TOKENS: [HistogramKind; 5] = [
+            HistogramKind::Ttft,
+            HistogramKind::TtftSent,
+            HistogramKind::Itl,
+            HistogramKind::Tpot,
+            HistogramKind::OutputTps,
+        ];
+        self.metric == Metric::OutputTps || self.histogram.is_some_and(|h| TOKENS.contains(&h))
+    }
+
     /// Does `value` (same units as the threshold) satisfy the condition?
     pub fn holds(&self, value: f64) -> bool {
         match self.op {
@@ -294,6 +312,28 @@ impl Condition {
             Op::Gt => value > self.threshold,
             Op::Ge => value >= self.threshold,
         }
+    }
+}
+
+/// A latency threshold (`500ms`, `1s`) in seconds; `right_off` is where it starts in the text.
+fn duration_threshold(right: &str, right_off: usize) -> Result<f64, ConditionError> {
+    let err = |message: String| ConditionError {
+        offset: right_off,
+        message,
+        hint: Some("latency thresholds are durations: 500ms, 1s".into()),
+    };
+    if right.is_empty() {
+        return Err(ConditionError {
+            offset: right_off,
+            message: "no threshold after the comparison".into(),
+            hint: Some(FORMS.into()),
+        });
+    }
+    match parse_duration(right) {
+        // A bare number would silently mean seconds: make the unit explicit.
+        Ok(_) if !right.chars().any(|c| c.is_ascii_alphabetic()) => Err(err(format!("`{right}` needs a unit"))),
+        Ok(d) => Ok(d.as_secs_f64()),
+        Err(_) => Err(err(format!("`{right}` is not a duration"))),
     }
 }
 
@@ -429,6 +469,46 @@ mod tests {
             ("p99(, ok) < 1s", 0, "only `ok` may follow"),         // a filter without its step
         ];
         for (text, offset, needle) in cases {
+            let e = Condition::parse(text).expect_err(text);
+            assert!(e.message.contains(needle), "{text}: {}", e.message);
+            assert_eq!(e.offset, offset, "{text}");
+        }
+    }
+
+    /// The LLM histograms through the histograms' grammar, and `output_tps` over the stage.
+    #[test]
+    fn token_terms() {
+        use HistogramKind::{Itl, OutputTps, Tpot, Ttft, TtftSent};
+        // (text, histogram, metric, step, threshold in its unit)
+        let cases = [
+            ("ttft p95 < 500ms", Ttft, Metric::Quantile(0.95), None, 0.5), // the three of an LLM's SLO
+            ("itl p99 < 60ms", Itl, Metric::Quantile(0.99), None, 0.06),
+            ("tpot p50 < 30ms", Tpot, Metric::Quantile(0.5), None, 0.03),
+            ("ttft p99.9 < 2s", Ttft, Metric::Quantile(0.999), None, 2.0), // fractional percentile
+            ("ttft_sent mean(ask) < 1s", TtftSent, Metric::Mean, Some("ask"), 1.0), // from the send, one step
+            ("output_tps p50 >= 20", OutputTps, Metric::Quantile(0.5), None, 20.0), // per answer: a count
+        ];
+        for (text, h, metric, step, threshold) in cases {
+            let c = Condition::parse(text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            assert!(c.is_token_term(), "{text}");
+            assert_eq!((c.histogram, &c.metric, c.step.as_deref()), (Some(h), &metric, step), "{text}");
+            assert!((c.threshold - threshold).abs() < 1e-12, "{text}");
+        }
+        // Output tokens per second over the stage: a number, not a duration.
+        let c = Condition::parse("output_tps >= 150").unwrap();
+        assert!(c.is_token_term() && !c.is_duration());
+        assert_eq!((&c.metric, c.op, c.threshold), (&Metric::OutputTps, Op::Ge, 150.0));
+        // The latency terms and a stream's are not token terms.
+        assert!(!Condition::parse("p95 < 1s").unwrap().is_token_term());
+        assert!(!Condition::parse("first_event p95 < 1s").unwrap().is_token_term());
+        let bad = [
+            ("itl p99 < 60", 10, "needs a unit"),          // a duration without unit
+            ("tpot p50 < fast", 11, "not a duration"),     // no duration at all
+            ("ttft p95(ok) < 1s", 0, "of every answer"),   // every token is an answer's
+            ("output_tps >= 1s", 14, "not a number"),      // tokens per second are a number
+            ("output_tps(ask) >= 1", 0, "unknown metric"), // the stage's, not a step's
+        ];
+        for (text, offset, needle) in bad {
             let e = Condition::parse(text).expect_err(text);
             assert!(e.message.contains(needle), "{text}: {}", e.message);
             assert_eq!(e.offset, offset, "{text}");

@@ -13,6 +13,7 @@ use super::decode::{Dec, join, kind};
 use super::diag::did_you_mean;
 use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
+use super::llm::LLM_ONLY;
 use super::script::{StepScript, is_script_step};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
@@ -40,6 +41,12 @@ pub(super) const STEP: &[&str] = &[
     "script",
     "before",
     "after",
+    "openai",
+    "model",
+    "messages",
+    "max_tokens",
+    "params",
+    "path",
 ];
 pub(super) const EXPECT: &[&str] = &[
     "status",
@@ -134,6 +141,7 @@ impl Dec<'_> {
                 .or_else(|| text("request"))
                 .or_else(|| text("websocket"))
                 .or_else(|| text("grpc"))
+                .or_else(|| text("openai"))
                 .or_else(|| text("script").map(|f| format!("script {f}")));
             self.salvaged_steps.extend(name);
         }
@@ -159,6 +167,9 @@ impl Dec<'_> {
         if m.get_node("grpc").is_some() {
             return self.grpc_step(m, path, feeders);
         }
+        if let Some(api) = m.get_node("openai") {
+            return self.llm_step(m, api, path, feeders, hooks);
+        }
         if let Some(ws) = m.get_node("websocket") {
             return self.websocket_step(m, ws, path, feeders);
         }
@@ -173,6 +184,7 @@ impl Dec<'_> {
             }
         }
         self.misplaced(m, path, WS_ONLY, "belongs to a `websocket:` step", "an HTTP step is `request: METHOD /path`");
+        self.misplaced(m, path, LLM_ONLY, "belongs to an `openai:` step", "an LLM step is `openai: chat`");
         self.misplaced_expect(
             m,
             path,
@@ -283,11 +295,12 @@ impl Dec<'_> {
             websocket: None,
             stream,
             script,
+            llm: None,
         })
     }
 
     /// `stream: true` (or `false`), or `stream: { stall: 2s }`.
-    fn stream(&mut self, node: &Node, path: &str) -> Option<StreamRead> {
+    pub(super) fn stream(&mut self, node: &Node, path: &str) -> Option<StreamRead> {
         if node.as_mapping().is_some() {
             let m = self.map(node, path, &["stall"])?;
             let sp = join(path, "stall");
@@ -379,6 +392,7 @@ impl Dec<'_> {
             websocket: None,
             stream: None,
             script: StepScript::default(),
+            llm: None,
         })
     }
 
@@ -467,6 +481,7 @@ impl Dec<'_> {
             websocket: Some(WebSocket { send, hold, every }),
             stream: None,
             script: StepScript::default(),
+            llm: None,
         })
     }
 
@@ -487,7 +502,7 @@ impl Dec<'_> {
     }
 
     /// A YAML value as JSON text, with templated strings left as holes.
-    fn json(&mut self, node: &Node, path: &str, feeders: &[&str], out: &mut Vec<JsonPart>) {
+    pub(super) fn json(&mut self, node: &Node, path: &str, feeders: &[&str], out: &mut Vec<JsonPart>) {
         let lit = |out: &mut Vec<JsonPart>, s: &str| match out.last_mut() {
             Some(JsonPart::Literal(l)) => l.push_str(s),
             _ => out.push(JsonPart::Literal(s.to_string())),
@@ -540,7 +555,7 @@ impl Dec<'_> {
         }
     }
 
-    fn expect(&mut self, node: &Node, path: &str) -> Option<Expect> {
+    pub(super) fn expect(&mut self, node: &Node, path: &str) -> Option<Expect> {
         let m = self.map(node, path, EXPECT)?;
         let status = m.get_node("status").and_then(|s| {
             let sp = join(path, "status");
@@ -617,7 +632,7 @@ impl Dec<'_> {
         Some(Expect { status, body_contains, message_contains, json, grpc_status, events })
     }
 
-    fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {
+    pub(super) fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),

@@ -16,6 +16,7 @@ pub mod extract;
 pub mod feeder;
 mod flow;
 pub mod grpc;
+mod llm;
 mod load;
 pub mod output;
 pub mod redact;
@@ -225,6 +226,9 @@ pub struct Step {
     /// Events, or lines), each dated, and measured as one (time to the first
     /// event, gaps, events, duration). `None`: read as a whole, as always.
     pub stream: Option<StreamRead>,
+    /// `openai: chat`: an LLM step, a POST of a chat completion whose answer is read as tokens
+    /// (`body` holds the request's JSON; see `llm.rs`).
+    pub llm: Option<Llm>,
 }
 
 /// How a step with `stream:` reads its answer.
@@ -234,6 +238,25 @@ pub struct StreamRead {
     /// or between two) before the answer fails as `stream_stall`; none: the
     /// step's timeout alone bounds it.
     pub stall: Option<Duration>,
+}
+
+/// What an LLM step (`openai: chat`) asks of the engine, beside its request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Llm {
+    /// The API it speaks.
+    pub api: LlmApi,
+    /// Streamed (`stream: true`, the default): its tokens are timed as they arrive. Not:
+    /// one answer, its tokens counted from `usage`.
+    pub stream: bool,
+    /// `max_tokens`, if the step sets it.
+    pub max_tokens: Option<u32>,
+}
+
+/// An OpenAI-compatible API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LlmApi {
+    /// `chat`: `/v1/chat/completions`, tokens in `choices[].delta.content`.
+    Chat,
 }
 
 impl Step {

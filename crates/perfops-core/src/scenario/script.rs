@@ -248,6 +248,7 @@ impl Dec<'_> {
             websocket: None,
             stream: None,
             script: StepScript { call: Some(call), before: None, after: None },
+            llm: None,
         })
     }
 

@@ -15,7 +15,7 @@ use perfops_core::cookie::Jar;
 use perfops_core::scenario::StreamRead;
 use tokio::time::{Instant, Sleep};
 
-use super::http1::Streaming;
+use super::http1::{LlmStreaming, Streaming};
 use super::scope::Scope;
 use super::{Ended, Request, Worker};
 use crate::http1::Conn;
@@ -126,7 +126,13 @@ impl Worker {
         req: Request<'a>,
         read: StreamRead,
     ) -> Pin<Box<dyn Future<Output = Ended> + 'a>> {
-        let streaming = Streaming::new(read, req.step.step.expect.as_ref());
+        let expect = req.step.step.expect.as_ref();
+        if req.step.step.llm.is_some() {
+            // An LLM step's events are read as tokens (`llm.rs`), beside the stream's timeline.
+            let tokens = LlmStreaming::new(read, expect);
+            return Box::pin(self.perform(conn, timer, req, tokens));
+        }
+        let streaming = Streaming::new(read, expect);
         Box::pin(self.perform(conn, timer, req, streaming))
     }
 

@@ -22,6 +22,7 @@ use super::checks::status_failure;
 use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response, StreamTo};
+use crate::llm::Tokens;
 use crate::stream::Timeline;
 use crate::work::ArrivalVars;
 
@@ -182,7 +183,11 @@ impl Worker {
                 Err((_, sent)) => (*sent, None),
             };
             if let Some(sent) = sent {
-                self.rec.borrow_mut().streamed(req.key, req.due, sent, answer, t);
+                let mut rec = self.rec.borrow_mut();
+                rec.streamed(req.key, req.due, sent, answer, t);
+                if let Some(tokens) = slot.tokens() {
+                    rec.tokens(req.key, req.due, sent, answer.map(|(_, end)| end), tokens);
+                }
             }
         }
         // The buffers go back after the match: a failure's sample reads the request's bytes.
@@ -191,6 +196,15 @@ impl Worker {
                 let mut failure = status_failure(step, response.status);
                 let mut check = None;
                 if failure.is_none() && step.capture {
+                    // A non-streamed LLM answer: its tokens from its `usage` (its body is
+                    // captured for it). Here, where only capturing steps come: a step that
+                    // saves and checks nothing never tests it.
+                    if step.step.llm.is_some_and(|l| !l.stream)
+                        && let Some(c) = conn.as_deref()
+                        && let (_, Some(usage)) = crate::llm::read_chunk(&c.body)
+                    {
+                        self.rec.borrow_mut().usage(req.key, usage);
+                    }
                     match conn
                         .as_deref()
                         .map(|c| with_fields(c, |pairs| self.check_response(&req, response.status, pairs, &c.body)))
@@ -324,7 +338,8 @@ fn with_fields<R>(c: &Conn, f: impl FnOnce(&[(&str, &[u8])]) -> R) -> R {
 }
 
 /// Where [`Worker::perform_on`] hands a streamed answer's events: nowhere
-/// (`()`, a step without `stream:`), or a [`Streaming`].
+/// (`()`, a step without `stream:`), a [`Streaming`], or an LLM step's
+/// [`LlmStreaming`].
 pub(super) trait Slot {
     /// The consumer and stall limit for the exchange.
     fn to(&mut self) -> Option<StreamTo<'_>>;
@@ -332,6 +347,8 @@ pub(super) trait Slot {
     fn timeline(&self) -> Option<&Timeline>;
     /// Why its events fail the step's `expect`, if they do.
     fn check(&self, expect: Option<&Expect>) -> Option<String>;
+    /// An LLM step's tokens, for the recorder.
+    fn tokens(&self) -> Option<&Tokens>;
 }
 
 impl Slot for () {
@@ -347,6 +364,24 @@ impl Slot for () {
     fn timeline(&self) -> Option<&Timeline> {
         None
     }
+    #[inline(always)]
+    fn tokens(&self) -> Option<&Tokens> {
+        None
+    }
+}
+
+/// The timeline of a stream read for a step's `expect` (its checks on events).
+fn timeline_for(expect: Option<&Expect>) -> Timeline {
+    let events = expect.map(|e| &e.events).filter(|e| !e.is_empty());
+    let mut timeline = Timeline::new(events.is_some_and(|e| e.first.is_some() || e.last.is_some()));
+    timeline.want = events.and_then(|e| e.any.as_ref()).map(|t| t.as_bytes().to_vec());
+    timeline
+}
+
+/// Why the events of a stream's timeline `t` fail `expect`, if they do.
+fn check_events(t: &Timeline, expect: Option<&Expect>) -> Option<String> {
+    let (first, last) = (t.first.as_ref().map(|k| &k.data[..]), t.last.as_ref().map(|k| &k.data[..]));
+    expect?.events.check(first, last, t.matched)
 }
 
 /// A step with `stream:`: its answer's timeline and stall limit.
@@ -358,10 +393,7 @@ pub(super) struct Streaming {
 impl Streaming {
     /// A stream read as `read` says, for the step's `expect` (its checks on events).
     pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> Streaming {
-        let events = expect.map(|e| &e.events).filter(|e| !e.is_empty());
-        let mut timeline = Timeline::new(events.is_some_and(|e| e.first.is_some() || e.last.is_some()));
-        timeline.want = events.and_then(|e| e.any.as_ref()).map(|t| t.as_bytes().to_vec());
-        Streaming { timeline, stall: read.stall }
+        Streaming { timeline: timeline_for(expect), stall: read.stall }
     }
 }
 
@@ -373,8 +405,38 @@ impl Slot for Streaming {
         Some(&self.timeline)
     }
     fn check(&self, expect: Option<&Expect>) -> Option<String> {
-        let t = &self.timeline;
-        let (first, last) = (t.first.as_ref().map(|k| &k.data[..]), t.last.as_ref().map(|k| &k.data[..]));
-        expect?.events.check(first, last, t.matched)
+        check_events(&self.timeline, expect)
+    }
+    fn tokens(&self) -> Option<&Tokens> {
+        None
+    }
+}
+
+/// An LLM step's streamed answer (`openai:`): its tokens (which keep the
+/// stream's timeline, and so its checks on events) and stall limit.
+pub(super) struct LlmStreaming {
+    tokens: Tokens,
+    stall: Option<std::time::Duration>,
+}
+
+impl LlmStreaming {
+    /// A token stream read as `read` says, for the step's `expect`.
+    pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> LlmStreaming {
+        LlmStreaming { tokens: Tokens::over(timeline_for(expect)), stall: read.stall }
+    }
+}
+
+impl Slot for LlmStreaming {
+    fn to(&mut self) -> Option<StreamTo<'_>> {
+        Some(StreamTo { events: &mut self.tokens, stall: self.stall })
+    }
+    fn timeline(&self) -> Option<&Timeline> {
+        Some(&self.tokens.timeline)
+    }
+    fn check(&self, expect: Option<&Expect>) -> Option<String> {
+        check_events(&self.tokens.timeline, expect)
+    }
+    fn tokens(&self) -> Option<&Tokens> {
+        Some(&self.tokens)
     }
 }

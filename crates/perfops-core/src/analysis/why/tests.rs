@@ -325,11 +325,11 @@ fn the_why_is_tied_to_the_rule_that_failed() {
 fn latency_over_refused_connections_measures_nothing() {
     let refused = stats(0, 0, &[(FailureKind::ConnectRefused, 400)], 0);
     let c = Condition::parse("p95 < 300ms").unwrap();
-    let got = crate::analysis::verdict::check(&c, &refused, &BTreeMap::new(), None, &BTreeMap::new());
+    let got = crate::analysis::verdict::check(&c, &refused, &BTreeMap::new(), None, 1.0, &BTreeMap::new());
     assert_eq!((got.passed, got.value), (false, None));
     // A few answered: their latency is measured again.
     let some = stats(1, 10, &[(FailureKind::ConnectRefused, 390)], 0);
-    assert!(crate::analysis::verdict::check(&c, &some, &BTreeMap::new(), None, &BTreeMap::new()).passed);
+    assert!(crate::analysis::verdict::check(&c, &some, &BTreeMap::new(), None, 1.0, &BTreeMap::new()).passed);
 }
 
 #[test]
