@@ -39,6 +39,10 @@ use crate::http1::Stream;
 /// The read buffer a connection starts with and keeps while idle (a frame
 /// announced larger reserves its length).
 const READ_BUF: usize = 512;
+/// The buffer an upgrade's answer is read into first, doubled while the head
+/// does not fit: a 101's head is 130-200 bytes (tungstenite's, Python's), and
+/// every upgrade waiting for its answer holds one.
+const HEAD_BUF: usize = 256;
 /// An upgrade response head larger than this is a protocol error.
 const MAX_HEAD: usize = 64 * 1024;
 /// The largest message accepted (as http1.rs's `CAPTURE_MAX` for a body kept
@@ -202,7 +206,7 @@ pub(crate) async fn upgrade(
     stream.flush().await.map_err(|e| io(&e))?;
     hs.bytes_out = request.len() as u64;
     drop(request);
-    let mut buf = vec![0; 1024];
+    let mut buf = vec![0; HEAD_BUF];
     let mut end = 0;
     loop {
         if end == buf.len() {

@@ -252,7 +252,11 @@ impl Worker {
         };
         let authority = &shared.target.authority;
         let mut hs = ws::Handshake::default();
-        let upgraded = within(timer.as_mut(), ws::upgrade(stream, authority, &path, &headers, &mut hs)).await;
+        // Boxed: inline, the handshake's state took room more than once in
+        // every upgrade waiting for its answer (`within` keeps its argument
+        // and a pinned copy of it).
+        let handshake = Box::pin(ws::upgrade(stream, authority, &path, &headers, &mut hs));
+        let upgraded = within(timer.as_mut(), handshake).await;
         let t0 = Instant::now();
         in_flight.done = true;
         let first_byte = hs.first_byte.unwrap_or(t0);
