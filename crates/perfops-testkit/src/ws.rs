@@ -3,9 +3,10 @@
 //! after a precise delay, or misbehaves on purpose after a number of
 //! messages on a connection: drops the TCP connection without a close frame
 //! (an abnormal closure, 1006 at the client), or closes with a code
-//! (1011, a server error), or answers a close late. It counts connections (accepted, open now, the
-//! most open at once) and messages, so a test can compare what the
-//! generator reports with what the server saw. [`WsServer::start_tls`]
+//! (1011, a server error), or answers a client's close late. It counts
+//! connections (accepted, open now, the most open at once) and messages,
+//! so a test can compare what the generator reports with what the server
+//! saw. [`WsServer::start_tls`]
 //! serves `wss://` with the testkit's self-signed certificate.
 //!
 //! One thread runs a single-threaded tokio runtime; every connection is a
