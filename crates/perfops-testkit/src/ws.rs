@@ -57,6 +57,10 @@ pub enum WsBehaviour {
     /// with many connections' closes at once, as python3-websockets is when
     /// thousands close together.
     SlowClose(Duration),
+    /// Echo each message at once, answer the client's close frame at once,
+    /// but keep the TCP connection open `after` that, as a server that waits
+    /// for the client to end it first (RFC 6455 lets a server wait so).
+    OpenAfterClose(Duration),
 }
 
 #[derive(Default)]
@@ -277,6 +281,13 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         if let (WsBehaviour::SlowClose(delay), true) = (behaviour, message.is_close()) {
             // The reply tungstenite queued goes out with the next read.
             tokio::time::sleep(delay).await;
+        }
+        if let (WsBehaviour::OpenAfterClose(after), true) = (behaviour, message.is_close()) {
+            let _ = ws.flush().await;
+            drop(open);
+            // Not read: tungstenite would end the connection at the next read.
+            tokio::time::sleep(after).await;
+            return;
         }
         if !(message.is_text() || message.is_binary()) {
             continue; // pings are answered by tungstenite, closes end the loop

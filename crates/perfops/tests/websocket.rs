@@ -216,6 +216,26 @@ fn closed_loop_users_close_a_session_before_opening_the_next() {
     );
 }
 
+/// A server that answers the close frame but waits for the client to end
+/// the TCP connection (as RFC 6455 allows) costs a session a second at most
+/// after the close frames crossed, not its whole timeout: 5 users, each
+/// session held 100 ms, timeout 5 s, for 3 s, each user through at least
+/// two sessions.
+#[test]
+fn a_server_that_waits_for_the_client_to_end_the_connection_holds_no_session_long() {
+    let _cpu = shared();
+    let server = WsServer::start(WsBehaviour::OpenAfterClose(Duration::from_secs(30)));
+    let wd = Workdir::new("ws-open-after-close");
+    let yaml = format!(
+        "name: ws-loop\ntarget: {}\ndefaults: {{ timeout: 5s }}\nflows:\n  chat:\n    steps:\n      - {{ name: chat, websocket: /, send: [hi], hold: 100ms }}\nload:\n  model: closed\n  stages: [ {{ users: 5, hold: 3s }} ]\n",
+        server.url()
+    );
+    let run = Run::new(&wd, &yaml, &[]);
+    run.assert_judged();
+    let ctx = format!("{:#}\n{}", run.step("chat"), run.context());
+    assert!(server.connections() >= 10, "{} sessions for 5 users in 3 s\n{ctx}", server.connections());
+}
+
 /// Without `--wait-in-flight`, a hold that outlasts the run ends with it:
 /// the run does not wait 30 s for its sessions, and cuts none.
 #[test]

@@ -39,12 +39,12 @@
 //! - A refused upgrade (any status but 101) is the step's failure: a 4xx or
 //!   5xx as HTTP counts it, anything else (a 200, a redirect) `protocol`.
 //! - A session ends when its connection is closed: the close frame sent
-//!   (1000) or the server's answered, then the server's close frame and its
-//!   end of the TCP connection read, within the step's timeout
-//!   (`ws::close`). A closed-loop user's next session opens then, not
-//!   before: waiting a fixed second instead, 10,000 users closing together
-//!   against python3-websockets reopened while the server still held their
-//!   last connections (it counted 15,300 open at once).
+//!   (1000) or the server's answered, the server's close frame read within
+//!   the step's timeout, then its end of the TCP connection, a second at
+//!   most (`ws::close`). A closed-loop user's next session opens then, not
+//!   before: waiting a fixed second for the server's close frame, 10,000
+//!   users closing together against python3-websockets reopened while the
+//!   server still held their last connections (it counted 15,300 open).
 //!
 //! While it idles, a session is a task waiting on its socket and its timer:
 //! no clock read, no allocation, a 1 KiB read buffer (see `ws`). The run's
@@ -216,7 +216,7 @@ impl Worker {
 
     /// Close the session's connection ([`ws::close`]: the closing handshake,
     /// then the server's end of the TCP connection), waiting at most the
-    /// step's timeout, and end it (`failed`: its flow ends). It has ended
+    /// step's timeout in all, and end it (`failed`: its flow ends). It has ended
     /// when its connection is closed: a closed-loop user's next session
     /// opens then, and not before.
     ///
