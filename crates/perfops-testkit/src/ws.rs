@@ -3,9 +3,10 @@
 //! after a precise delay, or misbehaves on purpose after a number of
 //! messages on a connection: drops the TCP connection without a close frame
 //! (an abnormal closure, 1006 at the client), or closes with a code
-//! (1011, a server error). It counts connections (accepted, open now, the
-//! most open at once) and messages, so a test can compare what the
-//! generator reports with what the server saw. [`WsServer::start_tls`]
+//! (1011, a server error), or answers a client's close late. It counts
+//! connections (accepted, open now, the most open at once) and messages,
+//! so a test can compare what the generator reports with what the server
+//! saw. [`WsServer::start_tls`]
 //! serves `wss://` with the testkit's self-signed certificate.
 //!
 //! One thread runs a single-threaded tokio runtime; every connection is a
@@ -51,6 +52,15 @@ pub enum WsBehaviour {
     /// Upgrade, then drop the TCP connection after `after` without a word:
     /// for a held connection that the server loses.
     DropIdleAfter(Duration),
+    /// Echo each message at once, but answer the client's close frame only
+    /// after `delay`, the connection counted open until then: a server busy
+    /// with many connections' closes at once, as python3-websockets is when
+    /// thousands close together.
+    SlowClose(Duration),
+    /// Echo each message at once, answer the client's close frame at once,
+    /// but keep the TCP connection open `after` that, as a server that waits
+    /// for the client to end it first (RFC 6455 lets a server wait so).
+    OpenAfterClose(Duration),
 }
 
 #[derive(Default)]
@@ -268,6 +278,17 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     }
     let mut seen = 0u64;
     while let Some(Ok(message)) = ws.next().await {
+        if let (WsBehaviour::SlowClose(delay), true) = (behaviour, message.is_close()) {
+            // The reply tungstenite queued goes out with the next read.
+            tokio::time::sleep(delay).await;
+        }
+        if let (WsBehaviour::OpenAfterClose(after), true) = (behaviour, message.is_close()) {
+            let _ = ws.flush().await;
+            drop(open);
+            // Not read: tungstenite would end the connection at the next read.
+            tokio::time::sleep(after).await;
+            return;
+        }
         if !(message.is_text() || message.is_binary()) {
             continue; // pings are answered by tungstenite, closes end the loop
         }
