@@ -14,7 +14,13 @@
 # the tools alternating within a round (perfops, oha, vegeta), each pinned to TOOL_CPU
 # under `/usr/bin/time -f '%e %U %S %M'` with the server on TARGET_CPU:
 #   perfops  `perfops quick -r RATE -d DURATION --json FILE URL` (and `base`, the same with
-#            the BASE binary: a build before a change, measured in the same run)
+#            the BASE binary: a build before a change, measured in the same run): the
+#            default timerfd pacer, a wake-up per arrival (or per arrivals due within 100 µs)
+#   uring    the same with PERFOPS_PACER=io_uring: the kernel pacer (requests queued in
+#            io_uring behind a timeout at their due times); its summary's generator.pacer
+#            says which pacer ran (timerfd where io_uring is refused)
+#   closed   `perfops quick -c RATE/100 -d DURATION`: the closed loop at about the same rate
+#            against the 10 ms server, the per-request price the open model is held to
 #   oha      `oha -q RATE --latency-correction -z DURATION -c C --no-tui --output-format json URL`
 #            (C = max(100, RATE / 50): twice the 10 ms server's requests in flight, so
 #            the connection cap never sets the rate)
@@ -49,7 +55,7 @@ DURATION=${DURATION:-8}
 
 RATES=${RATES:-"2000 10000 20000"}
 BASE=${BASE:-}
-TOOLS=${TOOLS:-"perfops${BASE:+ base} oha vegeta"}
+TOOLS=${TOOLS:-"perfops uring closed${BASE:+ base} oha vegeta"}
 PORT=${PORT:-18081}
 need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S NOISE_RETRIES
 need_positive DURATION ROUNDS PORT
@@ -72,12 +78,12 @@ cleanup_at_exit
 avail=""
 for t in $TOOLS; do
   case "$t" in
-    perfops) [ -x "$PERFOPS" ] || { log "perfops not found: $PERFOPS (cargo build --release -p perfops)"; continue; } ;;
+    perfops|uring|closed) [ -x "$PERFOPS" ] || { log "perfops not found: $PERFOPS (cargo build --release -p perfops)"; continue; } ;;
     base) [ -n "$BASE" ] && [ -x "$BASE" ] || { log "BASE not set or not executable ('$BASE'); skipped"; continue; } ;;
     oha) [ -x "$OHA" ] || { log "oha not found ($OHA): $PEERS/install.sh installs it; skipped"; continue; } ;;
     vegeta) [ -x "$VEGETA" ] || { log "vegeta not found ($VEGETA): $PEERS/install.sh installs it; skipped"; continue; } ;;
     k6) [ -x "$K6" ] || { log "k6 not found ($K6); skipped"; continue; } ;;
-    *) die "unknown tool '$t' (perfops, base, oha, vegeta, k6)" ;;
+    *) die "unknown tool '$t' (perfops, uring, closed, base, oha, vegeta, k6)" ;;
   esac
   avail="$avail $t"
 done
@@ -113,6 +119,8 @@ argv_for() { # TOOL RATE NAME -> ARGV
   local conns=$(( $2 / 50 > 100 ? $2 / 50 : 100 ))
   case "$1" in
     perfops) ARGV=("$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
+    uring) ARGV=(env PERFOPS_PACER=io_uring "$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
+    closed) ARGV=("$PERFOPS" quick -c $(( $2 / 100 > 1 ? $2 / 100 : 1 )) -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     base) ARGV=("$BASE" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     oha) ARGV=("$OHA" -q "$2" --latency-correction -z "${DURATION}s" -c "$conns" --no-tui --output-format json "$URL") ;;
     vegeta) ARGV=("$VEGETA" attack -targets="$RAW/vegeta.targets" -rate="$2/1s" -duration="${DURATION}s" -output="$RAW/$3.bin") ;;

@@ -11,8 +11,8 @@
 # ../shared/bench/wire/wiretruth.py reads every exchange's duration from the capture (first
 # request byte to last response byte, as the loopback interface saw them). Printed: the
 # wire's p50/p99, perfops' service-time p50/p99 minus the wire's (what its clock adds to an
-# exchange) and its latency-from-the-intended-start p99 minus the wire's (that, plus its
-# pacer's lateness), the packets tcpdump dropped (want 0) and the server-seen rate.
+# exchange) and its latency-from-the-intended-start p50 and p99 minus the wire's (that, plus
+# its pacer's lateness), the packets tcpdump dropped (want 0) and the server-seen rate.
 # Each run holds LOCK (/tmp/bench.lock) from the capture's start to its end. Only 127.0.0.1
 # is contacted; the server and tcpdump are stopped by their PIDs. Needs tcpdump (apt-get
 # install tcpdump).
@@ -91,7 +91,7 @@ done
 python3 - "$RAW" "$@" <<'PY'
 import json, pathlib, re, sys
 out = pathlib.Path(sys.argv[1]); bins = sys.argv[2:]
-print("| rate | binary | wire p50 / p99 ms | service - wire p50 / p99 ms | latency p99 - wire p99 ms | "
+print("| rate | binary | wire p50 / p99 ms | service - wire p50 / p99 ms | latency - wire p50 / p99 ms | "
       "CPU s/100k | dropped by tcpdump | server-seen rate |")
 print("|---:|---|---|---|---|---:|---:|---:|")
 for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]):
@@ -107,7 +107,8 @@ for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() el
     drop = re.search(r"(\d+) packets? dropped by kernel", (out / f"{name}.tcpdump").read_text())
     lat, svc = q["latency_ms"], q["service_ms"]
     print(f"| {rate} | {bins[int(b[3:]) - 1]} (round {rnd}) | {w['p50_ms']:.3f} / {w['p99_ms']:.3f} | "
-          f"{svc['p50'] - w['p50_ms']:+.3f} / {svc['p99'] - w['p99_ms']:+.3f} | {lat['p99'] - w['p99_ms']:+.3f} | "
+          f"{svc['p50'] - w['p50_ms']:+.3f} / {svc['p99'] - w['p99_ms']:+.3f} | "
+          f"{lat['p50'] - w['p50_ms']:+.3f} / {lat['p99'] - w['p99_ms']:+.3f} | "
           f"{cpu:.2f} | {drop.group(1) if drop else '?'} | {srv.get('arrival_rate', 0):,.1f} |")
 PY
 echo "raw outputs: $RAW" >&2

@@ -17,15 +17,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from benchlib import cli, fmt, last_line, load_meta, med, read, time_stats  # noqa: E402
 
 
+# perfops' own runs: its default (timerfd) pacer (perfops), the kernel pacer (uring), a build
+# before a change (base), and the closed loop at about the same rate (closed).
+PERFOPS = ("perfops", "base", "uring", "closed")
+
+
 def tool_figures(tool, text):
     """The tool's own summary -> {count, errors, p50_ms, p99_ms} (count: answered requests)."""
     j = json.loads(text)
-    if tool in ("perfops", "base"):
+    if tool in PERFOPS:
         t = j if "latency_ms" in j else j["total"]
         lat = t["latency_ms"]
         svc = t.get("service_ms") or {}
         return {"count": t["completed"], "errors": t.get("failed", 0), "p50_ms": lat["p50"], "p99_ms": lat["p99"],
-                "svc_p50_ms": svc.get("p50"), "svc_p99_ms": svc.get("p99"), "dropped": t.get("dropped", 0)}
+                "svc_p50_ms": svc.get("p50"), "svc_p99_ms": svc.get("p99"), "dropped": t.get("dropped", 0),
+                "pacer": (j.get("generator") or {}).get("pacer")}
     if tool == "oha":
         codes = j.get("statusCodeDistribution", {})
         errd = dict(j.get("errorDistribution", {}))
@@ -71,7 +77,7 @@ def run(raw, name, tool, rate):
         r["ok"], r["err"] = False, f"cannot read the {tool} or server summary: {type(e).__name__} {e}"
     # perfops exits 1 when a verdict is not met (none here) or inconclusive; the figures
     # judge the run: a run that answered what it sent is a run.
-    if r["rc"] != 0 and not (tool in ("perfops", "base") and r["rc"] == 1 and r.get("count")):
+    if r["rc"] != 0 and not (tool in PERFOPS and r["rc"] == 1 and r.get("count")):
         r["ok"] = False
         r["err"] = (r["err"] + "; " if r["err"] else "") + f"exit status {r['rc']}: " + \
             last_line(read(os.path.join(raw, name + ".err")), 2)
@@ -120,11 +126,21 @@ def main():
             svc = "—"
             if any(r.get("s50") is not None for r in ok):
                 svc = f"{fmt(med([r.get('s50') for r in ok]), '{:+.3f}')} / {fmt(med([r.get('s99') for r in ok]), '{:+.3f}')}"
-            L.append(f"| {rate:,} | {tool} | {fmt(med([r.get('cpu100k') for r in ok]), '{:.2f}')} | "
+            pacer = next((r["pacer"] for r in ok if r.get("pacer")), None)
+            L.append(f"| {rate:,} | {tool}{f' ({pacer})' if pacer else ''} | {fmt(med([r.get('cpu100k') for r in ok]), '{:.2f}')} | "
                      f"{fmt(med([r.get('rss_mib') for r in ok]), '{:.1f}')} | "
                      f"{fmt(med([r.get('srv_rate') for r in ok]), '{:,.1f}')} | "
                      f"{fmt(med([r.get('d50') for r in ok]), '{:+.3f}')} | {fmt(med([r.get('d99') for r in ok]), '{:+.3f}')} | "
                      f"{svc} | {sum(r.get('errors', 0) for r in ok)} |")
+    # The goals: the open model within 1.5x the closed loop's CPU per request, and at 0.5x oha's.
+    L += ["", "The open model's CPU per request against the closed loop's and oha's (medians):", "",
+          "| rate | pacer | / closed loop | / oha | uring / perfops |", "|---:|---|---:|---:|---:|"]
+    for rate in rates:
+        c = {t: med([r.get("cpu100k") for r in rows.get((rate, t), []) if r["ok"]]) for t in tools}
+        ratio = lambda a, b: fmt(c[a] / c[b], "{:.2f}x") if c.get(a) and c.get(b) else "—"
+        for t in ("perfops", "uring"):
+            if t in tools:
+                L.append(f"| {rate:,} | {t} | {ratio(t, 'closed')} | {ratio(t, 'oha')} | {ratio('uring', 'perfops')} |")
     L += ["", "Each round:", "",
           "| run | CPU s / 100k | tool CPU | peak RSS MiB | answered | server-seen rate | server p50 / p99 ms | "
           "p50 / p99 - server's ms | server CPU |",

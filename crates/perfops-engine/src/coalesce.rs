@@ -192,13 +192,22 @@ pub(crate) fn paced() -> u64 {
 /// The runtime then polls its sockets without blocking and runs the pacer
 /// and every response that came in meanwhile, in one wake-up.
 fn pace_before_park() {
-    let Some((due, waker)) = PACE.with(|p| p.borrow_mut().take()) else { return };
-    let now = Instant::now();
-    if due > now {
-        // Bounded by PACE_MAX when it was set; sleep no longer than that
-        // should the clock have been read oddly.
-        std::thread::sleep((due - now).min(PACE_MAX));
+    let pace = PACE.with(|p| p.borrow_mut().take());
+    // Bounded by PACE_MAX when it was set; no longer should the clock have
+    // been read oddly.
+    let until = pace.as_ref().map(|(due, _)| (*due).min(Instant::now() + PACE_MAX));
+    // On the kernel pacer the wait is in its ring, where the prepared
+    // requests go out at their due times (`uring.rs`); it also waits there
+    // for the last of them when the pacer itself sleeps longer.
+    if !crate::uring::wait_until(until)
+        && let Some(until) = until
+    {
+        let now = Instant::now();
+        if until > now {
+            std::thread::sleep(until - now);
+        }
     }
+    let Some((_, waker)) = pace else { return };
     PACED.with(|n| n.set(n.get() + 1));
     waker.wake();
 }

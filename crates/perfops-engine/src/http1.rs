@@ -150,6 +150,9 @@ pub(crate) struct Conn {
     /// Bytes read on this connection, all told: what a failed exchange
     /// had received is the difference across it.
     pub(crate) received: u64,
+    /// The next exchange's request already went out, at this instant: the
+    /// kernel pacer sent it (`uring.rs`).
+    sent: Option<Instant>,
 }
 
 /// The outcome of parsing buffered bytes as a response head.
@@ -261,6 +264,7 @@ impl Conn {
             heads: HeadCache::default(),
             stamped: false,
             received: 0,
+            sent: None,
         }
     }
 
@@ -270,6 +274,26 @@ impl Conn {
     pub(crate) fn stamped(stream: Stream) -> Conn {
         let stamped = matches!(&stream, Stream::Tcp(tcp) if stamp_receives(tcp));
         Conn { stamped, ..Conn::new(stream) }
+    }
+
+    /// The descriptor of a stamped plain-TCP connection, which the kernel
+    /// pacer may send on (`uring.rs`).
+    pub(crate) fn raw_fd(&self) -> Option<RawFd> {
+        match &self.stream {
+            Stream::Tcp(tcp) if self.stamped => Some(tcp.as_raw_fd()),
+            _ => None,
+        }
+    }
+
+    /// The next exchange's request went out at `at` (the kernel pacer sent
+    /// it): [`Conn::exchange`] only reads its response.
+    pub(crate) fn sent_at(&mut self, at: Instant) {
+        self.sent = Some(at);
+    }
+
+    /// Whether a request sent by the kernel pacer awaits its exchange.
+    pub(crate) fn is_sent(&self) -> bool {
+        self.sent.is_some()
     }
 
     /// Read more bytes into the buffer; EOF is an error (the response is not done).
@@ -362,18 +386,24 @@ impl Conn {
             self.head.shrink_to(BUF_MAX);
             self.body.shrink_to(BUF_MAX);
         }
-        if let Err(e) = self.stream.write_all(request).await {
-            return Err(io_failure(&e, true));
-        }
-        if let Err(e) = self.stream.flush().await {
-            return Err(io_failure(&e, true));
-        }
-        // One of the two clock reads per request (the other: the read that
-        // brings the response). Kept so that ttfb means what ab's "Waiting"
-        // means, from the request written to the first byte; the caller's
-        // start time would add the write (on loopback, the kernel's whole
-        // transmit path) to it. A read costs ~80 ns on the bench VM.
-        let sent_at = Instant::now();
+        let sent_at = match self.sent.take() {
+            // The kernel pacer sent it, then (`uring.rs`).
+            Some(at) => at,
+            None => {
+                if let Err(e) = self.stream.write_all(request).await {
+                    return Err(io_failure(&e, true));
+                }
+                if let Err(e) = self.stream.flush().await {
+                    return Err(io_failure(&e, true));
+                }
+                // One of the two clock reads per request (the other: the read that
+                // brings the response). Kept so that ttfb means what ab's "Waiting"
+                // means, from the request written to the first byte; the caller's
+                // start time would add the write (on loopback, the kernel's whole
+                // transmit path) to it. A read costs ~80 ns on the bench VM.
+                Instant::now()
+            }
+        };
         let mut bytes_in = 0u64;
         let mut read_at = None;
 

@@ -25,6 +25,8 @@ mod steer;
 mod stream;
 mod target;
 mod timer;
+mod uring;
+pub use uring::Pacer;
 pub mod tls;
 pub mod unary;
 pub mod watch;
@@ -167,6 +169,9 @@ pub struct Outcome {
     /// The first few failing exchanges of each (step, failure kind), merged
     /// over the workers (#32).
     pub failures: FailureSamples,
+    /// Open model: the pacer its arrivals were sent by (a worker on the
+    /// timerfd pacer makes it the timerfd's); `None` for a closed model.
+    pub pacer: Option<Pacer>,
 }
 
 /// The collector's view of one second being assembled.
@@ -251,6 +256,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut seconds: Seconds<Pending> = Seconds::new(workers);
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
+    let mut pacer: Option<uring::Pacer> = None;
     let mut total = Stats::default();
     let mut failures = FailureSamples::default();
     // The merged second's `Stats`, reused from one second to the next.
@@ -311,7 +317,11 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 }
                 p.in_flight += in_flight;
             }
-            Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l }) => {
+            Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l, pacer: p }) => {
+                // Workers that paced differently: the timerfd's says so.
+                if pacer.is_none() || matches!(p, Some(uring::Pacer::Timer(_))) {
+                    pacer = p.or(pacer);
+                }
                 seconds.done(worker);
                 end = end.max(e);
                 naps += n;
@@ -361,6 +371,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         step_protocols,
         tls_refused,
         failures,
+        pacer,
     })
 }
 

@@ -111,7 +111,8 @@ pub(crate) enum Msg {
     },
     /// The worker has sent its last interval; `naps`: wake-ups it coalesced
     /// ([`coalesce`](crate::coalesce)), and the longest nap.
-    Done { worker: usize, end: Instant, naps: u64, longest_nap: Duration },
+    /// `pacer`: the one its open loop ran on (`None`: a closed loop).
+    Done { worker: usize, end: Instant, naps: u64, longest_nap: Duration, pacer: Option<crate::uring::Pacer> },
 }
 
 /// How this worker generates load.
@@ -308,7 +309,8 @@ pub(crate) fn run(
         tokio::runtime::Builder::new_current_thread().enable_all().on_thread_park(coalesce::before_park).build();
     let Ok(rt) = runtime else {
         // Nothing was sent: report an empty worker rather than hang the collector.
-        let _ = tx.send(Msg::Done { worker: id, end: Instant::now(), naps: 0, longest_nap: Duration::ZERO });
+        let done = Msg::Done { worker: id, end: Instant::now(), naps: 0, longest_nap: Duration::ZERO, pacer: None };
+        let _ = tx.send(done);
         return;
     };
     let local = tokio::task::LocalSet::new();
@@ -346,12 +348,15 @@ pub(crate) fn run(
     // in flight: each records itself as cut ([`InFlight`]) and closes its
     // connection.
     drop(local);
+    // The kernel pacer's sends still in its ring are done or cancelled
+    // before their connections and buffers go.
+    crate::uring::finish();
     let end = Instant::now();
     let parts = w.rec.borrow_mut().take();
     let samples = w.samples.borrow_mut().take();
     let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, samples, in_flight: 0, last: true });
     let (naps, longest_nap) = coalesce::taken();
-    let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap });
+    let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap, pacer: crate::uring::take_ran() });
 }
 
 impl Worker {

@@ -608,6 +608,7 @@ mod tests {
             max_rss_kib: 4096,
             naps: 0,
             longest_nap_us: 0.0,
+            pacer: None,
         };
         QuickSummary::new(setup, s, elapsed, generator, false)
     }
@@ -719,6 +720,7 @@ mod tests {
                 max_rss_kib: 4096,
                 naps: 120,
                 longest_nap_us: 9.6,
+                pacer: None,
             },
             false,
         );

@@ -527,6 +527,20 @@ pub struct GeneratorUse {
     /// late, which over-states its latency by at most as much.
     #[serde(default)]
     pub longest_nap_us: f64,
+    /// Open model: the pacer that sent its arrivals; absent for a closed
+    /// model, and from summaries written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacer: Option<Pacer>,
+}
+
+/// The pacer that sent an open model's arrivals.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pacer {
+    /// The kernel sent each prepared request at its due time (io_uring).
+    IoUring,
+    /// A timer wake-up per arrival, or per arrivals due within 100 µs.
+    Timerfd,
 }
 
 impl GeneratorUse {

@@ -23,11 +23,11 @@ use perfops_core::analysis::usl::{self, Observation, UslFit};
 use perfops_core::analysis::verdict::{RunResult, RunVerdict, SloCheck, StageVerdict};
 use perfops_core::measure::{FailureKind, FailureSample, Stats, Timings};
 use perfops_report::failures::FailureGroup;
-use perfops_report::run::GeneratorUse;
 use perfops_report::run::{
     Figures, LimitAttempt, LimitSearch, ProbeSummary, ProtocolUse, RunSummary, StageSummary, SweepLevel, SweepResult,
     VerdictSummary,
 };
+use perfops_report::run::{GeneratorUse, Pacer};
 use serde_json::{Value, json};
 
 const SCHEMA: &str = include_str!("../../../schema/summary.schema.json");
@@ -161,6 +161,7 @@ fn full() -> RunSummary {
             max_rss_kib: 20_000,
             naps: 1_200,
             longest_nap_us: 9.6,
+            pacer: Some(Pacer::IoUring),
         },
         warnings: vec!["3 arrivals were dropped".into()],
         failures: vec![FailureGroup {

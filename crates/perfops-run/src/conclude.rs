@@ -52,6 +52,8 @@ pub(crate) struct Loaded {
     pub(crate) stopped: bool,
     /// Closed loops: naps taken to coalesce wake-ups, and the longest.
     pub(crate) naps: (u64, Duration),
+    /// Open model: the pacer that sent its arrivals, where known.
+    pub(crate) pacer: Option<perfops_engine::Pacer>,
     /// How late the load started (`--start-at` already past), if it was.
     pub(crate) late: Option<Duration>,
     /// The TLS handshake before the load failed: what to say of it ([`tls_note`]).
@@ -79,6 +81,7 @@ impl Loaded {
             dropped: measured.dropped,
             stopped: measured.stopped || p.interrupted,
             naps: p.naps,
+            pacer: p.pacer,
             // Lateness worth a word: a few ms are the cost of starting threads.
             late: (p.late > Duration::from_millis(20)).then_some(p.late),
             tls_note: p.tls_refused.as_deref().map(|why| tls_note(why, insecure)),
@@ -99,6 +102,7 @@ impl Loaded {
             dropped: Vec::new(),
             stopped: false,
             naps: (0, Duration::ZERO),
+            pacer: loads.iter().find_map(|l| l.pacer.clone()),
             late: None,
             tls_note: loads.iter().find_map(|l| l.tls_note.clone()),
             protocols: Vec::new(),
@@ -173,10 +177,11 @@ impl Ending {
             notes.push(late_note(late));
         }
         notes.extend(loaded.tls_note.clone());
+        notes.extend(crate::launch::pacer_note(loaded.pacer.as_ref()));
         Ending {
             interrupted,
             aborted,
-            generator: crate::launch::generator_use(loaded.workers, loaded.naps),
+            generator: crate::launch::generator_use(loaded.workers, loaded.naps, loaded.pacer.as_ref()),
             gaps: Vec::new(),
             notes,
             short_from: None,
@@ -831,6 +836,7 @@ mod tests {
             dropped: Vec::new(),
             stopped: false,
             naps: (0, Duration::ZERO),
+            pacer: None,
             late: None,
             tls_note: None,
             protocols: Vec::new(),

@@ -15,7 +15,7 @@ use anyhow::{Context, Result};
 use perfops_core::model::{LoadModel, Shard};
 use perfops_core::scenario::{Defaults, HttpVersion};
 use perfops_engine::{Http2, Plan, Protocol, Reflection, Target, Work};
-use perfops_report::run::GeneratorUse;
+use perfops_report::run::{GeneratorUse, Pacer};
 
 /// What every load of one command shares.
 #[derive(Debug, Clone)]
@@ -206,8 +206,12 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its
-/// closed loops took (count, longest).
-pub(crate) fn generator_use(workers: usize, (naps, longest_nap): (u64, Duration)) -> GeneratorUse {
+/// closed loops took (count, longest) and the pacer its open model ran on.
+pub(crate) fn generator_use(
+    workers: usize,
+    (naps, longest_nap): (u64, Duration),
+    pacer: Option<&perfops_engine::Pacer>,
+) -> GeneratorUse {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
     let secs = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
     GeneratorUse {
@@ -218,5 +222,20 @@ pub(crate) fn generator_use(workers: usize, (naps, longest_nap): (u64, Duration)
         max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
         naps,
         longest_nap_us: longest_nap.as_secs_f64() * 1e6,
+        pacer: pacer.map(|p| match p {
+            perfops_engine::Pacer::Kernel => Pacer::IoUring,
+            perfops_engine::Pacer::Timer(_) => Pacer::Timerfd,
+        }),
+    }
+}
+
+/// Why the open model did not run on the kernel pacer, where io_uring was
+/// refused: a note for the end of the run.
+pub(crate) fn pacer_note(pacer: Option<&perfops_engine::Pacer>) -> Option<String> {
+    match pacer? {
+        perfops_engine::Pacer::Timer(Some(why)) => {
+            Some(format!("arrivals were paced by the timerfd pacer: io_uring was refused ({why})"))
+        }
+        _ => None,
     }
 }

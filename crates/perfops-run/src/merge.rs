@@ -32,7 +32,7 @@ use perfops_core::scenario::{Override, Scenario};
 use perfops_engine::watch::WatchEvent;
 use perfops_report::parts::{ReadBack, read_seconds};
 use perfops_report::results::{JsonLines, RunDir, parse_time};
-use perfops_report::run::{GeneratorUse, RunMeta};
+use perfops_report::run::{GeneratorUse, Pacer, RunMeta};
 
 use crate::conclude::{self, Ending, Judging};
 use crate::exit::{Exit, UsageError};
@@ -262,6 +262,11 @@ fn generators(parts: &[Part]) -> GeneratorUse {
         g.max_rss_kib = g.max_rss_kib.max(u.max_rss_kib);
         g.naps += u.naps;
         g.longest_nap_us = g.longest_nap_us.max(u.longest_nap_us);
+        // A shard on the timerfd pacer makes the merge's the timerfd's.
+        g.pacer = match (g.pacer, u.pacer) {
+            (Some(Pacer::Timerfd), _) | (_, Some(Pacer::Timerfd)) => Some(Pacer::Timerfd),
+            (a, b) => a.or(b),
+        };
     }
     g
 }

@@ -52,6 +52,9 @@ pub struct Produced {
     /// The first few failing exchanges of each step and kind (none from
     /// seconds read back or an agent's wire).
     pub failures: FailureSamples,
+    /// Open model on this machine: the pacer that sent its arrivals;
+    /// `None` where not known.
+    pub pacer: Option<perfops_engine::Pacer>,
 }
 
 /// Where a source hands its seconds.
@@ -158,6 +161,7 @@ impl IntervalSource for Engine {
             ),
             tls_refused: o.tls_refused,
             failures: o.failures,
+            pacer: o.pacer,
         })
     }
 }

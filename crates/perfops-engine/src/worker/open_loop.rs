@@ -29,6 +29,7 @@ use crate::record::Due;
 use crate::steer::Current;
 use crate::target::Protocol;
 use crate::timer::PreciseTimer;
+use crate::uring::{self, Pacer, Sent};
 
 impl Worker {
     /// Open model: dispatch arrival n at `start + due(n)`, whatever the server does.
@@ -47,6 +48,17 @@ impl Worker {
         let shared = &*self.shared;
         let dated = self.stamped && shared.protocol == Protocol::Http1 && shared.tls.is_none();
         let websocket = shared.work.flows.iter().flat_map(|f| &f.steps).any(|s| s.step.websocket.is_some());
+        if dated && !websocket && uring::asked() {
+            match uring::start(shared.work.clone()) {
+                Ok(()) => {
+                    uring::ran(Pacer::Kernel);
+                    return self.kernel_loop(shard, max_in_flight).await;
+                }
+                Err(why) => uring::ran(Pacer::Timer(Some(why.0))),
+            }
+        } else {
+            uring::ran(Pacer::Timer(None));
+        }
         let mut timer = if dated && !websocket { PreciseTimer::paced() } else { PreciseTimer::new() };
         // Arrivals sent since the pacer last waited.
         let mut since_wait = 0u32;
@@ -130,6 +142,173 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// The open model on the kernel pacer (`uring.rs`): an arrival whose
+    /// next is due within [`uring::AHEAD`] after it is prepared up to that
+    /// long ahead, its first request queued to go out at its due time; the
+    /// pacer wakes at most once per [`uring::WINDOW`] and prepares every such
+    /// arrival then within reach, submitted in one call. An arrival alone in
+    /// its window (the ring would save it no wake-up: below 2,000/s on a
+    /// worker), or one that cannot be prepared (no kept connection, a step
+    /// rendered per arrival), is sent by the pacer itself at its due time, as
+    /// the timerfd pacer sends it, while the prepared ones go out in the ring.
+    async fn kernel_loop(self: Rc<Self>, shard: Shard, max_in_flight: u64) {
+        let work = &*self.shared.work;
+        // Whose first request can go ahead: a literal HTTP/1.1 request, its
+        // bytes cached at plan time; not with feeders (a `once` feeder that
+        // ran out drops the arrival before its request).
+        let ahead: Vec<bool> = work
+            .flows
+            .iter()
+            .map(|f| {
+                f.steps.first().is_some_and(|s| {
+                    s.cached.is_some()
+                        && s.step.stream.is_none()
+                        && s.step.websocket.is_none()
+                        && s.step.script.call.is_none()
+                })
+            })
+            .map(|literal| literal && work.feeders.is_empty())
+            .collect();
+        let mut timer = PreciseTimer::paced();
+        let mut pace = Pace::new(self.plan.borrow().clone(), self.generation.get(), shard);
+        let mut next = pace.next();
+        let mut woke = Instant::now();
+        // Prepared since the last submission; arrivals since the last wait.
+        let (mut queued, mut since_wait) = (0u32, 0u32);
+        while let Some((n, offset, _, stage)) = next {
+            if pace.generation != self.generation.get() {
+                pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
+                next = pace.next();
+                continue;
+            }
+            let due = self.start + offset;
+            let flow = work.pick(n);
+            let following = pace.peek_due();
+            let now = Instant::now();
+            // Due already (the pacer is behind), it goes out now, from here.
+            let prepare = ahead[flow] && following.is_some_and(|o| self.start + o < due + uring::AHEAD) && due > now;
+            let wait = match prepare {
+                true => (due > now + uring::AHEAD).then(|| (due - uring::AHEAD).max(woke + uring::WINDOW)),
+                false => (due > now).then_some(due),
+            };
+            if let Some(at) = wait {
+                if queued > 0 {
+                    uring::submit();
+                    queued = 0;
+                }
+                let woken = tokio::select! {
+                    _ = timer.sleep_until(at) => false,
+                    _ = self.stop_notify.notified() => true,
+                };
+                woke = Instant::now();
+                since_wait = 0;
+                // Woken, not stopping: a re-plan, or the permit one left:
+                // arrival n again, under the plan as it is now.
+                if woken && !self.stopping.get() {
+                    pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
+                    next = pace.next();
+                    continue;
+                }
+            }
+            if self.stopping.get() {
+                break;
+            }
+            next = pace.next();
+            // Arrivals that go out without a wait between them (behind
+            // schedule) let the responses be read now and then.
+            since_wait += 1;
+            if since_wait.is_multiple_of(64) {
+                uring::submit();
+                queued = 0;
+                tokio::task::yield_now().await;
+            }
+            if self.in_flight.get() >= max_in_flight {
+                self.drop_arrival(&work.flows[flow], stage);
+                continue;
+            }
+            self.in_flight.set(self.in_flight.get() + 1);
+            let kept = if prepare { self.spares.borrow_mut().conns.pop_back() } else { None };
+            let sent = match kept {
+                Some((since, conn)) => match uring::send_at(conn, flow, due) {
+                    Ok(sent) => Some(sent),
+                    Err(conn) => {
+                        self.spares.borrow_mut().conns.push_back((since, conn));
+                        None
+                    }
+                },
+                None => None,
+            };
+            if sent.is_some() {
+                queued += 1;
+                // Due within LEAST: submitted now, so that it is not late
+                // for want of a submission.
+                if due <= Instant::now() + uring::LEAST {
+                    uring::submit();
+                    queued = 0;
+                }
+            } else if due > Instant::now() {
+                // Sent from here, at its due time (the timer aimed as the
+                // timerfd pacer's: a few µs early counts from its send); what
+                // was prepared before it goes out in the ring meanwhile.
+                if queued > 0 {
+                    uring::submit();
+                    queued = 0;
+                }
+                let _ = timer.sleep_until(due).await;
+                // Among prepared ones (it found no kept connection, a rare
+                // arrival), never before its due time, as they: the few µs
+                // of the timer's aim are spun.
+                while prepare && Instant::now() < due {
+                    std::hint::spin_loop();
+                }
+            }
+            self.launch(n, stage, due, sent).await;
+        }
+        // What was prepared goes out (the park hook waits in the ring for it).
+        uring::submit();
+    }
+
+    /// Arrival `n`, due at `due`: its first request already prepared
+    /// (`sent`), or sent now.
+    async fn launch(self: &Rc<Self>, n: u64, stage: u16, due: Instant, sent: Option<Sent>) {
+        let me = self.clone();
+        let mut task = Box::pin(async move {
+            let mut timer = me.spares.borrow_mut().timers.pop().unwrap_or_else(|| Box::pin(new_timer()));
+            let (mut conn, start) = match sent {
+                Some(sent) => match sent.await {
+                    (mut c, Some(at)) => {
+                        c.sent_at(at);
+                        (Some(c), at)
+                    }
+                    // Not sent whole (the connection was closed meanwhile):
+                    // closed, and the request goes out on a new one, late,
+                    // charged from its due time.
+                    (_, None) => (None, Instant::now()),
+                },
+                None => (me.spares.borrow_mut().conns.pop_back().map(|(_, c)| c), Instant::now()),
+            };
+            let arrival = Arrival { seq: n, stage, due: Due::At(counted_from(due, start)), start };
+            let ended = me.arrival(&mut conn, timer.as_mut(), arrival).await;
+            let mut spares = me.spares.borrow_mut();
+            // A request sent ahead whose exchange never ran would be read
+            // as the next one's answer: that connection is closed.
+            if let Some(conn) = conn.filter(|c| !c.is_sent()) {
+                spares.conns.push_back((ended, conn));
+            }
+            spares.timers.push(timer);
+            drop(spares);
+            me.end();
+        });
+        // Polled here once, as the timerfd pacer does: an arrival sent now
+        // goes out before the responses of this wake-up are read; a prepared
+        // one waits for its send's completion.
+        if std::future::poll_fn(|cx| Poll::Ready(task.as_mut().poll(cx).is_pending())).await {
+            tokio::task::spawn_local(task);
+        }
+    }
+}
+
 /// The open model's arrivals of one worker's shard, in order: each with its due time (an offset
 /// from the run's start, the schedule's), whether the pacer wakes for it (`true`) or sends it
 /// in the wake-up before, being due within `coalesce::GATHER` after that wake-up's first arrival,
@@ -166,6 +345,12 @@ impl Pace {
             step: u64::from(shard.count.max(1)),
             gathered: Duration::ZERO,
         }
+    }
+
+    /// When the arrival [`Iterator::next`] gives next is due, without
+    /// taking it (`None`: the schedule ends before it).
+    pub(super) fn peek_due(&self) -> Option<Duration> {
+        self.plan.schedule()?.due(self.next)
     }
 
     /// Go on under `plan` from arrival `n` (one of this shard's), which is

@@ -687,6 +687,8 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         tls_refused: None,
         // The agents' samples came with their seconds, checked and bounded by the join.
         failures,
+        // Not on the wire: each agent's pacer is its own.
+        pacer: None,
     })
 }
 

@@ -229,6 +229,17 @@ pub fn quick(args: &[&str]) -> Finished {
     spawn_quick(args).wait(RUN_LIMIT)
 }
 
+/// [`quick`], after `configure` had its say on the command (an environment
+/// variable, say).
+pub fn quick_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Finished {
+    let json_path = temp_path("summary", "json");
+    let mut full: Vec<String> = vec!["quick".into()];
+    full.extend(args.iter().map(|a| (*a).to_string()));
+    full.push("--json".into());
+    full.push(json_path.display().to_string());
+    spawn_with(full, Some(json_path), configure).wait(RUN_LIMIT)
+}
+
 impl Running {
     /// The child's process id.
     pub fn pid(&self) -> u32 {
