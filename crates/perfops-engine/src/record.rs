@@ -30,7 +30,7 @@
 
 use std::time::Duration;
 
-use perfops_core::measure::{FailureKind, Stats};
+use perfops_core::measure::{FailureKind, HistogramKind, Stats};
 use tokio::time::Instant;
 
 use crate::http1::Response;
@@ -125,9 +125,19 @@ impl Recorder {
     /// second a new stage starts would hold ~1.3 MB per step for the whole
     /// run (the soak's RSS: +10 MiB); that second's first request pays the
     /// faults instead, and its latency shows them.
-    pub(crate) fn warm(&mut self, keys: usize) {
+    ///
+    /// `streams`: the run has streamed (or LLM) steps, whose histograms a
+    /// `Stats` allocates on their first value (`LazyHistogram`): made now with
+    /// the others, not on the worker when the first stream is recorded. Any
+    /// other run never allocates them.
+    pub(crate) fn warm(&mut self, keys: usize, streams: bool) {
         for _ in 0..keys.min(POOL_MAX) {
             let mut fresh = Stats::default();
+            if streams {
+                for &h in HistogramKind::ALL.iter().filter(|h| h.lazy()) {
+                    fresh.histogram_mut(h);
+                }
+            }
             fresh.clear();
             self.spare.push(fresh);
         }
@@ -374,7 +384,7 @@ mod tests {
     fn a_warmed_recorder_makes_no_stats_in_its_first_second() {
         let pool = Pool::default();
         let mut rec = Recorder::with_pool(pool.clone());
-        rec.warm(2);
+        rec.warm(2, false);
         assert_eq!(rec.spare.len(), 2, "made before the start");
         rec.sent(Key { stage: 0, step: 0 });
         rec.sent(Key { stage: 0, step: 1 });

@@ -315,6 +315,7 @@ pub(crate) fn run(
     };
     let local = tokio::task::LocalSet::new();
     let keys = shared.work.flows.iter().map(|f| f.steps.len()).sum();
+    let streams = shared.work.flows.iter().any(|f| f.steps.iter().any(|s| s.step.stream.is_some()));
     let closed = matches!(load, WorkerLoad::Closed { .. });
     let shard = match &load {
         WorkerLoad::Open { shard, .. } | WorkerLoad::Closed { shard, .. } => shard.index,
@@ -326,7 +327,7 @@ pub(crate) fn run(
     }
     let w = Rc::new(w);
     *w.rec.borrow_mut() = Recorder::with_pool(pool);
-    w.rec.borrow_mut().warm(keys);
+    w.rec.borrow_mut().warm(keys, streams);
     local.block_on(&rt, async {
         let ticker = tokio::task::spawn_local(w.clone().tick(tx.clone(), closed));
         let watcher = tokio::task::spawn_local(w.clone().watch_stop());

@@ -92,6 +92,13 @@ pub struct SeriesLine {
     pub latency_ok_ms: HistogramSummary,
     /// Service time from the send, ms.
     pub service_ms: HistogramSummary,
+    /// The figures of the histograms a summary shows beside latency, those the
+    /// second filled (a stream's `first_event_ms`, `event_gap_ms`, ...; an LLM
+    /// step's `ttft_ms`, `itl_ms`, ...), under the summary's keys: the report's
+    /// per-second chart of them. None in a second that streamed nothing, and in
+    /// lines written before them.
+    #[serde(flatten)]
+    pub histograms: HistogramFigures,
     /// By step name.
     pub steps: BTreeMap<String, StepSecond>,
     /// Shards and merges only (#13): the second by (stage, step) key, its
@@ -475,6 +482,14 @@ pub struct SweepLevel {
     pub throughput_ratio: f64,
     /// Failed / finished requests.
     pub error_ratio: f64,
+    /// A scenario with an LLM step: prompt tokens per second at this level (its
+    /// answers' `usage`; 0 where the server gives none). Absent otherwise, and
+    /// in summaries written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_in_per_s: Option<f64>,
+    /// A scenario with an LLM step: completion tokens per second at this level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens_out_per_s: Option<f64>,
 }
 
 /// What `perfops sweep` found.

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use perfops_core::measure::{SeriesCounters, step_name};
+use perfops_core::measure::{HistogramFigures, SeriesCounters, step_name};
 use perfops_core::pipeline::{Second, SinkError};
 
 use crate::failures::{FAILURES_FILE, FailureLine};
@@ -122,6 +122,7 @@ pub fn series_line(s: &Second<'_>) -> SeriesLine {
         latency_ms: st.latency.summary(),
         latency_ok_ms: st.latency_ok.summary(),
         service_ms: st.service.summary(),
+        histograms: HistogramFigures::of(st),
         steps,
         parts: Vec::new(),
     }

@@ -19,15 +19,25 @@ const COLUMNS: [(&str, usize); 7] = [
     ("errors", 8),
 ];
 
+/// The columns a sweep of a scenario with an LLM step adds: its tokens per second.
+const TOKEN_COLUMNS: [(&str, usize); 2] = [("tokens in/s", 12), ("tokens out/s", 13)];
+
 impl SweepResult {
+    /// Whether its levels measured tokens (the scenario has an LLM step).
+    pub fn has_tokens(&self) -> bool {
+        self.levels.iter().any(|l| l.tokens_out_per_s.is_some())
+    }
+
     /// The terminal's table: a header, then one row per level.
     pub fn table(&self) -> String {
         let mut out = String::new();
-        let header: Vec<String> = COLUMNS.iter().map(|(name, w)| format!("{name:>w$}")).collect();
+        let tokens = self.has_tokens();
+        let extra: &[(&str, usize)] = if tokens { &TOKEN_COLUMNS } else { &[] };
+        let header: Vec<String> = COLUMNS.iter().chain(extra).map(|(name, w)| format!("{name:>w$}")).collect();
         out.push_str(&header.join(" "));
         out.push('\n');
         for l in &self.levels {
-            let _ = writeln!(
+            let _ = write!(
                 out,
                 "{:>5} {:>14.1} {:>12.2} {:>11.2} {:>9.2} {:>13.2} {:>7.2}%",
                 l.concurrency,
@@ -38,6 +48,15 @@ impl SweepResult {
                 l.p50_ratio,
                 l.error_ratio * 100.0
             );
+            if tokens {
+                let _ = write!(
+                    out,
+                    " {:>12.1} {:>13.1}",
+                    l.tokens_in_per_s.unwrap_or(0.0),
+                    l.tokens_out_per_s.unwrap_or(0.0)
+                );
+            }
+            out.push('\n');
         }
         out
     }
@@ -109,6 +128,8 @@ mod tests {
             p50_ratio: 1.0,
             throughput_ratio: throughput / 50.0,
             error_ratio: 0.0,
+            tokens_in_per_s: None,
+            tokens_out_per_s: None,
         }
     }
 
@@ -125,22 +146,45 @@ mod tests {
     }
 
     /// The header stands over its columns: each name ends where its figures
-    /// end ("x vs first p50 ok ms" once ran together, session 13).
+    /// end ("x vs first p50 ok ms" once ran together, session 13); a sweep
+    /// with an LLM step's tokens too.
     #[test]
     fn the_header_is_aligned_with_the_rows() {
-        let table = sweep(None, None).table();
-        let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 4, "a header and three levels:\n{table}");
-        let mut end = 0;
-        for (name, width) in super::COLUMNS {
-            end += width;
-            for line in &lines {
-                let (last, next) = (line.as_bytes()[end - 1], line.as_bytes().get(end));
-                assert!(last != b' ' && next.is_none_or(|c| *c == b' '), "column {name} ends at {end}:\n{table}");
-            }
-            end += 1;
+        let mut llm = sweep(None, None);
+        for l in &mut llm.levels {
+            (l.tokens_in_per_s, l.tokens_out_per_s) = (Some(l.throughput * 12.0), Some(l.throughput * 16.0));
         }
-        assert_eq!(lines[0].split_whitespace().next(), Some("users"), "{table}");
+        // (sweep, its columns)
+        let tokens: Vec<(&str, usize)> = super::COLUMNS.iter().chain(&super::TOKEN_COLUMNS).copied().collect();
+        let cases = [(sweep(None, None), super::COLUMNS.to_vec()), (llm, tokens)];
+        for (s, columns) in cases {
+            let table = s.table();
+            let lines: Vec<&str> = table.lines().collect();
+            assert_eq!(lines.len(), 4, "a header and three levels:\n{table}");
+            let mut end = 0;
+            for (name, width) in &columns {
+                end += width;
+                for line in &lines {
+                    let (last, next) = (line.as_bytes()[end - 1], line.as_bytes().get(end));
+                    assert!(last != b' ' && next.is_none_or(|c| *c == b' '), "column {name} ends at {end}:\n{table}");
+                }
+                end += 1;
+            }
+            assert_eq!(lines[0].split_whitespace().next(), Some("users"), "{table}");
+            assert_eq!(lines[0].len(), end - 1, "no column more than {columns:?}:\n{table}");
+        }
+    }
+
+    /// An LLM scenario's sweep gives each level's tokens per second; another's has no such columns.
+    #[test]
+    fn an_llm_sweep_shows_tokens_per_second() {
+        let mut s = sweep(None, None);
+        assert!(!s.has_tokens() && !s.table().contains("tokens"));
+        s.levels[2].tokens_in_per_s = Some(0.0); // a server that gives no usage: no prompt tokens
+        s.levels[2].tokens_out_per_s = Some(14_400.0); // 900 answers/s of 16 tokens
+        let table = s.table();
+        assert!(table.lines().next().is_some_and(|h| h.ends_with("tokens in/s  tokens out/s")), "{table}");
+        assert!(table.lines().nth(3).is_some_and(|r| r.ends_with("0.0       14400.0")), "{table}");
     }
 
     #[test]

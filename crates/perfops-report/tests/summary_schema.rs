@@ -146,6 +146,8 @@ fn full() -> RunSummary {
                 p50_ratio: 1.0,
                 throughput_ratio: 1.0,
                 error_ratio: 0.0,
+                tokens_in_per_s: Some(0.0),
+                tokens_out_per_s: Some(1600.0),
             }],
             usl: Some(usl_fit()),
             predicted_peak_concurrency: Some(99.0),

@@ -59,6 +59,7 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
         args.hold.as_secs_f64(),
         s.dir.path().display()
     );
+    let llm = s.scenario.flows.iter().any(|f| f.steps.iter().any(|st| st.llm.is_some()));
     let mut loads: Vec<Loaded> = Vec::new();
     // The level the user cut short, if one was.
     let mut cut = None;
@@ -81,8 +82,13 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
         }
         let st = &loaded.stages[0];
         // The level table's figures: p50 of the answered requests (see `levels`).
+        // An LLM step's answers: their output tokens per second too.
+        let tokens = match llm && st.ran_s > 0.0 {
+            true => format!(", {:.1} tokens out/s", st.stats.tokens_out as f64 / st.ran_s),
+            false => String::new(),
+        };
         note!(
-            "{n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%",
+            "{n:>5} users: {:.1}/s, p50 {}, p99 {}, errors {:.2}%{tokens}",
             st.achieved_rate,
             perfops_report::format::ms_compact(st.stats.latency_ok.quantile(0.5).as_secs_f64() * 1000.0),
             perfops_report::format::ms_compact(st.stats.latency.quantile(0.99).as_secs_f64() * 1000.0),
@@ -92,7 +98,7 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
     }
     s.close();
 
-    let levels = levels(&args.concurrency, &loads);
+    let levels = levels(&args.concurrency, &loads, llm);
     let obs: Vec<Observation> = levels
         .iter()
         .filter(|l| l.throughput > 0.0)
@@ -143,10 +149,13 @@ pub fn run(args: SweepArgs) -> Result<Exit> {
     crate::conclude::finish(&s.dir, &mut summary, args.session.junit.as_deref(), &mut s.outputs)
 }
 
-fn levels(concurrency: &[u32], loads: &[Loaded]) -> Vec<SweepLevel> {
+/// Each level's figures; with `llm` (the scenario has an LLM step), its tokens per second too.
+fn levels(concurrency: &[u32], loads: &[Loaded], llm: bool) -> Vec<SweepLevel> {
     let mut out: Vec<SweepLevel> = Vec::new();
     for (&n, l) in concurrency.iter().zip(loads) {
         let st = &l.stages[0];
+        // Over the level's seconds, as its throughput is: tokens of the answers it counted.
+        let tokens = |n: u64| llm.then(|| if st.ran_s > 0.0 { n as f64 / st.ran_s } else { 0.0 });
         // The answered requests' median: a refused connection fails in
         // microseconds and loops again, so an overloaded level's median over
         // every request would fall as the server gets worse, and so would the
@@ -161,6 +170,8 @@ fn levels(concurrency: &[u32], loads: &[Loaded]) -> Vec<SweepLevel> {
             p50_ratio: if p0 > 0.0 { p50 / p0 } else { 0.0 },
             throughput_ratio: if t0 > 0.0 { st.achieved_rate / t0 } else { 0.0 },
             error_ratio: st.stats.error_ratio(),
+            tokens_in_per_s: tokens(st.stats.tokens_in),
+            tokens_out_per_s: tokens(st.stats.tokens_out),
         });
     }
     out
@@ -193,6 +204,8 @@ mod tests {
             p50_ratio: 1.0,
             throughput_ratio: 1.0,
             error_ratio: 0.0,
+            tokens_in_per_s: None,
+            tokens_out_per_s: None,
         }
     }
 

@@ -161,6 +161,51 @@ fn limit_finds_the_goodput_under_a_ttft_slo() {
     assert!(text.contains("ttft p95 < 300ms (measured"), "no stage was judged on its TTFT\n{ctx}");
 }
 
+/// `perfops sweep` of an LLM step gives each level's tokens per second beside its throughput:
+/// every answer's 16 tokens over the level's seconds (llama-cpp-python gives no prompt tokens in
+/// a stream: 0), in the summary, the terminal's table and the summary's schema. Bounded: two
+/// levels of 2 s.
+#[test]
+fn sweep_gives_tokens_per_second_per_level() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _cpu = exclusive();
+    let server = Llama::start(&LlamaOptions::default());
+    let wd = Workdir::new("llm-sweep");
+    let yaml = format!(
+        "name: llm-sweep\ntarget: {}\ndefaults: {{ timeout: 10s }}\nflows:\n  chat:\n    steps:\n      - {{ name: ask, openai: chat, model: tiny, messages: [ {{ role: user, content: \"hello ${{seq}}\" }} ], max_tokens: 16, params: {{ temperature: 0 }} }}\nload:\n  stages: [ {{ rate: 1, hold: 1s }} ]\n",
+        server.url()
+    );
+    let file = wd.scenario("llm.yaml", &yaml);
+    let out = wd
+        .spawn("sweep", &file, &["--concurrency", "1,2", "--hold", "2s", "--wait-in-flight"], |_| {})
+        .wait(RUN_LIMIT * 2);
+    let dir = wd.result_dir(&out);
+    let text = std::fs::read_to_string(dir.join("summary.json")).expect("summary.json");
+    let s: Value = serde_json::from_str(&text).expect("summary.json is JSON");
+    let ctx = format!("{:#}\nstdout:\n{}\nstderr:\n{}", s["sweep"], out.stdout, out.stderr);
+    let levels = s.pointer("/sweep/levels").and_then(Value::as_array).expect("levels");
+    assert_eq!(levels.len(), 2, "{ctx}");
+    let stages = s["stages"].as_array().expect("stages");
+    for (l, st) in levels.iter().zip(stages) {
+        // Every answer of the level: 16 tokens, over the level's seconds.
+        let answered = count(st, "/completed");
+        assert!(answered > 0 && num(l, "/throughput") > 0.0, "{ctx}");
+        assert_eq!(count(st, "/tokens_out"), 16 * answered, "{st:#}\n{ctx}");
+        let want = (16 * answered) as f64 / num(st, "/duration_s");
+        let tokens = num(l, "/tokens_out_per_s");
+        assert!((tokens - want).abs() <= 1e-6 * want, "{tokens} tokens out/s, want {want}\n{ctx}");
+        assert_eq!(num(l, "/tokens_in_per_s"), 0.0, "no usage in the stream\n{ctx}");
+    }
+    assert!(out.stdout.contains("tokens out/s"), "{ctx}");
+    let schema: Value =
+        serde_json::from_str(include_str!("../../../schema/summary.schema.json")).expect("the schema is JSON");
+    let errors = perfops_testkit::schema::errors(&schema, &s);
+    assert!(errors.is_empty(), "the summary does not match its schema:\n{}", errors.join("\n"));
+}
+
 /// The last lines of a log, for a failure's message.
 fn tail(log: &str) -> String {
     let lines: Vec<&str> = log.lines().collect();

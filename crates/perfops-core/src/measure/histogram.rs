@@ -2,6 +2,7 @@
 //! digits, from 1 µs to one hour. Values past the range are clamped to it (and
 //! stay visible as the maximum), never lost.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -191,9 +192,94 @@ impl Histogram {
         self.0.add(other).is_ok()
     }
 
+    /// The bytes its counts take (the bounds fix them: ~190 KB), its memory but a few words.
+    pub fn heap_bytes(&self) -> usize {
+        self.0.distinct_values() * std::mem::size_of::<u64>()
+    }
+
     /// The underlying HdrHistogram, for serialisation.
     pub fn inner(&self) -> &hdrhistogram::Histogram<u64> {
         &self.0
+    }
+}
+
+/// A histogram most spans never fill (a stream's, an LLM step's): no memory
+/// until its first value, and read as an empty [`Histogram`] until then.
+///
+/// Why: a `Stats` held all of its histograms allocated, ~190 KB each (the
+/// bounds of [`Histogram`]), so the nine rows that only streamed and LLM
+/// steps fill cost every `Stats` of every run ~1.7 MB that a run which
+/// streams nothing never wrote to. Allocated on the first record (or merge of
+/// a filled one), it stays allocated: a worker's reused `Stats` (the engine's
+/// pool) pay the allocation once, as the eager ones do.
+#[derive(Debug, Clone, Default)]
+pub struct LazyHistogram(Option<Histogram>);
+
+/// The one empty histogram an absent [`LazyHistogram`] reads as.
+fn empty() -> &'static Histogram {
+    static EMPTY: OnceLock<Histogram> = OnceLock::new();
+    EMPTY.get_or_init(Histogram::new)
+}
+
+impl LazyHistogram {
+    /// The histogram, to read: an empty one while none was allocated.
+    pub fn get(&self) -> &Histogram {
+        self.0.as_ref().unwrap_or_else(|| empty())
+    }
+
+    /// The histogram, to change: allocated now if it was not.
+    pub fn get_mut(&mut self) -> &mut Histogram {
+        self.0.get_or_insert_with(Histogram::new)
+    }
+
+    /// Whether its memory was allocated (something was recorded in it once).
+    pub fn is_allocated(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Record one duration ([`Histogram::record`]).
+    #[inline]
+    pub fn record(&mut self, d: Duration) {
+        self.get_mut().record(d);
+    }
+
+    /// Record one count ([`Histogram::record_count`]).
+    #[inline]
+    pub fn record_count(&mut self, n: u64) {
+        self.get_mut().record_count(n);
+    }
+
+    /// Record one value given in microseconds ([`Histogram::record_us`]).
+    pub fn record_us(&mut self, us: u64, count: u64) {
+        self.get_mut().record_us(us, count);
+    }
+
+    /// Empty it, keeping its memory if it has some.
+    pub fn clear(&mut self) {
+        if let Some(h) = &mut self.0 {
+            h.clear();
+        }
+    }
+
+    /// Add every value of `other`; nothing is allocated for an empty one.
+    pub fn merge(&mut self, other: &LazyHistogram) {
+        if !other.get().is_empty() {
+            self.get_mut().merge(other.get());
+        }
+    }
+}
+
+impl std::ops::Deref for LazyHistogram {
+    type Target = Histogram;
+    fn deref(&self) -> &Histogram {
+        self.get()
+    }
+}
+
+impl PartialEq for LazyHistogram {
+    /// As histograms: an absent one equals an allocated empty one.
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
     }
 }
 

@@ -22,7 +22,7 @@ pub use counters::{
 pub use exponential::Exponential;
 pub use failure::{FailureCounts, FailureKind};
 pub use figures::HistogramFigures;
-pub use histogram::{Histogram, HistogramSummary};
+pub use histogram::{Histogram, HistogramSummary, LazyHistogram};
 pub use interval::{Interval, Key, step_name};
 pub use samples::{
     BODY_HEAD_BYTES, BODY_LINE_BYTES, CHECK_BYTES, FailureSample, FailureSamples, HEADER_BYTES, HEADER_VALUE_BYTES,

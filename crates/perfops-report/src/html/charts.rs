@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use hdrhistogram::Histogram;
 use serde_json::{Map, Value, json};
 
-use perfops_core::measure::{Counter, FailureKind, HistogramSummary};
+use perfops_core::measure::{Counter, FailureKind, HistogramKind, HistogramSummary};
 
 use super::model::{Model, recorded_s};
 use crate::lttb;
@@ -292,6 +292,35 @@ fn series_charts(rows: &[Option<&SeriesLine>], x: &[f64]) -> Vec<Value> {
         latency,
         json!({"note": "Solid: latency from the intended start (what a user waits). Dashed: service time from the actual send. A gap between them is time spent waiting to be sent."}),
     ));
+
+    // Streamed answers and LLM steps, where the run has them: per second, the
+    // figures their SLO lines judge most. A run that streams nothing draws no
+    // chart more (its seconds have none of these figures).
+    let streamed: [(HistogramKind, &str, Figure, &str); 3] = [
+        (HistogramKind::FirstEvent, "first event p95", |h| h.p95, color::P50),
+        (HistogramKind::Ttft, "ttft p95", |h| h.p95, color::P99),
+        (HistogramKind::Itl, "itl p99", |h| h.p99, color::P90),
+    ];
+    let streams: Vec<Series> = streamed
+        .into_iter()
+        .map(|(h, label, p, c)| {
+            let values =
+                col(&move |l: &SeriesLine| l.histograms.get(h).filter(|s| s.count > 0).map(p).filter(|v| *v > 0.0));
+            Series::new(label, values, json!({"color": c, "width": 2}))
+        })
+        .filter(|s| s.values.iter().any(Option::is_some))
+        .collect();
+    if !streams.is_empty() {
+        out.push(time_chart(
+            "streams",
+            "Streamed answers per second (log scale)",
+            "ms",
+            true,
+            x,
+            streams,
+            json!({"note": "First event: from the intended start to a streamed answer's first event. TTFT: to an LLM answer's first token. ITL: the gaps between its tokens."}),
+        ));
+    }
 
     // `cut` is not the target's: requests still in flight when the run ended,
     // shown with the generator's own counts below (#12).
@@ -691,6 +720,48 @@ mod tests {
         // Nothing cut: the load chart as before.
         let charts = series_charts(&[Some(&line(0, &[("timeout", 1)]))], &[0.0]);
         assert_eq!(names(&find(&charts, "load")), vec!["in flight", "dropped/s"]);
+    }
+
+    /// A run with streamed or LLM answers gets a chart of them per second (the
+    /// figures their SLO lines judge most), read from each second's figures; a
+    /// run without has none, and its charts are as they were.
+    #[test]
+    fn streamed_answers_are_charted_per_second_where_the_run_has_them() {
+        use std::time::Duration;
+
+        use perfops_core::measure::{HistogramFigures, Stats};
+        let line = |t: u32, st: &Stats| SeriesLine {
+            t,
+            length_s: 1.0,
+            histograms: HistogramFigures::of(st),
+            ..SeriesLine::default()
+        };
+        let mut llm = Stats::default();
+        for ms in [100, 200, 300] {
+            llm.ttft.record(Duration::from_millis(ms));
+            llm.itl.record(Duration::from_millis(ms / 10));
+            llm.first_event.record(Duration::from_millis(ms / 2));
+        }
+        let (a, b) = (line(0, &llm), line(1, &Stats::default()));
+        let charts = series_charts(&[Some(&a), Some(&b)], &[0.0, 1.0]);
+        let chart = charts.iter().find(|c| c["id"] == "streams").expect("a streams chart");
+        // (label, its value in the second that streamed: ms)
+        let cases = [("first event p95", 150.0), ("ttft p95", 300.0), ("itl p99", 30.0)];
+        for (label, want) in cases {
+            let series = chart["series"].as_array().unwrap().iter().find(|s| s["label"] == label).expect(label);
+            let v = series["values"][0].as_f64().expect("a value");
+            assert!((v - want).abs() <= want * 0.002, "{label}: {v} vs {want}");
+            assert!(series["values"][1].is_null(), "{label}: a second without answers has no value");
+        }
+        // A run that streamed nothing: no such chart.
+        let charts = series_charts(&[Some(&b)], &[0.0]);
+        assert!(charts.iter().all(|c| c["id"] != "streams"));
+        // Nor an SSE run without LLM steps the LLM's lines.
+        let mut sse = Stats::default();
+        sse.first_event.record(Duration::from_millis(5));
+        let charts = series_charts(&[Some(&line(0, &sse))], &[0.0]);
+        let chart = charts.iter().find(|c| c["id"] == "streams").expect("a streams chart");
+        assert_eq!(chart["series"].as_array().map(Vec::len), Some(1), "{chart}");
     }
 
     /// A stretch of seconds ends with its last second again, at its end,

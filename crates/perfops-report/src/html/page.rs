@@ -471,16 +471,22 @@ fn exchanges(o: &mut String, groups: &[&crate::failures::FailureGroup]) {
 /// latency against the users. From the summary alone.
 fn sweep(o: &mut String, m: &Model, data: &Value) {
     let Some(sw) = m.files.summary.as_ref().and_then(|s| s.sweep.as_ref()) else { return };
+    // An LLM step's tokens per second, where the levels measured them.
+    let tokens = sw.has_tokens();
     o.push_str(
         "<section>\n<h2>Concurrency sweep</h2>\n<div class=\"table-wrap\"><table class=\"sweep\">\n<thead><tr>\
          <th>users</th><th>throughput</th><th>x vs first</th><th title=\"p50 of the answered requests\">p50 ok</th>\
-         <th>p99</th><th>p50 x first</th><th>errors</th></tr></thead>\n<tbody>\n",
+         <th>p99</th><th>p50 x first</th><th>errors</th>",
     );
+    if tokens {
+        o.push_str("<th>tokens in/s</th><th>tokens out/s</th>");
+    }
+    o.push_str("</tr></thead>\n<tbody>\n");
     for l in &sw.levels {
         let best = sw.best_level == Some(l.concurrency);
-        let _ = writeln!(
+        let _ = write!(
             o,
-            "<tr{}><th>{}</th><td>{}</td><td>{}×</td><td>{}</td><td>{}</td><td>{}×</td><td class=\"{}\">{}</td></tr>",
+            "<tr{}><th>{}</th><td>{}</td><td>{}×</td><td>{}</td><td>{}</td><td>{}×</td><td class=\"{}\">{}</td>",
             if best { " class=\"best\" title=\"the best level measured\"" } else { "" },
             l.concurrency,
             rate(Some(l.throughput)),
@@ -491,6 +497,10 @@ fn sweep(o: &mut String, m: &Model, data: &Value) {
             if l.error_ratio > 0.0 { "bad" } else { "" },
             percent(Some(l.error_ratio)),
         );
+        if tokens {
+            let _ = write!(o, "<td>{}</td><td>{}</td>", rate(l.tokens_in_per_s), rate(l.tokens_out_per_s));
+        }
+        o.push_str("</tr>\n");
     }
     o.push_str("</tbody></table></div>\n<ul class=\"findings\">");
     for line in sw.findings() {
