@@ -34,7 +34,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rquickjs::function::Args;
 use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 
-use crate::error::{Place, ScriptError, one_line, place_from_stack};
+use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
 use crate::scripts::{Hook, Scripts, SourceFile};
 use crate::{sandbox, stdlib};
@@ -439,11 +439,12 @@ impl Runtime {
         arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<Value<'js>>,
         read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
-        let name = self.scripts.name(hook).to_string();
+        // Borrowed: made a `String` only for an error (an allocation per call, else).
+        let name = self.scripts.name(hook);
         let no_rows = self.engine.no_rows.clone();
         let Some(saved) = self.engine.hooks.get(hook.0 as usize).cloned() else {
             return Err(ScriptError::BadReturn {
-                function: name,
+                function: name.to_string(),
                 message: "no such function in these scripts".to_string(),
             });
         };
@@ -452,7 +453,7 @@ impl Runtime {
         self.shared.interrupted.set(false);
         let shared = &self.shared;
         let result = self.engine.ctx.with(|ctx| -> Result<(T, Option<BTreeMap<String, String>>), ScriptError> {
-            let err = |e: rquickjs::Error| caught(&ctx, e, &name);
+            let err = |e: rquickjs::Error| caught(&ctx, e, name);
             let globals = ctx.globals();
             let (vars_in, values_in) = stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?;
             globals.set("vars", vars_in.clone()).map_err(err)?;
@@ -475,7 +476,7 @@ impl Runtime {
             while ctx.execute_pending_job() {
                 if shared.interrupted.get() {
                     return Err(ScriptError::Exception {
-                        function: name.clone(),
+                        function: name.to_string(),
                         at: None,
                         message: "interrupted".to_string(),
                     });
@@ -483,18 +484,18 @@ impl Runtime {
             }
             if ret.is_promise() {
                 return Err(ScriptError::BadReturn {
-                    function: name.clone(),
+                    function: name.to_string(),
                     message: "hooks are synchronous: an async function's promise is not awaited".to_string(),
                 });
             }
             let out =
-                read(&ctx, ret, a).map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
+                read(&ctx, ret, a).map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
             let vars: Value = globals.get("vars").map_err(err)?;
             if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
                 return Ok((out, None));
             }
             let vars = stdlib::vars_from_js(&ctx, vars)
-                .map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
+                .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
             Ok((out, Some(vars)))
         });
         let result = match result {
@@ -504,7 +505,10 @@ impl Runtime {
                 }
                 Ok(out)
             }
-            Err(e) => Err(self.classify(e, &name)),
+            Err(e) => {
+                let name = name.to_string();
+                Err(self.classify(e, &name))
+            }
         };
         self.spent += started.elapsed();
         result
@@ -519,6 +523,11 @@ impl Runtime {
                 ScriptError::Exception { at, .. } => at,
                 _ => None,
             };
+            // Where it was looping, not where QuickJS last located a statement before the loop.
+            let at = at.map(|at| match self.scripts.files.iter().find(|f| f.name == at.file) {
+                Some(f) => loop_after(at, &f.text),
+                None => at,
+            });
             return ScriptError::Timeout { function: name.to_string(), limit: self.limits.call_time, at };
         }
         if let ScriptError::OutOfMemory { function, .. } = e {
