@@ -37,6 +37,7 @@ use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
 use crate::scripts::{Hook, Scripts, SourceFile};
+use crate::stdlib::Given;
 use crate::{sandbox, stdlib};
 
 /// The bounds of one runtime.
@@ -367,8 +368,8 @@ impl Runtime {
         let changed = self.invoke(
             hook,
             state,
-            |ctx| stdlib::request_to_js(ctx, request).map(Value::from),
-            |ctx, ret, arg| {
+            |ctx| stdlib::request_to_js(ctx, request).map(|(obj, given)| (Value::from(obj), given)),
+            |ctx, ret, arg, given| {
                 let returned = ret.type_name();
                 let obj = match ret.type_of() {
                     Type::Undefined => arg.into_object(),
@@ -378,7 +379,7 @@ impl Runtime {
                 let Some(obj) = obj else {
                     return Err(format!("a request hook returns nothing or a request object, not {returned}"));
                 };
-                stdlib::request_from_js(ctx, &obj, request)
+                stdlib::request_from_js(ctx, &obj, request, &given)
             },
         )?;
         *request = changed;
@@ -396,8 +397,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| stdlib::response_to_js(ctx, response).map(Value::from),
-            |_ctx, ret, _arg| verdict(ret),
+            |ctx| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
+            |_ctx, ret, _arg, _| verdict(ret),
         )
     }
 
@@ -407,8 +408,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok(Value::new_undefined(ctx.clone())),
-            |_ctx, ret, _arg| {
+            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, ret, _arg, _| {
                 let next = match ret.type_of() {
                     Type::Undefined => Next::Continue,
                     Type::String => Next::Goto(ret.as_string().and_then(|s| s.to_string().ok()).unwrap_or_default()),
@@ -428,7 +429,12 @@ impl Runtime {
     /// Runs the setup hook once: `hook()` saves into `state.vars` the values every flow
     /// starts with. Its return value is ignored.
     pub fn setup(&mut self, hook: Hook, state: &mut FlowState) -> Result<(), ScriptError> {
-        self.invoke(hook, state, |ctx| Ok(Value::new_undefined(ctx.clone())), |_ctx, _ret, _arg| Ok(()))
+        self.invoke(
+            hook,
+            state,
+            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _ret, _arg, _| Ok(()),
+        )
     }
 
     /// One call: the limits, the state in and out, the error's kind and place, the time.
@@ -436,8 +442,8 @@ impl Runtime {
         &mut self,
         hook: Hook,
         state: &mut FlowState,
-        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<Value<'js>>,
-        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>) -> Result<T, String>,
+        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
+        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
         // Borrowed: made a `String` only for an error (an allocation per call, else).
         let name = self.scripts.name(hook);
@@ -465,7 +471,7 @@ impl Runtime {
             };
             globals.set("row", row).map_err(err)?;
             let f = saved.restore(&ctx).map_err(err)?;
-            let a = arg(&ctx).map_err(err)?;
+            let (a, given) = arg(&ctx).map_err(err)?;
             let mut args = Args::new(ctx.clone(), 1);
             args.push_arg(a.clone()).map_err(err)?;
             let ret: Value = f.call_arg(args).map_err(err)?;
@@ -488,8 +494,8 @@ impl Runtime {
                     message: "hooks are synchronous: an async function's promise is not awaited".to_string(),
                 });
             }
-            let out =
-                read(&ctx, ret, a).map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
+            let out = read(&ctx, ret, a, given)
+                .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
             let vars: Value = globals.get("vars").map_err(err)?;
             if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
                 return Ok((out, None));
