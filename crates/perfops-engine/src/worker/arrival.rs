@@ -64,9 +64,14 @@ impl Worker {
         // Scripts only: the flow instance's state, and how many steps it took.
         let scripted = self.flow(a.seq, &rows, &scope);
         let (mut i, mut taken, mut sent) = (0, 0, false);
+        // Scripts only: the key of the last request step taken (its iteration is counted when
+        // the flow instance ends, below).
+        let mut last_request = None;
         while let Some(step) = flow.steps.get(i) {
             let key = Key { stage: a.stage, step: step.index };
-            let last = i + 1 == flow.steps.len();
+            // A scripted flow's scripts decide where it ends (a `script:` step may end it or
+            // send it back): its iteration is counted at its end, not by a step's place.
+            let last = i + 1 == flow.steps.len() && scripted.is_none();
             let call = step.hooks.is_some_and(|h| h.call.is_some());
             // The arrival is answered with its first request, a `script:` step is none.
             let (first, jar, state, scope) = (!sent && !call, jar.as_ref(), scripted.as_ref(), &scope);
@@ -77,7 +82,12 @@ impl Worker {
             i += 1;
             let goes_on = match &scripted {
                 None => !ended.failed,
-                Some(f) => self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed),
+                Some(f) => {
+                    if !call {
+                        last_request = Some(key);
+                    }
+                    self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed)
+                }
             };
             if !goes_on {
                 break;
@@ -92,6 +102,9 @@ impl Worker {
                 tokio::time::sleep(pause).await;
                 start = Instant::now();
             }
+        }
+        if let Some(key) = last_request {
+            self.rec.borrow_mut().iteration(key);
         }
         end_at
     }
