@@ -16,6 +16,8 @@
 //! wrote it, not encoded again: a signature over it must stay true.
 //! `Content-Length` is the body's own, whatever the hook says.
 
+use std::io::Write as _;
+
 use perfops_core::scenario::template::head::{first_refused, is_token};
 use perfops_script::RequestParts;
 
@@ -74,7 +76,8 @@ pub(crate) fn write(r: &RequestParts, out: &mut Vec<u8>) -> Result<(), String> {
     }
     let wants_length = !r.body.is_empty() || matches!(r.method.as_str(), "POST" | "PUT" | "PATCH");
     if wants_length {
-        out.extend_from_slice(format!("Content-Length: {}\r\n", r.body.len()).as_bytes());
+        // Into `out`, not through a `String` of its own.
+        let _ = write!(out, "Content-Length: {}\r\n", r.body.len());
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(&r.body);
