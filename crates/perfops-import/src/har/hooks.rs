@@ -63,13 +63,17 @@ pub enum Shape {
     Other(usize),
 }
 
+/// A field as recorded: its name as first written, its lower-case name, and each (step, value)
+/// that sent it.
+type Sent<'a> = (String, String, Vec<(usize, &'a str)>);
+
 /// The fields of `recorded` (requests as sent, in order) that the browser
 /// computed per request, in the order first sent. `templated` is the same
 /// requests after correlation: a field with a reference to a saved value in
 /// any of them was answered earlier, not computed.
 pub fn computed(recorded: &[Request], templated: &[Templated]) -> Vec<Computed> {
     // (name as first written, lower-case name, [(step, value)]), in the order first sent.
-    let mut fields: Vec<(String, String, Vec<(usize, &str)>)> = Vec::new();
+    let mut fields: Vec<Sent<'_>> = Vec::new();
     for (step, r) in recorded.iter().enumerate() {
         for (name, value) in &r.headers {
             let lower = name.to_ascii_lowercase();
