@@ -82,9 +82,7 @@ impl Worker {
                 Some(f) => {
                     if !call {
                         // Kept in the flow's state, not in this future: a flow without
-                        // scripts carries nothing more (its arrival's future grew, and the
-                        // open model's pacer, built around it, cost ~300 instructions a
-                        // request more under callgrind).
+                        // scripts carries nothing more across its awaits.
                         f.borrow_mut().last_request = Some(key);
                     }
                     self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed)
