@@ -7,10 +7,11 @@
 //! hook must sign exactly what goes on the wire (the path as encoded, the
 //! headers `defaults:` added, the body as rendered), and the renderer is
 //! the one place that decides those. It costs a step that names a hook
-//! only: reading the rendered request back and writing it again took 3,250
-//! and 2,950 instructions per signed request (callgrind,
-//! bench/script-callgrind.sh), a tenth of the hook's whole cost; the rest
-//! is the crossing into JavaScript and the script itself (perfops-script).
+//! only, and little of that: reading the rendered request back and writing
+//! it again were a few thousand instructions per signed request at most
+//! under callgrind (bench/script-callgrind.sh), of the ~60,000 the hook
+//! cost whole; the rest is the crossing into JavaScript and the script
+//! itself (perfops-script).
 //!
 //! What a hook returns is not trusted (issue #31's rule): a method that is
 //! not a token, a path with a space or a control byte, a header name that
