@@ -293,6 +293,23 @@ impl Recorder {
         st.tokens_out += usage.completion_tokens;
     }
 
+    /// A scripted flow instance that ended after its last request (`key`):
+    /// one iteration. Its scripts decided it ended after that request was
+    /// answered (a `script:` step that ends the flow or sends it round
+    /// again), so it is counted now, in the second that holds that answer,
+    /// unless this second's answers of `key` are all counted already: an
+    /// iteration is never counted without an answer (a second's parts say
+    /// `iterations <= completed`, and the fleet's wire refuses one that does
+    /// not). So a flow whose last request got no answer, or that ended a
+    /// second after it (a long pause), counts only where this second holds
+    /// an answer of `key` not counted yet.
+    pub(crate) fn iteration(&mut self, key: Key) {
+        let st = self.at(key);
+        if st.iterations < st.completed {
+            st.iterations += 1;
+        }
+    }
+
     /// A request that got no answer: counted in the latency at the time it
     /// took to fail, and in the service time if it was sent.
     pub(crate) fn failed(&mut self, key: Key, f: &Failure) {

@@ -271,7 +271,8 @@ struct Request<'a> {
     /// The arrival's number and its feeders' rows, for templates.
     seq: u64,
     rows: &'a [Option<&'a [String]>],
-    /// The flow's last step: its answer completes an iteration.
+    /// The flow's last step: its answer completes an iteration (never in a
+    /// scripted flow, whose end its scripts decide: `arrival.rs`).
     last: bool,
     /// The flow's first step: its answer is the arrival answered, what the
     /// open model's rate judges (#32).
@@ -574,7 +575,9 @@ impl Worker {
         bytes_out: u64,
         failure: Option<FailureKind>,
     ) -> Ended {
-        let ends_iteration = req.last || failure.is_some();
+        // A failure ends an unscripted flow; a scripted one's end is counted where it ends
+        // (`arrival.rs`: its scripts may go on after a failure, or loop back to this step).
+        let ends_iteration = req.last || (failure.is_some() && req.flow.is_none());
         let answer = Answer { due: req.due, sent, response, bytes_out, failure, ends_iteration, first: req.first };
         self.rec.borrow_mut().answered(req.key, &answer);
         Ended { at: response.last_byte, failed: failure.is_some() }

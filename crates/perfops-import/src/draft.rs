@@ -35,6 +35,8 @@ pub struct Draft {
     pub name: String,
     /// `target:` (a base URL, or a `${env.NAME}` template).
     pub target: Text,
+    /// `scripts:`: the JavaScript file the steps' hooks are in, beside the scenario.
+    pub scripts: Option<String>,
     /// `defaults.timeout`.
     pub timeout: Option<Duration>,
     /// `defaults.headers`, sent with every request.
@@ -86,6 +88,8 @@ pub struct Step {
     pub expect_status: Vec<u16>,
     /// `pause:` after the step (think time).
     pub pause: Option<Duration>,
+    /// `before:`: the request hook (a function of the draft's `scripts:`).
+    pub before: Option<String>,
 }
 
 /// A request body.
@@ -340,6 +344,9 @@ impl Draft {
         comments(&mut out, 0, &self.comments);
         let _ = writeln!(out, "name: {}", quote(&self.name));
         let _ = writeln!(out, "target: {}", quote(self.target.as_template()));
+        if let Some(file) = &self.scripts {
+            let _ = writeln!(out, "scripts: {}", quote(file));
+        }
         if self.timeout.is_some() || !self.headers.is_empty() {
             out.push_str("defaults:\n");
             if let Some(t) = self.timeout {
@@ -443,6 +450,9 @@ fn step(out: &mut String, indent: usize, s: &Step) {
     if let Some(p) = s.pause {
         let _ = writeln!(out, "{pad}pause: {}", quote(&duration(p)));
     }
+    if let Some(f) = &s.before {
+        let _ = writeln!(out, "{pad}before: {}", quote(f));
+    }
 }
 
 #[cfg(test)]
@@ -458,6 +468,7 @@ mod tests {
             comments: vec![format!("read: {awkward}"), "second line\nthird".into()],
             name: name.clone(),
             target: Text::lit("http://127.0.0.1:8080"),
+            scripts: Some("hooks.js".into()),
             timeout: Some(Duration::from_millis(2500)),
             headers: vec![("Accept".into(), Text::lit("application/json")), ("X-Note".into(), Text::lit(awkward))],
             setup: vec![Step {
@@ -482,6 +493,7 @@ mod tests {
                         path: Text::path(&format!("/orders/{awkward}/")).then(Text::var("ids.id")),
                         headers: vec![("Authorization".into(), Text::lit("Bearer ").then(Text::var("token")))],
                         pause: Some(Duration::from_millis(120)),
+                        before: Some("sign".into()),
                         ..Step::default()
                     }],
                 },
@@ -572,6 +584,9 @@ mod tests {
     #[test]
     fn literal_and_reference_templates() {
         let mut d = full("x");
+        // Without scripts: a script may save any name, so a scenario with them reads any reference.
+        d.scripts = None;
+        d.flows[0].steps[0].before = None;
         d.flows[0].steps[0].path = Text::path("/p/${nothing}");
         d.flows[0].steps[0].headers.clear();
         parse("d.yaml", &d.render(), &[]).expect("a literal ${ is text");

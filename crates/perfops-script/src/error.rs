@@ -126,6 +126,86 @@ pub(crate) fn place_from_stack(stack: &str) -> Option<Place> {
     })
 }
 
+/// Where an interrupted call was looping, from the place QuickJS gave (`at`) and the file's
+/// `text`: `at` itself, unless it is a function's own definition (`function spin() {`), and then
+/// the first loop (`for`, `while`, `do`) after it.
+///
+/// Subtleness ahead: QuickJS dates an interrupt at a loop's back edge by the instruction before
+/// the loop's head (its frame's pc, less one, is looked up after the jump), so it names the last
+/// statement it located before the loop, and when the loop is the function's first located
+/// statement (`for (;;) {}` alone, `while (true) { n++; }` first), the function's own definition.
+/// The loop that was running is then the first one after that definition: a loop before it
+/// would have been located (a finite loop tests a condition, which QuickJS locates). Comments and
+/// string literals are skipped; a regular expression holding a quote could mislead the scan, and
+/// then the place is at worst another line of the same function.
+pub(crate) fn loop_after(at: Place, text: &str) -> Place {
+    let Some(start) = offset_of(text, at.line, at.column) else { return at };
+    let rest = &text[start..];
+    if !(rest.starts_with("function") || rest.starts_with("async function")) {
+        return at;
+    }
+    let bytes = rest.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        match b {
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                i = rest[i..].find('\n').map_or(bytes.len(), |n| i + n);
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'*') => {
+                i = rest[i + 2..].find("*/").map_or(bytes.len(), |n| i + 2 + n + 2);
+            }
+            b'"' | b'\'' | b'`' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b if b.is_ascii_alphabetic() || b == b'_' || b == b'$' => {
+                let word_end = rest[i..]
+                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '$'))
+                    .map_or(rest.len(), |n| i + n);
+                if matches!(&rest[i..word_end], "for" | "while" | "do") {
+                    return place_of(text, start + i, at.file);
+                }
+                i = word_end;
+            }
+            _ => i += 1,
+        }
+    }
+    at
+}
+
+/// The byte offset of 1-based `line` and `column` (UTF-16 units, as QuickJS counts) in `text`.
+fn offset_of(text: &str, line: u32, column: u32) -> Option<usize> {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(usize::try_from(line - 2).ok()?).map(|(i, _)| i + 1)?
+    };
+    let mut units = 1;
+    for (i, c) in text[line_start..].char_indices() {
+        if units >= column {
+            return Some(line_start + i);
+        }
+        if c == '\n' {
+            return None;
+        }
+        units += u32::try_from(c.len_utf16()).unwrap_or(1);
+    }
+    None
+}
+
+/// The place of byte `offset` of `text` in `file`, its column in UTF-16 units.
+fn place_of(text: &str, offset: usize, file: String) -> Place {
+    let before = &text[..offset];
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let line = u32::try_from(before.matches('\n').count() + 1).unwrap_or(u32::MAX);
+    let column = u32::try_from(before[line_start..].encode_utf16().count() + 1).unwrap_or(u32::MAX);
+    Place { file, line, column }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +258,28 @@ mod tests {
         ];
         for (err, want) in cases {
             assert_eq!(err.to_string(), *want);
+        }
+    }
+
+    /// Where an interrupted loop is placed, from the place QuickJS gave.
+    #[test]
+    fn an_interrupt_at_a_functions_definition_is_placed_at_its_loop() {
+        let text = "// a comment: for (;;) here is no loop\nfunction spin(req) {\n  /* while */ const s = \"do\";\n  for (;;) {}\n}\nfunction é(x) { while (true) {} }\n";
+        let at = |line, column| Place { file: "a.js".into(), line, column };
+        let cases = [
+            // The function's definition: its first loop, past a comment and a string that name loops.
+            (at(2, 1), at(4, 3)),
+            // A statement QuickJS located (a call in the loop): kept.
+            (at(4, 3), at(4, 3)),
+            // A place on a comment: not a function's definition, kept.
+            (at(1, 1), at(1, 1)),
+            // A one-line function with a non-ASCII name: the column in UTF-16 units, as QuickJS counts.
+            (at(6, 1), at(6, 17)),
+            // A place past the end of its line or file: kept.
+            (at(9, 1), at(9, 1)),
+        ];
+        for (given, want) in cases {
+            assert_eq!(loop_after(given.clone(), text), want, "{given}");
         }
     }
 

@@ -34,9 +34,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rquickjs::function::Args;
 use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 
-use crate::error::{Place, ScriptError, one_line, place_from_stack};
+use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
 use crate::scripts::{Hook, Scripts, SourceFile};
+use crate::stdlib::Given;
 use crate::{sandbox, stdlib};
 
 /// The bounds of one runtime.
@@ -367,8 +368,8 @@ impl Runtime {
         let changed = self.invoke(
             hook,
             state,
-            |ctx| stdlib::request_to_js(ctx, request).map(Value::from),
-            |ctx, ret, arg| {
+            |ctx| stdlib::request_to_js(ctx, request).map(|(obj, given)| (Value::from(obj), given)),
+            |ctx, ret, arg, given| {
                 let returned = ret.type_name();
                 let obj = match ret.type_of() {
                     Type::Undefined => arg.into_object(),
@@ -378,7 +379,7 @@ impl Runtime {
                 let Some(obj) = obj else {
                     return Err(format!("a request hook returns nothing or a request object, not {returned}"));
                 };
-                stdlib::request_from_js(ctx, &obj, request)
+                stdlib::request_from_js(ctx, &obj, request, &given)
             },
         )?;
         *request = changed;
@@ -396,8 +397,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| stdlib::response_to_js(ctx, response).map(Value::from),
-            |_ctx, ret, _arg| verdict(ret),
+            |ctx| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
+            |_ctx, ret, _arg, _| verdict(ret),
         )
     }
 
@@ -407,8 +408,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok(Value::new_undefined(ctx.clone())),
-            |_ctx, ret, _arg| {
+            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, ret, _arg, _| {
                 let next = match ret.type_of() {
                     Type::Undefined => Next::Continue,
                     Type::String => Next::Goto(ret.as_string().and_then(|s| s.to_string().ok()).unwrap_or_default()),
@@ -428,7 +429,12 @@ impl Runtime {
     /// Runs the setup hook once: `hook()` saves into `state.vars` the values every flow
     /// starts with. Its return value is ignored.
     pub fn setup(&mut self, hook: Hook, state: &mut FlowState) -> Result<(), ScriptError> {
-        self.invoke(hook, state, |ctx| Ok(Value::new_undefined(ctx.clone())), |_ctx, _ret, _arg| Ok(()))
+        self.invoke(
+            hook,
+            state,
+            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _ret, _arg, _| Ok(()),
+        )
     }
 
     /// One call: the limits, the state in and out, the error's kind and place, the time.
@@ -436,14 +442,15 @@ impl Runtime {
         &mut self,
         hook: Hook,
         state: &mut FlowState,
-        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<Value<'js>>,
-        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>) -> Result<T, String>,
+        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
+        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
-        let name = self.scripts.name(hook).to_string();
+        // Borrowed: made a `String` only for an error (an allocation per call, else).
+        let name = self.scripts.name(hook);
         let no_rows = self.engine.no_rows.clone();
         let Some(saved) = self.engine.hooks.get(hook.0 as usize).cloned() else {
             return Err(ScriptError::BadReturn {
-                function: name,
+                function: name.to_string(),
                 message: "no such function in these scripts".to_string(),
             });
         };
@@ -452,7 +459,7 @@ impl Runtime {
         self.shared.interrupted.set(false);
         let shared = &self.shared;
         let result = self.engine.ctx.with(|ctx| -> Result<(T, Option<BTreeMap<String, String>>), ScriptError> {
-            let err = |e: rquickjs::Error| caught(&ctx, e, &name);
+            let err = |e: rquickjs::Error| caught(&ctx, e, name);
             let globals = ctx.globals();
             let (vars_in, values_in) = stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?;
             globals.set("vars", vars_in.clone()).map_err(err)?;
@@ -464,7 +471,7 @@ impl Runtime {
             };
             globals.set("row", row).map_err(err)?;
             let f = saved.restore(&ctx).map_err(err)?;
-            let a = arg(&ctx).map_err(err)?;
+            let (a, given) = arg(&ctx).map_err(err)?;
             let mut args = Args::new(ctx.clone(), 1);
             args.push_arg(a.clone()).map_err(err)?;
             let ret: Value = f.call_arg(args).map_err(err)?;
@@ -475,7 +482,7 @@ impl Runtime {
             while ctx.execute_pending_job() {
                 if shared.interrupted.get() {
                     return Err(ScriptError::Exception {
-                        function: name.clone(),
+                        function: name.to_string(),
                         at: None,
                         message: "interrupted".to_string(),
                     });
@@ -483,18 +490,18 @@ impl Runtime {
             }
             if ret.is_promise() {
                 return Err(ScriptError::BadReturn {
-                    function: name.clone(),
+                    function: name.to_string(),
                     message: "hooks are synchronous: an async function's promise is not awaited".to_string(),
                 });
             }
-            let out =
-                read(&ctx, ret, a).map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
+            let out = read(&ctx, ret, a, given)
+                .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
             let vars: Value = globals.get("vars").map_err(err)?;
             if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
                 return Ok((out, None));
             }
             let vars = stdlib::vars_from_js(&ctx, vars)
-                .map_err(|message| ScriptError::BadReturn { function: name.clone(), message })?;
+                .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
             Ok((out, Some(vars)))
         });
         let result = match result {
@@ -504,7 +511,10 @@ impl Runtime {
                 }
                 Ok(out)
             }
-            Err(e) => Err(self.classify(e, &name)),
+            Err(e) => {
+                let name = name.to_string();
+                Err(self.classify(e, &name))
+            }
         };
         self.spent += started.elapsed();
         result
@@ -519,6 +529,11 @@ impl Runtime {
                 ScriptError::Exception { at, .. } => at,
                 _ => None,
             };
+            // Where it was looping, not where QuickJS last located a statement before the loop.
+            let at = at.map(|at| match self.scripts.files.iter().find(|f| f.name == at.file) {
+                Some(f) => loop_after(at, &f.text),
+                None => at,
+            });
             return ScriptError::Timeout { function: name.to_string(), limit: self.limits.call_time, at };
         }
         if let ScriptError::OutOfMemory { function, .. } = e {

@@ -216,3 +216,53 @@ fn dynamic_import_has_no_loader() {
     let err = rt.step(scripts.hook("f").unwrap(), &mut FlowState::default()).unwrap_err();
     assert!(matches!(err, ScriptError::BadReturn { .. } | ScriptError::Exception { .. }), "{err}");
 }
+
+/// A timeout is placed at the loop that was running, not at the function's first line, in
+/// functions over several lines (QuickJS dates a loop's interrupt by what it located before the
+/// loop: see `error::loop_after`).
+#[test]
+fn a_timeout_is_placed_at_the_loop_that_ran() {
+    const LOOPS: &str = "function empty_for() {
+  var a = 1;
+  for (;;) {}
+}
+function empty_while() {
+  while (true) {}
+}
+function body_call() {
+  var a = 1;
+  for (;;) { a = Math.max(a, 2); }
+}
+function body_prop() {
+  const o = { n: 0 };
+  while (true) { o.n++; }
+}
+function after_a_loop() {
+  for (let i = 0; i < 3; i++) {}
+  let j = 0;
+  while (true) { j++; }
+}
+";
+    let scripts = Scripts::compile(&[("loops.js", LOOPS)]).expect("compiles");
+    let limits = Limits { call_time: Duration::from_millis(20), ..Limits::default() };
+    let mut rt = Runtime::new(&scripts, limits, 1, Clock::frozen(NOW_MS)).expect("runtime");
+    let cases = [
+        // An empty loop after a statement QuickJS does not locate: the loop, not line 1.
+        ("empty_for", "loops.js:3:3"),
+        // A loop first in its function.
+        ("empty_while", "loops.js:6:3"),
+        // A loop whose body calls: the loop.
+        ("body_call", "loops.js:10:3"),
+        // A loop whose body assigns a property.
+        ("body_prop", "loops.js:14:3"),
+        // After a loop that ended: QuickJS names the last place it located before the endless
+        // one (the first loop's increment), which is kept: the function's lines, not its first.
+        ("after_a_loop", "loops.js:17:26"),
+    ];
+    for (name, place) in cases {
+        let hook = scripts.hook(name).expect(name);
+        let err = rt.step(hook, &mut FlowState::default()).expect_err(name);
+        assert!(matches!(err, ScriptError::Timeout { .. }), "{name}: {err}");
+        assert!(err.to_string().starts_with(&format!("{place}: {name}: interrupted")), "{name}: {err}");
+    }
+}

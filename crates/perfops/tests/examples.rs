@@ -502,6 +502,15 @@ fn pages_example_follows_every_page_to_the_end() {
     // Script steps send nothing: their rows count no request, only their time.
     assert_eq!(step_of(&s, "script follow")["sent"], 0);
     assert!(step_of(&s, "script follow")["script_ns"].as_u64().is_some_and(|ns| ns > 0));
+    // A walk is one iteration however many pages it loops over (its last step is the
+    // script that loops): 10, neither 40 nor none.
+    let series = std::fs::read_to_string(work.result_dir(&out).join("series.jsonl")).expect("series.jsonl");
+    let iterations: u64 = series
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|l| l["iterations"].as_u64())
+        .sum();
+    assert_eq!(iterations, 10, "{series}");
     out.assert_exit(0);
 }
 

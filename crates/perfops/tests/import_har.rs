@@ -209,3 +209,64 @@ fn a_chromium_recording_replays_at_its_recorded_offsets() {
     let after = (demo.answered("/auth"), demo.answered("/orders"), demo.answered("/me"));
     assert_eq!((after.0 - before.0, after.1 - before.1, after.2 - before.2), (2, 1, 1), "{rec}");
 }
+
+/// A recording of an API that checks an HMAC per request (perfops-testkit's `scripted` API:
+/// python3's `hmac` over METHOD, PATH, TIMESTAMP and BODY): its `X-Timestamp` and
+/// `X-Signature` changed with every request and no answer carried them, so the import writes a
+/// request hook that sets them, names it on the steps, and `perfops check` passes as written.
+/// With the signing key put in place of its placeholder (the one line a person must write when
+/// the page signs this way), the server's own check accepts every request the run sends.
+#[test]
+fn a_recording_with_a_signature_per_request_imports_a_request_hook_that_signs() {
+    let _g = shared();
+    let server = perfops_testkit::scripted::api("demo-secret", 1, 1);
+    let work = Workdir::new("import-har-signed");
+    let url = server.url(0);
+    let entry = |i: u32| {
+        serde_json::json!({
+            // 100 ms apart: no think time between the steps.
+            "startedDateTime": format!("2026-11-29T10:00:00.{i}00Z"),
+            "time": 15,
+            "request": {
+                "method": "POST",
+                "url": format!("{url}/signed/orders?shop=7"),
+                "headers": [
+                    { "name": "Content-Type", "value": "application/json" },
+                    { "name": "X-Timestamp", "value": format!("176441040{i}123") },
+                    { "name": "X-Signature", "value": format!("{i}").repeat(64) },
+                ],
+                "postData": { "mimeType": "application/json", "text": format!("{{\"item\":\"sku-{i}\"}}") },
+            },
+            "response": { "status": 200, "content": { "mimeType": "application/json", "text": "{\"ok\":true}" } },
+        })
+    };
+    let har = serde_json::json!({ "log": { "version": "1.2", "entries": [entry(1), entry(2), entry(3)] } });
+    let har_path = work.path.join("shop.har");
+    std::fs::write(&har_path, har.to_string()).unwrap();
+
+    let scenario = work.path.join("shop.yaml");
+    let out = spawn_perfops(
+        &["import", "har", &har_path.display().to_string(), "--out", &scenario.display().to_string()],
+        |_| {},
+    )
+    .wait(LIMIT);
+    out.assert_exit(0);
+    let yaml = std::fs::read_to_string(&scenario).expect("the scenario");
+    assert!(yaml.contains("scripts: \"shop-hooks.js\""), "{yaml}");
+    assert_eq!(yaml.matches("before: \"computed_headers\"").count(), 3, "{yaml}");
+    assert!(!yaml.contains("\"X-Signature\"") && !yaml.contains("111111"), "{yaml}");
+    let hooks = work.path.join("shop-hooks.js");
+    let js = std::fs::read_to_string(&hooks).expect("the script beside the scenario");
+    assert!(out.dump().contains("computed per request by the page: X-Timestamp, X-Signature"), "{}", out.dump());
+    spawn_perfops(&["check", &scenario.display().to_string()], |_| {}).wait(LIMIT).assert_exit(0);
+
+    // The key in place of its placeholder: every request the run sends passes the server's check.
+    assert!(js.contains("const SIGNING_KEY = \"replace-me\";"), "{js}");
+    std::fs::write(&hooks, js.replace("\"replace-me\"", "\"demo-secret\"")).unwrap();
+    let sets = ["--set", "load.stages[0].rate=5", "--set", "load.stages[0].hold=2s"];
+    let run = work.spawn("run", &scenario, &sets, |_| {}).wait(LIMIT);
+    let stats = perfops_testkit::scripted::stats(server.addr());
+    let ok = stats["signed_ok"].as_u64().unwrap_or(0);
+    // 10 arrivals of 3 steps; the last ones' may be cut at the end of the run.
+    assert!(ok >= 20 && stats["signed_bad"] == 0, "{stats}\n{}", run.dump());
+}

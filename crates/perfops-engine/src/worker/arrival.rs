@@ -66,7 +66,9 @@ impl Worker {
         let (mut i, mut taken, mut sent) = (0, 0, false);
         while let Some(step) = flow.steps.get(i) {
             let key = Key { stage: a.stage, step: step.index };
-            let last = i + 1 == flow.steps.len();
+            // A scripted flow's scripts decide where it ends (a `script:` step may end it or
+            // send it back): its iteration is counted at its end, not by a step's place.
+            let last = i + 1 == flow.steps.len() && scripted.is_none();
             let call = step.hooks.is_some_and(|h| h.call.is_some());
             // The arrival is answered with its first request, a `script:` step is none.
             let (first, jar, state, scope) = (!sent && !call, jar.as_ref(), scripted.as_ref(), &scope);
@@ -77,7 +79,14 @@ impl Worker {
             i += 1;
             let goes_on = match &scripted {
                 None => !ended.failed,
-                Some(f) => self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed),
+                Some(f) => {
+                    if !call {
+                        // Kept in the flow's state, not in this future: a flow without
+                        // scripts carries nothing more across its awaits.
+                        f.borrow_mut().last_request = Some(key);
+                    }
+                    self.next_step(f, scope, flow, step, key, &mut i, &mut taken, ended.failed)
+                }
             };
             if !goes_on {
                 break;
@@ -92,6 +101,9 @@ impl Worker {
                 tokio::time::sleep(pause).await;
                 start = Instant::now();
             }
+        }
+        if let Some(key) = scripted.as_ref().and_then(|f| f.borrow().last_request) {
+            self.rec.borrow_mut().iteration(key);
         }
         end_at
     }

@@ -57,6 +57,9 @@ pub(crate) struct Flow {
     /// The last step failed in a script (its kind is `script_error`): with
     /// `on_error: continue` the flow goes on.
     pub(crate) script_error: bool,
+    /// The key of the last request step it took: its iteration is counted
+    /// there when it ends (`arrival.rs`).
+    pub(crate) last_request: Option<Key>,
 }
 
 /// A response as a hook reads it: status, header fields, body.
@@ -94,7 +97,12 @@ impl Worker {
                 Some((f.name().to_string(), columns))
             })
             .collect();
-        Some(RefCell::new(Flow { state: FlowState { vars, arrival: seq, rows }, next: None, script_error: false }))
+        Some(RefCell::new(Flow {
+            state: FlowState { vars, arrival: seq, rows },
+            next: None,
+            script_error: false,
+            last_request: None,
+        }))
     }
 
     /// One call into the runtime under `key`: its time counted as the

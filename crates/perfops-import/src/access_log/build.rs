@@ -238,6 +238,7 @@ pub(super) fn build(t: &Tally, o: &Options, file_name: &str) -> Result<Imported,
         comments,
         name,
         target: Text::lit(&o.target),
+        scripts: None,
         timeout: None,
         headers: o.headers.iter().map(|(k, v)| (k.clone(), Text::template(v))).collect(),
         setup: Vec::new(),
@@ -458,6 +459,7 @@ fn step(e: &Endpoint, feeder: &Option<FeederPlan>, o: &Options) -> Step {
         save: Vec::new(),
         expect_status,
         pause: None,
+        before: None,
     }
 }
 

@@ -29,6 +29,7 @@
 //!   cache validators caused and the scenario does not send, expects 200.
 
 pub mod correlate;
+pub mod hooks;
 pub mod read;
 pub mod replay;
 pub mod select;
@@ -41,7 +42,7 @@ use read::{Entry, Har, HarError};
 use select::{Left, Selection};
 
 use crate::draft::{self, Draft, Flow, Step, Text};
-use crate::{ImportError, Imported};
+use crate::{DataFile, ImportError, Imported};
 
 /// Gaps shorter than this are the page's script, not think time.
 pub const MIN_PAUSE: Duration = Duration::from_millis(100);
@@ -129,17 +130,31 @@ fn visit<'h>(
         )));
     }
 
-    let requests: Vec<Request> = kept.iter().map(|e| request_of(e, &sel)).collect();
-    let exchanges: Vec<(Request, Response<'_>)> = requests
-        .iter()
-        .cloned()
-        .zip(kept.iter().map(|e| Response {
-            headers: &e.response_headers,
-            mime: &e.mime,
-            text: e.response_text.as_deref(),
-        }))
-        .collect();
-    let found = correlate::correlate(&exchanges);
+    let mut requests: Vec<Request> = kept.iter().map(|e| request_of(e, &sel)).collect();
+    let correlated = |requests: &[Request]| {
+        let exchanges: Vec<(Request, Response<'_>)> = requests
+            .iter()
+            .cloned()
+            .zip(kept.iter().map(|e| Response {
+                headers: &e.response_headers,
+                mime: &e.mime,
+                text: e.response_text.as_deref(),
+            }))
+            .collect();
+        correlate::correlate(&exchanges)
+    };
+    let mut found = correlated(&requests);
+    // Fields the page computed per request are the request hook's to set: left out of the
+    // steps, and correlated again without them (a signature is no credential to read from
+    // the environment, and a stale copy of one is no use).
+    let computed = hooks::computed(&requests, &found.requests);
+    if !computed.is_empty() {
+        for r in &mut requests {
+            r.headers.retain(|(n, _)| !computed.iter().any(|c| c.name.eq_ignore_ascii_case(n)));
+        }
+        found = correlated(&requests);
+    }
+    let script = (!computed.is_empty()).then(|| format!("{}-hooks.js", file_stem(stem)));
 
     let mut names = correlate::Names::new("-");
     let mut steps = Vec::with_capacity(kept.len());
@@ -174,6 +189,15 @@ fn visit<'h>(
             ));
         }
         comments.extend(found.notes[i].iter().cloned());
+        let hooked: Vec<&str> = computed.iter().filter(|c| c.steps.contains(&i)).map(|c| c.name.as_str()).collect();
+        if let (false, Some(file)) = (hooked.is_empty(), &script) {
+            comments.push(format!(
+                "{}: computed by the page per request (a new value each time, carried by no earlier answer): \
+                 set by the request hook `{}` in {file}",
+                hooked.join(", "),
+                hooks::FUNCTION
+            ));
+        }
         let expect_status = match e.status {
             Some(304) => {
                 comments.push(
@@ -206,6 +230,7 @@ fn visit<'h>(
             save: found.saves[i].iter().map(|s| (s.name.clone(), s.extractor.clone())).collect(),
             expect_status,
             pause,
+            before: (!hooked.is_empty()).then(|| hooks::FUNCTION.to_string()),
         });
     }
 
@@ -263,6 +288,19 @@ fn visit<'h>(
     if saves > SUMMARY_LINES {
         summary.push(format!("  ... {} more, each in its step's comments", saves - SUMMARY_LINES));
     }
+    let mut files = Vec::new();
+    if let Some(name) = &script {
+        let line = format!(
+            "computed per request by the page: {} (step(s) {}); the request hook `{}` in {name} sets them: \
+             make it compute what the page did",
+            computed.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+            correlate::list(&hook_steps(&computed)),
+            hooks::FUNCTION
+        );
+        comments.push(line.clone());
+        summary.push(line);
+        files.push(DataFile { name: name.clone(), text: hooks::script(file, &computed) });
+    }
     if !found.env.is_empty() {
         comments.push(format!(
             "Credentials typed or recorded are read from the environment: set {} before running.",
@@ -280,6 +318,7 @@ fn visit<'h>(
         comments,
         name: options.name.clone().unwrap_or_else(|| stem.to_string()),
         target: Text::lit(&target),
+        scripts: script,
         flows: vec![Flow { name: "visit".into(), comments: Vec::new(), weight: 1, steps }],
         load: Some(draft::Load {
             comments: vec!["One visit per second for a minute: set the rate you expect.".into()],
@@ -293,7 +332,7 @@ fn visit<'h>(
         }),
         ..Draft::default()
     };
-    Ok((Imported { draft, files: Vec::new(), summary }, kept))
+    Ok((Imported { draft, files, summary }, kept))
 }
 
 /// A recorded request as the finder reads it: kept header fields, its body parsed by its type.
@@ -342,6 +381,22 @@ fn request_of(e: &Entry, sel: &Selection) -> Request {
         }
     }
     Request { method: e.method.clone(), target, headers, body }
+}
+
+/// The steps (indexes) that send any of `computed`, in order.
+fn hook_steps(computed: &[hooks::Computed]) -> Vec<usize> {
+    let mut steps: Vec<usize> = computed.iter().flat_map(|c| c.steps.iter().copied()).collect();
+    steps.sort_unstable();
+    steps.dedup();
+    steps
+}
+
+/// A file name's stem made of `A-Za-z0-9_-` only (the script is written beside the scenario).
+fn file_stem(stem: &str) -> String {
+    let s: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '-' }).collect();
+    let s = s.trim_start_matches(['-', '.']);
+    if s.is_empty() { "recording".to_string() } else { s.to_string() }
 }
 
 /// A template as the draft's text.

@@ -176,6 +176,153 @@ fn step_names() {
     }
 }
 
+/// A recording of an API that signs each request: `X-Signature` (an HMAC, 64 hex digits) and
+/// `X-Timestamp` change with every request and no answer carried them, so a request hook sets
+/// them; the fields that do not change, that were sent once, or that an answer carried (a
+/// cursor) stay as they were, or are saved.
+fn signed_har() -> String {
+    let entry = |i: usize, method: &str, path: &str, headers: &[(&str, &str)], answer: &str| {
+        let headers: Vec<serde_json::Value> =
+            headers.iter().map(|(n, v)| serde_json::json!({ "name": n, "value": v })).collect();
+        let mut request =
+            serde_json::json!({ "method": method, "url": format!("http://api.test:8080{path}"), "headers": headers });
+        if method == "POST" {
+            request["postData"] = serde_json::json!({ "mimeType": "application/json", "text": "{\"item\":\"sku-1\"}" });
+        }
+        serde_json::json!({
+            "startedDateTime": format!("2026-11-29T10:00:0{i}.000Z"),
+            "time": 20,
+            "request": request,
+            "response": { "status": 200, "content": { "mimeType": "application/json", "text": answer } },
+        })
+    };
+    let sig = |c: char| c.to_string().repeat(64);
+    let entries = vec![
+        entry(0, "GET", "/catalog", &[("X-Client", "web-1.2")], r#"{"next":"cur-000111"}"#),
+        entry(
+            1,
+            "POST",
+            "/orders?shop=7",
+            &[
+                ("X-Client", "web-1.2"),
+                ("X-Signature", &sig('a')),
+                ("X-Timestamp", "1764410401"),
+                ("X-Cursor", "cur-000111"),
+                ("X-Once", "n0nce-7f3a91"),
+            ],
+            r#"{"next":"cur-000222"}"#,
+        ),
+        entry(
+            2,
+            "POST",
+            "/orders?shop=7",
+            &[
+                ("X-Client", "web-1.2"),
+                ("X-Signature", &sig('b')),
+                ("X-Timestamp", "1764410402"),
+                ("X-Cursor", "cur-000222"),
+            ],
+            r#"{"next":null}"#,
+        ),
+        entry(3, "GET", "/me", &[("X-Signature", &sig('c')), ("X-Timestamp", "1764410403")], "{}"),
+    ];
+    serde_json::json!({ "log": { "version": "1.2", "entries": entries } }).to_string()
+}
+
+#[test]
+fn a_field_computed_per_request_becomes_a_request_hook() {
+    let har = read::parse("signed.har", signed_har().as_bytes()).expect("reads");
+    let imported = from_har(&har, "signed.har", "signed", &HarOptions::default()).expect("imports");
+    let yaml = imported.draft.render();
+    if let Err(d) = perfops_core::scenario::parse("imported.yaml", &yaml, &[]) {
+        panic!("perfops does not read the scenario:\n{d:?}\n{yaml}");
+    }
+    // The hook is named on the three steps that sent the fields, and the file beside it.
+    assert!(yaml.contains("scripts: \"signed-hooks.js\""), "{yaml}");
+    assert_eq!(yaml.matches("before: \"computed_headers\"").count(), 3, "{yaml}");
+    let catalog = &yaml[yaml.find("name: \"catalog\"").unwrap()..yaml.find("name: \"post-orders\"").unwrap()];
+    assert!(!catalog.contains("before:"), "{catalog}");
+    // The hook sets them: no recorded signature or timestamp is sent.
+    for gone in ["X-Signature", "X-Timestamp", "aaaaaaaa", "1764410401"] {
+        assert!(!yaml.contains(&format!("\"{gone}")), "{gone} in\n{yaml}");
+    }
+    // A field that does not change stays; one an answer carried is saved; one sent once stays as recorded.
+    assert_eq!(yaml.matches("\"X-Client\": \"web-1.2\"").count(), 3, "{yaml}");
+    assert!(yaml.contains("\"X-Cursor\": \"${next}\""), "{yaml}");
+    assert!(yaml.contains("\"X-Once\": \"n0nce-7f3a91\""), "{yaml}");
+    assert!(
+        imported
+            .summary
+            .iter()
+            .any(|l| l.starts_with("computed per request by the page: X-Signature, X-Timestamp (step(s) 2, 3, 4)")),
+        "{:?}",
+        imported.summary
+    );
+
+    // The script: each field's shape and its first guess, no recorded value.
+    let [file] = imported.files.as_slice() else { panic!("{:?}", imported.files) };
+    assert_eq!(file.name, "signed-hooks.js");
+    let js = &file.text;
+    assert!(js.contains("// X-Signature: sent by steps 2, 3, 4, 64 hex digits"), "{js}");
+    // The signature's guess covers the time the request sends.
+    assert!(js.contains("const time = String(Math.floor(now / 1000));"), "{js}");
+    assert!(js.contains("req.headers[\"X-Timestamp\"] = time;"), "{js}");
+    assert!(
+        js.contains(
+            "req.headers[\"X-Signature\"] = perfops.hmac(\"sha256\", vars.signing_key || SIGNING_KEY, \
+             [req.method, req.path, time, req.body].join(\"\\n\"), \"hex\");"
+        ),
+        "{js}"
+    );
+    assert!(!js.contains("aaaaaaaa") && !js.contains("1764410401"), "{js}");
+    // It compiles, defines the hook, and the hook runs: both fields set, of the recorded shapes.
+    let scripts = perfops_script::Scripts::compile(&[(file.name.as_str(), js.as_str())])
+        .unwrap_or_else(|e| panic!("{e:?}\n{js}"));
+    let hook = scripts.hook(hooks::FUNCTION).expect("the hook is defined");
+    let clock = perfops_script::Clock::frozen(1_764_410_400_000);
+    let mut rt = perfops_script::Runtime::new(&scripts, perfops_script::Limits::default(), 1, clock).expect("runtime");
+    let mut req = perfops_script::RequestParts {
+        method: "POST".into(),
+        path: "/orders?shop=7".into(),
+        headers: vec![("X-Client".into(), "web-1.2".into())],
+        body: b"{}".to_vec(),
+    };
+    rt.before_request(hook, &mut perfops_script::FlowState::default(), &mut req).expect("the hook runs");
+    let header = |n: &str| req.headers.iter().find(|(m, _)| m == n).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert_eq!(header("X-Timestamp"), "1764410400");
+    let signature = header("X-Signature");
+    assert!(signature.len() == 64 && signature.bytes().all(|b| b.is_ascii_hexdigit()), "{signature}");
+}
+
+/// Table: what a computed field's recorded values look like, and so the hook's first guess.
+#[test]
+fn computed_field_shapes() {
+    let cases: &[(&[&str], hooks::Shape)] = &[
+        // Seconds since 1970.
+        (&["1764410401", "1764410402"], hooks::Shape::UnixSeconds),
+        // Milliseconds.
+        (&["1764410401123", "1764410402456"], hooks::Shape::UnixMillis),
+        // ISO 8601 instants, with and without fractions.
+        (&["2026-11-29T10:00:01Z", "2026-11-29T10:00:02.123Z"], hooks::Shape::IsoInstant),
+        // UUIDs.
+        (&["0f8fad5b-d9cb-469f-a165-70867728950e", "7c9e6679-7425-40de-944b-e07fc1f90ae7"], hooks::Shape::Uuid),
+        // A SHA-256 in hex.
+        (&[&"ab".repeat(32), &"cd".repeat(32)], hooks::Shape::HexDigest(64)),
+        // A SHA-256 in base64 (32 bytes: 44 characters with one `=`).
+        (
+            &["q83vEjRWeJq83vEjRWeJq83vEjRWeJq83vEjRWeJq80=", "ze8BI0VniavN7wEjRWeJq83vASNFZ4mrze8BI0VniaE="],
+            hooks::Shape::Base64Digest(44),
+        ),
+        // Hex of no digest's length: something else.
+        (&["abc123", "def4567"], hooks::Shape::Other(7)),
+        // Shapes that differ between values: something else.
+        (&["1764410401", "2026-11-29T10:00:01Z"], hooks::Shape::Other(20)),
+    ];
+    for (values, want) in cases {
+        assert_eq!(hooks::shape(values), *want, "{values:?}");
+    }
+}
+
 mod props {
     use super::*;
     use proptest::prelude::*;
