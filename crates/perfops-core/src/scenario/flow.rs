@@ -344,6 +344,14 @@ impl Dec<'_> {
                 self.at(k.span(), &join(path, key), format!("`{key}` is not part of a gRPC step"), Some(hint.into()));
             }
         }
+        // Silently ignored before: a gRPC call's replies are its messages, read whole.
+        self.misplaced(
+            m,
+            path,
+            &["stream"],
+            "does not belong to a gRPC step",
+            "`stream:` reads an HTTP answer as events; a gRPC call's replies are its messages",
+        );
         let gp = join(path, "grpc");
         let g = m.get_node("grpc").and_then(|n| self.scalar(n, &gp, "`package.Service/Method`"))?;
         let protos: Vec<String> = match m.get_node("proto") {
@@ -400,6 +408,13 @@ impl Dec<'_> {
     /// it holds the connection and how often it sends again.
     fn websocket_step(&mut self, m: &MarkedMappingNode, ws: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
         self.misplaced(m, path, HTTP_ONLY, "does not belong to a `websocket:` step", "it sends its `send:` messages");
+        self.misplaced(
+            m,
+            path,
+            &["stream"],
+            "does not belong to a `websocket:` step",
+            "`stream:` reads an HTTP answer as events; a WebSocket step measures its replies to `send:`",
+        );
         self.misplaced_expect(m, path, "status", "a WebSocket step is upgraded (101) or failed: expect checks replies");
         self.misplaced_expect(m, path, "body_contains", "use `message_contains` for a WebSocket reply");
         let wp = join(path, "websocket");
