@@ -251,6 +251,11 @@ fn every_error_at_once_with_its_position() {
             "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, stream: true } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:48: `stream` does not belong to a gRPC step"],
         ),
+        // `save` from events needs a step that reads them; with `stream:` it is one
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET /, save: { a: last_event } }, { request: GET /, stream: true, save: { b: 'event:$.id' } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:53: `last_event` reads the events of a streamed answer, and this step has no `stream:`"],
+        ),
         // a step whose request line is malformed or missing still has its other fields
         // checked: the pause and the status are reported with it
         (
