@@ -45,8 +45,10 @@
 //! plus the bodies.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -55,12 +57,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::grpc::{self, GrpcMethod};
-use crate::h2::answer::Captured;
 pub(crate) use crate::h2::answer::StreamError;
+use crate::h2::answer::{Answer, Captured};
 use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
 use crate::h2::encoder::Fields;
 use crate::h2::stamped::Transport;
-use crate::http1::Response;
+use crate::http1::{Response, StreamTo};
+use crate::stream::{Latest, Split};
 use crate::work::{StepPlan, Work};
 
 /// HTTP/2 knobs of a run (`defaults.http2`, `quick -p`).
@@ -618,11 +621,14 @@ const CAPTURE_MAX: usize = 1024 * 1024;
 /// Send `req` on a stream of `lease`'s connection and read its whole
 /// response; with `capture`, keep its headers, body and trailers there;
 /// its `Set-Cookie` values go to `set_cookies` (left as it was when none).
+/// With `stream` (a step with `stream:`), the body is read as events handed
+/// to its consumer as they come ([`read_events`]); without, one branch.
 pub(crate) async fn exchange(
     lease: &Lease,
     req: &H2Request,
     capture: Option<&mut Captured>,
     set_cookies: &mut Vec<Vec<u8>>,
+    stream: Option<&mut StreamTo<'_>>,
 ) -> Result<(Response, Option<u32>), StreamError> {
     let h2conn = lease.conn();
     let conn = &*h2conn.conn;
@@ -634,12 +640,16 @@ pub(crate) async fn exchange(
     };
     let block = Block::Fields(&req.fields, req.key);
     let id = conn.open(block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
-    let mut stream = OnStream { conn, id: Some(id) };
+    let mut on = OnStream { conn, id: Some(id) };
     // As HTTP/1.1's: the request is handed over (its frames are in the
     // connection's buffer, written at the connection task's next turn).
     let sent_at = Instant::now();
-    let answer = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await;
-    stream.id = None;
+    let answer = match stream {
+        None => std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await,
+        // Boxed: its split and stall timer stay out of every other request's future.
+        Some(to) => Box::pin(read_events(conn, id, to, sent_at)).await,
+    };
+    on.id = None;
     let answer = answer.map_err(fail)?;
     if let (Some(c), Some(got)) = (capture, answer.captured) {
         *c = *got;
@@ -655,6 +665,46 @@ pub(crate) async fn exchange(
         last_byte: answer.last_byte,
     };
     Ok((response, answer.grpc_status))
+}
+
+/// Stream `id`'s answer read as events as its DATA frames come
+/// (`stream.rs`'s contract, as HTTP/1.1's `Conn::read_events`): each read's
+/// bytes split in order and handed to `to`, dated by that read; the body's
+/// end finishes the split (a last line without LF). With a stall limit, an
+/// answer that goes that long without an event (from `sent_at` to the
+/// first, or between two) fails as `stream_stall`, and the stream is
+/// cancelled.
+async fn read_events(conn: &Conn, id: u32, to: &mut StreamTo<'_>, sent_at: Instant) -> Result<Answer, StreamError> {
+    conn.flow(id);
+    let stall = to.stall;
+    let mut split: Option<Split> = None;
+    let mut latest = Latest { to: &mut *to.events, at: None };
+    let mut timer = stall.map(|limit| Box::pin(tokio::time::sleep_until(sent_at + limit)));
+    let answer = std::future::poll_fn(|cx| {
+        let got = conn.poll_streamed(id, cx, &mut |mode, bytes, at| {
+            split.get_or_insert_with(|| Split::new(mode)).feed(bytes, at, &mut latest);
+        });
+        if got.is_ready() {
+            return got;
+        }
+        if let (Some(t), Some(limit)) = (timer.as_mut(), stall) {
+            let deadline = latest.at.unwrap_or(sent_at) + limit;
+            if t.deadline() != deadline {
+                t.as_mut().reset(deadline);
+            }
+            if t.as_mut().poll(cx).is_ready() {
+                // RST_STREAM (CANCEL): the server may stop; its slot is freed.
+                conn.cancel(id);
+                return Poll::Ready(Err(StreamError { kind: FailureKind::StreamStall, again: false }));
+            }
+        }
+        Poll::Pending
+    })
+    .await?;
+    if let Some(s) = split.as_mut() {
+        s.finish(answer.last_byte, &mut latest);
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]
@@ -815,7 +865,7 @@ mod tests {
                 drop(waiting);
                 let req =
                     H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http", &Indexing::all()).unwrap();
-                let (resp, _) = exchange(&third, &req, None, &mut Vec::new()).await.expect("an answer");
+                let (resp, _) = exchange(&third, &req, None, &mut Vec::new(), None).await.expect("an answer");
                 assert_eq!(resp.status, 200);
                 drop((second, third));
             })
