@@ -621,36 +621,70 @@ const CAPTURE_MAX: usize = 1024 * 1024;
 /// Send `req` on a stream of `lease`'s connection and read its whole
 /// response; with `capture`, keep its headers, body and trailers there;
 /// its `Set-Cookie` values go to `set_cookies` (left as it was when none).
-/// With `stream` (a step with `stream:`), the body is read as events handed
-/// to its consumer as they come ([`read_events`]); without, one branch.
 pub(crate) async fn exchange(
     lease: &Lease,
     req: &H2Request,
-    capture: Option<&mut Captured>,
+    mut capture: Option<&mut Captured>,
     set_cookies: &mut Vec<Vec<u8>>,
-    stream: Option<&mut StreamTo<'_>>,
 ) -> Result<(Response, Option<u32>), StreamError> {
     let h2conn = lease.conn();
     let conn = &*h2conn.conn;
-    let fail = |e: StreamError| {
-        if e.kind == FailureKind::GoAway {
-            h2conn.went_away();
-        }
-        e
-    };
-    let block = Block::Fields(&req.fields, req.key);
-    let id = conn.open(block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
+    let id = open(h2conn, req, capture.is_some())?;
     let mut on = OnStream { conn, id: Some(id) };
     // As HTTP/1.1's: the request is handed over (its frames are in the
     // connection's buffer, written at the connection task's next turn).
     let sent_at = Instant::now();
-    let answer = match stream {
-        None => std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await,
-        // Boxed: its split and stall timer stay out of every other request's future.
-        Some(to) => Box::pin(read_events(conn, id, to, sent_at)).await,
-    };
+    let answer = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await;
     on.id = None;
-    let answer = answer.map_err(fail)?;
+    answered(h2conn, answer, capture.take(), set_cookies, sent_at)
+}
+
+/// [`exchange`] for a step with `stream:`: the body is read as events
+/// handed to `to`'s consumer as they come ([`read_events`]). Apart, so that
+/// the exchange of every other request is as it was.
+pub(crate) async fn exchange_streamed(
+    lease: &Lease,
+    req: &H2Request,
+    mut capture: Option<&mut Captured>,
+    set_cookies: &mut Vec<Vec<u8>>,
+    to: &mut StreamTo<'_>,
+) -> Result<(Response, Option<u32>), StreamError> {
+    let h2conn = lease.conn();
+    let conn = &*h2conn.conn;
+    let id = open(h2conn, req, capture.is_some())?;
+    let mut on = OnStream { conn, id: Some(id) };
+    let sent_at = Instant::now();
+    let answer = read_events(conn, id, to, sent_at).await;
+    on.id = None;
+    answered(h2conn, answer, capture.take(), set_cookies, sent_at)
+}
+
+/// A stream for `req` opened on `h2conn` (its body kept up to the capture
+/// limit when `capture`); a `GOAWAY` seen marks the connection gone.
+fn open(h2conn: &H2Conn, req: &H2Request, capture: bool) -> Result<u32, StreamError> {
+    let block = Block::Fields(&req.fields, req.key);
+    h2conn.conn.open(block, &req.body, capture.then_some(CAPTURE_MAX)).map_err(|e| went_away(h2conn, e))
+}
+
+/// `e`, the connection marked gone if it is a `GOAWAY`.
+fn went_away(h2conn: &H2Conn, e: StreamError) -> StreamError {
+    if e.kind == FailureKind::GoAway {
+        h2conn.went_away();
+    }
+    e
+}
+
+/// What a stream's `answer` comes to: the response and its `grpc-status`,
+/// its captured fields and body into `capture`, its `Set-Cookie` values.
+#[inline]
+fn answered(
+    h2conn: &H2Conn,
+    answer: Result<Answer, StreamError>,
+    capture: Option<&mut Captured>,
+    set_cookies: &mut Vec<Vec<u8>>,
+    sent_at: Instant,
+) -> Result<(Response, Option<u32>), StreamError> {
+    let answer = answer.map_err(|e| went_away(h2conn, e))?;
     if let (Some(c), Some(got)) = (capture, answer.captured) {
         *c = *got;
     }
@@ -865,7 +899,7 @@ mod tests {
                 drop(waiting);
                 let req =
                     H2Request::from_http1(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n", "http", &Indexing::all()).unwrap();
-                let (resp, _) = exchange(&third, &req, None, &mut Vec::new(), None).await.expect("an answer");
+                let (resp, _) = exchange(&third, &req, None, &mut Vec::new()).await.expect("an answer");
                 assert_eq!(resp.status, 200);
                 drop((second, third));
             })

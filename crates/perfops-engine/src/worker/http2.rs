@@ -28,7 +28,7 @@ use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::h2::answer::Captured;
 use crate::h2::stamped::H2Io;
-use crate::http1::{Response, Stream, StreamTo};
+use crate::http1::{Response, Stream};
 use crate::http2::{self, H2Request, Indexing, Lease, Pool as H2Pool, Take};
 use crate::record::{Due, Key};
 
@@ -97,11 +97,10 @@ impl Worker {
         let mut in_flight = self.in_flight(req.key, req.due, req.start, timer.as_mut());
         let mut captured = step.capture.then(Captured::default);
         let mut set_cookies = Vec::new();
-        let mut to = slot.to();
         let outcome = match request {
             Some(request) => {
                 let bytes_out = &mut in_flight.bytes_out;
-                let answer = (captured.as_mut(), &mut set_cookies, to.as_mut());
+                let answer = (captured.as_mut(), &mut set_cookies, &mut slot);
                 let outcome = self.exchange_h2(pool, timer.as_mut(), request, &mut req, answer, bytes_out).await;
                 if !set_cookies.is_empty()
                     && let Some(jar) = req.jar
@@ -124,12 +123,24 @@ impl Worker {
                 Err((_, sent)) => (*sent, None),
             };
             if let Some(sent) = sent {
-                self.rec.borrow_mut().streamed(req.key, req.due, sent, answer, t);
+                let mut rec = self.rec.borrow_mut();
+                rec.streamed(req.key, req.due, sent, answer, t);
+                // An LLM step's tokens, as over HTTP/1.1.
+                if let Some(tokens) = slot.tokens() {
+                    rec.tokens(req.key, req.due, sent, answer.map(|(_, end)| end), tokens);
+                }
             }
         }
         match outcome {
             Ok((response, grpc_status, sent)) => {
                 let mut failure = status_failure(step, response.status);
+                // A non-streamed LLM answer: its tokens from its `usage` (captured for it).
+                if step.step.llm.is_some_and(|l| !l.stream)
+                    && let Some(c) = &captured
+                    && let (_, Some(usage)) = crate::llm::read_chunk(&c.body)
+                {
+                    self.rec.borrow_mut().usage(req.key, usage);
+                }
                 if failure.is_none()
                     && let Some(m) = &step.grpc
                 {
@@ -187,13 +198,13 @@ impl Worker {
     /// user was ready (`req.start`): the wait is latency, as the README says;
     /// due on its send, 64 users on a server's 16 streams read as 16, their
     /// waits nowhere (review 2's tester, P3).
-    async fn exchange_h2(
+    async fn exchange_h2<S: Slot>(
         &self,
         pool: &H2Pool,
         mut timer: Pin<&mut Sleep>,
         request: &H2Request,
         req: &mut Request<'_>,
-        (mut captured, set_cookies, mut stream): (Option<&mut Captured>, &mut Vec<Vec<u8>>, Option<&mut StreamTo<'_>>),
+        (mut captured, set_cookies, slot): (Option<&mut Captured>, &mut Vec<Vec<u8>>, &mut S),
         bytes_out: &mut u64,
     ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
         let mut sent = req.start;
@@ -216,9 +227,17 @@ impl Worker {
             if let Some(c) = captured.as_deref_mut() {
                 c.body.clear();
             }
-            let exchange =
-                http2::exchange(&lease, request, captured.as_deref_mut(), set_cookies, stream.as_deref_mut());
-            match within(timer.as_mut(), exchange).await {
+            let capture = captured.as_deref_mut();
+            // `()`'s `to` is `None`: a step without `stream:` runs the exchange as it was.
+            let result = match slot.to() {
+                None => within(timer.as_mut(), http2::exchange(&lease, request, capture, set_cookies)).await,
+                Some(mut to) => {
+                    let streamed = http2::exchange_streamed(&lease, request, capture, set_cookies, &mut to);
+                    // Boxed: its split and stall timer stay out of every other request's future.
+                    within(timer.as_mut(), Box::pin(streamed)).await
+                }
+            };
+            match result {
                 Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
                 Some(Err(e)) if e.again && again < 2 => again += 1,
                 Some(Err(e)) => return Err((e.kind, Some(sent))),
