@@ -246,6 +246,16 @@ fn every_error_at_once_with_its_position() {
             "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, message: { t: \"${seq}\" }, expect: { grpc_status: UNAVAILABL } }, { request: GET /, metadata: { a: b } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
             &["2:97: unknown gRPC status `UNAVAILABL`", "2:131: `metadata` belongs to a gRPC step"],
         ),
+        // `stream:` reads an HTTP answer as events: on a gRPC step it was silently ignored
+        (
+            "target: grpc://h:1\nflows: { a: { steps: [ { grpc: bench.Echo/Say, stream: true } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:48: `stream` does not belong to a gRPC step"],
+        ),
+        // `save` from events needs a step that reads them; with `stream:` it is one
+        (
+            "target: http://h:1\nflows: { a: { steps: [ { request: GET /, save: { a: last_event } }, { request: GET /, stream: true, save: { b: 'event:$.id' } } ] } }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n",
+            &["2:53: `last_event` reads the events of a streamed answer, and this step has no `stream:`"],
+        ),
         // a step whose request line is malformed or missing still has its other fields
         // checked: the pause and the status are reported with it
         (
@@ -304,6 +314,8 @@ fn websocket_steps_decode_and_their_mistakes_are_placed() {
         // WebSocket fields on an HTTP step, and an HTTP check on a WebSocket step
         ("{ request: GET /, hold: 5s }", &["3:42: `hold` belongs to a `websocket:` step"]),
         ("{ websocket: /ws, send: x, expect: { status: 200 } }", &["3:61: `status` does not fit this step"]),
+        // `stream:` reads an HTTP answer as events: on a WebSocket step it was silently ignored
+        ("{ websocket: /ws, send: x, stream: true }", &["3:51: `stream` does not belong to a `websocket:` step"]),
         // an expectation with nothing to expect it of
         ("{ websocket: /ws, expect: { message_contains: x } }", &["3:42: `expect` looks at the replies"]),
     ];

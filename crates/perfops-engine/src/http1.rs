@@ -48,7 +48,7 @@ use tokio_rustls::client::TlsStream;
 
 use crate::chunked::ChunkedDecoder;
 use crate::framing::{Fields, Framing};
-use crate::stream::{Event, Events, Mode, Split};
+use crate::stream::{Events, Latest, Mode, Split};
 
 /// A new connection's read buffer: a small response (an API's JSON, nginx's
 /// `200 ok`) in one read. 16 KiB here made `-c 10000` cost 230 MiB (#12).
@@ -628,19 +628,6 @@ pub(crate) struct StreamTo<'a> {
     pub(crate) events: &'a mut dyn Events,
     /// The longest wait for an event ([`perfops_core::scenario::StreamRead::stall`]).
     pub(crate) stall: Option<Duration>,
-}
-
-/// A consumer, and the latest event handed to it (for the stall limit).
-struct Latest<'a> {
-    to: &'a mut dyn Events,
-    at: Option<Instant>,
-}
-
-impl Events for Latest<'_> {
-    fn event(&mut self, e: &Event<'_>) {
-        self.at = Some(e.at);
-        self.to.event(e);
-    }
 }
 
 /// The `Content-Type` of a complete response head (a streamed answer's

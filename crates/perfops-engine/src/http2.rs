@@ -45,8 +45,10 @@
 //! plus the bodies.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -55,12 +57,13 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::grpc::{self, GrpcMethod};
-use crate::h2::answer::Captured;
 pub(crate) use crate::h2::answer::StreamError;
+use crate::h2::answer::{Answer, Captured};
 use crate::h2::conn::{Block, Conn, LARGE_WINDOW, Windows};
 use crate::h2::encoder::Fields;
 use crate::h2::stamped::Transport;
-use crate::http1::Response;
+use crate::http1::{Response, StreamTo};
+use crate::stream::{Latest, Split};
 use crate::work::{StepPlan, Work};
 
 /// HTTP/2 knobs of a run (`defaults.http2`, `quick -p`).
@@ -621,26 +624,67 @@ const CAPTURE_MAX: usize = 1024 * 1024;
 pub(crate) async fn exchange(
     lease: &Lease,
     req: &H2Request,
-    capture: Option<&mut Captured>,
+    mut capture: Option<&mut Captured>,
     set_cookies: &mut Vec<Vec<u8>>,
 ) -> Result<(Response, Option<u32>), StreamError> {
     let h2conn = lease.conn();
     let conn = &*h2conn.conn;
-    let fail = |e: StreamError| {
-        if e.kind == FailureKind::GoAway {
-            h2conn.went_away();
-        }
-        e
-    };
-    let block = Block::Fields(&req.fields, req.key);
-    let id = conn.open(block, &req.body, capture.is_some().then_some(CAPTURE_MAX)).map_err(fail)?;
-    let mut stream = OnStream { conn, id: Some(id) };
+    let id = open(h2conn, req, capture.is_some())?;
+    let mut on = OnStream { conn, id: Some(id) };
     // As HTTP/1.1's: the request is handed over (its frames are in the
     // connection's buffer, written at the connection task's next turn).
     let sent_at = Instant::now();
     let answer = std::future::poll_fn(|cx| conn.poll_answer(id, cx)).await;
-    stream.id = None;
-    let answer = answer.map_err(fail)?;
+    on.id = None;
+    answered(h2conn, answer, capture.take(), set_cookies, sent_at)
+}
+
+/// [`exchange`] for a step with `stream:`: the body is read as events
+/// handed to `to`'s consumer as they come ([`read_events`]). Apart, so that
+/// the exchange of every other request is as it was.
+pub(crate) async fn exchange_streamed(
+    lease: &Lease,
+    req: &H2Request,
+    mut capture: Option<&mut Captured>,
+    set_cookies: &mut Vec<Vec<u8>>,
+    to: &mut StreamTo<'_>,
+) -> Result<(Response, Option<u32>), StreamError> {
+    let h2conn = lease.conn();
+    let conn = &*h2conn.conn;
+    let id = open(h2conn, req, capture.is_some())?;
+    let mut on = OnStream { conn, id: Some(id) };
+    let sent_at = Instant::now();
+    let answer = read_events(conn, id, to, sent_at).await;
+    on.id = None;
+    answered(h2conn, answer, capture.take(), set_cookies, sent_at)
+}
+
+/// A stream for `req` opened on `h2conn` (its body kept up to the capture
+/// limit when `capture`); a `GOAWAY` seen marks the connection gone.
+fn open(h2conn: &H2Conn, req: &H2Request, capture: bool) -> Result<u32, StreamError> {
+    let block = Block::Fields(&req.fields, req.key);
+    h2conn.conn.open(block, &req.body, capture.then_some(CAPTURE_MAX)).map_err(|e| went_away(h2conn, e))
+}
+
+/// `e`, the connection marked gone if it is a `GOAWAY`.
+fn went_away(h2conn: &H2Conn, e: StreamError) -> StreamError {
+    if e.kind == FailureKind::GoAway {
+        h2conn.went_away();
+    }
+    e
+}
+
+/// What a stream's `answer` comes to: the response and its `grpc-status`,
+/// its captured fields and body into `capture`, its `Set-Cookie` values.
+#[inline]
+fn answered(
+    h2conn: &H2Conn,
+    answer: Result<Answer, StreamError>,
+    capture: Option<&mut Captured>,
+    set_cookies: &mut Vec<Vec<u8>>,
+    sent_at: Instant,
+) -> Result<(Response, Option<u32>), StreamError> {
+    let answer = answer.map_err(|e| went_away(h2conn, e))?;
     if let (Some(c), Some(got)) = (capture, answer.captured) {
         *c = *got;
     }
@@ -655,6 +699,46 @@ pub(crate) async fn exchange(
         last_byte: answer.last_byte,
     };
     Ok((response, answer.grpc_status))
+}
+
+/// Stream `id`'s answer read as events as its DATA frames come
+/// (`stream.rs`'s contract, as HTTP/1.1's `Conn::read_events`): each read's
+/// bytes split in order and handed to `to`, dated by that read; the body's
+/// end finishes the split (a last line without LF). With a stall limit, an
+/// answer that goes that long without an event (from `sent_at` to the
+/// first, or between two) fails as `stream_stall`, and the stream is
+/// cancelled.
+async fn read_events(conn: &Conn, id: u32, to: &mut StreamTo<'_>, sent_at: Instant) -> Result<Answer, StreamError> {
+    conn.flow(id);
+    let stall = to.stall;
+    let mut split: Option<Split> = None;
+    let mut latest = Latest { to: &mut *to.events, at: None };
+    let mut timer = stall.map(|limit| Box::pin(tokio::time::sleep_until(sent_at + limit)));
+    let answer = std::future::poll_fn(|cx| {
+        let got = conn.poll_streamed(id, cx, &mut |mode, bytes, at| {
+            split.get_or_insert_with(|| Split::new(mode)).feed(bytes, at, &mut latest);
+        });
+        if got.is_ready() {
+            return got;
+        }
+        if let (Some(t), Some(limit)) = (timer.as_mut(), stall) {
+            let deadline = latest.at.unwrap_or(sent_at) + limit;
+            if t.deadline() != deadline {
+                t.as_mut().reset(deadline);
+            }
+            if t.as_mut().poll(cx).is_ready() {
+                // RST_STREAM (CANCEL): the server may stop; its slot is freed.
+                conn.cancel(id);
+                return Poll::Ready(Err(StreamError { kind: FailureKind::StreamStall, again: false }));
+            }
+        }
+        Poll::Pending
+    })
+    .await?;
+    if let Some(s) = split.as_mut() {
+        s.finish(answer.last_byte, &mut latest);
+    }
+    Ok(answer)
 }
 
 #[cfg(test)]

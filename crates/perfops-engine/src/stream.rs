@@ -24,6 +24,16 @@
 //!   that writes two events back to back, or a worker late to read, gives
 //!   a gap of 0 between them, as a capture of the wire would if the two
 //!   came in one segment.
+//! - HTTP/2 (`http2::exchange` with a consumer): the connection task keeps a
+//!   streamed stream's DATA bytes as its reads bring them, each run dated
+//!   as every HTTP/2 answer is (the kernel's date of the read on an
+//!   open-model worker's plain TCP, else the connection task's turn; never
+//!   before the request was handed over): `h2/conn.rs`'s `Conn::flow` and
+//!   `Conn::poll_streamed`. The request splits them here as HTTP/1.1's
+//!   reader does, with the same consumer and stall limit; the mode comes
+//!   from the answer's `content-type` field. What waits for the request is
+//!   bounded per connection (`conn.rs`' `PENDING_MAX`): past it the
+//!   connection reads no more until the request has taken it.
 //! - [`Timeline`] is the default consumer: first and last event instants,
 //!   the count, every gap (bounded), what `expect`/`save` read of the events.
 //!   Another consumer (an LLM step's) embeds a `Timeline` and forwards to it,
@@ -80,6 +90,20 @@ pub(crate) struct Event<'a> {
 pub(crate) trait Events {
     /// One complete event, in order.
     fn event(&mut self, event: &Event<'_>);
+}
+
+/// A consumer, and the latest event handed to it: what a stall limit
+/// counts from (both readers' `stream: { stall }`).
+pub(crate) struct Latest<'a> {
+    pub(crate) to: &'a mut dyn Events,
+    pub(crate) at: Option<Instant>,
+}
+
+impl Events for Latest<'_> {
+    fn event(&mut self, e: &Event<'_>) {
+        self.at = Some(e.at);
+        self.to.event(e);
+    }
 }
 
 /// How a body is split into events.

@@ -270,9 +270,12 @@ impl Judging<'_> {
         // Per stage (a sweep's level is one): its in-flight count is one figure there, and the
         // modes of several levels together are no stall of anyone's (#11).
         let stalls = stages.iter().find_map(|s| {
-            let throughput = if s.ran_s > 0.0 { s.stats.completed as f64 / s.ran_s } else { 0.0 };
+            // Streamed steps left out: their service time is the stream's length, which the
+            // server's pace sets (events 40 ms apart are no delayed ACK).
+            let stats = s.unstreamed();
+            let throughput = if s.ran_s > 0.0 { stats.completed as f64 / s.ran_s } else { 0.0 };
             // Answered successes only: a 2 s timeout is a multiple of 200 ms, not a delayed ACK.
-            let inputs = StallInputs::answered(&s.stats, throughput);
+            let inputs = StallInputs::answered(&stats, throughput);
             modes::quantized_stalls(&inputs).map(|f| StallFinding::of(&f, Some(s.plan.name.clone())))
         });
         // The share of the generator's cores its scripts took, per stage: the rule that names

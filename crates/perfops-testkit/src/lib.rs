@@ -44,8 +44,8 @@ use std::time::{Duration, Instant};
 use rustls::ServerConfig;
 
 pub use crate::nginx::{
-    Guard, H2Config, Nginx, access_log, nginx, nginx_cookies, nginx_guarding, nginx_h2, nginx_holding,
-    nginx_proxy_logging,
+    Guard, H2Config, Nginx, access_log, nginx, nginx_cookies, nginx_guarding, nginx_h2, nginx_h2_streaming,
+    nginx_holding, nginx_proxy_logging,
 };
 use crate::serve::{Behaviour, POLL};
 

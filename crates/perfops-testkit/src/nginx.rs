@@ -250,6 +250,68 @@ http {{
     )
 }
 
+/// nginx in front of `upstream` (an HTTP/1.1 server: the testkit's SSE
+/// server), speaking HTTP/2 to its clients (in clear text with prior
+/// knowledge, or with `tls` by ALPN over TLS with a fresh self-signed
+/// certificate for `127.0.0.1`), passing each piece of an answer on as it
+/// comes (`proxy_buffering off`, nothing postponed): a streamed answer over
+/// HTTP/2, each event in DATA frames as the upstream sent it. Its access
+/// log (`access.log` in [`Nginx::dir`]) is `PROTOCOL STATUS` per request.
+pub fn nginx_h2_streaming(upstream: SocketAddr, tls: bool) -> Nginx {
+    let mut files = Vec::new();
+    if tls {
+        let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+            .expect("rcgen: self-signed certificate");
+        files.push(("cert.pem", certified.cert.pem()));
+        files.push(("key.pem", certified.key_pair.serialize_pem()));
+    }
+    start(move |port| h2_streaming_config(port, upstream, tls), &files)
+}
+
+fn h2_streaming_config(port: u16, upstream: SocketAddr, tls: bool) -> String {
+    let listen = if tls {
+        format!(
+            "listen 127.0.0.1:{port} ssl http2 backlog=4096;\n        ssl_certificate cert.pem;\n        ssl_certificate_key key.pem;"
+        )
+    } else {
+        format!("listen 127.0.0.1:{port} http2 backlog=4096;")
+    };
+    format!(
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid nginx.pid;
+error_log error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    log_format proto '$server_protocol $status';
+    access_log access.log proto;
+    keepalive_timeout 65s;
+    keepalive_requests 100000000;
+    client_body_temp_path tmp/body;
+    proxy_temp_path tmp/proxy;
+    fastcgi_temp_path tmp/fastcgi;
+    uwsgi_temp_path tmp/uwsgi;
+    scgi_temp_path tmp/scgi;
+    upstream app {{
+        server {upstream};
+        keepalive 16;
+    }}
+    server {{
+        {listen}
+        location / {{
+            proxy_pass http://app;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering off;
+            postpone_output 0;
+        }}
+    }}
+}}
+"
+    )
+}
+
 /// The lines of an [`nginx_h2`]'s access log: (connection, requests on it so far, protocol, status).
 pub fn access_log(n: &Nginx) -> Vec<(u64, u64, String, u16)> {
     let text = std::fs::read_to_string(n.dir.join("access.log")).unwrap_or_default();

@@ -329,7 +329,11 @@ const SSE: &str = include_str!("sse_app.py");
 /// instants:
 /// - `/events?n=N&every=MS`: N events, MS apart, then the end;
 /// - `/stall?k=K&every=MS`: K events, then silence with the stream open;
-/// - `/forever?every=MS`: events until the client goes.
+/// - `/forever?every=MS`: events until the client goes;
+/// - `/json?n=N&every=MS`: N unnamed events of JSON data `{"i":I}`, the
+///   last `{"i":N-1,"result":"rN-1"}`;
+/// - `/equal?a=X&b=Y`: 200 when X is Y, else 409 (a value a scenario saved,
+///   sent back and checked).
 ///
 /// Panics, saying to run `scripts/test`, when its packages are not installed.
 pub fn sse() -> Python {

@@ -130,6 +130,33 @@ fn tokens_are_counted_and_timed_against_the_servers_own_timings() {
     );
 }
 
+/// Over HTTP/2 (h2c; nginx in front of the server, passing each chunk on as it comes), an LLM
+/// step's tokens are read and timed as over HTTP/1.1: 16 an answer, 15 gaps, one first token.
+/// Before, an HTTP/2 answer was read whole: no token timed.
+#[test]
+fn tokens_are_timed_over_http2() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _cpu = exclusive();
+    let server = Llama::start(&LlamaOptions::default());
+    let proxy = perfops_testkit::nginx_h2_streaming(server.addr(), false);
+    let wd = Workdir::new("llm-h2c");
+    let steps = "      - { name: ask, openai: chat, model: tiny, messages: [ { role: user, content: \"hello ${seq}\" } ], max_tokens: 16, params: { temperature: 0 } }\n";
+    let run = Run::new(&wd, &format!("h2c://{}", proxy.addr()), steps, 2, 2, "[ \"errors < 1%\" ]");
+    let ask = run.step("ask");
+    let ctx = format!("{ask:#}\n{}\nserver log tail:\n{}", run.context(), tail(&server.log_text()));
+    let answered = count(&ask, "/completed");
+    assert!(answered >= 3 && count(&ask, "/failed") == 0, "{ctx}");
+    assert_eq!(count(&ask, "/tokens_out"), 16 * answered, "{ctx}");
+    assert_eq!(count(&ask, "/ttft_ms/count"), answered, "one first token per answer\n{ctx}");
+    assert_eq!(count(&ask, "/itl_ms/count"), 15 * answered, "fifteen gaps per answer\n{ctx}");
+    assert_eq!((num(&ask, "/events/min"), num(&ask, "/events/max")), (19.0, 19.0), "{ctx}");
+    let log = std::fs::read_to_string(proxy.dir().join("access.log")).unwrap_or_default();
+    assert!(log.lines().all(|l| l == "HTTP/2.0 200") && log.lines().count() as u64 >= answered, "{log}\n{ctx}");
+}
+
 /// `perfops limit` under a TTFT/ITL SLO finds the highest rate whose time to first token
 /// holds (the goodput): the server answers one request at a time, so above its rate the
 /// requests queue and their first token comes late. Bounded: at most 5 attempts of 3 s.

@@ -95,6 +95,23 @@ impl StageResult {
         self.plan.rate_at(self.ran_s)
     }
 
+    /// Its requests less those of the steps that read their answers as
+    /// streams (`stream:`; a step that streamed has the `events` histogram):
+    /// what the Nagle / delayed-ACK diagnosis reads. A streamed answer's
+    /// service time is the stream's length, which the server's pace sets:
+    /// events 40 ms apart put every answer at a multiple of 40 ms above its
+    /// first byte, and that is no delayed ACK. All of it when nothing streamed.
+    pub fn unstreamed(&self) -> std::borrow::Cow<'_, Stats> {
+        if self.steps.values().all(|s| s.events.is_empty()) {
+            return std::borrow::Cow::Borrowed(&self.stats);
+        }
+        let mut out = Stats::default();
+        for s in self.steps.values().filter(|s| s.events.is_empty()) {
+            out.merge(s);
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
     /// What [`crate::analysis::verdict::judge`] judges this stage by: its own
     /// figures, what was watched over it, and the rate of `previous` (the
     /// stage before it) when that one ran up to this one's start in the same
@@ -463,6 +480,51 @@ mod tests {
         }
         let closed = StagePlan { target_rate: None, start_rate: None, ..ramp };
         assert_eq!((closed.target_over(10.0), closed.rate_at(10.0)), (None, None), "a closed stage has no target");
+    }
+
+    /// The stall diagnosis reads the steps that did not stream: a stream's
+    /// length is its server's pace, not a delayed ACK.
+    #[test]
+    fn a_stage_without_its_streamed_steps() {
+        let ms = Duration::from_millis;
+        let mut plain = Stats::default();
+        plain.service_ok.record(ms(10));
+        let mut feed = Stats::default();
+        feed.service_ok.record(ms(80));
+        feed.events.record_count(3);
+        // A streamed step that sent nothing has no events: it is no stream.
+        let idle = Stats::default();
+        let stage = |steps: &[(&str, &Stats)]| {
+            let mut stats = Stats::default();
+            for (_, s) in steps {
+                stats.merge(s);
+            }
+            let plan =
+                StagePlan { name: "s".into(), target_rate: None, start_rate: None, duration: Duration::from_secs(1) };
+            StageResult {
+                plan,
+                from_s: 0.0,
+                to_s: 1.0,
+                ran_s: 1.0,
+                achieved_rate: 0.0,
+                first_lag_s: None,
+                stats,
+                steps: steps.iter().map(|(n, s)| (n.to_string(), (*s).clone())).collect(),
+            }
+        };
+        // (the stage's steps, the service times the diagnosis reads)
+        let cases: [(&[(&str, &Stats)], u64); 4] = [
+            (&[("orders", &plain), ("feed", &feed)], 1), // the stream left out
+            (&[("orders", &plain), ("idle", &idle)], 1), // nothing streamed: all of it
+            (&[("feed", &feed)], 0),                     // only a stream: nothing to read
+            (&[], 0),                                    // nothing at all
+        ];
+        for (i, (steps, want)) in cases.into_iter().enumerate() {
+            let s = stage(steps);
+            let got = s.unstreamed();
+            assert_eq!(got.service_ok.len(), want, "case {i}");
+            assert!(got.events.is_empty(), "case {i}: no stream in it");
+        }
     }
 
     /// Which second closes a stage: the first that starts once its responses

@@ -1,5 +1,6 @@
 //! What a step takes from a response and what it checks in it: `save:` extractors (a JSONPath,
-//! `header:NAME`, `cookie:NAME` or `regex:PATTERN`) and `expect:` checks (status, body substring, JSON values).
+//! `header:NAME`, `cookie:NAME` or `regex:PATTERN`; on a streamed answer, an event's: `first_event`,
+//! `last_event`, `event:$.path`) and `expect:` checks (status, body substring, JSON values).
 //! This module owns their syntax (parsed once, when the scenario is validated) and their evaluation on
 //! a response already received. It does not own the response: the engine passes the status, the
 //! headers as received and the body bytes, and decides which failure kind a failed check is counted as.
@@ -92,7 +93,38 @@ pub enum Extractor {
         /// The spec as written (`regex:...`).
         source: String,
     },
+    /// A value from the events of a streamed answer (a step with `stream:`), beside the
+    /// `expect` checks on them (`first_event_contains`, `last_event_contains`, `event_contains`):
+    /// `first_event` and `last_event` save that event's data whole; `first_event:X` and
+    /// `last_event:X` what X (a JSONPath or `regex:`) finds in it; `event:X` what X finds in the
+    /// first event whose data it matches, tried on each event as it comes (the event that says
+    /// `"result"` among progress events, an LLM stream's chunk that carries `usage`). The engine
+    /// reads the events ([`Extractor::extract_event`]); a body holds none.
+    Event {
+        /// Which event.
+        pick: EventPick,
+        /// What is taken of its data; `None`: the data whole.
+        inner: Option<Box<Extractor>>,
+        /// The spec as written (`event:$.id`).
+        source: String,
+    },
 }
+
+/// Which event of a streamed answer an [`Extractor::Event`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventPick {
+    /// The first event (`first_event`).
+    First,
+    /// The last event (`last_event`).
+    Last,
+    /// The first event whose data the extractor matches (`event:X`).
+    Match,
+}
+
+/// The prefixes of event extractors; `first_event` before `event` is no matter: neither is a
+/// prefix of the other.
+const EVENT_PREFIXES: [(&str, EventPick); 3] =
+    [("first_event", EventPick::First), ("last_event", EventPick::Last), ("event", EventPick::Match)];
 
 impl Extractor {
     /// Parse `"$.token"` (a JSONPath; must start with `$`), `"header:Authorization"` or
@@ -141,6 +173,38 @@ impl Extractor {
                 }
             };
         }
+        for (prefix, pick) in EVENT_PREFIXES {
+            let Some(rest) = spec.strip_prefix(prefix) else { continue };
+            let inner = match rest.strip_prefix(':') {
+                None if !rest.is_empty() => continue, // `events`, `last_events`: not ours
+                None if pick == EventPick::Match => {
+                    return Err(ExtractError::new(
+                        spec.len(),
+                        "`event` needs what to find in an event: `event:$.path` or `event:regex:PATTERN`",
+                        "the first event whose data it matches is read; `first_event` and `last_event` save an event's data whole",
+                    ));
+                }
+                None => None,
+                Some(inner) => {
+                    let start = prefix.len() + 1;
+                    match Extractor::parse(inner) {
+                        Ok(x @ (Extractor::JsonPath { .. } | Extractor::Regex { .. })) => Some(Box::new(x)),
+                        Ok(_) => {
+                            return Err(ExtractError::new(
+                                start,
+                                format!("`{inner}` cannot read an event: its data is read by a JSONPath or `regex:`"),
+                                "e.g. `event:$.id`, `last_event:regex:id=(\\d+)`",
+                            ));
+                        }
+                        Err(mut e) => {
+                            e.offset += start;
+                            return Err(e);
+                        }
+                    }
+                }
+            };
+            return Ok(Extractor::Event { pick, inner, source: spec.to_owned() });
+        }
         if !spec.starts_with('$') {
             let message =
                 if spec.is_empty() { "empty extractor".to_owned() } else { format!("unknown extractor `{spec}`") };
@@ -162,7 +226,27 @@ impl Extractor {
             Extractor::JsonPath { source, .. }
             | Extractor::Header { source, .. }
             | Extractor::Cookie { source, .. }
-            | Extractor::Regex { source, .. } => source,
+            | Extractor::Regex { source, .. }
+            | Extractor::Event { source, .. } => source,
+        }
+    }
+
+    /// Which event an [`Extractor::Event`] reads; `None` for one that reads a response.
+    pub fn event_pick(&self) -> Option<EventPick> {
+        match self {
+            Extractor::Event { pick, .. } => Some(*pick),
+            _ => None,
+        }
+    }
+
+    /// What an [`Extractor::Event`] takes from one event's `data`: the data whole (bytes that are
+    /// not UTF-8 become U+FFFD), or what its JSONPath or pattern finds there (`None`: nothing).
+    /// `None` for any other extractor.
+    pub fn extract_event(&self, data: &[u8]) -> Option<String> {
+        match self {
+            Extractor::Event { inner: None, .. } => Some(String::from_utf8_lossy(data).into_owned()),
+            Extractor::Event { inner: Some(x), .. } => x.extract_from(&[], &ParsedBody::new(data)),
+            _ => None,
         }
     }
 
@@ -200,12 +284,14 @@ impl Extractor {
                 };
                 Some(String::from_utf8_lossy(found.as_bytes()).into_owned())
             }
+            // Events are not in a body: the engine reads them (`extract_event`).
+            Extractor::Event { .. } => None,
         }
     }
 
     /// True when this extractor needs the body (so the engine keeps it).
     pub fn needs_body(&self) -> bool {
-        !matches!(self, Extractor::Header { .. } | Extractor::Cookie { .. })
+        !matches!(self, Extractor::Header { .. } | Extractor::Cookie { .. } | Extractor::Event { .. })
     }
 
     /// Why `save: { name: self }` saved nothing from a response whose body is `body`, for a
@@ -215,6 +301,7 @@ impl Extractor {
         let source = self.source();
         let why = match self {
             Extractor::Header { .. } | Extractor::Cookie { .. } => "",
+            Extractor::Event { .. } => " (in the stream's events)",
             _ if body.bytes().is_empty() => " (no body)",
             Extractor::JsonPath { .. } if body.json().is_none() => " (the body is not JSON)",
             _ => "",
@@ -603,6 +690,63 @@ mod tests {
             let e = Extractor::parse(spec).unwrap_or_else(|err| panic!("{spec}: {err:?}"));
             assert_eq!(e.extract(&headers(), body).as_deref(), *want, "{spec}");
             assert_eq!(e.source(), *spec);
+        }
+    }
+
+    /// `save` from a streamed answer's events: which event, and what of its data.
+    #[test]
+    fn event_extractors() {
+        use EventPick::*;
+        let json = br#"{"id":"r-7","usage":{"completion_tokens":12}}"#;
+        // (spec, which event, an event's data, the value taken of it)
+        let cases: &[(&str, EventPick, &[u8], Option<&str>)] = &[
+            // The first or last event's data, whole.
+            ("first_event", First, b"tick 0", Some("tick 0")),
+            ("last_event", Last, b"done", Some("done")),
+            // Bytes that are not UTF-8 are replaced, not refused.
+            ("last_event", Last, b"\xffok", Some("\u{fffd}ok")),
+            // A JSONPath on the event's data: a string without quotes, a number as its text.
+            ("first_event:$.id", First, json, Some("r-7")),
+            ("last_event:$.usage.completion_tokens", Last, json, Some("12")),
+            // A pattern's first group.
+            ("first_event:regex:tick (\\d+)", First, b"tick 12", Some("12")),
+            // `event:` takes the first event it matches: on one that does not, nothing (the next is tried).
+            ("event:$.usage.completion_tokens", Match, json, Some("12")),
+            ("event:$.usage", Match, br#"{"choices":[]}"#, None),
+            ("event:regex:^done$", Match, b"tick 3", None),
+            // Data that is not JSON: no match, no panic.
+            ("event:$.id", Match, b"[DONE]", None),
+        ];
+        for (spec, pick, data, want) in cases {
+            let x = Extractor::parse(spec).unwrap_or_else(|e| panic!("{spec}: {e:?}"));
+            assert_eq!(x.event_pick(), Some(*pick), "{spec}");
+            assert_eq!(x.extract_event(data).as_deref(), *want, "{spec}");
+            assert_eq!(x.source(), *spec);
+            // A body holds no events: the engine reads them.
+            assert_eq!(x.extract(&headers(), BODY), None, "{spec}");
+            assert!(!x.needs_body(), "{spec}");
+        }
+        // Other extractors read no event.
+        assert_eq!(Extractor::parse("$.token").unwrap().event_pick(), None);
+        assert_eq!(Extractor::parse("$.token").unwrap().extract_event(BODY), None);
+        // (spec, offset, message contains): an event's data is read by a JSONPath or a pattern.
+        let errors: &[(&str, usize, &str)] = &[
+            // `event` alone says nothing of which event.
+            ("event", 5, "`event` needs what to find"),
+            // A header is not in an event.
+            ("last_event:header:x", 11, "cannot read an event"),
+            // Nested.
+            ("event:first_event", 6, "cannot read an event"),
+            // The inner extractor's own error, placed in the whole spec.
+            ("first_event:$.a[", 15, "invalid JSONPath"),
+            ("event:", 6, "empty extractor"),
+            // Not an event extractor at all.
+            ("events", 0, "unknown extractor"),
+        ];
+        for (spec, offset, message) in errors {
+            let err = Extractor::parse(spec).expect_err(spec);
+            assert_eq!(err.offset, *offset, "{spec}: {err:?}");
+            assert!(err.message.contains(message), "{spec}: {err:?}");
         }
     }
 

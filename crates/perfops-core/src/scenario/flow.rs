@@ -275,11 +275,11 @@ impl Dec<'_> {
             Body::None
         };
         let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
-        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"), stream.is_some())).unwrap_or_default();
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name =
             m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
-        let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
         let script = self.hooks(m, path, hooks);
         let (method, path) = request?;
         Some(Step {
@@ -344,6 +344,14 @@ impl Dec<'_> {
                 self.at(k.span(), &join(path, key), format!("`{key}` is not part of a gRPC step"), Some(hint.into()));
             }
         }
+        // Silently ignored before: a gRPC call's replies are its messages, read whole.
+        self.misplaced(
+            m,
+            path,
+            &["stream"],
+            "does not belong to a gRPC step",
+            "`stream:` reads an HTTP answer as events; a gRPC call's replies are its messages",
+        );
         let gp = join(path, "grpc");
         let g = m.get_node("grpc").and_then(|n| self.scalar(n, &gp, "`package.Service/Method`"))?;
         let protos: Vec<String> = match m.get_node("proto") {
@@ -374,7 +382,7 @@ impl Dec<'_> {
             None => parts.push(JsonPart::Literal("{}".into())),
         }
         let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
-        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"), false)).unwrap_or_default();
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let text = g.as_str().trim().trim_start_matches('/').to_string();
         let name = m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or(text);
@@ -400,6 +408,13 @@ impl Dec<'_> {
     /// it holds the connection and how often it sends again.
     fn websocket_step(&mut self, m: &MarkedMappingNode, ws: &Node, path: &str, feeders: &[&str]) -> Option<Step> {
         self.misplaced(m, path, HTTP_ONLY, "does not belong to a `websocket:` step", "it sends its `send:` messages");
+        self.misplaced(
+            m,
+            path,
+            &["stream"],
+            "does not belong to a `websocket:` step",
+            "`stream:` reads an HTTP answer as events; a WebSocket step measures its replies to `send:`",
+        );
         self.misplaced_expect(m, path, "status", "a WebSocket step is upgraded (101) or failed: expect checks replies");
         self.misplaced_expect(m, path, "body_contains", "use `message_contains` for a WebSocket reply");
         let wp = join(path, "websocket");
@@ -448,7 +463,7 @@ impl Dec<'_> {
             Some(d)
         });
         let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
-        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"), false)).unwrap_or_default();
         for key in ["expect", "save"] {
             if let Some(k) = m.keys().find(|k| k.as_str() == key)
                 && m.get_node("send").is_none()
@@ -632,7 +647,9 @@ impl Dec<'_> {
         Some(Expect { status, body_contains, message_contains, json, grpc_status, events })
     }
 
-    pub(super) fn save(&mut self, node: &Node, path: &str) -> Vec<(String, Extractor)> {
+    /// `save:`, on a step that reads its answer as events when `streamed`
+    /// (only such a step may save from events: `last_event`, `event:$.id`).
+    pub(super) fn save(&mut self, node: &Node, path: &str, streamed: bool) -> Vec<(String, Extractor)> {
         let Some(m) = node.as_mapping() else {
             self.at(
                 node.span(),
@@ -657,12 +674,22 @@ impl Dec<'_> {
             }
             let Some(s) = self.scalar(v, &p, "an extractor") else { continue };
             match Extractor::parse(s.as_str()) {
+                Ok(x) if x.event_pick().is_some() && !streamed => self.at(
+                    s.span(),
+                    &p,
+                    format!("`{}` reads the events of a streamed answer, and this step has no `stream:`", s.as_str()),
+                    Some("an HTTP step with `stream: true` reads its answer as events".into()),
+                ),
                 Ok(x) => out.push((name.to_string(), x)),
                 Err(e) => self.at(
                     s.span(),
                     &p,
                     e.to_string(),
-                    Some("`$.json.path`, `header:Name` or `regex:pattern(group)`".into()),
+                    Some(
+                        "`$.json.path`, `header:Name`, `regex:pattern(group)`, or from a stream's events \
+                         `last_event`, `event:$.path`"
+                            .into(),
+                    ),
                 ),
             }
         }

@@ -156,7 +156,7 @@ impl Dec<'_> {
             h
         };
         let expect = m.get_node("expect").and_then(|e| self.expect(e, &join(path, "expect")));
-        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"))).unwrap_or_default();
+        let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"), stream)).unwrap_or_default();
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let name = m
             .get_node("name")

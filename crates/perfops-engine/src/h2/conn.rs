@@ -52,6 +52,7 @@ use super::encoder::Blocks;
 use super::frame::{self, FrameError, code, setting};
 use super::hpack::{self, Decoder};
 use super::stamped::Transport;
+use crate::stream::Mode;
 
 mod receive;
 
@@ -63,6 +64,12 @@ pub(crate) const MAX_BLOCK: usize = 256 * 1024;
 /// more: it is per connection, and 10,000 connections of 64 KiB would be
 /// 640 MiB.
 const READ_BUF: usize = frame::DEFAULT_MAX_FRAME + frame::HEAD_LEN;
+
+/// The most of streamed answers' bytes a connection keeps for their
+/// requests (see [`Flowing`]): past it, it reads nothing more until they
+/// took them, so a server that streams faster than a worker splits costs a
+/// bounded buffer and TCP's own flow control, not memory.
+const PENDING_MAX: usize = 64 * 1024;
 
 /// The largest window (§6.9.1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
@@ -110,6 +117,32 @@ struct Slot {
     set_cookies: Vec<Vec<u8>>,
     /// The most of the body `captured` keeps.
     capture_max: usize,
+    /// A streamed answer's bytes not yet taken by its request
+    /// ([`Conn::flow`]); `None` for every other stream.
+    flowing: Option<Box<Flowing>>,
+}
+
+/// A streamed answer's body as its DATA frames came, for the request to
+/// split into events (`stream.rs`): the bytes, and where each read's run of
+/// them ends with the instant that read is dated by.
+#[derive(Debug, Default)]
+pub(super) struct Flowing {
+    bytes: Vec<u8>,
+    /// (end in `bytes`, the read's date), in order.
+    runs: Vec<(usize, Instant)>,
+    /// How the body splits, from its `content-type`: known at its first bytes.
+    mode: Option<Mode>,
+}
+
+impl Flowing {
+    /// `data` of a DATA frame read at `at`: frames of one read are one run.
+    pub(super) fn push(&mut self, data: &[u8], at: Instant) {
+        self.bytes.extend_from_slice(data);
+        match self.runs.last_mut() {
+            Some((end, t)) if *t == at => *end = self.bytes.len(),
+            _ => self.runs.push((self.bytes.len(), at)),
+        }
+    }
 }
 
 impl Slot {
@@ -132,6 +165,7 @@ impl Slot {
             captured: capture.map(|_| Box::default()),
             set_cookies: Vec::new(),
             capture_max: capture.unwrap_or(0),
+            flowing: None,
         }
     }
 
@@ -199,6 +233,9 @@ struct Inner {
     released: bool,
     /// Its reads are dated by the kernel (`stamped.rs`).
     dated: bool,
+    /// Streamed answers' bytes kept for their requests, over all its
+    /// streams (at most about [`PENDING_MAX`] and a read).
+    pending: usize,
 }
 
 /// One HTTP/2 connection of a worker (shared by its requests; its task
@@ -256,8 +293,15 @@ impl Conn {
                 closed: None,
                 released: false,
                 dated: false,
+                pending: 0,
             }),
         }
+    }
+
+    /// Streamed answers' bytes waiting for their requests.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.inner.borrow().pending
     }
 
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says).
@@ -354,6 +398,63 @@ impl Conn {
         }
     }
 
+    /// Read stream `id`'s answer as it comes (a step with `stream:`): its
+    /// body's bytes are kept, each read's dated, for
+    /// [`Conn::poll_streamed`], and its header fields for the
+    /// `content-type` that says how it splits (captured whatever the step
+    /// captures; its body only as the step asked). Called right after
+    /// [`Conn::open`], before the connection task can read a byte of it.
+    pub(crate) fn flow(&self, id: u32) {
+        let mut i = self.inner.borrow_mut();
+        if let Some(x) = i.index_of(id) {
+            let slot = &mut i.slab[x];
+            slot.flowing = Some(Box::default());
+            slot.captured.get_or_insert_with(Box::default);
+        }
+    }
+
+    /// [`Conn::poll_answer`] for a stream read as it comes ([`Conn::flow`]):
+    /// first each run of body bytes received since the last call, handed to
+    /// `feed` with how the body splits and the instant of the read that
+    /// brought it, in order; then the answer, once complete (or the failure:
+    /// what came before it was handed over all the same).
+    pub(crate) fn poll_streamed(
+        &self,
+        id: u32,
+        cx: &mut Context<'_>,
+        feed: &mut dyn FnMut(Mode, &[u8], Instant),
+    ) -> Poll<Result<Answer, StreamError>> {
+        {
+            let mut guard = self.inner.borrow_mut();
+            let i = &mut *guard;
+            if let Some(x) = i.index_of(id) {
+                let slot = &mut i.slab[x];
+                if let Some(f) = slot.flowing.as_deref_mut()
+                    && !f.runs.is_empty()
+                {
+                    let mode = *f.mode.get_or_insert_with(|| {
+                        let headers = slot.captured.as_ref().map(|c| &c.headers[..]).unwrap_or_default();
+                        Mode::of(headers.iter().find(|(n, _)| n == "content-type").map(|(_, v)| &v[..]))
+                    });
+                    let mut from = 0;
+                    for &(end, at) in &f.runs {
+                        feed(mode, &f.bytes[from..end], at);
+                        from = end;
+                    }
+                    let taken = f.bytes.len();
+                    f.bytes.clear();
+                    f.runs.clear();
+                    let held = i.pending > PENDING_MAX;
+                    i.pending -= taken;
+                    if held && i.pending <= PENDING_MAX {
+                        i.wake_task();
+                    }
+                }
+            }
+        }
+        self.poll_answer(id, cx)
+    }
+
     /// The request on stream `id` is given up (its timeout, the run's end):
     /// `RST_STREAM` (CANCEL) if it is still open, and its slot freed; what
     /// the server still sends on it is read and dropped.
@@ -400,7 +501,9 @@ impl Conn {
         // Read until the socket has nothing more: each read takes as many
         // frames (of as many streams) as it brings.
         let mut now = None;
-        while i.closed.is_none() {
+        // Not while streamed answers' bytes wait for their requests past
+        // PENDING_MAX: the request that takes them wakes this task.
+        while i.closed.is_none() && i.pending <= PENDING_MAX {
             let mut buf = ReadBuf::new(&mut rbuf[*filled..]);
             match Pin::new(&mut *io).poll_read(cx, &mut buf) {
                 Poll::Pending => break,
@@ -530,6 +633,9 @@ impl Inner {
         let slot = &mut self.slab[x];
         slot.body = Bytes::new();
         slot.waker = None;
+        if let Some(f) = slot.flowing.take() {
+            self.pending -= f.bytes.len();
+        }
         self.free.push(x as u32);
         self.live -= 1;
         if self.live == 0 && (self.released || self.goaway.is_some()) {

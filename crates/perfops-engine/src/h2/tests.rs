@@ -55,8 +55,9 @@ fn local<F: std::future::Future<Output = ()>>(f: F) {
 /// CONTINUATIONs; its encoder indexes them, so a second answer is mostly
 /// references into the dynamic table), `/echo` with the request body's
 /// length and a 200 KiB body, `/fields` with `x-seen`: the request's
-/// authority and header fields as the server decoded them, `/refuse` with
-/// RST_STREAM(REFUSED_STREAM).
+/// authority and header fields as the server decoded them, `/sse` with five
+/// Server-Sent Events 20 ms apart (a DATA frame each), `/flood` with 2 MiB
+/// of `text/plain` lines at once, `/refuse` with RST_STREAM(REFUSED_STREAM).
 fn h2_server(io: DuplexStream) {
     h2_server_with_table(io, None)
 }
@@ -103,6 +104,23 @@ fn h2_server_with_table(io: DuplexStream, table: Option<u32>) {
                         let r = http::Response::builder().header("x-seen", seen).body(()).expect("response");
                         let _ = respond.send_response(r, true);
                     }
+                    "/sse" => {
+                        let r = http::Response::builder().header("content-type", "text/event-stream").body(());
+                        let mut send = respond.send_response(r.expect("response"), false).expect("headers");
+                        for i in 0..5 {
+                            if i > 0 {
+                                tokio::time::sleep(Duration::from_millis(20)).await;
+                            }
+                            let _ = send.send_data(Bytes::from(format!("data: tick {i}\n\n")), i == 4);
+                        }
+                    }
+                    "/flood" => {
+                        let r = http::Response::builder().header("content-type", "text/plain").body(());
+                        let mut send = respond.send_response(r.expect("response"), false).expect("headers");
+                        for i in 0..2048 {
+                            let _ = send.send_data(Bytes::from_static(FLOOD_LINE), i == 2047);
+                        }
+                    }
                     "/echo" => {
                         let r = http::Response::builder().header("x-got", got.to_string()).body(()).expect("response");
                         let mut send = respond.send_response(r, false).expect("headers");
@@ -112,6 +130,67 @@ fn h2_server_with_table(io: DuplexStream, table: Option<u32>) {
                 }
             });
         }
+    });
+}
+
+/// One line of `/flood`: 1 KiB with its LF.
+const FLOOD_LINE: &[u8; 1024] = &{
+    let mut line = [b'x'; 1024];
+    line[1023] = b'\n';
+    line
+};
+
+/// A streamed answer ([`Conn::flow`]) is handed to its request as its DATA
+/// frames come, each run dated by the read that brought it, with the mode
+/// its `content-type` says: five events a server sends 20 ms apart arrive
+/// apart, in order, none after the answer's end. A server that streams
+/// faster than the request takes the bytes costs a bounded buffer: past
+/// `PENDING_MAX` the connection reads no more until they are taken, then
+/// every byte comes, in order.
+#[test]
+fn a_streamed_answer_comes_as_its_frames_come() {
+    use crate::stream::Mode;
+    local(async {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        h2_server(server);
+        let conn = connect(client, LARGE).await.expect("handshake");
+        let id = conn.open(Block::Raw(&block("GET", "/sse")), &Bytes::new(), None).expect("open");
+        conn.flow(id);
+        let mut runs: Vec<(Mode, Vec<u8>, tokio::time::Instant)> = Vec::new();
+        let a = std::future::poll_fn(|cx| {
+            conn.poll_streamed(id, cx, &mut |mode, bytes, at| runs.push((mode, bytes.to_vec(), at)))
+        })
+        .await
+        .expect("an answer");
+        assert_eq!(a.status, 200);
+        assert!(runs.iter().all(|(mode, _, _)| *mode == Mode::Sse), "text/event-stream: SSE");
+        let all: Vec<u8> = runs.iter().flat_map(|(_, b, _)| b.iter().copied()).collect();
+        let want: String = (0..5).map(|i| format!("data: tick {i}\n\n")).collect();
+        assert_eq!(String::from_utf8_lossy(&all), want, "every byte, in order");
+        // Four gaps of 20 ms between the first event's read and the last's
+        // (each a read of its own: read whole at the end, they would share one instant).
+        let (first, last) = (runs[0].2, runs[runs.len() - 1].2);
+        assert!(last - first >= Duration::from_millis(60), "the events' reads {:?} apart", last - first);
+        assert!(runs.windows(2).all(|w| w[0].2 <= w[1].2) && last <= a.last_byte && first >= a.first_byte);
+
+        let id = conn.open(Block::Raw(&block("GET", "/flood")), &Bytes::new(), None).expect("open");
+        conn.flow(id);
+        // The request does not take its bytes for a while: the connection stops.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let held = conn.pending();
+        assert!(held > 0 && held <= 96 * 1024, "{held} bytes held for the request");
+        let mut got = Vec::new();
+        let a = std::future::poll_fn(|cx| {
+            conn.poll_streamed(id, cx, &mut |mode, bytes, _| {
+                assert_eq!(mode, Mode::Lines, "text/plain: lines");
+                got.extend_from_slice(bytes);
+            })
+        })
+        .await
+        .expect("the flood's answer");
+        assert_eq!((a.status, got.len()), (200, 2048 * 1024));
+        assert!(got.chunks(1024).all(|c| c == FLOOD_LINE), "in order, whole");
+        assert_eq!(conn.pending(), 0, "nothing left behind");
     });
 }
 

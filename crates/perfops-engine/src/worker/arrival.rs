@@ -138,13 +138,12 @@ impl Worker {
         req: Request<'a>,
         read: StreamRead,
     ) -> Pin<Box<dyn Future<Output = Ended> + 'a>> {
-        let expect = req.step.step.expect.as_ref();
         if req.step.step.llm.is_some() {
             // An LLM step's events are read as tokens (`llm.rs`), beside the stream's timeline.
-            let tokens = LlmStreaming::new(read, expect);
+            let tokens = LlmStreaming::new(read, &req.step.step);
             return Box::pin(self.perform(conn, timer, req, tokens));
         }
-        let streaming = Streaming::new(read, expect);
+        let streaming = Streaming::new(read, &req.step.step);
         Box::pin(self.perform(conn, timer, req, streaming))
     }
 

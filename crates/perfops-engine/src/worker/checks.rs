@@ -6,15 +6,24 @@
 //! a WebSocket reply's checks (`websocket.rs`).
 
 use perfops_core::measure::FailureKind;
-use perfops_core::scenario::extract::ParsedBody;
+use perfops_core::scenario::extract::{Extractor, ParsedBody};
 
 use super::scope::Scope;
 use super::{Request, Worker};
 use crate::work::StepPlan;
 
+/// What a streamed answer's events give its step's `save`s that read them
+/// (`first_event`, `last_event`, `event:$.id`): the stream's consumer
+/// (`http1.rs`'s `Streaming`) keeps what they need as the events come.
+pub(super) trait EventValues {
+    /// The value of `x`, the step's `at`-th `save`, if the events had one.
+    fn value(&self, at: usize, x: &Extractor) -> Option<String>;
+}
+
 impl Worker {
     /// Run the step's `expect` and `save` on a response's header fields
-    /// (`pairs`) and body, saving into the flow instance's `scope`. `Err`: why it failed, as the checks say it
+    /// (`pairs`) and body, saving into the flow instance's `scope`; a save
+    /// from a streamed answer's events reads `events`. `Err`: why it failed, as the checks say it
     /// (`status: expected 201, found 422`, `save id: $.id matched nothing`),
     /// made only for a response that failed (#32).
     pub(super) fn check_and_save(
@@ -24,6 +33,7 @@ impl Worker {
         status: u16,
         pairs: &[(&str, &[u8])],
         body: &[u8],
+        events: Option<&dyn EventValues>,
     ) -> Result<(), String> {
         let body = ParsedBody::new(body);
         if let Some(expect) = &step.step.expect
@@ -32,8 +42,12 @@ impl Worker {
             return Err(why);
         }
         let mut missed = None;
-        for (name, extractor) in &step.step.save {
-            match extractor.extract_from(pairs, &body) {
+        for (at, (name, extractor)) in step.step.save.iter().enumerate() {
+            let value = match extractor.event_pick() {
+                None => extractor.extract_from(pairs, &body),
+                Some(_) => events.and_then(|e| e.value(at, extractor)),
+            };
+            match value {
                 Some(v) => {
                     scope.save(name, v);
                 }
@@ -56,9 +70,11 @@ impl Worker {
         status: u16,
         pairs: &[(&str, &[u8])],
         body: &[u8],
+        events: Option<&dyn EventValues>,
     ) -> Result<(), (FailureKind, String)> {
         let step = req.step;
-        self.check_and_save(step, req.scope, status, pairs, body).map_err(|why| (FailureKind::CheckFailed, why))?;
+        self.check_and_save(step, req.scope, status, pairs, body, events)
+            .map_err(|why| (FailureKind::CheckFailed, why))?;
         if step.hooks.is_none() {
             return Ok(());
         }

@@ -13,17 +13,17 @@
 use std::pin::Pin;
 
 use perfops_core::measure::FailureKind;
-use perfops_core::scenario::StreamRead;
-use perfops_core::scenario::extract::Expect;
+use perfops_core::scenario::extract::{EventPick, Expect, Extractor};
 use perfops_core::scenario::template::RenderError;
+use perfops_core::scenario::{Step, StreamRead};
 use tokio::time::{Instant, Sleep};
 
-use super::checks::status_failure;
+use super::checks::{EventValues, status_failure};
 use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::http1::{Conn, Response, StreamTo};
 use crate::llm::Tokens;
-use crate::stream::Timeline;
+use crate::stream::{Event, Events, Timeline};
 use crate::work::ArrivalVars;
 
 impl Worker {
@@ -101,7 +101,7 @@ impl Worker {
             // stream) would make every HTTP/1.1 request's future as large,
             // and the #12 budget of 10,000 connections in 100 MiB is per
             // task. One allocation per HTTP/2 request.
-            return Box::pin(self.perform_h2(pool, timer, req)).await;
+            return Box::pin(self.perform_h2(pool, timer, req, slot)).await;
         }
         let shared = &*self.shared;
         let step = req.step;
@@ -205,10 +205,11 @@ impl Worker {
                     {
                         self.rec.borrow_mut().usage(req.key, usage);
                     }
-                    match conn
-                        .as_deref()
-                        .map(|c| with_fields(c, |pairs| self.check_response(&req, response.status, pairs, &c.body)))
-                    {
+                    match conn.as_deref().map(|c| {
+                        with_fields(c, |pairs| {
+                            self.check_response(&req, response.status, pairs, &c.body, slot.values())
+                        })
+                    }) {
                         Some(Ok(())) => {}
                         Some(Err((kind, why))) => {
                             failure = Some(kind);
@@ -349,6 +350,10 @@ pub(super) trait Slot {
     fn check(&self, expect: Option<&Expect>) -> Option<String>;
     /// An LLM step's tokens, for the recorder.
     fn tokens(&self) -> Option<&Tokens>;
+    /// What its events give the step's `save`s that read them.
+    fn values(&self) -> Option<&dyn EventValues> {
+        None
+    }
 }
 
 impl Slot for () {
@@ -370,10 +375,14 @@ impl Slot for () {
     }
 }
 
-/// The timeline of a stream read for a step's `expect` (its checks on events).
-fn timeline_for(expect: Option<&Expect>) -> Timeline {
-    let events = expect.map(|e| &e.events).filter(|e| !e.is_empty());
-    let mut timeline = Timeline::new(events.is_some_and(|e| e.first.is_some() || e.last.is_some()));
+/// The timeline of a stream read for `step`: its `expect`'s checks on
+/// events, and the first and last events kept when a check or a `save`
+/// reads them.
+fn timeline_for(step: &Step) -> Timeline {
+    let events = step.expect.as_ref().map(|e| &e.events).filter(|e| !e.is_empty());
+    let keep = events.is_some_and(|e| e.first.is_some() || e.last.is_some())
+        || step.save.iter().any(|(_, x)| matches!(x.event_pick(), Some(EventPick::First | EventPick::Last)));
+    let mut timeline = Timeline::new(keep);
     timeline.want = events.and_then(|e| e.any.as_ref()).map(|t| t.as_bytes().to_vec());
     timeline
 }
@@ -384,22 +393,78 @@ fn check_events(t: &Timeline, expect: Option<&Expect>) -> Option<String> {
     expect?.events.check(first, last, t.matched)
 }
 
-/// A step with `stream:`: its answer's timeline and stall limit.
-pub(super) struct Streaming {
-    timeline: Timeline,
-    stall: Option<std::time::Duration>,
+/// What a step's `save`s take from its stream's events: those that read the
+/// first event that matches (`event:$.id`), tried on each event as it comes
+/// (the first and last events are its timeline's).
+struct Saves<'a> {
+    /// (its place in the step's `save`, its extractor, the value once found);
+    /// empty, unallocated, for a step that has none.
+    matching: Vec<(usize, &'a Extractor, Option<String>)>,
 }
 
-impl Streaming {
-    /// A stream read as `read` says, for the step's `expect` (its checks on events).
-    pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> Streaming {
-        Streaming { timeline: timeline_for(expect), stall: read.stall }
+impl<'a> Saves<'a> {
+    fn of(step: &'a Step) -> Saves<'a> {
+        let matching = step
+            .save
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, x))| x.event_pick() == Some(EventPick::Match))
+            .map(|(i, (_, x))| (i, x, None))
+            .collect();
+        Saves { matching }
+    }
+
+    fn event(&mut self, e: &Event<'_>) {
+        for (_, x, found) in &mut self.matching {
+            if found.is_none() {
+                *found = x.extract_event(e.data);
+            }
+        }
+    }
+
+    /// The value of `x`, the step's `at`-th save, from the stream `t`.
+    fn value(&self, t: &Timeline, at: usize, x: &Extractor) -> Option<String> {
+        match x.event_pick()? {
+            EventPick::First => x.extract_event(&t.first.as_ref()?.data),
+            EventPick::Last => x.extract_event(&t.last.as_ref()?.data),
+            EventPick::Match => self.matching.iter().find(|(i, _, _)| *i == at)?.2.clone(),
+        }
     }
 }
 
-impl Slot for Streaming {
+/// A step with `stream:`: its answer's timeline and stall limit, and what
+/// its `save`s find in the events as they come.
+pub(super) struct Streaming<'a> {
+    timeline: Timeline,
+    stall: Option<std::time::Duration>,
+    saves: Saves<'a>,
+}
+
+impl<'a> Streaming<'a> {
+    /// A stream read as `read` says, for `step`'s `expect` (its checks on
+    /// events) and `save` (what it takes of them).
+    pub(super) fn new(read: StreamRead, step: &'a Step) -> Streaming<'a> {
+        Streaming { timeline: timeline_for(step), stall: read.stall, saves: Saves::of(step) }
+    }
+}
+
+impl Events for Streaming<'_> {
+    fn event(&mut self, e: &Event<'_>) {
+        self.timeline.event(e);
+        self.saves.event(e);
+    }
+}
+
+impl EventValues for Streaming<'_> {
+    fn value(&self, at: usize, x: &Extractor) -> Option<String> {
+        self.saves.value(&self.timeline, at, x)
+    }
+}
+
+impl Slot for Streaming<'_> {
     fn to(&mut self) -> Option<StreamTo<'_>> {
-        Some(StreamTo { events: &mut self.timeline, stall: self.stall })
+        let stall = self.stall;
+        Some(StreamTo { events: self, stall })
     }
     fn timeline(&self) -> Option<&Timeline> {
         Some(&self.timeline)
@@ -410,25 +475,44 @@ impl Slot for Streaming {
     fn tokens(&self) -> Option<&Tokens> {
         None
     }
-}
-
-/// An LLM step's streamed answer (`openai:`): its tokens (which keep the
-/// stream's timeline, and so its checks on events) and stall limit.
-pub(super) struct LlmStreaming {
-    tokens: Tokens,
-    stall: Option<std::time::Duration>,
-}
-
-impl LlmStreaming {
-    /// A token stream read as `read` says, for the step's `expect`.
-    pub(super) fn new(read: StreamRead, expect: Option<&Expect>) -> LlmStreaming {
-        LlmStreaming { tokens: Tokens::over(timeline_for(expect)), stall: read.stall }
+    fn values(&self) -> Option<&dyn EventValues> {
+        Some(self)
     }
 }
 
-impl Slot for LlmStreaming {
+/// An LLM step's streamed answer (`openai:`): its tokens (which keep the
+/// stream's timeline, and so its checks on events), stall limit, and what
+/// its `save`s find in the events (an LLM stream's `usage` chunk, say).
+pub(super) struct LlmStreaming<'a> {
+    tokens: Tokens,
+    stall: Option<std::time::Duration>,
+    saves: Saves<'a>,
+}
+
+impl<'a> LlmStreaming<'a> {
+    /// A token stream read as `read` says, for `step`'s `expect` and `save`.
+    pub(super) fn new(read: StreamRead, step: &'a Step) -> LlmStreaming<'a> {
+        LlmStreaming { tokens: Tokens::over(timeline_for(step)), stall: read.stall, saves: Saves::of(step) }
+    }
+}
+
+impl Events for LlmStreaming<'_> {
+    fn event(&mut self, e: &Event<'_>) {
+        self.tokens.event(e);
+        self.saves.event(e);
+    }
+}
+
+impl EventValues for LlmStreaming<'_> {
+    fn value(&self, at: usize, x: &Extractor) -> Option<String> {
+        self.saves.value(&self.tokens.timeline, at, x)
+    }
+}
+
+impl Slot for LlmStreaming<'_> {
     fn to(&mut self) -> Option<StreamTo<'_>> {
-        Some(StreamTo { events: &mut self.tokens, stall: self.stall })
+        let stall = self.stall;
+        Some(StreamTo { events: self, stall })
     }
     fn timeline(&self) -> Option<&Timeline> {
         Some(&self.tokens.timeline)
@@ -438,5 +522,8 @@ impl Slot for LlmStreaming {
     }
     fn tokens(&self) -> Option<&Tokens> {
         Some(&self.tokens)
+    }
+    fn values(&self) -> Option<&dyn EventValues> {
+        Some(self)
     }
 }

@@ -10,8 +10,11 @@
 //! a templated one's converted from the HTTP/1.1 rendering, and a gRPC
 //! call's body encoded), the stream (taken, waited for, or on a connection
 //! opened for it), sending again what a `GOAWAY` left unprocessed, and
-//! gRPC's status against the step's `expect`. Not here: the pool and its
-//! connections (`crate::http2`, `crate::h2`).
+//! gRPC's status against the step's `expect`; and a streamed answer
+//! (`stream:`) handed to the same slot as HTTP/1.1's (`http1.rs`'s
+//! [`Slot`]: its events, checks, saves and record mean the same whatever
+//! the protocol). Not here: the pool and its connections (`crate::http2`,
+//! `crate::h2`).
 
 use std::pin::Pin;
 
@@ -20,6 +23,7 @@ use perfops_core::scenario::grpc::GrpcCode;
 use tokio::time::{Instant, Sleep, timeout_at};
 
 use super::checks::status_failure;
+use super::http1::Slot;
 use super::sample::{Answered, Sent};
 use super::{Ended, Request, Worker, within};
 use crate::h2::answer::Captured;
@@ -44,8 +48,15 @@ fn grpc_failure(code: Option<u32>, expected: Option<&[GrpcCode]>) -> Option<Fail
 
 impl Worker {
     /// [`Worker::perform`] over HTTP/2: the request goes out on a stream of
-    /// one of the worker's connections (`pool`), whoever opened it.
-    pub(super) async fn perform_h2(&self, pool: &H2Pool, mut timer: Pin<&mut Sleep>, mut req: Request<'_>) -> Ended {
+    /// one of the worker's connections (`pool`), whoever opened it; a
+    /// streamed answer's events go to `slot` as they come.
+    pub(super) async fn perform_h2<S: Slot>(
+        &self,
+        pool: &H2Pool,
+        mut timer: Pin<&mut Sleep>,
+        mut req: Request<'_>,
+        mut slot: S,
+    ) -> Ended {
         let shared = &*self.shared;
         let step = req.step;
         let rendered_request;
@@ -89,7 +100,7 @@ impl Worker {
         let outcome = match request {
             Some(request) => {
                 let bytes_out = &mut in_flight.bytes_out;
-                let answer = (captured.as_mut(), &mut set_cookies);
+                let answer = (captured.as_mut(), &mut set_cookies, &mut slot);
                 let outcome = self.exchange_h2(pool, timer.as_mut(), request, &mut req, answer, bytes_out).await;
                 if !set_cookies.is_empty()
                     && let Some(jar) = req.jar
@@ -104,9 +115,32 @@ impl Worker {
         };
         let bytes_out = in_flight.bytes_out;
         in_flight.done = true;
+        if let Some(t) = slot.timeline() {
+            // As over HTTP/1.1: a stream that failed once sent still had its
+            // events; its duration is an answered stream's alone.
+            let (sent, answer) = match &outcome {
+                Ok((r, _, sent)) => (Some(*sent), Some((r.first_byte, r.last_byte))),
+                Err((_, sent)) => (*sent, None),
+            };
+            if let Some(sent) = sent {
+                let mut rec = self.rec.borrow_mut();
+                rec.streamed(req.key, req.due, sent, answer, t);
+                // An LLM step's tokens, as over HTTP/1.1.
+                if let Some(tokens) = slot.tokens() {
+                    rec.tokens(req.key, req.due, sent, answer.map(|(_, end)| end), tokens);
+                }
+            }
+        }
         match outcome {
             Ok((response, grpc_status, sent)) => {
                 let mut failure = status_failure(step, response.status);
+                // A non-streamed LLM answer: its tokens from its `usage` (captured for it).
+                if step.step.llm.is_some_and(|l| !l.stream)
+                    && let Some(c) = &captured
+                    && let (_, Some(usage)) = crate::llm::read_chunk(&c.body)
+                {
+                    self.rec.borrow_mut().usage(req.key, usage);
+                }
                 if failure.is_none()
                     && let Some(m) = &step.grpc
                 {
@@ -120,9 +154,17 @@ impl Worker {
                 let mut check = None;
                 if failure.is_none()
                     && let Some(c) = &captured
-                    && let Err((kind, why)) = self.check_response(&req, response.status, &c.fields(), &c.body)
+                    && let Err((kind, why)) =
+                        self.check_response(&req, response.status, &c.fields(), &c.body, slot.values())
                 {
                     failure = Some(kind);
+                    check = Some(why);
+                }
+                // A streamed answer's checks on its events (none made for `()`).
+                if failure.is_none()
+                    && let Some(why) = slot.check(step.step.expect.as_ref())
+                {
+                    failure = Some(FailureKind::CheckFailed);
                     check = Some(why);
                 }
                 // Only a failure is sampled (#32); gRPC's code is its status there.
@@ -146,7 +188,8 @@ impl Worker {
 
     /// Send `request` on a stream (see [`Worker::h2_stream`]) and read the
     /// response before `timer` fires (what was captured of it, and its
-    /// `Set-Cookie` values, into `answer`). A request the server did not process
+    /// `Set-Cookie` values, into `answer`; with a stream consumer there, the
+    /// body's events go to it as they come). A request the server did not process
     /// (its connection went away first) goes again on another connection,
     /// twice at most. Returns the response and when the request was sent:
     /// `req.start`, or when its stream was ready if it waited for one or for
@@ -155,13 +198,13 @@ impl Worker {
     /// user was ready (`req.start`): the wait is latency, as the README says;
     /// due on its send, 64 users on a server's 16 streams read as 16, their
     /// waits nowhere (review 2's tester, P3).
-    async fn exchange_h2(
+    async fn exchange_h2<S: Slot>(
         &self,
         pool: &H2Pool,
         mut timer: Pin<&mut Sleep>,
         request: &H2Request,
         req: &mut Request<'_>,
-        (mut captured, set_cookies): (Option<&mut Captured>, &mut Vec<Vec<u8>>),
+        (mut captured, set_cookies, slot): (Option<&mut Captured>, &mut Vec<Vec<u8>>, &mut S),
         bytes_out: &mut u64,
     ) -> Result<(Response, Option<u32>, Instant), (FailureKind, Option<Instant>)> {
         let mut sent = req.start;
@@ -184,7 +227,17 @@ impl Worker {
             if let Some(c) = captured.as_deref_mut() {
                 c.body.clear();
             }
-            match within(timer.as_mut(), http2::exchange(&lease, request, captured.as_deref_mut(), set_cookies)).await {
+            let capture = captured.as_deref_mut();
+            // `()`'s `to` is `None`: a step without `stream:` runs the exchange as it was.
+            let result = match slot.to() {
+                None => within(timer.as_mut(), http2::exchange(&lease, request, capture, set_cookies)).await,
+                Some(mut to) => {
+                    let streamed = http2::exchange_streamed(&lease, request, capture, set_cookies, &mut to);
+                    // Boxed: its split and stall timer stay out of every other request's future.
+                    within(timer.as_mut(), Box::pin(streamed)).await
+                }
+            };
+            match result {
                 Some(Ok((response, grpc_status))) => return Ok((response, grpc_status, sent)),
                 Some(Err(e)) if e.again && again < 2 => again += 1,
                 Some(Err(e)) => return Err((e.kind, Some(sent))),

@@ -343,6 +343,6 @@ impl Worker {
     /// Run the step's `expect` and `save` on a reply; `Err`: why a check
     /// failed or a value to save was not found.
     fn check_reply(&self, step: &StepPlan, scope: &Scope, reply: &[u8]) -> Result<(), String> {
-        self.check_and_save(step, scope, 101, &[], reply)
+        self.check_and_save(step, scope, 101, &[], reply, None)
     }
 }

@@ -49,6 +49,16 @@ impl Inner {
                     let keep = data.len().min(slot.capture_max.saturating_sub(c.body.len()));
                     c.body.extend_from_slice(&data[..keep]);
                 }
+                // A streamed answer: its bytes wait for its request, dated by this read.
+                if let Some(f) = slot.flowing.as_deref_mut()
+                    && !data.is_empty()
+                {
+                    f.push(data, at(now, slot.opened));
+                    self.pending += data.len();
+                    if let Some(w) = &slot.waker {
+                        w.wake_by_ref();
+                    }
+                }
                 if end {
                     slot.last_byte = Some(at(now, slot.opened));
                     slot.end(Phase::Done);
