@@ -86,18 +86,16 @@ pub fn read_failures(text: &str) -> Vec<FailureGroup> {
     let mut groups: Vec<FailureGroup> = Vec::new();
     let mut names: Vec<String> = Vec::new();
     let mut kept = FailureSamples::default();
-    for line in text.lines() {
-        let Ok(l) = serde_json::from_str::<FailureLine>(line) else { continue };
-        let Some(kind) = FailureKind::from_name(&l.kind) else { continue };
-        let step = match names.iter().position(|n| *n == l.step) {
+    for (name, kind, sample) in failure_lines(text).flatten() {
+        let step = match names.iter().position(|n| *n == name) {
             Some(i) => i,
             None => {
-                names.push(l.step);
+                names.push(name);
                 names.len() - 1
             }
         };
         let Ok(step) = u16::try_from(step) else { continue };
-        kept.add((step, kind), l.sample.bounded());
+        kept.add((step, kind), sample);
     }
     for ((step, kind), list) in kept.iter() {
         groups.push(FailureGroup {
@@ -108,6 +106,18 @@ pub fn read_failures(text: &str) -> Vec<FailureGroup> {
         });
     }
     groups
+}
+
+/// Each line of a `failures.jsonl` in `text`: its step's name, its kind and
+/// its exchange held to a kept one's bounds (the file may come from
+/// anywhere); `None` for a line that does not read or names no kind this
+/// perfops knows (the last, cut by a kill).
+pub(crate) fn failure_lines(text: &str) -> impl Iterator<Item = Option<(String, FailureKind, FailureSample)>> + '_ {
+    text.lines().map(|line| {
+        let l = serde_json::from_str::<FailureLine>(line).ok()?;
+        let kind = FailureKind::from_name(&l.kind)?;
+        Some((l.step, kind, l.sample.bounded()))
+    })
 }
 
 /// The group that failed most, in `step` when given: what a stage's or a

@@ -87,17 +87,13 @@ fn failure_samples(dir: &Path, steps: &[String], notes: &mut Vec<String>) -> BTr
     let mut out: BTreeMap<u32, FailureSamples> = BTreeMap::new();
     let Some(bytes) = crate::read::read_file(dir, crate::failures::FAILURES_FILE, notes) else { return out };
     let mut unknown = 0usize;
-    for line in String::from_utf8_lossy(&bytes).lines() {
-        let Ok(l) = serde_json::from_str::<crate::failures::FailureLine>(line) else {
+    for line in crate::failures::failure_lines(&String::from_utf8_lossy(&bytes)) {
+        let step = |name: &str| steps.iter().position(|n| n == name).and_then(|i| u16::try_from(i).ok());
+        let Some((step, kind, sample)) = line.and_then(|(name, kind, sample)| Some((step(&name)?, kind, sample)))
+        else {
             unknown += 1;
             continue;
         };
-        let step = steps.iter().position(|n| *n == l.step).and_then(|i| u16::try_from(i).ok());
-        let (Some(step), Some(kind)) = (step, FailureKind::from_name(&l.kind)) else {
-            unknown += 1;
-            continue;
-        };
-        let sample = l.sample.bounded();
         let t = if sample.t.is_finite() && sample.t > 0.0 { sample.t.min(f64::from(u32::MAX)) as u32 } else { 0 };
         out.entry(t).or_default().add((step, kind), sample);
     }
