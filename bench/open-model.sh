@@ -7,10 +7,14 @@
 #   ROUNDS=1 DURATION=2 RATES=1000 bench/open-model.sh   # rehearsal, a few seconds a run
 #   TOOLS="perfops oha" bench/open-model.sh              # a subset
 #   BASE=/path/to/perfops-before bench/open-model.sh     # a second perfops ("base") too
+#   TARGET=nginx bench/open-model.sh                     # against nginx instead
 #
-# The target is ../shared/bench/peers/targets/delayserver.go (built here with go into
-# bench/out/ when missing): it answers every request after 10 ms and records its own
-# handler time and the arrivals it saw (/__stats, /__reset). For each rate, ROUNDS rounds,
+# The target (TARGET=delay, the default) is ../shared/bench/peers/targets/delayserver.go
+# (built here with go into bench/out/ when missing): it answers every request after 10 ms
+# and records its own handler time and the arrivals it saw (/__stats, /__reset). TARGET=nginx
+# is bench/nginx.conf (1 worker, `return 200`, answers at once) on 127.0.0.1:18090: the rate
+# it saw is its stub_status count over the run's DURATION, and p50/p99 are the tool's own
+# (nginx's handler time is a few µs). For each rate, ROUNDS rounds,
 # the tools alternating within a round (perfops, oha, vegeta), each pinned to TOOL_CPU
 # under `/usr/bin/time -f '%e %U %S %M'` with the server on TARGET_CPU:
 #   perfops  `perfops quick -r RATE -d DURATION --json FILE URL` (and `base`, the same with
@@ -36,7 +40,7 @@
 # Only 127.0.0.1 is contacted; the server is stopped by its PID.
 #
 # Knobs (env): RATES="2000 10000 20000"  ROUNDS=3  DURATION=8  TOOLS="perfops oha vegeta"
-#              PORT=18081  TARGET_CPU=0  TOOL_CPU=1  OHA=<path>  VEGETA=<path>  K6=<path>
+#              TARGET=delay|nginx  PORT=18081 (18090 with nginx)  TARGET_CPU=0  TOOL_CPU=1  OHA=<path>  VEGETA=<path>  K6=<path>
 #              LOCK=/tmp/bench.lock (held for each measured run; do not wrap this script
 #              in `flock $LOCK`)  LOCK_WAIT_S  QUIET_MAX_S  NOISE_MAX_S  NOISE_RETRIES
 # The peers: ../shared/bench/peers/install.sh installs oha (cargo) and vegeta (go).
@@ -56,12 +60,18 @@ DURATION=${DURATION:-8}
 RATES=${RATES:-"2000 10000 20000"}
 BASE=${BASE:-}
 TOOLS=${TOOLS:-"perfops uring closed${BASE:+ base} oha vegeta"}
-PORT=${PORT:-18081}
+TARGET=${TARGET:-delay}
+case "$TARGET" in
+  delay) PORT=${PORT:-18081} ;;
+  nginx) PORT=${PORT:-18090} ;;
+  *) die "TARGET: '$TARGET' is neither delay nor nginx" ;;
+esac
 need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S NOISE_RETRIES
 need_positive DURATION ROUNDS PORT
 need_numbers NOISE_MAX_S
 for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
-need_tools taskset timeout curl python3 go
+need_tools taskset timeout curl python3
+if [ "$TARGET" = delay ]; then need_tools go; else need_tools nginx; fi
 
 export PATH="$PATH:$HOME/go/bin:$HOME/.cargo/bin:/usr/local/go/bin"
 OHA=${OHA:-$(command -v oha || echo "$HOME/.cargo/bin/oha")}
@@ -89,14 +99,19 @@ for t in $TOOLS; do
 done
 [ -n "$avail" ] || die "none of the tools ($TOOLS) is available"
 
-# ------------------------------------------------------------------ the delay server
-start_delay_server
-log "delay server $TARGET_PID on CPU $TARGET_CPU, $URL; tools on CPU $TOOL_CPU:$avail"
+# ------------------------------------------------------------------ the target
+if [ "$TARGET" = delay ]; then
+  start_delay_server
+  log "delay server $TARGET_PID on CPU $TARGET_CPU, $URL; tools on CPU $TOOL_CPU:$avail"
+else
+  [ "$PORT" = 18090 ] || die "TARGET=nginx listens where bench/nginx.conf says: 127.0.0.1:18090 (PORT=$PORT)"
+  start_nginx "$HERE/nginx.conf" "$URL"
+fi
 printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
 
 {
   echo "{"
-  echo "  \"stamp\": \"$STAMP\", \"duration\": $DURATION, \"rounds\": $ROUNDS, \"rates\": \"$RATES\", \"tools\": \"${avail# }\","
+  echo "  \"stamp\": \"$STAMP\", \"target\": \"$TARGET\", \"duration\": $DURATION, \"rounds\": $ROUNDS, \"rates\": \"$RATES\", \"tools\": \"${avail# }\","
   echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK, \"url\": \"$URL\", \"noise_max_s\": $NOISE_MAX_S,"
   echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_text),"
   echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
@@ -112,7 +127,16 @@ printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
 RUN_EXTS="out err time meta.json json server.json bin"
 TOOL_EXTS="json bin"
 TICKS_KEY=server_ticks
-probe_target() { delay_server_probe "$@"; }
+NGX_REQS=("" "")
+probe_target() { # 0|1 BASE: the server's record of the run into BASE.server.json
+  if [ "$TARGET" = delay ]; then delay_server_probe "$@"; return; fi
+  # nginx: its stub_status request count (the second status request counts itself)
+  NGX_REQS[$1]=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/__status" 2>/dev/null | awk 'NR==3{print $3}' || true)
+  if [ "$1" = 1 ] && [ -n "${NGX_REQS[0]}" ] && [ -n "${NGX_REQS[1]}" ]; then
+    awk -v n=$((NGX_REQS[1] - NGX_REQS[0] - 1)) -v d="$DURATION" \
+      'BEGIN{printf "{\"requests\": %d, \"arrival_rate\": %.1f, \"p50_ms\": null, \"p99_ms\": null}\n", n, n / d}' >"$2.server.json"
+  fi
+}
 meta_fields() { :; }
 
 argv_for() { # TOOL RATE NAME -> ARGV

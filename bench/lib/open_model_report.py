@@ -3,8 +3,9 @@
 usage: open_model_report.py RAW_DIR REPORT_MD
 
 Reads, per run NAME = r<rate>.<tool>.<round>: NAME.time (/usr/bin/time), NAME.json (the
-tool's own summary), NAME.server.json (the delay server's record of the same run: its
-handler time per request and the arrivals it saw) and NAME.meta.json. Prints, per rate
+tool's own summary), NAME.server.json (the server's record of the same run: the delay
+server's handler time per request and the arrivals it saw; nginx's request count, with no
+handler time, so that the tool's own p50 / p99 are shown) and NAME.meta.json. Prints, per rate
 and tool, the medians over the rounds and each round's figures: CPU s per 100k answered
 requests, peak RSS, the rate the server saw, and the tool's p50 / p99 minus the server's.
 Exit status 3 when a run failed or is missing, else 0.
@@ -70,9 +71,11 @@ def run(raw, name, tool, rate):
         srv = json.loads(read(os.path.join(raw, name + ".server.json")) or "")
         r["srv_rate"] = srv.get("arrival_rate")
         r["srv_p50"], r["srv_p99"] = srv["p50_ms"], srv["p99_ms"]
-        r["d50"], r["d99"] = r["p50_ms"] - r["srv_p50"], r["p99_ms"] - r["srv_p99"]
+        # nginx keeps no handler time (it answers in µs): its "server's" is taken as 0
+        s50, s99 = r["srv_p50"] or 0.0, r["srv_p99"] or 0.0
+        r["d50"], r["d99"] = r["p50_ms"] - s50, r["p99_ms"] - s99
         if r.get("svc_p50_ms") is not None:
-            r["s50"], r["s99"] = r["svc_p50_ms"] - r["srv_p50"], r["svc_p99_ms"] - r["srv_p99"]
+            r["s50"], r["s99"] = r["svc_p50_ms"] - s50, r["svc_p99_ms"] - s99
     except (OSError, ValueError, KeyError, TypeError) as e:
         r["ok"], r["err"] = False, f"cannot read the {tool} or server summary: {type(e).__name__} {e}"
     # perfops exits 1 when a verdict is not met (none here) or inconclusive; the figures
@@ -92,11 +95,13 @@ def main():
     raw, report, env = cli()
     rates = [int(x) for x in env["rates"].split()]
     tools = env["tools"].split()
+    nginx = env.get("target") == "nginx"
+    server = (f"nginx (1 worker, answers at once; p50/p99 are the tools' own)" if nginx else "delay server (10 ms)")
     L = [f"# open-model {env['stamp']}", "",
          f"perfops {env.get('perfops_git')} ({env.get('perfops_version')})"
          + (f", base = {env['base_bin']}" if env.get("base_bin") else "") + f", {env.get('oha_version')}, "
          f"vegeta {env.get('vegeta_version')}; {env['rounds']} rounds of {env['duration']} s, tools alternating; "
-         f"delay server (10 ms) on CPU {env['target_cpu']}, tool on CPU {env['tool_cpu']}; {env.get('cpu')}, "
+         f"{server} on CPU {env['target_cpu']}, tool on CPU {env['tool_cpu']}; {env.get('cpu')}, "
          f"kernel {env.get('kernel')}.", "",
          "Medians over the rounds (each round's in the next table). p50/p99 are the tool's minus the server's "
          "own handler time in the same run.", "",
