@@ -177,6 +177,8 @@ fn three_agents_make_one_run_with_one_setup_and_exact_counts() {
     // #14: what the agents negotiated, as their Done messages said it.
     assert_eq!(s["protocols"].as_array().map(Vec::len), Some(1), "{}", s["protocols"]);
     assert_eq!(s["protocols"][0]["protocol"], "http/1.1", "{}", s["protocols"]);
+    // The agents' pacer, as their Done messages said it (the default: the timerfd's).
+    assert_eq!(s["generator"]["pacer"], "timerfd", "{}", s["generator"]);
 
     // Counts: each agent's seconds add up to the merged seconds, which add up to the total.
     let agent_lines = lines(&dir, "agents.jsonl");

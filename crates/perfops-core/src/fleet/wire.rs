@@ -256,6 +256,14 @@ pub enum Control {
         /// negotiated it (`h2 (ALPN)`, `grpc over h2c`, ...).
         #[serde(default)]
         protocols: Vec<String>,
+        /// The pacer its open model ran on (`io_uring` or `timerfd`; absent:
+        /// no open model, or an agent from before it said so). Optional, so
+        /// that agents and coordinators of protocol 10 still understand each other.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pacer: Option<String>,
+        /// Why io_uring was refused, where the agent's open model wanted it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pacer_refused: Option<String>,
     },
     /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
     Refused {
@@ -1293,6 +1301,8 @@ mod tests {
                 interrupted: false,
                 late_ns: 0,
                 protocols: vec!["grpc over h2c".into(), "http/1.1".into()],
+                pacer: Some("timerfd".into()),
+                pacer_refused: Some("io_uring_setup: Operation not permitted".into()),
             },
             Control::Steer { action: "rate 300".into(), at_s: 12, by: "ctl".into() },
             Control::Bye,

@@ -233,6 +233,14 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
         interrupted: outcome.interrupted,
         late_ns: outcome.late.as_nanos() as u64,
         protocols: spoke,
+        pacer: outcome.pacer.as_ref().map(|p| match p {
+            perfops_engine::Pacer::Kernel => "io_uring".into(),
+            perfops_engine::Pacer::Timer(_) => "timerfd".into(),
+        }),
+        pacer_refused: match &outcome.pacer {
+            Some(perfops_engine::Pacer::Timer(why)) => why.clone(),
+            _ => None,
+        },
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());

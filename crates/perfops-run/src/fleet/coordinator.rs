@@ -99,6 +99,9 @@ struct Done {
     late: Duration,
     /// What each step spoke on this agent, by step index.
     protocols: Vec<String>,
+    /// The pacer its open model ran on, as it said (`None`: no open model, or
+    /// an agent that does not say).
+    pacer: Option<perfops_engine::Pacer>,
 }
 
 /// One line of `agents.jsonl`.
@@ -583,6 +586,8 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                         longest_nap_ns,
                         late_ns,
                         protocols,
+                        pacer,
+                        pacer_refused,
                     }) => {
                         // Stopped on its own (a signal: a pod deleted or evicted): lost, so that
                         // the seconds after its last lack its share, marked as a closed one's are.
@@ -609,6 +614,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                             longest_nap: Duration::from_nanos(longest_nap_ns),
                             late: Duration::from_nanos(late_ns),
                             protocols,
+                            pacer: agent_pacer(pacer.as_deref(), pacer_refused.as_deref()),
                         });
                     }
                     Message::Control(Control::Failed { reason }) => {
@@ -687,8 +693,33 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         tls_refused: None,
         // The agents' samples came with their seconds, checked and bounded by the join.
         failures,
-        // Not on the wire: each agent's pacer is its own.
-        pacer: None,
+        pacer: fleet_pacer(done.iter().map(|d| d.pacer.as_ref())),
+    })
+}
+
+/// An agent's word on its pacer, read as untrusted input: an unknown name says
+/// nothing, and a reason is cut to what a note may carry.
+fn agent_pacer(name: Option<&str>, refused: Option<&str>) -> Option<perfops_engine::Pacer> {
+    match name? {
+        "io_uring" => Some(perfops_engine::Pacer::Kernel),
+        "timerfd" => Some(perfops_engine::Pacer::Timer(refused.map(|r| sanitize(r, REASON_CHARS)))),
+        _ => None,
+    }
+}
+
+/// The fleet's pacer, as the engine decides its workers': one agent on the
+/// timerfd pacer makes the fleet's the timerfd's (the first that says why
+/// io_uring was refused wins the note), else the kernel's if any agent said so.
+fn fleet_pacer<'a>(agents: impl Iterator<Item = Option<&'a perfops_engine::Pacer>>) -> Option<perfops_engine::Pacer> {
+    use perfops_engine::Pacer;
+    let rank = |p: &Pacer| match p {
+        Pacer::Kernel => 0,
+        Pacer::Timer(None) => 1,
+        Pacer::Timer(Some(_)) => 2,
+    };
+    agents.flatten().fold(None, |fleet, p| match fleet {
+        Some(f) if rank(&f) >= rank(p) => Some(f),
+        _ => Some(p.clone()),
     })
 }
 
@@ -740,4 +771,49 @@ fn losses(members: &[Member]) -> (Vec<String>, Option<u32>) {
         .collect();
     let first = lost.iter().map(|(t, _)| *t).min();
     (lost.into_iter().map(|(_, g)| g).collect(), first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use perfops_engine::Pacer;
+
+    #[test]
+    fn the_fleets_pacer_is_the_timerfds_if_any_agent_ran_on_it() {
+        let kernel = Pacer::Kernel;
+        let plain = Pacer::Timer(None);
+        let refused = Pacer::Timer(Some("io_uring_setup: Operation not permitted".into()));
+        let other = Pacer::Timer(Some("another reason".into()));
+        let cases: [(&[Option<&Pacer>], Option<Pacer>); 6] = [
+            // no agent ran an open model (or none said)
+            (&[None, None], None),
+            // every agent on the kernel pacer
+            (&[Some(&kernel), Some(&kernel)], Some(Pacer::Kernel)),
+            // one on the timerfd pacer makes the fleet's the timerfd's, whatever the order
+            (&[Some(&kernel), Some(&plain)], Some(Pacer::Timer(None))),
+            (&[Some(&plain), Some(&kernel)], Some(Pacer::Timer(None))),
+            // a refusal's reason is kept over a plain timerfd
+            (&[Some(&plain), Some(&refused), Some(&kernel)], Some(refused.clone())),
+            // the first reason wins
+            (&[Some(&refused), None, Some(&other)], Some(refused.clone())),
+        ];
+        for (agents, want) in cases {
+            assert_eq!(fleet_pacer(agents.iter().copied()), want, "{agents:?}");
+        }
+    }
+
+    #[test]
+    fn an_agents_word_on_its_pacer_is_read_as_untrusted() {
+        assert_eq!(agent_pacer(Some("io_uring"), None), Some(Pacer::Kernel));
+        assert_eq!(agent_pacer(Some("timerfd"), None), Some(Pacer::Timer(None)));
+        // an unknown name says nothing
+        assert_eq!(agent_pacer(Some("warp drive"), Some("x")), None);
+        assert_eq!(agent_pacer(None, None), None);
+        // a reason is cut and cleaned as any reason from a peer
+        let long = format!("\u{1b}[31m{}", "x".repeat(10_000));
+        let Some(Pacer::Timer(Some(why))) = agent_pacer(Some("timerfd"), Some(&long)) else {
+            panic!("a timerfd pacer")
+        };
+        assert!(why.len() <= REASON_CHARS * 4 && !why.contains('\u{1b}'), "{why:?}");
+    }
 }
