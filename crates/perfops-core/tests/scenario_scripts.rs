@@ -91,13 +91,13 @@ fn script_mistakes_are_placed_with_hints() {
             (2, 50),
             "scripts: auth.js",
         ),
-        // A call where a name is wanted.
+        // Neither a name nor code.
         (
-            "scripts: a.js\nflows: { f: { steps: [ { script: \"go()\" } ] } }\n",
-            "`go()` is not a function name",
+            "scripts: a.js\nflows: { f: { steps: [ { script: \" \" } ] } }\n",
+            "no function name and no code",
             // At its opening quote, as every quoted value's error.
             (3, 34),
-            "e.g. `sign`",
+            "e.g. `sign`, or a line of JavaScript",
         ),
         // A script step carries no request.
         (
@@ -165,4 +165,58 @@ fn unsaved_variables_are_still_errors_without_scripts() {
         format!("target: http://h:1\nflows: {{ f: {{ steps: [ {{ request: \"GET /${{page}}\" }} ] }} }}\n{LOAD}");
     let errors = parse("s.yaml", &text, &[]).map(|_| ()).expect_err("unsaved").0;
     assert!(errors.iter().any(|e| e.message == "`${page}` is never saved"), "{errors:?}");
+}
+
+/// Inline code where a name goes: each a function of its own (named apart
+/// from anything a scenario can name), taking `req`, `res` or nothing, with
+/// its place; a scenario with inline code and no `scripts:` needs no file.
+#[test]
+fn inline_code_is_a_function_of_its_own() {
+    use perfops_core::scenario::script::INLINE_PREFIX;
+    let text = format!(
+        r#"target: http://127.0.0.1:8080
+flows:
+  pages:
+    steps:
+      - name: page
+        request: GET /items
+        before: "req.headers['X-Ts'] = String(Date.now())"
+        after: return res.status === 200
+      - script: |
+          vars.n = Number(vars.n || 0) + 1;
+          if (Number(vars.n) < 3) return "page";
+      - {{ name: total, script: "vars.total = Number(vars.a) * 2" }}
+{LOAD}"#
+    );
+    let s = parse("s.yaml", &text, &[]).unwrap_or_else(|d| panic!("{}", d.render(&text)));
+    let scripts = s.scripts.as_ref().expect("a spec of inline code alone, without `scripts:`");
+    assert!(scripts.files.is_empty() && scripts.uses.is_empty());
+    assert_eq!((scripts.timeout, scripts.memory_bytes), (DEFAULT_SCRIPT_TIMEOUT, DEFAULT_SCRIPT_MEMORY_BYTES));
+    let inline: Vec<(&str, &str, usize, usize)> =
+        scripts.inline.iter().map(|c| (c.function.as_str(), c.param, c.at.line, c.at.column)).collect();
+    let f = |i: usize| format!("{INLINE_PREFIX}{i}");
+    let (f0, f1, f2, f3) = (f(0), f(1), f(2), f(3));
+    assert_eq!(
+        inline,
+        // A block scalar's place is its first line of code; a quoted one's its quote.
+        vec![
+            (f0.as_str(), "req", 7, 17),
+            (f1.as_str(), "res", 8, 16),
+            (f2.as_str(), "", 10, 11),
+            (f3.as_str(), "", 12, 32)
+        ]
+    );
+    assert_eq!(scripts.inline[1].code, "return res.status === 200");
+    assert!(scripts.inline[2].code.contains("return \"page\";"), "{:?}", scripts.inline[2].code);
+    // The function that is compiled: the code from its second line on.
+    assert_eq!(scripts.inline[1].source(), format!("function {f1}(res) {{\nreturn res.status === 200\n}}\n"));
+    assert_eq!(scripts.inline[1].file_name(), "s.yaml:8:16 (inline)");
+    let steps = &s.flows[0].steps;
+    assert_eq!(
+        (steps[0].script.before.as_deref(), steps[0].script.after.as_deref()),
+        (Some(f0.as_str()), Some(f1.as_str()))
+    );
+    assert_eq!(steps[1].script.call.as_deref(), Some(f2.as_str()));
+    // An unnamed step of inline code is named by its place; a named one keeps its name.
+    assert_eq!((steps[1].name.as_str(), steps[2].name.as_str()), ("script at line 9", "total"));
 }

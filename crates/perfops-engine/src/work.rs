@@ -654,8 +654,18 @@ impl Work {
 /// "no function `sgin` in auth.js; did you mean `sign`?": what is said of a
 /// name the scripts do not define.
 pub fn missing_function(scripts: &Scripts, name: &str) -> String {
-    let files: Vec<&str> = scripts.files().map(|(f, _)| f).collect();
-    let functions: Vec<&str> = scripts.functions().iter().map(String::as_str).collect();
+    let files: Vec<&str> = scripts
+        .files()
+        .map(|(f, _)| f)
+        .filter(|f| !f.ends_with(perfops_core::scenario::script::INLINE_FILE_SUFFIX))
+        .collect();
+    // Inline code's functions are nobody's to name.
+    let functions: Vec<&str> = scripts
+        .functions()
+        .iter()
+        .map(String::as_str)
+        .filter(|f| !f.starts_with(perfops_core::scenario::script::INLINE_PREFIX))
+        .collect();
     let hint = match perfops_core::scenario::diag::did_you_mean(name, &functions) {
         Some(d) => format!("; did you mean `{d}`?"),
         None if functions.is_empty() => "; they define no function".to_string(),

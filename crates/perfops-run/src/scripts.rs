@@ -11,7 +11,7 @@
 use std::path::Path;
 
 use perfops_core::input::{self, Cap};
-use perfops_core::scenario::script::ScriptsSpec;
+use perfops_core::scenario::script::{InlineCode, ScriptsSpec};
 use perfops_core::scenario::{Diagnostic, Diagnostics};
 use perfops_engine::{ScriptPlan, missing_function};
 use perfops_script::{Limits, ScriptError, Scripts};
@@ -51,10 +51,13 @@ pub(crate) fn read(spec: &ScriptsSpec, folder: &Path) -> Result<Vec<(String, Str
 /// function the scenario names defined; or every problem, in the scenario
 /// file `scenario_text`'s place or a script's.
 pub(crate) fn compile(spec: &ScriptsSpec, folder: &Path, scenario_text: &str) -> Result<ScriptPlan, Problems> {
-    let files = read(spec, folder)
+    let mut files = read(spec, folder)
         .map_err(|errors| Problems(errors.into_iter().map(|d| (d, scenario_text.to_string())).collect()))?;
-    let scripts = Scripts::compile(&files)
-        .map_err(|errors| Problems(errors.into_iter().map(|e| script_diagnostic(&e, &files)).collect()))?;
+    // Inline code: a function each, after the files (so that it may call theirs).
+    files.extend(spec.inline.iter().map(|c| (c.file_name(), c.source())));
+    let scripts = Scripts::compile(&files).map_err(|errors| {
+        Problems(errors.into_iter().map(|e| script_diagnostic(&e, &files, spec, scenario_text)).collect())
+    })?;
     let missing: Vec<(Diagnostic, String)> = spec
         .uses
         .iter()
@@ -75,12 +78,29 @@ pub(crate) fn compile(spec: &ScriptsSpec, folder: &Path, scenario_text: &str) ->
     Ok(ScriptPlan { scripts, limits, on_error: spec.on_error })
 }
 
-/// A compile error as a diagnostic at its file:line:column, with that file's text.
-fn script_diagnostic(e: &ScriptError, files: &[(String, String)]) -> (Diagnostic, String) {
+/// A compile error as a diagnostic at its file:line:column, with that file's
+/// text; inline code's at the scenario's place of the code, with the line
+/// and column inside it said when the code has more than one line.
+fn script_diagnostic(
+    e: &ScriptError,
+    files: &[(String, String)],
+    spec: &ScriptsSpec,
+    scenario_text: &str,
+) -> (Diagnostic, String) {
     let (at, message) = match e {
         ScriptError::Compile { at, message } => (at.clone(), message.clone()),
         other => (None, other.to_string()),
     };
+    if let Some((code, p)) =
+        at.as_ref().and_then(|p| spec.inline.iter().find(|c| c.file_name() == p.file).map(|c| (c, p)))
+    {
+        let mut d = code.at.error(
+            message,
+            Some("inline code is the body of a function: `return` what a hook or script step returns".into()),
+        );
+        (d.line, d.column) = inline_place(code, scenario_text, p.line as usize, p.column as usize);
+        return (d, scenario_text.to_string());
+    }
     let file = at.as_ref().map_or_else(|| files.first().map(|f| f.0.clone()).unwrap_or_default(), |p| p.file.clone());
     let text = files.iter().find(|(name, _)| *name == file).map(|(_, t)| t.clone()).unwrap_or_default();
     let d = Diagnostic {
@@ -92,4 +112,30 @@ fn script_diagnostic(e: &ScriptError, files: &[(String, String)]) -> (Diagnostic
         hint: Some("the scripts are JavaScript (ES2023), evaluated once per worker".into()),
     };
     (d, text)
+}
+
+/// The scenario's line and column of the source's `line`:`column` in inline
+/// code `code` (1-based; its line n is the source's n + 1, after the
+/// function's head). A block scalar (`|`) starts at its first line of code
+/// with the indentation stripped, so a line and column map one to one; a
+/// one-line scalar at its first character, or its quote. An error past the
+/// code (an unclosed expression, found at the function's closing brace) is
+/// placed at the end of its last line.
+fn inline_place(code: &InlineCode, scenario_text: &str, line: usize, column: usize) -> (usize, usize) {
+    let (at_line, at_column) = (code.at.line, code.at.column);
+    let lines: Vec<&str> = code.code.trim_end_matches('\n').split('\n').collect();
+    let (n, column) = match line.checked_sub(2) {
+        Some(n) if n < lines.len() => (n, column.max(1)),
+        // The head (line 1) cannot hold an error of the code's; past the code: its end.
+        _ => (lines.len() - 1, lines[lines.len() - 1].chars().count() + 1),
+    };
+    if lines.len() > 1 {
+        return (at_line + n, at_column + column - 1);
+    }
+    let quoted = scenario_text
+        .lines()
+        .nth(at_line.saturating_sub(1))
+        .and_then(|l| l.chars().nth(at_column.saturating_sub(1)))
+        .is_some_and(|c| c == '"' || c == '\'');
+    (at_line, at_column + usize::from(quoted) + column - 1)
 }

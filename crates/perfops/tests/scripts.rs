@@ -139,3 +139,71 @@ fn a_fleet_agent_runs_the_hook_it_was_sent() {
     let stats = perfops_testkit::scripted::stats(server.addr());
     assert_eq!((stats["signed_ok"].as_u64(), stats["signed_bad"].as_u64()), (Some(80), Some(0)), "{stats}");
 }
+
+/// Inline code where a function name goes, with no script file: a request hook that signs
+/// (the server's own HMAC check passes every request), a response hook that judges, and a
+/// script step that loops the flow three times; each in the same sandbox as a file's.
+#[test]
+fn inline_code_signs_judges_and_loops_without_a_file() {
+    let _cpu = shared();
+    let server = perfops_testkit::scripted::api("demo-secret", 1, 1);
+    let w = Workdir::new("scripts-inline");
+    let yaml = format!(
+        r#"target: {}
+flows:
+  orders:
+    steps:
+      - name: create
+        request: POST /signed/orders?shop=7
+        json: {{ item: "sku-${{seq}}" }}
+        before: |
+          const ts = String(Date.now());
+          req.headers["X-Timestamp"] = ts;
+          req.headers["X-Signature"] = perfops.hmac("sha256", "demo-secret", [req.method, req.path, ts, req.body].join("\n"));
+        after: 'return res.status === 200 || {{ ok: false, reason: "status " + res.status }}'
+      - script: vars.n = Number(vars.n || 0) + 1; if (Number(vars.n) < 3) return "create"
+load: {{ stages: [ {{ rate: 10, hold: 2s }} ] }}
+"#,
+        server.url(0)
+    );
+    let path = w.scenario("inline.yaml", &yaml);
+    spawn_perfops(&["check", path.to_str().unwrap()], |_| {}).wait(Duration::from_secs(30)).assert_exit(0);
+    let f = w.spawn("run", &path, &[], |_| {}).wait(RUN_LIMIT);
+    f.assert_exit(0);
+    let stats = perfops_testkit::scripted::stats(server.addr());
+    // 20 arrivals, each sending `create` three times, every one signed right.
+    assert_eq!(
+        (stats["signed_ok"].as_u64(), stats["signed_bad"].as_u64()),
+        (Some(60), Some(0)),
+        "{stats}\n{}",
+        f.dump()
+    );
+
+    // A response hook that wants another status fails each step with its reason.
+    let judged = yaml.replace("res.status === 200", "res.status === 299");
+    let w = Workdir::new("scripts-inline-judged");
+    let path = w.scenario("judged.yaml", &judged);
+    let f = w.spawn("run", &path, &[], |_| {}).wait(RUN_LIMIT);
+    f.assert_exit(1);
+    let failures = std::fs::read_to_string(w.result_dir(&f).join("failures.jsonl")).expect("failures.jsonl");
+    assert!(failures.contains("script_failed") && failures.contains("status 200"), "{failures}");
+}
+
+/// A syntax error in inline code is placed at the scenario's line and column of the code,
+/// beside the scenario's own errors; a name the scripts do not define is still a name.
+#[test]
+fn check_places_inline_codes_errors_in_the_scenario() {
+    let w = Workdir::new("scripts-inline-check");
+    let yaml = "target: http://127.0.0.1:9\nflows:\n  f:\n    steps:\n      - { request: GET /, before: \"req.headers.X = 1 +\" }\n\
+                \x20     - { request: GET /x, befor: sign }\nload: { stages: [ { rate: 1, hold: 1s } ] }\n";
+    let path = w.scenario("bad.yaml", yaml);
+    let f = spawn_perfops(&["check", path.to_str().unwrap()], |_| {}).wait(Duration::from_secs(30));
+    f.assert_exit(2);
+    // Just past the unfinished expression: its quote at column 35, then the code's 19 characters.
+    let at = f.stderr.lines().find(|l| l.contains("bad.yaml:5:55: error: ")).unwrap_or_else(|| panic!("{}", f.stderr));
+    assert!(at.contains("SyntaxError"), "{at}");
+    assert!(f.stderr.contains("bad.yaml:6:"), "the scenario's own error too:\n{}", f.stderr);
+    // The scenario's line under it, with the hint.
+    assert!(f.stderr.contains("before: \"req.headers.X = 1 +\""), "{}", f.stderr);
+    assert!(f.stderr.contains("inline code is the body of a function"), "{}", f.stderr);
+}

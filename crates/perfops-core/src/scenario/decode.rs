@@ -118,6 +118,7 @@ pub fn parse_partial(file: &str, text: &str, overrides: &[Override]) -> Result<S
         salvaged_steps: Vec::new(),
         salvaged_saves: Vec::new(),
         function_uses: Vec::new(),
+        inline_code: Vec::new(),
         scripts: None,
     };
     // Without `prevent_coercion`, quoted scalars claim to be plain: `"123"`
@@ -163,6 +164,8 @@ pub(super) struct Dec<'f> {
     pub(super) salvaged_saves: Vec<(String, String)>,
     /// Every script function named (hooks, script steps), where ([`super::script::ScriptsSpec::uses`]).
     pub(super) function_uses: Vec<super::script::FunctionUse>,
+    /// Inline code written where a function name goes ([`super::script::ScriptsSpec::inline`]).
+    pub(super) inline_code: Vec<super::script::InlineCode>,
     /// `scripts:` once decoded, for [`Partial`].
     scripts: Option<super::script::ScriptsSpec>,
 }
@@ -553,8 +556,8 @@ impl Dec<'_> {
             None => Vec::new(),
         };
         let outputs = top.get_node("outputs").map(|n| self.outputs(n)).unwrap_or_default();
-        self.check_variables(&flows, scripts.is_some());
-        self.check_functions(scripts.as_mut());
+        self.check_variables(&flows, scripts.is_some() || !self.inline_code.is_empty());
+        self.check_functions(&mut scripts);
         self.scripts = scripts.clone();
         Some(Scenario {
             name,

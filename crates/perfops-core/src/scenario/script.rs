@@ -3,9 +3,16 @@
 //! not a request), and the request and response hooks of a step or of
 //! `defaults:` (`before: sign`, `after: check_page`).
 //!
+//! Where a function name goes, a few lines of JavaScript may go instead
+//! (inline code: anything that is not a bare name, e.g.
+//! `before: "req.headers['X-Ts'] = String(Date.now())"`): each becomes a
+//! function of its own ([`InlineCode`]), which the caller compiles beside the
+//! files, so that it runs in the same sandbox and is called as a named hook
+//! is, with nothing looked up per call.
+//!
 //! Only names are checked here: that a function name is one JavaScript
-//! could define, that hooks have a `scripts:` to live in, that a script step
-//! carries nothing a request would. Whether the files compile and define the
+//! could define, that hooks have a `scripts:` (or inline code) to live in,
+//! that a script step carries nothing a request would. Whether the files compile and define the
 //! functions named is asked of the script engine by the caller (`check`,
 //! `run`), with every use kept in [`ScriptsSpec::uses`] so that its answer
 //! ("no function `sgin` in auth.js") points at the line that named it.
@@ -50,6 +57,43 @@ pub struct ScriptsSpec {
     /// Every function the scenario names (hooks, script steps), where: the
     /// engine is asked whether each is defined.
     pub uses: Vec<FunctionUse>,
+    /// The inline code written where a function name goes, each made a
+    /// function of its own (its name begins with [`INLINE_PREFIX`]).
+    pub inline: Vec<InlineCode>,
+}
+
+/// What the name of a function made from inline code begins with: no
+/// scenario names one, and `check` leaves them out of its suggestions.
+pub const INLINE_PREFIX: &str = "__perfops_inline_";
+/// What the name its errors print ends with ([`InlineCode::file_name`]).
+pub const INLINE_FILE_SUFFIX: &str = " (inline)";
+
+/// Inline code: a function body written in the scenario where a function
+/// name goes (`before:`, `after:`, `script:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InlineCode {
+    /// The name it is called by ([`INLINE_PREFIX`] and a number).
+    pub function: String,
+    /// The parameter it takes: `req` (a request hook), `res` (a response
+    /// hook) or none (a script step).
+    pub param: &'static str,
+    /// The code, as written: the body of the function.
+    pub code: String,
+    /// Where it is written (the scalar's start).
+    pub at: Origin,
+}
+
+impl InlineCode {
+    /// The JavaScript source that defines it: its body from the second line
+    /// on, so that a line `n` of the code is line `n + 1` of the source.
+    pub fn source(&self) -> String {
+        format!("function {}({}) {{\n{}\n}}\n", self.function, self.param, self.code)
+    }
+
+    /// The file name its errors print: the scenario's place of the code.
+    pub fn file_name(&self) -> String {
+        format!("{}:{}:{}{INLINE_FILE_SUFFIX}", self.at.file, self.at.line, self.at.column)
+    }
 }
 
 /// One place the scenario names a script function.
@@ -112,6 +156,7 @@ impl Dec<'_> {
             memory_bytes: DEFAULT_SCRIPT_MEMORY_BYTES,
             on_error: OnScriptError::EndFlow,
             uses: Vec::new(),
+            inline: Vec::new(),
         };
         let files = match node {
             Node::Mapping(_) => {
@@ -193,22 +238,28 @@ impl Dec<'_> {
     }
 
     /// A function name written at `node` (`before:`, `after:`, `script:`),
-    /// noted as a use for the engine's check.
-    pub(super) fn function(&mut self, node: &Node, path: &str) -> Option<String> {
-        let s = self.scalar(node, path, "a function name")?;
+    /// noted as a use for the engine's check; or inline code (anything that
+    /// is not a bare name), made a function taking `param` and named so.
+    pub(super) fn function(&mut self, node: &Node, path: &str, param: &'static str) -> Option<String> {
+        let s = self.scalar(node, path, "a function name, or JavaScript code")?;
         let name = s.as_str().trim();
-        if !is_function_name(name) {
+        let at = self.origin(s.span().start(), path);
+        if name.is_empty() {
             self.at(
                 s.span(),
                 path,
-                format!("`{name}` is not a function name"),
-                Some("the name of a function the scripts declare, e.g. `sign`".into()),
+                "no function name and no code",
+                Some("the name of a function the scripts declare, e.g. `sign`, or a line of JavaScript".into()),
             );
             return None;
         }
-        let at = self.origin(s.span().start(), path);
-        self.function_uses.push(FunctionUse { function: name.to_string(), at });
-        Some(name.to_string())
+        if is_function_name(name) {
+            self.function_uses.push(FunctionUse { function: name.to_string(), at });
+            return Some(name.to_string());
+        }
+        let function = format!("{INLINE_PREFIX}{}", self.inline_code.len());
+        self.inline_code.push(InlineCode { function: function.clone(), param, code: s.as_str().to_string(), at });
+        Some(function)
     }
 
     /// A step's `before:` and `after:`, over `defaults` (the hooks of
@@ -216,10 +267,10 @@ impl Dec<'_> {
     pub(super) fn hooks(&mut self, m: &MarkedMappingNode, path: &str, defaults: &StepScript) -> StepScript {
         let mut out = StepScript { call: None, before: defaults.before.clone(), after: defaults.after.clone() };
         if let Some(n) = m.get_node("before") {
-            out.before = self.function(n, &join(path, "before"));
+            out.before = self.function(n, &join(path, "before"), "req");
         }
         if let Some(n) = m.get_node("after") {
-            out.after = self.function(n, &join(path, "after"));
+            out.after = self.function(n, &join(path, "after"), "res");
         }
         out
     }
@@ -228,13 +279,16 @@ impl Dec<'_> {
     pub(super) fn script_step(&mut self, node: &Node, path: &str) -> Option<super::Step> {
         let m = self.map(node, path, SCRIPT_STEP)?;
         let sp = join(path, "script");
-        let call = m.get_node("script").and_then(|n| self.function(n, &sp));
+        let call = m.get_node("script").and_then(|n| self.function(n, &sp, ""));
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
         let call = call?;
-        let name = m
-            .get_node("name")
-            .and_then(|n| self.string(n, &join(path, "name")))
-            .unwrap_or_else(|| format!("script {call}"));
+        // Inline code's step is named by its place, not by its generated function.
+        let unnamed = if call.starts_with(INLINE_PREFIX) {
+            format!("script at line {}", self.origin(node.span().start(), path).line)
+        } else {
+            format!("script {call}")
+        };
+        let name = m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or(unnamed);
         Some(super::Step {
             name,
             method: String::new(),
@@ -252,11 +306,27 @@ impl Dec<'_> {
         })
     }
 
-    /// Hooks need `scripts:`: each use reported when the scenario has none.
-    pub(super) fn check_functions(&mut self, scripts: Option<&mut ScriptsSpec>) {
+    /// Hooks need `scripts:`: each use of a name reported when the scenario
+    /// has none. Inline code needs no file: a scenario with inline code and
+    /// no `scripts:` gets one with no files and the default limits.
+    pub(super) fn check_functions(&mut self, scripts: &mut Option<ScriptsSpec>) {
         let uses = std::mem::take(&mut self.function_uses);
+        let inline = std::mem::take(&mut self.inline_code);
+        if scripts.is_none() && !inline.is_empty() && uses.is_empty() {
+            *scripts = Some(ScriptsSpec {
+                files: Vec::new(),
+                timeout: DEFAULT_SCRIPT_TIMEOUT,
+                memory_bytes: DEFAULT_SCRIPT_MEMORY_BYTES,
+                on_error: OnScriptError::EndFlow,
+                uses: Vec::new(),
+                inline: Vec::new(),
+            });
+        }
         match scripts {
-            Some(s) => s.uses = uses,
+            Some(s) => {
+                s.uses = uses;
+                s.inline = inline;
+            }
             None => {
                 for u in uses {
                     let error = u.at.error(
