@@ -150,6 +150,10 @@ pub struct Outcome {
     /// The longest such nap: a response read after a nap may have waited
     /// this long in its socket, so its latency is over-stated by at most this.
     pub longest_nap: Duration,
+    /// How long the workers waited, runnable, for a CPU that other threads
+    /// held (summed over the workers): requests sent late for it are the
+    /// machine's lateness, not the pacer's.
+    pub cpu_wait: Duration,
     /// How long after the planned start the workers were let go (a kept
     /// `start_at` already past: [`Plan::keep_start`]); zero when on time.
     pub late: Duration,
@@ -256,6 +260,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
     let mut seconds: Seconds<Pending> = Seconds::new(workers);
     let mut end = start;
     let (mut naps, mut longest_nap) = (0u64, Duration::ZERO);
+    let mut cpu_wait = Duration::ZERO;
     let mut pacer: Option<uring::Pacer> = None;
     let mut total = Stats::default();
     let mut failures = FailureSamples::default();
@@ -317,7 +322,8 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
                 }
                 p.in_flight += in_flight;
             }
-            Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l, pacer: p }) => {
+            Ok(Msg::Done { worker, end: e, naps: n, longest_nap: l, pacer: p, cpu_wait: w }) => {
+                cpu_wait += w;
                 // Workers that paced differently: the timerfd's says so.
                 if pacer.is_none() || matches!(p, Some(uring::Pacer::Timer(_))) {
                     pacer = p.or(pacer);
@@ -366,6 +372,7 @@ pub fn run(plan: &Plan, stop: Arc<AtomicBool>, mut on_interval: impl FnMut(&Inte
         interrupted,
         naps,
         longest_nap,
+        cpu_wait,
         late,
         protocol,
         step_protocols,

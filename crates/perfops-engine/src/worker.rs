@@ -112,7 +112,16 @@ pub(crate) enum Msg {
     /// The worker has sent its last interval; `naps`: wake-ups it coalesced
     /// ([`coalesce`](crate::coalesce)), and the longest nap.
     /// `pacer`: the one its open loop ran on (`None`: a closed loop).
-    Done { worker: usize, end: Instant, naps: u64, longest_nap: Duration, pacer: Option<crate::uring::Pacer> },
+    /// `cpu_wait`: how long the thread waited, runnable, for a CPU
+    /// ([`run_queue_wait`]).
+    Done {
+        worker: usize,
+        end: Instant,
+        naps: u64,
+        longest_nap: Duration,
+        pacer: Option<crate::uring::Pacer>,
+        cpu_wait: Duration,
+    },
 }
 
 /// How this worker generates load.
@@ -310,7 +319,14 @@ pub(crate) fn run(
         tokio::runtime::Builder::new_current_thread().enable_all().on_thread_park(coalesce::before_park).build();
     let Ok(rt) = runtime else {
         // Nothing was sent: report an empty worker rather than hang the collector.
-        let done = Msg::Done { worker: id, end: Instant::now(), naps: 0, longest_nap: Duration::ZERO, pacer: None };
+        let done = Msg::Done {
+            worker: id,
+            end: Instant::now(),
+            naps: 0,
+            longest_nap: Duration::ZERO,
+            pacer: None,
+            cpu_wait: Duration::ZERO,
+        };
         let _ = tx.send(done);
         return;
     };
@@ -358,7 +374,19 @@ pub(crate) fn run(
     let samples = w.samples.borrow_mut().take();
     let _ = tx.send(Msg::Interval { worker: w.id, index: w.interval.get(), parts, samples, in_flight: 0, last: true });
     let (naps, longest_nap) = coalesce::taken();
-    let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap, pacer: crate::uring::take_ran() });
+    let pacer = crate::uring::take_ran();
+    let _ = tx.send(Msg::Done { worker: w.id, end, naps, longest_nap, pacer, cpu_wait: run_queue_wait() });
+}
+
+/// How long this thread has waited, runnable, for a CPU (the scheduler's
+/// `run_delay`, `/proc/thread-self/schedstat`'s second field, ns): what
+/// other processes on its cores took from it. A late arrival is then the
+/// machine's, not the pacer's; zero where the kernel does not say.
+fn run_queue_wait() -> Duration {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+        .map_or(Duration::ZERO, Duration::from_nanos)
 }
 
 impl Worker {

@@ -233,8 +233,16 @@ impl QuickSummary {
                     format::ms(Some(c.p99)),
                     self.counters[Counter::Connects]
                 )
+            } else if let Some(waited) = self.cpu_taken() {
+                format!(
+                    "the generator sent requests late: its workers waited {:.2} s ({:.0}% of the run) for a CPU that other processes held",
+                    self.generator.cpu_wait_s,
+                    waited * 100.0
+                )
+            } else if let Some(busy) = self.cpu_window().out_of_cpu() {
+                format!("the generator sent requests late: it ran out of CPU ({:.0}% of its cores)", busy * 100.0)
             } else {
-                "the generator sent requests late (its pacer stalled or lacked CPU, or requests waited for a free connection)".into()
+                "the generator sent requests late with CPU to spare: its pacer stalled, or requests waited for a free connection".into()
             };
             w.push(format!(
                 "p99 latency of the successes from the intended start ({}) is well above their p99 service time ({}): {why}",
@@ -243,6 +251,15 @@ impl QuickSummary {
             ));
         }
         w
+    }
+
+    /// The share of its workers' time they waited, runnable, for a CPU that
+    /// other processes held, when that is more than a tenth: the machine,
+    /// not the generator's pacer or its own CPU, then made requests late.
+    fn cpu_taken(&self) -> Option<f64> {
+        let capacity = self.elapsed_s * self.generator.workers.max(1) as f64;
+        let share = if capacity > 0.0 { self.generator.cpu_wait_s / capacity } else { 0.0 };
+        (share > 0.1).then_some(share)
     }
 
     /// Generator CPU as a share of the cores it had.
@@ -608,6 +625,7 @@ mod tests {
             max_rss_kib: 4096,
             naps: 0,
             longest_nap_us: 0.0,
+            cpu_wait_s: 0.0,
             pacer: None,
         };
         QuickSummary::new(setup, s, elapsed, generator, false)
@@ -720,6 +738,7 @@ mod tests {
                 max_rss_kib: 4096,
                 naps: 120,
                 longest_nap_us: 9.6,
+                cpu_wait_s: 0.0,
                 pacer: None,
             },
             false,
@@ -790,6 +809,52 @@ mod tests {
         let fast = warning(Duration::from_micros(80));
         assert!(fast.contains("the generator sent requests late"), "{fast}");
         assert!(fast.starts_with("p99 latency of the successes from the intended start (1.02 s)"), "{fast}");
+    }
+
+    /// Lateness with fast connects is the generator's, and the warning says
+    /// which of its causes it was: a CPU that other processes held (the
+    /// workers' run-queue wait), its own CPU used up, or neither (the pacer,
+    /// or a wait for a free connection).
+    #[test]
+    fn a_late_generator_is_told_why() {
+        let warning = |generator: GeneratorUse| -> String {
+            let mut st = Stats { sent: 100, completed: 100, ..Stats::default() };
+            for i in 0..100 {
+                let waited = if i < 95 { Duration::ZERO } else { Duration::from_millis(500) };
+                for h in [&mut st.latency, &mut st.latency_ok] {
+                    h.record(Duration::from_millis(1) + waited);
+                }
+                for h in [&mut st.service, &mut st.service_ok] {
+                    h.record(Duration::from_millis(1));
+                }
+            }
+            let setup = QuickSetup {
+                url: "http://127.0.0.1:1/".into(),
+                method: "GET".into(),
+                connections: None,
+                target_rate: Some(50.0),
+                max_in_flight: None,
+                protocol: String::new(),
+            };
+            let q = QuickSummary::new(setup, &st, Duration::from_secs(2), generator, false);
+            q.warnings.iter().find(|w| w.contains("intended start")).cloned().unwrap_or_default()
+        };
+        let two = GeneratorUse { workers: 2, cores: 2, ..GeneratorUse::default() };
+        // 1.2 s of the 2 workers' 4 s waiting for a CPU: 30 %.
+        let taken = warning(GeneratorUse { cpu_wait_s: 1.2, cpu_user_s: 1.0, ..two });
+        assert!(
+            taken.ends_with("its workers waited 1.20 s (30% of the run) for a CPU that other processes held"),
+            "{taken}"
+        );
+        // 3.8 CPU s of 4: its own CPU.
+        let busy = warning(GeneratorUse { cpu_user_s: 3.0, cpu_sys_s: 0.8, ..two });
+        assert!(busy.ends_with("it ran out of CPU (95% of its cores)"), "{busy}");
+        // A tenth of the run waiting or less, and CPU to spare: the pacer or the pool.
+        let spare = warning(GeneratorUse { cpu_wait_s: 0.3, cpu_user_s: 1.0, ..two });
+        assert!(
+            spare.ends_with("with CPU to spare: its pacer stalled, or requests waited for a free connection"),
+            "{spare}"
+        );
     }
 
     #[test]

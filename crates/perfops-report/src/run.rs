@@ -542,6 +542,12 @@ pub struct GeneratorUse {
     /// late, which over-states its latency by at most as much.
     #[serde(default)]
     pub longest_nap_us: f64,
+    /// Seconds its workers waited, runnable, for a CPU that other processes
+    /// (or threads) held, summed over the workers: a request sent late for
+    /// it is the machine's lateness, not the pacer's (0 in summaries
+    /// written before it, where the kernel does not say, and when none).
+    #[serde(default, skip_serializing_if = "no_wait")]
+    pub cpu_wait_s: f64,
     /// Open model: the pacer that sent its arrivals; absent for a closed
     /// model, and from summaries written before it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -556,6 +562,12 @@ pub enum Pacer {
     IoUring,
     /// A timer wake-up per arrival, or per arrivals due within 100 µs.
     Timerfd,
+}
+
+/// No wait for a CPU worth writing (serde's `skip_serializing_if` takes a reference).
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn no_wait(s: &f64) -> bool {
+    *s <= 0.0
 }
 
 impl GeneratorUse {

@@ -163,6 +163,7 @@ fn full() -> RunSummary {
             max_rss_kib: 20_000,
             naps: 1_200,
             longest_nap_us: 9.6,
+            cpu_wait_s: 0.25,
             pacer: Some(Pacer::IoUring),
         },
         warnings: vec!["3 arrivals were dropped".into()],

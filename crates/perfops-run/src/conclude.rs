@@ -52,6 +52,8 @@ pub(crate) struct Loaded {
     pub(crate) stopped: bool,
     /// Closed loops: naps taken to coalesce wake-ups, and the longest.
     pub(crate) naps: (u64, Duration),
+    /// How long the workers waited, runnable, for a CPU that others held.
+    pub(crate) cpu_wait: Duration,
     /// Open model: the pacer that sent its arrivals, where known.
     pub(crate) pacer: Option<perfops_engine::Pacer>,
     /// How late the load started (`--start-at` already past), if it was.
@@ -81,6 +83,7 @@ impl Loaded {
             dropped: measured.dropped,
             stopped: measured.stopped || p.interrupted,
             naps: p.naps,
+            cpu_wait: p.cpu_wait,
             pacer: p.pacer,
             // Lateness worth a word: a few ms are the cost of starting threads.
             late: (p.late > Duration::from_millis(20)).then_some(p.late),
@@ -102,6 +105,7 @@ impl Loaded {
             dropped: Vec::new(),
             stopped: false,
             naps: (0, Duration::ZERO),
+            cpu_wait: Duration::ZERO,
             pacer: loads.iter().find_map(|l| l.pacer.clone()),
             late: None,
             tls_note: loads.iter().find_map(|l| l.tls_note.clone()),
@@ -124,6 +128,7 @@ impl Loaded {
             m.dropped.extend(l.dropped.iter().copied());
             m.stopped |= l.stopped;
             m.naps = (m.naps.0 + l.naps.0, m.naps.1.max(l.naps.1));
+            m.cpu_wait += l.cpu_wait;
             m.late = m.late.max(l.late);
             m.failures.merge(&l.failures);
         }
@@ -181,7 +186,12 @@ impl Ending {
         Ending {
             interrupted,
             aborted,
-            generator: crate::launch::generator_use(loaded.workers, loaded.naps, loaded.pacer.as_ref()),
+            generator: crate::launch::generator_use(
+                loaded.workers,
+                loaded.naps,
+                loaded.cpu_wait,
+                loaded.pacer.as_ref(),
+            ),
             gaps: Vec::new(),
             notes,
             short_from: None,
@@ -839,6 +849,7 @@ mod tests {
             dropped: Vec::new(),
             stopped: false,
             naps: (0, Duration::ZERO),
+            cpu_wait: Duration::ZERO,
             pacer: None,
             late: None,
             tls_note: None,

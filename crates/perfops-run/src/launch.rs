@@ -206,10 +206,12 @@ pub(crate) fn check_fd_room(load: &LoadModel) -> Result<()> {
 }
 
 /// The generator's CPU and memory so far (this process), with the naps its
-/// closed loops took (count, longest) and the pacer its open model ran on.
+/// closed loops took (count, longest), how long its workers waited for a CPU
+/// and the pacer its open model ran on.
 pub(crate) fn generator_use(
     workers: usize,
     (naps, longest_nap): (u64, Duration),
+    cpu_wait: Duration,
     pacer: Option<&perfops_engine::Pacer>,
 ) -> GeneratorUse {
     let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF).ok();
@@ -222,6 +224,7 @@ pub(crate) fn generator_use(
         max_rss_kib: usage.map_or(0, |u| u.max_rss().max(0) as u64),
         naps,
         longest_nap_us: longest_nap.as_secs_f64() * 1e6,
+        cpu_wait_s: cpu_wait.as_secs_f64(),
         pacer: pacer.map(|p| match p {
             perfops_engine::Pacer::Kernel => Pacer::IoUring,
             perfops_engine::Pacer::Timer(_) => Pacer::Timerfd,

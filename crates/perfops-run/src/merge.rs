@@ -262,6 +262,7 @@ fn generators(parts: &[Part]) -> GeneratorUse {
         g.max_rss_kib = g.max_rss_kib.max(u.max_rss_kib);
         g.naps += u.naps;
         g.longest_nap_us = g.longest_nap_us.max(u.longest_nap_us);
+        g.cpu_wait_s += u.cpu_wait_s;
         // A shard on the timerfd pacer makes the merge's the timerfd's.
         g.pacer = match (g.pacer, u.pacer) {
             (Some(Pacer::Timerfd), _) | (_, Some(Pacer::Timerfd)) => Some(Pacer::Timerfd),

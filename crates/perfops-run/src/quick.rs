@@ -200,7 +200,7 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     let (outcome, _) = source::drive(&mut engine, &stop, pipeline)?;
     let spoke = engine.protocol();
 
-    let generator = launch::generator_use(outcome.workers, outcome.naps, outcome.pacer.as_ref());
+    let generator = launch::generator_use(outcome.workers, outcome.naps, outcome.cpu_wait, outcome.pacer.as_ref());
     let setup = QuickSetup {
         // The JSON summary and the terminal show it: without a password or a query key (#31).
         url: perfops_core::scenario::redact::redact_text(&args.url).into_owned(),

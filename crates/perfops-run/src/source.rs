@@ -43,6 +43,8 @@ pub struct Produced {
     pub interrupted: bool,
     /// Closed loops: naps taken to coalesce wake-ups, and the longest.
     pub naps: (u64, Duration),
+    /// How long its workers waited, runnable, for a CPU that others held.
+    pub cpu_wait: Duration,
     /// How late after the planned start the load began (zero: on time).
     pub late: Duration,
     /// What its steps spoke, as its connections negotiated it (empty: not known).
@@ -154,6 +156,7 @@ impl IntervalSource for Engine {
             workers: o.workers,
             interrupted: o.interrupted,
             naps: (o.naps, o.longest_nap),
+            cpu_wait: o.cpu_wait,
             late: o.late,
             protocols: ProtocolUse::group(
                 names,

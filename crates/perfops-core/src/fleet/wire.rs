@@ -55,6 +55,16 @@ use crate::measure::{
     Counter, FailureKind, FailureSample, FailureSamples, HistogramKind, Interval, Key, MAX_KEYS, PER_KEY, Stats,
 };
 
+/// An agent's word on the pacer its open model ran on ([`Control::Done`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacerWord {
+    /// `io_uring` or `timerfd` (another name says nothing).
+    pub name: String,
+    /// Why io_uring was refused, where the open model wanted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
 /// Version of this protocol; a coordinator refuses an agent of another.
 /// 2 (#14): the HTTP/2, gRPC and WebSocket failure kinds, and HTTP/2's counters
 /// (`goaways`, `stream_waits`). 3 (#14): an agent says in `Done` what its
@@ -256,14 +266,16 @@ pub enum Control {
         /// negotiated it (`h2 (ALPN)`, `grpc over h2c`, ...).
         #[serde(default)]
         protocols: Vec<String>,
-        /// The pacer its open model ran on (`io_uring` or `timerfd`; absent:
-        /// no open model, or an agent from before it said so). Optional, so
-        /// that agents and coordinators of protocol 10 still understand each other.
+        /// The pacer its open model ran on (absent: no open model, or an
+        /// agent from before it said so). Optional, so that agents and
+        /// coordinators of protocol 10 still understand each other; boxed,
+        /// so that a message stays small.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pacer: Option<String>,
-        /// Why io_uring was refused, where the agent's open model wanted it.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        pacer_refused: Option<String>,
+        pacer: Option<Box<PacerWord>>,
+        /// How long its workers waited, runnable, for a CPU that others
+        /// held (ns, summed over them; absent: 0).
+        #[serde(default)]
+        cpu_wait_ns: u64,
     },
     /// Either way: the peer is refused (wrong token, index taken, clock too far off), and why.
     Refused {
@@ -1301,8 +1313,11 @@ mod tests {
                 interrupted: false,
                 late_ns: 0,
                 protocols: vec!["grpc over h2c".into(), "http/1.1".into()],
-                pacer: Some("timerfd".into()),
-                pacer_refused: Some("io_uring_setup: Operation not permitted".into()),
+                pacer: Some(Box::new(PacerWord {
+                    name: "timerfd".into(),
+                    refused: Some("io_uring_setup: Operation not permitted".into()),
+                })),
+                cpu_wait_ns: 12_345,
             },
             Control::Steer { action: "rate 300".into(), at_s: 12, by: "ctl".into() },
             Control::Bye,

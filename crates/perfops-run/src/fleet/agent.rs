@@ -22,7 +22,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow, bail};
-use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL};
+use perfops_core::fleet::wire::{self, Assignment, Control, Message, PROTOCOL, PacerWord};
 use perfops_core::measure::{Interval, Stats};
 use perfops_core::model::Shard;
 use perfops_core::scenario::{Override, Step, sources};
@@ -233,14 +233,13 @@ pub fn run(args: AgentArgs) -> Result<Exit> {
         interrupted: outcome.interrupted,
         late_ns: outcome.late.as_nanos() as u64,
         protocols: spoke,
-        pacer: outcome.pacer.as_ref().map(|p| match p {
-            perfops_engine::Pacer::Kernel => "io_uring".into(),
-            perfops_engine::Pacer::Timer(_) => "timerfd".into(),
+        pacer: outcome.pacer.as_ref().map(|p| {
+            Box::new(match p {
+                perfops_engine::Pacer::Kernel => PacerWord { name: "io_uring".into(), refused: None },
+                perfops_engine::Pacer::Timer(why) => PacerWord { name: "timerfd".into(), refused: why.clone() },
+            })
         }),
-        pacer_refused: match &outcome.pacer {
-            Some(perfops_engine::Pacer::Timer(why)) => why.clone(),
-            _ => None,
-        },
+        cpu_wait_ns: outcome.cpu_wait.as_nanos() as u64,
     }));
     if lost.load(Ordering::Relaxed) {
         return refused("lost the coordinator during the run: stopped the load".into());

@@ -102,6 +102,8 @@ struct Done {
     /// The pacer its open model ran on, as it said (`None`: no open model, or
     /// an agent that does not say).
     pacer: Option<perfops_engine::Pacer>,
+    /// How long its workers waited for a CPU that others held.
+    cpu_wait: Duration,
 }
 
 /// One line of `agents.jsonl`.
@@ -587,7 +589,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                         late_ns,
                         protocols,
                         pacer,
-                        pacer_refused,
+                        cpu_wait_ns,
                     }) => {
                         // Stopped on its own (a signal: a pod deleted or evicted): lost, so that
                         // the seconds after its last lack its share, marked as a closed one's are.
@@ -614,7 +616,8 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
                             longest_nap: Duration::from_nanos(longest_nap_ns),
                             late: Duration::from_nanos(late_ns),
                             protocols,
-                            pacer: agent_pacer(pacer.as_deref(), pacer_refused.as_deref()),
+                            pacer: pacer.and_then(|w| agent_pacer(Some(&w.name), w.refused.as_deref())),
+                            cpu_wait: Duration::from_nanos(cpu_wait_ns),
                         });
                     }
                     Message::Control(Control::Failed { reason }) => {
@@ -687,6 +690,7 @@ fn drive(fleet: &mut Fleet, plan: &Plan, offset: u32, stop: &AtomicBool, feed: &
         interrupted: stop.load(Ordering::Relaxed),
         naps: (done.iter().map(|d| d.naps).sum(), done.iter().map(|d| d.longest_nap).max().unwrap_or_default()),
         late: done.iter().map(|d| d.late).max().unwrap_or_default(),
+        cpu_wait: done.iter().map(|d| d.cpu_wait).sum(),
         // Each agent decides (ALPN) for itself: what they negotiated is in their Done messages.
         protocols: fleet_protocols(&fleet.members, &plan.work.step_names),
         // Each agent's own handshake: their runs say so.
