@@ -498,7 +498,8 @@ impl Worker {
                 }
             }
             if closed {
-                coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
+                let completed = parts.iter().map(|(_, s)| s.completed).sum();
+                coalesce::set(coalesce::nap_for(mean_service(&parts), completed, coalesce::max_nap()));
             }
             if tx
                 .send(Msg::Interval {
