@@ -4,7 +4,7 @@
 usage: vs_wrk_report.py RAW_DIR REPORT_MD
 
 RAW_DIR holds env.json and, per run NAME (closed.wrk.i, closed.perfops.i, and with
-BASE / WAKEUPS closed.base.i, closed.napN.i; open.perfops.i): NAME.out / NAME.err
+BASE / WAKEUPS / PNAPS closed.base.i, closed.napN.i, closed.pnapN.i; open.perfops.i): NAME.out / NAME.err
 (tool stdout/stderr), NAME.time (`/usr/bin/time -f '%e %U %S %M'`), NAME.meta.json
 (written by vs-wrk.sh) and, for perfops, NAME.json (`--json`); with COUNT_S, per
 closed-loop client C: closed.C.count.{tool,nginx} (`perf stat -x,` of the client
@@ -176,8 +176,12 @@ open_fields = {"target_rate": "target_rate", "sent": "sent", "completed": "compl
 pc = [load_perfops("closed.perfops.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]
 BASE_BIN = ENV.get("base_bin") or ""
 NAPS = (ENV.get("wakeups") or "").split()
+PNAPS = (ENV.get("pnaps") or "").split()
 # every closed-loop client of the rounds: (label, runs)
 CLIENTS = [("wrk", wrk), ("perfops", pc)]
+for n in PNAPS:
+    CLIENTS.append(("perfops naps ≤ %s µs" % n,
+                    [load_perfops("closed.pnap%s.%d" % (n, i), closed_fields) for i in range(1, ROUNDS + 1)]))
 if BASE_BIN:
     CLIENTS.append(("base", [load_perfops("closed.base.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]))
 for n in NAPS:
@@ -276,7 +280,8 @@ def perf_counts(path):
 
 
 COUNTED = [(label, "closed." + key) for label, key in
-           [("wrk", "wrk"), ("perfops", "perfops")] + ([("base", "base")] if BASE_BIN else [])
+           [("wrk", "wrk"), ("perfops", "perfops")] + [("perfops naps ≤ %s µs" % n, "pnap" + n) for n in PNAPS]
+           + ([("base", "base")] if BASE_BIN else [])
            + [("wakeups nap %s µs" % n, "nap" + n) for n in NAPS]]
 count_rows = []
 for label, name in COUNTED:
