@@ -8,7 +8,7 @@
 #
 # Against nginx (bench/nginx.conf: 1 worker, `return 200`) on loopback, for each binary:
 # `quick -q --workers 1 -c CONNS -n REQUESTS` (CONNS=50, REQUESTS=200000), then
-# `quick -q --workers 1 -r RATE -d SECS` (RATE=5000, SECS=5; OPEN=0 skips it). Prints per run:
+# `quick -q --workers 1 -r RATE -d SECS` (RATE=5000, SECS=5; OPEN=0 skips it, CLOSED=0 the other). Prints per run:
 # the worker thread's instructions per request, the whole process's, and the inclusive cost per
 # request of what the closed loop's request pays for its measurement (the histograms' records,
 # the clock reads, the timeout's timer). Everything is stopped by PID; only 127.0.0.1.
@@ -20,6 +20,7 @@ REQUESTS=${REQUESTS:-200000}
 RATE=${RATE:-5000}
 SECS=${SECS:-5}
 OPEN=${OPEN:-1}
+CLOSED=${CLOSED:-1}
 NGINX_PORT=${NGINX_PORT:-18295}
 
 die() { echo "closed-callgrind: $*" >&2; exit 1; }
@@ -55,7 +56,8 @@ i=0
 for BIN in "$@"; do
   i=$((i + 1))
   echo "== $BIN ($("$BIN" --version 2>/dev/null | head -1))"
-  runs=("closed|-c $CONNS -n $REQUESTS")
+  runs=()
+  [ "$CLOSED" = 0 ] || runs+=("closed|-c $CONNS -n $REQUESTS")
   [ "$OPEN" = 0 ] || runs+=("open|-r $RATE -d ${SECS}s")
   for run in "${runs[@]}"; do
     tag=${run%%|*}
