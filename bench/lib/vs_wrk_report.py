@@ -169,7 +169,7 @@ perfops_err = ENV.get("perfops_err") or ""
 if perfops_err:
     FAILED = True
 wrk = [load_wrk("closed.wrk.%d" % i) for i in range(1, ROUNDS + 1)]
-closed_fields = {"completed": "completed", "rps": "requests_per_s", "failed": "failed"}
+closed_fields = {"completed": "completed", "rps": "requests_per_s", "failed": "failed", "naps": "generator.naps"}
 open_fields = {"target_rate": "target_rate", "sent": "sent", "completed": "completed",
                "dropped": "dropped", "failed": "failed", "elapsed_s": "elapsed_s",
                "rps": "requests_per_s", "p50": "latency_ms.p50", "p99": "latency_ms.p99"}
@@ -249,8 +249,8 @@ L.append("")
 if BASE_BIN:
     L.append("base = `%s`" % BASE_BIN)
     L.append("")
-L.append("| client | rps | rps / wrk (per round) | CPU s/100k | nginx CPU | nginx CPU s/100k | RSS MiB |")
-L.append("|---|---:|---|---:|---:|---:|---:|")
+L.append("| client | rps | rps / wrk (per round) | CPU s/100k | nginx CPU | nginx CPU s/100k | RSS MiB | naps / req |")
+L.append("|---|---:|---|---:|---:|---:|---:|---:|")
 for label, runs in CLIENTS:
     ok = [r for r in runs if r and r["ok"]]
     per_round = []
@@ -258,11 +258,14 @@ for label, runs in CLIENTS:
         w = wrk[i] if i < len(wrk) else None
         if r and r["ok"] and w and w["ok"] and r.get("rps") and w.get("rps"):
             per_round.append(r["rps"] / w["rps"])
-    L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+    # perfops' closed-loop naps (its --json's generator.naps) per request; "—" for other clients
+    naps = [r["naps"] / r["completed"] for r in ok if r.get("naps") is not None and r.get("completed")]
+    L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
         label, f(med([r.get("rps") for r in ok])),
         ("%s (%s)" % (f(med(per_round), "{:.2f}"), " ".join("%.2f" % x for x in per_round))) if per_round else "—",
         f(med([r.get("cpu100k") for r in ok]), "{:.2f}"), pct(med([r.get("nginx_cpu") for r in ok])),
-        f(med([r.get("nginx100k") for r in ok]), "{:.3f}"), f(med([r.get("rss_mib") for r in ok]), "{:.1f}")))
+        f(med([r.get("nginx100k") for r in ok]), "{:.3f}"), f(med([r.get("rss_mib") for r in ok]), "{:.1f}"),
+        f(med(naps), "{:.3f}") if naps else "—"))
 
 
 def perf_counts(path):
