@@ -4,6 +4,7 @@
 #   bench/vs-wrk.sh [PERFOPS_BIN]        # default: <repo>/target/release/perfops
 #   ROUNDS=1 DURATION=3 bench/vs-wrk.sh  # quick check
 #   BASE=path/to/perfops-before WAKEUPS="0 50" bench/vs-wrk.sh BIN   # more clients in each round
+#   WAKEUPS=0 PNAPS=0 bench/vs-wrk.sh    # perfops without naps beside it, the floor beside both
 #
 # Knobs (env): DURATION=10 (s per run)  CONNS=50  ROUNDS=3  RATE=20000 (open model, req/s)
 #              TARGET_CPU=0 (nginx)  TOOL_CPU=1 (wrk / perfops)
@@ -12,6 +13,9 @@
 #                      every round too, alternating with the others)
 #              WAKEUPS=  (naps in µs, e.g. "0 50": bench/wakeups, the minimal io_uring client,
 #                         in every round at each nap; built first with cargo)
+#              PNAPS=  (caps in µs, e.g. "0 5": perfops again in every round with its closed
+#                       loop's naps capped there (PERFOPS_NAP_MAX_US; 0: no naps), the same
+#                       binary, alternating with the others)
 #              COUNT_S=3  (after the timed rounds, each closed-loop client once more for COUNT_S
 #                          s under `perf stat`, with nginx's worker under `perf stat -p`:
 #                          syscalls by kind and context switches per request of the client and
@@ -54,11 +58,13 @@ CONNS=${CONNS:-50}
 RATE=${RATE:-20000}
 BASE=${BASE:-}
 WAKEUPS=${WAKEUPS:-}
+PNAPS=${PNAPS:-}
 COUNT_S=${COUNT_S:-3}
 OPEN_ROUNDS=${OPEN_ROUNDS:-$ROUNDS}
 
 need_ints DURATION CONNS ROUNDS RATE TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S BUILD_TIMEOUT_S NOISE_RETRIES COUNT_S OPEN_ROUNDS
 for n in $WAKEUPS; do [[ $n =~ ^[0-9]+$ ]] || die "WAKEUPS must be whole microseconds, got '$n'"; done
+for n in $PNAPS; do [[ $n =~ ^[0-9]+$ ]] || die "PNAPS must be whole microseconds, got '$n'"; done
 if [ -n "$BASE" ]; then
   case "$BASE" in /*) ;; *) BASE="$PWD/$BASE" ;; esac
   [ -x "$BASE" ] || die "BASE is not an executable: $BASE"
@@ -123,7 +129,7 @@ start_nginx "$HERE/nginx.conf" "$URL"
   echo "  \"target_cpu\": $TARGET_CPU, \"tool_cpu\": $TOOL_CPU, \"clk_tck\": $CLK_TCK, \"url\": \"$URL\", \"noise_max_s\": $NOISE_MAX_S,"
   echo "  \"perfops_bin\": $(printf '%s' "$PERFOPS" | json_text),"
   echo "  \"perfops_err\": $(printf '%s' "$PERFOPS_ERR" | json_text),"
-  echo "  \"base_bin\": $(printf '%s' "$BASE" | json_text), \"wakeups\": \"$WAKEUPS\", \"count_s\": $COUNT_S,"
+  echo "  \"base_bin\": $(printf '%s' "$BASE" | json_text), \"wakeups\": \"$WAKEUPS\", \"pnaps\": \"$PNAPS\", \"count_s\": $COUNT_S,"
   echo "  \"wrk_version\": \"$(dpkg-query -W -f='${Version}' wrk 2>/dev/null || echo '?')\","
   echo "  \"nginx_version\": \"$(nginx -v 2>&1 | sed -n 's|.*nginx/||p')\","
   echo "  \"perfops_version\": $( (timeout 5 "$PERFOPS" --version 2>/dev/null </dev/null || true) | head -n1 | json_str),"
@@ -160,6 +166,14 @@ for i in $(seq 1 "$ROUNDS"); do
     log "round $i/$ROUNDS: perfops quick -c $CONNS -d ${DURATION}s"
     measure "closed.perfops.$i" "$PERFOPS" quick -c "$CONNS" -d "${DURATION}s" --json "$RAW/closed.perfops.$i.json" "$URL"
     sleep 1
+  fi
+  if [ -z "$PERFOPS_ERR" ]; then
+    for n in $PNAPS; do
+      log "round $i/$ROUNDS: perfops quick -c $CONNS -d ${DURATION}s, naps of at most $n µs"
+      measure "closed.pnap$n.$i" env PERFOPS_NAP_MAX_US="$n" "$PERFOPS" quick -c "$CONNS" -d "${DURATION}s" \
+        --json "$RAW/closed.pnap$n.$i.json" "$URL"
+      sleep 1
+    done
   fi
   if [ -n "$BASE" ]; then
     log "round $i/$ROUNDS: base quick -c $CONNS -d ${DURATION}s"
@@ -203,6 +217,12 @@ if [ "$COUNT_S" -gt 0 ]; then
   count_run "closed.wrk" wrk -t1 -c"$CONNS" -d"${COUNT_S}s" "$URL"
   if [ -z "$PERFOPS_ERR" ]; then
     count_run "closed.perfops" "$PERFOPS" quick -c "$CONNS" -d "${COUNT_S}s" --json "$RAW/closed.perfops.count.json" "$URL"
+  fi
+  if [ -z "$PERFOPS_ERR" ]; then
+    for n in $PNAPS; do
+      count_run "closed.pnap$n" env PERFOPS_NAP_MAX_US="$n" "$PERFOPS" quick -c "$CONNS" -d "${COUNT_S}s" \
+        --json "$RAW/closed.pnap$n.count.json" "$URL"
+    done
   fi
   if [ -n "$BASE" ]; then
     count_run "closed.base" "$BASE" quick -c "$CONNS" -d "${COUNT_S}s" --json "$RAW/closed.base.count.json" "$URL"

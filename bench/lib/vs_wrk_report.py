@@ -4,7 +4,7 @@
 usage: vs_wrk_report.py RAW_DIR REPORT_MD
 
 RAW_DIR holds env.json and, per run NAME (closed.wrk.i, closed.perfops.i, and with
-BASE / WAKEUPS closed.base.i, closed.napN.i; open.perfops.i): NAME.out / NAME.err
+BASE / WAKEUPS / PNAPS closed.base.i, closed.napN.i, closed.pnapN.i; open.perfops.i): NAME.out / NAME.err
 (tool stdout/stderr), NAME.time (`/usr/bin/time -f '%e %U %S %M'`), NAME.meta.json
 (written by vs-wrk.sh) and, for perfops, NAME.json (`--json`); with COUNT_S, per
 closed-loop client C: closed.C.count.{tool,nginx} (`perf stat -x,` of the client
@@ -169,15 +169,19 @@ perfops_err = ENV.get("perfops_err") or ""
 if perfops_err:
     FAILED = True
 wrk = [load_wrk("closed.wrk.%d" % i) for i in range(1, ROUNDS + 1)]
-closed_fields = {"completed": "completed", "rps": "requests_per_s", "failed": "failed"}
+closed_fields = {"completed": "completed", "rps": "requests_per_s", "failed": "failed", "naps": "generator.naps"}
 open_fields = {"target_rate": "target_rate", "sent": "sent", "completed": "completed",
                "dropped": "dropped", "failed": "failed", "elapsed_s": "elapsed_s",
                "rps": "requests_per_s", "p50": "latency_ms.p50", "p99": "latency_ms.p99"}
 pc = [load_perfops("closed.perfops.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]
 BASE_BIN = ENV.get("base_bin") or ""
 NAPS = (ENV.get("wakeups") or "").split()
+PNAPS = (ENV.get("pnaps") or "").split()
 # every closed-loop client of the rounds: (label, runs)
 CLIENTS = [("wrk", wrk), ("perfops", pc)]
+for n in PNAPS:
+    CLIENTS.append(("perfops naps ≤ %s µs" % n,
+                    [load_perfops("closed.pnap%s.%d" % (n, i), closed_fields) for i in range(1, ROUNDS + 1)]))
 if BASE_BIN:
     CLIENTS.append(("base", [load_perfops("closed.base.%d" % i, closed_fields) for i in range(1, ROUNDS + 1)]))
 for n in NAPS:
@@ -245,8 +249,8 @@ L.append("")
 if BASE_BIN:
     L.append("base = `%s`" % BASE_BIN)
     L.append("")
-L.append("| client | rps | rps / wrk (per round) | CPU s/100k | nginx CPU | nginx CPU s/100k | RSS MiB |")
-L.append("|---|---:|---|---:|---:|---:|---:|")
+L.append("| client | rps | rps / wrk (per round) | CPU s/100k | nginx CPU | nginx CPU s/100k | RSS MiB | naps / req |")
+L.append("|---|---:|---|---:|---:|---:|---:|---:|")
 for label, runs in CLIENTS:
     ok = [r for r in runs if r and r["ok"]]
     per_round = []
@@ -254,11 +258,14 @@ for label, runs in CLIENTS:
         w = wrk[i] if i < len(wrk) else None
         if r and r["ok"] and w and w["ok"] and r.get("rps") and w.get("rps"):
             per_round.append(r["rps"] / w["rps"])
-    L.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+    # perfops' closed-loop naps (its --json's generator.naps) per request; "—" for other clients
+    naps = [r["naps"] / r["completed"] for r in ok if r.get("naps") is not None and r.get("completed")]
+    L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
         label, f(med([r.get("rps") for r in ok])),
         ("%s (%s)" % (f(med(per_round), "{:.2f}"), " ".join("%.2f" % x for x in per_round))) if per_round else "—",
         f(med([r.get("cpu100k") for r in ok]), "{:.2f}"), pct(med([r.get("nginx_cpu") for r in ok])),
-        f(med([r.get("nginx100k") for r in ok]), "{:.3f}"), f(med([r.get("rss_mib") for r in ok]), "{:.1f}")))
+        f(med([r.get("nginx100k") for r in ok]), "{:.3f}"), f(med([r.get("rss_mib") for r in ok]), "{:.1f}"),
+        f(med(naps), "{:.3f}") if naps else "—"))
 
 
 def perf_counts(path):
@@ -276,7 +283,8 @@ def perf_counts(path):
 
 
 COUNTED = [(label, "closed." + key) for label, key in
-           [("wrk", "wrk"), ("perfops", "perfops")] + ([("base", "base")] if BASE_BIN else [])
+           [("wrk", "wrk"), ("perfops", "perfops")] + [("perfops naps ≤ %s µs" % n, "pnap" + n) for n in PNAPS]
+           + ([("base", "base")] if BASE_BIN else [])
            + [("wakeups nap %s µs" % n, "nap" + n) for n in NAPS]]
 count_rows = []
 for label, name in COUNTED:

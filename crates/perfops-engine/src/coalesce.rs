@@ -107,11 +107,27 @@
 //! the window (below 10,000/s on a worker) are each waited for alone.
 
 use std::cell::{Cell, RefCell};
+use std::sync::OnceLock;
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// The longest nap, whatever the latency.
 pub(crate) const MAX_NAP: Duration = Duration::from_micros(20);
+
+/// The longest nap in this process: [`MAX_NAP`], or `PERFOPS_NAP_MAX_US`
+/// microseconds where that is set (0: no naps). A knob for benchmarks, which
+/// compare nap policies with one binary in alternation (`bench/vs-wrk.sh`,
+/// `PNAPS`): read once, never per request.
+pub(crate) fn max_nap() -> Duration {
+    static MAX: OnceLock<Duration> = OnceLock::new();
+    *MAX.get_or_init(|| max_nap_from(std::env::var("PERFOPS_NAP_MAX_US").ok().as_deref()))
+}
+
+/// [`max_nap`] from the knob's value: whole microseconds, or [`MAX_NAP`]
+/// when unset or unreadable.
+fn max_nap_from(value: Option<&str>) -> Duration {
+    value.and_then(|v| v.trim().parse::<u64>().ok()).map_or(MAX_NAP, Duration::from_micros)
+}
 /// The shortest nap worth a timer.
 pub(crate) const MIN_NAP: Duration = Duration::from_micros(5);
 
@@ -123,10 +139,10 @@ thread_local! {
 }
 
 /// The nap for the next second of a closed-loop worker that completed
-/// `completed` responses at a mean latency of `mean` in the last second
-/// (zero: no nap).
-pub(crate) fn nap_for(mean: Duration, completed: u64) -> Duration {
-    let nap = (mean / 50).min(MAX_NAP);
+/// `completed` responses at a mean latency of `mean` in the last second,
+/// at most `max` (zero: no nap).
+pub(crate) fn nap_for(mean: Duration, completed: u64, max: Duration) -> Duration {
+    let nap = (mean / 50).min(max);
     // Responses expected per nap: completed per second times the nap.
     let gathered = completed as f64 * nap.as_secs_f64();
     if nap < MIN_NAP || gathered < 0.5 { Duration::ZERO } else { nap }
@@ -271,7 +287,36 @@ mod tests {
             (Duration::ZERO, 0, Duration::ZERO),
         ];
         for (mean, completed, want) in cases {
-            assert_eq!(nap_for(mean, completed), want, "mean {mean:?}, {completed}/s");
+            assert_eq!(nap_for(mean, completed, MAX_NAP), want, "mean {mean:?}, {completed}/s");
+        }
+        // A benchmark's cap (`PERFOPS_NAP_MAX_US`): (mean, completed per second, cap, nap).
+        let capped = [
+            // nginx's 50 users under a cap of 0: no nap at all.
+            (us(480), 100_000, Duration::ZERO, Duration::ZERO),
+            // A cap of 5 µs: the nap is cut to it, still worth its timer.
+            (us(480), 100_000, MIN_NAP, MIN_NAP),
+            // A cap above the policy's: the policy's own nap, a fiftieth of the mean.
+            (us(480), 100_000, us(1000), us(9) + Duration::from_nanos(600)),
+        ];
+        for (mean, completed, max, want) in capped {
+            assert_eq!(nap_for(mean, completed, max), want, "mean {mean:?}, {completed}/s, at most {max:?}");
+        }
+    }
+
+    /// The knob's value: whole microseconds; anything else leaves [`MAX_NAP`].
+    #[test]
+    fn nap_cap_from_the_environment() {
+        let cases = [
+            (None, MAX_NAP),             // unset: the policy's cap
+            (Some("0"), Duration::ZERO), // no naps
+            (Some(" 5 "), us(5)),        // spaces around it are no error
+            (Some("50"), us(50)),        // above MAX_NAP: allowed, for a benchmark
+            (Some("ten"), MAX_NAP),      // not a number: ignored
+            (Some("-1"), MAX_NAP),       // negative: ignored
+            (Some(""), MAX_NAP),         // set but empty: ignored
+        ];
+        for (value, want) in cases {
+            assert_eq!(max_nap_from(value), want, "{value:?}");
         }
     }
 

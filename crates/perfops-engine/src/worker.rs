@@ -11,8 +11,9 @@
 //!
 //! Per request the hot path also avoids what a request timeout and a clock
 //! cost when done naively: each closed-loop user (and each open-model arrival,
-//! from a pool) owns one timer that is moved to the new deadline per request
-//! ([`within`]), and the clock is read twice per request (after the write, and
+//! from a pool) owns one timer that is moved to the new deadline when it has
+//! moved past a grain (a hundredth of the timeout, at most 10 ms: [`arm`],
+//! [`within`]), and the clock is read twice per request (after the write, and
 //! when the response's last bytes are read), the end of one closed-loop request
 //! being the start of the next. An open-model arrival reads it once more when
 //! its task starts: the send time of a request on a kept connection. A new
@@ -236,6 +237,34 @@ fn new_timer() -> Sleep {
     sleep_until(Instant::now() + Duration::from_secs(86_400))
 }
 
+/// The most a request's timeout may fire after its deadline ([`arm`]).
+const GRAIN_MAX: Duration = Duration::from_millis(10);
+
+/// How late a request of `timeout` may be timed out, so that its timer need
+/// not move for every request ([`arm`]): a hundredth of the timeout, at most
+/// [`GRAIN_MAX`]. Tokio's timer wheel already fires up to a millisecond late.
+fn grain_of(timeout: Duration) -> Duration {
+    (timeout / 100).min(GRAIN_MAX)
+}
+
+/// Set `timer` for a request whose timeout falls at `deadline`: left as it
+/// is when it fires within `[deadline, deadline + grain]`, else moved to
+/// `deadline + grain`. Never early; at most `grain` late.
+///
+/// Why: moving a tokio timer (`Sleep::reset`: the deadline's tick, a clone
+/// of the runtime's handle, an atomic exchange) was ~200 instructions of a
+/// closed-loop request's ~4,700 in user space, and a user's deadlines move
+/// by its latency per request (~0.5 ms against nginx). Set a grain ahead,
+/// the timer moves once in every grain's worth of requests.
+#[inline]
+fn arm(timer: Pin<&mut Sleep>, deadline: Instant, grain: Duration) {
+    let late = deadline + grain;
+    let at = timer.deadline();
+    if at < deadline || at > late {
+        timer.reset(late);
+    }
+}
+
 struct Worker {
     id: usize,
     start: Instant,
@@ -259,6 +288,8 @@ struct Worker {
     interval: Cell<u32>,
     /// HTTP/2: this worker's connections (`None` for HTTP/1.1).
     h2: Option<H2Pool>,
+    /// How late a request's timeout may fire ([`grain_of`] the timeout).
+    grain: Duration,
     /// Open model: HTTP/1.1 responses are dated by the kernel's receive time
     /// (`http1::stamp_receives`), which lets the pacer leave them waiting
     /// until its next arrival (`coalesce::pace`).
@@ -488,6 +519,7 @@ impl Worker {
     fn new(id: usize, start: Instant, shared: Arc<Shared>, h2_connections: u32) -> Worker {
         // Shard 0's streams; `run` builds it again for another shard.
         let script = shared.work.scripts.as_deref().map(|plan| scripted::runtime(plan, 0, id));
+        let grain = grain_of(shared.timeout);
         Worker {
             h2: (shared.protocol == Protocol::H2).then(|| H2Pool::new(shared.http2, h2_connections)),
             id,
@@ -505,6 +537,7 @@ impl Worker {
             generation: Cell::new(0),
             drained: Notify::new(),
             interval: Cell::new(0),
+            grain,
             stamped: false,
             script,
         }
@@ -526,7 +559,8 @@ impl Worker {
                 }
             }
             if closed {
-                coalesce::set(coalesce::nap_for(mean_service(&parts), parts.iter().map(|(_, s)| s.completed).sum()));
+                let completed = parts.iter().map(|(_, s)| s.completed).sum();
+                coalesce::set(coalesce::nap_for(mean_service(&parts), completed, coalesce::max_nap()));
             }
             if tx
                 .send(Msg::Interval {
@@ -580,12 +614,13 @@ impl Worker {
 
     /// `key`'s request going out, started at `start` (due at `due`, or at
     /// `start` in a closed loop): counted as sent, its timeout set on
-    /// `timer`, and in flight until it ends (cut at the run's end if it has
+    /// `timer` ([`arm`]: moved only when the deadline has moved past its
+    /// grain), and in flight until it ends (cut at the run's end if it has
     /// not). Later than the previous request's deadline on this timer, except
     /// after a longer pause: then tokio re-registers it, correct either way.
     fn in_flight(&self, key: Key, due: Due, start: Instant, timer: Pin<&mut Sleep>) -> InFlight<'_> {
         self.rec.borrow_mut().sent(key);
-        timer.reset(start + self.shared.timeout);
+        arm(timer, start + self.shared.timeout, self.grain);
         let due = match due {
             Due::At(due) => due,
             Due::OnSend => start,
@@ -662,6 +697,60 @@ mod tests {
         timer.as_mut().reset(Instant::now());
         tokio::time::advance(Duration::from_millis(5)).await;
         assert_eq!(within(timer.as_mut(), std::future::ready(7)).await, Some(7));
+    }
+
+    /// A request's timer is moved only when its deadline leaves the grain
+    /// ahead of it (`arm`): a closed-loop user's deadlines move by its
+    /// latency per request, and a timer moved for each cost ~200
+    /// instructions. It never fires before the request's deadline.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_timer_moves_only_past_its_grain_and_never_fires_early() {
+        let us = Duration::from_micros;
+        let (timeout, grain) = (Duration::from_millis(100), Duration::from_millis(1));
+        let mut timer = pin!(new_timer());
+        let t0 = Instant::now();
+        // (the request's start after t0, where its timer is left, after t0), each after the one before
+        let cases = [
+            // A new timer (a day away): moved, a grain past the deadline.
+            (us(0), timeout + grain),
+            // The next request 0.4 ms later: its deadline within the grain, the timer left.
+            (us(400), timeout + grain),
+            // Exactly a grain later: still within it, left.
+            (us(1000), timeout + grain),
+            // Past it: moved, a grain past this deadline.
+            (us(1500), us(1500) + timeout + grain),
+            // An earlier deadline than the timer's less its grain (a WebSocket step's hold
+            // left it further ahead): moved back, or it would fire late by more than a grain.
+            (us(0), timeout + grain),
+        ];
+        for (i, (start, left)) in cases.into_iter().enumerate() {
+            arm(timer.as_mut(), t0 + start + timeout, grain);
+            assert_eq!(timer.deadline(), t0 + left, "case {i}");
+        }
+        // A request whose deadline is 0.5 ms after the timer's was set: it times out after
+        // its own deadline, and at most a grain (and tokio's millisecond tick) after it.
+        let deadline = t0 + us(500) + timeout;
+        arm(timer.as_mut(), deadline, grain);
+        assert_eq!(within(timer.as_mut(), std::future::pending::<()>()).await, None);
+        let fired = Instant::now();
+        assert!(fired >= deadline, "fired {:?} early", deadline - fired);
+        assert!(fired <= deadline + grain + Duration::from_millis(1), "fired {:?} late", fired - deadline);
+    }
+
+    /// How late a timeout may fire: a hundredth of it, at most 10 ms.
+    #[test]
+    fn a_timeouts_grain() {
+        let ms = Duration::from_millis;
+        let cases = [
+            (Duration::from_secs(30), ms(10)),    // a long timeout: capped at 10 ms
+            (Duration::from_secs(1), ms(10)),     // exactly where the cap begins
+            (ms(100), ms(1)),                     // a tight one: 1 ms
+            (ms(10), Duration::from_micros(100)), // tighter: 0.1 ms, below tokio's tick
+            (Duration::ZERO, Duration::ZERO),     // none: fired at its deadline
+        ];
+        for (timeout, want) in cases {
+            assert_eq!(grain_of(timeout), want, "{timeout:?}");
+        }
     }
 
     /// #12: a request whose every read is ready at once (an endless body
