@@ -771,6 +771,35 @@ mod tests {
         assert_eq!(json["generator"]["longest_nap_us"], 9.6);
     }
 
+    /// The warning on the wait to be sent, for an open model at 50/s over 2 s
+    /// whose 100 requests took `service` each, 5 of them after waiting
+    /// `waited` to be sent; `connects` new connections, each taking `connect`.
+    fn lateness(service: Duration, waited: Duration, connect: Duration, connects: u64, g: GeneratorUse) -> String {
+        let mut st = Stats { sent: 100, completed: 100, connects, ..Stats::default() };
+        for i in 0..100 {
+            let waited = if i < 95 { Duration::ZERO } else { waited };
+            for h in [&mut st.latency, &mut st.latency_ok] {
+                h.record(service + waited);
+            }
+            for h in [&mut st.service, &mut st.service_ok] {
+                h.record(service);
+            }
+        }
+        for _ in 0..connects {
+            st.connect.record(connect);
+        }
+        let setup = QuickSetup {
+            url: "http://127.0.0.1:1/".into(),
+            method: "GET".into(),
+            connections: None,
+            target_rate: Some(50.0),
+            max_in_flight: None,
+            protocol: String::new(),
+        };
+        let q = QuickSummary::new(setup, &st, Duration::from_secs(2), g, false);
+        q.warnings.iter().find(|w| w.contains("intended start")).cloned().unwrap_or_default()
+    }
+
     /// The wait between the intended start and the send is named for what
     /// it was: connects a second long (a full listen queue's SYN retry) are
     /// the server's, not the generator's lateness (session 14's tester: the
@@ -778,30 +807,7 @@ mod tests {
     #[test]
     fn the_wait_to_be_sent_is_blamed_on_connecting_when_connects_took_it() {
         let warning = |connect: Duration| -> String {
-            let mut st = Stats { sent: 100, completed: 100, connects: 10, ..Stats::default() };
-            for i in 0..100 {
-                // 5 of 100 waited a second before they were sent.
-                let waited = if i < 95 { Duration::ZERO } else { Duration::from_millis(1000) };
-                for h in [&mut st.latency, &mut st.latency_ok] {
-                    h.record(Duration::from_millis(20) + waited);
-                }
-                for h in [&mut st.service, &mut st.service_ok] {
-                    h.record(Duration::from_millis(20));
-                }
-            }
-            for _ in 0..10 {
-                st.connect.record(connect);
-            }
-            let setup = QuickSetup {
-                url: "http://127.0.0.1:1/".into(),
-                method: "GET".into(),
-                connections: None,
-                target_rate: Some(50.0),
-                max_in_flight: None,
-                protocol: String::new(),
-            };
-            let q = QuickSummary::new(setup, &st, Duration::from_secs(2), GeneratorUse::default(), false);
-            q.warnings.iter().find(|w| w.contains("intended start")).cloned().unwrap_or_default()
+            lateness(Duration::from_millis(20), Duration::from_secs(1), connect, 10, GeneratorUse::default())
         };
         let slow = warning(Duration::from_millis(1004));
         assert!(slow.contains("connecting took that time (p99 1.00 s over"), "{slow}");
@@ -817,28 +823,8 @@ mod tests {
     /// or a wait for a free connection).
     #[test]
     fn a_late_generator_is_told_why() {
-        let warning = |generator: GeneratorUse| -> String {
-            let mut st = Stats { sent: 100, completed: 100, ..Stats::default() };
-            for i in 0..100 {
-                let waited = if i < 95 { Duration::ZERO } else { Duration::from_millis(500) };
-                for h in [&mut st.latency, &mut st.latency_ok] {
-                    h.record(Duration::from_millis(1) + waited);
-                }
-                for h in [&mut st.service, &mut st.service_ok] {
-                    h.record(Duration::from_millis(1));
-                }
-            }
-            let setup = QuickSetup {
-                url: "http://127.0.0.1:1/".into(),
-                method: "GET".into(),
-                connections: None,
-                target_rate: Some(50.0),
-                max_in_flight: None,
-                protocol: String::new(),
-            };
-            let q = QuickSummary::new(setup, &st, Duration::from_secs(2), generator, false);
-            q.warnings.iter().find(|w| w.contains("intended start")).cloned().unwrap_or_default()
-        };
+        let warning =
+            |g: GeneratorUse| lateness(Duration::from_millis(1), Duration::from_millis(500), Duration::ZERO, 0, g);
         let two = GeneratorUse { workers: 2, cores: 2, ..GeneratorUse::default() };
         // 1.2 s of the 2 workers' 4 s waiting for a CPU: 30 %.
         let taken = warning(GeneratorUse { cpu_wait_s: 1.2, cpu_user_s: 1.0, ..two });

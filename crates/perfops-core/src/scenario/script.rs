@@ -62,6 +62,20 @@ pub struct ScriptsSpec {
     pub inline: Vec<InlineCode>,
 }
 
+impl ScriptsSpec {
+    /// No files, nothing named, the default limits.
+    fn empty() -> ScriptsSpec {
+        ScriptsSpec {
+            files: Vec::new(),
+            timeout: DEFAULT_SCRIPT_TIMEOUT,
+            memory_bytes: DEFAULT_SCRIPT_MEMORY_BYTES,
+            on_error: OnScriptError::EndFlow,
+            uses: Vec::new(),
+            inline: Vec::new(),
+        }
+    }
+}
+
 /// What the name of a function made from inline code begins with: no
 /// scenario names one, and `check` leaves them out of its suggestions.
 pub const INLINE_PREFIX: &str = "__perfops_inline_";
@@ -150,14 +164,7 @@ impl Dec<'_> {
     /// `scripts: auth.js`, `scripts: [a.js, b.js]` or
     /// `scripts: { files: [...], timeout: 50ms, memory: 64MiB, on_error: continue }`.
     pub(super) fn scripts(&mut self, node: &Node) -> Option<ScriptsSpec> {
-        let mut spec = ScriptsSpec {
-            files: Vec::new(),
-            timeout: DEFAULT_SCRIPT_TIMEOUT,
-            memory_bytes: DEFAULT_SCRIPT_MEMORY_BYTES,
-            on_error: OnScriptError::EndFlow,
-            uses: Vec::new(),
-            inline: Vec::new(),
-        };
+        let mut spec = ScriptsSpec::empty();
         let files = match node {
             Node::Mapping(_) => {
                 let m = self.map(node, "scripts", SCRIPTS)?;
@@ -313,14 +320,7 @@ impl Dec<'_> {
         let uses = std::mem::take(&mut self.function_uses);
         let inline = std::mem::take(&mut self.inline_code);
         if scripts.is_none() && !inline.is_empty() && uses.is_empty() {
-            *scripts = Some(ScriptsSpec {
-                files: Vec::new(),
-                timeout: DEFAULT_SCRIPT_TIMEOUT,
-                memory_bytes: DEFAULT_SCRIPT_MEMORY_BYTES,
-                on_error: OnScriptError::EndFlow,
-                uses: Vec::new(),
-                inline: Vec::new(),
-            });
+            *scripts = Some(ScriptsSpec::empty());
         }
         match scripts {
             Some(s) => {
