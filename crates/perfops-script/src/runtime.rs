@@ -138,6 +138,8 @@ struct Engine {
     hooks: Vec<Persistent<Function<'static>>>,
     /// `row` for a flow instance without feeders: one frozen object, not one per call.
     no_rows: Persistent<Object<'static>>,
+    /// One live block of each of the heap's small size classes, never read (see [`BALLAST`]).
+    _ballast: Persistent<Value<'static>>,
     ctx: rquickjs::Context,
     rt: rquickjs::Runtime,
 }
@@ -548,11 +550,28 @@ impl Runtime {
     }
 }
 
+/// An `ArrayBuffer` for each block size of QuickJS's small-object allocator (its data is one
+/// block of `size - 8` bytes, the header being 8), kept for the runtime's life.
+///
+/// Why: quickjs-ng hands out blocks of 16 to 512 bytes from 4 KiB arenas per size class and
+/// frees an arena the moment its last block is freed. A class that holds nothing between calls
+/// got a fresh arena (a `malloc` of 4 KiB and a loop that links its free blocks) and lost it
+/// again on every call: twice a call for the 32-byte class (the atom list of an object's keys)
+/// and once for the 192-byte one (a ~150-byte body's string), callgrind of `sign_bench`:
+/// ~3,000 instructions of a signing call's ~69,000, in `arena_new`, `malloc` and `free`. A
+/// block held in each class keeps one arena of each alive, for at most 31 x 4 KiB a runtime
+/// (less: most classes hold blocks anyway).
+const BALLAST: &str = "[16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, \
+    208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512].map((size) => new ArrayBuffer(size - 8))";
+
 /// A runtime's engine with the scripts evaluated and every hook saved by index.
 fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engine, ScriptError> {
     let (rt, ctx) = engine(limits, shared)?;
-    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>);
-    let (hooks, no_rows) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
+    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>, Persistent<Value<'static>>);
+    let (hooks, no_rows, ballast) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
+        // Before the scripts: their top-level code may replace `Array` or `ArrayBuffer`.
+        let ballast: Value = ctx.eval(BALLAST).map_err(|e| caught(&ctx, e, "the runtime"))?;
+        let ballast = Persistent::save(&ctx, ballast);
         if let Some(e) = evaluate(&ctx, shared, &scripts.files).into_iter().next() {
             return Err(e);
         }
@@ -570,9 +589,9 @@ fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engin
         let object: Object = globals.get("Object").map_err(err)?;
         let freeze: Function = object.get("freeze").map_err(err)?;
         let empty: Object = freeze.call((empty,)).map_err(err)?;
-        Ok((hooks, Persistent::save(&ctx, empty)))
+        Ok((hooks, Persistent::save(&ctx, empty), ballast))
     })?;
-    Ok(Engine { hooks, no_rows, ctx, rt })
+    Ok(Engine { hooks, no_rows, _ballast: ballast, ctx, rt })
 }
 
 /// A response hook's return value as a verdict.
