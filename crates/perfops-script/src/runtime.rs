@@ -37,7 +37,7 @@ use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
 use crate::scripts::{Hook, Scripts, SourceFile};
-use crate::stdlib::Given;
+use crate::stdlib::{Given, Keys, Names};
 use crate::{sandbox, stdlib};
 
 /// The bounds of one runtime.
@@ -140,6 +140,7 @@ struct Engine {
     no_rows: Persistent<Object<'static>>,
     /// One live block of each of the heap's small size classes, never read (see [`BALLAST`]).
     _ballast: Persistent<Value<'static>>,
+    names: Names,
     ctx: rquickjs::Context,
     rt: rquickjs::Runtime,
 }
@@ -370,8 +371,8 @@ impl Runtime {
         let changed = self.invoke(
             hook,
             state,
-            |ctx| stdlib::request_to_js(ctx, request).map(|(obj, given)| (Value::from(obj), given)),
-            |ctx, ret, arg, given| {
+            |ctx, keys| stdlib::request_to_js(ctx, keys, request).map(|(obj, given)| (Value::from(obj), given)),
+            |ctx, keys, ret, arg, given| {
                 let returned = ret.type_name();
                 let obj = match ret.type_of() {
                     Type::Undefined => arg.into_object(),
@@ -381,7 +382,7 @@ impl Runtime {
                 let Some(obj) = obj else {
                     return Err(format!("a request hook returns nothing or a request object, not {returned}"));
                 };
-                stdlib::request_from_js(ctx, &obj, request, &given)
+                stdlib::request_from_js(ctx, keys, &obj, request, &given)
             },
         )?;
         *request = changed;
@@ -399,8 +400,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
-            |_ctx, ret, _arg, _| verdict(ret),
+            |ctx, _| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
+            |_ctx, _, ret, _arg, _| verdict(ret),
         )
     }
 
@@ -410,8 +411,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
-            |_ctx, ret, _arg, _| {
+            |ctx, _| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _, ret, _arg, _| {
                 let next = match ret.type_of() {
                     Type::Undefined => Next::Continue,
                     Type::String => Next::Goto(ret.as_string().and_then(|s| s.to_string().ok()).unwrap_or_default()),
@@ -434,8 +435,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
-            |_ctx, _ret, _arg, _| Ok(()),
+            |ctx, _| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _, _ret, _arg, _| Ok(()),
         )
     }
 
@@ -444,8 +445,8 @@ impl Runtime {
         &mut self,
         hook: Hook,
         state: &mut FlowState,
-        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
-        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
+        arg: impl for<'js> FnOnce(&Ctx<'js>, &Keys<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
+        read: impl for<'js> FnOnce(&Ctx<'js>, &Keys<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
         // Borrowed: made a `String` only for an error (an allocation per call, else).
         let name = self.scripts.name(hook);
@@ -460,20 +461,22 @@ impl Runtime {
         self.shared.deadline.set(started + self.limits.call_time);
         self.shared.interrupted.set(false);
         let shared = &self.shared;
+        let names = &self.engine.names;
         let result = self.engine.ctx.with(|ctx| -> Result<(T, Option<BTreeMap<String, String>>), ScriptError> {
             let err = |e: rquickjs::Error| caught(&ctx, e, name);
             let globals = ctx.globals();
+            let keys = names.keys(&ctx).map_err(err)?;
             let (vars_in, values_in) = stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?;
-            globals.set("vars", vars_in.clone()).map_err(err)?;
-            globals.set("arrival", state.arrival as f64).map_err(err)?;
+            globals.set(keys.vars.clone(), vars_in.clone()).map_err(err)?;
+            globals.set(keys.arrival.clone(), state.arrival as f64).map_err(err)?;
             let row = if state.rows.is_empty() {
                 no_rows.restore(&ctx).map_err(err)?
             } else {
                 stdlib::rows_to_js(&ctx, &state.rows).map_err(err)?
             };
-            globals.set("row", row).map_err(err)?;
+            globals.set(keys.row.clone(), row).map_err(err)?;
             let f = saved.restore(&ctx).map_err(err)?;
-            let (a, given) = arg(&ctx).map_err(err)?;
+            let (a, given) = arg(&ctx, &keys).map_err(err)?;
             let mut args = Args::new(ctx.clone(), 1);
             args.push_arg(a.clone()).map_err(err)?;
             let ret: Value = f.call_arg(args).map_err(err)?;
@@ -496,10 +499,10 @@ impl Runtime {
                     message: "hooks are synchronous: an async function's promise is not awaited".to_string(),
                 });
             }
-            let out = read(&ctx, ret, a, given)
+            let out = read(&ctx, &keys, ret, a, given)
                 .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
-            let vars: Value = globals.get("vars").map_err(err)?;
-            if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
+            let vars: Value = globals.get(keys.vars.clone()).map_err(err)?;
+            if stdlib::vars_unchanged(&vars, &vars_in, &values_in) {
                 return Ok((out, None));
             }
             let vars = stdlib::vars_from_js(&ctx, vars)
@@ -567,8 +570,8 @@ const BALLAST: &str = "[16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 12
 /// A runtime's engine with the scripts evaluated and every hook saved by index.
 fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engine, ScriptError> {
     let (rt, ctx) = engine(limits, shared)?;
-    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>, Persistent<Value<'static>>);
-    let (hooks, no_rows, ballast) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
+    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>, Persistent<Value<'static>>, Names);
+    let (hooks, no_rows, ballast, names) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
         // Before the scripts: their top-level code may replace `Array` or `ArrayBuffer`.
         let ballast: Value = ctx.eval(BALLAST).map_err(|e| caught(&ctx, e, "the runtime"))?;
         let ballast = Persistent::save(&ctx, ballast);
@@ -589,9 +592,10 @@ fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engin
         let object: Object = globals.get("Object").map_err(err)?;
         let freeze: Function = object.get("freeze").map_err(err)?;
         let empty: Object = freeze.call((empty,)).map_err(err)?;
-        Ok((hooks, Persistent::save(&ctx, empty), ballast))
+        let names = Names::new(&ctx).map_err(err)?;
+        Ok((hooks, Persistent::save(&ctx, empty), ballast, names))
     })?;
-    Ok(Engine { hooks, no_rows, _ballast: ballast, ctx, rt })
+    Ok(Engine { hooks, no_rows, _ballast: ballast, names, ctx, rt })
 }
 
 /// A response hook's return value as a verdict.

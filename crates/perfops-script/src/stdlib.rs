@@ -33,7 +33,7 @@ use base64::engine::{DecodePaddingMode, general_purpose};
 use hmac::{Hmac, KeyInit, Mac};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rquickjs::function::{Opt, Rest};
-use rquickjs::{ArrayBuffer, Atom, Coerced, Ctx, Exception, FromJs, Function, Object, Type, TypedArray, Value};
+use rquickjs::{ArrayBuffer, Atom, Coerced, Ctx, Exception, FromJs, Function, Object, Persistent, Type, TypedArray, Value};
 use sha2::Digest;
 
 use crate::error::one_line;
@@ -361,18 +361,72 @@ fn query<'js>(ctx: &Ctx<'js>, obj: &Object<'js>) -> rquickjs::Result<String> {
     Ok(out)
 }
 
-/// `vars` for a call: the flow's saved values as string properties; with the values made, in
-/// the map's order, for [`vars_unchanged`].
+/// The property names every call sets or reads (`req`'s fields, the globals a call sets), made
+/// atoms once per runtime. Why: a name given as text is looked up in QuickJS's atom table on
+/// each set or get (hashed, compared, freed after): twelve of them a signing call,
+/// ~2,800 instructions (callgrind of `sign_bench`); a kept atom is a reference count.
+pub(crate) struct Names {
+    method: Persistent<Atom<'static>>,
+    path: Persistent<Atom<'static>>,
+    headers: Persistent<Atom<'static>>,
+    body: Persistent<Atom<'static>>,
+    vars: Persistent<Atom<'static>>,
+    arrival: Persistent<Atom<'static>>,
+    row: Persistent<Atom<'static>>,
+}
+
+/// [`Names`] in one call.
+pub(crate) struct Keys<'js> {
+    pub(crate) method: Atom<'js>,
+    pub(crate) path: Atom<'js>,
+    pub(crate) headers: Atom<'js>,
+    pub(crate) body: Atom<'js>,
+    pub(crate) vars: Atom<'js>,
+    pub(crate) arrival: Atom<'js>,
+    pub(crate) row: Atom<'js>,
+}
+
+impl Names {
+    pub(crate) fn new(ctx: &Ctx<'_>) -> rquickjs::Result<Names> {
+        let atom = |name: &str| Atom::from_str(ctx.clone(), name).map(|a| Persistent::save(ctx, a));
+        Ok(Names {
+            method: atom("method")?,
+            path: atom("path")?,
+            headers: atom("headers")?,
+            body: atom("body")?,
+            vars: atom("vars")?,
+            arrival: atom("arrival")?,
+            row: atom("row")?,
+        })
+    }
+
+    pub(crate) fn keys<'js>(&self, ctx: &Ctx<'js>) -> rquickjs::Result<Keys<'js>> {
+        Ok(Keys {
+            method: self.method.clone().restore(ctx)?,
+            path: self.path.clone().restore(ctx)?,
+            headers: self.headers.clone().restore(ctx)?,
+            body: self.body.clone().restore(ctx)?,
+            vars: self.vars.clone().restore(ctx)?,
+            arrival: self.arrival.clone().restore(ctx)?,
+            row: self.row.clone().restore(ctx)?,
+        })
+    }
+}
+
+/// `vars` for a call: the flow's saved values as string properties; with each name's atom and
+/// the value made, in the map's order, for [`vars_unchanged`] (which reads them back by atom,
+/// not by name: a name is an atom-table lookup).
 pub(crate) fn vars_to_js<'js>(
     ctx: &Ctx<'js>,
     vars: &BTreeMap<String, String>,
-) -> rquickjs::Result<(Object<'js>, Vec<Value<'js>>)> {
+) -> rquickjs::Result<(Object<'js>, Vec<(Atom<'js>, Value<'js>)>)> {
     let obj = Object::new(ctx.clone())?;
     let mut values = Vec::with_capacity(vars.len());
     for (name, value) in vars {
         let value = rquickjs::String::from_str(ctx.clone(), value)?.into_value();
-        obj.set(name.as_str(), value.clone())?;
-        values.push(value);
+        let atom = Atom::from_str(ctx.clone(), name)?;
+        obj.set(atom.clone(), value.clone())?;
+        values.push((atom, value));
     }
     Ok((obj, values))
 }
@@ -383,13 +437,12 @@ pub(crate) fn vars_to_js<'js>(
 pub(crate) fn vars_unchanged<'js>(
     now: &Value<'js>,
     given: &Object<'js>,
-    names: &BTreeMap<String, String>,
-    values: &[Value<'js>],
+    values: &[(Atom<'js>, Value<'js>)],
 ) -> bool {
     if now != given.as_value() || given.keys::<Atom>().count() != values.len() {
         return false;
     }
-    names.keys().zip(values).all(|(name, value)| given.get::<_, Value>(name.as_str()).is_ok_and(|v| v == *value))
+    values.iter().all(|(atom, value)| given.get::<_, Value>(atom.clone()).is_ok_and(|v| v == *value))
 }
 
 /// `vars` after a call, back as text (see [`crate::FlowState`] for the rules).
@@ -457,16 +510,17 @@ pub(crate) struct Given<'js> {
 /// `req` for a request hook, and what it was given.
 pub(crate) fn request_to_js<'js>(
     ctx: &Ctx<'js>,
+    keys: &Keys<'js>,
     request: &RequestParts,
 ) -> rquickjs::Result<(Object<'js>, Given<'js>)> {
     let text = |s: &str| rquickjs::String::from_str(ctx.clone(), s).map(rquickjs::String::into_value);
     let obj = Object::new(ctx.clone())?;
     let mut given = Given { headers: Vec::with_capacity(request.headers.len()), ..Given::default() };
     let method = text(&request.method)?;
-    obj.set("method", method.clone())?;
+    obj.set(keys.method.clone(), method.clone())?;
     given.method = Some(method);
     let path = text(&request.path)?;
-    obj.set("path", path.clone())?;
+    obj.set(keys.path.clone(), path.clone())?;
     given.path = Some(path);
     let headers = Object::new(ctx.clone())?;
     for (i, (name, value)) in request.headers.iter().enumerate() {
@@ -490,13 +544,13 @@ pub(crate) fn request_to_js<'js>(
         headers.set(atom.clone(), value.clone())?;
         given.headers.push((atom, value, i));
     }
-    obj.set("headers", headers)?;
+    obj.set(keys.headers.clone(), headers)?;
     // UTF-8 checked first: `from_utf8_lossy` walks a valid body in chunks, several times slower.
     let body = match std::str::from_utf8(&request.body) {
         Ok(body) => text(body)?,
         Err(_) => text(&String::from_utf8_lossy(&request.body))?,
     };
-    obj.set("body", body.clone())?;
+    obj.set(keys.body.clone(), body.clone())?;
     given.body = Some(body);
     Ok((obj, given))
 }
@@ -505,17 +559,18 @@ pub(crate) fn request_to_js<'js>(
 /// header, whatever the script computed. What it left as it was `given` is `original`'s.
 pub(crate) fn request_from_js<'js>(
     ctx: &Ctx<'js>,
+    keys: &Keys<'js>,
     obj: &Object<'js>,
     original: &RequestParts,
     given: &Given<'js>,
 ) -> Result<RequestParts, String> {
-    let field = |field: &str| -> Result<Value<'js>, String> { obj.get(field).map_err(|e| e.to_string()) };
+    let field = |key: &Atom<'js>| -> Result<Value<'js>, String> { obj.get(key.clone()).map_err(|e| e.to_string()) };
     let text = |field: &str, v: Value<'js>| -> Result<String, String> {
         v.as_string()
             .and_then(|s| s.to_string().ok())
             .ok_or_else(|| format!("req.{field} must be a string, not {}", v.type_name()))
     };
-    let v = field("method")?;
+    let v = field(&keys.method)?;
     let method = if given.method.as_ref() == Some(&v) {
         original.method.clone()
     } else {
@@ -525,7 +580,7 @@ pub(crate) fn request_from_js<'js>(
         }
         method
     };
-    let v = field("path")?;
+    let v = field(&keys.path)?;
     let path = if given.path.as_ref() == Some(&v) {
         original.path.clone()
     } else {
@@ -538,7 +593,7 @@ pub(crate) fn request_from_js<'js>(
         }
         path
     };
-    let headers_value = field("headers")?;
+    let headers_value = field(&keys.headers)?;
     let Some(headers_obj) = headers_value.as_object() else {
         return Err(format!("req.headers must be an object, not {}", headers_value.type_name()));
     };
@@ -576,7 +631,7 @@ pub(crate) fn request_from_js<'js>(
             push(value)?;
         }
     }
-    let body_value = field("body")?;
+    let body_value = field(&keys.body)?;
     let body = if given.body.as_ref() == Some(&body_value) {
         original.body.clone()
     } else {
