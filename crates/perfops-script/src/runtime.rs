@@ -361,17 +361,22 @@ impl Runtime {
     }
 
     /// Calls a request hook: `hook(req)` may change `request` (in place or by returning a new
-    /// request object) and save into `state.vars`.
+    /// request object) and save into `state.vars`. After an error `request` may hold part of
+    /// what the hook did: it is not to be sent.
     pub fn before_request(
         &mut self,
         hook: Hook,
         state: &mut FlowState,
         request: &mut RequestParts,
     ) -> Result<(), ScriptError> {
-        let changed = self.invoke(
+        // Read to build `req`, then changed in place by what the hook did.
+        let request = RefCell::new(request);
+        self.invoke(
             hook,
             state,
-            |ctx, keys| stdlib::request_to_js(ctx, keys, request).map(|(obj, given)| (Value::from(obj), given)),
+            |ctx, keys| {
+                stdlib::request_to_js(ctx, keys, &request.borrow()).map(|(obj, given)| (Value::from(obj), given))
+            },
             |ctx, keys, ret, arg, given| {
                 let returned = ret.type_name();
                 let obj = match ret.type_of() {
@@ -382,11 +387,9 @@ impl Runtime {
                 let Some(obj) = obj else {
                     return Err(format!("a request hook returns nothing or a request object, not {returned}"));
                 };
-                stdlib::request_from_js(ctx, keys, &obj, request, &given)
+                stdlib::request_from_js(ctx, keys, &obj, &mut request.borrow_mut(), &given)
             },
-        )?;
-        *request = changed;
-        Ok(())
+        )
     }
 
     /// Calls a response hook: `hook(res)` reads the response, may save into `state.vars`,
