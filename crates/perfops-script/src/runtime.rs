@@ -32,6 +32,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rquickjs::function::Args;
+use rquickjs::object::Property;
 use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 
 use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
@@ -141,6 +142,7 @@ struct Engine {
     /// One live block of each of the heap's small size classes, never read (see [`BALLAST`]).
     _ballast: Persistent<Value<'static>>,
     names: Names,
+    shapes: Shapes,
     ctx: rquickjs::Context,
     rt: rquickjs::Runtime,
 }
@@ -389,7 +391,17 @@ impl Runtime {
                 };
                 stdlib::request_from_js(ctx, keys, &obj, &mut request.borrow_mut(), &given)
             },
-        )
+        )?;
+        // The headers' shapes, when each name is once (a repeated name's fields are one
+        // property: the sequence would not be the object's).
+        let headers = &request.borrow().headers;
+        let names = headers.iter().map(|(name, _)| name.as_str());
+        if !self.engine.shapes.knows(names.clone())
+            && !headers.iter().enumerate().any(|(i, (name, _))| headers[..i].iter().any(|(n, _)| n == name))
+        {
+            self.engine.shapes.see(&self.engine.ctx, names);
+        }
+        Ok(())
     }
 
     /// Calls a response hook: `hook(res)` reads the response, may save into `state.vars`,
@@ -517,6 +529,7 @@ impl Runtime {
                 if let Some(vars) = vars {
                     state.vars = vars;
                 }
+                self.engine.shapes.see(&self.engine.ctx, state.vars.keys().map(String::as_str));
                 Ok(out)
             }
             Err(e) => {
@@ -570,6 +583,66 @@ impl Runtime {
 const BALLAST: &str = "[16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, \
     208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512].map((size) => new ArrayBuffer(size - 8))";
 
+/// Sequences of property names a runtime keeps the object shapes of: at most this many
+/// (past it, a new sequence is not kept: its calls cost what they did before), each of at
+/// most [`SHAPE_KEYS`] names.
+const SHAPES: usize = 8;
+/// The longest sequence of names whose shapes are kept.
+const SHAPE_KEYS: usize = 16;
+
+/// Objects that keep alive the shapes of the objects each call builds (`req`, `req.headers`,
+/// `vars`, `res`): for a sequence of names, one object with the first name, one with the first
+/// two, and so on.
+///
+/// Why: QuickJS gives each object a shape (its property names in order) and finds the shape
+/// an added property leads to in a table of live shapes; a shape no object holds is freed. A
+/// call's objects die with the call, so each call made every shape again, one per property
+/// added (and freed them after): ~3,500 instructions of a signing call of ~60,600, ~3,200 of
+/// an empty hook's ~24,300 (callgrind of `sign_bench`). With an object of each shape kept,
+/// each property added finds its shape. The sequences are learnt as calls show them
+/// (`req`'s and `res`'s fields when the runtime is built), a few KiB each.
+struct Shapes {
+    known: Vec<(Vec<String>, Vec<Persistent<Object<'static>>>)>,
+}
+
+impl Shapes {
+    /// Whether the shapes of `names`, in this order, are kept (or cannot be).
+    fn knows<'a>(&self, names: impl ExactSizeIterator<Item = &'a str> + Clone) -> bool {
+        names.len() == 0
+            || names.len() > SHAPE_KEYS
+            || self.known.len() >= SHAPES
+            || self.known.iter().any(|(known, _)| known.iter().map(String::as_str).eq(names.clone()))
+    }
+
+    /// Keeps the shapes of `names` in this order: defined, as a property a call sets is made
+    /// (writable, enumerable, configurable), so that no setter of a script's runs.
+    fn learn(&mut self, ctx: &Ctx<'_>, names: Vec<String>) -> rquickjs::Result<()> {
+        let mut objects = Vec::with_capacity(names.len());
+        for n in 1..=names.len() {
+            let obj = Object::new(ctx.clone())?;
+            for name in &names[..n] {
+                obj.prop(name.as_str(), Property::from(()).writable().enumerable().configurable())?;
+            }
+            objects.push(Persistent::save(ctx, obj));
+        }
+        self.known.push((names, objects));
+        Ok(())
+    }
+
+    /// Learns `names` if it does not know them; a failure only leaves them unknown.
+    fn see<'a>(&mut self, ctx: &rquickjs::Context, names: impl ExactSizeIterator<Item = &'a str> + Clone) {
+        if !self.knows(names.clone()) {
+            let names = names.map(str::to_string).collect();
+            ctx.with(|ctx| {
+                if self.learn(&ctx, names).is_err() {
+                    // Nothing a script did: clear what QuickJS left, if anything.
+                    let _ = ctx.catch();
+                }
+            });
+        }
+    }
+}
+
 /// A runtime's engine with the scripts evaluated and every hook saved by index.
 fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engine, ScriptError> {
     let (rt, ctx) = engine(limits, shared)?;
@@ -598,7 +671,10 @@ fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engin
         let names = Names::new(&ctx).map_err(err)?;
         Ok((hooks, Persistent::save(&ctx, empty), ballast, names))
     })?;
-    Ok(Engine { hooks, no_rows, _ballast: ballast, names, ctx, rt })
+    let mut shapes = Shapes { known: Vec::with_capacity(SHAPES) };
+    shapes.see(&ctx, ["method", "path", "headers", "body"].into_iter());
+    shapes.see(&ctx, ["status", "headers", "body"].into_iter());
+    Ok(Engine { hooks, no_rows, _ballast: ballast, names, shapes, ctx, rt })
 }
 
 /// A response hook's return value as a verdict.
