@@ -33,7 +33,9 @@ use base64::engine::{DecodePaddingMode, general_purpose};
 use hmac::{Hmac, KeyInit, Mac};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use rquickjs::function::{Opt, Rest};
-use rquickjs::{ArrayBuffer, Atom, Coerced, Ctx, Exception, FromJs, Function, Object, Persistent, Type, TypedArray, Value};
+use rquickjs::{
+    ArrayBuffer, Atom, Coerced, Ctx, Exception, FromJs, Function, Object, Persistent, Type, TypedArray, Value,
+};
 use sha2::Digest;
 
 use crate::error::one_line;
@@ -434,11 +436,7 @@ pub(crate) fn vars_to_js<'js>(
 /// Whether a call left `vars` as it was given: the same object, as many keys, each holding the
 /// very value put there (compared by identity, without reading any text back). Most hooks only
 /// read `vars`; this spares them the copy back (a sixth of an empty hook's cost, profiled).
-pub(crate) fn vars_unchanged<'js>(
-    now: &Value<'js>,
-    given: &Object<'js>,
-    values: &[(Atom<'js>, Value<'js>)],
-) -> bool {
+pub(crate) fn vars_unchanged<'js>(now: &Value<'js>, given: &Object<'js>, values: &[(Atom<'js>, Value<'js>)]) -> bool {
     if now != given.as_value() || given.keys::<Atom>().count() != values.len() {
         return false;
     }
@@ -662,7 +660,11 @@ pub(crate) fn request_from_js<'js>(
     // made again: each given name's fields at its place, in the object's order.
     let kept = given.headers.len() == request.headers.len()
         && fields.len() >= request.headers.len()
-        && fields.iter().take(request.headers.len()).enumerate().all(|(i, f)| matches!(f, Field::Given(first) if *first == i));
+        && fields
+            .iter()
+            .take(request.headers.len())
+            .enumerate()
+            .all(|(i, f)| matches!(f, Field::Given(first) if *first == i));
     if kept {
         request.headers.extend(fields.into_iter().skip(given.headers.len()).filter_map(|f| match f {
             Field::New(name, value) => Some((name, value)),
