@@ -9,9 +9,9 @@
 //! the one place that decides those. It costs a step that names a hook
 //! only, and little of that: reading the rendered request back and writing
 //! it again were a few thousand instructions per signed request at most
-//! under callgrind (bench/script-callgrind.sh), of the ~60,000 the hook
-//! cost whole; the rest is the crossing into JavaScript and the script
-//! itself (perfops-script).
+//! under callgrind (bench/script-callgrind.sh), of the ~52,000 the hook
+//! cost whole (65,000 before perfops-script's crossing was cut); the rest
+//! is the crossing into JavaScript and the script itself (perfops-script).
 //!
 //! What a hook returns is not trusted (issue #31's rule): a method that is
 //! not a token, a path with a space or a control byte, a header name that

@@ -32,12 +32,13 @@ use std::rc::Rc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rquickjs::function::Args;
+use rquickjs::object::Property;
 use rquickjs::{Coerced, Ctx, FromJs, Function, Object, Persistent, Type, Value};
 
 use crate::error::{Place, ScriptError, loop_after, one_line, place_from_stack};
 use crate::exchange::{FlowState, Next, RequestParts, ResponseView, StepOutcome, Verdict};
 use crate::scripts::{Hook, Scripts, SourceFile};
-use crate::stdlib::Given;
+use crate::stdlib::{Given, Keys, Names};
 use crate::{sandbox, stdlib};
 
 /// The bounds of one runtime.
@@ -138,6 +139,10 @@ struct Engine {
     hooks: Vec<Persistent<Function<'static>>>,
     /// `row` for a flow instance without feeders: one frozen object, not one per call.
     no_rows: Persistent<Object<'static>>,
+    /// One live block of each of the heap's small size classes, never read (see [`BALLAST`]).
+    _ballast: Persistent<Value<'static>>,
+    names: Names,
+    shapes: Shapes,
     ctx: rquickjs::Context,
     rt: rquickjs::Runtime,
 }
@@ -358,18 +363,23 @@ impl Runtime {
     }
 
     /// Calls a request hook: `hook(req)` may change `request` (in place or by returning a new
-    /// request object) and save into `state.vars`.
+    /// request object) and save into `state.vars`. After an error `request` may hold part of
+    /// what the hook did: it is not to be sent.
     pub fn before_request(
         &mut self,
         hook: Hook,
         state: &mut FlowState,
         request: &mut RequestParts,
     ) -> Result<(), ScriptError> {
-        let changed = self.invoke(
+        // Read to build `req`, then changed in place by what the hook did.
+        let request = RefCell::new(request);
+        self.invoke(
             hook,
             state,
-            |ctx| stdlib::request_to_js(ctx, request).map(|(obj, given)| (Value::from(obj), given)),
-            |ctx, ret, arg, given| {
+            |ctx, keys| {
+                stdlib::request_to_js(ctx, keys, &request.borrow()).map(|(obj, given)| (Value::from(obj), given))
+            },
+            |ctx, keys, ret, arg, given| {
                 let returned = ret.type_name();
                 let obj = match ret.type_of() {
                     Type::Undefined => arg.into_object(),
@@ -379,10 +389,18 @@ impl Runtime {
                 let Some(obj) = obj else {
                     return Err(format!("a request hook returns nothing or a request object, not {returned}"));
                 };
-                stdlib::request_from_js(ctx, &obj, request, &given)
+                stdlib::request_from_js(ctx, keys, &obj, &mut request.borrow_mut(), &given)
             },
         )?;
-        *request = changed;
+        // The headers' shapes, when each name is once (a repeated name's fields are one
+        // property: the sequence would not be the object's).
+        let headers = &request.borrow().headers;
+        let names = headers.iter().map(|(name, _)| name.as_str());
+        if !self.engine.shapes.knows(names.clone())
+            && !headers.iter().enumerate().any(|(i, (name, _))| headers[..i].iter().any(|(n, _)| n == name))
+        {
+            self.engine.shapes.see(&self.engine.ctx, names);
+        }
         Ok(())
     }
 
@@ -397,8 +415,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
-            |_ctx, ret, _arg, _| verdict(ret),
+            |ctx, _| stdlib::response_to_js(ctx, response).map(|obj| (Value::from(obj), Given::default())),
+            |_ctx, _, ret, _arg, _| verdict(ret),
         )
     }
 
@@ -408,8 +426,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
-            |_ctx, ret, _arg, _| {
+            |ctx, _| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _, ret, _arg, _| {
                 let next = match ret.type_of() {
                     Type::Undefined => Next::Continue,
                     Type::String => Next::Goto(ret.as_string().and_then(|s| s.to_string().ok()).unwrap_or_default()),
@@ -432,8 +450,8 @@ impl Runtime {
         self.invoke(
             hook,
             state,
-            |ctx| Ok((Value::new_undefined(ctx.clone()), Given::default())),
-            |_ctx, _ret, _arg, _| Ok(()),
+            |ctx, _| Ok((Value::new_undefined(ctx.clone()), Given::default())),
+            |_ctx, _, _ret, _arg, _| Ok(()),
         )
     }
 
@@ -442,8 +460,8 @@ impl Runtime {
         &mut self,
         hook: Hook,
         state: &mut FlowState,
-        arg: impl for<'js> FnOnce(&Ctx<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
-        read: impl for<'js> FnOnce(&Ctx<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
+        arg: impl for<'js> FnOnce(&Ctx<'js>, &Keys<'js>) -> rquickjs::Result<(Value<'js>, Given<'js>)>,
+        read: impl for<'js> FnOnce(&Ctx<'js>, &Keys<'js>, Value<'js>, Value<'js>, Given<'js>) -> Result<T, String>,
     ) -> Result<T, ScriptError> {
         // Borrowed: made a `String` only for an error (an allocation per call, else).
         let name = self.scripts.name(hook);
@@ -458,20 +476,22 @@ impl Runtime {
         self.shared.deadline.set(started + self.limits.call_time);
         self.shared.interrupted.set(false);
         let shared = &self.shared;
+        let names = &self.engine.names;
         let result = self.engine.ctx.with(|ctx| -> Result<(T, Option<BTreeMap<String, String>>), ScriptError> {
             let err = |e: rquickjs::Error| caught(&ctx, e, name);
             let globals = ctx.globals();
+            let keys = names.keys(&ctx).map_err(err)?;
             let (vars_in, values_in) = stdlib::vars_to_js(&ctx, &state.vars).map_err(err)?;
-            globals.set("vars", vars_in.clone()).map_err(err)?;
-            globals.set("arrival", state.arrival as f64).map_err(err)?;
+            globals.set(keys.vars.clone(), vars_in.clone()).map_err(err)?;
+            globals.set(keys.arrival.clone(), state.arrival as f64).map_err(err)?;
             let row = if state.rows.is_empty() {
                 no_rows.restore(&ctx).map_err(err)?
             } else {
                 stdlib::rows_to_js(&ctx, &state.rows).map_err(err)?
             };
-            globals.set("row", row).map_err(err)?;
+            globals.set(keys.row.clone(), row).map_err(err)?;
             let f = saved.restore(&ctx).map_err(err)?;
-            let (a, given) = arg(&ctx).map_err(err)?;
+            let (a, given) = arg(&ctx, &keys).map_err(err)?;
             let mut args = Args::new(ctx.clone(), 1);
             args.push_arg(a.clone()).map_err(err)?;
             let ret: Value = f.call_arg(args).map_err(err)?;
@@ -494,10 +514,10 @@ impl Runtime {
                     message: "hooks are synchronous: an async function's promise is not awaited".to_string(),
                 });
             }
-            let out = read(&ctx, ret, a, given)
+            let out = read(&ctx, &keys, ret, a, given)
                 .map_err(|message| ScriptError::BadReturn { function: name.to_string(), message })?;
-            let vars: Value = globals.get("vars").map_err(err)?;
-            if stdlib::vars_unchanged(&vars, &vars_in, &state.vars, &values_in) {
+            let vars: Value = globals.get(keys.vars.clone()).map_err(err)?;
+            if stdlib::vars_unchanged(&vars, &vars_in, &values_in) {
                 return Ok((out, None));
             }
             let vars = stdlib::vars_from_js(&ctx, vars)
@@ -509,6 +529,7 @@ impl Runtime {
                 if let Some(vars) = vars {
                     state.vars = vars;
                 }
+                self.engine.shapes.see(&self.engine.ctx, state.vars.keys().map(String::as_str));
                 Ok(out)
             }
             Err(e) => {
@@ -548,11 +569,88 @@ impl Runtime {
     }
 }
 
+/// An `ArrayBuffer` for each block size of QuickJS's small-object allocator (its data is one
+/// block of `size - 8` bytes, the header being 8), kept for the runtime's life.
+///
+/// Why: quickjs-ng hands out blocks of 16 to 512 bytes from 4 KiB arenas per size class and
+/// frees an arena the moment its last block is freed. A class that holds nothing between calls
+/// got a fresh arena (a `malloc` of 4 KiB and a loop that links its free blocks) and lost it
+/// again on every call: twice a call for the 32-byte class (the atom list of an object's keys)
+/// and once for the 192-byte one (a ~150-byte body's string), callgrind of `sign_bench`:
+/// ~3,000 instructions of a signing call's ~69,000, in `arena_new`, `malloc` and `free`. A
+/// block held in each class keeps one arena of each alive, for at most 31 x 4 KiB a runtime
+/// (less: most classes hold blocks anyway).
+const BALLAST: &str = "[16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120, 128, 144, 160, 176, 192, \
+    208, 224, 240, 256, 288, 320, 352, 384, 416, 448, 480, 512].map((size) => new ArrayBuffer(size - 8))";
+
+/// Sequences of property names a runtime keeps the object shapes of: at most this many
+/// (past it, a new sequence is not kept: its calls cost what they did before), each of at
+/// most [`SHAPE_KEYS`] names.
+const SHAPES: usize = 8;
+/// The longest sequence of names whose shapes are kept.
+const SHAPE_KEYS: usize = 16;
+
+/// Objects that keep alive the shapes of the objects each call builds (`req`, `req.headers`,
+/// `vars`, `res`): for a sequence of names, one object with the first name, one with the first
+/// two, and so on.
+///
+/// Why: QuickJS gives each object a shape (its property names in order) and finds the shape
+/// an added property leads to in a table of live shapes; a shape no object holds is freed. A
+/// call's objects die with the call, so each call made every shape again, one per property
+/// added (and freed them after): ~3,500 instructions of a signing call of ~60,600, ~3,200 of
+/// an empty hook's ~24,300 (callgrind of `sign_bench`). With an object of each shape kept,
+/// each property added finds its shape. The sequences are learnt as calls show them
+/// (`req`'s and `res`'s fields when the runtime is built), a few KiB each.
+struct Shapes {
+    known: Vec<(Vec<String>, Vec<Persistent<Object<'static>>>)>,
+}
+
+impl Shapes {
+    /// Whether the shapes of `names`, in this order, are kept (or cannot be).
+    fn knows<'a>(&self, names: impl ExactSizeIterator<Item = &'a str> + Clone) -> bool {
+        names.len() == 0
+            || names.len() > SHAPE_KEYS
+            || self.known.len() >= SHAPES
+            || self.known.iter().any(|(known, _)| known.iter().map(String::as_str).eq(names.clone()))
+    }
+
+    /// Keeps the shapes of `names` in this order: defined, as a property a call sets is made
+    /// (writable, enumerable, configurable), so that no setter of a script's runs.
+    fn learn(&mut self, ctx: &Ctx<'_>, names: Vec<String>) -> rquickjs::Result<()> {
+        let mut objects = Vec::with_capacity(names.len());
+        for n in 1..=names.len() {
+            let obj = Object::new(ctx.clone())?;
+            for name in &names[..n] {
+                obj.prop(name.as_str(), Property::from(()).writable().enumerable().configurable())?;
+            }
+            objects.push(Persistent::save(ctx, obj));
+        }
+        self.known.push((names, objects));
+        Ok(())
+    }
+
+    /// Learns `names` if it does not know them; a failure only leaves them unknown.
+    fn see<'a>(&mut self, ctx: &rquickjs::Context, names: impl ExactSizeIterator<Item = &'a str> + Clone) {
+        if !self.knows(names.clone()) {
+            let names = names.map(str::to_string).collect();
+            ctx.with(|ctx| {
+                if self.learn(&ctx, names).is_err() {
+                    // Nothing a script did: clear what QuickJS left, if anything.
+                    let _ = ctx.catch();
+                }
+            });
+        }
+    }
+}
+
 /// A runtime's engine with the scripts evaluated and every hook saved by index.
 fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engine, ScriptError> {
     let (rt, ctx) = engine(limits, shared)?;
-    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>);
-    let (hooks, no_rows) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
+    type Saved = (Vec<Persistent<Function<'static>>>, Persistent<Object<'static>>, Persistent<Value<'static>>, Names);
+    let (hooks, no_rows, ballast, names) = ctx.with(|ctx| -> Result<Saved, ScriptError> {
+        // Before the scripts: their top-level code may replace `Array` or `ArrayBuffer`.
+        let ballast: Value = ctx.eval(BALLAST).map_err(|e| caught(&ctx, e, "the runtime"))?;
+        let ballast = Persistent::save(&ctx, ballast);
         if let Some(e) = evaluate(&ctx, shared, &scripts.files).into_iter().next() {
             return Err(e);
         }
@@ -570,9 +668,13 @@ fn build(scripts: &Scripts, limits: Limits, shared: &Rc<Shared>) -> Result<Engin
         let object: Object = globals.get("Object").map_err(err)?;
         let freeze: Function = object.get("freeze").map_err(err)?;
         let empty: Object = freeze.call((empty,)).map_err(err)?;
-        Ok((hooks, Persistent::save(&ctx, empty)))
+        let names = Names::new(&ctx).map_err(err)?;
+        Ok((hooks, Persistent::save(&ctx, empty), ballast, names))
     })?;
-    Ok(Engine { hooks, no_rows, ctx, rt })
+    let mut shapes = Shapes { known: Vec::with_capacity(SHAPES) };
+    shapes.see(&ctx, ["method", "path", "headers", "body"].into_iter());
+    shapes.see(&ctx, ["status", "headers", "body"].into_iter());
+    Ok(Engine { hooks, no_rows, _ballast: ballast, names, shapes, ctx, rt })
 }
 
 /// A response hook's return value as a verdict.

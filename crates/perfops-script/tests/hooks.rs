@@ -239,6 +239,23 @@ fn memory_does_not_grow_with_calls() {
 }
 
 #[test]
+fn names_new_on_every_call_do_not_grow_the_heap() {
+    // A runtime keeps the object shapes of the property names its calls show, a bounded number
+    // of sequences: a hook whose header and saved names differ on every call must not grow it.
+    let mut rt = runtime("function sign(req) { vars['v' + arrival] = 1; req.headers['X-' + arrival] = 'a'; }");
+    let hook = rt.scripts().hook("sign").unwrap();
+    let mut sizes = Vec::new();
+    for round in 0..3 {
+        for i in 0..5_000u64 {
+            let mut state = FlowState { arrival: round * 5_000 + i, ..FlowState::default() };
+            rt.before_request(hook, &mut state, &mut request()).unwrap();
+        }
+        sizes.push(rt.memory_bytes());
+    }
+    assert!(sizes[2] <= sizes[0] + (64 << 10), "heap after 5k, 10k, 15k calls: {sizes:?}");
+}
+
+#[test]
 fn changes_to_vars_are_seen_however_small() {
     let mut rt = runtime(
         r#"
