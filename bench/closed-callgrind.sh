@@ -23,24 +23,9 @@ OPEN=${OPEN:-1}
 CLOSED=${CLOSED:-1}
 NGINX_PORT=${NGINX_PORT:-18295}
 
-die() { echo "closed-callgrind: $*" >&2; exit 1; }
-[ $# -ge 1 ] || die "usage: $0 PERFOPS_BIN..."
-for b in "$@"; do [ -x "$b" ] || die "not an executable: $b"; done
-for t in nginx valgrind callgrind_annotate curl python3; do command -v "$t" >/dev/null || die "$t is missing"; done
-
-DIR=$(mktemp -d /tmp/perfops-closed-callgrind.XXXXXX)
-NGX_PID=""
-cleanup() {
-  [ -n "$NGX_PID" ] && kill "$NGX_PID" 2>/dev/null || true
-  if [ -n "${KEEP:-}" ]; then echo "kept: $DIR" >&2; else rm -rf "$DIR"; fi
-}
-trap cleanup EXIT
-
-mkdir -p "$DIR/tmp"
-sed "s/127.0.0.1:18090/127.0.0.1:$NGINX_PORT/" "$HERE/nginx.conf" >"$DIR/nginx.conf"
-nginx -p "$DIR/" -c "$DIR/nginx.conf" -e "$DIR/error.log" &
-NGX_PID=$!
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$NGINX_PORT/" >/dev/null 2>&1 && break; sleep 0.2; done
+NAME=closed-callgrind
+# shellcheck source-path=SCRIPTDIR source=lib/callgrind.sh
+. "$HERE/lib/callgrind.sh"   # die, DIR, nginx on NGINX_PORT, cleanup at exit
 
 total() { grep -E '^(summary|totals):' "$1" | head -1 | awk '{print $2}'; }
 # The inclusive cost of the functions whose names contain $2, summed over their largest lines

@@ -28,24 +28,9 @@ SHORT=${SHORT:-3}
 LONG=${LONG:-9}
 NGINX_PORT=${NGINX_PORT:-18294}
 
-die() { echo "script-callgrind: $*" >&2; exit 1; }
-[ $# -ge 1 ] || die "usage: $0 PERFOPS_BIN..."
-for b in "$@"; do [ -x "$b" ] || die "not an executable: $b"; done
-for t in nginx valgrind callgrind_annotate curl python3; do command -v "$t" >/dev/null || die "$t is missing"; done
-
-DIR=$(mktemp -d /tmp/perfops-script-callgrind.XXXXXX)
-NGX_PID=""
-cleanup() {
-  [ -n "$NGX_PID" ] && kill "$NGX_PID" 2>/dev/null || true
-  if [ -n "${KEEP:-}" ]; then echo "kept: $DIR" >&2; else rm -rf "$DIR"; fi
-}
-trap cleanup EXIT
-
-mkdir -p "$DIR/tmp"
-sed "s/127.0.0.1:18090/127.0.0.1:$NGINX_PORT/" "$HERE/nginx.conf" >"$DIR/nginx.conf"
-nginx -p "$DIR/" -c "$DIR/nginx.conf" -e "$DIR/error.log" &
-NGX_PID=$!
-for _ in $(seq 50); do curl -fs "http://127.0.0.1:$NGINX_PORT/" >/dev/null 2>&1 && break; sleep 0.2; done
+NAME=script-callgrind
+# shellcheck source-path=SCRIPTDIR source=lib/callgrind.sh
+. "$HERE/lib/callgrind.sh"   # die, DIR, nginx on NGINX_PORT, cleanup at exit
 cp "$HERE/script-cost/"* "$ROOT/examples/scripts/signed.js" "$DIR/"
 
 # The instructions a callgrind file counted.
