@@ -155,8 +155,9 @@ fn open_model_gathering_arrivals_keeps_the_rate_and_sends_none_late() {
 /// (a sandbox), the summary says `timerfd` and there is nothing more to see.
 #[allow(clippy::print_stderr)] // a note when io_uring is refused, shown with the output
 #[test]
-#[ignore = "the kernel pacer (not the default) loses the rate when other processes hold the CPUs \
-            (6,900/s of 10,000/s at load 12 on 2 cores): run it on a quiet machine with --ignored"]
+#[ignore = "the kernel pacer (not the default) bunches its sends and loses the rate when other processes \
+            hold the CPUs (at load 8-12 on 2 cores: 6,900-9,808/s of 10,000/s, or 28-40 % of the gaps \
+            under 50 µs): run it on a quiet machine with --ignored"]
 fn open_model_on_the_kernel_pacer_sends_each_arrival_at_its_due_time() {
     let _cpu = exclusive();
     let server = kit::fixed_delay(Duration::ZERO);
