@@ -4,20 +4,25 @@
 #
 #   bench/open-wire.sh BIN [BIN...]                 # e.g. a build before and after a change
 #   RATES="10000 20000" ROUNDS=2 DURATION=6 bench/open-wire.sh target/release/perfops
+#   PACERS="timerfd io_uring" RATES="10000 20000" bench/open-wire.sh target/release/perfops
 #
-# For each rate and round, each binary in turn (alternating): the 10 ms delay server
+# For each rate and round, each binary and pacer in turn (alternating; PACERS sets
+# PERFOPS_PACER: timerfd, the default, or io_uring, the kernel pacer): the 10 ms delay server
 # (../shared/bench/peers/targets/delayserver.go, built into bench/out/) and tcpdump on
 # TARGET_CPU, `perfops quick -r RATE -d DURATION --json` on TOOL_CPU; then
 # ../shared/bench/wire/wiretruth.py reads every exchange's duration from the capture (first
 # request byte to last response byte, as the loopback interface saw them). Printed: the
 # wire's p50/p99, perfops' service-time p50/p99 minus the wire's (what its clock adds to an
 # exchange) and its latency-from-the-intended-start p50 and p99 minus the wire's (that, plus
-# its pacer's lateness), the packets tcpdump dropped (want 0) and the server-seen rate.
+# its pacer's lateness), whether that meets the wire-accuracy budget (latency - wire within
+# +0.05 ms at p50 and +0.5 ms at p99), the pacer that ran (the summary's generator.pacer:
+# timerfd where io_uring is refused), the packets tcpdump dropped (want 0) and the
+# server-seen rate.
 # Each run holds LOCK (/tmp/bench.lock) from the capture's start to its end. Only 127.0.0.1
 # is contacted; the server and tcpdump are stopped by their PIDs. Needs tcpdump (apt-get
 # install tcpdump).
 #
-# Knobs (env): RATES="2000 10000 20000"  ROUNDS=2  DURATION=6  PORT=18084  TARGET_CPU=0
+# Knobs (env): RATES="2000 10000 20000"  ROUNDS=2  DURATION=6  PACERS=timerfd  PORT=18084  TARGET_CPU=0
 #              TOOL_CPU=1  LOCK=/tmp/bench.lock  LOCK_WAIT_S  QUIET_MAX_S
 # Each run is measured once (lib/common.sh's `measure_once`): tcpdump's own CPU during the
 # run would make every run look noisy to `measure`, which would redo it.
@@ -33,10 +38,12 @@ ROUNDS=${ROUNDS:-2}
 . "$HERE/lib/common.sh"   # TARGET_CPU TOOL_CPU LOCK* QUIET_MAX_S helpers
 
 RATES=${RATES:-"2000 10000 20000"}
+PACERS=${PACERS:-timerfd}
 PORT=${PORT:-18084}
 need_ints DURATION ROUNDS PORT TARGET_CPU TOOL_CPU LOCK_WAIT_S QUIET_MAX_S
 need_positive DURATION ROUNDS PORT
 for r in $RATES; do [[ $r =~ ^[1-9][0-9]*$ ]] || die "RATES: '$r' is not a positive integer"; done
+for p in $PACERS; do [[ $p =~ ^(timerfd|io_uring)$ ]] || die "PACERS: '$p' is neither timerfd nor io_uring"; done
 need_tools taskset timeout curl python3 go
 WIRE="$HERE/../../shared/bench/wire/wiretruth.py"
 URL="http://127.0.0.1:$PORT/"
@@ -79,11 +86,14 @@ for rate in $RATES; do
     i=0
     for bin in "$@"; do
       i=$((i + 1))
-      name="r$rate-$round-bin$i"
-      measure_once "$name" "$bin" quick -r "$rate" -d "${DURATION}s" --json "$RAW/$name.json" "$URL"
-      python3 "$WIRE" "$RAW/$name.pcap" "$PORT" >"$RAW/$name.wire.json" || true
-      rm -f "$RAW/$name.pcap"
-      log "$name done"
+      for pacer in $PACERS; do
+        name="r$rate-$round-bin$i-$pacer"
+        measure_once "$name" env PERFOPS_PACER="$pacer" "$bin" quick -r "$rate" -d "${DURATION}s" \
+          --json "$RAW/$name.json" "$URL"
+        python3 "$WIRE" "$RAW/$name.pcap" "$PORT" >"$RAW/$name.wire.json" || true
+        rm -f "$RAW/$name.pcap"
+        log "$name done"
+      done
     done
   done
 done
@@ -91,24 +101,27 @@ done
 python3 - "$RAW" "$@" <<'PY'
 import json, pathlib, re, sys
 out = pathlib.Path(sys.argv[1]); bins = sys.argv[2:]
-print("| rate | binary | wire p50 / p99 ms | service - wire p50 / p99 ms | latency - wire p50 / p99 ms | "
-      "CPU s/100k | dropped by tcpdump | server-seen rate |")
-print("|---:|---|---|---|---|---:|---:|---:|")
+print("| rate | binary | pacer ran | wire p50 / p99 ms | service - wire p50 / p99 ms | latency - wire p50 / p99 ms | "
+      "within +0.05 / +0.5 ms | CPU s/100k | dropped by tcpdump | server-seen rate |")
+print("|---:|---|---|---|---|---|---|---:|---:|---:|")
 for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]):
     name = f.name[: -len(".wire.json")]
-    rate, rnd, b = name[1:].split("-")
+    rate, rnd, b, pacer = name[1:].split("-")
+    label = f"{bins[int(b[3:]) - 1]} {pacer}"
     try:
         w = json.loads(f.read_text()); q = json.loads((out / f"{name}.json").read_text())
         srv = json.loads((out / f"{name}.server.json").read_text())
     except (OSError, ValueError):
-        print(f"| {rate} | {bins[int(b[3:]) - 1]} | (no figures) | | | | | |"); continue
+        print(f"| {rate} | {label} | | (no figures) | | | | | | |"); continue
     user, sys_ = (out / f"{name}.time").read_text().split()[-3:-1]
     cpu = (float(user) + float(sys_)) / max(q["completed"], 1) * 1e5
     drop = re.search(r"(\d+) packets? dropped by kernel", (out / f"{name}.tcpdump").read_text())
     lat, svc = q["latency_ms"], q["service_ms"]
-    print(f"| {rate} | {bins[int(b[3:]) - 1]} (round {rnd}) | {w['p50_ms']:.3f} / {w['p99_ms']:.3f} | "
+    d50, d99 = lat["p50"] - w["p50_ms"], lat["p99"] - w["p99_ms"]
+    ran = q.get("generator", {}).get("pacer", "?")
+    print(f"| {rate} | {label} (round {rnd}) | {ran} | {w['p50_ms']:.3f} / {w['p99_ms']:.3f} | "
           f"{svc['p50'] - w['p50_ms']:+.3f} / {svc['p99'] - w['p99_ms']:+.3f} | "
-          f"{lat['p50'] - w['p50_ms']:+.3f} / {lat['p99'] - w['p99_ms']:+.3f} | "
+          f"{d50:+.3f} / {d99:+.3f} | {'yes' if d50 <= 0.05 else 'no'} / {'yes' if d99 <= 0.5 else 'no'} | "
           f"{cpu:.2f} | {drop.group(1) if drop else '?'} | {srv.get('arrival_rate', 0):,.1f} |")
 PY
 echo "raw outputs: $RAW" >&2

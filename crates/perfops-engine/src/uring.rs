@@ -51,7 +51,10 @@
 //! the default). Where io_uring is missing or refused (an old kernel, a
 //! seccomp filter, `kernel.io_uring_disabled`), [`start`] says why and the
 //! timerfd pacer runs: the run's summary says which pacer ran
-//! (`generator.pacer`) and its notes why.
+//! (`generator.pacer`) and its notes why. The variants measured and not
+//! kept (the kernel's submission thread making the sends, a wait that ends
+//! when the window's sends are done) stay behind environment variables, for
+//! `bench/pacer-mech.sh` ([`Mode`]).
 //!
 //! The one place the engine calls io_uring, hence `unsafe`: the kernel reads
 //! a send's buffer and descriptor after the call that submitted it returns.
@@ -107,6 +110,42 @@ const PER_SEND: usize = 3;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refused(pub(crate) String);
 
+/// How the ring is set up and waited in: the kernel pacer as measured
+/// (`Mode::default()`), or a variant asked for by environment variables
+/// for the measurements of `bench/pacer-mech.sh` (docs/architecture.md,
+/// "The kernel pacer", has what each cost).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// `IORING_SETUP_SQPOLL`: the kernel's submission thread takes the
+    /// batches and makes the sends (`PERFOPS_URING_SQPOLL=IDLE_MS[@CPU]`:
+    /// its idle time before it sleeps, and the CPU it is pinned to).
+    sqpoll: Option<(u32, Option<u32>)>,
+    /// The wait in the ring ends once the sends prepared have completed
+    /// (`min_complete`: `PERFOPS_URING_WAIT=sends`), not at the pacer's next
+    /// wake-up; the rest of the wait is in `epoll_wait`, awake to the sockets.
+    until_sent: bool,
+}
+
+impl Mode {
+    /// The mode the environment asks for; `Err` says what it could not read.
+    fn from_env() -> Result<Mode, Refused> {
+        let mut mode = Mode::default();
+        if let Some(v) = std::env::var_os("PERFOPS_URING_SQPOLL") {
+            let v = v.to_string_lossy();
+            let (idle, cpu) = match v.split_once('@') {
+                Some((idle, cpu)) => (idle, Some(cpu)),
+                None => (&*v, None),
+            };
+            let bad = || Refused(format!("PERFOPS_URING_SQPOLL={v}: want IDLE_MS or IDLE_MS@CPU"));
+            let idle = idle.parse().map_err(|_| bad())?;
+            let cpu = cpu.map(str::parse).transpose().map_err(|_| bad())?;
+            mode.sqpoll = Some((idle, cpu));
+        }
+        mode.until_sent = std::env::var_os("PERFOPS_URING_WAIT").is_some_and(|v| v == "sends");
+        Ok(mode)
+    }
+}
+
 /// One prepared send, by its slot in [`Ring::ops`].
 enum Op {
     Free,
@@ -143,6 +182,7 @@ pub(crate) struct Ring {
     never: std::os::fd::OwnedFd,
     /// The run's plan: the sends read its literal steps' cached bytes.
     work: Arc<Work>,
+    mode: Mode,
 }
 
 thread_local! {
@@ -177,13 +217,17 @@ impl Ring {
     /// deferred task running, waits with a timeout, absolute timeouts that
     /// let a linked send go when they expire. Tried for real: a timeout
     /// linked to a no-op.
-    fn new(work: Arc<Work>) -> Result<Ring, Refused> {
+    fn new(work: Arc<Work>, mode: Mode) -> Result<Ring, Refused> {
         let refused = |what: &str, e: io::Error| Refused(format!("{what}: {e}"));
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_cqsize(4 * ENTRIES)
-            .build(ENTRIES)
-            .map_err(|e| refused("io_uring_setup", e))?;
+        let mut builder = IoUring::builder();
+        builder.setup_single_issuer().setup_cqsize(4 * ENTRIES);
+        if let Some((idle, cpu)) = mode.sqpoll {
+            builder.setup_sqpoll(idle);
+            if let Some(cpu) = cpu {
+                builder.setup_sqpoll_cpu(cpu);
+            }
+        }
+        let ring = builder.build(ENTRIES).map_err(|e| refused("io_uring_setup", e))?;
         if !ring.params().is_feature_ext_arg() {
             return Err(Refused("io_uring: no timed waits (kernel before 5.11)".into()));
         }
@@ -209,6 +253,7 @@ impl Ring {
             clock: clock_pair().map_err(|e| refused("clock_gettime", e))?,
             never: never().map_err(|e| refused("eventfd", e))?,
             work,
+            mode,
         };
         ring.link_test()?;
         Ok(ring)
@@ -313,19 +358,29 @@ impl Ring {
     /// Hand the queued operations to the kernel, in one call (none when
     /// nothing is queued), and reap what completed.
     fn submit(&mut self) {
-        if self.ring.submission().is_empty() || self.enter().is_ok() {
+        if self.ring.submission().is_empty() || (self.ring.submit().is_ok() && self.taken()) {
             self.queued = 0;
         }
         self.reap();
     }
 
-    /// `io_uring_enter`: submit what is queued.
-    #[allow(unsafe_code)]
-    fn enter(&mut self) -> io::Result<usize> {
-        let queued = self.ring.submission().len() as u32;
-        // SAFETY: no argument is passed; what the queued entries point to is
-        // valid (`send_at`'s SAFETY note).
-        unsafe { self.ring.submitter().enter::<nix::libc::sigset_t>(queued, 0, 0, None) }
+    /// Whether the kernel took the batch submitted, so that the timeouts'
+    /// deadlines in `stamps` may be written again: at once, but under
+    /// `SQPOLL`, where the kernel's thread takes it when it next runs (a
+    /// few µs while it polls; woken by the submission when it slept).
+    fn taken(&mut self) -> bool {
+        if self.mode.sqpoll.is_none() {
+            return true;
+        }
+        let give_up = std::time::Instant::now() + Duration::from_millis(10);
+        while !self.ring.submission().is_empty() {
+            if std::time::Instant::now() > give_up {
+                return false;
+            }
+            // The kernel's thread may be on this CPU.
+            std::thread::yield_now();
+        }
+        true
     }
 
     /// Wait in the ring until `deadline`, the prepared sends going out at
@@ -333,15 +388,18 @@ impl Ring {
     fn wait(&mut self, deadline: std::time::Instant) {
         loop {
             let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
+            if left.is_zero() || (self.mode.until_sent && self.sending == 0) {
                 return self.submit();
             }
             let ts = types::Timespec::from(left);
             let args = types::SubmitArgs::new().timespec(&ts);
             // More completions than the queue holds: the wait ends at its
             // timeout (or a signal), the sends running in it as their
-            // timeouts expire.
-            let _ = self.ring.submitter().submit_with_args(4 * ENTRIES as usize + 1, &args);
+            // timeouts expire. Or, asked for, once every prepared send
+            // completed.
+            // (Each send completes with its poll's and timeout's entries.)
+            let want = if self.mode.until_sent { PER_SEND * self.sending as usize } else { 4 * ENTRIES as usize + 1 };
+            let _ = self.ring.submitter().submit_with_args(want, &args);
             #[cfg(test)]
             WAITS.with(|w| w.set(w.get() + 1));
             self.reap();
@@ -399,11 +457,11 @@ impl Drop for Ring {
 }
 
 /// Whether `PERFOPS_PACER=io_uring` asks for the kernel pacer. Not the
-/// default: on a machine whose CPUs other processes hold (load 12 on 2
-/// cores), a send due while the worker's thread waits to run goes out only
-/// when it runs, prepared arrivals hold connections ahead of their sends,
-/// and 10,000/s fell to 6,300-8,100/s where the timerfd pacer held it
-/// (docs/architecture.md, "The kernel pacer").
+/// default: each prepared send is task work that wakes the worker's thread,
+/// so it costs about the timerfd pacer's CPU per request (whose pairs share
+/// a wake-up), and a send due while that thread waits for a CPU goes out
+/// only when it runs (docs/architecture.md, "The kernel pacer", has the
+/// figures).
 pub(crate) fn asked() -> bool {
     std::env::var_os("PERFOPS_PACER").is_some_and(|v| v == "io_uring")
 }
@@ -411,7 +469,12 @@ pub(crate) fn asked() -> bool {
 /// Run this worker's open loop on the kernel pacer, if the kernel offers
 /// it: `Err` says why not.
 pub(crate) fn start(work: Arc<Work>) -> Result<(), Refused> {
-    let ring = Ring::new(work)?;
+    start_in(work, Mode::from_env()?)
+}
+
+/// [`start`], the ring set up and waited in as `mode` says.
+fn start_in(work: Arc<Work>, mode: Mode) -> Result<(), Refused> {
+    let ring = Ring::new(work, mode)?;
     RING.with(|r| *r.borrow_mut() = Some(ring));
     Ok(())
 }
@@ -449,6 +512,9 @@ pub(crate) fn wait_until(deadline: Option<std::time::Instant>) -> bool {
     RING.with(|r| {
         let mut r = r.borrow_mut();
         let Some(ring) = &mut *r else { return false };
+        if ring.mode.until_sent && ring.sending == 0 {
+            return false;
+        }
         let until = match (deadline, ring.last_due) {
             (Some(d), _) => d,
             (None, Some(last)) => last.into_std(),
@@ -574,9 +640,34 @@ mod tests {
     /// from 2 ms on, go out in one wait in the ring: none before its due
     /// time (the server reads each after it), each sent whole, and the
     /// thread back in user space once or twice, not once per request.
-    #[allow(clippy::print_stderr)] // a note when io_uring is refused, shown with the output
     #[test]
     fn prepared_requests_go_out_at_their_due_times_in_one_wait() {
+        prepared_requests_go_out_at_their_due_times(Mode::default());
+    }
+
+    /// The same with the kernel's submission thread taking the batches and
+    /// making the sends (`SQPOLL`, idle after 1 ms): the batch is taken
+    /// before the timeouts' deadlines are written again, and the sends are
+    /// never early.
+    #[test]
+    fn under_sqpoll_prepared_requests_go_out_at_their_due_times() {
+        prepared_requests_go_out_at_their_due_times(Mode { sqpoll: Some((1, None)), until_sent: false });
+    }
+
+    /// The same with the wait ending once every prepared send completed
+    /// (`min_complete`), not at its deadline.
+    #[test]
+    fn waiting_until_sent_prepared_requests_go_out_at_their_due_times() {
+        prepared_requests_go_out_at_their_due_times(Mode { sqpoll: None, until_sent: true });
+    }
+
+    /// Sends prepared on this thread's ring and not yet reaped.
+    fn pending() -> u32 {
+        RING.with(|r| r.borrow().as_ref().map_or(0, |ring| ring.sending))
+    }
+
+    #[allow(clippy::print_stderr)] // a note when io_uring is refused, shown with the output
+    fn prepared_requests_go_out_at_their_due_times(mode: Mode) {
         const N: usize = 10;
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -585,7 +676,7 @@ mod tests {
         let len = work.flows[0].steps[0].cached.as_ref().map(Vec::len).expect("a literal step is cached");
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            if let Err(why) = start(work.clone()) {
+            if let Err(why) = start_in(work.clone(), mode) {
                 eprintln!("io_uring refused on this machine ({}): the kernel pacer is not tested", why.0);
                 return;
             }
@@ -612,6 +703,13 @@ mod tests {
             assert!(wait_until(Some(dues[N - 1].into_std() + Duration::from_micros(300))));
             let waits = WAITS.with(std::cell::Cell::get) - before;
             assert!(waits <= 3, "{waits} returns to user space for {N} sends");
+            // Under SQPOLL the kernel's thread makes the sends when it runs,
+            // not this one inside its wait: on a busy machine the last may
+            // complete after the wait (late, never early).
+            let give_up = std::time::Instant::now() + Duration::from_millis(200);
+            while mode.sqpoll.is_some() && pending() > 0 && std::time::Instant::now() < give_up {
+                wait_until(Some(std::time::Instant::now() + Duration::from_millis(1)));
+            }
             for (k, (s, reader)) in sent.into_iter().zip(readers).enumerate() {
                 let mut s = std::pin::pin!(s);
                 let (_, at) = match std::future::poll_fn(|cx| Poll::Ready(s.as_mut().poll(cx))).await {

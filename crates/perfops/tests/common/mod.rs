@@ -190,12 +190,18 @@ pub struct Finished {
 /// Start `perfops quick ARGS --json <unique file>`; stdout and stderr are
 /// pipes (so neither is a terminal).
 pub fn spawn_quick(args: &[&str]) -> Running {
+    spawn_quick_with(args, |_| {})
+}
+
+/// [`spawn_quick`], after `configure` had its say on the command (an
+/// environment variable, say).
+pub fn spawn_quick_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Running {
     let json_path = temp_path("summary", "json");
     let mut full: Vec<String> = vec!["quick".into()];
     full.extend(args.iter().map(|a| (*a).to_string()));
     full.push("--json".into());
     full.push(json_path.display().to_string());
-    spawn_with(full, Some(json_path), |_| {})
+    spawn_with(full, Some(json_path), configure)
 }
 
 /// Start `perfops ARGS` (any command), after `configure` had its say on the
@@ -232,12 +238,7 @@ pub fn quick(args: &[&str]) -> Finished {
 /// [`quick`], after `configure` had its say on the command (an environment
 /// variable, say).
 pub fn quick_with(args: &[&str], configure: impl FnOnce(&mut Command)) -> Finished {
-    let json_path = temp_path("summary", "json");
-    let mut full: Vec<String> = vec!["quick".into()];
-    full.extend(args.iter().map(|a| (*a).to_string()));
-    full.push("--json".into());
-    full.push(json_path.display().to_string());
-    spawn_with(full, Some(json_path), configure).wait(RUN_LIMIT)
+    spawn_quick_with(args, configure).wait(RUN_LIMIT)
 }
 
 impl Running {
