@@ -290,9 +290,10 @@ struct Worker {
     h2: Option<H2Pool>,
     /// How late a request's timeout may fire ([`grain_of`] the timeout).
     grain: Duration,
-    /// Open model: HTTP/1.1 responses are dated by the kernel's receive time
-    /// (`http1::stamp_receives`), which lets the pacer leave them waiting
-    /// until its next arrival (`coalesce::pace`).
+    /// Open model: responses on plain TCP are dated by the kernel's receive
+    /// time (HTTP/1.1's `http1::stamp_receives`, HTTP/2's and gRPC's
+    /// `h2/stamped.rs`), which lets the pacer leave them waiting until its
+    /// next arrival (`coalesce::pace`).
     stamped: bool,
     /// The scenario's scripts' runtime, one per worker (`scripted.rs`);
     /// `None` without scripts.

@@ -34,21 +34,28 @@ use crate::uring::{self, Pacer, Sent};
 impl Worker {
     /// Open model: dispatch arrival n at `start + due(n)`, whatever the server does.
     ///
-    /// Where every response is dated by the kernel (plain-TCP HTTP/1.1: no TLS
-    /// record to decrypt, no WebSocket message timed by its read), the pacer
-    /// waits for an arrival due within `coalesce::PACE_MAX` in the park hook,
-    /// deaf to the sockets, and reads the responses that came meanwhile in
-    /// the same wake-up: one wake-up per arrival instead of about two
-    /// (`coalesce`'s module doc has the figures).
+    /// Where every response is dated by the kernel (plain TCP, HTTP/1.1's
+    /// connections and HTTP/2's and gRPC's alike: no TLS record to decrypt,
+    /// no WebSocket message timed by its read), the pacer waits for an
+    /// arrival due within `coalesce::PACE_MAX` in the park hook, deaf to the
+    /// sockets, and reads the responses that came meanwhile in the same
+    /// wake-up: one wake-up per arrival instead of about two (`coalesce`'s
+    /// module doc has the figures; docs/architecture.md, "HTTP/2 and gRPC in
+    /// the open model", HTTP/2's).
     ///
     /// A plan re-planned by hand (`steer.rs`) is taken at the next wake-up,
     /// or at once by a pacer asleep: arrival n again under the new plan,
     /// which is the old one before its instant.
     pub(super) async fn open_loop(self: Rc<Self>, shard: Shard, max_in_flight: u64) {
         let shared = &*self.shared;
-        let dated = self.stamped && shared.protocol == Protocol::Http1 && shared.tls.is_none();
+        // Plain TCP: HTTP/1.1 (`http1::stamp_receives`), HTTP/2 and gRPC
+        // (`h2/stamped.rs`) read with the kernel's dates. HTTP/2 and gRPC were
+        // left on the timerfd when their answers came to be dated: a wake-up
+        // for the arrivals and another for their answers.
+        let dated = self.stamped && shared.tls.is_none();
         let websocket = shared.work.flows.iter().flat_map(|f| &f.steps).any(|s| s.step.websocket.is_some());
-        if dated && !websocket && uring::asked() {
+        // The kernel pacer prepares HTTP/1.1 requests on kept connections only.
+        if dated && !websocket && shared.protocol == Protocol::Http1 && uring::asked() {
             match uring::start(shared.work.clone()) {
                 Ok(()) => {
                     uring::ran(Pacer::Kernel);
