@@ -138,6 +138,15 @@ fn check(root: &Value, s: &Value, instance: &Value, path: &str, out: &mut Vec<St
                     fail(out, format!("{instance} does not match {arg}"));
                 }
             }
+            "minLength" => {
+                // JSON Schema counts characters (code points), not bytes.
+                let least = arg.as_u64().expect("a count");
+                if let Some(text) = instance.as_str()
+                    && (text.chars().count() as u64) < least
+                {
+                    fail(out, format!("{instance} is shorter than {least} characters"));
+                }
+            }
             "minItems" | "minProperties" => {
                 let least = arg.as_u64().expect("a count");
                 let n = match instance {
@@ -234,6 +243,11 @@ mod tests {
             (json!({ "pattern": "^[0-9]+(ms|s)$" }), json!("30s"), true),
             (json!({ "pattern": "^[0-9]+(ms|s)$" }), json!("soon"), false),
             (json!({ "pattern": "s$" }), json!(3), true),
+            // at least this many characters (not bytes); non-strings pass it
+            (json!({ "minLength": 1 }), json!(""), false),
+            (json!({ "minLength": 2 }), json!("é"), false),
+            (json!({ "minLength": 1 }), json!("é"), true),
+            (json!({ "minLength": 1 }), json!(3), true),
             // at least this many items, or properties
             (json!({ "minItems": 1 }), json!([]), false),
             (json!({ "minProperties": 1 }), json!({ "a": 1 }), true),
