@@ -127,15 +127,8 @@ printf 'GET %s\n' "$URL" >"$RAW/vegeta.targets"
 RUN_EXTS="out err time meta.json json server.json bin"
 TOOL_EXTS="json bin"
 TICKS_KEY=server_ticks
-NGX_REQS=("" "")
 probe_target() { # 0|1 BASE: the server's record of the run into BASE.server.json
-  if [ "$TARGET" = delay ]; then delay_server_probe "$@"; return; fi
-  # nginx: its stub_status request count (the second status request counts itself)
-  NGX_REQS[$1]=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/__status" 2>/dev/null | awk 'NR==3{print $3}' || true)
-  if [ "$1" = 1 ] && [ -n "${NGX_REQS[0]}" ] && [ -n "${NGX_REQS[1]}" ]; then
-    awk -v n=$((NGX_REQS[1] - NGX_REQS[0] - 1)) -v d="$DURATION" \
-      'BEGIN{printf "{\"requests\": %d, \"arrival_rate\": %.1f, \"p50_ms\": null, \"p99_ms\": null}\n", n, n / d}' >"$2.server.json"
-  fi
+  if [ "$TARGET" = delay ]; then delay_server_probe "$@"; else nginx_server_probe "$@"; fi
 }
 meta_fields() { :; }
 

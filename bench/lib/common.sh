@@ -239,6 +239,18 @@ delay_server_probe() { # 0|1 BASE: a probe_target for the delay server: its reco
   else curl -s --max-time 5 "http://127.0.0.1:$PORT/__stats" >"$2.server.json" 2>/dev/null || true; fi
 }
 
+NGX_REQS=("" "")
+nginx_server_probe() { # 0|1 BASE: a probe_target for nginx on 127.0.0.1:PORT: its stub_status
+  # request count read before a run (0) and after it (1) into BASE.server.json, with the rate it
+  # saw over DURATION; nginx keeps no handler time (p50_ms, p99_ms null). The second status
+  # request counts itself.
+  NGX_REQS[$1]=$(curl -s --max-time 2 "http://127.0.0.1:$PORT/__status" 2>/dev/null | awk 'NR==3{print $3}' || true)
+  if [ "$1" = 1 ] && [ -n "${NGX_REQS[0]}" ] && [ -n "${NGX_REQS[1]}" ]; then
+    awk -v n=$((NGX_REQS[1] - NGX_REQS[0] - 1)) -v d="$DURATION" \
+      'BEGIN{printf "{\"requests\": %d, \"arrival_rate\": %.1f, \"p50_ms\": null, \"p99_ms\": null}\n", n, n / d}' >"$2.server.json"
+  fi
+}
+
 # ------------------------------------------------------------------ runs
 # warm_up LABEL TIMEOUT_S ARGV... : ARGV pinned to TOOL_CPU under the lock, not recorded
 # (output in $RAW/warmup.LABEL.out), then a 1 s pause.
