@@ -426,8 +426,16 @@ fn relay_once(listener: TcpListener, upstream: &str) -> usize {
     tcp.set_read_timeout(Some(Duration::from_millis(20))).expect("timeout");
     let session = rustls::ServerConnection::new(fleet_client::server_config()).expect("a session");
     let mut down = rustls::StreamOwned::new(session, tcp);
-    let Ok(up_tcp) = TcpStream::connect(upstream) else { return 0 };
-    let Ok(mut up) = fleet_client::tls_over(up_tcp, Duration::from_secs(5)) else { return 0 };
+    // The coordinator may still be starting (a loaded machine): an agent
+    // reset here would retry against a relay that is gone, until its own
+    // connect timeout, past the test's.
+    let mut up = loop {
+        match TcpStream::connect(upstream).and_then(|t| fleet_client::tls_over(t, Duration::from_secs(5))) {
+            Ok(up) => break up,
+            Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(50)),
+            Err(_) => return 0,
+        }
+    };
     up.sock.set_read_timeout(Some(Duration::from_millis(20))).expect("timeout");
     let (mut buf, mut carried) = ([0u8; 16384], 0);
     let quiet = |e: &std::io::Error| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut);
