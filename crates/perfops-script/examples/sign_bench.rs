@@ -56,21 +56,49 @@ fn cpu() -> Duration {
 
 /// (wall, CPU) time of one call, over `n` calls.
 fn per_call(rt: &mut Runtime, hook: &str, n: u64) -> (Duration, Duration) {
+    per_call_between(rt, hook, n, &mut [], Duration::ZERO)
+}
+
+/// (wall, CPU) time of one call, over `n` calls, with `between` (its cache lines) written
+/// once between two calls (what a running generator's network work does to the caches the
+/// interpreter left warm), and a sleep of `nap` (where the machine has nothing else to run,
+/// what an idle CPU does to them). Only the calls are timed.
+fn per_call_between(rt: &mut Runtime, hook: &str, n: u64, between: &mut [u8], nap: Duration) -> (Duration, Duration) {
     let hook = rt.scripts().hook(hook).expect("hook");
     let mut state = FlowState { arrival: 0, ..FlowState::default() };
     state.vars.insert("secret".into(), "s3cr3t-0123456789abcdef".into());
     state.vars.insert("token".into(), "eyJhbGciOiJIUzI1NiJ9".into());
     state.vars.insert("user".into(), "u-000001".into());
     let requests: Vec<RequestParts> = (0..64).map(request).collect();
-    let started = Instant::now();
-    let cpu_started = cpu();
+    if between.is_empty() && nap.is_zero() {
+        let started = Instant::now();
+        let cpu_started = cpu();
+        for i in 0..n {
+            let mut req = requests[(i % 64) as usize].clone();
+            state.arrival = i;
+            rt.before_request(hook, &mut state, &mut req).expect("signs");
+            black_box(&req);
+        }
+        return (started.elapsed() / n as u32, (cpu() - cpu_started) / n as u32);
+    }
+    let (mut wall, mut on_cpu) = (Duration::ZERO, Duration::ZERO);
     for i in 0..n {
+        for line in between.chunks_mut(64) {
+            line[0] = line[0].wrapping_add(1);
+        }
+        black_box(&between);
+        if !nap.is_zero() {
+            std::thread::sleep(nap);
+        }
         let mut req = requests[(i % 64) as usize].clone();
         state.arrival = i;
+        let (started, cpu_started) = (Instant::now(), cpu());
         rt.before_request(hook, &mut state, &mut req).expect("signs");
+        on_cpu += cpu() - cpu_started;
+        wall += started.elapsed();
         black_box(&req);
     }
-    (started.elapsed() / n as u32, (cpu() - cpu_started) / n as u32)
+    (wall / n as u32, on_cpu / n as u32)
 }
 
 fn main() {
@@ -81,6 +109,24 @@ fn main() {
         let mut rt = Runtime::new(&scripts, Limits::default(), 1, Clock::frozen(0)).expect("runtime");
         let (wall, cpu) = per_call(&mut rt, hook, n.parse().expect("a count"));
         println!("{hook}: {} ns of CPU a call, wall {} ns", cpu.as_nanos(), wall.as_nanos());
+        return;
+    }
+    // `sign_bench HOOK N KIB NAP_US`: N calls, KIB KiB of memory written and a sleep of
+    // NAP_US µs between two calls.
+    if let [_, hook, n, kib, nap] = args.as_slice() {
+        let nap = Duration::from_micros(nap.parse().expect("µs"));
+        let scripts = Scripts::compile(&[("sign.js", SIGN)]).expect("compiles");
+        let mut rt = Runtime::new(&scripts, Limits::default(), 1, Clock::frozen(0)).expect("runtime");
+        let mut between = vec![0u8; kib.parse::<usize>().expect("KiB") << 10];
+        let n: u64 = n.parse().expect("a count");
+        per_call_between(&mut rt, hook, n / 10, &mut between, nap); // warm-up
+        let (wall, cpu) = per_call_between(&mut rt, hook, n, &mut between, nap);
+        println!(
+            "{hook}, {kib} KiB written and {} µs slept between calls: {} ns of CPU a call, wall {} ns",
+            nap.as_micros(),
+            cpu.as_nanos(),
+            wall.as_nanos()
+        );
         return;
     }
     let scripts = Scripts::compile(&[("sign.js", SIGN)]).expect("compiles");
