@@ -17,7 +17,10 @@
 # its pacer's lateness), whether that meets the wire-accuracy budget (latency - wire within
 # +0.05 ms at p50 and +0.5 ms at p99), the pacer that ran (the summary's generator.pacer:
 # timerfd where io_uring is refused), the packets tcpdump dropped (want 0) and the
-# server-seen rate.
+# server-seen rate. Then, from the same capture (lib/wire_lateness.py), where the latency from
+# the intended start goes beyond the wire's exchange: each arrival's lateness (its SYN, or its
+# request on a kept connection, against start + k/rate) and, for one that opened a connection,
+# its connect.
 # Each run holds LOCK (/tmp/bench.lock) from the capture's start to its end. Only 127.0.0.1
 # is contacted; the server and tcpdump are stopped by their PIDs. Needs tcpdump (apt-get
 # install tcpdump).
@@ -91,6 +94,7 @@ for rate in $RATES; do
         measure_once "$name" env PERFOPS_PACER="$pacer" "$bin" quick -r "$rate" -d "${DURATION}s" \
           --json "$RAW/$name.json" "$URL"
         python3 "$WIRE" "$RAW/$name.pcap" "$PORT" >"$RAW/$name.wire.json" || true
+        python3 "$HERE/lib/wire_lateness.py" "$RAW/$name.pcap" "$PORT" "$rate" >"$RAW/$name.late.json" || true
         rm -f "$RAW/$name.pcap"
         log "$name done"
       done
@@ -123,5 +127,24 @@ for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() el
           f"{svc['p50'] - w['p50_ms']:+.3f} / {svc['p99'] - w['p99_ms']:+.3f} | "
           f"{d50:+.3f} / {d99:+.3f} | {'yes' if d50 <= 0.05 else 'no'} / {'yes' if d99 <= 0.5 else 'no'} | "
           f"{cpu:.2f} | {drop.group(1) if drop else '?'} | {srv.get('arrival_rate', 0):,.1f} |")
+print()
+print("Where latency from the intended start goes (lib/wire_lateness.py, from the capture): each arrival's")
+print("lateness (its SYN or request left vs. start + k/rate), the connect of those that opened a connection,")
+print("and the two added (what latency adds to the wire's exchange), for all and for kept connections alone.")
+print()
+print("| rate | binary | late p50 / p99 ms | connected | connect p50 / p99 ms | added p99 ms, all / kept | "
+      "of the added tail, connected |")
+print("|---:|---|---|---:|---|---|---:|")
+for f in sorted(out.glob("*.late.json"), key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]):
+    name = f.name[: -len(".late.json")]
+    rate, rnd, b, pacer = name[1:].split("-")
+    try:
+        w = json.loads(f.read_text())
+    except ValueError:
+        continue
+    c = w["connect"] or {"p50_ms": 0, "p99_ms": 0}
+    print(f"| {rate} | {bins[int(b[3:]) - 1]} {pacer} (round {rnd}) | {w['late']['p50_ms']:.3f} / {w['late']['p99_ms']:.3f} | "
+          f"{w['connected']:,} of {w['arrivals']:,} | {c['p50_ms']:.3f} / {c['p99_ms']:.3f} | "
+          f"{w['ahead']['p99_ms']:.3f} / {w['ahead_kept']['p99_ms']:.3f} | {w['tail_connected_share']:.0%} |")
 PY
 echo "raw outputs: $RAW" >&2
