@@ -674,6 +674,10 @@ pub(crate) fn stamp_receives(tcp: &TcpStream) -> bool {
 async fn read_stamped(tcp: &TcpStream, buf: &mut [u8], not_before: Instant) -> io::Result<(usize, Instant)> {
     loop {
         tcp.readable().await?;
+        // An arrival due goes out before this read (`coalesce::pacer_first`).
+        if crate::coalesce::pacer_first() {
+            tokio::task::yield_now().await;
+        }
         match try_read_stamped(tcp, buf, not_before) {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             read => return read,

@@ -127,6 +127,7 @@ impl PreciseTimer {
             // wakes it then, or the runtime polls it earlier.
             let wake = at.into_std();
             std::future::poll_fn(|cx| {
+                coalesce::pacer_runs();
                 if std::time::Instant::now() >= wake {
                     Poll::Ready(())
                 } else {
