@@ -105,13 +105,18 @@ done
 python3 - "$RAW" "$@" <<'PY'
 import json, pathlib, re, sys
 out = pathlib.Path(sys.argv[1]); bins = sys.argv[2:]
+def runs(ext):
+    """Each run's file of this kind, in natural order: (file, name, rate, round, binary, pacer)."""
+    key = lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]
+    for f in sorted(out.glob(f"*{ext}"), key=key):
+        name = f.name[: -len(ext)]
+        rate, rnd, b, pacer = name[1:].split("-")
+        yield f, name, rate, rnd, bins[int(b[3:]) - 1], pacer
 print("| rate | binary | pacer ran | wire p50 / p99 ms | service - wire p50 / p99 ms | latency - wire p50 / p99 ms | "
       "within +0.05 / +0.5 ms | CPU s/100k | dropped by tcpdump | server-seen rate |")
 print("|---:|---|---|---|---|---|---|---:|---:|---:|")
-for f in sorted(out.glob("*.wire.json"), key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]):
-    name = f.name[: -len(".wire.json")]
-    rate, rnd, b, pacer = name[1:].split("-")
-    label = f"{bins[int(b[3:]) - 1]} {pacer}"
+for f, name, rate, rnd, binary, pacer in runs(".wire.json"):
+    label = f"{binary} {pacer}"
     try:
         w = json.loads(f.read_text()); q = json.loads((out / f"{name}.json").read_text())
         srv = json.loads((out / f"{name}.server.json").read_text())
@@ -135,15 +140,13 @@ print()
 print("| rate | binary | late p50 / p99 ms | connected | connect p50 / p99 ms | added p99 ms, all / kept | "
       "of the added tail, connected |")
 print("|---:|---|---|---:|---|---|---:|")
-for f in sorted(out.glob("*.late.json"), key=lambda p: [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", p.name)]):
-    name = f.name[: -len(".late.json")]
-    rate, rnd, b, pacer = name[1:].split("-")
+for f, name, rate, rnd, binary, pacer in runs(".late.json"):
     try:
         w = json.loads(f.read_text())
     except ValueError:
         continue
     c = w["connect"] or {"p50_ms": 0, "p99_ms": 0}
-    print(f"| {rate} | {bins[int(b[3:]) - 1]} {pacer} (round {rnd}) | {w['late']['p50_ms']:.3f} / {w['late']['p99_ms']:.3f} | "
+    print(f"| {rate} | {binary} {pacer} (round {rnd}) | {w['late']['p50_ms']:.3f} / {w['late']['p99_ms']:.3f} | "
           f"{w['connected']:,} of {w['arrivals']:,} | {c['p50_ms']:.3f} / {c['p99_ms']:.3f} | "
           f"{w['ahead']['p99_ms']:.3f} / {w['ahead_kept']['p99_ms']:.3f} | {w['tail_connected_share']:.0%} |")
 PY

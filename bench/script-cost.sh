@@ -28,9 +28,9 @@ DURATION=${DURATION:-10}
 ROUNDS=${ROUNDS:-3}
 NGINX_PORT=${NGINX_PORT:-18293}
 AWAKES=${AWAKES:-0}
-for a in $AWAKES; do [[ $a =~ ^[01]$ ]] || { echo "script-cost: AWAKES: '$a' is neither 0 nor 1" >&2; exit 1; }; done
 
 die() { echo "script-cost: $*" >&2; exit 1; }
+for a in $AWAKES; do [[ $a =~ ^[01]$ ]] || die "AWAKES: '$a' is neither 0 nor 1"; done
 [ -x "$PERFOPS" ] || die "perfops binary not found: $PERFOPS (cargo build --release -p perfops)"
 command -v nginx >/dev/null || die "nginx is missing (apt-get install nginx)"
 

@@ -229,11 +229,11 @@ pub(crate) fn pacer_first() -> bool {
     if WOKEN.with(Cell::get) {
         return true;
     }
-    let due = PACE.with(|p| p.borrow().as_ref().is_some_and(|(due, _)| *due <= Instant::now()));
-    if !due {
-        return false;
-    }
-    let Some((_, waker)) = PACE.with(|p| p.borrow_mut().take()) else { return false };
+    let due = PACE.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.as_ref().is_some_and(|(due, _)| *due <= Instant::now()) { p.take() } else { None }
+    });
+    let Some((_, waker)) = due else { return false };
     WOKEN.with(|w| w.set(true));
     waker.wake();
     true

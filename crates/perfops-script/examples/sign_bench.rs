@@ -104,9 +104,13 @@ fn per_call_between(rt: &mut Runtime, hook: &str, n: u64, between: &mut [u8], na
 fn main() {
     // `sign_bench HOOK N`: only N calls of HOOK (for a profiler).
     let args: Vec<String> = std::env::args().collect();
-    if let [_, hook, n] = args.as_slice() {
+    // One runtime on a frozen clock, for the profiler's modes below.
+    let frozen = || {
         let scripts = Scripts::compile(&[("sign.js", SIGN)]).expect("compiles");
-        let mut rt = Runtime::new(&scripts, Limits::default(), 1, Clock::frozen(0)).expect("runtime");
+        Runtime::new(&scripts, Limits::default(), 1, Clock::frozen(0)).expect("runtime")
+    };
+    if let [_, hook, n] = args.as_slice() {
+        let mut rt = frozen();
         let (wall, cpu) = per_call(&mut rt, hook, n.parse().expect("a count"));
         println!("{hook}: {} ns of CPU a call, wall {} ns", cpu.as_nanos(), wall.as_nanos());
         return;
@@ -115,8 +119,7 @@ fn main() {
     // NAP_US µs between two calls.
     if let [_, hook, n, kib, nap] = args.as_slice() {
         let nap = Duration::from_micros(nap.parse().expect("µs"));
-        let scripts = Scripts::compile(&[("sign.js", SIGN)]).expect("compiles");
-        let mut rt = Runtime::new(&scripts, Limits::default(), 1, Clock::frozen(0)).expect("runtime");
+        let mut rt = frozen();
         let mut between = vec![0u8; kib.parse::<usize>().expect("KiB") << 10];
         let n: u64 = n.parse().expect("a count");
         per_call_between(&mut rt, hook, n / 10, &mut between, nap); // warm-up
