@@ -121,6 +121,9 @@ pub(crate) struct Handshake {
     pub(crate) bytes_in: u64,
     /// When the response's first bytes were read.
     pub(crate) first_byte: Option<Instant>,
+    /// The `Set-Cookie` values of a whole answer (a 101, or an error
+    /// status), for the flow's jar.
+    pub(crate) set_cookies: Vec<Vec<u8>>,
 }
 
 fn config() -> WebSocketConfig {
@@ -184,9 +187,9 @@ fn accepts(resp: &httparse::Response<'_, '_>, key: &str) -> bool {
 }
 
 /// Upgrade `stream` to a WebSocket connection (RFC 6455 §4): send the
-/// request for `path` on `authority` with `headers`, read the answer, and
-/// check that it accepts this key. What it measured goes to `hs`, also when
-/// it fails.
+/// request for `path` on `authority` with `headers`, as `dress` makes it
+/// (with the flow's cookies), read the answer, and check that it accepts
+/// this key. What it measured goes to `hs`, also when it fails.
 ///
 /// The handshake is ours, not tungstenite's: tungstenite's reads into a
 /// 4 KiB buffer that the connection then keeps as its read buffer for its
@@ -198,10 +201,12 @@ pub(crate) async fn upgrade(
     authority: &str,
     path: &[u8],
     headers: &[(String, Vec<u8>)],
+    dress: impl FnOnce(Vec<u8>) -> Vec<u8>,
     hs: &mut Handshake,
 ) -> Result<Ws, Refused> {
     let key = generate_key();
     let request = upgrade_request(authority, path, headers, &key).ok_or(Refused::Failed(FailureKind::Protocol))?;
+    let request = dress(request);
     let io = |e: &io::Error| match e.kind() {
         io::ErrorKind::InvalidData => Refused::Failed(FailureKind::Protocol),
         _ => Refused::Failed(FailureKind::Reset),
@@ -227,7 +232,7 @@ pub(crate) async fn upgrade(
         hs.first_byte.get_or_insert_with(Instant::now);
         end += n;
         hs.bytes_in += n as u64;
-        let Some(len) = answer(&buf[..end], &key)? else { continue };
+        let Some(len) = answer(&buf[..end], &key, &mut hs.set_cookies)? else { continue };
         let counted = Counted { inner: stream, read: hs.bytes_in, written: hs.bytes_out };
         // A frame the server sent at once, read with the head, is the
         // connection's first bytes.
@@ -243,7 +248,8 @@ pub(crate) async fn upgrade(
 
 /// What the head of an upgrade's answer in `head` says to the request sent
 /// with `key`: `Ok(None)`, not whole yet; `Ok(Some(len))`, the upgrade
-/// accepted by a head of `len` bytes; or why it was refused.
+/// accepted by a head of `len` bytes; or why it was refused. The
+/// `Set-Cookie` values of a whole head go to `set_cookies`.
 ///
 /// Apart from [`upgrade`], so that its 64 header slots (2 KiB) are on this
 /// call's stack: in `upgrade`, they were in the state of every upgrade
@@ -251,7 +257,7 @@ pub(crate) async fn upgrade(
 /// KiB), which 10,000 closed-loop users opening sessions at once against a
 /// slow server all were (a peak of 164 MiB, 16 KiB per user, where a held
 /// session costs 8 KiB).
-fn answer(head: &[u8], key: &str) -> Result<Option<usize>, Refused> {
+fn answer(head: &[u8], key: &str, set_cookies: &mut Vec<Vec<u8>>) -> Result<Option<usize>, Refused> {
     let mut fields = [httparse::EMPTY_HEADER; 64];
     let mut resp = httparse::Response::new(&mut fields);
     let len = match resp.parse(head) {
@@ -259,6 +265,8 @@ fn answer(head: &[u8], key: &str) -> Result<Option<usize>, Refused> {
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(_) => return Err(Refused::Failed(FailureKind::Protocol)),
     };
+    let cookies = resp.headers.iter().filter(|h| h.name.eq_ignore_ascii_case("set-cookie"));
+    set_cookies.extend(cookies.map(|h| h.value.to_vec()));
     match resp.code {
         Some(101) if accepts(&resp, key) => Ok(Some(len)),
         Some(101) | None => Err(Refused::Failed(FailureKind::Protocol)),
@@ -471,7 +479,7 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
         let tcp = tokio::net::TcpStream::connect(listener.local_addr().expect("address")).await.expect("connect");
         let mut hs = Handshake::default();
-        let waiting = upgrade(Stream::Tcp(tcp), "127.0.0.1", b"/", &[], &mut hs);
+        let waiting = upgrade(Stream::Tcp(tcp), "127.0.0.1", b"/", &[], |r| r, &mut hs);
         let size = std::mem::size_of_val(&waiting);
         assert!(size <= 1024, "an upgrade's future is {size} bytes");
     }

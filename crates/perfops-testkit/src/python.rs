@@ -317,6 +317,50 @@ pub fn websocket(close_after: u32) -> Python {
     start(WEBSOCKET, &[close_after.to_string()])
 }
 
+const WEBSOCKET_COOKIES: &str = r#"
+import sys
+sys.path.append('/usr/lib/python3/dist-packages')
+import asyncio, http, websockets
+def cookie(headers, name):
+    for line in headers.get_all('Cookie'):
+        for pair in line.split(';'):
+            key, _, value = pair.strip().partition('=')
+            if key == name:
+                return value
+    return None
+def answer(ok, why):
+    status = http.HTTPStatus.OK if ok else http.HTTPStatus.UNAUTHORIZED
+    return (status, [('Content-Type', 'text/plain')], b'ok\n' if ok else why)
+def process_request(path, headers):
+    if path == '/login':
+        return (http.HTTPStatus.OK, [('Set-Cookie', 'session=s3cret; Path=/; HttpOnly')], b'welcome\n')
+    if path == '/after':
+        return answer(cookie(headers, 'socket') == 'opened', b'no socket cookie\n')
+    if cookie(headers, 'session') != 's3cret':
+        return answer(False, b'no session cookie\n')
+    return None
+def extra_headers(path, headers):
+    return [('Set-Cookie', 'socket=opened; Path=/')]
+async def serve(ws, path=None):
+    async for message in ws:
+        await ws.send(message)
+async def main():
+    async with websockets.serve(serve, '127.0.0.1', 0, process_request=process_request,
+                                extra_headers=extra_headers) as server:
+        print(server.sockets[0].getsockname()[1], flush=True)
+        await asyncio.Future()
+asyncio.run(main())
+"#;
+
+/// Debian's python3-websockets behind a session cookie: `GET /login`
+/// answers 200 with `Set-Cookie: session=s3cret`; an upgrade without that
+/// cookie is answered 401, with it 101 (an echo) with `Set-Cookie:
+/// socket=opened`; `GET /after` answers 200 when that second cookie comes
+/// back, else 401.
+pub fn websocket_cookies() -> Python {
+    start(WEBSOCKET_COOKIES, &[])
+}
+
 /// Where `scripts/test` installs the SSE server's PyPI packages (aiohttp and
 /// aiohttp-sse, pinned there), in a virtual environment of Debian's python3.
 pub const SSE_VENV: &str = ".cache/perfops-testkit/sse-venv";

@@ -269,6 +269,36 @@ fn quick_takes_a_websocket_url() {
     assert!(run.stdout.contains("WebSocket messages:     30 answered, 0 failed"), "{}", run.stdout);
 }
 
+/// The flow's cookie jar goes with a WebSocket upgrade, as with any request,
+/// and keeps what its 101 sets: against python3-websockets behind a session
+/// cookie, a login, the socket, then a request that needs the socket's
+/// cookie, 10 flows in 1 s. With `cookies: false` every upgrade is refused
+/// (401), the control that shows the jar is what opened them.
+#[test]
+fn a_websocket_upgrade_carries_the_flows_cookies() {
+    let _cpu = shared();
+    let python = kit::python::websocket_cookies();
+    let flow = |defaults: &str| {
+        format!(
+            "name: ws-cookies\ntarget: http://{}\ndefaults: {{ timeout: 2s{defaults} }}\nflows:\n  chat:\n    steps:\n      - {{ name: login, request: GET /login }}\n      - {{ name: chat, websocket: /ws, send: [hi] }}\n      - {{ name: after, request: GET /after }}\nload:\n  stages: [ {{ rate: 10, hold: 1s }} ]\n",
+            python.addr()
+        )
+    };
+    let wd = Workdir::new("ws-cookies");
+    let run = Run::new(&wd, &flow(""), &["--wait-in-flight"]);
+    let ctx = format!("{:#}\n{}", run.summary()["steps"], run.context());
+    assert_eq!(count(&run.step("chat"), "/failed"), 0, "the session cookie opened every socket\n{ctx}");
+    assert_eq!(count(&run.step("chat"), "/completed"), 10, "{ctx}");
+    assert_eq!(count(&run.step("chat messages"), "/completed"), 10, "{ctx}");
+    assert_eq!(count(&run.step("after"), "/failed"), 0, "the 101's cookie was kept\n{ctx}");
+    assert_eq!(count(&run.step("after"), "/completed"), 10, "{ctx}");
+
+    let wd = Workdir::new("ws-no-cookies");
+    let run = Run::new(&wd, &flow(", cookies: false"), &["--wait-in-flight"]);
+    let ctx = format!("{:#}\n{}", run.summary()["steps"], run.context());
+    assert_eq!(count(&run.step("chat"), "/failures/http_4xx"), 10, "no jar, no session\n{ctx}");
+}
+
 /// An upgrade answered 200 (a server that speaks no WebSocket there) is a
 /// `protocol` failure, and what it sent counts as received (it read "0 bytes
 /// received" for 20 answers; review 2's tester).

@@ -255,10 +255,22 @@ impl Worker {
         // Boxed: inline, the handshake's state took room more than once in
         // every upgrade waiting for its answer (`within` keeps its argument
         // and a pinned copy of it).
-        let handshake = Box::pin(ws::upgrade(stream, authority, &path, &headers, &mut hs));
+        // The flow's cookies go with the upgrade, as with any request (a
+        // login's session cookie is what lets a socket open).
+        let dress = |request: Vec<u8>| match req.cookies() {
+            Some(jar) => self.cookied(jar, request),
+            None => request,
+        };
+        let handshake = Box::pin(ws::upgrade(stream, authority, &path, &headers, dress, &mut hs));
         let upgraded = within(timer.as_mut(), handshake).await;
         let t0 = Instant::now();
         in_flight.done = true;
+        if let Some(jar) = req.jar
+            && !hs.set_cookies.is_empty()
+        {
+            let set = hs.set_cookies.iter().map(|v| ("set-cookie", v.as_slice()));
+            self.keep_cookies(jar, &path, set);
+        }
         let first_byte = hs.first_byte.unwrap_or(t0);
         let (response, failure) = match upgraded {
             Some(Ok(ws)) => {
