@@ -23,6 +23,9 @@
 #   uring    the same with PERFOPS_PACER=io_uring: the kernel pacer (requests queued in
 #            io_uring behind a timeout at their due times); its summary's generator.pacer
 #            says which pacer ran (timerfd where io_uring is refused)
+#   gatherN  the timerfd pacer with arrivals gathered within N µs instead of 100
+#            (PERFOPS_GATHER_US=N; gather0: a wake-up per arrival): what a wider window would
+#            save, for the record; the contract is 100 µs (../shared/DESIGN.md)
 #   closed   `perfops quick -c RATE/100 -d DURATION`: the closed loop at about the same rate
 #            against the 10 ms server, the per-request price the open model is held to
 #   oha      `oha -q RATE --latency-correction -z DURATION -c C --no-tui --output-format json URL`
@@ -88,12 +91,13 @@ cleanup_at_exit
 avail=""
 for t in $TOOLS; do
   case "$t" in
-    perfops|uring|closed) [ -x "$PERFOPS" ] || { log "perfops not found: $PERFOPS (cargo build --release -p perfops)"; continue; } ;;
+    perfops|uring|closed|gather[0-9]*) [[ $t != gather* || $t =~ ^gather[0-9]+$ ]] || die "'$t': gather takes whole µs (gather200)"
+      [ -x "$PERFOPS" ] || { log "perfops not found: $PERFOPS (cargo build --release -p perfops)"; continue; } ;;
     base) [ -n "$BASE" ] && [ -x "$BASE" ] || { log "BASE not set or not executable ('$BASE'); skipped"; continue; } ;;
     oha) [ -x "$OHA" ] || { log "oha not found ($OHA): $PEERS/install.sh installs it; skipped"; continue; } ;;
     vegeta) [ -x "$VEGETA" ] || { log "vegeta not found ($VEGETA): $PEERS/install.sh installs it; skipped"; continue; } ;;
     k6) [ -x "$K6" ] || { log "k6 not found ($K6); skipped"; continue; } ;;
-    *) die "unknown tool '$t' (perfops, uring, closed, base, oha, vegeta, k6)" ;;
+    *) die "unknown tool '$t' (perfops, uring, gatherN, closed, base, oha, vegeta, k6)" ;;
   esac
   avail="$avail $t"
 done
@@ -137,6 +141,7 @@ argv_for() { # TOOL RATE NAME -> ARGV
   case "$1" in
     perfops) ARGV=("$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     uring) ARGV=(env PERFOPS_PACER=io_uring "$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
+    gather*) ARGV=(env PERFOPS_GATHER_US="${1#gather}" "$PERFOPS" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     closed) ARGV=("$PERFOPS" quick -c $(( $2 / 100 > 1 ? $2 / 100 : 1 )) -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     base) ARGV=("$BASE" quick -r "$2" -d "${DURATION}s" --json "$RAW/$3.json" "$URL") ;;
     oha) ARGV=("$OHA" -q "$2" --latency-correction -z "${DURATION}s" -c "$conns" --no-tui --output-format json "$URL") ;;

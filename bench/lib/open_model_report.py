@@ -19,14 +19,19 @@ from benchlib import cli, fmt, last_line, load_meta, med, read, time_stats  # no
 
 
 # perfops' own runs: its default (timerfd) pacer (perfops), the kernel pacer (uring), a build
-# before a change (base), and the closed loop at about the same rate (closed).
+# before a change (base), the closed loop at about the same rate (closed), and the timerfd pacer
+# gathering arrivals within N µs (gatherN).
 PERFOPS = ("perfops", "base", "uring", "closed")
+
+
+def is_perfops(tool):
+    return tool in PERFOPS or tool.startswith("gather")
 
 
 def tool_figures(tool, text):
     """The tool's own summary -> {count, errors, p50_ms, p99_ms} (count: answered requests)."""
     j = json.loads(text)
-    if tool in PERFOPS:
+    if is_perfops(tool):
         t = j if "latency_ms" in j else j["total"]
         lat = t["latency_ms"]
         svc = t.get("service_ms") or {}
@@ -80,7 +85,7 @@ def run(raw, name, tool, rate):
         r["ok"], r["err"] = False, f"cannot read the {tool} or server summary: {type(e).__name__} {e}"
     # perfops exits 1 when a verdict is not met (none here) or inconclusive; the figures
     # judge the run: a run that answered what it sent is a run.
-    if r["rc"] != 0 and not (tool in PERFOPS and r["rc"] == 1 and r.get("count")):
+    if r["rc"] != 0 and not (is_perfops(tool) and r["rc"] == 1 and r.get("count")):
         r["ok"] = False
         r["err"] = (r["err"] + "; " if r["err"] else "") + f"exit status {r['rc']}: " + \
             last_line(read(os.path.join(raw, name + ".err")), 2)
@@ -143,7 +148,7 @@ def main():
     for rate in rates:
         c = {t: med([r.get("cpu100k") for r in rows.get((rate, t), []) if r["ok"]]) for t in tools}
         ratio = lambda a, b: fmt(c[a] / c[b], "{:.2f}x") if c.get(a) and c.get(b) else "—"
-        for t in ("perfops", "uring"):
+        for t in ["perfops", "uring"] + [t for t in tools if t.startswith("gather")]:
             if t in tools:
                 L.append(f"| {rate:,} | {t} | {ratio(t, 'closed')} | {ratio(t, 'oha')} | {ratio('uring', 'perfops')} |")
     L += ["", "Each round:", "",

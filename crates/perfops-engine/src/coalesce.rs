@@ -120,13 +120,13 @@ pub(crate) const MAX_NAP: Duration = Duration::from_micros(20);
 /// `PNAPS`): read once, never per request.
 pub(crate) fn max_nap() -> Duration {
     static MAX: OnceLock<Duration> = OnceLock::new();
-    *MAX.get_or_init(|| max_nap_from(std::env::var("PERFOPS_NAP_MAX_US").ok().as_deref()))
+    *MAX.get_or_init(|| micros_or(std::env::var("PERFOPS_NAP_MAX_US").ok().as_deref(), MAX_NAP))
 }
 
-/// [`max_nap`] from the knob's value: whole microseconds, or [`MAX_NAP`]
-/// when unset or unreadable.
-fn max_nap_from(value: Option<&str>) -> Duration {
-    value.and_then(|v| v.trim().parse::<u64>().ok()).map_or(MAX_NAP, Duration::from_micros)
+/// A knob's value: whole microseconds, or `default` when unset or
+/// unreadable.
+fn micros_or(value: Option<&str>, default: Duration) -> Duration {
+    value.and_then(|v| v.trim().parse::<u64>().ok()).map_or(default, Duration::from_micros)
 }
 /// The shortest nap worth a timer.
 pub(crate) const MIN_NAP: Duration = Duration::from_micros(5);
@@ -274,6 +274,16 @@ fn pace_before_park() {
 /// None is sent late on purpose. Zero turns gathering off.
 pub(crate) const GATHER: Duration = Duration::from_micros(100);
 
+/// The gathering window in this process: [`GATHER`], or
+/// `PERFOPS_GATHER_US` microseconds where that is set (0: no gathering). A
+/// knob for benchmarks, which measure what a wider window would save
+/// (`bench/open-model.sh`, `GATHERS`), never a setting: the contract is
+/// [`GATHER`]. Read once, never per arrival.
+pub(crate) fn gather_window() -> Duration {
+    static WINDOW: OnceLock<Duration> = OnceLock::new();
+    *WINDOW.get_or_init(|| micros_or(std::env::var("PERFOPS_GATHER_US").ok().as_deref(), GATHER))
+}
+
 /// What the schedule's rounding may add to a gap between two due times.
 const ROUNDING: Duration = Duration::from_nanos(100);
 
@@ -344,9 +354,10 @@ mod tests {
         }
     }
 
-    /// The knob's value: whole microseconds; anything else leaves [`MAX_NAP`].
+    /// A knob's value (`PERFOPS_NAP_MAX_US`, `PERFOPS_GATHER_US`): whole
+    /// microseconds; anything else leaves the default.
     #[test]
-    fn nap_cap_from_the_environment() {
+    fn knobs_from_the_environment() {
         let cases = [
             (None, MAX_NAP),             // unset: the policy's cap
             (Some("0"), Duration::ZERO), // no naps
@@ -357,7 +368,7 @@ mod tests {
             (Some(""), MAX_NAP),         // set but empty: ignored
         ];
         for (value, want) in cases {
-            assert_eq!(max_nap_from(value), want, "{value:?}");
+            assert_eq!(micros_or(value, MAX_NAP), want, "{value:?}");
         }
     }
 

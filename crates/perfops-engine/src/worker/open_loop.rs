@@ -394,7 +394,7 @@ impl Iterator for Pace {
         if wakes {
             let step = self.step;
             let next = (1..).map(|k: u64| schedule.due(n.saturating_add(k * step)));
-            self.gathered = coalesce::gather(offset, next, coalesce::GATHER);
+            self.gathered = coalesce::gather(offset, next, coalesce::gather_window());
         }
         Some((n, offset, wakes, self.plan.stage_at(offset)))
     }
