@@ -88,7 +88,8 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
         [
             "eval",
             format!(
-                "[{ATTR}('data-errors'), {ATTR}('data-error-messages'), {ATTR}('data-live-state'), +{ATTR}('data-charts-drawn')]"
+                "[{ATTR}('data-errors'), {ATTR}('data-error-messages'), {ATTR}('data-live-state'), +{ATTR}('data-charts-drawn'), \
+                  !!document.querySelector('.chart[data-chart=\"streams\"]')]"
             )
         ],
         [
@@ -121,6 +122,7 @@ fn the_live_page_follows_a_run_and_becomes_its_report() {
     assert_eq!(got[2][2], "live", "{ctx}");
     // And the watched metrics' chart, once the generator's first sample came.
     assert!(got[2][3].as_u64().unwrap() >= 4, "the four time charts drew\n{ctx}");
+    assert_eq!(got[2][4], false, "a run that streams nothing shows no streams chart\n{ctx}");
     assert_eq!(got[3], "GET /health", "the steps' table names the step");
     let late = &got[4];
     assert_eq!(late[2], 0, "the late page's charts start at the run's first second: {late}");
@@ -218,6 +220,56 @@ fn failing_exchanges_show_before_the_run_ends() {
     assert_eq!(v[5], "0", "no script error: {v}");
     assert_eq!(v[6], 0, "text only: {v}");
     assert!(out.code.is_some(), "the run ended\n{ctx}");
+}
+
+/// Streamed answers get their chart on the live page once a second carries
+/// their figures, after the latency chart as in the report, and it draws
+/// before the run ends: a `stream:` step against the aiohttp-sse server,
+/// 10 streams a second of 5 events 20 ms apart, for 5 s. (A run that
+/// streams nothing shows no such chart: the first test.)
+#[test]
+fn streamed_answers_chart_before_the_run_ends() {
+    let _cpu = shared();
+    let sse = perfops_testkit::python::sse();
+    let wd = Workdir::new("live-streams");
+    let text = format!(
+        "name: live-streams\ntarget: http://{}\nflows:\n  events:\n    steps:\n      - {{ name: events, request: GET /events?n=5&every=20, stream: true }}\nload:\n  stages: [ {{ rate: 10, hold: 5s }} ]\n",
+        sse.addr()
+    );
+    let scenario = wd.scenario("live.yaml", &text);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut run = wd.spawn("run", &scenario, &[&format!("--live={addr}")], |_| {});
+    wait_for_page(&addr, &mut run);
+    let chart = "document.querySelector('.chart[data-chart=\"streams\"]')";
+    let got = drive(&json!([
+        ["open", format!("http://{addr}/")],
+        [
+            "until",
+            format!(
+                "document.body && {chart} && {chart}.hasAttribute('data-drawn') && {ATTR}('data-live-seconds') >= 2"
+            ),
+            30
+        ],
+        [
+            "eval",
+            format!(
+                "var c = {chart}, u = perfopsReport.timeCharts.filter(function (u) {{ return u.root.parentNode === c; }})[0]; \
+                 [+c.getAttribute('data-series-ink'), document.getElementById('box-streams').previousElementSibling.id, \
+                  u.series.map(function (s) {{ return s.label; }}), u.data[1].filter(function (v) {{ return v != null; }}).length, \
+                  {ATTR}('data-live-state'), {ATTR}('data-errors')]"
+            )
+        ],
+    ]));
+    let out = run.wait(RUN_LIMIT);
+    let ctx = format!("exit {:?}\nstderr:\n{}", out.code, out.stderr);
+    let v = &got[0];
+    assert!(v[0].as_u64().unwrap() > 0, "the streams chart has ink: {v}\n{ctx}");
+    assert_eq!(v[1], "box-latency", "after the latency chart: {v}");
+    assert_eq!(v[2], json!(["time", "first event p95", "ttft p95", "itl p99"]), "{v}");
+    assert!(v[3].as_u64().unwrap() >= 1, "first-event seconds drawn: {v}");
+    assert_eq!(v[4], "live", "before the run ended: {v}\n{ctx}");
+    assert_eq!(v[5], "0", "no script error: {v}");
+    assert_eq!(out.code, Some(0), "{ctx}");
 }
 
 /// Watched metrics reach the page with the second they were read in, on

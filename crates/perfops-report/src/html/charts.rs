@@ -234,6 +234,54 @@ type Which = fn(&SeriesLine) -> &HistogramSummary;
 /// A figure of a histogram.
 type Figure = fn(&HistogramSummary) -> f64;
 
+/// One series of the streamed answers' chart, in the report and on the live
+/// page: the histogram, the series' label, the key of the live page's
+/// second (`live.rs`), and the quantile drawn (as a summary's figure for the
+/// report, as a number for the live page, which reads the histogram).
+pub(super) struct Streamed {
+    pub(super) kind: HistogramKind,
+    pub(super) label: &'static str,
+    pub(super) key: &'static str,
+    pub(super) figure: Figure,
+    pub(super) q: f64,
+    pub(super) color: &'static str,
+}
+
+/// The streamed answers' chart: per second, the figures their SLO lines
+/// judge most.
+pub(super) const STREAMED: [Streamed; 3] = [
+    Streamed {
+        kind: HistogramKind::FirstEvent,
+        label: "first event p95",
+        key: "first_event_p95",
+        figure: |h| h.p95,
+        q: 0.95,
+        color: color::P50,
+    },
+    Streamed {
+        kind: HistogramKind::Ttft,
+        label: "ttft p95",
+        key: "ttft_p95",
+        figure: |h| h.p95,
+        q: 0.95,
+        color: color::P99,
+    },
+    Streamed {
+        kind: HistogramKind::Itl,
+        label: "itl p99",
+        key: "itl_p99",
+        figure: |h| h.p99,
+        q: 0.99,
+        color: color::P90,
+    },
+];
+/// Its id, title and note.
+pub(super) const STREAMS: (&str, &str, &str) = (
+    "streams",
+    "Streamed answers per second (log scale)",
+    "First event: from the intended start to a streamed answer's first event. TTFT: to an LLM answer's first token. ITL: the gaps between its tokens.",
+);
+
 /// Latency from the intended start.
 pub(crate) fn latency(l: &SeriesLine) -> &HistogramSummary {
     &l.latency_ms
@@ -293,33 +341,22 @@ fn series_charts(rows: &[Option<&SeriesLine>], x: &[f64]) -> Vec<Value> {
         json!({"note": "Solid: latency from the intended start (what a user waits). Dashed: service time from the actual send. A gap between them is time spent waiting to be sent."}),
     ));
 
-    // Streamed answers and LLM steps, where the run has them: per second, the
-    // figures their SLO lines judge most. A run that streams nothing draws no
-    // chart more (its seconds have none of these figures).
-    let streamed: [(HistogramKind, &str, Figure, &str); 3] = [
-        (HistogramKind::FirstEvent, "first event p95", |h| h.p95, color::P50),
-        (HistogramKind::Ttft, "ttft p95", |h| h.p95, color::P99),
-        (HistogramKind::Itl, "itl p99", |h| h.p99, color::P90),
-    ];
-    let streams: Vec<Series> = streamed
-        .into_iter()
-        .map(|(h, label, p, c)| {
+    // Streamed answers and LLM steps, where the run has them. A run that
+    // streams nothing draws no chart more (its seconds have none of these
+    // figures).
+    let streams: Vec<Series> = STREAMED
+        .iter()
+        .map(|st| {
+            let (h, p) = (st.kind, st.figure);
             let values =
                 col(&move |l: &SeriesLine| l.histograms.get(h).filter(|s| s.count > 0).map(p).filter(|v| *v > 0.0));
-            Series::new(label, values, json!({"color": c, "width": 2}))
+            Series::new(st.label, values, json!({"color": st.color, "width": 2}))
         })
         .filter(|s| s.values.iter().any(Option::is_some))
         .collect();
     if !streams.is_empty() {
-        out.push(time_chart(
-            "streams",
-            "Streamed answers per second (log scale)",
-            "ms",
-            true,
-            x,
-            streams,
-            json!({"note": "First event: from the intended start to a streamed answer's first event. TTFT: to an LLM answer's first token. ITL: the gaps between its tokens."}),
-        ));
+        let (id, title, note) = STREAMS;
+        out.push(time_chart(id, title, "ms", true, x, streams, json!({ "note": note })));
     }
 
     // `cut` is not the target's: requests still in flight when the run ended,

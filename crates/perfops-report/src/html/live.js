@@ -106,6 +106,43 @@
     if (u) u.addSeries(R.seriesOpts(s, "/s"), u.series.length);
   }
 
+  // A chart the page holds back until the seconds carry its figures (the
+  // streamed answers'), two of one series at least: a line to draw (a run
+  // that streams nothing shows none, as its report). Its frame goes after
+  // the latency chart, as in the report; report.js draws it, and redraw()
+  // feeds it from then on.
+  function pending() {
+    function drawable(s) { return cols[s.key] && cols[s.key].filter(function (v) { return v != null; }).length >= 2; }
+    (data.pending_charts || []).forEach(function (c) {
+      if (c.drawn || !c.series.some(drawable)) return;
+      c.drawn = true;
+      var fig = document.createElement("figure"), cap = document.createElement("figcaption");
+      var h = document.createElement("h3"), div = document.createElement("div");
+      fig.className = "chart-box";
+      fig.id = "box-" + c.id;
+      h.textContent = c.title;
+      cap.appendChild(h);
+      if (c.note) {
+        var p = document.createElement("p");
+        p.className = "note";
+        p.textContent = c.note;
+        cap.appendChild(p);
+      }
+      div.className = "chart";
+      div.setAttribute("data-chart", c.id);
+      fig.appendChild(cap);
+      fig.appendChild(div);
+      var after = $("box-latency");
+      after.parentNode.insertBefore(fig, after.nextSibling);
+      // Drawn first with the run so far: its first draw is what the
+      // page's test marks read (data-series-ink).
+      c.x = xs.slice();
+      c.series.forEach(function (s) { s.values = col(s.key).slice(); });
+      data.time_charts.push(c);
+      R.addTimeChart(c);
+    });
+  }
+
   // Stage boundaries as they happened (hold and next move them).
   function placeStage(name, t) {
     if (name.charAt(0) === "(") return;
@@ -126,10 +163,14 @@
       failed: ev.failed, in_flight: ev.in_flight };
     Object.keys(ev.failures || {}).forEach(function (k) { if (kinds.indexOf(k) < 0) addKind(k); });
     kinds.forEach(function (k) { row["failure:" + k] = (ev.failures || {})[k] || 0; });
+    (data.pending_charts || []).forEach(function (c) {
+      c.series.forEach(function (s) { if (ev[s.key] != null) row[s.key] = ev[s.key]; });
+    });
     // Every column as long as xs before this second, then one more each.
     Object.keys(row).forEach(function (k) { col(k); });
     Object.keys(cols).forEach(function (k) { cols[k].push(row[k] == null ? null : row[k]); });
     xs.push(ev.t);
+    pending();
     (ev.events || []).forEach(function (e) {
       marks.push({ t: e.t, label: e.action + (e.value != null ? " " + e.value : "") });
       nEvents++;

@@ -8,7 +8,8 @@
 //! ```text
 //!   start(meta) ─> page(meta): header, planned stages, empty charts, controls
 //!   each second ─> second_event: one line of JSON (t, stage, rates, p50/p90/p99,
-//!                  failures by kind, in flight, per step, control events,
+//!                  failures by kind, in flight, streamed answers' figures
+//!                  (their chart is held back until they come), per step, control events,
 //!                  what was watched (samples, probe checks) since the last,
 //!                  the verdicts of the stages that closed with it, its
 //!                  failing exchanges: the first few of each step and kind)
@@ -32,7 +33,7 @@ use serde_json::{Map, Value, json};
 use perfops_core::measure::{SampleBound, Stats};
 use perfops_core::pipeline::Second;
 
-use super::charts::color;
+use super::charts::{STREAMED, STREAMS, color};
 use super::shell::{close_with, frame, open, script_json};
 use crate::failures::FailureLine;
 use crate::format::escape;
@@ -67,6 +68,17 @@ pub fn page(meta: &RunMeta) -> String {
         Value::Object(o)
     };
     let chart = |id: &str, title: &str, unit: &str, log: bool, series: Vec<Value>| json!({"id": id, "title": title, "unit": unit, "log": log, "x": [], "series": series});
+    // Drawn by live.js when a second first carries its figures (a run that
+    // streams nothing shows no such chart, as its report does not).
+    let (id, title, note) = STREAMS;
+    let mut streams = chart(
+        id,
+        title,
+        "ms",
+        true,
+        STREAMED.iter().map(|st| empty(st.label, st.key, json!({"color": st.color, "width": 2}))).collect(),
+    );
+    streams["note"] = note.into();
     let data = json!({
         "version": super::DATA_VERSION,
         "live": true,
@@ -97,6 +109,7 @@ pub fn page(meta: &RunMeta) -> String {
                 empty("in flight", "in_flight", json!({"color": color::IN_FLIGHT, "width": 2})),
             ]),
         ],
+        "pending_charts": [streams],
     });
     let mut o = String::with_capacity(192 * 1024);
     open(&mut o, &format!("{} · live · perfops", meta.name), &data);
@@ -200,6 +213,13 @@ pub fn second_event(s: &Second<'_>, shown: &mut SampleBound) -> String {
     o.insert("in_flight".into(), json!(iv.in_flight));
     o.insert("failures".into(), Value::Object(failures));
     o.insert("max".into(), json!(ms(st, 1.0)));
+    // Streamed answers' figures, where the second has them.
+    for streamed in &STREAMED {
+        let h = st.histogram(streamed.kind);
+        if !h.is_empty() {
+            o.insert(streamed.key.into(), json!(round(h.quantile(streamed.q).as_secs_f64() * 1000.0)));
+        }
+    }
     o.insert("steps".into(), Value::Array(steps));
     if !s.events.is_empty() {
         o.insert("events".into(), json!(s.events));
@@ -331,6 +351,40 @@ mod tests {
         assert!(v.get("events").is_none());
         // One line: an SSE data field must not hold a newline.
         assert!(!second_event(&s, &mut SampleBound::default()).contains('\n'));
+    }
+
+    /// A second with streamed answers carries their figures under the keys
+    /// of the page's held-back streams chart; one without carries none.
+    #[test]
+    fn a_second_carries_its_streamed_answers_figures() {
+        use perfops_core::measure::HistogramKind;
+        let mut st = stats(10);
+        for ms in [100, 200, 300] {
+            st.histogram_mut(HistogramKind::FirstEvent).record(Duration::from_millis(ms));
+        }
+        let iv = Interval { stats: st, length: Duration::from_secs(1), ..Interval::empty(4) };
+        let s = Second {
+            interval: &iv,
+            t: 1,
+            start: Duration::from_secs(1),
+            stage: "s",
+            draining: false,
+            step_names: &[],
+            stage_names: &[],
+            events: &[],
+            stages: &[],
+            watched: &[],
+            probes: &[],
+        };
+        let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
+        let p95 = v["first_event_p95"].as_f64().expect("first_event_p95");
+        assert!((299.0..=301.0).contains(&p95), "{v}");
+        assert!(v.get("ttft_p95").is_none() && v.get("itl_p99").is_none(), "no LLM answer, no key: {v}");
+        // The page holds the chart back with those keys.
+        let page = page(&RunMeta::default());
+        for key in ["first_event_p95", "ttft_p95", "itl_p99"] {
+            assert!(page.contains(&format!("\"key\":\"{key}\"")), "{key} in the pending chart");
+        }
     }
 
     /// An action by hand that took effect in a second travels with it, for

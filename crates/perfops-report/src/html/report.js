@@ -547,6 +547,7 @@
     data: data, timeCharts: timeCharts, seriesOpts: seriesOpts, fmt: fmt, ms: ms, num: num, clock: clock,
     eventMarks: eventMarks,
     setDuration: function (d) { dur = d; data.duration_s = d; },
+    addTimeChart: function (c) { guard(function () { timeChart(c); }); },
     watchChanged: function () { watchChanged(); },
   };
 
