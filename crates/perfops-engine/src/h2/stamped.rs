@@ -13,11 +13,6 @@
 //! kernel's time of its last bytes, never earlier than the truth; and no
 //! response is dated before its request was handed to the connection
 //! (`conn.rs` clamps it).
-//!
-//! On an open-model worker a read also steps behind the pacer when an
-//! arrival is due (`coalesce::pacer_first`), as HTTP/1.1's reads do: a
-//! burst of answers read first would send that arrival late; dated by the
-//! kernel, the answers lose nothing by waiting one turn.
 
 use std::io;
 use std::pin::Pin;
@@ -60,7 +55,7 @@ impl H2Io {
     pub(crate) fn new(stream: Stream, stamp: bool) -> H2Io {
         match stream {
             Stream::Tcp(tcp) if stamp && http1::stamp_receives(&tcp) => {
-                H2Io::Stamped(Stamped { tcp, last: None, since: Instant::now(), stepped: false })
+                H2Io::Stamped(Stamped { tcp, last: None, since: Instant::now() })
             }
             other => H2Io::Plain(other),
         }
@@ -116,10 +111,6 @@ pub(crate) struct Stamped {
     last: Option<Instant>,
     /// When the connection was made: nothing read on it is dated before.
     since: Instant,
-    /// This read stepped behind the pacer already: it reads when polled
-    /// again (once per read, so that a pacer gone at the run's end never
-    /// stalls it).
-    stepped: bool,
 }
 
 impl AsyncRead for Stamped {
@@ -127,15 +118,6 @@ impl AsyncRead for Stamped {
         let me = self.get_mut();
         loop {
             ready!(me.tcp.poll_read_ready(cx))?;
-            // An arrival due goes out before this read: this task runs again
-            // after the pacer, which `pacer_first` woke (tokio runs a task
-            // woken by itself after those woken before).
-            if !me.stepped && crate::coalesce::pacer_first() {
-                me.stepped = true;
-                cx.waker().wake_by_ref();
-                return Poll::Pending;
-            }
-            me.stepped = false;
             match http1::try_read_stamped(&me.tcp, buf.initialize_unfilled(), me.since) {
                 Ok((n, at)) => {
                     me.last = Some(at);
@@ -147,63 +129,5 @@ impl AsyncRead for Stamped {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicU32, Ordering};
-    use std::task::{Wake, Waker};
-
-    use tokio::io::AsyncWriteExt;
-
-    use super::*;
-    use crate::coalesce;
-
-    struct Count(AtomicU32);
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// A read with bytes waiting steps behind a pacer whose arrival is due,
-    /// once: it wakes itself and the pacer, and reads when polled again;
-    /// with no arrival due it reads at once.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_read_steps_behind_a_pacer_that_is_due_once() {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
-        let client = TcpStream::connect(listener.local_addr().expect("address")).await.expect("connect");
-        let (mut server, _) = listener.accept().await.expect("accept");
-        let H2Io::Stamped(mut stamped) = H2Io::new(Stream::Tcp(client), true) else {
-            panic!("this kernel dates no receive (SO_TIMESTAMPNS)")
-        };
-        let (pacer, me) = (Arc::new(Count(AtomicU32::new(0))), Arc::new(Count(AtomicU32::new(0))));
-        let (pacer_waker, my_waker) = (Waker::from(pacer.clone()), Waker::from(me.clone()));
-        let mut cx = Context::from_waker(&my_waker);
-        let mut bytes = [0u8; 64];
-        let mut poll = |stamped: &mut Stamped| {
-            let mut buf = ReadBuf::new(&mut bytes);
-            let ready = Pin::new(&mut *stamped).poll_read(&mut cx, &mut buf).is_ready();
-            (ready, buf.filled().len())
-        };
-        coalesce::pacer_runs();
-
-        // Nothing due: the answer is read at once.
-        server.write_all(b"first").await.expect("write");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        assert_eq!(poll(&mut stamped), (true, 5));
-
-        // Due: one turn behind the pacer, then the read.
-        server.write_all(b"second").await.expect("write");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        coalesce::pace(std::time::Instant::now(), &pacer_waker);
-        assert_eq!(poll(&mut stamped), (false, 0), "steps behind the due pacer");
-        assert_eq!(pacer.0.load(Ordering::Relaxed), 1, "the pacer woken");
-        assert_eq!(me.0.load(Ordering::Relaxed), 1, "and itself, to read after it");
-        // The pacer has not run (its flag still set): the read goes on all the same.
-        assert_eq!(poll(&mut stamped), (true, 6), "once per read");
-        coalesce::pacer_runs();
     }
 }
