@@ -27,6 +27,7 @@
 #
 # Knobs (env): RATES="2000 10000 20000"  ROUNDS=2  DURATION=6  PACERS=timerfd  PORT=18084  TARGET_CPU=0
 #              TOOL_CPU=1  LOCK=/tmp/bench.lock  LOCK_WAIT_S  QUIET_MAX_S
+#              KEEP_PCAP=1 (keep each run's capture, RAW/NAME.pcap: ~50 MB a run at 20,000/s for 6 s)
 # Each run is measured once (lib/common.sh's `measure_once`): tcpdump's own CPU during the
 # run would make every run look noisy to `measure`, which would redo it.
 # Output: the table on stdout; raw outputs in bench/out/open-wire-<UTC stamp>/.
@@ -95,7 +96,7 @@ for rate in $RATES; do
           --json "$RAW/$name.json" "$URL"
         python3 "$WIRE" "$RAW/$name.pcap" "$PORT" >"$RAW/$name.wire.json" || true
         python3 "$HERE/lib/wire_lateness.py" "$RAW/$name.pcap" "$PORT" "$rate" >"$RAW/$name.late.json" || true
-        rm -f "$RAW/$name.pcap"
+        [ -n "${KEEP_PCAP:-}" ] || rm -f "$RAW/$name.pcap"
         log "$name done"
       done
     done
@@ -135,11 +136,13 @@ for f, name, rate, rnd, binary, pacer in runs(".wire.json"):
 print()
 print("Where latency from the intended start goes (lib/wire_lateness.py, from the capture): each arrival's")
 print("lateness (its SYN or request left vs. start + k/rate), the connect of those that opened a connection,")
-print("and the two added (what latency adds to the wire's exchange), for all and for kept connections alone.")
+print("and the two added (what latency adds to the wire's exchange), for all and for kept connections alone;")
+print("then the arrivals late past 0.5 ms, grouped in episodes (less than 2 ms apart), the latest of them,")
+print("and the share of them in an episode that opened 10 connections or more (a connection storm).")
 print()
 print("| rate | binary | late p50 / p99 ms | connected | connect p50 / p99 ms | added p99 ms, all / kept | "
-      "of the added tail, connected |")
-print("|---:|---|---|---:|---|---|---:|")
+      "of the added tail, connected | late > 0.5 ms: arrivals, episodes, latest ms | of them, in storms |")
+print("|---:|---|---|---:|---|---|---:|---|---:|")
 for f, name, rate, rnd, binary, pacer in runs(".late.json"):
     try:
         w = json.loads(f.read_text())
@@ -148,6 +151,8 @@ for f, name, rate, rnd, binary, pacer in runs(".late.json"):
     c = w["connect"] or {"p50_ms": 0, "p99_ms": 0}
     print(f"| {rate} | {binary} {pacer} (round {rnd}) | {w['late']['p50_ms']:.3f} / {w['late']['p99_ms']:.3f} | "
           f"{w['connected']:,} of {w['arrivals']:,} | {c['p50_ms']:.3f} / {c['p99_ms']:.3f} | "
-          f"{w['ahead']['p99_ms']:.3f} / {w['ahead_kept']['p99_ms']:.3f} | {w['tail_connected_share']:.0%} |")
+          f"{w['ahead']['p99_ms']:.3f} / {w['ahead_kept']['p99_ms']:.3f} | {w['tail_connected_share']:.0%} | "
+          f"{w['late_over_budget']:,}, {w['episodes']}, {w['episode_late_max_ms']:.2f} | "
+          f"{w['over_budget_in_storms_share'] or 0:.0%} |")
 PY
 echo "raw outputs: $RAW" >&2

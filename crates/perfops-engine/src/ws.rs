@@ -121,8 +121,8 @@ pub(crate) struct Handshake {
     pub(crate) bytes_in: u64,
     /// When the response's first bytes were read.
     pub(crate) first_byte: Option<Instant>,
-    /// The `Set-Cookie` values of a whole answer (a 101, or an error
-    /// status), for the flow's jar.
+    /// The `Set-Cookie` values of the answer's head, whatever its status
+    /// (as HTTP/1.1's answers, and browsers, keep them), for the flow's jar.
     pub(crate) set_cookies: Vec<Vec<u8>>,
 }
 
@@ -132,6 +132,24 @@ fn config() -> WebSocketConfig {
         .write_buffer_size(0)
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE))
+}
+
+/// An upgrade request as it goes out, and the key its answer must accept.
+pub(crate) struct Upgrade {
+    /// The request's bytes (the worker adds the flow's cookies).
+    pub(crate) bytes: Vec<u8>,
+    key: String,
+}
+
+impl Upgrade {
+    /// The upgrade request of `path` on `authority` with the step's
+    /// `headers`, under a new key; `None` when a rendered path or header
+    /// would break its framing.
+    pub(crate) fn new(authority: &str, path: &[u8], headers: &[(String, Vec<u8>)]) -> Option<Upgrade> {
+        let key = generate_key();
+        let bytes = upgrade_request(authority, path, headers, &key)?;
+        Some(Upgrade { bytes, key })
+    }
 }
 
 /// Headers the handshake sets itself: a step's are not sent twice.
@@ -187,26 +205,17 @@ fn accepts(resp: &httparse::Response<'_, '_>, key: &str) -> bool {
 }
 
 /// Upgrade `stream` to a WebSocket connection (RFC 6455 §4): send the
-/// request for `path` on `authority` with `headers`, as `dress` makes it
-/// (with the flow's cookies), read the answer, and check that it accepts
-/// this key. What it measured goes to `hs`, also when it fails.
+/// `request` (from [`Upgrade::new`], with the flow's cookies), read the
+/// answer, and check that it accepts the request's key. What it measured
+/// goes to `hs`, also when it fails.
 ///
 /// The handshake is ours, not tungstenite's: tungstenite's reads into a
 /// 4 KiB buffer that the connection then keeps as its read buffer for its
 /// life (4 KiB of every held connection), and it does not say when the
 /// answer's first byte came. Here the head is read into a buffer dropped
 /// once it is parsed, and the connection's own starts at [`READ_BUF`].
-pub(crate) async fn upgrade(
-    mut stream: Stream,
-    authority: &str,
-    path: &[u8],
-    headers: &[(String, Vec<u8>)],
-    dress: impl FnOnce(Vec<u8>) -> Vec<u8>,
-    hs: &mut Handshake,
-) -> Result<Ws, Refused> {
-    let key = generate_key();
-    let request = upgrade_request(authority, path, headers, &key).ok_or(Refused::Failed(FailureKind::Protocol))?;
-    let request = dress(request);
+pub(crate) async fn upgrade(mut stream: Stream, request: Upgrade, hs: &mut Handshake) -> Result<Ws, Refused> {
+    let Upgrade { bytes: request, key } = request;
     let io = |e: &io::Error| match e.kind() {
         io::ErrorKind::InvalidData => Refused::Failed(FailureKind::Protocol),
         _ => Refused::Failed(FailureKind::Reset),
@@ -479,7 +488,8 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind 127.0.0.1");
         let tcp = tokio::net::TcpStream::connect(listener.local_addr().expect("address")).await.expect("connect");
         let mut hs = Handshake::default();
-        let waiting = upgrade(Stream::Tcp(tcp), "127.0.0.1", b"/", &[], |r| r, &mut hs);
+        let request = Upgrade::new("127.0.0.1", b"/", &[]).expect("a request");
+        let waiting = upgrade(Stream::Tcp(tcp), request, &mut hs);
         let size = std::mem::size_of_val(&waiting);
         assert!(size <= 1024, "an upgrade's future is {size} bytes");
     }

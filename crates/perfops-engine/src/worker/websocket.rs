@@ -238,6 +238,15 @@ impl Worker {
             Ok(request) => request,
             Err(unsafe_value) => return Err(self.refused(req, &unsafe_value.into())),
         };
+        let Some(mut request) = ws::Upgrade::new(&shared.target.authority, &path, &headers) else {
+            return Err(self.session_failed(up, req, None, FailureKind::Protocol, (0, 0)));
+        };
+        drop(headers);
+        // The flow's cookies go with the upgrade, as with any request (a
+        // login's session cookie is what lets a socket open).
+        if let Some(jar) = req.cookies() {
+            request.bytes = self.cookied(jar, std::mem::take(&mut request.bytes));
+        }
         let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
             Some(Ok(opened)) => opened,
@@ -250,18 +259,11 @@ impl Worker {
                 return Err(self.session_failed(up, req, None, FailureKind::Timeout, (0, 0)));
             }
         };
-        let authority = &shared.target.authority;
         let mut hs = ws::Handshake::default();
         // Boxed: inline, the handshake's state took room more than once in
         // every upgrade waiting for its answer (`within` keeps its argument
         // and a pinned copy of it).
-        // The flow's cookies go with the upgrade, as with any request (a
-        // login's session cookie is what lets a socket open).
-        let dress = |request: Vec<u8>| match req.cookies() {
-            Some(jar) => self.cookied(jar, request),
-            None => request,
-        };
-        let handshake = Box::pin(ws::upgrade(stream, authority, &path, &headers, dress, &mut hs));
+        let handshake = Box::pin(ws::upgrade(stream, request, &mut hs));
         let upgraded = within(timer.as_mut(), handshake).await;
         let t0 = Instant::now();
         in_flight.done = true;
