@@ -494,6 +494,42 @@ mod tests {
         assert!(size <= 1024, "an upgrade's future is {size} bytes");
     }
 
+    /// Every `Set-Cookie` of a whole answer's head is collected for the
+    /// flow's jar, whatever the status and the name's case; a head not yet
+    /// whole gives none (it is parsed again when more comes).
+    #[test]
+    fn set_cookies_of_an_answer_are_collected() {
+        let key = "dGhlIHNhbXBsZSBub25jZQ==";
+        let accept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+        // (head, what answer() says, the Set-Cookie values collected)
+        type Case = (String, Result<Option<usize>, Refused>, Vec<&'static str>);
+        let cases: [Case; 3] = [
+            (
+                format!(
+                    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {accept}\r\nSet-Cookie: a=1; Path=/\r\nset-cookie: b=2\r\n\r\n"
+                ),
+                Ok(Some(0)), // the head's length, filled in below
+                vec!["a=1; Path=/", "b=2"],
+            ),
+            (
+                "HTTP/1.1 401 Unauthorized\r\nSET-COOKIE: session=; Max-Age=0\r\n\r\n".into(),
+                Err(Refused::Status(401)),
+                vec!["session=; Max-Age=0"],
+            ),
+            ("HTTP/1.1 101 Switching Protocols\r\nSet-Cookie: c=3\r\n".into(), Ok(None), vec![]), // not whole yet
+        ];
+        for (i, (head, want, cookies)) in cases.into_iter().enumerate() {
+            let want = match want {
+                Ok(Some(_)) => Ok(Some(head.len())),
+                other => other,
+            };
+            let mut got = Vec::new();
+            assert_eq!(answer(head.as_bytes(), key, &mut got), want, "case {i}");
+            let got: Vec<&str> = got.iter().map(|v| std::str::from_utf8(v).expect("utf-8")).collect();
+            assert_eq!(got, cookies, "case {i}");
+        }
+    }
+
     /// RFC 6455 §1.3's example key and accept value, and what a 101 must say.
     #[test]
     fn upgrade_answers_are_checked() {

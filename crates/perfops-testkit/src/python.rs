@@ -335,12 +335,12 @@ def process_request(path, headers):
     if path == '/login':
         return (http.HTTPStatus.OK, [('Set-Cookie', 'session=s3cret; Path=/; HttpOnly')], b'welcome\n')
     if path == '/after':
-        return answer(cookie(headers, 'socket') == 'opened', b'no socket cookie\n')
+        return answer(cookie(headers, 'socket') == 'w5-0pen3d', b'no socket cookie\n')
     if cookie(headers, 'session') != 's3cret':
         return answer(False, b'no session cookie\n')
     return None
 def extra_headers(path, headers):
-    return [('Set-Cookie', 'socket=opened; Path=/')]
+    return [('Set-Cookie', 'socket=w5-0pen3d; Path=/')]
 async def serve(ws, path=None):
     async for message in ws:
         await ws.send(message)
@@ -355,7 +355,7 @@ asyncio.run(main())
 /// Debian's python3-websockets behind a session cookie: `GET /login`
 /// answers 200 with `Set-Cookie: session=s3cret`; an upgrade without that
 /// cookie is answered 401, with it 101 (an echo) with `Set-Cookie:
-/// socket=opened`; `GET /after` answers 200 when that second cookie comes
+/// socket=w5-0pen3d`; `GET /after` answers 200 when that second cookie comes
 /// back, else 401.
 pub fn websocket_cookies() -> Python {
     start(WEBSOCKET_COOKIES, &[])

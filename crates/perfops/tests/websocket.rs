@@ -294,9 +294,41 @@ fn a_websocket_upgrade_carries_the_flows_cookies() {
     assert_eq!(count(&run.step("after"), "/completed"), 10, "{ctx}");
 
     let wd = Workdir::new("ws-no-cookies");
-    let run = Run::new(&wd, &flow(", cookies: false"), &["--wait-in-flight"]);
+    let control = Run::new(&wd, &flow(", cookies: false"), &["--wait-in-flight"]);
+    let leaks = |run: &Run| {
+        let mut places = vec![("stderr".to_string(), run.out.stderr.clone().into_bytes())];
+        files_under(&run.dir, &mut places);
+        places
+            .into_iter()
+            .filter(|(_, bytes)| [&b"s3cret"[..], b"w5-0pen3d"].iter().any(|s| bytes.windows(s.len()).any(|w| w == *s)))
+            .map(|(place, _)| place)
+            .collect::<Vec<_>>()
+    };
+    assert!(leaks(&run).is_empty(), "cookie values are secrets: {:?}", leaks(&run));
+    let run = control;
     let ctx = format!("{:#}\n{}", run.summary()["steps"], run.context());
     assert_eq!(count(&run.step("chat"), "/failures/http_4xx"), 10, "no jar, no session\n{ctx}");
+    assert_eq!(
+        count(&run.step("after"), "/completed") + count(&run.step("after"), "/failed"),
+        0,
+        "the flows ended\n{ctx}"
+    );
+    // The refused upgrade is a failing exchange to read, as an HTTP 401 is.
+    let failures = std::fs::read_to_string(run.dir.join("failures.jsonl")).expect("failures.jsonl");
+    assert!(failures.contains("\"http_4xx\"") && failures.contains("401"), "{failures}\n{ctx}");
+    assert!(leaks(&run).is_empty(), "cookie values are secrets: {:?}", leaks(&run));
+}
+
+/// Every file under `dir`, with its bytes.
+fn files_under(dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).expect("read the results directory").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push((path.display().to_string(), std::fs::read(&path).expect("read a result file")));
+        }
+    }
 }
 
 /// An upgrade answered 200 (a server that speaks no WebSocket there) is a

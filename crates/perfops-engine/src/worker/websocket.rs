@@ -306,6 +306,12 @@ impl Worker {
                 ));
             }
         };
+        // Kept as a failing exchange, as an HTTP answer's error status is
+        // (a 401 for a missing session cookie is what a user looks for).
+        if let Some(kind) = failure {
+            let answered = Answered { status: response.status, pairs: &[], body: &[] };
+            self.sample(req.step, kind, t0, None, Some(answered), Sent::of(req, None, Some(ready)));
+        }
         let (bytes_out, first) = (hs.bytes_out, req.first);
         let answer = Answer { due: req.due, sent: ready, response, bytes_out, failure, ends_iteration: true, first };
         self.rec.borrow_mut().answered(up, &answer);
