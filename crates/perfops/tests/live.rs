@@ -259,14 +259,24 @@ fn streamed_answers_chart_before_the_run_ends() {
                   {ATTR}('data-live-state'), {ATTR}('data-errors')]"
             )
         ],
+        // Fed every second after: more of its points two seconds later.
+        ["wait", 2.0],
+        [
+            "eval",
+            format!(
+                "var c = {chart}, u = perfopsReport.timeCharts.filter(function (u) {{ return u.root.parentNode === c; }})[0]; \
+                 u.data[1].filter(function (v) {{ return v != null; }}).length"
+            )
+        ],
     ]));
     let out = run.wait(RUN_LIMIT);
     let ctx = format!("exit {:?}\nstderr:\n{}", out.code, out.stderr);
     let v = &got[0];
+    assert!(got[1].as_u64() > v[3].as_u64(), "fed as seconds come: {} then {}", v[3], got[1]);
     assert!(v[0].as_u64().unwrap() > 0, "the streams chart has ink: {v}\n{ctx}");
     assert_eq!(v[1], "box-latency", "after the latency chart: {v}");
     assert_eq!(v[2], json!(["time", "first event p95", "ttft p95", "itl p99"]), "{v}");
-    assert!(v[3].as_u64().unwrap() >= 1, "first-event seconds drawn: {v}");
+    assert!(v[3].as_u64().unwrap() >= 2, "drawn once two seconds carried figures: {v}");
     assert_eq!(v[4], "live", "before the run ended: {v}\n{ctx}");
     assert_eq!(v[5], "0", "no script error: {v}");
     assert_eq!(out.code, Some(0), "{ctx}");

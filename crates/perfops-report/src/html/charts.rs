@@ -724,6 +724,21 @@ mod tests {
         assert_eq!(sig(f64::NAN), None);
     }
 
+    /// The streams chart's series draw the same quantile in the report (a
+    /// summary's figure) and on the live page (the histogram's quantile).
+    #[test]
+    fn streamed_series_say_one_quantile_twice_alike() {
+        let mut h = perfops_core::measure::Histogram::default();
+        for ms in 1..=1000 {
+            h.record(std::time::Duration::from_millis(ms));
+        }
+        let summary = h.summary();
+        for st in &STREAMED {
+            let live = h.quantile(st.q).as_secs_f64() * 1000.0;
+            assert_eq!((st.figure)(&summary), live, "{}", st.label);
+        }
+    }
+
     /// #12: requests cut at the run's end are the generator's, not the
     /// target's failures: they are drawn with in flight and dropped, and a
     /// run where nothing else failed says "No request failed.".

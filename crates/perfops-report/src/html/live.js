@@ -106,6 +106,16 @@
     if (u) u.addSeries(R.seriesOpts(s, "/s"), u.series.length);
   }
 
+  // Actions by hand: drawn as the report draws them (its eventMarks), above the series.
+  function withMarks(u) {
+    u.hooks.draw = (u.hooks.draw || []).concat([function (u) {
+      if (!marks.length) return;
+      u.ctx.save();
+      R.eventMarks(u, u.ctx, u.bbox, uPlot.pxRatio || 1, marks);
+      u.ctx.restore();
+    }]);
+  }
+
   // A chart the page holds back until the seconds carry its figures (the
   // streamed answers'), two of one series at least: a line to draw (a run
   // that streams nothing shows none, as its report). Its frame goes after
@@ -140,6 +150,11 @@
       c.series.forEach(function (s) { s.values = col(s.key).slice(); });
       data.time_charts.push(c);
       R.addTimeChart(c);
+      var u = chart(c.id), lat = chart("latency");
+      if (!u) return;
+      withMarks(u);
+      // The others zoomed in by hand: this one shows the same span.
+      if (lat && lat.scales.x.min > 0) u.setScale("x", { min: lat.scales.x.min, max: lat.scales.x.max });
     });
   }
 
@@ -366,15 +381,7 @@
     source.addEventListener("final", handle("final", final));
   }
 
-  // Actions by hand: drawn as the report draws them (its eventMarks), above the series.
-  R.timeCharts.forEach(function (u) {
-    u.hooks.draw = (u.hooks.draw || []).concat([function (u) {
-      if (!marks.length) return;
-      u.ctx.save();
-      R.eventMarks(u, u.ctx, u.bbox, uPlot.pxRatio || 1, marks);
-      u.ctx.restore();
-    }]);
-  });
+  R.timeCharts.forEach(withMarks);
 
   // ---- the buttons ----
   function act(text) {
