@@ -10,23 +10,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Demo, RUN_LIMIT, Workdir, free_port, shared, spawn_perfops};
+use common::{Demo, RUN_LIMIT, Workdir, free_port, page_up, shared, spawn_perfops};
 use serde_json::Value;
-
-/// Whether the live page answers 200 (the run started).
-fn page_up(addr: &str) -> bool {
-    let Ok(mut s) = TcpStream::connect(addr) else { return false };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
-    if s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
-        return false;
-    }
-    let mut head = [0u8; 12];
-    s.read_exact(&mut head).is_ok() && &head[9..12] == b"200"
-}
 
 const FLEET: &str = r#"
 name: steered-fleet

@@ -12,17 +12,9 @@
 
 mod common;
 
-use std::path::PathBuf;
-
-use common::{Finished, RUN_LIMIT, Workdir, exclusive};
+use common::{RUN_LIMIT, Run, Workdir, count, exclusive, num};
 use perfops_testkit::llm::{Llama, LlamaOptions, unavailable};
 use serde_json::Value;
-
-/// A run's exit, output and results directory.
-struct Run {
-    out: Finished,
-    dir: PathBuf,
-}
 
 impl Run {
     /// `perfops run` of `steps` against `url` at `rate`/s for `secs`.
@@ -31,39 +23,8 @@ impl Run {
             "name: llm\ntarget: {url}\ndefaults: {{ timeout: 20s }}\nflows:\n  chat:\n    steps:\n{steps}load:\n  stages: [ {{ rate: {rate}, hold: {secs}s }} ]\nslo: {slo}\n"
         );
         let file = wd.scenario("llm.yaml", &yaml);
-        let out = wd.spawn("run", &file, &["--wait-in-flight"], |_| {}).wait(RUN_LIMIT * 2);
-        let dir = wd.result_dir(&out);
-        Run { out, dir }
+        Run::of(wd, wd.spawn("run", &file, &["--wait-in-flight"], |_| {}).wait(RUN_LIMIT * 2))
     }
-
-    fn summary(&self) -> Value {
-        let text = std::fs::read_to_string(self.dir.join("summary.json")).expect("summary.json");
-        serde_json::from_str(&text).expect("summary.json is JSON")
-    }
-
-    /// The figures of step `name` in the summary.
-    #[track_caller]
-    fn step(&self, name: &str) -> Value {
-        let s = self.summary();
-        s["steps"]
-            .as_array()
-            .and_then(|steps| steps.iter().find(|st| st["name"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no step {name:?} in\n{s:#}\n{}", self.context()))
-    }
-
-    fn context(&self) -> String {
-        format!("perfops {:?} exited {:?}\nstderr:\n{}", self.out.args, self.out.code, self.out.stderr)
-    }
-}
-
-fn count(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
-}
-
-#[track_caller]
-fn num(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("no number at {ptr} in {v:#}"))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -6,9 +6,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{RUN_LIMIT, Workdir, shared};
+use common::{RUN_LIMIT, Workdir, files_under, shared};
 
 /// Each secret, unique enough that finding it anywhere is a leak.
 const SECRETS: &[&str] = &[
@@ -166,18 +164,6 @@ fn the_report_redacts_what_an_older_perfops_left_in_the_clear() {
     assert!(page.contains("--token &lt;redacted&gt;") || page.contains("--token <redacted>"), "the command is gone");
     for secret in ["lit-old-7e1", "lit-old-7e2"] {
         assert!(!page.contains(secret), "the report shows {secret}");
-    }
-}
-
-/// Every file under `dir`, read.
-fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).expect("list the results") {
-        let path = entry.expect("an entry").path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else {
-            out.push((path.display().to_string(), std::fs::read(&path).expect("read a results file")));
-        }
     }
 }
 

@@ -20,18 +20,12 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{Finished, RUN_LIMIT, Workdir, children_of, exclusive, is_running, send_signal, shared, spawn_perfops};
+use common::{RUN_LIMIT, Run, Workdir, children_of, exclusive, is_running, send_signal, shared, spawn_perfops};
 use perfops_testkit as kit;
 use serde_json::{Value, json};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
-}
-
-/// A finished run and its results directory.
-struct Run {
-    out: Finished,
-    dir: PathBuf,
 }
 
 impl Run {
@@ -41,42 +35,9 @@ impl Run {
         Run::of(wd, wd.spawn("run", scenario, extra, |_| {}).wait(RUN_LIMIT))
     }
 
-    /// The results of a run of `wd` that finished: exactly one directory under `runs/`.
-    fn of(wd: &Workdir, out: Finished) -> Run {
-        let dir = wd.result_dir(&out);
-        Run { out, dir }
-    }
-
-    fn text(&self, file: &str) -> String {
-        std::fs::read_to_string(self.dir.join(file))
-            .unwrap_or_else(|e| panic!("cannot read {file} in {} ({e})\n{}", self.dir.display(), self.context()))
-    }
-
-    fn json(&self, file: &str) -> Value {
-        serde_json::from_str(&self.text(file)).unwrap_or_else(|e| panic!("{file} is not JSON ({e})"))
-    }
-
-    fn summary(&self) -> Value {
-        self.json("summary.json")
-    }
-
     /// Every line of `series.jsonl`, each of which must be JSON.
     fn series(&self) -> Vec<Value> {
         series_lines(&self.text("series.jsonl"))
-    }
-
-    /// The exit, output and summary, for assertion messages.
-    fn context(&self) -> String {
-        let summary = std::fs::read_to_string(self.dir.join("summary.json")).unwrap_or_else(|_| "(none)".into());
-        format!(
-            "perfops {:?} exited {:?}\nstdout:\n{}\nstderr:\n{}\nsummary.json:\n{summary}",
-            self.out.args, self.out.code, self.out.stdout, self.out.stderr
-        )
-    }
-
-    #[track_caller]
-    fn assert_exit(&self, code: i32) {
-        assert_eq!(self.out.code, Some(code), "exit code\n{}", self.context());
     }
 }
 

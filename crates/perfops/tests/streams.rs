@@ -12,17 +12,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
-use common::{Finished, RUN_LIMIT, Workdir, exclusive, shared};
+use common::{RUN_LIMIT, Run, Workdir, count, exclusive, num, shared};
 use perfops_testkit as kit;
 use serde_json::Value;
-
-/// A run's exit, output and results directory.
-struct Run {
-    out: Finished,
-    dir: PathBuf,
-}
 
 impl Run {
     /// `perfops run` on one step `step` against `url`, at `rate`/s for `secs`,
@@ -40,40 +33,8 @@ impl Run {
         let file = wd.scenario("sse.yaml", &yaml);
         let mut args = vec!["--wait-in-flight"];
         args.extend_from_slice(flags);
-        let out = wd.spawn("run", &file, &args, |_| {}).wait(RUN_LIMIT);
-        let dir = wd.result_dir(&out);
-        Run { out, dir }
+        Run::of(wd, wd.spawn("run", &file, &args, |_| {}).wait(RUN_LIMIT))
     }
-
-    /// `summary.json`.
-    fn summary(&self) -> Value {
-        let text = std::fs::read_to_string(self.dir.join("summary.json")).expect("summary.json");
-        serde_json::from_str(&text).expect("summary.json is JSON")
-    }
-
-    /// The figures of step `name` in the summary.
-    #[track_caller]
-    fn step(&self, name: &str) -> Value {
-        let s = self.summary();
-        s["steps"]
-            .as_array()
-            .and_then(|steps| steps.iter().find(|st| st["name"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no step {name:?} in\n{s:#}\n{}", self.context()))
-    }
-
-    fn context(&self) -> String {
-        format!("perfops {:?} exited {:?}\nstderr:\n{}", self.out.args, self.out.code, self.out.stderr)
-    }
-}
-
-fn count(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
-}
-
-#[track_caller]
-fn num(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("no number at {ptr} in {v:#}"))
 }
 
 /// Ten events 20 ms apart per answer: each answer counts exactly ten (not

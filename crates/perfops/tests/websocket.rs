@@ -11,43 +11,18 @@
 
 mod common;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{Finished, RUN_LIMIT, Workdir, exclusive, shared};
+use common::{RUN_LIMIT, Run, Workdir, count, exclusive, files_under, num, shared};
 use perfops_testkit as kit;
 use perfops_testkit::ws::{WsBehaviour, WsServer};
 use serde_json::Value;
-
-/// A run's exit, output and results directory.
-struct Run {
-    out: Finished,
-    dir: PathBuf,
-}
 
 impl Run {
     /// `perfops run` on `yaml` (in a fresh directory of `wd`) with `extra` flags.
     fn new(wd: &Workdir, yaml: &str, extra: &[&str]) -> Run {
         let file = wd.scenario("ws.yaml", yaml);
-        let out = wd.spawn("run", &file, extra, |_| {}).wait(RUN_LIMIT);
-        let dir = wd.result_dir(&out);
-        Run { out, dir }
-    }
-
-    fn summary(&self) -> Value {
-        let text = std::fs::read_to_string(self.dir.join("summary.json")).expect("summary.json");
-        serde_json::from_str(&text).expect("summary.json is JSON")
-    }
-
-    /// The figures of step `name` in the summary.
-    #[track_caller]
-    fn step(&self, name: &str) -> Value {
-        let s = self.summary();
-        s["steps"]
-            .as_array()
-            .and_then(|steps| steps.iter().find(|st| st["name"] == name))
-            .cloned()
-            .unwrap_or_else(|| panic!("no step {name:?} in\n{s:#}\n{}", self.context()))
+        Run::of(wd, wd.spawn("run", &file, extra, |_| {}).wait(RUN_LIMIT))
     }
 
     /// The run measured and judged: exit 0 (every stage held) or 1 (a
@@ -58,19 +33,6 @@ impl Run {
     fn assert_judged(&self) {
         assert!(matches!(self.out.code, Some(0 | 1)), "{}", self.context());
     }
-
-    fn context(&self) -> String {
-        format!("perfops {:?} exited {:?}\nstderr:\n{}", self.out.args, self.out.code, self.out.stderr)
-    }
-}
-
-/// A count at JSON pointer `ptr` (0 when absent, as failure kinds that did not occur are).
-fn count(v: &Value, ptr: &str) -> u64 {
-    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
-}
-
-fn num(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("no number at {ptr} in {v:#}"))
 }
 
 /// A scenario of one `websocket:` step against `url`, at `rate` sessions/s for `secs`.
@@ -317,18 +279,6 @@ fn a_websocket_upgrade_carries_the_flows_cookies() {
     let failures = std::fs::read_to_string(run.dir.join("failures.jsonl")).expect("failures.jsonl");
     assert!(failures.contains("\"http_4xx\"") && failures.contains("401"), "{failures}\n{ctx}");
     assert!(leaks(&run).is_empty(), "cookie values are secrets: {:?}", leaks(&run));
-}
-
-/// Every file under `dir`, with its bytes.
-fn files_under(dir: &std::path::Path, out: &mut Vec<(String, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).expect("read the results directory").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files_under(&path, out);
-        } else {
-            out.push((path.display().to_string(), std::fs::read(&path).expect("read a result file")));
-        }
-    }
 }
 
 /// An upgrade answered 200 (a server that speaks no WebSocket there) is a

@@ -16,68 +16,18 @@ Then OUT.har is written. Every wait is bounded; any failure prints
 {"error": ...} and exits 1.
 """
 
-import base64, datetime, json, os, select, signal, subprocess, sys, time
+import datetime, json, os, signal, sys, time
 from urllib.parse import urlsplit, parse_qsl
+
+sys.dont_write_bytecode = True  # no __pycache__ beside the tests
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cdp import Browser  # noqa: E402
 
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
 
 chromium, profile, out_path, steps = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
-r_cmd, w_cmd = os.pipe()
-r_out, w_out = os.pipe()
-proc = subprocess.Popen(
-    [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-     "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-     "--remote-debugging-pipe", "--user-data-dir=" + profile, "about:blank"],
-    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    pass_fds=(3, 4),
-    preexec_fn=lambda: (os.dup2(r_cmd, 100), os.dup2(w_out, 101), os.dup2(100, 3), os.dup2(101, 4)),
-)
-os.close(r_cmd)
-os.close(w_out)
-buf = b""
-ids = [0]
-session = [None]
-events = []   # every event, in the order Chromium sent them
-
-
-def pump(deadline):
-    global buf
-    r, _, _ = select.select([r_out], [], [], max(0.0, min(0.5, deadline - time.time())))
-    if r:
-        chunk = os.read(r_out, 1 << 20)
-        if not chunk:
-            raise RuntimeError("chromium closed its pipe")
-        buf += chunk
-
-
-def send(method, params=None, timeout=20.0):
-    global buf
-    ids[0] += 1
-    msg = {"id": ids[0], "method": method, "params": params or {}}
-    if session[0] and not method.startswith("Target."):
-        msg["sessionId"] = session[0]
-    os.write(w_cmd, json.dumps(msg).encode() + b"\0")
-    deadline = time.time() + timeout
-    while True:
-        while b"\0" in buf:
-            raw, buf = buf.split(b"\0", 1)
-            m = json.loads(raw)
-            if "method" in m:
-                events.append(m)
-            elif m.get("id") == ids[0]:
-                if "error" in m:
-                    raise RuntimeError(method + ": " + json.dumps(m["error"]))
-                return m.get("result", {})
-        if time.time() > deadline:
-            raise RuntimeError(method + ": no answer in %ss" % timeout)
-        pump(deadline)
-
-
-def evaluate(expr):
-    r = send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True})
-    if "exceptionDetails" in r:
-        raise RuntimeError("eval %s: %s" % (expr, json.dumps(r["exceptionDetails"])[:300]))
-    return r.get("result", {}).get("value")
+browser = Browser(chromium, profile, keep_events=True)
+send = browser.send
 
 
 def har_headers(h):
@@ -96,7 +46,7 @@ def iso(wall):
 def build_har():
     reqs = {}
     order = []
-    for e in events:
+    for e in browser.events:
         p = e.get("params", {})
         rid = p.get("requestId")
         m = e["method"]
@@ -207,27 +157,20 @@ try:
     for step in steps:
         kind = step[0]
         if kind == "open":
-            target = send("Target.createTarget", {"url": "about:blank"})["targetId"]
-            session[0] = send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
-            send("Network.enable")
-            send("Page.enable")
-            send("Page.navigate", {"url": step[1]})
+            browser.open(step[1], network=True)
         elif kind == "wait":
+            # Polled, so that the events keep being read meanwhile.
             end = time.time() + float(step[1])
             while time.time() < end:
                 send("Runtime.evaluate", {"expression": "1"})
                 time.sleep(0.05)
         elif kind == "until":
-            deadline = time.time() + float(step[2])
-            while not evaluate(step[1]):
-                if time.time() > deadline:
-                    raise RuntimeError("still not %s after %ss" % (step[1], step[2]))
-                time.sleep(0.1)
+            browser.until(step[1], step[2], poll=0.1)
         elif kind == "eval":
-            print(json.dumps({"eval": evaluate(step[1])}), flush=True)
+            print(json.dumps({"eval": browser.evaluate(step[1])}), flush=True)
         else:
             raise RuntimeError("unknown step " + kind)
-    title[0] = evaluate("document.title") or ""
+    title[0] = browser.evaluate("document.title") or ""
     # Let the last events (loadingFinished) arrive.
     time.sleep(0.3)
     send("Runtime.evaluate", {"expression": "1"})
@@ -239,13 +182,5 @@ except Exception as e:
     print(json.dumps({"error": str(e)}), flush=True)
     code = 1
 finally:
-    try:
-        send("Browser.close", timeout=5)
-    except Exception:
-        pass
-    try:
-        proc.wait(timeout=10)
-    except Exception:
-        proc.kill()
-        proc.wait()
+    browser.close()
 sys.exit(code)

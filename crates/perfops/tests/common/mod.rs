@@ -147,6 +147,99 @@ impl Workdir {
     }
 }
 
+/// A finished `perfops run` and its results directory; each test file adds
+/// the constructor its scenarios need (`Run::new`).
+pub struct Run {
+    /// The exit, stdout and stderr.
+    pub out: Finished,
+    /// The results directory.
+    pub dir: PathBuf,
+}
+
+impl Run {
+    /// The results of a run of `wd` that finished: exactly one directory under `runs/`.
+    pub fn of(wd: &Workdir, out: Finished) -> Run {
+        let dir = wd.result_dir(&out);
+        Run { out, dir }
+    }
+
+    /// A results file, as text.
+    pub fn text(&self, file: &str) -> String {
+        std::fs::read_to_string(self.dir.join(file))
+            .unwrap_or_else(|e| panic!("cannot read {file} in {} ({e})\n{}", self.dir.display(), self.context()))
+    }
+
+    /// A results file, as JSON.
+    pub fn json(&self, file: &str) -> Value {
+        serde_json::from_str(&self.text(file)).unwrap_or_else(|e| panic!("{file} is not JSON ({e})"))
+    }
+
+    /// `summary.json`.
+    pub fn summary(&self) -> Value {
+        self.json("summary.json")
+    }
+
+    /// The figures of step `name` in the summary.
+    #[track_caller]
+    pub fn step(&self, name: &str) -> Value {
+        let s = self.summary();
+        s["steps"]
+            .as_array()
+            .and_then(|steps| steps.iter().find(|st| st["name"] == name))
+            .cloned()
+            .unwrap_or_else(|| panic!("no step {name:?} in\n{s:#}\n{}", self.context()))
+    }
+
+    /// The exit, output and summary, for assertion messages.
+    pub fn context(&self) -> String {
+        let summary = std::fs::read_to_string(self.dir.join("summary.json")).unwrap_or_else(|_| "(none)".into());
+        format!(
+            "perfops {:?} exited {:?}\nstdout:\n{}\nstderr:\n{}\nsummary.json:\n{summary}",
+            self.out.args, self.out.code, self.out.stdout, self.out.stderr
+        )
+    }
+
+    #[track_caller]
+    pub fn assert_exit(&self, code: i32) {
+        assert_eq!(self.out.code, Some(code), "exit code\n{}", self.context());
+    }
+}
+
+/// Whether the live page at `addr` answers 200 (the run started).
+pub fn page_up(addr: &str) -> bool {
+    use std::io::Write;
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else { return false };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    if s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").is_err() {
+        return false;
+    }
+    let mut head = [0u8; 12];
+    s.read_exact(&mut head).is_ok() && &head[9..12] == b"200"
+}
+
+/// Every file under `dir`, with its bytes (to search a results directory for what must not be there).
+pub fn files_under(dir: &Path, out: &mut Vec<(String, Vec<u8>)>) {
+    for entry in std::fs::read_dir(dir).expect("list the results") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push((path.display().to_string(), std::fs::read(&path).expect("read a results file")));
+        }
+    }
+}
+
+/// A count at JSON pointer `ptr`, 0 when absent (as failure kinds that did not occur are).
+pub fn count(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// A number at JSON pointer `ptr`.
+#[track_caller]
+pub fn num(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr).and_then(Value::as_f64).unwrap_or_else(|| panic!("no number at {ptr} in {v:#}"))
+}
+
 impl Drop for Workdir {
     // Captured by the harness and shown with the failing test's output only.
     #[allow(clippy::print_stderr)]
