@@ -121,6 +121,8 @@ pub struct ReadBack {
     pub probe: Vec<ProbeResult>,
     /// `scenario.yaml`, redacted.
     pub scenario: Option<String>,
+    /// `events.jsonl`: the actions by hand on this run.
+    pub events: Vec<perfops_core::pipeline::control::ControlEvent>,
     /// What could not be read.
     pub notes: Vec<String>,
     /// Seconds whose line says requests ended but whose histograms are not
@@ -249,6 +251,7 @@ pub fn read_seconds(dir: &Path) -> Result<ReadBack, ReadBackError> {
         watch: files.watch,
         probe: files.probe,
         scenario: files.scenario,
+        events: files.events,
         notes,
         without_histograms,
     })

@@ -12,6 +12,12 @@
 //!                          SLO, verdict, diagnostics, summary.json and report.html as `run`
 //! ```
 //!
+//! Actions by hand on a shard (its own `--live` and `perfops ctl`; a fleet's
+//! coordinator steers every agent at once and needs no merge) are the merged
+//! run's: its `events.jsonl` holds them, named by shard, and the stages they
+//! changed judge nothing automatic, as a run changed by hand. Its stages are
+//! cut as planned; where a shard's were moved (hold, next), it says so.
+//!
 //! What cannot be merged is refused (exit 2), naming the directories:
 //! different scenarios (fingerprint), different start instants, different
 //! shard counts, a shard given twice, a directory that is no shard. What is
@@ -272,6 +278,23 @@ fn generators(parts: &[Part]) -> GeneratorUse {
     g
 }
 
+/// The shards' actions by hand, in time, each said to be its shard's
+/// (`by`: `ctl, shard 1/2`).
+fn steered(parts: &[Part]) -> Vec<perfops_core::pipeline::control::ControlEvent> {
+    let mut events: Vec<_> = parts
+        .iter()
+        .flat_map(|p| {
+            p.read.events.iter().map(|e| {
+                let mut e = e.clone();
+                e.by = format!("{}, shard {}", e.by, shard_text(p.shard));
+                e
+            })
+        })
+        .collect();
+    events.sort_by(|a, b| a.t.total_cmp(&b.t));
+    events
+}
+
 /// Second `t` of every shard, added.
 fn merge_seconds(parts: &[Part]) -> Vec<Interval> {
     let mut seconds: BTreeMap<u32, Interval> = BTreeMap::new();
@@ -358,6 +381,16 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         ledger.stop(at);
     }
     let mut loaded = conclude::replay(seconds, ledger, &meta.steps, &mut dir, true, None, generator.workers)?;
+    let events = steered(&parts);
+    if !events.is_empty() {
+        let lines: String = events.iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect();
+        dir.write_file(perfops_report::sink::EVENTS, lines.as_bytes())?;
+        // Each to the stage it changed, by name: the shards ran one plan.
+        loaded.events = events
+            .iter()
+            .filter_map(|e| loaded.stages.iter().position(|st| st.plan.name == e.stage).map(|i| (i, e.clone())))
+            .collect();
+    }
     // What each shard's steps spoke, as its summary says (a shard that did
     // not finish says nothing): grouped again when summarized, a step under
     // two names if shards negotiated differently.
@@ -383,6 +416,14 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
         notes.push(
             "each shard drops at its own share of max_in_flight: dropped arrivals are the generators' limit".into(),
         );
+    }
+    for p in &parts {
+        if p.read.events.iter().any(|e| e.action == "hold" || e.action == "next") {
+            notes.push(format!(
+                "shard {}'s stages were moved by hand (hold, next): the merge cuts every stage as planned",
+                shard_text(p.shard)
+            ));
+        }
     }
     for g in &gaps {
         note!("merge: {g}");
@@ -429,6 +470,7 @@ mod tests {
             watch: Vec::new(),
             probe: Vec::new(),
             scenario: None,
+            events: Vec::new(),
             notes: Vec::new(),
             without_histograms: Vec::new(),
         };

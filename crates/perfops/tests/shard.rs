@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use common::{Demo, Finished, Workdir, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Workdir, free_port, page_up, shared, spawn_perfops};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 /// A start instant `ahead` from now, as unix seconds with fractions.
 fn start_in(ahead: Duration) -> String {
@@ -566,6 +566,74 @@ fn shards_stopped_together_merge_as_one_stopped_run() {
     assert!((achieved / 20.0 - 1.0).abs() < 0.1, "achieved {achieved}/s of 20/s over {ran} s");
     assert_eq!(s["verdict"]["result"], "inconclusive", "{headline}");
     assert_eq!(s["verdict"]["breaks_at_rps"], Value::Null, "{headline}");
+}
+
+/// An action by hand on one shard (its own `--live`, `perfops ctl`) is the
+/// merged run's: its `events.jsonl` holds it, said to be that shard's, and
+/// the stage it changed judges nothing automatic, as in a run changed by
+/// hand. A merge once left it out and judged the stage as planned.
+#[test]
+fn a_shards_action_by_hand_is_the_merged_runs() {
+    let _cpu = shared();
+    let w = Workdir::new("steered-shard");
+    let demo = Demo::start(&["--model", "async", "--io-wait", "1ms", "--cpu-work", "0s"]);
+    let scenario = w.scenario(
+        "s.yaml",
+        &format!(
+            "name: steered\ntarget: {}\nflows:\n  h:\n    steps:\n      - {{ request: GET /health }}\n\
+             load: {{ stages: [ {{ name: first, rate: 20, hold: 4s }}, {{ name: second, rate: 20, hold: 2s }} ] }}\n",
+            demo.url
+        ),
+    );
+    let start = start_in(Duration::from_millis(1500));
+    let addr = format!("127.0.0.1:{}", free_port());
+    let live = format!("--live={addr}");
+    let running: Vec<_> = (0..2)
+        .map(|i| {
+            let (shard, out) = (format!("{i}/2"), w.path.join(format!("runs-{i}")).display().to_string());
+            let mut args =
+                vec!["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard, "--start-at", &start];
+            if i == 0 {
+                args.push(&live);
+            }
+            spawn_perfops(&args, |_| {})
+        })
+        .collect();
+    let waiting = std::time::Instant::now();
+    while !page_up(&addr) {
+        assert!(waiting.elapsed() < Duration::from_secs(20), "no live page at {addr}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Up once the load started: in its first stage, 10/s for the rest of it on shard 0.
+    std::thread::sleep(Duration::from_millis(500));
+    let rated = spawn_perfops(&["ctl", &addr, "rate", "10"], |_| {}).wait(RUN_LIMIT);
+    assert_eq!(rated.code, Some(0), "{}", rated.stderr);
+    let dirs: Vec<PathBuf> = running
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let f = r.wait(Duration::from_secs(30));
+            assert!(matches!(f.code, Some(0 | 1)), "shard {i}: {}", f.stderr);
+            only_dir(&w.path.join(format!("runs-{i}")))
+        })
+        .collect();
+    let merged = w.path.join("merged");
+    let f = merge(&[&dirs[0], &dirs[1]], &merged);
+    assert!(matches!(f.code, Some(0 | 1)), "{}", f.stderr);
+    let events = std::fs::read_to_string(merged.join("events.jsonl")).expect("the merged events.jsonl");
+    let events: Vec<Value> = events.lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (&events[0]["action"], &events[0]["value"], &events[0]["stage"]),
+        (&json!("rate"), &json!(10.0), &json!("first"))
+    );
+    assert_eq!(events[0]["by"], "ctl, shard 0/2", "{events:?}");
+    let s = json(&merged.join("summary.json"));
+    let first = &s["stages"][0];
+    assert_eq!(first["by_hand"][0]["action"], "rate", "{first:#}");
+    let why = first["reasons"][0].as_str().unwrap_or_default();
+    assert!(why.starts_with("changed by hand: rate 10 at t="), "{first:#}");
+    assert!(s["stages"][1]["by_hand"].as_array().is_none_or(Vec::is_empty), "the second stage ran as planned: {s:#}");
 }
 
 /// The failing exchanges each shard kept (`failures.jsonl`) are the merged
