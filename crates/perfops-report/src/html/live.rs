@@ -302,6 +302,23 @@ mod tests {
 
     use super::*;
 
+    /// Second `t` of `iv`, in stage `stage`, with nothing else in it.
+    fn second<'a>(iv: &'a Interval, t: u32, stage: &'a str, step_names: &'a [String]) -> Second<'a> {
+        Second {
+            interval: iv,
+            t,
+            start: Duration::from_secs(t.into()),
+            stage,
+            draining: false,
+            step_names,
+            stage_names: &[],
+            events: &[],
+            stages: &[],
+            watched: &[],
+            probes: &[],
+        }
+    }
+
     fn stats(values: u64) -> Stats {
         let mut stats = Stats::default();
         for v in 1..=values {
@@ -325,19 +342,7 @@ mod tests {
             ..Interval::empty(4)
         };
         let names = vec!["login".to_string(), "orders".to_string()];
-        let s = Second {
-            interval: &iv,
-            t: 4,
-            start: Duration::from_secs(4),
-            stage: "warm",
-            draining: false,
-            step_names: &names,
-            stage_names: &[],
-            events: &[],
-            stages: &[],
-            watched: &[],
-            probes: &[],
-        };
+        let s = second(&iv, 4, "warm", &names);
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["t"], 4);
         assert_eq!(v["stage"], "warm");
@@ -363,19 +368,7 @@ mod tests {
             st.histogram_mut(HistogramKind::FirstEvent).record(Duration::from_millis(ms));
         }
         let iv = Interval { stats: st, length: Duration::from_secs(1), ..Interval::empty(4) };
-        let s = Second {
-            interval: &iv,
-            t: 1,
-            start: Duration::from_secs(1),
-            stage: "s",
-            draining: false,
-            step_names: &[],
-            stage_names: &[],
-            events: &[],
-            stages: &[],
-            watched: &[],
-            probes: &[],
-        };
+        let s = second(&iv, 1, "s", &[]);
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         let p95 = v["first_event_p95"].as_f64().expect("first_event_p95");
         assert!((299.0..=301.0).contains(&p95), "{v}");
@@ -400,19 +393,7 @@ mod tests {
             stage: "steady".into(),
             by: "page".into(),
         }];
-        let s = Second {
-            interval: &iv,
-            t: 7,
-            start: Duration::from_secs(7),
-            stage: "steady",
-            draining: false,
-            step_names: &[],
-            stage_names: &[],
-            events: &events,
-            stages: &[],
-            watched: &[],
-            probes: &[],
-        };
+        let s = Second { events: &events, ..second(&iv, 7, "steady", &[]) };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["events"][0]["action"], "rate");
         assert_eq!(v["events"][0]["value"], 300.0);
@@ -440,19 +421,7 @@ mod tests {
                 generator_limited: false,
             },
         }];
-        let s = Second {
-            interval: &iv,
-            t: 9,
-            start: Duration::from_secs(9),
-            stage: "peak",
-            draining: false,
-            step_names: &[],
-            stage_names: &[],
-            events: &[],
-            stages: &closed,
-            watched: &[],
-            probes: &[],
-        };
+        let s = Second { stages: &closed, ..second(&iv, 9, "peak", &[]) };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["verdicts"][0]["name"], "warm");
         assert_eq!(v["verdicts"][0]["index"], 0);
@@ -486,19 +455,7 @@ mod tests {
         };
         let mut shown = SampleBound::default();
         let event = |iv: &Interval, shown: &mut SampleBound| -> Value {
-            let s = Second {
-                interval: iv,
-                t: iv.index,
-                start: Duration::from_secs(iv.index.into()),
-                stage: "a",
-                draining: false,
-                step_names: &names,
-                stage_names: &[],
-                events: &[],
-                stages: &[],
-                watched: &[],
-                probes: &[],
-            };
+            let s = second(iv, iv.index, "a", &names);
             serde_json::from_str(&second_event(&s, shown)).expect("json")
         };
         let first = event(&second_of(1, 2), &mut shown);
@@ -523,19 +480,7 @@ mod tests {
         let iv = Interval { length: Duration::from_secs(1), ..Interval::empty(2) };
         let watched =
             [Sample { t: 2.4, source: "prometheus http://x/metrics".into(), values: vec![("busy".into(), 3.0)] }];
-        let s = Second {
-            interval: &iv,
-            t: 2,
-            start: Duration::from_secs(2),
-            stage: "a",
-            draining: false,
-            step_names: &[],
-            stage_names: &[],
-            events: &[],
-            stages: &[],
-            watched: &watched,
-            probes: &[],
-        };
+        let s = Second { watched: &watched, ..second(&iv, 2, "a", &[]) };
         let v: Value = serde_json::from_str(&second_event(&s, &mut SampleBound::default())).expect("json");
         assert_eq!(v["watch"][0]["source"], "prometheus http://x/metrics");
         assert_eq!(v["watch"][0]["t"], 2.4);
@@ -571,19 +516,7 @@ mod tests {
         let parts: Vec<(Key, Stats)> = (0..5).map(|step| (Key { stage: 0, step }, stats(20_000))).collect();
         let iv = Interval { parts, stats: stats(100_000), ..Interval::empty(3) };
         let names: Vec<String> = (0..5).map(|i| format!("step{i}")).collect();
-        let s = Second {
-            interval: &iv,
-            t: 3,
-            start: Duration::ZERO,
-            stage: "a",
-            draining: false,
-            step_names: &names,
-            stage_names: &[],
-            events: &[],
-            stages: &[],
-            watched: &[],
-            probes: &[],
-        };
+        let s = Second { start: Duration::ZERO, ..second(&iv, 3, "a", &names) };
         let n = 1000;
         let began = Instant::now();
         for _ in 0..n {
