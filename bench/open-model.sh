@@ -25,7 +25,7 @@
 #            says which pacer ran (timerfd where io_uring is refused)
 #   gatherN  the timerfd pacer with arrivals gathered within N µs instead of 100
 #            (PERFOPS_GATHER_US=N; gather0: a wake-up per arrival): what a wider window would
-#            save, for the record; the contract is 100 µs (../shared/DESIGN.md)
+#            save, for the record; the contract is 100 µs (README, docs/architecture.md)
 #   closed   `perfops quick -c RATE/100 -d DURATION`: the closed loop at about the same rate
 #            against the 10 ms server, the per-request price the open model is held to
 #   oha      `oha -q RATE --latency-correction -z DURATION -c C --no-tui --output-format json URL`
