@@ -383,8 +383,9 @@ pub fn run(args: MergeArgs) -> Result<Exit> {
     let mut loaded = conclude::replay(seconds, ledger, &meta.steps, &mut dir, true, None, generator.workers)?;
     let events = steered(&parts);
     if !events.is_empty() {
-        let lines: String = events.iter().filter_map(|e| serde_json::to_string(e).ok()).map(|l| l + "\n").collect();
-        dir.write_file(perfops_report::sink::EVENTS, lines.as_bytes())?;
+        for e in &events {
+            dir.append_jsonl(perfops_report::sink::EVENTS, e)?;
+        }
         // Each to the stage it changed, by name: the shards ran one plan.
         loaded.events = events
             .iter()

@@ -48,13 +48,6 @@ impl Worker {
         if jar.borrow_mut().apply(request, self.shared.target.tls, unix_now(), out) { out } else { request }
     }
 
-    /// [`Worker::with_cookies`] for a request that is owned: `request`
-    /// with the cookies of `jar` for it.
-    pub(super) fn cookied(&self, jar: &RefCell<Jar>, request: Vec<u8>) -> Vec<u8> {
-        let mut out = Vec::new();
-        if jar.borrow_mut().apply(&request, self.shared.target.tls, unix_now(), &mut out) { out } else { request }
-    }
-
     /// Keep in `jar` the `Set-Cookie` fields among an answer's `fields`,
     /// answered to a request for `path` (its path and query).
     #[inline(never)]

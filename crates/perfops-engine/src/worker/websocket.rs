@@ -245,7 +245,12 @@ impl Worker {
         // The flow's cookies go with the upgrade, as with any request (a
         // login's session cookie is what lets a socket open).
         if let Some(jar) = req.cookies() {
-            request.bytes = self.cookied(jar, std::mem::take(&mut request.bytes));
+            // `with_cookies` leaves `cookied` empty when the jar had nothing for it.
+            let mut cookied = Vec::new();
+            self.with_cookies(jar, &request.bytes, &mut cookied);
+            if !cookied.is_empty() {
+                request.bytes = cookied;
+            }
         }
         let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
