@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
-use common::{Demo, Finished, RUN_LIMIT, Workdir, free_port, page_up, shared, spawn_perfops};
+use common::{Demo, Finished, RUN_LIMIT, Running, Workdir, free_port, page_up, shared, spawn_perfops};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use serde_json::{Value, json};
@@ -35,20 +35,27 @@ fn only_dir(base: &Path) -> PathBuf {
     dirs[0].clone()
 }
 
-/// Run `count` shards of `scenario` at one instant, concurrently, each into
-/// its own `runs-I/`; returns each one's finish and results directory.
-fn shards(w: &Workdir, scenario: &Path, count: u32, extra: &[&str]) -> Vec<(Finished, PathBuf)> {
+/// Start `count` shards of `scenario` at one instant 1.5 s from now,
+/// concurrently, each into its own `runs-I/`, shard I with `extra(I)` flags.
+fn spawn_shards(w: &Workdir, scenario: &Path, count: u32, extra: impl Fn(u32) -> Vec<String>) -> Vec<Running> {
     let start = start_in(Duration::from_millis(1500));
-    let running: Vec<_> = (0..count)
+    (0..count)
         .map(|i| {
             let (shard, out) = (format!("{i}/{count}"), w.path.join(format!("runs-{i}")).display().to_string());
             let mut args = vec!["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard];
-            args.extend_from_slice(&["--start-at", &start, "--workers", "1"]);
-            args.extend_from_slice(extra);
+            args.extend_from_slice(&["--start-at", &start]);
+            let extra = extra(i);
+            args.extend(extra.iter().map(String::as_str));
             spawn_perfops(&args, |_| {})
         })
-        .collect();
-    running
+        .collect()
+}
+
+/// Run `count` shards of `scenario` at one instant, concurrently, each into
+/// its own `runs-I/`; returns each one's finish and results directory.
+fn shards(w: &Workdir, scenario: &Path, count: u32, extra: &[&str]) -> Vec<(Finished, PathBuf)> {
+    let flags: Vec<String> = ["--workers", "1"].iter().chain(extra).map(|s| s.to_string()).collect();
+    spawn_shards(w, scenario, count, |_| flags.clone())
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
@@ -529,15 +536,7 @@ fn shards_stopped_together_merge_as_one_stopped_run() {
             demo.url
         ),
     );
-    let start = start_in(Duration::from_millis(1500));
-    let running: Vec<_> = (0..2)
-        .map(|i| {
-            let (shard, out) = (format!("{i}/2"), w.path.join(format!("runs-{i}")).display().to_string());
-            let args =
-                ["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard, "--start-at", &start];
-            spawn_perfops(&args, |_| {})
-        })
-        .collect();
+    let running = spawn_shards(&w, &scenario, 2, |_| Vec::new());
     // 2.5 s in: half-way through the second stage.
     std::thread::sleep(Duration::from_millis(1500 + 3500));
     for r in &running {
@@ -585,20 +584,8 @@ fn a_shards_action_by_hand_is_the_merged_runs() {
             demo.url
         ),
     );
-    let start = start_in(Duration::from_millis(1500));
     let addr = format!("127.0.0.1:{}", free_port());
-    let live = format!("--live={addr}");
-    let running: Vec<_> = (0..2)
-        .map(|i| {
-            let (shard, out) = (format!("{i}/2"), w.path.join(format!("runs-{i}")).display().to_string());
-            let mut args =
-                vec!["run", scenario.to_str().unwrap(), "--out", &out, "-q", "--shard", &shard, "--start-at", &start];
-            if i == 0 {
-                args.push(&live);
-            }
-            spawn_perfops(&args, |_| {})
-        })
-        .collect();
+    let running = spawn_shards(&w, &scenario, 2, |i| if i == 0 { vec![format!("--live={addr}")] } else { Vec::new() });
     let waiting = std::time::Instant::now();
     while !page_up(&addr) {
         assert!(waiting.elapsed() < Duration::from_secs(20), "no live page at {addr}");
