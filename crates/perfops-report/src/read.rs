@@ -36,6 +36,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use perfops_core::input::{self, Cap, InputError};
+use perfops_core::pipeline::control::ControlEvent;
 use perfops_core::telemetry::watched::{ProbeResult, Sample};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -99,7 +100,7 @@ pub(crate) struct RunFiles {
     /// `probe.jsonl`, one line per probe check.
     pub probe: Vec<ProbeResult>,
     /// `events.jsonl`, the actions by hand (none in results from before them).
-    pub events: Vec<perfops_core::pipeline::control::ControlEvent>,
+    pub events: Vec<ControlEvent>,
     /// `latency.hlog`, undecoded (decoding is streamed: see [`for_each_interval`]).
     pub hlog: Option<Vec<u8>>,
     /// `scenario.yaml`.
@@ -135,7 +136,18 @@ impl RunFiles {
         f.series = f.lines(dir, "series.jsonl");
         f.watch = f.lines(dir, "watch.jsonl");
         f.probe = f.lines(dir, "probe.jsonl");
-        f.events = f.lines(dir, crate::sink::EVENTS);
+        // Written by anyone who could write the directory: kept only as a
+        // run would have written them (a merge prints them in its verdict).
+        let events: Vec<ControlEvent> = f.lines(dir, crate::sink::EVENTS);
+        let read = events.len();
+        f.events = events.into_iter().filter_map(ControlEvent::checked).collect();
+        if f.events.len() < read {
+            f.notes.push(format!(
+                "{}: {} line(s) that are no action left out",
+                crate::sink::EVENTS,
+                read - f.events.len()
+            ));
+        }
         f.hlog = f.bytes(dir, "latency.hlog");
         f.scenario = f.bytes(dir, "scenario.yaml").map(|b| String::from_utf8_lossy(&b).into_owned());
         f.failures = match &f.summary {

@@ -101,6 +101,38 @@ pub struct ControlEvent {
     pub by: String,
 }
 
+/// The longest `by` kept: who asked, in a few words.
+pub const MAX_BY_CHARS: usize = 32;
+
+impl ControlEvent {
+    /// Who asked, as an event keeps it: the printable ASCII of `asker`
+    /// (spaces too), at most [`MAX_BY_CHARS`] of it.
+    pub fn who(asker: &str) -> String {
+        asker.chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(MAX_BY_CHARS).collect()
+    }
+
+    /// An event read back from a results directory (`events.jsonl`, which
+    /// anyone may have written), as a run would have made it: `None` when its
+    /// action is no action's word, or its value does not go with it (a rate
+    /// above 0, nothing else); its asker cut to what [`ControlEvent::who`]
+    /// keeps and its stage's control characters escaped, so that neither
+    /// reaches a terminal or a verdict as it was written.
+    pub fn checked(self) -> Option<ControlEvent> {
+        let action = match (self.action.as_str(), self.value) {
+            ("rate", Some(n)) => Action::Rate(n),
+            ("stop", None) => Action::Stop,
+            ("hold", None) => Action::Hold,
+            ("next", None) => Action::Next,
+            _ => return None,
+        };
+        if matches!(action, Action::Rate(n) if !(n.is_finite() && n > 0.0)) {
+            return None;
+        }
+        let stage = crate::printable::escape(&self.stage).into_owned();
+        Some(ControlEvent { by: ControlEvent::who(&self.by), stage, ..self })
+    }
+}
+
 /// Where a running load's actions go: its steering. Shared with the threads
 /// that take actions (the live server), so `Send + Sync`.
 pub trait Steer: Send + Sync {
@@ -114,6 +146,40 @@ pub trait Steer: Send + Sync {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An event read back keeps the shape a run gives its events: a known
+    /// action with the value that goes with it, a short printable asker, a
+    /// stage whose control characters are escaped; anything else is left out.
+    #[test]
+    fn events_read_back_are_checked() {
+        let event = |action: &str, value: Option<f64>, stage: &str, by: &str| ControlEvent {
+            t: 1.0,
+            action: action.into(),
+            value,
+            stage: stage.into(),
+            by: by.into(),
+        };
+        // (as read, as kept)
+        let cases = [
+            (event("rate", Some(300.0), "steady", "ctl"), Some(event("rate", Some(300.0), "steady", "ctl"))),
+            (event("hold", None, "steady", "page"), Some(event("hold", None, "steady", "page"))),
+            // The asker and the stage made harmless, not refused.
+            (
+                event("stop", None, "st\u{1b}[31mage", "x\u{1b}]0;pwn\u{7}y"),
+                Some(event("stop", None, "st\\u{1b}[31mage", "x]0;pwny")),
+            ),
+            (event("next", None, "s", &"b".repeat(100)), Some(event("next", None, "s", &"b".repeat(MAX_BY_CHARS)))),
+            // Left out: no such action, a value where none goes, none where one does, a rate of nothing.
+            (event("\u{1b}[31mEVIL", None, "s", "x"), None),
+            (event("stop", Some(1.0), "s", "x"), None),
+            (event("rate", None, "s", "x"), None),
+            (event("rate", Some(0.0), "s", "x"), None),
+            (event("rate", Some(-5.0), "s", "x"), None),
+        ];
+        for (i, (read, kept)) in cases.into_iter().enumerate() {
+            assert_eq!(read.checked(), kept, "case {i}");
+        }
+    }
 
     /// Every action's words, and what is refused.
     #[test]

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, poll};
-use perfops_core::pipeline::control::{Action, MAX_ACTION_BYTES};
+use perfops_core::pipeline::control::{Action, ControlEvent, MAX_ACTION_BYTES};
 
 use super::Shared;
 
@@ -435,8 +435,7 @@ fn control(r: &Request, body: &[u8], shared: &Shared) -> State {
         shared.acting.fetch_sub(1, Ordering::AcqRel);
         return answer(503, "text/plain", b"another action is being taken: try again\n");
     }
-    let by: String =
-        r.by.as_deref().unwrap_or("http").chars().filter(|c| c.is_ascii_graphic() || *c == ' ').take(32).collect();
+    let by = ControlEvent::who(r.by.as_deref().unwrap_or("http"));
     let slot = Arc::new(Mutex::new(None));
     let (out, acting) = (slot.clone(), shared.acting.clone());
     let spawned = std::thread::Builder::new().name("perfops-live-act".into()).spawn(move || {
