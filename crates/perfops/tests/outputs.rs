@@ -136,7 +136,7 @@ fn a_scenario_chooses_outputs_and_an_unknown_one_is_an_error_at_its_place() {
     assert_eq!(w.result_dirs().len(), 1, "the bad file ran nothing");
 
     // A file from elsewhere must not write outside the folder perfops runs in
-    // (`jsonl=/home/me/.bashrc` would truncate it): refused at its place, by
+    // (`jsonl=../../.bashrc` would truncate a user's shell start-up file): refused at its place, by
     // `check` too; the command line may still choose any file.
     let victim = w.path.join("victim.txt");
     std::fs::write(&victim, "kept").expect("a file to keep");
