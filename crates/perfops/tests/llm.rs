@@ -121,6 +121,10 @@ fn tokens_are_timed_over_http2() {
 /// `perfops limit` under a TTFT/ITL SLO finds the highest rate whose time to first token
 /// holds (the goodput): the server answers one request at a time, so above its rate the
 /// requests queue and their first token comes late. Bounded: at most 5 attempts of 3 s.
+///
+/// The bound is 100 ms: alone, a first token comes in 6-17 ms (p95), and a queue of three
+/// answers passes 100 ms. With 300 ms a CI run's 32/s (just over the server's rate) queued to a
+/// p95 of 267 ms: that stage failed on its rate alone, and no stage was judged on its TTFT.
 #[test]
 fn limit_finds_the_goodput_under_a_ttft_slo() {
     if let Some(why) = unavailable() {
@@ -131,7 +135,7 @@ fn limit_finds_the_goodput_under_a_ttft_slo() {
     let server = Llama::start(&LlamaOptions::default());
     let wd = Workdir::new("llm-limit");
     let yaml = format!(
-        "name: llm-goodput\ntarget: {}\ndefaults: {{ timeout: 10s }}\nflows:\n  chat:\n    steps:\n      - {{ name: ask, openai: chat, model: tiny, messages: [ {{ role: user, content: \"hello ${{seq}}\" }} ], max_tokens: 16, params: {{ temperature: 0 }} }}\nload:\n  stages: [ {{ rate: 4, hold: 3s }} ]\nslo: [ \"ttft p95 < 300ms\", \"itl p99 < 60ms\", \"errors < 1%\" ]\n",
+        "name: llm-goodput\ntarget: {}\ndefaults: {{ timeout: 10s }}\nflows:\n  chat:\n    steps:\n      - {{ name: ask, openai: chat, model: tiny, messages: [ {{ role: user, content: \"hello ${{seq}}\" }} ], max_tokens: 16, params: {{ temperature: 0 }} }}\nload:\n  stages: [ {{ rate: 4, hold: 3s }} ]\nslo: [ \"ttft p95 < 100ms\", \"itl p99 < 60ms\", \"errors < 1%\" ]\n",
         server.url()
     );
     let file = wd.scenario("llm.yaml", &yaml);
@@ -146,7 +150,7 @@ fn limit_finds_the_goodput_under_a_ttft_slo() {
     eprintln!("goodput: {capacity}/s x 16 tokens = {} output tokens/s; {}", capacity * 16.0, s["verdict"]["headline"]);
     assert!(capacity >= 2.0, "the server holds a few answers a second\n{ctx}");
     // Some rate above it broke the time to first token: the requests queued.
-    assert!(text.contains("ttft p95 < 300ms (measured"), "no stage was judged on its TTFT\n{ctx}");
+    assert!(text.contains("ttft p95 < 100ms (measured"), "no stage was judged on its TTFT\n{ctx}");
 }
 
 /// `perfops sweep` of an LLM step gives each level's tokens per second beside its throughput:
