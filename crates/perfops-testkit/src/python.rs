@@ -334,6 +334,8 @@ def answer(ok, why):
 def process_request(path, headers):
     if path == '/login':
         return (http.HTTPStatus.OK, [('Set-Cookie', 'session=s3cret; Path=/; HttpOnly')], b'welcome\n')
+    if path == '/login?stale':
+        return (http.HTTPStatus.OK, [('Set-Cookie', 'session=st4le; Path=/')], b'welcome back\n')
     if path == '/after':
         return answer(cookie(headers, 'socket') == 'w5-0pen3d', b'no socket cookie\n')
     if cookie(headers, 'session') != 's3cret':
@@ -353,8 +355,8 @@ asyncio.run(main())
 "#;
 
 /// Debian's python3-websockets behind a session cookie: `GET /login`
-/// answers 200 with `Set-Cookie: session=s3cret`; an upgrade without that
-/// cookie is answered 401, with it 101 (an echo) with `Set-Cookie:
+/// answers 200 with `Set-Cookie: session=s3cret` (`GET /login?stale`, with
+/// `session=st4le`); an upgrade without that cookie is answered 401, with it 101 (an echo) with `Set-Cookie:
 /// socket=w5-0pen3d`; `GET /after` answers 200 when that second cookie comes
 /// back, else 401.
 pub fn websocket_cookies() -> Python {

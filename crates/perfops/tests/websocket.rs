@@ -240,12 +240,13 @@ fn quick_takes_a_websocket_url() {
 fn a_websocket_upgrade_carries_the_flows_cookies() {
     let _cpu = shared();
     let python = kit::python::websocket_cookies();
-    let flow = |defaults: &str| {
+    let stale_or_not = |defaults: &str, login: &str| {
         format!(
-            "name: ws-cookies\ntarget: http://{}\ndefaults: {{ timeout: 2s{defaults} }}\nflows:\n  chat:\n    steps:\n      - {{ name: login, request: GET /login }}\n      - {{ name: chat, websocket: /ws, send: [hi] }}\n      - {{ name: after, request: GET /after }}\nload:\n  stages: [ {{ rate: 10, hold: 1s }} ]\n",
+            "name: ws-cookies\ntarget: http://{}\ndefaults: {{ timeout: 2s{defaults} }}\nflows:\n  chat:\n    steps:\n      - {{ name: login, request: GET {login} }}\n      - {{ name: chat, websocket: /ws, send: [hi] }}\n      - {{ name: after, request: GET /after }}\nload:\n  stages: [ {{ rate: 10, hold: 1s }} ]\n",
             python.addr()
         )
     };
+    let flow = |defaults: &str| stale_or_not(defaults, "/login");
     let wd = Workdir::new("ws-cookies");
     let run = Run::new(&wd, &flow(""), &["--wait-in-flight"]);
     let ctx = format!("{:#}\n{}", run.summary()["steps"], run.context());
@@ -278,7 +279,23 @@ fn a_websocket_upgrade_carries_the_flows_cookies() {
     // The refused upgrade is a failing exchange to read, as an HTTP 401 is.
     let failures = std::fs::read_to_string(run.dir.join("failures.jsonl")).expect("failures.jsonl");
     assert!(failures.contains("\"http_4xx\"") && failures.contains("401"), "{failures}\n{ctx}");
+    assert!(!failures.contains("Cookie"), "no cookie went\n{failures}");
     assert!(leaks(&run).is_empty(), "cookie values are secrets: {:?}", leaks(&run));
+
+    // A stale session cookie: it went, and the refused upgrade's sample says
+    // so, its value redacted (before, the sample showed no Cookie field).
+    let wd = Workdir::new("ws-stale-cookie");
+    let run = Run::new(&wd, &stale_or_not("", "/login?stale"), &["--wait-in-flight"]);
+    let ctx = format!("{:#}\n{}", run.summary()["steps"], run.context());
+    assert_eq!(count(&run.step("chat"), "/failures/http_4xx"), 10, "a stale session opens nothing\n{ctx}");
+    let failures = std::fs::read_to_string(run.dir.join("failures.jsonl")).expect("failures.jsonl");
+    assert!(failures.contains(r#"["Cookie","<redacted>"]"#), "{failures}\n{ctx}");
+    let stale = |run: &Run| {
+        let mut places = vec![("stderr".to_string(), run.out.stderr.clone().into_bytes())];
+        files_under(&run.dir, &mut places);
+        places.into_iter().filter(|(_, b)| b.windows(5).any(|w| w == b"st4le")).map(|(p, _)| p).collect::<Vec<_>>()
+    };
+    assert!(stale(&run).is_empty(), "cookie values are secrets: {:?}", stale(&run));
 }
 
 /// An upgrade answered 200 (a server that speaks no WebSocket there) is a

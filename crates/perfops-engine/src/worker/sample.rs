@@ -52,12 +52,20 @@ pub(super) struct Sent<'a> {
     pub(super) jar: Option<&'a std::cell::RefCell<perfops_core::cookie::Jar>>,
     /// The flow instance's saved values: those of secret names are secrets.
     pub(super) scope: &'a super::scope::Scope,
+    /// Whether the jar's cookies went with a request shown from its step
+    /// (a WebSocket upgrade): its `Cookie` field is shown, redacted.
+    pub(super) cookie: bool,
 }
 
 impl<'a> Sent<'a> {
     /// `req`'s, sent at `sent`, its wire bytes `wire`.
     pub(super) fn of(req: &Request<'a>, wire: Option<&'a [u8]>, sent: Option<Instant>) -> Sent<'a> {
-        Sent { wire, due: req.due, start: req.start, sent, jar: req.jar, scope: req.scope }
+        Sent { wire, due: req.due, start: req.start, sent, jar: req.jar, scope: req.scope, cookie: false }
+    }
+
+    /// This, with the jar's cookies sent (`cookie`) or not.
+    pub(super) fn with_cookie(self, cookie: bool) -> Sent<'a> {
+        Sent { cookie, ..self }
     }
 }
 
@@ -101,7 +109,7 @@ impl Worker {
         let check = check.map(|c| printable::escape(&redact_values(&c, &secrets)).into_owned());
         let (request, request_headers) = match sent.wire {
             Some(wire) => request_of_wire(wire, &secrets),
-            None => request_of_step(step, self.shared.work.headers_of(&step.step)),
+            None => request_of_step(step, self.shared.work.headers_of(&step.step), sent.cookie),
         };
         // To the millisecond: the sample's time places it, it measures nothing.
         let secs = |i: Instant| (i.saturating_duration_since(self.start).as_secs_f64() * 1e6).round() / 1e6;
@@ -159,10 +167,12 @@ fn request_of_wire(wire: &[u8], secrets: &[String]) -> (Option<String>, Vec<(Str
 /// The request line and header fields of a step as written (HTTP/2, gRPC,
 /// WebSocket): its method and path, the defaults' and the step's header
 /// fields, templates unrendered, values that are not harmless redacted
-/// anyway (a literal token in a scenario is a secret too).
+/// anyway (a literal token in a scenario is a secret too); with `cookie`,
+/// the jar's `Cookie` field, redacted, last (where the jar puts it).
 fn request_of_step<'a>(
     step: &StepPlan,
     headers: impl Iterator<Item = &'a (String, perfops_core::scenario::template::Template)>,
+    cookie: bool,
 ) -> (Option<String>, Vec<(String, String)>) {
     let s = &step.step;
     let protocol = match (&step.grpc, &s.websocket) {
@@ -171,7 +181,7 @@ fn request_of_step<'a>(
         (None, None) => "HTTP/2",
     };
     let line = format!("{} {} {protocol}", s.method, s.path.source());
-    let fields: Vec<(String, String)> = headers
+    let mut fields: Vec<(String, String)> = headers
         .map(|(name, value)| {
             let shown = redact_header_line(&format!("{name}: {}", value.source()));
             match shown.split_once(':') {
@@ -180,6 +190,9 @@ fn request_of_step<'a>(
             }
         })
         .collect();
+    if cookie {
+        fields.push(("Cookie".to_string(), REDACTED.to_string()));
+    }
     (Some(cut(&printable::escape(&line), REQUEST_LINE_BYTES)), bounded_fields(&fields))
 }
 
@@ -302,9 +315,12 @@ mod tests {
             let target = crate::target::Target::parse(url).unwrap_or_else(|e| panic!("case {i}: {e}"));
             let work = crate::work::Work::single(&target, "GET", &headers, b"").expect("a work");
             let step = &work.flows[0].steps[0];
-            let (line, fields) = request_of_step(step, work.headers_of(&step.step));
+            let (line, fields) = request_of_step(step, work.headers_of(&step.step), false);
             assert_eq!(line.as_deref(), Some(want), "case {i}");
             assert_eq!(fields, pairs(&[("Authorization", "<redacted>"), ("Accept", "text/plain")]), "case {i}");
+            // The jar's cookies, when they went (a WebSocket upgrade's): shown, never their values.
+            let (_, fields) = request_of_step(step, work.headers_of(&step.step), true);
+            assert_eq!(fields.last(), Some(&("Cookie".to_string(), "<redacted>".to_string())), "case {i}");
         }
     }
 }

@@ -268,6 +268,7 @@ impl Worker {
                     sent: None,
                     jar: None,
                     scope,
+                    cookie: false,
                 },
             );
             false

@@ -173,7 +173,15 @@ impl Worker {
                 let failure = check.is_some().then_some(FailureKind::CheckFailed);
                 if let Some(kind) = failure {
                     let answer = Answered { status: 101, pairs: &[], body: &rt.reply };
-                    let out = Sent { wire: None, due, start, sent: Some(rt.sent_at), jar: req.jar, scope: req.scope };
+                    let out = Sent {
+                        wire: None,
+                        due,
+                        start,
+                        sent: Some(rt.sent_at),
+                        jar: req.jar,
+                        scope: req.scope,
+                        cookie: false,
+                    };
                     self.sample(step, kind, rt.reply_at, check, Some(answer), out);
                 }
                 let response = Response {
@@ -239,29 +247,33 @@ impl Worker {
             Err(unsafe_value) => return Err(self.refused(req, &unsafe_value.into())),
         };
         let Some(mut request) = ws::Upgrade::new(&shared.target.authority, &path, &headers) else {
-            return Err(self.session_failed(up, req, None, FailureKind::Protocol, (0, 0)));
+            return Err(self.session_failed(up, req, Sent::of(req, None, None), FailureKind::Protocol, (0, 0)));
         };
         drop(headers);
         // The flow's cookies go with the upgrade, as with any request (a
         // login's session cookie is what lets a socket open).
+        let mut cookie = false;
         if let Some(jar) = req.cookies() {
             // `with_cookies` leaves `cookied` empty when the jar had nothing for it.
             let mut cookied = Vec::new();
             self.with_cookies(jar, &request.bytes, &mut cookied);
             if !cookied.is_empty() {
                 request.bytes = cookied;
+                cookie = true;
             }
         }
+        // What a failure's sample shows went out: the step, and the jar's `Cookie` if it went.
+        let out = |sent| Sent::of(req, None, sent).with_cookie(cookie);
         let mut in_flight = self.in_flight(up, req.due, req.start, timer.as_mut());
         let (stream, ready, _) = match within(timer.as_mut(), Box::pin(self.connect_stream(up, true))).await {
             Some(Ok(opened)) => opened,
             Some(Err(kind)) => {
                 in_flight.done = true;
-                return Err(self.session_failed(up, req, None, kind, (0, 0)));
+                return Err(self.session_failed(up, req, out(None), kind, (0, 0)));
             }
             None => {
                 in_flight.done = true;
-                return Err(self.session_failed(up, req, None, FailureKind::Timeout, (0, 0)));
+                return Err(self.session_failed(up, req, out(None), FailureKind::Timeout, (0, 0)));
             }
         };
         let mut hs = ws::Handshake::default();
@@ -299,13 +311,13 @@ impl Worker {
             // received" for 20 answers; review 2's tester).
             Some(Err(refused)) => {
                 let kind = refused.kind();
-                return Err(self.session_failed(up, req, Some(ready), kind, (hs.bytes_out, hs.bytes_in)));
+                return Err(self.session_failed(up, req, out(Some(ready)), kind, (hs.bytes_out, hs.bytes_in)));
             }
             None => {
                 return Err(self.session_failed(
                     up,
                     req,
-                    Some(ready),
+                    out(Some(ready)),
                     FailureKind::Timeout,
                     (hs.bytes_out, hs.bytes_in),
                 ));
@@ -315,7 +327,7 @@ impl Worker {
         // (a 401 for a missing session cookie is what a user looks for).
         if let Some(kind) = failure {
             let answered = Answered { status: response.status, pairs: &[], body: &[] };
-            self.sample(req.step, kind, t0, None, Some(answered), Sent::of(req, None, Some(ready)));
+            self.sample(req.step, kind, t0, None, Some(answered), out(Some(ready)));
         }
         let (bytes_out, first) = (hs.bytes_out, req.first);
         let answer = Answer { due: req.due, sent: ready, response, bytes_out, failure, ends_iteration: true, first };
@@ -354,14 +366,14 @@ impl Worker {
         &self,
         key: Key,
         req: &Request<'_>,
-        sent: Option<Instant>,
+        out: Sent<'_>,
         kind: FailureKind,
         (bytes_out, bytes_in): (u64, u64),
     ) -> Ended {
         let at = Instant::now();
-        let failure = Failure { due: req.due, start: req.start, sent, at, kind, bytes_out, bytes_in };
+        let failure = Failure { due: req.due, start: req.start, sent: out.sent, at, kind, bytes_out, bytes_in };
         self.rec.borrow_mut().failed(key, &failure);
-        self.sample(req.step, kind, at, None, None, Sent::of(req, None, sent));
+        self.sample(req.step, kind, at, None, None, out);
         Ended { at, failed: true }
     }
 
