@@ -33,7 +33,8 @@
 //! closed socket fails them as `Reset`. Memory is bounded whatever the
 //! server sends: frames by our SETTINGS_MAX_FRAME_SIZE (16 KiB), a header
 //! block across CONTINUATIONs by [`MAX_BLOCK`], decoded lists by
-//! `hpack::MAX_LIST`, captured bodies by the caller's limit.
+//! `hpack::MAX_LIST`, captured bodies by the caller's limit, what reading
+//! queues to write back (a PING flood's acknowledgements) by [`REPLIES_MAX`].
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -70,6 +71,14 @@ const READ_BUF: usize = frame::DEFAULT_MAX_FRAME + frame::HEAD_LEN;
 /// took them, so a server that streams faster than a worker splits costs a
 /// bounded buffer and TCP's own flow control, not memory.
 const PENDING_MAX: usize = 64 * 1024;
+
+/// The most of what reading queues to write back (PING and SETTINGS
+/// acknowledgements, WINDOW_UPDATEs, resets) that waits unwritten: past it,
+/// the connection reads nothing more until the server took it. A server
+/// that floods PINGs or SETTINGS and reads nothing (CVE-2019-9512, -9515)
+/// had one request's connection queue 1.4 GB of acknowledgements in 2 s;
+/// now it costs this, a read's worth more, and its requests' timeouts.
+const REPLIES_MAX: usize = 64 * 1024;
 
 /// The largest window (§6.9.1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
@@ -236,6 +245,9 @@ struct Inner {
     /// Streamed answers' bytes kept for their requests, over all its
     /// streams (at most about [`PENDING_MAX`] and a read).
     pending: usize,
+    /// Bytes that reading queued in `wbuf` since it was last written whole
+    /// (at most about [`REPLIES_MAX`] and a read's).
+    replies: usize,
 }
 
 /// One HTTP/2 connection of a worker (shared by its requests; its task
@@ -294,6 +306,7 @@ impl Conn {
                 released: false,
                 dated: false,
                 pending: 0,
+                replies: 0,
             }),
         }
     }
@@ -302,6 +315,13 @@ impl Conn {
     #[cfg(test)]
     pub(crate) fn pending(&self) -> usize {
         self.inner.borrow().pending
+    }
+
+    /// Bytes queued to write and not yet written (for tests of its bound).
+    #[cfg(test)]
+    pub(crate) fn unwritten(&self) -> usize {
+        let i = self.inner.borrow();
+        i.wbuf.len() - i.written
     }
 
     /// The server's SETTINGS_MAX_CONCURRENT_STREAMS (unlimited until it says).
@@ -502,8 +522,14 @@ impl Conn {
         // frames (of as many streams) as it brings.
         let mut now = None;
         // Not while streamed answers' bytes wait for their requests past
-        // PENDING_MAX: the request that takes them wakes this task.
+        // PENDING_MAX: the request that takes them wakes this task. Nor
+        // while replies wait past REPLIES_MAX: writing them all wakes it.
+        let mut held = false;
         while i.closed.is_none() && i.pending <= PENDING_MAX {
+            if i.replies > REPLIES_MAX {
+                held = true;
+                break;
+            }
             let mut buf = ReadBuf::new(&mut rbuf[*filled..]);
             match Pin::new(&mut *io).poll_read(cx, &mut buf) {
                 Poll::Pending => break,
@@ -516,6 +542,7 @@ impl Conn {
                         now = Some(at);
                     }
                     let mut at = 0;
+                    let queued = i.wbuf.len();
                     loop {
                         match frame::read(&rbuf[at..*filled], frame::DEFAULT_MAX_FRAME) {
                             Ok(Some((f, n))) => {
@@ -539,6 +566,7 @@ impl Conn {
                         frame::put_window_update(&mut i.wbuf, 0, i.unacked as u32);
                         i.unacked = 0;
                     }
+                    i.replies += i.wbuf.len().saturating_sub(queued);
                 }
             }
         }
@@ -560,6 +588,11 @@ impl Conn {
         if i.written == i.wbuf.len() {
             i.wbuf.clear();
             i.written = 0;
+            i.replies = 0;
+            // Reading stopped for the replies, now written: read on.
+            if held {
+                cx.waker().wake_by_ref();
+            }
         }
         if wrote && let Poll::Ready(Err(_)) = Pin::new(&mut *io).poll_flush(cx) {
             i.close(FailureKind::Reset, None);

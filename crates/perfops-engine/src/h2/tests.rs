@@ -505,6 +505,49 @@ fn a_hostile_server_fails_streams_as_their_kind() {
     });
 }
 
+/// A server that floods PINGs or SETTINGS and reads nothing (CVE-2019-9512,
+/// -9515) costs a bounded buffer: the connection stops reading while its
+/// acknowledgements wait past 64 KiB, and its request times out. Before,
+/// it read on and queued an acknowledgement of every frame (a real
+/// server's flood took one request's connection to 1.4 GB in 2 s).
+#[test]
+fn a_flood_of_pings_or_settings_costs_a_bounded_buffer() {
+    // (what is flooded, one frame of it)
+    let cases =
+        [("PING", raw(kind::PING, 0, 0, b"12345678")), ("SETTINGS", raw(kind::SETTINGS, 0, 0, &[0, 3, 0, 0, 0, 100]))];
+    local(async {
+        for (name, one) in cases {
+            let (client, mut server) = tokio::io::duplex(64 * 1024);
+            tokio::task::spawn_local(async move {
+                let mut settings = Vec::new();
+                frame::put_settings(&mut settings, &[]);
+                let _ = server.write_all(&settings).await;
+                let mut buf = vec![0u8; 4096];
+                let _ = server.read(&mut buf).await;
+                // 8 MiB of frames, never reading again: their acknowledgements
+                // would be 8 MiB too.
+                let burst = one.repeat(64 * 1024 / one.len());
+                for _ in 0..128 {
+                    if server.write_all(&burst).await.is_err() {
+                        return;
+                    }
+                }
+                std::future::pending::<()>().await;
+            });
+            let conn = connect(client, LARGE).await.expect("handshake");
+            let id = conn.open(Block::Raw(&block("GET", "/")), &Bytes::new(), None).expect("a stream");
+            let answer = std::future::poll_fn(|cx| conn.poll_answer(id, cx));
+            let waited = tokio::time::timeout(Duration::from_millis(300), answer).await;
+            assert!(waited.is_err(), "{name}: no answer comes");
+            // What waits to go: the duplex's 64 KiB are full, the rest is ours.
+            let unwritten = conn.unwritten();
+            assert!(unwritten < 96 * 1024, "{name}: {unwritten} bytes queued");
+            conn.cancel(id);
+            conn.release();
+        }
+    });
+}
+
 /// A valid response to stream 1 (status 200, one DATA ending it), to mix
 /// into arbitrary bytes.
 fn fine_answer() -> Vec<u8> {
