@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use perfops_core::cookie::Jar;
 use perfops_core::scenario::feeder::Feeder;
+use perfops_core::scenario::redact::redact_text;
 use perfops_core::scenario::script::OnScriptError;
 use perfops_core::scenario::template::head::{first_refused, is_token};
 use perfops_core::scenario::template::{Escape, HeadPlace, RenderError, Template, VarRef, Vars};
@@ -94,13 +95,17 @@ pub struct StepHooks {
 impl Work {
     /// The values no result may show (#32: a failure's body head, `--debug`'s exchanges): every
     /// `${env.*}` value, the literal value of every header that is not harmless (the scenario's
-    /// own rule, [`redact`](perfops_core::scenario::redact)), and what was saved under a name
-    /// that looks like a credential (`token`, `session_id`) or was taken from a cookie
-    /// (`cookie:NAME`) in `saved` (the flow instance's values) or setup's, and every value of
-    /// the flow's cookie `jar`. Made when a failure is sampled (a few per step), never per request.
+    /// own rule, [`redact`](perfops_core::scenario::redact)) and the `user:password` of a literal
+    /// `Basic` one, what was saved under a name that looks like a credential (`token`,
+    /// `session_id`), was taken from a cookie (`cookie:NAME`) or goes into a header that is not
+    /// harmless (`X-Session: ${s}`) in `saved` (the flow instance's values) or setup's, and every
+    /// value of the flow's cookie `jar`; each also in the forms a template sends it in
+    /// ([`encoded_forms`](perfops_core::scenario::template::encoded_forms)). Made when a failure
+    /// is sampled (a few per step), never per request.
     pub fn secrets(&self, saved: Option<&HashMap<String, String>>, jar: Option<&Jar>) -> Vec<String> {
         use perfops_core::scenario::extract::Extractor;
         use perfops_core::scenario::redact::{credential_name, harmless_header};
+        use perfops_core::scenario::template::encoded_forms;
         let from_cookie = |name: &str| {
             self.flows
                 .iter()
@@ -108,22 +113,43 @@ impl Work {
                 .any(|(n, e)| n == name && matches!(e, Extractor::Cookie { .. }))
         };
         let steps = self.flows.iter().flat_map(|f| f.steps.iter().flat_map(|s| s.step.headers.iter()));
-        let headers = self.defaults.iter().chain(steps);
-        let literal = headers.filter(|(name, _)| !harmless_header(name)).filter_map(|(_, t)| t.as_literal());
+        let secret_headers: Vec<&Template> =
+            self.defaults.iter().chain(steps).filter(|(name, _)| !harmless_header(name)).map(|(_, t)| t).collect();
+        let in_header = |name: &str| {
+            secret_headers.iter().flat_map(|t| t.vars()).any(|v| matches!(v, VarRef::Saved(n) if n == name))
+        };
+        let literal: Vec<String> = secret_headers
+            .iter()
+            .filter_map(|t| t.as_literal())
+            .flat_map(|v| std::iter::once(v.to_string()).chain(basic_credentials(v)))
+            .collect();
         let saved = saved
             .into_iter()
             .flatten()
             .chain(&self.globals)
-            .filter(|(name, _)| credential_name(name) || from_cookie(name))
+            .filter(|(name, _)| credential_name(name) || from_cookie(name) || in_header(name))
             .map(|(_, v)| v);
-        let mut out: Vec<String> =
-            self.env.values().cloned().chain(literal.map(str::to_string)).chain(saved.cloned()).collect();
+        let mut out: Vec<String> = self.env.values().cloned().chain(literal).chain(saved.cloned()).collect();
         out.extend(jar.into_iter().flat_map(|j| j.values().map(str::to_string)));
+        let forms: Vec<String> = out.iter().flat_map(|s| encoded_forms(s)).collect();
+        out.extend(forms);
         // A secret that holds another is replaced first, whole.
         out.sort_by_key(|s| std::cmp::Reverse(s.len()));
         out.dedup();
         out
     }
+}
+
+/// The `user:password` of a `Basic` credential (RFC 7617), if `value` is
+/// one: an answer that echoes it decoded shows the password.
+fn basic_credentials(value: &str) -> Option<String> {
+    use base64::Engine;
+    let (scheme, token) = value.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD.decode(token.trim()).ok()?;
+    String::from_utf8(decoded).ok().filter(|d| d.contains(':'))
 }
 
 /// Which arrivals of one weight cycle use a feeder: those whose flow
@@ -327,7 +353,7 @@ impl Work {
             let send =
                 if body.is_empty() { Vec::new() } else { vec![Template::literal(&String::from_utf8_lossy(body))] };
             let step = Step {
-                name: format!("websocket {}", target.path),
+                name: format!("websocket {}", redact_text(&target.path)),
                 method: "GET".into(),
                 path: Template::literal(&target.path),
                 headers: parsed,
@@ -352,7 +378,8 @@ impl Work {
         let body =
             if body.is_empty() { Body::None } else { Body::Raw(Template::literal(&String::from_utf8_lossy(body))) };
         let step = Step {
-            name: format!("{method} {}", target.path),
+            // Named by its request line, redacted: the name is in every result.
+            name: format!("{method} {}", redact_text(&target.path)),
             method: method.to_string(),
             path: Template::literal(&target.path),
             headers: parsed,
@@ -875,6 +902,25 @@ mod tests {
         assert!(s.contains(&"setup-secret".to_string()) && s.contains(&"my-session".to_string()), "{s:?}");
         assert!(!s.contains(&"c7".to_string()), "a cart id is no secret: {s:?}");
         assert_eq!(w.secrets(None, None), vec!["setup-secret".to_string()]);
+    }
+
+    /// A secret is known in every form it is sent in (a space in an env
+    /// value went into a request line as `%20`, unredacted); a saved value
+    /// that goes into a header that is not harmless is one, whatever its
+    /// name; a literal `Basic` header's `user:password` is one.
+    #[test]
+    fn secrets_are_known_in_their_sent_forms() {
+        let headers = ["Authorization: Basic dXNlcjpodW50ZXIy".to_string()];
+        let mut w = Work::single(&target(), "GET", &headers, b"").unwrap();
+        w.defaults.push(("X-Saved".into(), Template::parse("${t}", &[]).unwrap()));
+        w.env = [("SECRET".to_string(), "Sup3r s3cret".to_string())].into();
+        let mine: HashMap<String, String> =
+            [("t", "SAVEDTOK_9f8e7d"), ("cart_id", "c7")].map(|(k, v)| (k.into(), v.into())).into();
+        let s = w.secrets(Some(&mine), None);
+        for want in ["Sup3r s3cret", "Sup3r%20s3cret", "Sup3r+s3cret", "user:hunter2", "SAVEDTOK_9f8e7d"] {
+            assert!(s.contains(&want.to_string()), "{want}: {s:?}");
+        }
+        assert!(!s.contains(&"c7".to_string()), "a cart id in no header is no secret: {s:?}");
     }
 
     #[test]

@@ -35,6 +35,14 @@ const SECRETS: &[&str] = &[
     "lit-block-7d1",
     // A password in the target's URL.
     "lit-url-7d4",
+    // An environment value with spaces, as it went into a request line, a form and JSON (attacker review).
+    "lit space 7d2",
+    "lit%20space%207d2",
+    "lit+space+7d2",
+    // A key in the query of a step with no name: its name is its request line.
+    "lit-noname-7d3",
+    // A value saved under a plain name that goes into a header, and into a query.
+    "lit-plain-7d5",
 ];
 
 const SCENARIO: &str = r#"name: redact-e2e
@@ -47,7 +55,7 @@ setup:
   - name: login
     request: POST /
     json: { user: bob }
-    save: { token: $.token }
+    save: { token: $.token, plain: $.plain }
 flows:
   root:
     steps:
@@ -66,6 +74,13 @@ flows:
         request: POST /
         json: { user: bob, password: lit-pass-7c2 }
         headers: { Cookie: "sid=lit-cookie-7c6", Content-Type: application/json }
+  echo:
+    steps:
+      - request: GET /?api_key=lit-noname-7d3
+      - name: encoded
+        request: GET /nowhere/${env.REDACT_E2E_SPACE}?x=${plain}
+        headers: { X-Plain: "${plain}" }
+        expect: { status: 201 }
 load:
   stages: [ { rate: 20, hold: 1s } ]
 slo: []
@@ -79,7 +94,8 @@ fn no_secret_reaches_results_report_junit_or_output() {
     let target = server.url().trim_end_matches('/').replace("http://", "http://bob:lit-url-7d4@");
     let scenario = wd.scenario("redact.yaml", &SCENARIO.replace("TARGET", &target));
     let setup_values = wd.path.join("setup.json");
-    std::fs::write(&setup_values, r#"{"token": "lit-setup-7c9"}"#).expect("write setup values");
+    std::fs::write(&setup_values, r#"{"token": "lit-setup-7c9", "plain": "lit-plain-7d5"}"#)
+        .expect("write setup values");
     let junit = wd.path.join("junit.xml");
     let (setup_values, junit) = (setup_values.display().to_string(), junit.display().to_string());
     let out = wd
@@ -97,7 +113,7 @@ fn no_secret_reaches_results_report_junit_or_output() {
                 &junit,
             ],
             |c| {
-                c.env("REDACT_E2E_KEY", "lit-env-7d0");
+                c.env("REDACT_E2E_KEY", "lit-env-7d0").env("REDACT_E2E_SPACE", "lit space 7d2");
             },
         )
         .wait(RUN_LIMIT);
@@ -106,6 +122,9 @@ fn no_secret_reaches_results_report_junit_or_output() {
     let dir = wd.result_dir(&out);
     let summary = wd.summary(&out);
     assert!(summary["total"]["completed"].as_u64() > Some(0), "nothing was answered: {summary:#}");
+    // The step whose request line holds the encoded secret failed its check: its sample is kept.
+    let failures = std::fs::read_to_string(dir.join("failures.jsonl")).expect("failures.jsonl");
+    assert!(failures.contains("GET /nowhere/<redacted>?x=<redacted> HTTP/1.1"), "{failures}");
 
     // The files a run writes; each must exist, so that a missing one cannot pass the search.
     for name in ["meta.json", "scenario.yaml", "summary.json", "report.html", "series.jsonl"] {

@@ -14,6 +14,7 @@ use super::diag::did_you_mean;
 use super::extract::{EventExpect, Expect, Extractor, StatusRange};
 use super::grpc::{GRPC_CODES, GrpcCall, GrpcCode};
 use super::llm::LLM_ONLY;
+use super::redact::redact_text;
 use super::script::{StepScript, is_script_step};
 use super::template::Template;
 use super::{Body, Flow, JsonPart, Step, StreamRead, WebSocket};
@@ -278,8 +279,12 @@ impl Dec<'_> {
         let stream = m.get_node("stream").and_then(|s| self.stream(s, &join(path, "stream")));
         let save = m.get_node("save").map(|s| self.save(s, &join(path, "save"), stream.is_some())).unwrap_or_default();
         let pause = m.get_node("pause").and_then(|p| self.duration(p, &join(path, "pause"))).unwrap_or_default();
-        let name =
-            m.get_node("name").and_then(|n| self.string(n, &join(path, "name"))).unwrap_or_else(|| text.to_string());
+        // Unnamed, a step is named by its request line, redacted: its name is in every result
+        // (`GET /?api_key=K123` was, in meta.json, summary.json and the Prometheus labels).
+        let name = m
+            .get_node("name")
+            .and_then(|n| self.string(n, &join(path, "name")))
+            .unwrap_or_else(|| redact_text(text).into_owned());
         let script = self.hooks(m, path, hooks);
         let (method, path) = request?;
         Some(Step {
@@ -482,7 +487,7 @@ impl Dec<'_> {
         let name = m
             .get_node("name")
             .and_then(|n| self.string(n, &join(path, "name")))
-            .unwrap_or_else(|| format!("websocket {text}"));
+            .unwrap_or_else(|| format!("websocket {}", redact_text(&text)));
         Some(Step {
             name,
             method: "GET".into(),

@@ -461,6 +461,30 @@ impl fmt::Display for Template {
     }
 }
 
+/// The forms `value` takes where a template puts it and an answer may echo
+/// it, beside itself: in a request target (percent-encoded), a JSON string
+/// and a form body. A secret is redacted in every form it was sent in: a
+/// secret with a space showed in a request line as `Sup3r%20s3cret`
+/// (attacker review). Only the forms that differ from `value`.
+pub fn encoded_forms(value: &str) -> Vec<String> {
+    let bytes = value.as_bytes();
+    let mut forms = Vec::new();
+    let mut target = Vec::with_capacity(bytes.len());
+    if head::write_target(&mut target, bytes).is_ok() {
+        forms.push(target);
+    }
+    for escape in [Escape::JsonString, Escape::Form] {
+        let mut out = Vec::with_capacity(bytes.len());
+        write_escaped(&mut out, bytes, escape);
+        forms.push(out);
+    }
+    let mut forms: Vec<String> =
+        forms.into_iter().filter(|f| f != bytes).filter_map(|f| String::from_utf8(f).ok()).collect();
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
 /// Parse the text between `${` and `}`. `start` is its byte offset in the template, `dollar` the offset
 /// of the `$` that opened it.
 fn parse_ref(inner: &str, start: usize, dollar: usize, feeders: &[&str]) -> Result<VarRef, TemplateError> {
@@ -684,6 +708,28 @@ fn write_uuid(out: &mut Vec<u8>, rng: &mut fastrand::Rng) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A value's forms where templates put it: only those that differ.
+    #[test]
+    fn a_values_encoded_forms() {
+        // (value, its other forms, sorted)
+        let cases: [(&str, &[&str]); 4] = [
+            // nothing to encode: no other form
+            ("plainSECRET123", &[]),
+            // a space, a quote and a slash: target, form and JSON each differ
+            (
+                "Sup3r s3cret/val+ue\"x",
+                &["Sup3r s3cret/val+ue\\\"x", "Sup3r%20s3cret/val+ue%22x", "Sup3r+s3cret%2Fval%2Bue%22x"],
+            ),
+            // non-ASCII: percent-encoded in a target and a form, as is in JSON
+            ("pässword", &["p%C3%A4ssword"]),
+            // a CR goes into no target (refused), but into JSON and a form
+            ("a\rb", &["a%0Db", "a\\rb"]),
+        ];
+        for (i, (value, want)) in cases.into_iter().enumerate() {
+            assert_eq!(encoded_forms(value), want, "case {i}");
+        }
+    }
     use proptest::prelude::*;
     use std::collections::HashMap;
 
