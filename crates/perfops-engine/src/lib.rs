@@ -536,11 +536,11 @@ pub fn run_setup(plan: &Plan) -> Result<std::collections::HashMap<String, String
 }
 
 /// `perfops run --debug` (#32): run `plan.work`'s flows once each, in
-/// order (put setup first, as a flow of its own, and its saved values go to
-/// the others), one arrival per flow and no load model, every response
-/// read whole; `on` sees each exchange as it ends, redacted. HTTP/1.1
-/// exchanges show their wire bytes; others their outcome alone.
-pub fn run_debug(plan: &Plan, on: impl FnMut(DebugExchange)) -> Result<(), SetupError> {
+/// order (with `setup`, the first flow is the scenario's setup, and its
+/// saved values go to the others), one arrival per flow and no load model,
+/// every response read whole; `on` sees each exchange as it ends, redacted.
+/// HTTP/1.1 exchanges show their wire bytes; others their outcome alone.
+pub fn run_debug(plan: &Plan, setup: bool, on: impl FnMut(DebugExchange)) -> Result<(), SetupError> {
     let mut plan = plan.clone();
     let mut work = (*plan.work).clone();
     for step in work.flows.iter_mut().flat_map(|f| f.steps.iter_mut()) {
@@ -549,7 +549,7 @@ pub fn run_debug(plan: &Plan, on: impl FnMut(DebugExchange)) -> Result<(), Setup
     }
     plan.work = Arc::new(work);
     let shared = shared(&plan, Arc::new(AtomicBool::new(false))).map_err(|e| SetupError(e.to_string()))?;
-    worker::debug::run(shared, on).map_err(SetupError)
+    worker::debug::run(shared, setup, on).map_err(SetupError)
 }
 
 pub use worker::debug::{BODY_SHOWN, DebugExchange};

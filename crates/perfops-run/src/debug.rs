@@ -63,7 +63,7 @@ pub(crate) fn run(args: &SessionArgs) -> Result<Exit> {
         LoadModel::Closed { connections: 1, think: Duration::ZERO, profile: None, duration: None, max_requests: None };
     let plan = base.plan(Arc::new(work), one);
     let (mut exchanges, mut failed) = (0usize, 0usize);
-    perfops_engine::run_debug(&plan, |x| {
+    perfops_engine::run_debug(&plan, !scenario.setup.is_empty(), |x| {
         exchanges += 1;
         failed += usize::from(x.failure.is_some());
         out(&exchange_text(&x));

@@ -141,7 +141,8 @@ load:
 
 /// #32: `run --debug` runs setup, then each flow once, and prints each
 /// exchange once (request, response, what was saved, the outcome), with the
-/// `${env.*}` secret and the saved token redacted; a failed exchange makes
+/// `${env.*}` secret and the saved token redacted, setup's values in the
+/// flows after it; a failed exchange makes
 /// it exit 1; it writes no results directory.
 #[test]
 fn debug_prints_each_exchange_once_with_secrets_redacted() {
@@ -167,7 +168,7 @@ flows:
         expect: { status: 201 }
         save: { id: $.id }
       - name: get-order
-        request: GET /orders/${id}
+        request: GET /orders/${id}?t=${token}
         expect: { json: { "$.status": new } }
   echo:
     weight: 5
@@ -203,7 +204,8 @@ load:
         r#"< {"id":7}"#,
         "  saved id = 7",
         "  saved token = <redacted>",
-        "> GET /orders/7 HTTP/1.1",
+        // setup's token went with the flows (before, it rendered empty: `?t=`)
+        "> GET /orders/7?t=<redacted> HTTP/1.1",
         r#"< {"error":"you sent Bearer <redacted>"}"#,
         "4 exchange(s), 1 failed (each failed step ends its flow)",
     ] {

@@ -75,10 +75,11 @@ impl Worker {
 }
 
 /// Run each of `shared.work`'s flows once, in order, one arrival each on its
-/// own connection, carrying what each saved into the next (setup's, given
-/// as its first flow, into every other), and hand every exchange to `on`.
+/// own connection, and hand every exchange to `on`. With `setup`, the first
+/// flow is setup: what it saved goes to every other flow, over the run's
+/// globals, as in a run (before, it was dropped: `${token}` rendered empty).
 /// A failed step ends its flow, as in a run.
-pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Result<(), String> {
+pub(crate) fn run(shared: Arc<Shared>, setup: bool, mut on: impl FnMut(DebugExchange)) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&rt, async move {
@@ -86,6 +87,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
         w.trace = Some(Default::default());
         let w = Rc::new(w);
         let mut timer = std::pin::pin!(new_timer());
+        let globals = &shared.work.globals;
+        // What setup saved, for every flow after it.
+        let mut from_setup: Vec<(String, String)> = Vec::new();
         for (seq, flow) in shared.work.flows.iter().enumerate() {
             let mut conn = None;
             let rows = w.rows(seq as u64);
@@ -93,7 +97,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
             let jar = shared.work.cookies.then(std::cell::RefCell::default);
             // ... and its own saved values, over setup's, as in a run.
             let scope = Scope::default();
-            let globals = &shared.work.globals;
+            for (name, value) in &from_setup {
+                scope.save(name, value.clone());
+            }
             let scripted = w.flow(seq as u64, &rows, &scope);
             for (i, step) in flow.steps.iter().enumerate() {
                 let key = Key { stage: 0, step: step.index };
@@ -173,6 +179,9 @@ pub(crate) fn run(shared: Arc<Shared>, mut on: impl FnMut(DebugExchange)) -> Res
                 if !step.step.pause.is_zero() {
                     tokio::time::sleep(step.step.pause).await;
                 }
+            }
+            if setup && seq == 0 {
+                from_setup = scope.saved().iter().flat_map(|m| m.iter().map(|(k, v)| (k.clone(), v.clone()))).collect();
             }
         }
         Ok(())
