@@ -215,7 +215,7 @@ fn visit<'h>(
         });
         steps.push(Step {
             comments,
-            name: Some(step_name(e, &mut names)),
+            name: Some(step_name(&e.method, &r.target, &mut names)),
             method: e.method.clone(),
             path: path_text(&r.target),
             headers: r.headers.iter().map(|(n, t)| (n.clone(), text(t))).collect(),
@@ -419,21 +419,32 @@ fn path_text(t: &Tpl) -> Text {
     })
 }
 
-/// A step's name: the last path segment that reads as a word (`orders`, `auth`), `home` for `/`.
-fn step_name(e: &Entry, taken: &mut correlate::Names) -> String {
-    let segment = e
-        .url
-        .path_segments()
-        .into_iter()
-        .flatten()
+/// A step's name: the last path segment of its `target` (as sent, correlated values as
+/// `${...}`) that reads as a word (`orders`, `auth`), `home` for `/`. A segment that holds a
+/// correlated value names nothing: a recorded token in a path (`/items/RESPTOKEN`) was the
+/// step's name, and a name is in every result (attacker review).
+fn step_name(method: &str, target: &Tpl, taken: &mut correlate::Names) -> String {
+    // The path, each correlated value as a NUL (no path segment holds one).
+    let sent: String = target
+        .iter()
+        .map(|p| match p {
+            Piece::Lit(s) => s.as_str(),
+            Piece::Var(_) => "\0",
+        })
+        .collect();
+    let path = sent.split(['?', '#']).next().unwrap_or("");
+    let segment = path
+        .split('/')
         .rev()
-        .find(|s| !s.is_empty() && s.chars().filter(char::is_ascii_alphabetic).count() * 2 > s.len())
+        .find(|s| {
+            !s.is_empty() && !s.contains('\0') && s.chars().filter(char::is_ascii_alphabetic).count() * 2 > s.len()
+        })
         .map(|s| s.split('.').next().unwrap_or(s).to_ascii_lowercase());
-    let method = e.method.to_ascii_lowercase();
+    let method = method.to_ascii_lowercase();
     let base = match segment {
         Some(s) if !s.is_empty() && method == "get" => s,
         Some(s) if !s.is_empty() => format!("{method}-{s}"),
-        _ if e.url.path() == "/" && method == "get" => "home".to_string(),
+        _ if path == "/" && method == "get" => "home".to_string(),
         _ => method,
     };
     taken.unique(base)

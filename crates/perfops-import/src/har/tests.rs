@@ -142,37 +142,28 @@ fn bad_input_is_a_clear_error() {
 
 #[test]
 fn step_names() {
-    let entry = |method: &str, url: &str| Entry {
-        index: 0,
-        started_ms: None,
-        time_ms: 0.0,
-        page: None,
-        method: method.into(),
-        url: url::Url::parse(url).unwrap(),
-        request_headers: Vec::new(),
-        post: None,
-        status: None,
-        response_headers: Vec::new(),
-        mime: String::new(),
-        response_text: None,
-    };
+    use correlate::Piece::{Lit, Var};
     let mut taken = correlate::Names::new("-");
+    let lit = |s: &str| vec![Lit(s.to_string())];
     let cases = [
         // The root.
-        ("GET", "http://h/", "home"),
+        ("GET", lit("/"), "home"),
         // The last segment that is a word, not an id.
-        ("GET", "http://h/orders/100001", "orders"),
+        ("GET", lit("/orders/100001"), "orders"),
         // Again: numbered.
-        ("GET", "http://h/orders/100002", "orders-2"),
+        ("GET", lit("/orders/100002"), "orders-2"),
         // Another method: prefixed.
-        ("POST", "http://h/auth", "post-auth"),
-        // An extension dropped.
-        ("GET", "http://h/index.html?x=1", "index"),
+        ("POST", lit("/auth"), "post-auth"),
+        // An extension dropped, the query no part of it.
+        ("GET", lit("/index.html?x=1"), "index"),
         // Nothing that reads as a word: the method.
-        ("DELETE", "http://h/42", "delete"),
+        ("DELETE", lit("/42"), "delete"),
+        // A correlated value names nothing, though it reads as a word (a token was the name).
+        ("GET", vec![Lit("/items/".into()), Var("token".into())], "items"),
+        ("PUT", vec![Lit("/".into()), Var("token".into()), Lit("?a=b".into())], "put"),
     ];
-    for (method, url, want) in cases {
-        assert_eq!(step_name(&entry(method, url), &mut taken), want, "{method} {url}");
+    for (method, target, want) in cases {
+        assert_eq!(step_name(method, &target, &mut taken), want, "{method} {target:?}");
     }
 }
 
