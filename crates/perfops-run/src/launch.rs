@@ -74,8 +74,8 @@ impl PlanBase {
     }
 
     /// What every load of a scenario shares: its `defaults.timeout` for the
-    /// whole request, at most 5 s of it to connect, and its `defaults`'
-    /// protocol and HTTP/2 knobs ([`PlanBase::with_http`]). One rule for
+    /// whole request, `defaults.connect_timeout` (5 s unless it says) of it to
+    /// connect, and its `defaults`' protocol and HTTP/2 knobs ([`PlanBase::with_http`]). One rule for
     /// `run`, `setup`, `--debug` and an agent.
     pub(crate) fn of_scenario(
         target: Target,
@@ -88,7 +88,7 @@ impl PlanBase {
         PlanBase {
             target,
             timeout,
-            connect_timeout: timeout.min(Duration::from_secs(5)),
+            connect_timeout: defaults.connect_timeout(),
             insecure,
             workers,
             wait_in_flight,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use perfops_core::measure::{Counter, Stats};
 use perfops_core::model::{LoadModel, Rate, Schedule};
-use perfops_core::pipeline::{Second, SinkError, StageLedger};
+use perfops_core::pipeline::{Flow, Second, Sink, SinkError, StageLedger, TargetDown};
 use perfops_core::scenario::grpc::GrpcCall;
 use perfops_core::scenario::template::Template;
 use perfops_core::scenario::{Body, JsonPart, Step};
@@ -188,7 +188,11 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     chosen.start(&meta(&args, open, &step_names))?;
     // `quick ws://`: its sessions and messages are two steps, told apart.
     let mut by_step = ByStep::default();
+    // A target that is down stops the load, as `run`'s (#32's rule): a closed port was
+    // hammered for the whole run (119,504 refusals in 2 s; a new user's review).
+    let mut down = Down(TargetDown::new(plan.target.addr.to_string()));
     let stations = Stations {
+        decisions: vec![&mut down as &mut dyn Sink],
         chosen: Some(&mut chosen),
         live: live.map(|l| Box::new(l) as _),
         tally: target_is_websocket.then_some(&mut by_step as &mut dyn Output),
@@ -198,6 +202,10 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     let pipeline = outputs::pipeline(StageLedger::unstaged("quick"), 0, &step_names, stop.clone(), stations);
     let mut engine = Engine::new(plan.clone());
     let (outcome, _) = source::drive(&mut engine, &stop, pipeline)?;
+    let down = down.0.reason().map(|why| (why.to_string(), down.0.seconds()));
+    if let Some((why, after)) = &down {
+        note!("stopped after {after} s: {why}");
+    }
     let spoke = engine.protocol();
 
     let generator = launch::generator_use(outcome.workers, outcome.naps, outcome.cpu_wait, outcome.pacer.as_ref());
@@ -225,6 +233,9 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         },
     };
     let mut summary = QuickSummary::new(setup, &outcome.total, outcome.elapsed, generator, outcome.interrupted);
+    if let Some((why, after)) = &down {
+        summary.warnings.insert(0, format!("stopped after {after} s: {why}"));
+    }
     if let Some(why) = &outcome.tls_refused {
         summary.warnings.insert(0, crate::conclude::tls_note(why, args.insecure));
     }
@@ -262,6 +273,9 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
         std::fs::write(path, json).with_context(|| format!("writing {}", path.display()))?;
     }
     crate::say::out(&summary.text());
+    if down.is_some() {
+        return Ok(Exit::Runtime);
+    }
     let finished = summary.succeeded + summary.failed;
     let error_pct = if finished == 0 { 0.0 } else { summary.failed as f64 * 100.0 / finished as f64 };
     // Requests went out and not one ended (all still in flight when the run
@@ -314,6 +328,15 @@ fn grpc_work(target: &Target, call: &str, args: &QuickArgs, body: &[u8]) -> Resu
     };
     work.resolve_grpc(std::path::Path::new("."), &args.protos, Some(reflection))?;
     Ok(work)
+}
+
+/// `quick`'s early stop on a target that is down ([`TargetDown`]).
+struct Down(TargetDown);
+
+impl Sink for Down {
+    fn second(&mut self, second: &Second<'_>) -> Result<Flow, SinkError> {
+        Ok(self.0.second(second.interval).map_or(Flow::Continue, Flow::Stop))
+    }
 }
 
 /// Totals by step index over the whole load (a quick run has no stages to

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use perfops_core::pipeline::{AbortWhen, TargetDown};
+use perfops_core::pipeline::AbortWhen;
 use perfops_core::scenario::Override;
 
 use crate::conclude::{self, Ending};
@@ -117,7 +117,7 @@ pub fn run(args: RunArgs) -> Result<Exit> {
     // aborted run, and a runtime failure, not a verdict on the target's capacity.
     let down = s.down().map(str::to_string);
     if let Some(why) = &down {
-        note!("stopped after {} s: {why} (--keep-going runs on)", TargetDown::WINDOW);
+        note!("stopped after {} s: {why} (--keep-going runs on)", s.down_after());
     }
     let reason = down.clone().or_else(|| abort.reason().map(str::to_string));
     // A stop by hand is said as one (`stopped by hand at t=...`), not as an interruption.

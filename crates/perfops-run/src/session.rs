@@ -347,6 +347,11 @@ impl Session {
         self.down.as_ref().and_then(TargetDown::reason)
     }
 
+    /// After how many seconds the rule found the target down (or judged so far).
+    pub(crate) fn down_after(&self) -> u32 {
+        self.down.as_ref().map_or(0, TargetDown::seconds)
+    }
+
     /// The demo target's or the scenario's URL joined with `path`.
     pub(crate) fn url_of(&self, path: &str) -> String {
         format!("{}{path}", self.url)

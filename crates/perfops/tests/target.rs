@@ -99,6 +99,52 @@ fn a_target_that_is_down_is_said_at_once_and_the_run_stops() {
     assert!(s["aborted"].as_str().is_some_and(|a| a.contains(&said)), "{s}");
 }
 
+/// A listener that never accepts (its queue of one full, the rest of the SYNs dropped): the
+/// connections time out at `defaults.connect_timeout`, here 1 s, past the first 2 s in which
+/// nothing ended; the first second in which some end says the target is down, and the run
+/// stops with exit 3. Before, it ran its whole length (the connect timeout, a hidden 5 s,
+/// ignored the scenario) and exited 1, as if judged (a new user's review).
+#[test]
+fn a_listener_that_never_accepts_is_said_down_at_its_connect_timeout() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-never-accepts");
+    let server = python::script(NEVER_ACCEPTS, &[]);
+    let yaml = format!(
+        "name: shop\ntarget: http://127.0.0.1:{}\ndefaults: {{ timeout: 10s, connect_timeout: 1s }}\n\
+         flows: {{ f: {{ steps: [ {{ request: GET /health }} ] }} }}\nload: {{ stages: [ {{ rate: 5, hold: 20s }} ] }}\n",
+        server.port(0)
+    );
+    let path = wd.scenario("never.yaml", &yaml);
+    let out_dir = wd.runs().display().to_string();
+    let started = Instant::now();
+    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", &out_dir, "-q"], |_| {}).wait(RUN_LIMIT);
+    let took = started.elapsed();
+    let ctx = out.dump();
+    out.assert_exit(3);
+    assert!(took < Duration::from_secs(10), "stopped early, not after its 20 s: {took:?}\n{ctx}");
+    let said = format!("target down: connect timed out at 127.0.0.1:{}", server.port(0));
+    assert!(out.stderr.contains(&said), "{said}\n{ctx}");
+    // Each timed out at the scenario's 1 s, not a hidden 5 s (the kept samples say when).
+    let failures = std::fs::read_to_string(wd.result_dir(&out).join("failures.jsonl")).expect("failures.jsonl");
+    let took: Vec<f64> = failures
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|f| f["kind"] == "connect_timeout")
+        .filter_map(|f| f["timings"]["latency_ms"].as_f64())
+        .collect();
+    assert!(!took.is_empty() && took.iter().all(|ms| (1000.0..1500.0).contains(ms)), "{took:?}\n{failures}");
+}
+
+/// A socket that listens with a queue of one and never accepts.
+const NEVER_ACCEPTS: &str = r#"
+import socket, time
+s = socket.socket()
+s.bind(('127.0.0.1', 0))
+s.listen(0)
+print(s.getsockname()[1], flush=True)
+time.sleep(120)
+"#;
+
 /// `--keep-going` runs to the end whatever the first seconds say.
 #[test]
 fn keep_going_runs_on_against_a_target_that_is_down() {

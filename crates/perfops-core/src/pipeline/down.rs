@@ -6,10 +6,21 @@
 //! says nothing for the rest of the run (a server that goes down later is the verdict's business, not
 //! this rule's). It owns the rule; stopping the load and the exit code are the caller's.
 //!
+//! A host that drops connections (a firewall, a listener that never accepts) fails them only at
+//! their connect timeout, 5 s by default: past the window. So when nothing ended in the window,
+//! the first seconds in which requests end decide, by the same rule; and a window in which
+//! requests waited to connect and not one connection opened says it at once. Before, such a
+//! target ran the whole run and exited 1, as if it had been judged (a new user's review).
+//!
 //! ```text
 //!   second     0            1          | 2 ...
 //!   ended      5 refused    5 refused  | -> "target down: connection refused at 127.0.0.1:PORT"
 //!   ended      5 refused    1 answered | -> up: nothing said, the run goes on
+//!   opened     0            0          |
+//!   waiting    5            10         | -> "target down: no connection opened at 127.0.0.1:PORT"
+//!   opened     1            0            0          0          0    (a listener's queue took one)
+//!   ended      0            0          | 0          0          16 timed out -> "target down:
+//!                                                                  connect timed out ... first 5 s"
 //! ```
 
 use crate::analysis::verdict::CONNECT_FAILURES;
@@ -22,17 +33,19 @@ pub struct TargetDown {
     seconds: u32,
     /// Connect failures so far, by kind (refused, timed out, other).
     failed: [u64; 3],
+    /// Connections opened so far.
+    opened: u64,
     up: bool,
     reason: Option<String>,
 }
 
 impl TargetDown {
-    /// How many seconds from the load's start the rule judges.
+    /// How many seconds from the load's start the rule judges (more when nothing ended in them).
     pub const WINDOW: u32 = 2;
 
     /// The rule for a target whose connections go to `address` (`127.0.0.1:8080`).
     pub fn new(address: impl Into<String>) -> TargetDown {
-        TargetDown { address: address.into(), seconds: 0, failed: [0; 3], up: false, reason: None }
+        TargetDown { address: address.into(), seconds: 0, failed: [0; 3], opened: 0, up: false, reason: None }
     }
 
     /// Why the load was stopped, once the rule found the target down.
@@ -40,9 +53,14 @@ impl TargetDown {
         self.reason.as_deref()
     }
 
+    /// How many seconds the rule judged (when it found the target down: after how many).
+    pub fn seconds(&self) -> u32 {
+        self.seconds
+    }
+
     /// Take the load's next second; the reason on the second that finds the target down (once).
     pub fn second(&mut self, iv: &Interval) -> Option<String> {
-        if self.up || self.reason.is_some() || self.seconds >= Self::WINDOW {
+        if self.up || self.reason.is_some() {
             return None;
         }
         self.seconds += 1;
@@ -59,9 +77,26 @@ impl TargetDown {
             self.up = true;
             return None;
         }
+        self.opened += iv.stats.connects;
         let total: u64 = self.failed.iter().sum();
-        if self.seconds < Self::WINDOW || total == 0 {
+        if self.seconds < Self::WINDOW {
             return None;
+        }
+        if total == 0 {
+            // Nothing ended: down now if requests wait to connect and no connection ever opened;
+            // else the first seconds in which requests end decide.
+            if self.opened > 0 || iv.in_flight == 0 {
+                return None;
+            }
+            let reason = format!(
+                "target down: no connection opened at {} in the first {} s ({} request{} waiting to connect, none answered)",
+                self.address,
+                self.seconds,
+                iv.in_flight,
+                if iv.in_flight == 1 { "" } else { "s" }
+            );
+            self.reason = Some(reason.clone());
+            return Some(reason);
         }
         // The kind most seen names it: a port where nothing listens refuses; a host that drops
         // packets times out.
@@ -71,7 +106,7 @@ impl TargetDown {
             "target down: {what} at {} ({total} connection attempt{} in the first {} s, none answered)",
             self.address,
             if total == 1 { "" } else { "s" },
-            Self::WINDOW
+            self.seconds
         );
         self.reason = Some(reason.clone());
         Some(reason)
@@ -96,38 +131,67 @@ mod tests {
     #[test]
     fn down_only_when_every_attempt_of_the_first_seconds_failed_to_connect() {
         // (seconds as (refused, timeouts, answered, 5xx), the second (0-based) that says it, its words)
-        // A second as (refused, timed out, answered, 5xx).
-        type Seconds = &'static [(u64, u64, u64, u64)];
+        // A second as (refused, timed out, answered, 5xx, in flight at its end, connections opened).
+        type Seconds = &'static [(u64, u64, u64, u64, u64, u64)];
         let cases: &[(Seconds, Option<(usize, &str)>)] = &[
             // Refused twice: said on the second second, naming the address and the count.
             (
-                &[(5, 0, 0, 0), (5, 0, 0, 0)],
+                &[(5, 0, 0, 0, 0, 0), (5, 0, 0, 0, 0, 0)],
                 Some((1, "target down: connection refused at 127.0.0.1:9 (10 connection attempts in the first 2 s")),
             ),
             // One answer in the window: up, nothing said, even if refusals follow.
-            (&[(5, 0, 0, 0), (4, 0, 1, 0), (5, 0, 0, 0)], None),
+            (&[(5, 0, 0, 0, 0, 0), (4, 0, 1, 0, 0, 0), (5, 0, 0, 0, 0, 0)], None),
             // A 5xx is an answer: the server is there.
-            (&[(5, 0, 0, 0), (0, 0, 0, 1)], None),
+            (&[(5, 0, 0, 0, 0, 0), (0, 0, 0, 1, 0, 0)], None),
             // Up from the first second, down later: not this rule's to say.
-            (&[(0, 0, 3, 0), (5, 0, 0, 0), (5, 0, 0, 0)], None),
-            // Nothing ended in the window (slow connects still pending): nothing to say.
-            (&[(0, 0, 0, 0), (0, 0, 0, 0), (5, 0, 0, 0)], None),
+            (&[(0, 0, 3, 0, 0, 0), (5, 0, 0, 0, 0, 0), (5, 0, 0, 0, 0, 0)], None),
+            // Nothing ended in the window (slow connects still pending): the first second in
+            // which requests end decides, here refusals alone.
+            (
+                &[(0, 0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 0), (5, 0, 0, 0, 0, 0)],
+                Some((2, "target down: connection refused at 127.0.0.1:9 (5 connection attempts in the first 3 s")),
+            ),
+            // ... or an answer: up.
+            (&[(0, 0, 0, 0, 5, 1), (0, 0, 0, 0, 5, 0), (0, 0, 1, 0, 4, 0), (5, 0, 0, 0, 0, 0)], None),
+            // A listener whose queue took a connection and drops the rest: they time out at the
+            // connect timeout, past the window; said then.
+            (
+                &[
+                    (0, 0, 0, 0, 6, 1),
+                    (0, 0, 0, 0, 11, 0),
+                    (0, 0, 0, 0, 16, 0),
+                    (0, 0, 0, 0, 21, 0),
+                    (0, 0, 0, 0, 26, 0),
+                    (0, 16, 0, 0, 10, 0),
+                ],
+                Some((5, "target down: connect timed out at 127.0.0.1:9 (16 connection attempts in the first 6 s")),
+            ),
             // Timeouts: a host that drops packets is down too, said as such.
             (
-                &[(0, 2, 0, 0), (1, 3, 0, 0)],
+                &[(0, 2, 0, 0, 0, 0), (1, 3, 0, 0, 0, 0)],
                 Some((1, "target down: connect timed out at 127.0.0.1:9 (6 connection attempts")),
             ),
+            // Requests waiting to connect and none opened (a listener that never accepts): said
+            // at the window's end, though nothing ended.
+            (
+                &[(0, 0, 0, 0, 5, 0), (0, 0, 0, 0, 10, 0)],
+                Some((1, "target down: no connection opened at 127.0.0.1:9 in the first 2 s (10 requests waiting")),
+            ),
+            // Waiting, but a connection opened (a server slow to answer): up to this rule.
+            (&[(0, 0, 0, 0, 5, 1), (0, 0, 0, 0, 10, 0)], None),
             // A single attempt is enough in the window (a rate of 1/s over 2 s).
             (
-                &[(1, 0, 0, 0), (0, 0, 0, 0)],
+                &[(1, 0, 0, 0, 0, 0), (0, 0, 0, 0, 0, 0)],
                 Some((1, "target down: connection refused at 127.0.0.1:9 (1 connection attempt in")),
             ),
         ];
         for (seconds, want) in cases {
             let mut rule = TargetDown::new("127.0.0.1:9");
             let mut said = None;
-            for (t, (r, to, a, e)) in seconds.iter().enumerate() {
-                if let Some(reason) = rule.second(&second(t as u32, *r, *to, *a, *e)) {
+            for (t, (r, to, a, e, waiting, opened)) in seconds.iter().enumerate() {
+                let mut iv = second(t as u32, *r, *to, *a, *e);
+                (iv.in_flight, iv.stats.connects) = (*waiting, *opened);
+                if let Some(reason) = rule.second(&iv) {
                     assert!(said.is_none(), "said once");
                     said = Some((t, reason));
                 }

@@ -79,7 +79,7 @@ const TOP: &[&str] = &[
     "outputs",
     "scripts",
 ];
-const DEFAULTS: &[&str] = &["timeout", "headers", "protocol", "http2", "cookies", "before", "after"];
+const DEFAULTS: &[&str] = &["timeout", "connect_timeout", "headers", "protocol", "http2", "cookies", "before", "after"];
 pub(super) const HTTP2: &[&str] = &["streams", "connections", "stream_window", "connection_window"];
 const FEEDER: &[&str] = &["csv", "mode"];
 const DEMO_OPTIONS: &[&str] = &["workers", "threads", "backlog", "io_wait", "cpu_work"];
@@ -660,6 +660,7 @@ impl Dec<'_> {
     fn defaults(&mut self, node: Option<&Node>, feeders: &[&str]) -> Defaults {
         let mut out = Defaults {
             timeout: Duration::from_secs(10),
+            connect_timeout: None,
             headers: Vec::new(),
             protocol: None,
             http2: Http2Options::default(),
@@ -682,6 +683,9 @@ impl Dec<'_> {
         out.hooks = self.hooks(m, "defaults", &super::script::StepScript::default());
         if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
             out.timeout = t;
+        }
+        if let Some(t) = m.get_node("connect_timeout").and_then(|n| self.duration(n, "defaults.connect_timeout")) {
+            out.connect_timeout = Some(t);
         }
         if let Some(h) = m.get_node("headers") {
             out.headers = self.headers(h, "defaults.headers", feeders);

@@ -143,6 +143,9 @@ pub enum DemoModel {
 pub struct Defaults {
     /// Whole-request timeout.
     pub timeout: Duration,
+    /// How long a new connection may take to connect (`defaults.connect_timeout`; `None`:
+    /// [`DEFAULT_CONNECT_TIMEOUT`]), at most `timeout`.
+    pub connect_timeout: Option<Duration>,
     /// Headers sent with every request (a step's own headers override them).
     pub headers: Vec<(String, Template)>,
     /// The HTTP to speak whatever the target's scheme says (`None`: the
@@ -156,6 +159,19 @@ pub struct Defaults {
     /// The request and response hooks of every HTTP step that names none
     /// of its own (`defaults: { before: sign, after: check }`).
     pub hooks: script::StepScript,
+}
+
+/// A connect's timeout when `defaults.connect_timeout` says none: long enough for a SYN
+/// dropped by a full listen queue to be sent again (after 1 s, then 3 s), short beside a
+/// request's timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl Defaults {
+    /// The connect timeout of every new connection: `connect_timeout`, or
+    /// [`DEFAULT_CONNECT_TIMEOUT`], never past the whole request's `timeout`.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT).min(self.timeout)
+    }
 }
 
 /// `defaults.protocol`.

@@ -18,9 +18,9 @@ pub(crate) struct OutputFlags {
     /// (OpenTelemetry metrics over OTLP/HTTP or gRPC, exponential
     /// histograms, delta unless
     /// OTEL_EXPORTER_OTLP_METRICS_TEMPORALITY_PREFERENCE=cumulative; auth
-    /// headers from OTEL_EXPORTER_OTLP_HEADERS). Added to the
-    /// scenario's `outputs:`. The results directory is always written (--out
-    /// names its folder).
+    /// headers from OTEL_EXPORTER_OTLP_HEADERS). With a scenario, added to
+    /// its `outputs:`, beside the results directory that a scenario's run
+    /// always writes (`quick` writes none).
     #[arg(long = "output", value_name = "NAME[=ARG]", value_parser = perfops_run::outputs::parse_spec)]
     outputs: Vec<OutputSpec>,
     /// Serve the generator's own metrics for Prometheus at http://ADDR/metrics
