@@ -165,6 +165,23 @@ impl Recorder {
         self.at(key).dropped += 1;
     }
 
+    /// An arrival due and never sent: the generator was behind when its
+    /// stage (or the run) ended (`worker/open_loop.rs`).
+    pub(crate) fn unsent(&mut self, key: Key) {
+        self.at(key).unsent += 1;
+    }
+
+    /// An arrival sent `perfops_core::analysis::generator::LATE` or more
+    /// after its due time.
+    pub(crate) fn late(&mut self, key: Key) {
+        self.at(key).late += 1;
+    }
+
+    /// The generator did not run for `took` (its watch woke that late).
+    pub(crate) fn stalled(&mut self, key: Key, took: Duration) {
+        self.at(key).stalled_us += took.as_micros() as u64;
+    }
+
     /// A new TCP connection, `took` to connect.
     pub(crate) fn connected(&mut self, key: Key, took: Duration) {
         let st = self.at(key);

@@ -46,6 +46,11 @@ impl Current {
         }
     }
 
+    /// When stage `stage` ends, from the load's start (`None`: no end known).
+    pub(crate) fn stage_end(&self, stage: u16) -> Option<Duration> {
+        self.stage_ends.get(usize::from(stage)).copied().or(self.end)
+    }
+
     /// The stage an arrival due at `offset` belongs to.
     #[inline]
     pub(crate) fn stage_at(&self, offset: Duration) -> u16 {

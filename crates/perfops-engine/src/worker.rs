@@ -61,6 +61,7 @@ use std::sync::mpsc::Sender;
 use std::task::Poll;
 use std::time::Duration;
 
+use perfops_core::analysis::generator;
 use perfops_core::cookie::Jar;
 use perfops_core::measure::{FailureKind, FailureSample, SampleKey, Sampler, Stats};
 use perfops_core::model::{LoadModel, Shard};
@@ -211,6 +212,10 @@ async fn within<F: Future>(mut timer: Pin<&mut Sleep>, fut: F) -> Option<F::Outp
 /// end, due in milliseconds) are still measured, not cut.
 const GRACE: Duration = Duration::from_millis(500);
 
+/// How often a worker looks at the stop flag and at a re-plan, and over
+/// which its first worker times the generator's stalls (`watch_stop`).
+const WATCH: Duration = Duration::from_millis(20);
+
 /// A request in flight, for the worker's recorder: dropped before it was
 /// answered or failed (its task dropped at the run's end, see [`run`]), it
 /// records itself as cut, with the latency it had reached (from `due`) and
@@ -278,7 +283,15 @@ struct Worker {
     spares: RefCell<Spares>,
     rng: RefCell<fastrand::Rng>,
     stopping: Cell<bool>,
+    /// When the stop was seen (`watch_stop`): the arrivals due later were never due.
+    stopped_at: Cell<Option<Instant>>,
     stop_notify: Notify,
+    /// When the stop watch last woke (`watch_stop`), to time stalls.
+    watched: Cell<Instant>,
+    /// Open model: the first of this worker's arrivals not yet sent,
+    /// dropped or counted unsent; those left at the run's end are counted
+    /// unsent ([`Worker::count_unsent`]).
+    progress: Cell<u64>,
     /// The load's plan, as re-planned by hand (`steer.rs`), and how many
     /// re-plans it has seen; `stop_notify` wakes the pacer when it changes.
     plan: RefCell<Arc<Current>>,
@@ -369,6 +382,10 @@ pub(crate) fn run(
     let shard = match &load {
         WorkerLoad::Open { shard, .. } | WorkerLoad::Closed { shard, .. } => shard.index,
     };
+    let open = match &load {
+        WorkerLoad::Open { shard, .. } => Some(*shard),
+        WorkerLoad::Closed { .. } => None,
+    };
     let mut w = Worker { stamped: !closed, ..Worker::new(id, start, shared, h2_connections) };
     // Each shard's workers draw their own random streams.
     if shard != 0 {
@@ -390,6 +407,16 @@ pub(crate) fn run(
         tokio::select! {
             () = w.clone().load(load) => {}
             () = w.cut_time() => {}
+        }
+        // A stall that lasted past the run's end cut it as soon as the
+        // process ran again: timed here, the watch never woke after it.
+        if !watcher.is_finished() {
+            w.watch_stall(Instant::now());
+        }
+        // The arrivals the pacer never reached (it was behind when the run
+        // was cut: a stall) are counted, not lost.
+        if let Some(shard) = open {
+            w.count_unsent(shard);
         }
         ticker.abort();
         watcher.abort();
@@ -534,7 +561,10 @@ impl Worker {
             spares: RefCell::default(),
             rng: RefCell::new(fastrand::Rng::with_seed(0x5eed ^ id as u64)),
             stopping: Cell::new(false),
+            stopped_at: Cell::new(None),
             stop_notify: Notify::new(),
+            progress: Cell::new(0),
+            watched: Cell::new(start),
             generation: Cell::new(0),
             drained: Notify::new(),
             interval: Cell::new(0),
@@ -582,9 +612,17 @@ impl Worker {
     /// Turn the process-wide stop flag (SIGINT, autostop) into a local
     /// wake-up, and a plan re-planned by hand into the worker's own
     /// (`steer.rs`): both looked at every 20 ms, never per request.
+    ///
+    /// The first worker's watch also times the generator's stalls: woken
+    /// `generator::LATE` or more after it was due, no thread of the process
+    /// ran (SIGSTOP, a VM paused, its CPU taken), and the time is counted
+    /// in the stages it fell in ([`Worker::stalled`]).
     async fn watch_stop(self: Rc<Self>) {
+        self.watched.set(Instant::now());
         loop {
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(WATCH).await;
+            let now = Instant::now();
+            self.watch_stall(now);
             if let Some(replan) = &self.shared.replan {
                 let generation = replan.generation();
                 if generation != self.generation.get()
@@ -598,10 +636,41 @@ impl Worker {
                 }
             }
             if self.shared.stop.load(Ordering::Relaxed) {
+                self.stopped_at.set(Some(now));
                 self.stopping.set(true);
                 self.stop_notify.notify_one();
                 return;
             }
+        }
+    }
+
+    /// The first worker's watch, woken at `now`: a stall since it last
+    /// woke is counted ([`Worker::stalled`]). Also called once the load is
+    /// over: a stall that outlasted the run's end (and its grace) cuts the
+    /// load at once, before the watch would wake again.
+    fn watch_stall(&self, now: Instant) {
+        // Only once the load has started: the wait for its start is no stall.
+        let due = self.watched.replace(now).max(self.start) + WATCH;
+        if self.id == 0 && now >= due + generator::LATE {
+            self.stalled(due, now);
+        }
+    }
+
+    /// Count the time from `from` to `to` the generator did not run, in
+    /// the stages it fell in (their first flow's first step).
+    fn stalled(&self, from: Instant, to: Instant) {
+        let plan = self.plan.borrow().clone();
+        let step = self.shared.work.flows.first().and_then(|f| f.steps.first()).map_or(0, |s| s.index);
+        let mut at = from.saturating_duration_since(self.start);
+        let to = to.saturating_duration_since(self.start);
+        let mut rec = self.rec.borrow_mut();
+        while at < to {
+            let stage = plan.stage_at(at);
+            // The last stage (or one without an end) takes the rest.
+            let end = plan.stage_end(stage).filter(|&e| e > at && usize::from(stage) + 1 < plan.stage_ends.len());
+            let upto = end.map_or(to, |e| e.min(to));
+            rec.stalled(Key { stage, step }, upto - at);
+            at = upto;
         }
     }
 

@@ -497,6 +497,13 @@ impl Judging<'_> {
             .map(|c| verdict::check(c, &loaded.total, &loaded.steps, whole_share, elapsed, &watched))
             .collect();
         let mut warnings: Vec<String> = gaps.into_iter().chain(notes).collect();
+        // A generator that stalled says so, whatever each stage was judged
+        // (the README's promise: "when the generator is the limit, it says so").
+        for st in &loaded.stages {
+            if let Some(why) = perfops_core::analysis::generator::stalled(&st.stats) {
+                warnings.push(format!("stage {}: {why}", st.plan.name));
+            }
+        }
         if loaded.total.dropped > 0 {
             warnings.push(format!(
                 "{} arrivals were dropped at max_in_flight: the generator, not the server, was the limit in those seconds",

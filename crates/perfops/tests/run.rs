@@ -363,6 +363,83 @@ fn sigint_mid_run_writes_an_interrupted_summary() {
     assert!(!is_running(demo[0]), "the demo target (pid {}) outlived its interrupted run", demo[0]);
 }
 
+/// The generator stalled (SIGSTOP for 2.5 s, a VM paused): every arrival
+/// due is still accounted for, and the stages it hit judge the generator,
+/// not the target. Before, SIGSTOP 1.5 s into a 3 s stage at 50/s for 3 s
+/// left 65 of its 150 arrivals neither sent, dropped nor counted, and the
+/// stage FAILED "achieved 23.3/s is 47% ... nothing watched shows what
+/// limited it"; `limit` read a capacity of 37.5/s off such a stage for a
+/// server that does 20,000/s.
+///
+/// Two stages of 3 s at 100/s; stopped once the first second is written
+/// (t ~1 s), continued 2.5 s later (t ~3.5 s, past stage a's end): stage
+/// a's arrivals due in the stall are unsent (never a burst of its load in
+/// stage b), stage b's first ones go out late, charged in latency.
+#[test]
+fn a_stalled_generator_accounts_for_every_arrival_and_blames_itself() {
+    let _cpu = exclusive();
+    // A counter written only when not zero (`unsent`, `late`, `stalled_us`).
+    let or0 = |v: &Value, ptr: &str| v.pointer(ptr).and_then(Value::as_u64).unwrap_or(0);
+    let server = kit::fixed_delay(Duration::ZERO);
+    let wd = Workdir::new("stall");
+    let yaml = format!(
+        "name: stall\ntarget: {}\nflows:\n  main:\n    steps:\n      - {{ name: get, request: GET /, expect: {{ status: 200 }} }}\n\
+         load:\n  model: open\n  stages:\n    - {{ name: a, rate: 100, hold: 3s }}\n    - {{ name: b, rate: 100, hold: 3s }}\n\
+         slo: [ \"p95 < 250ms\", \"errors < 1%\" ]\n",
+        server.url()
+    );
+    let running = wd.spawn("run", &wd.scenario("stall.yaml", &yaml), &[], |_| {});
+    // The load's first second written: it runs (a debug build starts slowly on a busy machine).
+    let started = Instant::now();
+    let first_second = || {
+        wd.result_dirs().iter().any(|d| std::fs::read_to_string(d.join("series.jsonl")).is_ok_and(|t| t.contains('\n')))
+    };
+    while !first_second() {
+        assert!(started.elapsed() < Duration::from_secs(20), "no second written in 20 s");
+        std::thread::sleep(ms(10));
+    }
+    send_signal("-STOP", running.pid());
+    let stopped = Instant::now();
+    std::thread::sleep(ms(2500));
+    send_signal("-CONT", running.pid());
+    let stall_s = stopped.elapsed().as_secs_f64();
+    let run = Run::of(&wd, running.wait(RUN_LIMIT));
+    let s = run.summary();
+    let ctx = run.context();
+    assert_eq!(s["verdict"]["result"], "inconclusive", "{ctx}");
+    assert_eq!(run.out.code, Some(1), "{ctx}");
+    let mut stalled_us = 0;
+    for (i, name) in ["a", "b"].into_iter().enumerate() {
+        let st = &s["stages"][i];
+        assert_eq!(st["name"], name, "{ctx}");
+        // Every arrival due is sent, dropped or counted unsent: 3 s at 100/s.
+        let (sent, dropped, unsent) = (count(st, "/sent"), count(st, "/dropped"), or0(st, "/unsent"));
+        assert_eq!(
+            sent + dropped + unsent,
+            300,
+            "stage {name}: {sent} sent + {dropped} dropped + {unsent} unsent\n{ctx}"
+        );
+        // Judged on the generator, never failed on the target.
+        assert_eq!(st["verdict"], "inconclusive", "stage {name}\n{ctx}");
+        let reason = st["reasons"][0].as_str().unwrap_or_default();
+        assert!(reason.starts_with("the generator stalled for "), "stage {name}: {reason}\n{ctx}");
+        stalled_us += or0(st, "/stalled_us");
+    }
+    // Stage a's arrivals due in the stall were never sent (its stage was over when the
+    // generator ran again), stage b's went out late; about a second's worth of each.
+    let (a, b) = (&s["stages"][0], &s["stages"][1]);
+    assert!(or0(a, "/unsent") >= 30 && or0(a, "/late") == 0, "stage a\n{ctx}");
+    assert!(or0(b, "/late") >= 20 && or0(b, "/unsent") == 0, "stage b\n{ctx}");
+    // The generator timed its own stall: within a few tenths of what the test held it.
+    let ratio = stalled_us as f64 / 1e6 / stall_s;
+    assert!((0.8..=1.2).contains(&ratio), "stalled {stalled_us} us of the {stall_s:.2} s stop ({ratio:.2})\n{ctx}");
+    let warnings = s["warnings"].to_string();
+    assert!(warnings.contains("stage a: the generator stalled for"), "{warnings}");
+    assert!(warnings.contains("stage b: the generator stalled for"), "{warnings}");
+    // The late arrivals' latency counts from when they were due: seconds, not the server's µs.
+    assert!(num(b, "/latency_ms/max") >= 500.0, "{ctx}");
+}
+
 /// One Ctrl-C delivered twice at once is one: `timeout -s INT` signals
 /// perfops and then its whole process group, and the two arrivals, read as a
 /// second Ctrl-C, exited at once (130) with no `summary.json`. Now the run

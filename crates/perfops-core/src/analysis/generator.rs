@@ -1,6 +1,26 @@
 //! Whether the generator ran out of CPU: the one rule behind `quick`'s warning, a stage's
-//! "inconclusive" verdict and the `generator_saturated` diagnosis; and whether its scripts were
-//! the cause ([`scripts_bound`]), which that diagnosis then names.
+//! "inconclusive" verdict and the `generator_saturated` diagnosis; whether its scripts were
+//! the cause ([`scripts_bound`]), which that diagnosis then names; and whether it stalled
+//! ([`stalled`]: stopped, paused, or so far behind that arrivals left late or never).
+//!
+//! A stall is read from three counters of a stage's `Stats`, each the generator's own:
+//!
+//! ```text
+//!   stalled_us  its first worker's 20 ms watch woke LATE or more after it was due: the
+//!               process did not run (SIGSTOP, a VM paused, its CPU taken) for that long
+//!   late        arrivals sent LATE or more after their due time (sent, charged in latency)
+//!   unsent      arrivals due and never sent: the generator was behind when their stage or
+//!               the run ended (sent + dropped + unsent = the arrivals due)
+//!
+//!   stalled  <=>  any of the three > 0
+//! ```
+//!
+//! LATE (200 ms) is far past the pacer's own lateness (~50 µs, a few ms on a loaded 2-core
+//! machine; docs/coordinated-omission.md) and past tokio's millisecond timer: only a generator
+//! that did not run for that long leaves an arrival so late. A stage where it did judges the
+//! generator, not the target: before, SIGSTOP for 3 s in a 3 s stage at 50/s left 65 of its
+//! 150 arrivals neither sent nor counted, and the stage FAILED "achieved 23.3/s is 47% of the
+//! target ... nothing watched shows what limited it".
 //!
 //! A CPU share is two measurements divided: CPU seconds over wall seconds times cores. It says
 //! something only when the window is long beside how far its CPU reading can be off, so a share
@@ -119,9 +139,83 @@ pub fn scripts_bound(generator_share: Option<f64>, script_share: f64) -> bool {
     saturated(used) && script_share > 0.5 * used
 }
 
+/// How late an arrival (or the generator's own watch) must be for the generator to have
+/// stalled: see the module doc.
+pub const LATE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Why a stage of `stats` judges the generator, not the target, when the generator stalled
+/// in it (module doc); `None` when it did not.
+pub fn stalled(stats: &crate::measure::Stats) -> Option<String> {
+    let (late, unsent, stalled_us) = (stats.late, stats.unsent, stats.stalled_us);
+    if late == 0 && unsent == 0 && stalled_us == 0 {
+        return None;
+    }
+    let head = match stalled_us {
+        0 => "the generator fell behind".to_string(),
+        us => format!("the generator stalled for {:.1} s", us as f64 / 1e6),
+    };
+    let mut what = Vec::new();
+    if late > 0 {
+        what.push(format!(
+            "{late} arrival{} went out more than {} ms late",
+            if late == 1 { "" } else { "s" },
+            LATE.as_millis()
+        ));
+    }
+    if unsent > 0 {
+        what.push(format!("{unsent} {} never sent", if unsent == 1 { "was" } else { "were" }));
+    }
+    let what = if what.is_empty() { String::new() } else { format!(" ({})", what.join(", ")) };
+    Some(format!("{head}{what}: these figures do not judge the target"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stall's reason names the generator with its figures; no stall, no reason.
+    #[test]
+    fn a_stall_names_the_generator_with_its_figures() {
+        use crate::measure::Stats;
+        // (stalled_us, late, unsent, the reason)
+        let cases: [(u64, u64, u64, Option<&str>); 5] = [
+            // Nothing late, nothing lost, never stopped: no stall.
+            (0, 0, 0, None),
+            // The issue's run: stopped 3 s, the stage's last arrivals never sent.
+            (
+                3_000_000,
+                0,
+                65,
+                Some("the generator stalled for 3.0 s (65 were never sent): these figures do not judge the target"),
+            ),
+            // Stopped within a longer stage: its arrivals went out late, charged in latency.
+            (
+                2_040_000,
+                101,
+                0,
+                Some(
+                    "the generator stalled for 2.0 s (101 arrivals went out more than 200 ms late): \
+                     these figures do not judge the target",
+                ),
+            ),
+            // Behind without its watch seeing it stopped (a starved worker; an agent's seconds).
+            (
+                0,
+                1,
+                1,
+                Some(
+                    "the generator fell behind (1 arrival went out more than 200 ms late, 1 was never sent): \
+                     these figures do not judge the target",
+                ),
+            ),
+            // Stopped between two arrivals (a low rate): the stop alone.
+            (260_000, 0, 0, Some("the generator stalled for 0.3 s: these figures do not judge the target")),
+        ];
+        for (stalled_us, late, unsent, want) in cases {
+            let s = Stats { stalled_us, late, unsent, ..Stats::default() };
+            assert_eq!(stalled(&s).as_deref(), want, "{stalled_us} {late} {unsent}");
+        }
+    }
 
     #[test]
     fn scripts_are_named_when_they_took_most_of_a_saturated_generator() {

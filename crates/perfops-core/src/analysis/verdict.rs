@@ -7,7 +7,9 @@
 //!                          and achieved >= 97% of target (open model; arrivals
 //!                          answered, short by less than one arrival is none)
 //!                          and no probe tripped (liveness restart, readiness lost)
-//!   stage inconclusive <=  the generator used > 90% of its CPU (whatever else held),
+//!   stage inconclusive <=  the generator stalled: stopped, or arrivals left 200 ms late
+//!                          or never (`generator::stalled`, whatever else held),
+//!                          or the generator used > 90% of its CPU (whatever else held),
 //!                          or arrivals were dropped at max_in_flight and nothing failed
 //!                          but the rate (a stage that fails an SLO line or a probe with
 //!                          part of its load dropped failed under less load than
@@ -464,21 +466,26 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         broke.push(Broke::Readiness(*t));
     }
     let nothing_failed = fails.is_empty();
-    let (verdict, reasons) = match f.generator_cpu.filter(|c| generator::saturated(*c)) {
-        // A busy generator may have caused what failed: kept as context only.
-        Some(cpu) => {
-            let mut doubts = vec![format!("the generator used {:.0}% of its CPU", cpu * 100.0)];
+    let stall = generator::stalled(f.stats);
+    let busy = f.generator_cpu.filter(|c| generator::saturated(*c));
+    let (verdict, reasons) = match () {
+        // A generator that stalled held back its own arrivals (late, or never
+        // sent), or a busy one may have: what failed may be its doing, kept as
+        // context only.
+        _ if stall.is_some() || busy.is_some() => {
+            let cpu = busy.map(|cpu| format!("the generator used {:.0}% of its CPU", cpu * 100.0));
+            let mut doubts: Vec<String> = stall.clone().into_iter().chain(cpu).collect();
             doubts.extend(fails);
             (StageVerdict::Inconclusive, doubts)
         }
-        None if f.stats.dropped > 0 && fails.is_empty() => (
+        _ if f.stats.dropped > 0 && fails.is_empty() => (
             StageVerdict::Inconclusive,
             vec![format!(
                 "{} arrivals dropped at max_in_flight: the stage did not get its load, the generator was the limit",
                 f.stats.dropped
             )],
         ),
-        None if !fails.is_empty() => {
+        _ if !fails.is_empty() => {
             fails.extend(unmeasured);
             if f.stats.dropped > 0 {
                 fails.push(format!(
@@ -491,15 +498,17 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         // Cut short by a stop (Ctrl-C, `abort_when`): a capacity is a rate
         // held for a whole stage, and 2.9 s of a 5 s stage read "holds 100/s".
         // What failed in less time than planned still failed (above).
-        None if !unmeasured.is_empty() => (StageVerdict::Inconclusive, unmeasured),
-        None if cut_short(f.ran_s, f.planned_s) => (
+        _ if !unmeasured.is_empty() => (StageVerdict::Inconclusive, unmeasured),
+        _ if cut_short(f.ran_s, f.planned_s) => (
             StageVerdict::Inconclusive,
             vec![format!("cut short after {:.1} of {:.0} s: too short to say it held", f.ran_s, f.planned_s)],
         ),
-        None => (StageVerdict::Holds, Vec::new()),
+        _ => (StageVerdict::Holds, Vec::new()),
     };
     let generator_limited = verdict == StageVerdict::Inconclusive
-        && (f.generator_cpu.is_some_and(generator::saturated) || (f.stats.dropped > 0 && nothing_failed));
+        && (stall.is_some()
+            || f.generator_cpu.is_some_and(generator::saturated)
+            || (f.stats.dropped > 0 && nothing_failed));
     Judged { verdict, reasons, broke, slo: checks, expected_rate: expected, generator_limited }
 }
 
@@ -599,6 +608,13 @@ mod tests {
         let dropping = stats(900, 1000, 0, 12);
         let dropping_fast = stats(20, 1000, 0, 12);
         let dropping_many = stats(20, 1000, 0, 100);
+        // The run: SIGSTOP 1.5 s into a 3 s stage at 50/s, CONT 3 s later: 85 sent,
+        // 65 never sent, the generator's watch stopped 3.0 s, p95 within its line.
+        let stopped = Stats { unsent: 65, stalled_us: 3_000_000, ..stats(20, 85, 0, 0) };
+        // Stopped 2 s within a longer stage: its arrivals went out late, their p95 4.5 s.
+        let stopped_late = Stats { late: 101, stalled_us: 2_040_000, ..stats(4500, 1000, 0, 0) };
+        // One arrival sent 200 ms late, nothing else: still the generator's doing.
+        let one_late = Stats { late: 1, ..fast.clone() };
         let base = StageFacts {
             ran_s: 10.0,
             planned_s: 10.0,
@@ -668,6 +684,24 @@ mod tests {
                 StageVerdict::Inconclusive,
                 "97% of its CPU",
             ),
+            // the generator stopped for 3 s: its lost arrivals make the rate short, but the
+            // target is not to blame (it FAILED "achieved 23.3/s is 47% ..." before)
+            (
+                "stalled, unsent",
+                StageFacts { stats: &stopped, ran_s: 3.0, planned_s: 3.0, achieved_rate: 23.3, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "the generator stalled for 3.0 s (65 were never sent)",
+            ),
+            // ... and its late arrivals' latency fails p95: kept as context, not the verdict
+            (
+                "stalled, late",
+                StageFacts { stats: &stopped_late, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "p95 < 500ms (measured 450",
+            ),
+            ("one late", StageFacts { stats: &one_late, ..base }, rules, StageVerdict::Inconclusive, "1 arrival went"),
             // a watched metric is judged at its worst sample
             (
                 "backlog",
@@ -714,6 +748,11 @@ mod tests {
             let conditions = slo(lines);
             let j = judge(&conditions, &facts);
             assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
+            // A stall is the generator's limit, whatever else failed under it.
+            if name.starts_with("stalled") || name == "one late" {
+                assert!(j.generator_limited, "{name}");
+                assert!(j.reasons[0].starts_with("the generator"), "{name}: {:?}", j.reasons);
+            }
             assert!(j.reasons.iter().any(|r| r.contains(reason)) || reason.is_empty(), "{name}: {:?}", j.reasons);
         }
     }

@@ -82,7 +82,9 @@ macro_rules! stats {
         ///   answered (completed flows). For a one-step flow the two are equal;
         ///   `failures`: by kind, including responses that were 4xx/5xx;
         /// - `dropped`: open-model arrivals not sent because `max_in_flight` was reached:
-        ///   the generator, not the server, was the limit;
+        ///   the generator, not the server, was the limit; `unsent`: those due but never
+        ///   sent because the generator was behind when their stage ended (it stalled);
+        ///   `late`: those sent far behind their due time (the same cause);
         /// - `latency`: from the intended start (the due time) to the end of the
         ///   request: its response's last byte, or the moment it failed; `service`:
         ///   from the actual send to the same end. The send is on a ready connection:
@@ -315,6 +317,17 @@ stats! {
         completed: Completed, series: Always, part: Always, quick: Always, summary: Always;
         /// Open-model arrivals dropped at the `max_in_flight` cap.
         dropped: Dropped, series: Always, part: Always, quick: Always, summary: Always;
+        /// Open-model arrivals due that were never sent: the generator was
+        /// behind (stalled, or out of CPU) when their stage or the run ended.
+        /// sent + dropped + unsent is every arrival due (a flow's first step).
+        unsent: Unsent, series: NonZero, part: NonZero, quick: NonZero, summary: NonZero;
+        /// Open-model arrivals sent at least `analysis::generator::LATE` after
+        /// their due time: the generator, not the server, made them wait.
+        late: Late, series: NonZero, part: NonZero, quick: NonZero, summary: NonZero;
+        /// Microseconds the generator itself was stopped (no thread of it ran
+        /// for `analysis::generator::LATE` or more: SIGSTOP, a VM paused, its
+        /// CPU taken), as its first worker saw it, in the stage it fell in.
+        stalled_us: StalledUs, series: NonZero, part: NonZero, quick: NonZero, summary: NonZero;
         /// Response bytes read (head and body).
         bytes_in: BytesIn, series: Always, part: Always, quick: Always, summary: Never;
         /// Request bytes written.

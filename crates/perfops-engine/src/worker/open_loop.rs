@@ -22,8 +22,10 @@ use std::time::Duration;
 use perfops_core::model::Shard;
 use tokio::time::Instant;
 
+use perfops_core::analysis::generator;
+
 use super::arrival::Arrival;
-use super::{Worker, new_timer};
+use super::{Key, Worker, new_timer};
 use crate::coalesce;
 use crate::record::Due;
 use crate::steer::Current;
@@ -71,6 +73,7 @@ impl Worker {
         let mut since_wait = 0u32;
         let mut pace = Pace::new(self.plan.borrow().clone(), self.generation.get(), shard);
         while let Some((n, offset, wakes, stage)) = pace.next() {
+            self.progress.set(n);
             let due = self.start + offset;
             if wakes {
                 if pace.generation != self.generation.get() {
@@ -106,6 +109,7 @@ impl Worker {
             if self.stopping.get() {
                 break;
             }
+            self.progress.set(pace.after(n));
             if self.in_flight.get() >= max_in_flight {
                 self.drop_arrival(&self.shared.work.flows[self.shared.work.pick(n)], stage);
                 continue;
@@ -113,6 +117,15 @@ impl Worker {
             self.in_flight.set(self.in_flight.get() + 1);
             let me = self.clone();
             let mut task = Box::pin(async move {
+                // Sent early (with its wake-up's first arrival, or by the
+                // timer's aim), it waited for nothing: its latency counts from
+                // its send, never from a due time still to come (which would
+                // understate it).
+                let start = Instant::now();
+                if me.overdue(n, stage, due, start) {
+                    me.end();
+                    return;
+                }
                 let (mut conn, mut timer) = {
                     let mut spares = me.spares.borrow_mut();
                     (
@@ -120,11 +133,6 @@ impl Worker {
                         spares.timers.pop().unwrap_or_else(|| Box::pin(new_timer())),
                     )
                 };
-                // Sent early (with its wake-up's first arrival, or by the
-                // timer's aim), it waited for nothing: its latency counts from
-                // its send, never from a due time still to come (which would
-                // understate it).
-                let start = Instant::now();
                 let arrival = Arrival { seq: n, stage, due: Due::At(counted_from(due, start)), start };
                 let ended = me.arrival(&mut conn, timer.as_mut(), arrival).await;
                 let mut spares = me.spares.borrow_mut();
@@ -184,6 +192,7 @@ impl Worker {
         // Prepared since the last submission; arrivals since the last wait.
         let (mut queued, mut since_wait) = (0u32, 0u32);
         while let Some((n, offset, _, stage)) = next {
+            self.progress.set(n);
             if pace.generation != self.generation.get() {
                 pace.switch(self.plan.borrow().clone(), self.generation.get(), n);
                 next = pace.next();
@@ -230,6 +239,13 @@ impl Worker {
                 uring::submit();
                 queued = 0;
                 tokio::task::yield_now().await;
+            }
+            self.progress.set(pace.after(n));
+            // Behind by a stall: late (charged), or never sent once its stage
+            // is over. `now` was read before any wait, which only an arrival
+            // not yet due takes.
+            if due <= now && self.overdue(n, stage, due, now) {
+                continue;
             }
             if self.in_flight.get() >= max_in_flight {
                 self.drop_arrival(&work.flows[flow], stage);
@@ -317,6 +333,72 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Whether arrival `n` of `stage`, due at `due` and about to go out at
+    /// `now`, is not sent: due in a stage already over, the generator too far
+    /// behind (it stalled) to send it in the stage it was planned for. It is
+    /// counted unsent. One sent `generator::LATE` or more after its due time
+    /// is counted late, its lateness in its latency (from its due time).
+    ///
+    /// ```text
+    ///   stage 1                       | stage 2
+    ///   due: a  b  c  d  e  f         |  g  h  i
+    ///   [---- generator stopped --------------]  now: a..f unsent (their stage
+    ///                                 |           is over, never a burst of
+    ///                                 |           stage 1's load in stage 2),
+    ///                                 |           g..i sent late, counted late
+    /// ```
+    ///
+    /// Why not send them all late: the design sends an arrival late only
+    /// within its own stage (the catch-up after a short stall, charged in
+    /// latency); sent after its stage, a stage's load would land in the next
+    /// one's seconds, on top of its own (the issue's t=4 s: 181 sent at once).
+    #[inline]
+    pub(super) fn overdue(&self, n: u64, stage: u16, due: Instant, now: Instant) -> bool {
+        now >= due + generator::LATE && self.held_back(n, stage, now)
+    }
+
+    /// [`Worker::overdue`]'s count, off the hot path: unsent (`true`) or late.
+    #[cold]
+    fn held_back(&self, n: u64, stage: u16, now: Instant) -> bool {
+        let step = self.shared.work.flows[self.shared.work.pick(n)].steps.first().map_or(0, |s| s.index);
+        let key = Key { stage, step };
+        let over = self.plan.borrow().stage_end(stage).is_some_and(|end| now >= self.start + end);
+        if over {
+            self.rec.borrow_mut().unsent(key);
+        } else {
+            self.rec.borrow_mut().late(key);
+        }
+        over
+    }
+
+    /// Count as unsent the arrivals of `shard` the pacer never reached
+    /// (from [`Worker::progress`] on) that were due before the run was cut
+    /// or stopped: the pacer was behind, stalled, when it ended. At a stop,
+    /// those due within `generator::LATE` before it were about to go out,
+    /// not held back: the stop ended them.
+    pub(super) fn count_unsent(&self, shard: Shard) {
+        let plan = self.plan.borrow().clone();
+        let now = Instant::now().saturating_duration_since(self.start);
+        let until = match self.stopped_at.get() {
+            Some(at) => at.saturating_duration_since(self.start).saturating_sub(generator::LATE),
+            None => now,
+        };
+        let until = plan.end.map_or(until, |end| until.min(end));
+        let mut pace = Pace::new(plan.clone(), self.generation.get(), shard);
+        pace.switch(plan, self.generation.get(), self.progress.get());
+        let work = &*self.shared.work;
+        let mut rec = self.rec.borrow_mut();
+        for (n, offset, _, stage) in pace {
+            if offset >= until {
+                break;
+            }
+            let step = work.flows[work.pick(n)].steps.first().map_or(0, |s| s.index);
+            rec.unsent(Key { stage, step });
+        }
+    }
+}
+
 /// Arrivals a pacer sends without a wait between them (gathered, or
 /// behind schedule) before it lets the tasks it woke run: the responses
 /// read then free the connections the next arrivals go out on. Why not
@@ -371,6 +453,11 @@ impl Pace {
     /// taking it (`None`: the schedule ends before it).
     pub(super) fn peek_due(&self) -> Option<Duration> {
         self.plan.schedule()?.due(self.next)
+    }
+
+    /// The arrival of this shard after `n`.
+    pub(super) fn after(&self, n: u64) -> u64 {
+        n.saturating_add(self.step)
     }
 
     /// Go on under `plan` from arrival `n` (one of this shard's), which is
