@@ -7,8 +7,9 @@
 //!                          and achieved >= 97% of target (open model; arrivals
 //!                          answered, short by less than one arrival is none)
 //!                          and no probe tripped (liveness restart, readiness lost)
-//!   stage inconclusive <=  the generator stalled: stopped, or arrivals left 200 ms late
-//!                          or never (`generator::stalled`, whatever else held),
+//!   stage inconclusive <=  the generator stalled: stopped 5% of the stage, or 1% of its
+//!                          arrivals left 200 ms late or never (`generator::stall_decides`,
+//!                          whatever else held),
 //!                          or the generator used > 90% of its CPU (whatever else held),
 //!                          or arrivals were dropped at max_in_flight and nothing failed
 //!                          but the rate (a stage that fails an SLO line or a probe with
@@ -466,7 +467,10 @@ pub fn judge(slo: &[Condition], f: &StageFacts<'_>) -> Judged {
         broke.push(Broke::Readiness(*t));
     }
     let nothing_failed = fails.is_empty();
-    let stall = generator::stalled(f.stats);
+    // A stall decides the stage when it is a share of it; a smaller one is a warning.
+    let stall = generator::stalled(f.stats)
+        .filter(|_| generator::stall_decides(f.stats, f.ran_s))
+        .map(|why| format!("{why}: these figures do not judge the target"));
     let busy = f.generator_cpu.filter(|c| generator::saturated(*c));
     let (verdict, reasons) = match () {
         // A generator that stalled held back its own arrivals (late, or never
@@ -584,6 +588,7 @@ mod tests {
         for _ in 0..n {
             s.latency.record(Duration::from_millis(latency_ms));
         }
+        s.sent = n;
         s.completed = n;
         s.iterations = n;
         s.failures.add_n(FailureKind::Http5xx, failed);
@@ -613,8 +618,10 @@ mod tests {
         let stopped = Stats { unsent: 65, stalled_us: 3_000_000, ..stats(20, 85, 0, 0) };
         // Stopped 2 s within a longer stage: its arrivals went out late, their p95 4.5 s.
         let stopped_late = Stats { late: 101, stalled_us: 2_040_000, ..stats(4500, 1000, 0, 0) };
-        // One arrival sent 200 ms late, nothing else: still the generator's doing.
+        // One arrival of 1,000 sent 200 ms late, nothing else: a warning, the stage judged.
         let one_late = Stats { late: 1, ..fast.clone() };
+        // 1% late: the generator's doing.
+        let many_late = Stats { late: 10, ..fast.clone() };
         let base = StageFacts {
             ran_s: 10.0,
             planned_s: 10.0,
@@ -701,7 +708,14 @@ mod tests {
                 StageVerdict::Inconclusive,
                 "p95 < 500ms (measured 450",
             ),
-            ("one late", StageFacts { stats: &one_late, ..base }, rules, StageVerdict::Inconclusive, "1 arrival went"),
+            ("one late", StageFacts { stats: &one_late, ..base }, rules, StageVerdict::Holds, ""),
+            (
+                "many late",
+                StageFacts { stats: &many_late, ..base },
+                rules,
+                StageVerdict::Inconclusive,
+                "10 arrivals went",
+            ),
             // a watched metric is judged at its worst sample
             (
                 "backlog",
@@ -749,7 +763,7 @@ mod tests {
             let j = judge(&conditions, &facts);
             assert_eq!(j.verdict, want, "{name}: {:?}", j.reasons);
             // A stall is the generator's limit, whatever else failed under it.
-            if name.starts_with("stalled") || name == "one late" {
+            if name.starts_with("stalled") || name == "many late" {
                 assert!(j.generator_limited, "{name}");
                 assert!(j.reasons[0].starts_with("the generator"), "{name}: {:?}", j.reasons);
             }
