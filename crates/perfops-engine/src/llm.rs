@@ -30,7 +30,7 @@
 use serde::Deserialize;
 use tokio::time::Instant;
 
-use crate::stream::{Event, Events, GAPS_MAX, Timeline};
+use crate::stream::{Event, Events, Gaps, Timeline};
 
 /// The server's count of an answer's tokens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -90,8 +90,8 @@ pub(crate) struct Tokens {
     pub(crate) last: Option<Instant>,
     /// Chunks that carried a token.
     pub(crate) deltas: u64,
-    /// Each gap between a token and the next, µs (the first [`GAPS_MAX`]).
-    pub(crate) gaps_us: Vec<u32>,
+    /// Each gap between a token and the next.
+    pub(crate) gaps: Gaps,
     /// The server's count, if it gave one.
     pub(crate) usage: Option<Usage>,
 }
@@ -99,7 +99,7 @@ pub(crate) struct Tokens {
 impl Tokens {
     /// Nothing read yet; every event also goes to `timeline` (a stream's measure and checks).
     pub(crate) fn over(timeline: Timeline) -> Tokens {
-        Tokens { timeline, first: None, last: None, deltas: 0, gaps_us: Vec::new(), usage: None }
+        Tokens { timeline, first: None, last: None, deltas: 0, gaps: Gaps::default(), usage: None }
     }
 
     /// Completion tokens: the server's count, else the token chunks.
@@ -123,11 +123,8 @@ impl Events for Tokens {
         if !token {
             return;
         }
-        if let Some(last) = self.last
-            && self.gaps_us.len() < GAPS_MAX
-        {
-            let gap = e.at.saturating_duration_since(last).as_micros();
-            self.gaps_us.push(u32::try_from(gap).unwrap_or(u32::MAX));
+        if let Some(last) = self.last {
+            self.gaps.push(e.at.saturating_duration_since(last));
         }
         self.first.get_or_insert(e.at);
         self.last = Some(e.at);
@@ -194,7 +191,11 @@ mod tests {
             t.event(&ev(data, ms(at)));
         }
         assert_eq!((t.first, t.last), (Some(ms(40)), Some(ms(90))), "the role chunk is no token");
-        assert_eq!(t.gaps_us, vec![20_000, 0, 30_000], "one read's tokens share its instant");
+        assert_eq!(
+            t.gaps.counts().collect::<Vec<_>>(),
+            [(20_000, 1), (0, 1), (30_000, 1)],
+            "one read's tokens share its instant"
+        );
         assert_eq!((t.deltas, t.completion(), t.prompt()), (4, 4, 9));
         assert_eq!(t.timeline.events, 7, "every event is the stream's");
         // Without usage: the chunks counted, the prompt unknown.

@@ -266,8 +266,8 @@ impl Recorder {
             };
             st.first_event.record(first.saturating_duration_since(from));
         }
-        for &gap in &t.gaps_us {
-            st.event_gap.record_us(u64::from(gap), 1);
+        for (gap, n) in t.gaps.counts() {
+            st.event_gap.record_us(gap, n);
         }
         if let Some((first_byte, end)) = answer {
             st.stream.record(end.saturating_duration_since(first_byte));
@@ -290,8 +290,8 @@ impl Recorder {
         };
         st.ttft.record(first.saturating_duration_since(from));
         st.ttft_sent.record(first.saturating_duration_since(sent));
-        for &gap in &t.gaps_us {
-            st.itl.record_us(u64::from(gap), 1);
+        for (gap, n) in t.gaps.counts() {
+            st.itl.record_us(gap, n);
         }
         let Some(end) = end else { return };
         if completion >= 2 {

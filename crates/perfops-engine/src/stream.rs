@@ -61,17 +61,89 @@
 //!
 //! Nothing that arrives is trusted: a line or an event's data is kept up to
 //! [`FIELD_MAX`] bytes (the rest is read and dropped, the event still
-//! counted), the gaps up to [`GAPS_MAX`] per answer; the step's timeout
-//! bounds an endless stream.
+//! counted), the gaps in a [`Gaps`] of bounded size whatever their number;
+//! the step's timeout bounds an endless stream.
 
 use tokio::time::Instant;
 
 /// The most of a line, and of an event's data, kept: an event is still
 /// counted when longer, its data cut.
 pub(crate) const FIELD_MAX: usize = 64 * 1024;
-/// The most gaps kept per answer (4 bytes each): a longer stream's later
-/// events are counted, their gaps not recorded.
-pub(crate) const GAPS_MAX: usize = 1 << 20;
+/// Gaps kept as they came (4 bytes each) before a [`Gaps`] folds them.
+const GAPS_RAW: usize = 1024;
+
+/// The gaps between a streamed answer's events (or tokens), µs, as the
+/// histograms they go to will hold them, in bounded memory.
+///
+/// The first [`GAPS_RAW`] are kept as they came; then they are folded into
+/// counts by the histogram bucket each falls in (its lowest equivalent
+/// value, 3 significant digits: `perfops_core::measure::Histogram`'s), which
+/// records them exactly as the raw values would be. Before, every gap was
+/// kept, up to a million an answer: a server sending `a\n` lines held
+/// 4 MiB per open stream (100 streams, 416 MB; attacker review). Now a
+/// regular stream's gaps take a few buckets, and the most a stream can
+/// take is one count per bucket of the values a timeout allows.
+#[derive(Debug, Default)]
+pub(crate) struct Gaps {
+    raw: Vec<u32>,
+    /// (a bucket's lowest value, its count), sorted by value.
+    folded: Vec<(u32, u32)>,
+}
+
+impl Gaps {
+    /// One more gap.
+    #[inline]
+    pub(crate) fn push(&mut self, gap: std::time::Duration) {
+        if self.raw.len() == GAPS_RAW {
+            self.fold();
+        }
+        self.raw.push(u32::try_from(gap.as_micros()).unwrap_or(u32::MAX));
+    }
+
+    /// Every gap so far, as (µs, how many).
+    pub(crate) fn counts(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let raw = self.raw.iter().map(|&g| (u64::from(g), 1));
+        raw.chain(self.folded.iter().map(|&(g, n)| (u64::from(g), u64::from(n))))
+    }
+
+    /// How many gaps.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> u64 {
+        self.counts().map(|(_, n)| n).sum()
+    }
+
+    /// Fold the raw gaps into the bucket counts.
+    #[cold]
+    fn fold(&mut self) {
+        let mut merged: Vec<(u32, u32)> = Vec::with_capacity(self.folded.len() + self.raw.len());
+        let mut raw: Vec<u32> = self.raw.drain(..).map(bucket).collect();
+        raw.sort_unstable();
+        let mut folded = std::mem::take(&mut self.folded).into_iter().peekable();
+        let mut raw = raw.into_iter().peekable();
+        loop {
+            let next = match (folded.peek(), raw.peek()) {
+                (Some(&(f, _)), Some(&r)) if r < f => raw.next().map(|r| (r, 1)),
+                (Some(_), _) => folded.next(),
+                (None, Some(_)) => raw.next().map(|r| (r, 1)),
+                (None, None) => break,
+            };
+            let Some((v, n)) = next else { break };
+            match merged.last_mut() {
+                Some((last, count)) if *last == v => *count = count.saturating_add(n),
+                _ => merged.push((v, n)),
+            }
+        }
+        self.folded = merged;
+    }
+}
+
+/// The lowest value of the bucket `us` falls in, in a histogram of 3
+/// significant digits from 1 µs (HdrHistogram's layout: 2,048 sub-buckets,
+/// the bucket's width a power of two above them).
+fn bucket(us: u32) -> u32 {
+    let shift = 21u32.saturating_sub((us | 2047).leading_zeros());
+    (us >> shift) << shift
+}
 
 /// One event of a streamed answer, as a consumer sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,9 +370,8 @@ pub(crate) struct Timeline {
     pub(crate) last_event: Option<Instant>,
     /// Events so far.
     pub(crate) events: u64,
-    /// Each gap between an event and the next, in µs (the first
-    /// [`GAPS_MAX`]).
-    pub(crate) gaps_us: Vec<u32>,
+    /// Each gap between an event and the next.
+    pub(crate) gaps: Gaps,
     /// The first and the latest event, when the step's checks read them.
     pub(crate) first: Option<Kept>,
     pub(crate) last: Option<Kept>,
@@ -321,11 +392,8 @@ impl Timeline {
 
 impl Events for Timeline {
     fn event(&mut self, e: &Event<'_>) {
-        if let Some(last) = self.last_event
-            && self.gaps_us.len() < GAPS_MAX
-        {
-            let gap = e.at.saturating_duration_since(last).as_micros();
-            self.gaps_us.push(u32::try_from(gap).unwrap_or(u32::MAX));
+        if let Some(last) = self.last_event {
+            self.gaps.push(e.at.saturating_duration_since(last));
         }
         self.first_event.get_or_insert(e.at);
         self.last_event = Some(e.at);
@@ -347,6 +415,44 @@ impl Events for Timeline {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+    /// Folded, the gaps go into a histogram exactly as the raw values would
+    /// (the bucket is the histogram's own), and any number of them takes
+    /// memory bounded by their buckets, not their count.
+    #[test]
+    fn folded_gaps_record_as_the_raw_gaps_would() {
+        use perfops_core::measure::Histogram;
+        let mut rng = fastrand::Rng::with_seed(7);
+        // (what the gaps are, how many)
+        type Gap = fn(&mut fastrand::Rng) -> u64;
+        let cases: [(&str, Gap, usize); 4] = [
+            ("a regular stream", |r| 20_000 + r.u64(0..50), 10_000),
+            ("every scale", |r| 1 << r.u32(0..32), 5_000),
+            ("anything", |r| r.u64(0..u64::from(u32::MAX) + 100), 20_000),
+            ("a flood of nothing", |_| 0, 100_000),
+        ];
+        for (name, gap, n) in cases {
+            let (mut gaps, mut want) = (Gaps::default(), Histogram::new());
+            for _ in 0..n {
+                let us = gap(&mut rng);
+                gaps.push(std::time::Duration::from_micros(us));
+                want.record_us(us.min(u64::from(u32::MAX)), 1);
+            }
+            let mut got = Histogram::new();
+            for (us, count) in gaps.counts() {
+                got.record_us(us, count);
+            }
+            assert_eq!(gaps.len(), n as u64, "{name}");
+            assert_eq!(got, want, "{name}");
+            // Bounded: the raw ones and at most one count per bucket met.
+            assert!(gaps.raw.len() <= GAPS_RAW && gaps.folded.len() <= 24 * 2048, "{name}");
+        }
+        // A regular stream's million gaps: a few buckets.
+        let mut gaps = Gaps::default();
+        for i in 0..1_000_000u64 {
+            gaps.push(std::time::Duration::from_micros(20_000 + i % 40));
+        }
+        assert!(gaps.folded.len() <= 40, "{} buckets", gaps.folded.len());
+    }
 
     use super::*;
 
@@ -479,7 +585,7 @@ mod tests {
             split.feed(bytes, ms(at), &mut tl);
         }
         assert_eq!(tl.events, 4);
-        assert_eq!(tl.gaps_us, [0, 22_000, 20_000]);
+        assert_eq!(tl.gaps.counts().collect::<Vec<_>>(), [(0, 1), (22_000, 1), (20_000, 1)]);
         assert_eq!((tl.first_event, tl.last_event), (Some(ms(5)), Some(ms(47))));
         assert_eq!(tl.first.as_ref().map(|k| &k.data[..]), Some(&b"1"[..]));
         assert_eq!(tl.last.as_ref().map(|k| &k.data[..]), Some(&b"4"[..]));
