@@ -146,7 +146,10 @@ pub(super) fn serve(listener: &TcpListener, shared: &Shared) {
 
 /// Take every waiting connection; beyond [`MAX_CONNECTIONS`], close the
 /// oldest that is still sending its request (a flood of silent sockets),
-/// else refuse the new one.
+/// else the oldest event stream (a browser's `EventSource` comes back by
+/// itself, with `Last-Event-ID`), else refuse the new one. Before, 128
+/// streams held open by any local process locked every page out (attacker
+/// review).
 fn accept(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
     loop {
         match listener.accept() {
@@ -155,7 +158,8 @@ fn accept(listener: &TcpListener, conns: &mut VecDeque<Conn>) {
                     continue;
                 }
                 if conns.len() >= MAX_CONNECTIONS {
-                    match conns.iter().position(|c| matches!(c.state, State::Head)) {
+                    let head = conns.iter().position(|c| matches!(c.state, State::Head));
+                    match head.or_else(|| conns.iter().position(|c| matches!(c.state, State::Stream { .. }))) {
                         Some(i) => drop(conns.remove(i)),
                         None => continue,
                     }

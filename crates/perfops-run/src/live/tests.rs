@@ -280,6 +280,31 @@ fn silent_crowds_and_big_heads_hold_nobody() {
     drop(silent);
 }
 
+/// Event streams held open past the bound (by any local process) lock no
+/// page out: a new connection closes the oldest stream (a browser's comes
+/// back by itself). Before, 128 streams left every page unanswered.
+#[test]
+fn a_crowd_of_event_streams_locks_no_page_out() {
+    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
+    let addr = live.local_addr();
+    live.start(&meta()).expect("start");
+    second(&mut live, 0);
+    let crowd: Vec<TcpStream> = (0..server::MAX_CONNECTIONS + 8)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).expect("connect");
+            s.write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
+            s
+        })
+        .collect();
+    // Every stream of the crowd has been answered (its head read) before the page is asked.
+    std::thread::sleep(Duration::from_millis(300));
+    let began = Instant::now();
+    assert_eq!(ask(addr, "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").0, 200);
+    assert!(began.elapsed() < Duration::from_secs(2), "the page waited {:?} behind the streams", began.elapsed());
+    assert!(events(addr, "", "id: 1\n").contains("id: 1\n"), "a new stream is served too");
+    drop(crowd);
+}
+
 /// What `second` costs the collector thread with the server running and
 /// browsers reading (the module doc's figure).
 #[test]
