@@ -60,8 +60,9 @@ impl Diagnostics {
                 && let Some(text) = d.line.checked_sub(1).and_then(|i| lines.get(i))
             {
                 let gutter = d.line.to_string();
-                out.push_str(&format!("{} | {text}\n", gutter));
-                out.push_str(&format!("{} | {}^\n", " ".repeat(gutter.len()), " ".repeat(d.column.saturating_sub(1))));
+                let (shown, caret) = shown_line(text, d.column);
+                out.push_str(&format!("{} | {shown}\n", gutter));
+                out.push_str(&format!("{} | {}^\n", " ".repeat(gutter.len()), " ".repeat(caret)));
             }
             if !d.path.is_empty() {
                 out.push_str(&format!("  at: {}\n", d.path));
@@ -74,6 +75,36 @@ impl Diagnostics {
         out.push_str(&format!("{n} {what}{} found\n", if n == 1 { "" } else { "s" }));
         out
     }
+}
+
+/// How much of a source line a diagnostic shows, in characters, around its column.
+const SHOWN_LINE: usize = 100;
+
+/// `text`, a source line, as a diagnostic shows it with its caret under `column` (1-based,
+/// in characters): at most [`SHOWN_LINE`] characters around the column, `...` where it was
+/// cut, a control character (a tab, an escape sequence's ESC) as one space or `?` so that
+/// the caret still lines up and the terminal takes nothing from the file. Returns the
+/// shown text and the caret's offset in it. Before, a 200 KB line was printed whole.
+fn shown_line(text: &str, column: usize) -> (String, usize) {
+    let chars: Vec<char> = text.chars().collect();
+    let at = column.saturating_sub(1).min(chars.len());
+    let from = at.saturating_sub(SHOWN_LINE / 2).min(chars.len().saturating_sub(SHOWN_LINE));
+    let to = (from + SHOWN_LINE).min(chars.len());
+    let clean = |c: &char| match c {
+        '\t' => ' ',
+        c if c.is_control() => '?',
+        c => *c,
+    };
+    let mut shown: String = chars[from..to].iter().map(clean).collect();
+    let mut caret = at - from;
+    if from > 0 {
+        shown.insert_str(0, "...");
+        caret += 3;
+    }
+    if to < chars.len() {
+        shown.push_str("...");
+    }
+    (shown, caret)
 }
 
 impl fmt::Display for Diagnostics {
@@ -151,5 +182,25 @@ mod tests {
         let text = d.render("load:\n  - rampto: 3\n");
         assert!(text.contains("s.yaml:2:5: error: unknown field `rampto`\n2 |   - rampto: 3\n  |     ^\n"), "{text}");
         assert!(text.ends_with("hint: did you mean `ramp_to`?\n1 error found\n"), "{text}");
+    }
+
+    /// A source line as shown under a diagnostic: around its column, bounded, its caret in place.
+    #[test]
+    fn long_and_odd_lines_are_shown_bounded() {
+        let long = format!("json: {}", "[".repeat(200_000));
+        // (line, column, shown, caret offset)
+        let cases: [(&str, usize, String, usize); 4] = [
+            // a short line: whole
+            ("  - rampto: 3", 5, "  - rampto: 3".into(), 4),
+            // a 200 KB line: 100 characters around the column, cut both sides
+            (&long, 1000, format!("...{}...", "[".repeat(100)), 53),
+            // its start: cut at its end only
+            (&long, 3, format!("{}...", &long[..100]), 2),
+            // a tab and an escape: one column each, nothing for the terminal
+            ("a\tb\x1b[31mc", 9, "a b?[31mc".into(), 8),
+        ];
+        for (i, (line, column, shown, caret)) in cases.into_iter().enumerate() {
+            assert_eq!(shown_line(line, column), (shown, caret), "case {i}");
+        }
     }
 }

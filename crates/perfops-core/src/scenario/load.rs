@@ -166,6 +166,18 @@ impl Dec<'_> {
             let errors_before = self.errors.len();
             let Some(m) = self.map(item, &p, known) else { continue };
             let misspelt = self.errors.len() > errors_before;
+            // The other model's level: say which model takes it (`users` read "unknown field" alone).
+            let other = if closed { "rate" } else { "users" };
+            if m.get_node(other).is_some()
+                && let Some(e) =
+                    self.errors[errors_before..].iter_mut().find(|e| e.message == format!("unknown field `{other}`"))
+            {
+                e.hint = Some(if closed {
+                    "`rate` is the open model's (arrivals a second): this load is `model: closed`; give `users`, or drop `model: closed`".into()
+                } else {
+                    "`users` is the closed model's: add `model: closed` under `load:` (the open model, the default, takes `rate`, arrivals a second)".into()
+                });
+            }
             let level = m.get_node(level_key).and_then(|n| self.rate(n, &join(&p, level_key)));
             let ramp_to = m.get_node("ramp_to").and_then(|n| self.rate(n, &join(&p, "ramp_to")));
             let hold = m.get_node("hold").and_then(|n| self.duration(n, &join(&p, "hold")));
@@ -275,6 +287,21 @@ mod tests {
 
     const HEAD: &str =
         "name: r\ntarget: http://127.0.0.1:1\nflows:\n  a: { steps: [ { request: \"GET /a?u=${replay.user}\" } ] }\n";
+
+    /// A stage with the other model's level says which model takes it.
+    #[test]
+    fn the_other_models_level_names_its_model() {
+        // (load, the hint's words)
+        let cases = [
+            ("{ stages: [ { users: 5, hold: 2s } ] }", "add `model: closed` under `load:`"),
+            ("{ model: closed, stages: [ { rate: 5, hold: 2s } ] }", "this load is `model: closed`"),
+        ];
+        for (load, hint) in cases {
+            let e = parse("s.yaml", &format!("{HEAD}load: {load}\n"), &[]).expect_err(load);
+            let d = e.0.iter().find(|d| d.message.starts_with("unknown field")).expect("unknown field");
+            assert!(d.hint.as_deref().is_some_and(|h| h.contains(hint)), "{load}: {d:?}");
+        }
+    }
 
     /// `model: replay`: its fields, what it refuses, and where each error is.
     #[test]
