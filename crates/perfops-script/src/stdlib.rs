@@ -449,6 +449,7 @@ pub(crate) fn vars_from_js<'js>(ctx: &Ctx<'js>, vars: Value<'js>) -> Result<BTre
         return Err(format!("`vars` must stay an object, not {}", vars.type_name()));
     };
     let mut out = BTreeMap::new();
+    let mut bytes = 0usize;
     for prop in obj.props::<String, Value>() {
         let (name, value) = prop.map_err(|e| e.to_string())?;
         let text = match value.type_of() {
@@ -468,10 +469,24 @@ pub(crate) fn vars_from_js<'js>(ctx: &Ctx<'js>, vars: Value<'js>) -> Result<BTre
         let Some(text) = text else {
             return Err(format!("vars.{name} cannot be saved as text"));
         };
+        bytes += name.len() + text.len();
+        if bytes > VARS_MAX {
+            return Err(format!(
+                "vars hold more than {} MiB (vars.{name} is {} bytes): a flow keeps at most what one captured answer holds",
+                VARS_MAX >> 20,
+                text.len()
+            ));
+        }
         out.insert(name, text);
     }
     Ok(out)
 }
+
+/// The most a flow instance's `vars` may hold, names and values, bytes: what
+/// one captured answer holds (`save:` takes its values from one). The heap's
+/// limit bounds a script, not what it copies out: a hook saving a 50 MiB
+/// string in each flow took a run to 940 MB in 3 s (attacker review).
+pub(crate) const VARS_MAX: usize = 1 << 20;
 
 /// `row` for a call: `row.FEEDER.COLUMN`.
 pub(crate) fn rows_to_js<'js>(

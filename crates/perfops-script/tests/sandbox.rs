@@ -36,6 +36,8 @@ function caps() {
   vars.dateArg = String(new Date(5).getTime());
   vars.perf = String(performance.now());
 }
+function hoard() { vars.big = "y".repeat(2 << 20); }
+function keep() { vars.page = "y".repeat(512 << 10); }
 "#;
 
 const NOW_MS: u64 = 1_764_400_000_000;
@@ -166,6 +168,21 @@ fn misshapen_returns_are_bad_returns() {
     let err = rt.step(later, &mut state).unwrap_err();
     assert!(err.to_string().contains("synchronous"), "{err}");
     assert!(state.vars.is_empty());
+    still_usable(&mut rt);
+}
+
+/// What a script copies out of its heap into `vars` is bounded too (1 MiB a flow): a hook
+/// saving a 50 MiB string in each flow took a run to 940 MB in 3 s (attacker review). A value
+/// of half a MiB is kept.
+#[test]
+fn vars_past_a_mib_are_refused() {
+    let mut rt = runtime(Limits::default());
+    let mut state = FlowState::default();
+    let err = call(&mut rt, "hoard", &mut state).unwrap_err();
+    assert!(matches!(err, ScriptError::BadReturn { .. }) && err.to_string().contains("more than 1 MiB"), "{err}");
+    assert!(state.vars.is_empty(), "nothing of it kept");
+    call(&mut rt, "keep", &mut state).expect("half a MiB is kept");
+    assert_eq!(state.vars.get("page").map(String::len), Some(512 << 10));
     still_usable(&mut rt);
 }
 
