@@ -174,6 +174,57 @@ pub(super) fn join(path: &str, key: &str) -> String {
     if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
 }
 
+/// Where a YAML syntax error really is, when the scanner names another place: a tab, which it
+/// reported at the start of the scalar before it (`1:7` for a tab that starts line 2), and a
+/// flow `{` or `[` left open, which it reported at the next line's key as "invalid
+/// indentation" (a new user's review). `None`: the scanner's place is the one.
+fn syntax_cause(text: &str, at: &Marker, info: &str) -> Option<(Marker, String, &'static str)> {
+    let line_start = |line: usize| text.split_inclusive('\n').take(line.saturating_sub(1)).map(str::len).sum::<usize>();
+    let marker = |offset: usize| {
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        Marker::new(at.source(), before.chars().count(), line, column)
+    };
+    if info.contains("tab") {
+        let from = line_start(at.line());
+        let tab = text.get(from..)?.find('\t')? + from;
+        let m = marker(tab);
+        return Some((m, "YAML syntax: a tab; YAML indents with spaces".into(), "replace the tab with spaces"));
+    }
+    // The flow brackets open where the scanner stopped, outside quotes and comments: one opened
+    // on an earlier line, when the scanner speaks of indentation or a missing `,`/`}`/`]`.
+    if !(info.contains("indentation") || info.contains("did not find expected")) {
+        return None;
+    }
+    let end = line_start(at.line()) + at.column().saturating_sub(1);
+    let mut open: Vec<(char, usize)> = Vec::new();
+    let mut quote: Option<char> = None;
+    let mut comment = false;
+    for (i, c) in text.get(..end)?.char_indices() {
+        match (quote, c) {
+            _ if comment => comment = c != '\n',
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') => comment = true,
+            (None, '{' | '[') => open.push((c, i)),
+            (None, '}' | ']') => {
+                open.pop();
+            }
+            _ => {}
+        }
+    }
+    let &(bracket, offset) = open.last()?;
+    let m = marker(offset);
+    if m.line() >= at.line() {
+        return None;
+    }
+    let close = if bracket == '{' { '}' } else { ']' };
+    let message = format!("YAML syntax: this `{bracket}` is never closed (the scanner stopped at line {})", at.line());
+    Some((m, message, if close == '}' { "close it with `}`" } else { "close it with `]`" }))
+}
+
 pub(super) fn kind(node: &Node) -> &'static str {
     match node {
         Node::Scalar(_) => "a single value",
@@ -215,11 +266,14 @@ impl Dec<'_> {
             E::UnexpectedAnchor(m) => (m, "YAML anchors are not supported".into(), None),
             E::MappingKeyMustBeScalar(m) => (m, "mapping keys must be plain names".into(), None),
             E::UnexpectedTag(m) => (m, "YAML tags (`!name`) are not supported".into(), None),
-            E::ScanError(m, se) => (
-                m,
-                format!("YAML syntax: {}", se.info()),
-                Some("check the indentation and the `key: value` shape near here"),
-            ),
+            E::ScanError(m, se) => match syntax_cause(self.text, &m, se.info()) {
+                Some((at, message, hint)) => (at, message, Some(hint)),
+                None => (
+                    m,
+                    format!("YAML syntax: {}", se.info()),
+                    Some("check the indentation and the `key: value` shape near here"),
+                ),
+            },
             E::DuplicateKey(dup) => {
                 let prev = dup.prev_key.span().start().map_or(0, |m| m.line());
                 (
@@ -1008,6 +1062,35 @@ mod tests {
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");
+        }
+    }
+
+    /// A YAML syntax error is placed where its cause is: a tab where it is, a flow bracket left
+    /// open where it opened (the scanner named the start of the scalar before the tab, and the
+    /// next line's key).
+    #[test]
+    fn yaml_syntax_errors_point_at_their_cause() {
+        // (text, where, the message's words)
+        let cases = [
+            // a tab that starts line 2: there, not at line 1's scalar
+            ("name: t\n\ttarget: x\n", (2, 1), "a tab"),
+            // a `{` not closed on line 2, the scanner stopping at line 3
+            ("name: t\nflows: { f: { steps: [ { request: GET / } ] }\nload: x\n", (2, 8), "this `{` is never closed"),
+            // a `[` not closed
+            ("name: t\nslo: [ \"p95 < 1s\"\nload: x\n", (2, 6), "this `[` is never closed"),
+            // a bracket in a quoted string or a comment opens nothing: the scanner's own words
+            ("name: \"{\" # [\n\tx: 1\n", (2, 1), "a tab"),
+            // an error inside a flow mapping on its own line: the scanner's place and words
+            ("name: t\nflows: { f: : }\n", (2, 0), "YAML syntax"),
+        ];
+        for (text, (line, column), words) in cases {
+            let e = parse("s.yaml", text, &[]).expect_err(text);
+            let d = &e.0[0];
+            assert!(d.message.contains(words), "{text:?}: {d:?}");
+            assert_eq!(d.line, line, "{text:?}: {d:?}");
+            if column > 0 {
+                assert_eq!(d.column, column, "{text:?}: {d:?}");
+            }
         }
     }
 
