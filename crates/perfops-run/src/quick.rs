@@ -236,6 +236,10 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     if let Some((why, after)) = &down {
         summary.warnings.insert(0, format!("stopped after {after} s: {why}"));
     }
+    // A generator that stalled says so, as `run`'s summary does.
+    if let Some(why) = perfops_core::analysis::generator::stalled(&outcome.total) {
+        summary.warnings.push(format!("{why}: its late arrivals' latency is the generator's doing"));
+    }
     if let Some(why) = &outcome.tls_refused {
         summary.warnings.insert(0, crate::conclude::tls_note(why, args.insecure));
     }

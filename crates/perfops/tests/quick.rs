@@ -391,6 +391,11 @@ fn generator_stall_counts_as_latency_not_service_time() {
     assert!(service_p99 < 50.0, "service p99 {service_p99} ms counts from the actual send\n{}", run.dump());
     let warnings = run.json()["warnings"].to_string();
     assert!(warnings.contains("sent requests late"), "no lateness warning: {warnings}");
+    // ... and the stall's own figures: how long, how many arrivals left late.
+    assert!(
+        warnings.contains("the generator stalled for 0.") && warnings.contains("went out more than 200 ms late"),
+        "{warnings}"
+    );
 }
 
 /// Issue #10, service time from the actual send: a new connection's connect
