@@ -17,6 +17,11 @@
 //! meanwhile; a flood of them beyond the bound closes the oldest first, so a
 //! scraper that has just connected is the last to go. No thread per
 //! connection: a flood costs a few KiB each, not a stack.
+//!
+//! On a loopback address it answers loopback names only (`Host:
+//! 127.0.0.1:9464`, `localhost`, `[::1]`; none, HTTP/1.0): a web page whose
+//! name its owner rebinds to 127.0.0.1 (DNS rebinding) read the run's figures
+//! from any browser on the machine (attacker review), as the live page refuses.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -86,7 +91,7 @@ impl Exporter {
             let (page, stop) = (page.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("perfops-metrics".into())
-                .spawn(move || serve(&listener, &page, &stop))
+                .spawn(move || serve(&listener, &page, &stop, local.ip().is_loopback()))
                 .map_err(ExporterError::Thread)?
         };
         Ok(Exporter { addr: local, page, stop, thread: Some(thread) })
@@ -112,7 +117,7 @@ impl Drop for Exporter {
     }
 }
 
-fn serve(listener: &TcpListener, page: &Mutex<Arc<str>>, stop: &AtomicBool) {
+fn serve(listener: &TcpListener, page: &Mutex<Arc<str>>, stop: &AtomicBool, loopback: bool) {
     if listener.set_nonblocking(true).is_err() {
         return;
     }
@@ -140,7 +145,7 @@ fn serve(listener: &TcpListener, page: &Mutex<Arc<str>>, stop: &AtomicBool) {
         let mut i = 0;
         conns.retain_mut(|c| {
             i += 1;
-            !ready[i] || c.step(|| page.lock().unwrap_or_else(PoisonError::into_inner).clone())
+            !ready[i] || c.step(loopback, || page.lock().unwrap_or_else(PoisonError::into_inner).clone())
         });
         if ready[0] {
             accept(listener, &mut conns);
@@ -186,7 +191,7 @@ struct Conn {
 impl Conn {
     /// Move the exchange on as far as the socket allows without waiting;
     /// `false`: it is over (answered, gone or broken), drop it.
-    fn step(&mut self, page: impl FnOnce() -> Arc<str>) -> bool {
+    fn step(&mut self, loopback: bool, page: impl FnOnce() -> Arc<str>) -> bool {
         if self.out.is_empty() {
             let mut buf = [0u8; 1024];
             match self.stream.read(&mut buf) {
@@ -201,7 +206,7 @@ impl Conn {
             if end.unwrap_or(self.head.len()) > MAX_HEAD_BYTES {
                 self.out = respond("431 Request Header Fields Too Large", "text/plain", b"too large\n", true);
             } else if end.is_some() {
-                self.out = answer(&self.head, &page());
+                self.out = answer(&self.head, loopback, &page());
             } else {
                 return true;
             }
@@ -223,8 +228,22 @@ impl Conn {
     }
 }
 
-/// The answer to a complete request head.
-fn answer(head: &[u8], page: &str) -> Vec<u8> {
+/// The answer to a complete request head; `loopback`: the endpoint listens
+/// on loopback, and answers loopback names only.
+fn answer(head: &[u8], loopback: bool, page: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let host = text.split("\r\n").skip(1).find_map(|l| {
+        let (name, value) = l.split_once(':')?;
+        name.trim().eq_ignore_ascii_case("host").then(|| value.trim())
+    });
+    if loopback && host.is_some_and(|h| !loopback_host(h)) {
+        return respond(
+            "403 Forbidden",
+            "text/plain",
+            b"this endpoint, on loopback, answers loopback names only\n",
+            true,
+        );
+    }
     let line = head.split(|&b| b == b'\r').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
     let mut parts = line.split(' ');
@@ -235,6 +254,16 @@ fn answer(head: &[u8], page: &str) -> Vec<u8> {
         (_, "/metrics") => respond("405 Method Not Allowed", "text/plain", b"GET /metrics\n", true),
         _ => respond("404 Not Found", "text/plain", b"perfops serves GET /metrics\n", true),
     }
+}
+
+/// Whether `host` (a Host header's value) names this machine's loopback:
+/// `localhost` or a loopback address, with or without a port.
+pub fn loopback_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or(""),
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 fn respond(status: &str, content_type: &str, body: &[u8], with_body: bool) -> Vec<u8> {
@@ -266,7 +295,7 @@ mod tests {
     fn serves_the_latest_page_and_nothing_else() {
         let e = Exporter::start("127.0.0.1:0", "a 1\n".into()).expect("bind");
         let addr = e.local_addr();
-        let first = get(addr, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+        let first = get(addr, "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
         assert!(first.starts_with("HTTP/1.1 200 OK\r\n"), "{first}");
         assert!(first.contains(CONTENT_TYPE) && first.ends_with("\r\n\r\na 1\n"), "{first}");
         e.publish("a 2\n".into());
@@ -275,6 +304,13 @@ mod tests {
         assert!(head.contains("Content-Length: 4\r\n") && head.ends_with("\r\n\r\n"), "{head}");
         assert!(get(addr, "GET / HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 404"));
         assert!(get(addr, "POST /metrics HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 405"));
+        // DNS rebinding: a name of another's that resolves to 127.0.0.1 is refused.
+        let rebound = get(addr, "GET /metrics HTTP/1.1\r\nHost: evil.example:9464\r\n\r\n");
+        assert!(rebound.starts_with("HTTP/1.1 403"), "{rebound}");
+        for host in ["localhost:9464", "[::1]:9464", "127.0.0.1"] {
+            let ok = get(addr, &format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n"));
+            assert!(ok.starts_with("HTTP/1.1 200"), "{host}: {ok}");
+        }
         drop(e);
         // Stopped with its owner: the port is free again.
         assert!(TcpStream::connect(addr).is_err(), "still listening after drop");
@@ -285,7 +321,7 @@ mod tests {
         let started = Instant::now();
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(limit)).expect("timeout");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap_or_else(|e| panic!("no answer within {limit:?} ({e}): {out:?}"));
         assert!(started.elapsed() < limit, "answered after {:?}", started.elapsed());

@@ -264,7 +264,7 @@ fn a_slow_client_blocks_no_scrape_of_metrics_listen() {
         let started = Instant::now();
         let mut s = TcpStream::connect(addr).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(1))).expect("timeout");
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").expect("send");
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").expect("send");
         let mut page = String::new();
         s.read_to_string(&mut page).unwrap_or_else(|e| panic!("no scrape within 1 s ({e}): {page:?}"));
         assert!(page.starts_with("HTTP/1.1 200 OK") && page.contains("perfops_"), "{page}");

@@ -40,7 +40,7 @@ fn free_port() -> SocketAddr {
 fn scrape(addr: SocketAddr) -> Option<String> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(500)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: perfops\r\n\r\n").ok()?;
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
     let mut answer = String::new();
     s.read_to_string(&mut answer).ok()?;
     let (head, body) = answer.split_once("\r\n\r\n")?;

@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, poll};
 use perfops_core::pipeline::control::{Action, ControlEvent, MAX_ACTION_BYTES};
+use perfops_engine::exporter::loopback_host;
 
 use super::Shared;
 
@@ -351,15 +352,6 @@ fn percent_decode(s: &str) -> String {
 /// Equal in time that does not depend on where they differ.
 pub(super) fn same(a: &str, b: &str) -> bool {
     a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
-}
-
-/// Whether `host` (a Host header) names this machine's loopback.
-fn loopback_host(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Who may ask: `None`, go on; `Some(answer)`, refused.
