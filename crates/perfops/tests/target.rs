@@ -99,11 +99,11 @@ fn a_target_that_is_down_is_said_at_once_and_the_run_stops() {
     assert!(s["aborted"].as_str().is_some_and(|a| a.contains(&said)), "{s}");
 }
 
-/// A listener that never accepts (its queue of one full, the rest of the SYNs dropped): the
-/// connections time out at `defaults.connect_timeout`, here 1 s, past the first 2 s in which
-/// nothing ended; the first second in which some end says the target is down, and the run
-/// stops with exit 3. Before, it ran its whole length (the connect timeout, a hidden 5 s,
-/// ignored the scenario) and exited 1, as if judged (a new user's review).
+/// A listener whose queue is full and never accepts (the SYNs dropped, as a firewall drops
+/// them): the connections time out at `defaults.connect_timeout`, here 1 s, and not one
+/// opened; the first 2 s say the target is down, and the run stops with exit 3. Before, the
+/// connect timeout was a hidden 5 s whatever the scenario said, past the window: the run went
+/// its whole length and exited 1, as if judged (a new user's review).
 #[test]
 fn a_listener_that_never_accepts_is_said_down_at_its_connect_timeout() {
     let _cpu = shared();
@@ -135,12 +135,61 @@ fn a_listener_that_never_accepts_is_said_down_at_its_connect_timeout() {
     assert!(!took.is_empty() && took.iter().all(|ms| (1000.0..1500.0).contains(ms)), "{took:?}\n{failures}");
 }
 
-/// A socket that listens with a queue of one and never accepts.
+/// A server that accepts, one connection at a time, and answers after 2.5 s: the connections
+/// its queue cannot take time out at 1 s, but one opened, so the host is there and the run
+/// goes on to be judged. Before, its first timeouts with no answer yet said "target down" and
+/// stopped it with exit 3 (a review of the rule).
+#[test]
+fn a_slow_server_that_accepted_a_connection_is_not_down() {
+    let _cpu = shared();
+    let wd = Workdir::new("target-slow-not-down");
+    let server = python::script(SLOW_ONE_AT_A_TIME, &[]);
+    let yaml = format!(
+        "name: slow\ntarget: http://127.0.0.1:{}\ndefaults: {{ timeout: 10s, connect_timeout: 1s }}\n\
+         flows: {{ f: {{ steps: [ {{ request: GET /health }} ] }} }}\nload: {{ stages: [ {{ rate: 10, hold: 4s }} ] }}\n",
+        server.port(0)
+    );
+    let path = wd.scenario("slow.yaml", &yaml);
+    let out_dir = wd.runs().display().to_string();
+    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", &out_dir, "-q"], |_| {}).wait(RUN_LIMIT);
+    let ctx = out.dump();
+    out.assert_exit(1);
+    assert!(!out.stderr.contains("target down"), "{ctx}");
+    let s = wd.summary(&out);
+    assert!(s["total"]["failures"]["connect_timeout"].as_u64() > Some(0), "its queue dropped connections\n{ctx}");
+}
+
+/// One connection at a time (a queue of one), each answered after 2.5 s.
+const SLOW_ONE_AT_A_TIME: &str = r#"
+import socket, time
+s = socket.socket()
+s.bind(('127.0.0.1', 0))
+s.listen(0)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    buf = b''
+    while b'\r\n\r\n' not in buf:
+        d = c.recv(65536)
+        if not d:
+            break
+        buf += d
+    time.sleep(2.5)
+    try:
+        c.sendall(b'HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok')
+    except OSError:
+        pass
+    c.close()
+"#;
+
+/// A socket that listens with a queue of one, fills it itself and never accepts: every other
+/// SYN is dropped.
 const NEVER_ACCEPTS: &str = r#"
 import socket, time
 s = socket.socket()
 s.bind(('127.0.0.1', 0))
 s.listen(0)
+own = socket.create_connection(s.getsockname())
 print(s.getsockname()[1], flush=True)
 time.sleep(120)
 "#;
