@@ -201,18 +201,29 @@ fn syntax_cause(text: &str, at: &Marker, info: &str) -> Option<(Marker, String, 
     let mut open: Vec<(char, usize)> = Vec::new();
     let mut quote: Option<char> = None;
     let mut comment = false;
+    // The last character, and the last that was not a space on this line (`None` at its start):
+    // a quote opens a string only where a value starts (`user's orders` is plain text), a `#`
+    // a comment only after a space.
+    let (mut last, mut token) = ('\n', None::<char>);
     for (i, c) in text.get(..end)?.char_indices() {
+        let starts_value = token.is_none_or(|t| matches!(t, ':' | ',' | '[' | '{' | '-' | '?'));
         match (quote, c) {
             _ if comment => comment = c != '\n',
             (Some(q), c) if c == q => quote = None,
             (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '#') => comment = true,
+            (None, '"' | '\'') if starts_value => quote = Some(c),
+            (None, '#') if last.is_whitespace() => comment = true,
             (None, '{' | '[') => open.push((c, i)),
             (None, '}' | ']') => {
                 open.pop();
             }
             _ => {}
+        }
+        last = c;
+        if c == '\n' {
+            token = None;
+        } else if !c.is_whitespace() {
+            token = Some(c);
         }
     }
     let &(bracket, offset) = open.last()?;
@@ -1082,6 +1093,12 @@ mod tests {
             ("name: \"{\" # [\n\tx: 1\n", (2, 1), "a tab"),
             // an error inside a flow mapping on its own line: the scanner's place and words
             ("name: t\nflows: { f: : }\n", (2, 0), "YAML syntax"),
+            // an apostrophe or a # inside plain text opens nothing: the closed `{` is not blamed
+            (
+                "name: t\nflows: { f: { steps: [ { name: user's orders#1, request: GET / } ] } }\n load: x\n",
+                (3, 0),
+                "YAML syntax",
+            ),
         ];
         for (text, (line, column), words) in cases {
             let e = parse("s.yaml", text, &[]).expect_err(text);
