@@ -286,7 +286,7 @@ impl QuickSummary {
     }
 
     /// Where the open model's arrivals went: answered, cut at the end,
-    /// unanswered, dropped. Answers per second over the wall time, set
+    /// unanswered, dropped, never sent (the generator stalled). Answers per second over the wall time, set
     /// against the target as "77.1% achieved", read as a server that could
     /// not keep up where an 800 ms server had answered every request on time
     /// and the last 800 ms of arrivals were still in flight (review 2's
@@ -298,12 +298,11 @@ impl QuickSummary {
         let cut = self.failures.get(FailureKind::Cut.name()).copied().unwrap_or(0);
         let answered = self.counters[Counter::Completed];
         let unanswered = self.counters[Counter::Sent].saturating_sub(answered + cut);
-        let mut parts = vec![format!(
-            "{} arrivals: {answered} answered",
-            self.counters[Counter::Sent] + self.counters[Counter::Dropped]
-        )];
+        let (dropped, unsent) = (self.counters[Counter::Dropped], self.counters[Counter::Unsent]);
+        let mut parts =
+            vec![format!("{} arrivals: {answered} answered", self.counters[Counter::Sent] + dropped + unsent)];
         for (n, what) in
-            [(cut, "cut at the end"), (unanswered, "unanswered"), (self.counters[Counter::Dropped], "dropped")]
+            [(cut, "cut at the end"), (unanswered, "unanswered"), (dropped, "dropped"), (unsent, "never sent")]
         {
             if n > 0 {
                 parts.push(format!("{n} {what}"));
@@ -687,6 +686,13 @@ mod tests {
             max_in_flight: Some(1000),
             protocol: String::new(),
         };
+        // ... and the arrivals a stalled generator never sent.
+        let stalled = Stats { unsent: 7, ..s.clone() };
+        let st =
+            QuickSummary::new(setup.clone(), &stalled, Duration::from_millis(3500), GeneratorUse::default(), false);
+        let st = st.text();
+        let never = "(312 arrivals: 268 answered, 30 cut at the end, 2 unanswered, 5 dropped, 7 never sent)";
+        assert!(st.contains(never), "{st}");
         let t = QuickSummary::new(setup, &s, Duration::from_millis(3500), GeneratorUse::default(), false).text();
         let want = "Target rate:            100.00 [#/sec] (305 arrivals: 268 answered, 30 cut at the end, 2 unanswered, 5 dropped)";
         assert!(t.contains(want), "{t}");

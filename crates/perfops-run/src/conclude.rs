@@ -253,7 +253,7 @@ pub(crate) fn tls_note(why: &str, insecure: bool) -> String {
 /// What a late start (`--start-at` already past) is said as.
 pub(crate) fn late_note(late: Duration) -> String {
     format!(
-        "started {} ms late: the arrivals due before were sent at once, their latency counted from when they were due",
+        "started {} ms late: arrivals due in stages already over were not sent (unsent), those of the stage under way went out at once, their latency counted from when they were due",
         late.as_millis()
     )
 }

@@ -238,7 +238,8 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     }
     // A generator that stalled says so, as `run`'s summary does.
     if let Some(why) = perfops_core::analysis::generator::stalled(&outcome.total) {
-        summary.warnings.push(format!("{why}: its late arrivals' latency is the generator's doing"));
+        let late = if outcome.total.late > 0 { "; the late ones' latency counts their lateness" } else { "" };
+        summary.warnings.push(format!("{why}{late}"));
     }
     if let Some(why) = &outcome.tls_refused {
         summary.warnings.insert(0, crate::conclude::tls_note(why, args.insecure));

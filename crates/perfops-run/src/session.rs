@@ -408,7 +408,7 @@ impl Session {
             let now = Instant::now();
             if now > self.t0 {
                 note!(
-                    "the start at {} has passed: started {} ms late, what was due is sent at once",
+                    "the start at {} has passed: started {} ms late; what was due in the stage under way is sent at once, the stages already over are not",
                     utc_rfc3339_ms(self.started),
                     now.duration_since(self.t0).as_millis()
                 );

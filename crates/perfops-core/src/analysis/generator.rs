@@ -164,7 +164,8 @@ pub fn stalled(stats: &crate::measure::Stats) -> Option<String> {
         return None;
     }
     let head = match stalled_us {
-        0 => "the generator fell behind".to_string(),
+        // Not stopped: behind its schedule (a starved worker, or a load started late).
+        0 => "the generator was behind its schedule".to_string(),
         us => format!("the generator stalled for {:.1} s", us as f64 / 1e6),
     };
     let mut what = Vec::new();
@@ -199,7 +200,14 @@ mod tests {
             // Stopped within a longer stage: its arrivals went out late, charged in latency.
             (2_040_000, 101, 0, Some("the generator stalled for 2.0 s (101 arrivals went out more than 200 ms late)")),
             // Behind without its watch seeing it stopped (a starved worker; an agent's seconds).
-            (0, 1, 1, Some("the generator fell behind (1 arrival went out more than 200 ms late, 1 was never sent)")),
+            (
+                0,
+                1,
+                1,
+                Some(
+                    "the generator was behind its schedule (1 arrival went out more than 200 ms late, 1 was never sent)",
+                ),
+            ),
             // Stopped between two arrivals (a low rate): the stop alone.
             (260_000, 0, 0, Some("the generator stalled for 0.3 s")),
         ];

@@ -749,7 +749,26 @@ impl Dec<'_> {
         if let Some(t) = m.get_node("timeout").and_then(|n| self.duration(n, "defaults.timeout")) {
             out.timeout = t;
         }
-        if let Some(t) = m.get_node("connect_timeout").and_then(|n| self.duration(n, "defaults.connect_timeout")) {
+        if let Some(n) = m.get_node("connect_timeout")
+            && let Some(t) = self.duration(n, "defaults.connect_timeout")
+        {
+            let hint = |why: String| Some(format!("{why}; the default is 5s (at most `timeout`)"));
+            if t.is_zero() {
+                self.at(
+                    n.span(),
+                    "defaults.connect_timeout",
+                    "a connect timeout of 0 fails every connection",
+                    hint("give it a time".into()),
+                );
+            } else if t > out.timeout {
+                let why = format!("the whole request's `timeout` ({:?}) ends a connect first", out.timeout);
+                self.at(
+                    n.span(),
+                    "defaults.connect_timeout",
+                    format!("`connect_timeout` ({t:?}) is longer than `timeout`"),
+                    hint(why),
+                );
+            }
             out.connect_timeout = Some(t);
         }
         if let Some(h) = m.get_node("headers") {
@@ -1073,6 +1092,35 @@ mod tests {
         ];
         for (what, node, keys) in cases {
             assert_eq!(props(node), sorted(keys), "{what}: schema and parser disagree");
+        }
+    }
+
+    /// `defaults.connect_timeout`: kept when it is a time within `timeout`; 0, or past
+    /// `timeout`, said where it is written.
+    #[test]
+    fn connect_timeouts_are_checked() {
+        let head = "name: c\ntarget: http://127.0.0.1:1\nflows: { f: { steps: [ { request: GET / } ] } }\n\
+                    load: { stages: [ { rate: 1, hold: 1s } ] }\n";
+        // (defaults, Ok(the connect timeout) or Err(the message's words))
+        let cases: [(&str, Result<u64, &str>); 5] = [
+            // none said: 5 s
+            ("{ timeout: 10s }", Ok(5_000)),
+            // none said, a shorter timeout: the timeout
+            ("{ timeout: 2s }", Ok(2_000)),
+            ("{ timeout: 10s, connect_timeout: 1s }", Ok(1_000)),
+            ("{ connect_timeout: 0s }", Err("a connect timeout of 0")),
+            ("{ timeout: 2s, connect_timeout: 3s }", Err("is longer than `timeout`")),
+        ];
+        for (defaults, want) in cases {
+            let got = parse("c.yaml", &format!("{head}defaults: {defaults}\n"), &[]);
+            match (got, want) {
+                (Ok(s), Ok(ms)) => assert_eq!(s.defaults.connect_timeout().as_millis() as u64, ms, "{defaults}"),
+                (Err(e), Err(words)) => {
+                    let d = &e.0[0];
+                    assert!(d.message.contains(words) && d.line == 5, "{defaults}: {d:?}");
+                }
+                (got, want) => panic!("{defaults}: {:?} vs {want:?}", got.map(|s| s.defaults.connect_timeout())),
+            }
         }
     }
 

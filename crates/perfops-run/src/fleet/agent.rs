@@ -561,7 +561,8 @@ fn build(a: &Assignment, shard: Shard) -> Result<(Plan, Vec<(String, Duration)>)
     let mut plan = base.plan(Arc::new(work), model);
     plan.stage_ends = a.stage_ends_ns.iter().map(|&n| Duration::from_nanos(n)).collect();
     plan.shard = shard;
-    // Every agent on one schedule: a start heard late sends what is due at once, as `--start-at` does.
+    // Every agent on one schedule: a start heard late sends at once what is due in the stage under
+    // way, as `--start-at` does (stages already over are not sent: counted unsent).
     plan.keep_start = true;
     let stages = scenario.load.stages().iter().map(|s| (s.name.clone(), s.segment.duration)).collect();
     Ok((plan, stages))

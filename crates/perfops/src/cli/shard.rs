@@ -18,7 +18,8 @@ pub(crate) struct ShardFlags {
     shard: Option<Shard>,
     /// Start the schedule at this wall-clock instant (RFC 3339, e.g.
     /// 2026-11-24T18:00:00Z, or unix seconds), the same for every shard. A
-    /// start already past sends what is due at once, latency from when it was due.
+    /// start already past sends at once what is due in the stage under way,
+    /// latency from when it was due; stages already over are not sent.
     #[arg(long, value_name = "TIME", value_parser = parse_start)]
     start_at: Option<SystemTime>,
     /// Skip the scenario's setup and use the values it saved, from FILE (a
