@@ -75,6 +75,8 @@ pub struct QuickArgs {
     pub max_in_flight: u32,
     /// Exit 1 when more than this percentage of requests failed.
     pub max_errors: f64,
+    /// Go on when the first seconds find the target down.
+    pub keep_going: bool,
     /// Worker threads (default: one per available core).
     pub workers: usize,
     /// Also write the summary as JSON to this file.
@@ -192,7 +194,7 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     // hammered for the whole run (119,504 refusals in 2 s; a new user's review).
     let mut down = Down(TargetDown::new(plan.target.addr.to_string()));
     let stations = Stations {
-        decisions: vec![&mut down as &mut dyn Sink],
+        decisions: if args.keep_going { Vec::new() } else { vec![&mut down as &mut dyn Sink] },
         chosen: Some(&mut chosen),
         live: live.map(|l| Box::new(l) as _),
         tally: target_is_websocket.then_some(&mut by_step as &mut dyn Output),
@@ -204,7 +206,7 @@ pub fn run(args: QuickArgs) -> Result<Exit> {
     let (outcome, _) = source::drive(&mut engine, &stop, pipeline)?;
     let down = down.0.reason().map(|why| (why.to_string(), down.0.seconds()));
     if let Some((why, after)) = &down {
-        note!("stopped after {after} s: {why}");
+        note!("stopped after {after} s: {why} (--keep-going runs on)");
     }
     let spoke = engine.protocol();
 

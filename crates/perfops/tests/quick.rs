@@ -487,7 +487,7 @@ fn a_generator_busy_for_seconds_is_still_warned_about() {
     let addr = kit::refused_addr();
     let mut shares = Vec::new();
     for _ in 0..5 {
-        let run = quick(&[&format!("http://{addr}/"), "-c", "4", "-d", "2s", "--workers", "1", "-q"]);
+        let run = quick(&[&format!("http://{addr}/"), "-c", "4", "-d", "2s", "--workers", "1", "-q", "--keep-going"]);
         run.assert_exit(1);
         let g = &run.json()["generator"];
         let cpu = g["cpu_user_s"].as_f64().unwrap_or(0.0) + g["cpu_sys_s"].as_f64().unwrap_or(0.0);

@@ -74,6 +74,11 @@ pub(crate) struct QuickFlags {
     /// Exit 1 when more than this percentage of requests failed.
     #[arg(long, default_value_t = 0.0)]
     max_errors: f64,
+    /// Go on when the first seconds find the target down (every connection
+    /// refused or timed out, none opened or answered); by default the run
+    /// stops there and exits 3.
+    #[arg(long)]
+    keep_going: bool,
     /// Worker threads (default: one per available core).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -114,6 +119,7 @@ impl From<QuickFlags> for perfops_run::quick::QuickArgs {
             insecure: f.insecure,
             max_in_flight: f.max_in_flight,
             max_errors: f.max_errors,
+            keep_going: f.keep_going,
             workers: f.workers,
             json: f.json,
             failures: f.failures,
