@@ -172,6 +172,14 @@ pub struct FlowPlan {
     pub steps: Vec<StepPlan>,
 }
 
+impl FlowPlan {
+    /// The step an arrival of this flow is counted under before any request
+    /// of it went out (dropped, never sent, late): its first.
+    pub(crate) fn first_step(&self) -> u16 {
+        self.steps.first().map_or(0, |s| s.index)
+    }
+}
+
 /// One step, ready to render.
 #[derive(Debug, Clone)]
 pub struct StepPlan {

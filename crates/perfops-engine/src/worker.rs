@@ -95,7 +95,7 @@ use crate::record::{Answer, Due, Failure, Key, Pool, Recorder, mean_service};
 use crate::steer::{Current, Replan};
 use crate::target::{Protocol, Target};
 use crate::timer::PreciseTimer;
-use crate::work::{StepPlan, Work};
+use crate::work::{FlowPlan, StepPlan, Work};
 
 /// What a worker sends to the collector.
 pub(crate) enum Msg {
@@ -660,7 +660,7 @@ impl Worker {
     /// the stages it fell in (their first flow's first step).
     fn stalled(&self, from: Instant, to: Instant) {
         let plan = self.plan.borrow().clone();
-        let step = self.shared.work.flows.first().and_then(|f| f.steps.first()).map_or(0, |s| s.index);
+        let step = self.shared.work.flows.first().map_or(0, FlowPlan::first_step);
         let mut at = from.saturating_duration_since(self.start);
         let to = to.saturating_duration_since(self.start);
         let mut rec = self.rec.borrow_mut();

@@ -168,10 +168,8 @@ impl Dec<'_> {
             let misspelt = self.errors.len() > errors_before;
             // The other model's level: say which model takes it (`users` read "unknown field" alone).
             let other = if closed { "rate" } else { "users" };
-            if m.get_node(other).is_some()
-                && let Some(e) =
-                    self.errors[errors_before..].iter_mut().find(|e| e.message == format!("unknown field `{other}`"))
-            {
+            let at = join(&p, other);
+            if let Some(e) = self.errors[errors_before..].iter_mut().find(|e| e.path == at) {
                 e.hint = Some(if closed {
                     "`rate` is the open model's (arrivals a second): this load is `model: closed`; give `users`, or drop `model: closed`".into()
                 } else {

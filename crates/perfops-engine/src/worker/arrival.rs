@@ -110,8 +110,7 @@ impl Worker {
 
     /// Count an arrival of `flow` that is not sent: the generator's limit.
     pub(super) fn drop_arrival(&self, flow: &FlowPlan, stage: u16) {
-        let step = flow.steps.first().map_or(0, |s| s.index);
-        self.rec.borrow_mut().dropped(Key { stage, step });
+        self.rec.borrow_mut().dropped(Key { stage, step: flow.first_step() });
     }
 
     /// The feeders' rows for arrival `seq` (`None`: a `once` feeder its flow

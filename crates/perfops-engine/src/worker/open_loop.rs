@@ -361,8 +361,7 @@ impl Worker {
     /// [`Worker::overdue`]'s count, off the hot path: unsent (`true`) or late.
     #[cold]
     fn held_back(&self, n: u64, stage: u16, now: Instant) -> bool {
-        let step = self.shared.work.flows[self.shared.work.pick(n)].steps.first().map_or(0, |s| s.index);
-        let key = Key { stage, step };
+        let key = Key { stage, step: self.shared.work.flows[self.shared.work.pick(n)].first_step() };
         let over = self.plan.borrow().stage_end(stage).is_some_and(|end| now >= self.start + end);
         if over {
             self.rec.borrow_mut().unsent(key);
@@ -393,8 +392,7 @@ impl Worker {
             if offset >= until {
                 break;
             }
-            let step = work.flows[work.pick(n)].steps.first().map_or(0, |s| s.index);
-            rec.unsent(Key { stage, step });
+            rec.unsent(Key { stage, step: work.flows[work.pick(n)].first_step() });
         }
     }
 }
