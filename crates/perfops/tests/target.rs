@@ -109,16 +109,7 @@ fn a_listener_that_never_accepts_is_said_down_at_its_connect_timeout() {
     let _cpu = shared();
     let wd = Workdir::new("target-never-accepts");
     let server = python::script(NEVER_ACCEPTS, &[]);
-    let yaml = format!(
-        "name: shop\ntarget: http://127.0.0.1:{}\ndefaults: {{ timeout: 10s, connect_timeout: 1s }}\n\
-         flows: {{ f: {{ steps: [ {{ request: GET /health }} ] }} }}\nload: {{ stages: [ {{ rate: 5, hold: 20s }} ] }}\n",
-        server.port(0)
-    );
-    let path = wd.scenario("never.yaml", &yaml);
-    let out_dir = wd.runs().display().to_string();
-    let started = Instant::now();
-    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", &out_dir, "-q"], |_| {}).wait(RUN_LIMIT);
-    let took = started.elapsed();
+    let (out, took) = run(&wd, server.port(0), "20s", &["--set", "defaults.connect_timeout=1s"]);
     let ctx = out.dump();
     out.assert_exit(3);
     assert!(took < Duration::from_secs(10), "stopped early, not after its 20 s: {took:?}\n{ctx}");
@@ -126,13 +117,16 @@ fn a_listener_that_never_accepts_is_said_down_at_its_connect_timeout() {
     assert!(out.stderr.contains(&said), "{said}\n{ctx}");
     // Each timed out at the scenario's 1 s, not a hidden 5 s (the kept samples say when).
     let failures = std::fs::read_to_string(wd.result_dir(&out).join("failures.jsonl")).expect("failures.jsonl");
-    let took: Vec<f64> = failures
+    let timed_out: Vec<f64> = failures
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|f| f["kind"] == "connect_timeout")
         .filter_map(|f| f["timings"]["latency_ms"].as_f64())
         .collect();
-    assert!(!took.is_empty() && took.iter().all(|ms| (1000.0..1500.0).contains(ms)), "{took:?}\n{failures}");
+    assert!(
+        !timed_out.is_empty() && timed_out.iter().all(|ms| (1000.0..1500.0).contains(ms)),
+        "{timed_out:?}\n{failures}"
+    );
 }
 
 /// A server that accepts, one connection at a time, and answers after 2.5 s: the connections
@@ -144,14 +138,7 @@ fn a_slow_server_that_accepted_a_connection_is_not_down() {
     let _cpu = shared();
     let wd = Workdir::new("target-slow-not-down");
     let server = python::script(SLOW_ONE_AT_A_TIME, &[]);
-    let yaml = format!(
-        "name: slow\ntarget: http://127.0.0.1:{}\ndefaults: {{ timeout: 10s, connect_timeout: 1s }}\n\
-         flows: {{ f: {{ steps: [ {{ request: GET /health }} ] }} }}\nload: {{ stages: [ {{ rate: 10, hold: 4s }} ] }}\n",
-        server.port(0)
-    );
-    let path = wd.scenario("slow.yaml", &yaml);
-    let out_dir = wd.runs().display().to_string();
-    let out = spawn_perfops(&["run", path.to_str().unwrap(), "--out", &out_dir, "-q"], |_| {}).wait(RUN_LIMIT);
+    let (out, _) = run(&wd, server.port(0), "4s", &["--set", "defaults.connect_timeout=1s"]);
     let ctx = out.dump();
     out.assert_exit(1);
     assert!(!out.stderr.contains("target down"), "{ctx}");
