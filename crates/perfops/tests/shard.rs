@@ -51,19 +51,18 @@ fn spawn_shards(w: &Workdir, scenario: &Path, count: u32, extra: impl Fn(u32) ->
         .collect()
 }
 
+/// Wait for each of the `running` shards (within `limit`): its finish and
+/// its `runs-I/` folder, for the caller to look at the finish first.
+fn finish_shards(w: &Workdir, running: Vec<Running>, limit: Duration) -> Vec<(Finished, PathBuf)> {
+    running.into_iter().enumerate().map(|(i, r)| (r.wait(limit), w.path.join(format!("runs-{i}")))).collect()
+}
+
 /// Run `count` shards of `scenario` at one instant, concurrently, each into
 /// its own `runs-I/`; returns each one's finish and results directory.
 fn shards(w: &Workdir, scenario: &Path, count: u32, extra: &[&str]) -> Vec<(Finished, PathBuf)> {
     let flags: Vec<String> = ["--workers", "1"].iter().chain(extra).map(|s| s.to_string()).collect();
-    spawn_shards(w, scenario, count, |_| flags.clone())
-        .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let f = r.wait(Duration::from_secs(30));
-            let dir = only_dir(&w.path.join(format!("runs-{i}")));
-            (f, dir)
-        })
-        .collect()
+    let running = spawn_shards(w, scenario, count, |_| flags.clone());
+    finish_shards(w, running, Duration::from_secs(30)).into_iter().map(|(f, runs)| (f, only_dir(&runs))).collect()
 }
 
 fn merge(dirs: &[&Path], out: &Path) -> Finished {
@@ -542,13 +541,11 @@ fn shards_stopped_together_merge_as_one_stopped_run() {
     for r in &running {
         common::send_signal("-INT", r.pid());
     }
-    let dirs: Vec<PathBuf> = running
+    let dirs: Vec<PathBuf> = finish_shards(&w, running, Duration::from_secs(15))
         .into_iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let f = r.wait(Duration::from_secs(15));
+        .map(|(f, runs)| {
             assert_eq!(f.code, Some(1), "an interrupted shard: {}", f.stderr);
-            only_dir(&w.path.join(format!("runs-{i}")))
+            only_dir(&runs)
         })
         .collect();
     let merged = w.path.join("merged");
@@ -595,13 +592,12 @@ fn a_shards_action_by_hand_is_the_merged_runs() {
     std::thread::sleep(Duration::from_millis(500));
     let rated = spawn_perfops(&["ctl", &addr, "rate", "10"], |_| {}).wait(RUN_LIMIT);
     assert_eq!(rated.code, Some(0), "{}", rated.stderr);
-    let dirs: Vec<PathBuf> = running
+    let dirs: Vec<PathBuf> = finish_shards(&w, running, Duration::from_secs(30))
         .into_iter()
         .enumerate()
-        .map(|(i, r)| {
-            let f = r.wait(Duration::from_secs(30));
+        .map(|(i, (f, runs))| {
             assert!(matches!(f.code, Some(0 | 1)), "shard {i}: {}", f.stderr);
-            only_dir(&w.path.join(format!("runs-{i}")))
+            only_dir(&runs)
         })
         .collect();
     let merged = w.path.join("merged");

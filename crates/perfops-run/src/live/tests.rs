@@ -44,6 +44,16 @@ fn second(live: &mut Live, t: u32) {
     live.second(&s).expect("second");
 }
 
+/// A live server on a free loopback port, its run started and its first
+/// second published.
+fn started() -> (Live, SocketAddr) {
+    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
+    let addr = live.local_addr();
+    live.start(&meta()).expect("start");
+    second(&mut live, 0);
+    (live, addr)
+}
+
 /// One exchange: the status line's code and the body.
 fn ask(addr: SocketAddr, request: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).expect("connect");
@@ -210,10 +220,7 @@ fn a_made_token_is_random() {
 /// finish waits for the open page to take it (not for the whole 10 s).
 #[test]
 fn the_end_hands_the_report_to_the_open_pages() {
-    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
-    let addr = live.local_addr();
-    live.start(&meta()).expect("start");
-    second(&mut live, 0);
+    let (mut live, addr) = started();
     // A page: reads the stream until `final`, then takes the report.
     let page = std::thread::spawn(move || {
         let got = events(addr, "", "event: final");
@@ -239,10 +246,7 @@ fn the_end_hands_the_report_to_the_open_pages() {
 /// meanwhile the page and an open event stream are served at once.
 #[test]
 fn silent_crowds_and_big_heads_hold_nobody() {
-    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
-    let addr = live.local_addr();
-    live.start(&meta()).expect("start");
-    second(&mut live, 0);
+    let (mut live, addr) = started();
     let big = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(9 * 1024));
     assert_eq!(ask(addr, &big).0, 431);
     // The stream is open (served its first second) before the crowd comes:
@@ -285,10 +289,7 @@ fn silent_crowds_and_big_heads_hold_nobody() {
 /// back by itself). Before, 128 streams left every page unanswered.
 #[test]
 fn a_crowd_of_event_streams_locks_no_page_out() {
-    let mut live = Live::bind("127.0.0.1:0", None).expect("bind");
-    let addr = live.local_addr();
-    live.start(&meta()).expect("start");
-    second(&mut live, 0);
+    let (_live, addr) = started();
     let crowd: Vec<TcpStream> = (0..server::MAX_CONNECTIONS + 8)
         .map(|_| {
             let mut s = TcpStream::connect(addr).expect("connect");
